@@ -1,0 +1,21 @@
+// The xmemory_gpu._C module: C++ CPU kernels. Each kernel family registers its functions
+// from its own source file in csrc/cpu/.
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+void register_knn(py::module_& m);
+void register_objective(py::module_& m);
+void register_coverage(py::module_& m);
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "xmemory_gpu C++ CPU kernels (OpenMP)";
+#ifdef XMEM_OPENMP
+  m.attr("openmp") = true;
+#else
+  m.attr("openmp") = false;
+#endif
+  register_knn(m);
+  register_objective(m);
+  register_coverage(m);
+}

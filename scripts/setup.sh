@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install xmemory_gpu with its test tools, CPU-only torch first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${XMEM_VENV:-.venv}"
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+. "$VENV/bin/activate"
+python -m pip install -q --upgrade pip
+echo "torch==2.13.0" > "$VENV/torch-pin.txt"
+python -m pip install -q torch==2.13.0            # CPU wheel; a bare `torch` pulls a multi-GB CUDA build
+python -m pip install -q -c "$VENV/torch-pin.txt" -e ".[dev]"

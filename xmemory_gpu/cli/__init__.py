@@ -1,0 +1,46 @@
+"""The ``xmemory`` command. Each subcommand lives in its own module with ``add_parser``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand name -> module (relative to this package); each has add_parser(subparsers)
+SUBCOMMANDS = {
+    "synth": "synth",
+    "build": "build",
+    "stats": "stats",
+    "search": "search",
+    "eval": "evaluate",
+    "models": "models",
+    "backends": "backends",
+}
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="xmemory", description="xMemory agent memory: build, inspect, search, evaluate")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, module in SUBCOMMANDS.items():
+        try:
+            mod = importlib.import_module(f"{__name__}.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{module}":
+                continue  # subcommand not present in this build
+            raise
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"xmemory {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""coverage kernel family."""

@@ -1,0 +1,1 @@
+"""entropy kernel family."""

@@ -1,0 +1,1 @@
+"""knn kernel family."""
