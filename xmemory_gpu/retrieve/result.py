@@ -1,0 +1,53 @@
+"""What a retrieval returns: ordered units with provenance, the assembled context, costs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+UNIT_TYPES = ("theme", "semantic", "episode", "message", "chunk", "session")
+
+
+@dataclass
+class RetrievedUnit:
+    """One unit of retrieved context. ``id`` is unique within its type and memory."""
+
+    type: str  # one of UNIT_TYPES
+    id: str
+    text: str
+    tokens: int  # in the result's named tokenizer
+    score: float
+    message_ids: list[str]  # provenance (LoCoMo dia_ids)
+    timestamp: float | None = None
+    scores: dict[str, float] = field(default_factory=dict)  # named components (relevance, gain, uncertainty drop)
+
+
+@dataclass
+class RetrievalResult:
+    """The result of one query against one memory under one strategy."""
+
+    query: str
+    memory_id: str
+    strategy: str
+    units: list[RetrievedUnit]
+    context: str  # the assembled answer context (semantic memories, then episodic, with timestamps)
+    context_tokens: int
+    tokenizer: str  # name of the tokenizer used for every token count here
+    llm_calls: int = 0  # reader/LLM calls spent on retrieval
+    llm_tokens: int = 0  # prompt + output tokens spent on retrieval
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage (batch time / batch size)
+    notes: list[str] = field(default_factory=list)  # e.g. "no reader configured: episodes admitted by priority"
+
+    @property
+    def message_ids(self) -> list[str]:
+        """Union of the units' provenance, in context order."""
+        seen: dict[str, None] = {}
+        for u in self.units:
+            for mid in u.message_ids:
+                seen.setdefault(mid, None)
+        return list(seen)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["message_ids"] = self.message_ids
+        return d
