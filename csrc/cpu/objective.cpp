@@ -1,4 +1,172 @@
-// objective kernels (CPU). Placeholder registration until the family lands.
+// f(P) kernels on the CPU: batched partition objective and incremental candidate scoring.
+// Closed form (DESIGN section 1): cohesion_k = |S_k| / n_k, cos(mu_k, mu_j) = S_k.S_j/(|S_k||S_j|).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "xmemory/stats.h"
+
 namespace py = pybind11;
-void register_objective(py::module_& m) { (void)m; }
+using f64arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using i64arr = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+inline double dot(const double* a, const double* b, int64_t d) {
+  double s = 0.0;
+  for (int64_t i = 0; i < d; ++i) s += a[i] * b[i];
+  return s;
+}
+
+inline double cosine(const double* a, double na, const double* b, double nb, int64_t d) {
+  return (na > 0.0 && nb > 0.0) ? dot(a, b, d) / (na * nb) : 0.0;
+}
+
+// f from per-theme norms |S_k|, counts n_k and nearest-centroid cosines s_k.
+double finish(const std::vector<double>& norm, const std::vector<double>& cnt, std::vector<double> s, double n_nodes,
+              double eps) {
+  const size_t k = cnt.size();
+  if (k == 0 || n_nodes == 0.0) return 0.0;
+  double sumsq = 0.0;
+  for (double c : cnt) sumsq += c * c;
+  const double sparsity = n_nodes * n_nodes / (static_cast<double>(k) * sumsq);
+  std::vector<double> tmp(s);
+  const double m = xmem::median_inplace(tmp);
+  for (size_t i = 0; i < k; ++i) tmp[i] = std::fabs(s[i] - m);
+  const double sigma = xmem::median_inplace(tmp) + eps;
+  double sem = 0.0;
+  for (size_t i = 0; i < k; ++i) {
+    const double z = s[i] - m;
+    sem += (norm[i] / cnt[i]) * std::exp(-(z * z) / (2.0 * sigma * sigma));
+  }
+  return sparsity + sem / static_cast<double>(k);
+}
+
+// f(P) per segment; labels local to each segment, any non-negative values.
+py::array_t<double> partition_objective(f64arr x, i64arr labels, i64arr offsets, double eps) {
+  if (x.ndim() != 2) throw std::invalid_argument("x must be [N, d]");
+  const int64_t d = x.shape(1), nseg = offsets.shape(0) - 1;
+  const double* X = x.data();
+  const int64_t* L = labels.data();
+  const int64_t* O = offsets.data();
+  py::array_t<double> out(nseg);
+  double* F = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t b = 0; b < nseg; ++b) {
+      const int64_t s = O[b], e = O[b + 1], n = e - s;
+      if (n == 0) { F[b] = 0.0; continue; }
+      std::vector<int64_t> uniq(L + s, L + e);
+      std::sort(uniq.begin(), uniq.end());
+      uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
+      const int64_t k = static_cast<int64_t>(uniq.size());
+      std::vector<double> sums(k * d, 0.0), cnt(k, 0.0), norm(k), s_k(k, 0.0);
+      for (int64_t i = s; i < e; ++i) {
+        const int64_t t = std::lower_bound(uniq.begin(), uniq.end(), L[i]) - uniq.begin();
+        const double* xi = X + i * d;
+        double nx = std::sqrt(dot(xi, xi, d));
+        if (nx > 0) for (int64_t j = 0; j < d; ++j) sums[t * d + j] += xi[j] / nx;
+        cnt[t] += 1.0;
+      }
+      for (int64_t t = 0; t < k; ++t) norm[t] = std::sqrt(dot(&sums[t * d], &sums[t * d], d));
+      if (k > 1) {
+        for (int64_t t = 0; t < k; ++t) {
+          double best = kNegInf;
+          for (int64_t u = 0; u < k; ++u)
+            if (u != t) best = std::max(best, cosine(&sums[t * d], norm[t], &sums[u * d], norm[u], d));
+          s_k[t] = best;
+        }
+      }
+      F[b] = finish(norm, cnt, s_k, static_cast<double>(n), eps);
+    }
+  }
+  return out;
+}
+
+// f after each candidate edit; only the changed themes are recomputed (see objective/state.py).
+py::array_t<double> score_candidates(f64arr x, f64arr theme_sum, i64arr theme_count, i64arr theme_offsets,
+                                     i64arr node_offsets, i64arr top_idx, f64arr top_cos, i64arr memory,
+                                     i64arr rem_offsets, i64arr rem_rows, i64arr add_offsets, i64arr group_offsets,
+                                     i64arr members, double eps) {
+  const int64_t d = x.shape(1), K = theme_sum.shape(0), C = memory.shape(0);
+  const double *X = x.data(), *TS = theme_sum.data(), *TC = top_cos.data();
+  const int64_t *CNT = theme_count.data(), *TO = theme_offsets.data(), *NO = node_offsets.data(), *TI = top_idx.data();
+  const int64_t *MEM = memory.data(), *RO = rem_offsets.data(), *RR = rem_rows.data(), *AO = add_offsets.data();
+  const int64_t *GO = group_offsets.data(), *MB = members.data();
+  std::vector<double> tnorm(K);
+  for (int64_t t = 0; t < K; ++t) tnorm[t] = std::sqrt(dot(TS + t * d, TS + t * d, d));
+  py::array_t<double> out(C);
+  double* F = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t b = MEM[c], t0 = TO[b], t1 = TO[b + 1], kb = t1 - t0;
+      std::vector<char> removed(kb, 0);
+      for (int64_t r = RO[c]; r < RO[c + 1]; ++r) removed[RR[r] - t0] = 1;
+      const int64_t g0 = AO[c], G = AO[c + 1] - g0;
+      std::vector<double> gsum(G * d, 0.0), gnorm(G), gcnt(G);
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t m = GO[g0 + g]; m < GO[g0 + g + 1]; ++m) {
+          const double* xi = X + MB[m] * d;
+          for (int64_t j = 0; j < d; ++j) gsum[g * d + j] += xi[j];
+        }
+        gcnt[g] = static_cast<double>(GO[g0 + g + 1] - GO[g0 + g]);
+        gnorm[g] = std::sqrt(dot(&gsum[g * d], &gsum[g * d], d));
+      }
+      std::vector<int64_t> kept;
+      for (int64_t t = 0; t < kb; ++t) if (!removed[t]) kept.push_back(t0 + t);
+      const size_t U = kept.size();
+      std::vector<double> norm, cnt, s;
+      norm.reserve(U + G); cnt.reserve(U + G); s.reserve(U + G);
+      std::vector<double> gbest(G, kNegInf);
+      for (size_t a = 0; a < U; ++a) {
+        const int64_t u = kept[a];
+        double best = kNegInf;
+        const int64_t n1 = TI[2 * u], n2 = TI[2 * u + 1];
+        if (n1 >= 0 && !removed[n1 - t0]) {
+          best = TC[2 * u];
+        } else if (n2 >= 0 && !removed[n2 - t0]) {
+          best = TC[2 * u + 1];
+        } else if (n1 >= 0) {  // both kept neighbours gone: exact max over the other unchanged themes
+          for (size_t q = 0; q < U; ++q)
+            if (kept[q] != u) best = std::max(best, cosine(TS + u * d, tnorm[u], TS + kept[q] * d, tnorm[kept[q]], d));
+        }
+        for (int64_t g = 0; g < G; ++g) {
+          const double cg = cosine(TS + u * d, tnorm[u], &gsum[g * d], gnorm[g], d);
+          best = std::max(best, cg);
+          gbest[g] = std::max(gbest[g], cg);
+        }
+        norm.push_back(tnorm[u]);
+        cnt.push_back(static_cast<double>(CNT[u]));
+        s.push_back(best);
+      }
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t h = 0; h < G; ++h)
+          if (h != g) gbest[g] = std::max(gbest[g], cosine(&gsum[g * d], gnorm[g], &gsum[h * d], gnorm[h], d));
+        norm.push_back(gnorm[g]);
+        cnt.push_back(gcnt[g]);
+        s.push_back(gbest[g]);
+      }
+      for (double& v : s) if (v == kNegInf) v = 0.0;  // a lone theme has no other centroid: s = 0
+      F[c] = finish(norm, cnt, s, static_cast<double>(NO[b + 1] - NO[b]), eps);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_objective(py::module_& m) {
+  m.def("partition_objective", &partition_objective, py::arg("x"), py::arg("labels"), py::arg("offsets"), py::arg("eps"),
+        "f(P) per CSR segment (float64)");
+  m.def("score_candidates", &score_candidates, "f(P) after each candidate edit (incremental closed form)");
+}

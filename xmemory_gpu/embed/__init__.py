@@ -1,0 +1,22 @@
+"""Embedders: all-MiniLM-L6-v2 (default, offline), any sentence-transformers model, feature hashing."""
+
+from __future__ import annotations
+
+from .base import Embedder, normalize_rows
+from .hashing import HashingEmbedder
+
+__all__ = ["Embedder", "HashingEmbedder", "load_embedder", "normalize_rows"]
+
+
+def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64) -> Embedder:
+    """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, or ``st:PATH_OR_NAME`` (any sentence-transformers model)."""
+    if spec.startswith("hashing"):
+        _, _, dim = spec.partition(":")
+        return HashingEmbedder(int(dim) if dim else 64)
+    from .sentence_transformers import DEFAULT_MODEL, SentenceTransformerEmbedder
+
+    if spec == DEFAULT_MODEL:
+        return SentenceTransformerEmbedder(DEFAULT_MODEL, device=device, batch_size=batch_size)
+    if spec.startswith("st:"):
+        return SentenceTransformerEmbedder(spec[3:], device=device, batch_size=batch_size)
+    raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM' or 'st:PATH_OR_NAME'")

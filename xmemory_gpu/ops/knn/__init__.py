@@ -1,1 +1,71 @@
-"""knn kernel family."""
+"""Batched cosine kNN: graph build within CSR segments, segment-restricted search, exact upkeep.
+
+Public functions take NumPy arrays or torch tensors and return the same kind. Backends:
+``reference`` (float64 NumPy) and the fast paths registered in ``_IMPLS``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._arrays import check_offsets, is_torch, like, to_numpy
+from .._backend import is_cuda_tensor, resolve_backend
+from . import reference
+
+_GRAPH_IMPLS: dict[str, Any] = {"reference": reference.knn_graph}
+_SEARCH_IMPLS: dict[str, Any] = {"reference": reference.knn_search}
+
+
+def _check_k(k: int) -> int:
+    if int(k) < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return int(k)
+
+
+def knn_graph(
+    x: Any, offsets: Any, k: int, *, normalize: bool = True, drop_nonpositive: bool = False, backend: str = "auto"
+) -> tuple[Any, Any]:
+    """Exact cosine top-k within each segment, self excluded.
+
+    x [N, d] float (NumPy or torch), offsets [B+1] int64 CSR. Returns idx [N, k] int32 global row
+    ids and sim [N, k] float32, sorted descending, padded with -1 / -inf. Inputs are normalised
+    (``normalize`` is accepted for API symmetry: cosine needs unit rows, so it is always done).
+    """
+    k = _check_k(k)
+    name = resolve_backend("knn_graph", backend, tuple(_GRAPH_IMPLS), on_cuda=is_cuda_tensor(x))
+    xs = x if (is_torch(x) and name in ("cuda", "triton")) else to_numpy(x)
+    if xs.ndim != 2:
+        raise ValueError(f"knn_graph: x must be [N, d], got shape {tuple(xs.shape)}")
+    off = check_offsets(to_numpy(offsets), xs.shape[0])
+    idx, sim = _GRAPH_IMPLS[name](xs, off, k, drop_nonpositive=drop_nonpositive)
+    return (idx, sim) if is_torch(idx) else (like(idx, x), like(sim, x))
+
+
+def knn_search(
+    q: Any, q_offsets: Any, x: Any, x_offsets: Any, k: int, *, normalize: bool = True, drop_nonpositive: bool = False,
+    backend: str = "auto",
+) -> tuple[Any, Any]:
+    """Queries of segment b against rows of segment b of x only.
+
+    q [Q, d], q_offsets [B+1], x [N, d], x_offsets [B+1] -> idx [Q, k] int32 global rows of x,
+    sim [Q, k] float32 (descending; -1 / -inf padding).
+    """
+    k = _check_k(k)
+    name = resolve_backend("knn_search", backend, tuple(_SEARCH_IMPLS), on_cuda=is_cuda_tensor(x))
+    qs = q if (is_torch(q) and name in ("cuda", "triton")) else to_numpy(q)
+    xs = x if (is_torch(x) and name in ("cuda", "triton")) else to_numpy(x)
+    if qs.ndim != 2 or xs.ndim != 2 or qs.shape[1] != xs.shape[1]:
+        raise ValueError(f"knn_search: q [Q, d] and x [N, d] must agree on d, got {tuple(qs.shape)} and {tuple(xs.shape)}")
+    qo = check_offsets(to_numpy(q_offsets), qs.shape[0], "q_offsets")
+    xo = check_offsets(to_numpy(x_offsets), xs.shape[0], "x_offsets")
+    if len(qo) != len(xo):
+        raise ValueError(f"knn_search: q_offsets and x_offsets must have the same length, got {len(qo)} and {len(xo)}")
+    idx, sim = _SEARCH_IMPLS[name](qs, qo, xs, xo, k, drop_nonpositive=drop_nonpositive)
+    return (idx, sim) if is_torch(idx) else (like(idx, q), like(sim, q))
+
+
+from .graph import KnnGraph  # noqa: E402
+
+__all__ = ["KnnGraph", "knn_graph", "knn_search"]

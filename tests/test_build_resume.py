@@ -1,0 +1,113 @@
+"""A build killed with SIGKILL part-way, then re-run, ends with the same store as an uninterrupted build."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.cli import main
+from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+from xmemory_gpu.memory.store import Store
+
+# Drives the real build; a pause after each commit gives the test a moment to kill it mid-build.
+DRIVER = """
+import sys, time
+from xmemory_gpu.memory.store import Store
+_put = Store.put
+def slow_put(self, memory, **kw):
+    _put(self, memory, **kw)
+    time.sleep(0.4)
+Store.put = slow_put
+from xmemory_gpu.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _committed(store: Path) -> int:
+    db = store / "memory.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as con:
+            return con.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _snapshot(path: Path) -> dict:
+    store = Store.open(path)
+    out = {}
+    for mid in store.memory_ids():
+        m = store.get(mid)
+        out[mid] = (
+            [(e.title, e.text, e.message_ids) for e in m.episodes],
+            [(s.text, s.message_ids, s.episode_ids) for s in m.semantics],
+            [(t.id, t.summary, t.parents) for t in m.themes],
+            {k: v.tobytes() for k, v in m.arrays().items()},
+        )
+    return out
+
+
+@pytest.mark.slow
+def test_kill9_then_resume_matches_uninterrupted_build(tmp_path):
+    data = tmp_path / "synthetic.json"
+    write_json(generate_conversations(6, seed=5), data)
+    args = [str(data), "--embedder", "hashing:64", "--shard-size", "1", "--no-progress"]
+
+    full = tmp_path / "full"
+    assert main(["build", *args, "--out", str(full)]) == 0
+
+    part = tmp_path / "part"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, "build", *args, "--out", str(part)], env=env)
+    deadline = time.time() + 120
+    while _committed(part) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    n_before = _committed(part)
+    assert 2 <= n_before < 6, f"expected a partial store, found {n_before} committed memories"
+
+    assert main(["build", *args, "--out", str(part)]) == 0
+    assert _snapshot(part) == _snapshot(full)
+
+
+def test_build_rejects_a_store_of_another_dimension(tmp_path, capsys):
+    data = tmp_path / "synthetic.json"
+    write_json(generate_conversations(1, seed=1), data)
+    store = tmp_path / "store"
+    assert main(["build", str(data), "--embedder", "hashing:64", "--out", str(store), "--no-progress"]) == 0
+    before = _snapshot(store)
+    assert main(["build", str(data), "--embedder", "hashing:32", "--out", str(store), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "dim" in err and "64" in err and "32" in err
+    assert _snapshot(store) == before
+
+
+def test_build_reports_malformed_json_with_the_file(tmp_path, capsys):
+    bad = tmp_path / "broken.json"
+    bad.write_text('[{"sample_id": "x", "conversation": ')
+    assert main(["build", str(bad), "--embedder", "hashing:64", "--out", str(tmp_path / "s"), "--no-progress"]) == 2
+    assert "broken.json" in capsys.readouterr().err
+
+
+def test_stats_json_reports_every_memory(tmp_path, capsys):
+    data = tmp_path / "synthetic.json"
+    write_json(generate_conversations(2, seed=3), data)
+    store = tmp_path / "store"
+    assert main(["build", str(data), "--embedder", "hashing:64", "--out", str(store), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["stats", str(store), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert len(stats["memories"]) == 2
+    for row in stats["memories"].values():
+        assert row["n_semantics"] > 0 and row["max_theme_size"] <= 12 and np.isfinite(row["f_P"])

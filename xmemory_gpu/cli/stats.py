@@ -1,0 +1,65 @@
+"""``xmemory stats STORE``: per memory counts, theme sizes, f(P), reassignment ratio, and totals."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+COLUMNS = [
+    ("n_messages", "msgs"),
+    ("n_episodes", "epis"),
+    ("n_semantics", "sems"),
+    ("n_themes", "themes"),
+    ("mean_theme_size", "mean|T|"),
+    ("max_theme_size", "max|T|"),
+    ("f_P", "f(P)"),
+    ("reassignment_ratio", "reassign"),
+]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("stats", help="summarise a memory store")
+    p.add_argument("store")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--ids", action="store_true", help="print only the memory ids, one per line")
+    p.set_defaults(func=run)
+
+
+def collect(store) -> dict:
+    per = {}
+    for mid in store.memory_ids():
+        s = store.stats(mid)
+        per[mid] = {k: s.get(k) for k, _ in COLUMNS} | {
+            k: s[k] for k in ("n_splits", "n_merges", "split", "merge", "builder", "llm_tokens") if k in s
+        }
+    n = len(per)
+    totals = {k: sum(p[k] or 0 for p in per.values()) for k in ("n_messages", "n_episodes", "n_semantics", "n_themes")}
+    means = {f"mean_{k}": (sum(p[k] or 0 for p in per.values()) / n if n else 0.0) for k in ("f_P", "reassignment_ratio", "mean_theme_size")}
+    totals["max_theme_size"] = max((p["max_theme_size"] or 0 for p in per.values()), default=0)
+    return {"store": str(store.path), "embedder": store.embedder, "dim": store.dim, "memories": per, "totals": totals | means}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..memory.store import Store
+
+    store = Store.open(args.store)
+    if args.ids:
+        print("\n".join(store.memory_ids()))
+        return 0
+    data = collect(store)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"store {data['store']}  embedder {data['embedder']} (d={data['dim']})  memories {len(data['memories'])}")
+    head = f"{'memory':16s}" + "".join(f"{label:>10s}" for _, label in COLUMNS)
+    print(head)
+    for mid, row in data["memories"].items():
+        cells = "".join(f"{row[k]:10.3f}" if isinstance(row[k], float) else f"{row[k]!s:>10s}" for k, _ in COLUMNS)
+        print(f"{mid:16s}{cells}")
+    t = data["totals"]
+    print(
+        f"total: {t['n_messages']} messages, {t['n_episodes']} episodes, {t['n_semantics']} semantic nodes, "
+        f"{t['n_themes']} themes (max size {t['max_theme_size']}); mean f(P) {t['mean_f_P']:.4f}, "
+        f"mean reassignment {t['mean_reassignment_ratio']:.3f}"
+    )
+    return 0

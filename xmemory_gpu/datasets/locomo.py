@@ -1,0 +1,124 @@
+"""LoCoMo loader (Maharana et al., ACL 2024 format). Paths are parameters; nothing is bundled.
+
+Each item: ``sample_id``, ``conversation`` (``speaker_a``, ``speaker_b``, ``session_N`` turn lists
+with ``speaker``, ``dia_id``, ``text`` and optional ``blip_caption``, and ``session_N_date_time``
+like ``"1:56 pm on 8 May, 2023"``) and ``qa``. Errors name the file, the sample and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..memory.records import QA, Conversation, Message
+
+_SESSION = re.compile(r"^session_(\d+)$")
+DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+
+
+class DatasetError(ValueError):
+    """A dataset file that does not have the expected shape; the message names file and field."""
+
+
+def parse_datetime(text: str) -> float:
+    """``"1:56 pm on 8 May, 2023"`` -> POSIX seconds (UTC). Raises ValueError."""
+    return datetime.strptime(text.strip(), DATE_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".json")
+        if not files:
+            raise DatasetError(f"{path}: folder holds no .json files")
+        return files
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    return [path]
+
+
+def load_locomo(path: str | Path) -> list[Conversation]:
+    """Conversations of a LoCoMo-format file, or of every ``.json`` file in a folder (sorted)."""
+    convs: list[Conversation] = []
+    for f in _files(Path(path)):
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{f}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        if isinstance(data, dict):
+            data = [data]
+        if not isinstance(data, list):
+            raise DatasetError(f"{f}: expected a list of conversations, got {type(data).__name__}")
+        convs.extend(_conversation(f, i, item) for i, item in enumerate(data))
+    return convs
+
+
+def _conversation(f: Path, i: int, item: object) -> Conversation:
+    where = f"{f}: item {i}"
+    if not isinstance(item, dict):
+        raise DatasetError(f"{where}: expected an object, got {type(item).__name__}")
+    sid = item.get("sample_id")
+    if not isinstance(sid, str) or not sid:
+        raise DatasetError(f"{where}: sample_id: missing or not a string")
+    where = f"{f}: sample {sid}"
+    conv = item.get("conversation")
+    if not isinstance(conv, dict):
+        raise DatasetError(f"{where}: conversation: missing or not an object")
+    speakers = (conv.get("speaker_a"), conv.get("speaker_b"))
+    for key, sp in zip(("speaker_a", "speaker_b"), speakers):
+        if not isinstance(sp, str) or not sp:
+            raise DatasetError(f"{where}: conversation.{key}: missing or not a string")
+    sessions = sorted((int(m.group(1)), k) for k in conv if (m := _SESSION.match(k)))
+    if not sessions:
+        raise DatasetError(f"{where}: conversation: no session_N lists (expected session_1, session_2, ...)")
+    messages: list[Message] = []
+    seen: set[str] = set()
+    for n, key in sessions:
+        turns = conv[key]
+        if not isinstance(turns, list):
+            raise DatasetError(f"{where}: conversation.{key}: expected a list of turns")
+        dt_key = f"{key}_date_time"
+        dt = conv.get(dt_key)
+        if not isinstance(dt, str):
+            raise DatasetError(f"{where}: conversation.{dt_key}: missing (expected like '1:56 pm on 8 May, 2023')")
+        try:
+            ts = parse_datetime(dt)
+        except ValueError:
+            raise DatasetError(f"{where}: conversation.{dt_key}: cannot parse {dt!r} (expected like '1:56 pm on 8 May, 2023')") from None
+        for j, turn in enumerate(turns):
+            tw = f"{where}: conversation.{key}[{j}]"
+            if not isinstance(turn, dict):
+                raise DatasetError(f"{tw}: expected an object")
+            mid = turn.get("dia_id")
+            if not isinstance(mid, str) or not mid:
+                raise DatasetError(f"{tw}.dia_id: missing")
+            if mid in seen:
+                raise DatasetError(f"{tw}.dia_id: duplicate id {mid!r}")
+            seen.add(mid)
+            text = turn.get("text") if isinstance(turn.get("text"), str) else ""
+            caption = turn.get("blip_caption")
+            if isinstance(caption, str) and caption.strip():
+                text = f"{text} [shares a photo: {caption.strip()}]".strip()
+            if not text.strip():
+                raise DatasetError(f"{tw}.text: missing or empty (dia_id {mid})")
+            speaker = turn.get("speaker")
+            if not isinstance(speaker, str) or not speaker:
+                raise DatasetError(f"{tw}.speaker: missing (dia_id {mid})")
+            messages.append(Message(id=mid, speaker=speaker, text=text.strip(), session=n, timestamp=ts + j))
+    qa = []
+    for j, q in enumerate(item.get("qa") or []):
+        if not isinstance(q, dict) or not isinstance(q.get("question"), str):
+            raise DatasetError(f"{where}: qa[{j}].question: missing")
+        ans = q.get("answer")
+        adv = q.get("adversarial_answer")
+        qa.append(
+            QA(
+                question=q["question"],
+                answer=None if ans is None else str(ans),
+                evidence=[str(e) for e in (q.get("evidence") or [])],
+                category=int(q.get("category", 0)),
+                adversarial_answer=None if adv is None else str(adv),
+            )
+        )
+    return Conversation(sample_id=sid, speakers=speakers, messages=messages, qa=qa, source=str(f))  # type: ignore[arg-type]

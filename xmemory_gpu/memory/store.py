@@ -1,0 +1,248 @@
+"""The on-disk store: a directory with ``memory.sqlite`` and one ``arrays/*.npz`` per memory.
+
+A memory is committed whole or not at all: its arrays (``np.savez`` of plain ``.npy`` arrays)
+are written to a temporary file, fsynced and renamed into place under a content-addressed name,
+then its records and the file's sha256 are inserted in one SQLite transaction. A crash between
+the two leaves an unreferenced file that is ignored. Loading validates the schema version, the
+dimension, every array's presence, dtype and shape, and the checksum; nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .bank import Bank
+from .hierarchy import ARRAY_FIELDS, Memory
+from .records import Episode, Message, SemanticNode, Theme
+
+SCHEMA_VERSION = 1
+DB_NAME = "memory.sqlite"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE memories (memory_id TEXT PRIMARY KEY, position INTEGER NOT NULL, arrays_file TEXT NOT NULL,
+  sha256 TEXT NOT NULL, stats TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE messages (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, pos INTEGER NOT NULL,
+  id TEXT NOT NULL, speaker TEXT NOT NULL, text TEXT NOT NULL, session INTEGER NOT NULL, timestamp REAL,
+  PRIMARY KEY (memory_id, pos));
+CREATE TABLE episodes (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, id INTEGER NOT NULL,
+  title TEXT NOT NULL, text TEXT NOT NULL, message_ids TEXT NOT NULL, start REAL, end REAL, PRIMARY KEY (memory_id, id));
+CREATE TABLE semantics (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, id INTEGER NOT NULL,
+  text TEXT NOT NULL, episode_ids TEXT NOT NULL, message_ids TEXT NOT NULL, timestamp REAL, PRIMARY KEY (memory_id, id));
+CREATE TABLE themes (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, row INTEGER NOT NULL,
+  id INTEGER NOT NULL, summary TEXT NOT NULL, PRIMARY KEY (memory_id, row));
+CREATE TABLE lineage (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, theme_id INTEGER NOT NULL,
+  parent_id INTEGER NOT NULL);
+"""
+
+
+class StoreError(ValueError):
+    """A store that is missing, of another schema or dimension, or damaged; names path and field."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Store:
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = conn
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            self.schema_version = int(meta["schema_version"])
+            self.dim = int(meta["dim"])
+            self.embedder = meta["embedder"]
+            self.config: dict[str, Any] = json.loads(meta["config"])
+        except (KeyError, ValueError) as exc:
+            raise StoreError(f"{path / DB_NAME}: meta table is incomplete or damaged ({exc})") from None
+        if self.schema_version != SCHEMA_VERSION:
+            raise StoreError(
+                f"{path / DB_NAME}: schema_version is {self.schema_version}, this xmemory_gpu reads {SCHEMA_VERSION}"
+            )
+
+    # -- opening -------------------------------------------------------------------------------
+    @staticmethod
+    def _connect(db: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(db, timeout=30)
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    @classmethod
+    def create(cls, path: str | Path, *, dim: int, embedder: str, config: dict[str, Any]) -> Store:
+        root = Path(path)
+        if (root / DB_NAME).exists():
+            raise StoreError(f"{root}: a store already exists here")
+        (root / "arrays").mkdir(parents=True, exist_ok=True)
+        tmp = root / (DB_NAME + ".tmp")
+        tmp.unlink(missing_ok=True)
+        conn = cls._connect(tmp)
+        with conn:
+            conn.executescript(_SCHEMA)
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [("schema_version", str(SCHEMA_VERSION)), ("dim", str(int(dim))), ("embedder", embedder),
+                 ("config", json.dumps(config)), ("created", str(time.time()))],
+            )
+        conn.close()
+        os.replace(tmp, root / DB_NAME)  # the store appears whole
+        return cls(root, cls._connect(root / DB_NAME))
+
+    @classmethod
+    def open(cls, path: str | Path) -> Store:
+        root = Path(path)
+        db = root / DB_NAME
+        if not db.exists():
+            raise StoreError(f"{root}: not a memory store (no {DB_NAME})")
+        try:
+            return cls(root, cls._connect(db))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{db}: cannot read the database: {exc}") from None
+
+    @classmethod
+    def open_or_create(cls, path: str | Path, *, dim: int, embedder: str, config: dict[str, Any]) -> Store:
+        root = Path(path)
+        if not (root / DB_NAME).exists():
+            return cls.create(root, dim=dim, embedder=embedder, config=config)
+        store = cls.open(root)
+        if store.dim != dim:
+            raise StoreError(f"{root}: dim: the store holds {store.dim}-dimensional embeddings, the embedder gives {dim}")
+        if store.embedder != embedder:
+            raise StoreError(f"{root}: embedder: the store was built with {store.embedder!r}, not {embedder!r}")
+        return store
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- queries -------------------------------------------------------------------------------
+    def memory_ids(self) -> list[str]:
+        return [r[0] for r in self._conn.execute("SELECT memory_id FROM memories ORDER BY position")]
+
+    def has(self, memory_id: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM memories WHERE memory_id = ?", (memory_id,)).fetchone() is not None
+
+    def stats(self, memory_id: str) -> dict[str, Any]:
+        row = self._conn.execute("SELECT stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"{self.path}: no memory {memory_id!r}")
+        return json.loads(row[0])
+
+    # -- writing -------------------------------------------------------------------------------
+    def put(self, memory: Memory, *, replace: bool = False) -> None:
+        """Commit one memory atomically (records and arrays together)."""
+        if memory.dim != self.dim:
+            raise StoreError(f"{self.path}: memory {memory.memory_id}: dim {memory.dim} != store dim {self.dim}")
+        old = self._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (memory.memory_id,)).fetchone()
+        if old is not None and not replace:
+            raise StoreError(f"{self.path}: memory {memory.memory_id!r} is already stored (pass replace=True)")
+        arrays = memory.arrays()
+        for name, (dtype, ndim) in ARRAY_FIELDS.items():
+            a = arrays[name]
+            if a.dtype != dtype or a.ndim != ndim:
+                raise StoreError(f"memory {memory.memory_id}: field {name}: expected {np.dtype(dtype)} with {ndim} dims, got {a.dtype} {a.shape}")
+        key = hashlib.sha1(memory.memory_id.encode()).hexdigest()[:16]
+        tmp = self.path / "arrays" / f".{key}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        digest = _sha256(tmp)
+        name = f"{key}-{digest[:12]}.npz"
+        os.replace(tmp, self.path / "arrays" / name)
+        pos = self._conn.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0]
+        mid = memory.memory_id
+        with self._conn:
+            if old is not None:
+                pos = self._conn.execute("SELECT position FROM memories WHERE memory_id = ?", (mid,)).fetchone()[0]
+                self._conn.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
+            self._conn.execute(
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?)", (mid, pos, name, digest, json.dumps(memory.stats), time.time())
+            )
+            self._conn.executemany(
+                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(mid, i, m.id, m.speaker, m.text, m.session, m.timestamp) for i, m in enumerate(memory.messages)],
+            )
+            self._conn.executemany(
+                "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(mid, e.id, e.title, e.text, json.dumps(e.message_ids), e.start, e.end) for e in memory.episodes],
+            )
+            self._conn.executemany(
+                "INSERT INTO semantics VALUES (?, ?, ?, ?, ?, ?)",
+                [(mid, s.id, s.text, json.dumps(s.episode_ids), json.dumps(s.message_ids), s.timestamp) for s in memory.semantics],
+            )
+            self._conn.executemany(
+                "INSERT INTO themes VALUES (?, ?, ?, ?)", [(mid, r, t.id, t.summary) for r, t in enumerate(memory.themes)]
+            )
+            self._conn.executemany(
+                "INSERT INTO lineage VALUES (?, ?, ?)", [(mid, t.id, p) for t in memory.themes for p in t.parents]
+            )
+        if old is not None and old[0] != name:
+            (self.path / "arrays" / old[0]).unlink(missing_ok=True)
+
+    def delete(self, memory_id: str) -> None:
+        row = self._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"{self.path}: no memory {memory_id!r}")
+        with self._conn:
+            self._conn.execute("DELETE FROM memories WHERE memory_id = ?", (memory_id,))
+        (self.path / "arrays" / row[0]).unlink(missing_ok=True)
+
+    # -- reading -------------------------------------------------------------------------------
+    def get(self, memory_id: str) -> Memory:
+        c = self._conn
+        row = c.execute("SELECT arrays_file, sha256, stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"{self.path}: no memory {memory_id!r}")
+        fname, digest, stats = row
+        where = f"{self.path}: memory {memory_id}"
+        apath = self.path / "arrays" / fname
+        if not apath.exists():
+            raise StoreError(f"{where}: arrays file {apath} is missing")
+        if _sha256(apath) != digest:
+            raise StoreError(f"{where}: arrays file {apath} does not match its checksum (damaged)")
+        try:
+            with np.load(apath, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        except (ValueError, OSError) as exc:
+            raise StoreError(f"{where}: cannot read {apath}: {exc}") from None
+        messages = [Message(*r) for r in c.execute(
+            "SELECT id, speaker, text, session, timestamp FROM messages WHERE memory_id = ? ORDER BY pos", (memory_id,))]
+        episodes = [Episode(i, t, x, json.loads(m), s, e) for i, t, x, m, s, e in c.execute(
+            "SELECT id, title, text, message_ids, start, end FROM episodes WHERE memory_id = ? ORDER BY id", (memory_id,))]
+        semantics = [SemanticNode(i, t, json.loads(e), json.loads(m), ts) for i, t, e, m, ts in c.execute(
+            "SELECT id, text, episode_ids, message_ids, timestamp FROM semantics WHERE memory_id = ? ORDER BY id", (memory_id,))]
+        parents: dict[int, list[int]] = {}
+        for tid, pid in c.execute("SELECT theme_id, parent_id FROM lineage WHERE memory_id = ? ORDER BY rowid", (memory_id,)):
+            parents.setdefault(tid, []).append(pid)
+        themes = [Theme(i, s, parents.get(i, [])) for i, s in c.execute(
+            "SELECT id, summary FROM themes WHERE memory_id = ? ORDER BY row", (memory_id,))]
+        counts = {"msg_x": len(messages), "epi_x": len(episodes), "sem_x": len(semantics), "theme_of": len(semantics),
+                  "sem_knn_idx": len(semantics), "sem_knn_sim": len(semantics), "theme_knn_idx": len(themes), "theme_knn_sim": len(themes)}
+        for name, (dtype, ndim) in ARRAY_FIELDS.items():
+            if name not in arrays:
+                raise StoreError(f"{where}: field {name} is missing from {apath}")
+            a = arrays[name]
+            if a.dtype != dtype or a.ndim != ndim or a.shape[0] != counts[name]:
+                raise StoreError(f"{where}: field {name}: expected {np.dtype(dtype)} [{counts[name]}, ...] with {ndim} dims, found {a.dtype} {a.shape}")
+            if name.endswith("_x") and a.shape[1] != self.dim:
+                raise StoreError(f"{where}: field {name}: dimension {a.shape[1]} != store dim {self.dim}")
+        if len(themes) and (arrays["theme_of"].min() < 0 or arrays["theme_of"].max() >= len(themes)):
+            raise StoreError(f"{where}: field theme_of: values outside 0..{len(themes) - 1}")
+        return Memory(memory_id=memory_id, messages=messages, episodes=episodes, semantics=semantics, themes=themes,
+                      stats=json.loads(stats), **arrays)
+
+    def load_bank(self, memory_ids: list[str] | None = None) -> Bank:
+        ids = self.memory_ids() if memory_ids is None else list(memory_ids)
+        return Bank.from_memories([self.get(m) for m in ids], dim=self.dim)

@@ -1,0 +1,152 @@
+"""``KnnGraph``: a cosine kNN graph kept exact under inserts, removals and moved vectors.
+
+Rows keep their ids; removed rows become dead (no neighbours, in nobody's list) until
+``compact()``. Every operation costs O(rows of the touched segment x d) per changed row:
+never a from-scratch rebuild. Host NumPy state; similarities are float32 dot products of
+unit rows, ties to the lower row id (as the reference).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .reference import topk_rows
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"KnnGraph: vectors must be [n, d], got shape {x.shape}")
+    n = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
+
+
+class KnnGraph:
+    def __init__(self, x: np.ndarray, k: int, *, segment_of: np.ndarray | None = None, drop_nonpositive: bool = False) -> None:
+        if k < 1:
+            raise ValueError(f"KnnGraph: k must be >= 1, got {k}")
+        self.k = int(k)
+        self.drop_nonpositive = drop_nonpositive
+        self._x = _unit(x)
+        n = self._x.shape[0]
+        self._seg = np.zeros(n, np.int64) if segment_of is None else np.asarray(segment_of, np.int64).copy()
+        if self._seg.shape != (n,):
+            raise ValueError(f"KnnGraph: segment_of must be [{n}], got {self._seg.shape}")
+        self._alive = np.ones(n, dtype=bool)
+        self._idx = np.full((n, self.k), -1, np.int32)
+        self._sim = np.full((n, self.k), -np.inf, np.float32)
+        self._recompute(np.arange(n))
+
+    # -- views -----------------------------------------------------------------------------------
+    @property
+    def n_rows(self) -> int:
+        return int(self._x.shape[0])
+
+    @property
+    def x(self) -> np.ndarray:
+        return self._x
+
+    @property
+    def alive(self) -> np.ndarray:
+        return self._alive
+
+    @property
+    def idx(self) -> np.ndarray:
+        return self._idx
+
+    @property
+    def sim(self) -> np.ndarray:
+        return self._sim
+
+    def neighbors(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._idx[row], self._sim[row]
+
+    def to_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._idx.copy(), self._sim.copy()
+
+    # -- internals -------------------------------------------------------------------------------
+    def _peers(self, seg: int) -> np.ndarray:
+        return np.flatnonzero(self._alive & (self._seg == seg))
+
+    def _recompute(self, rows: np.ndarray) -> None:
+        """Exact top-k of ``rows`` against the alive rows of their segments."""
+        rows = np.asarray(rows, dtype=np.int64)
+        for seg in np.unique(self._seg[rows]):
+            r = rows[self._seg[rows] == seg]
+            r = r[self._alive[r]]
+            if r.size == 0:
+                continue
+            peers = self._peers(int(seg))
+            sims = self._x[r] @ self._x[peers].T
+            sims[peers[None, :] == r[:, None]] = -np.inf  # self excluded
+            self._idx[r], self._sim[r] = topk_rows(sims.astype(np.float64), peers, self.k, self.drop_nonpositive)
+
+    def _offer(self, new_rows: np.ndarray) -> None:
+        """Let alive rows not in ``new_rows`` take any of ``new_rows`` that beat their k-th neighbour."""
+        for seg in np.unique(self._seg[new_rows]):
+            cand = new_rows[(self._seg[new_rows] == seg) & self._alive[new_rows]]
+            others = np.setdiff1d(self._peers(int(seg)), cand)
+            if cand.size == 0 or others.size == 0:
+                continue
+            s = (self._x[others] @ self._x[cand].T).astype(np.float64)
+            if self.drop_nonpositive:
+                s[s <= 0] = -np.inf
+            kth = self._sim[others, -1].astype(np.float64)
+            kth_id = self._idx[others, -1]
+            beats = (s > kth[:, None]) | ((s == kth[:, None]) & (cand[None, :] < np.where(kth_id < 0, np.iinfo(np.int32).max, kth_id)[:, None]))
+            hit = np.flatnonzero(beats.any(axis=1))
+            for i in hit:
+                row = others[i]
+                ids = np.concatenate([self._idx[row], cand])
+                sims = np.concatenate([self._sim[row].astype(np.float64), s[i]])
+                keep = ids >= 0
+                keep[: self.k] &= ~np.isin(self._idx[row], cand)  # a listed candidate comes back with its fresh sim
+                ids, sims = ids[keep], sims[keep]
+                self._idx[row], self._sim[row] = (a[0] for a in topk_rows(sims[None, :], ids, self.k, self.drop_nonpositive))
+
+    def _holders(self, rows: np.ndarray) -> np.ndarray:
+        """Alive rows whose neighbour list contains any of ``rows``."""
+        return np.flatnonzero(self._alive & np.isin(self._idx, rows).any(axis=1))
+
+    # -- updates ---------------------------------------------------------------------------------
+    def insert(self, new_x: np.ndarray, segment: int | np.ndarray = 0) -> np.ndarray:
+        """Append rows (in ``segment``); returns their ids. Existing rows they enter are updated."""
+        nx = _unit(new_x)
+        if nx.shape[1] != self._x.shape[1] and self.n_rows:
+            raise ValueError(f"KnnGraph.insert: d = {nx.shape[1]}, graph has d = {self._x.shape[1]}")
+        m, start = nx.shape[0], self.n_rows
+        rows = np.arange(start, start + m)
+        self._x = np.concatenate([self._x.reshape(-1, nx.shape[1]), nx])
+        self._seg = np.concatenate([self._seg, np.broadcast_to(np.asarray(segment, np.int64), (m,))])
+        self._alive = np.concatenate([self._alive, np.ones(m, bool)])
+        self._idx = np.concatenate([self._idx, np.full((m, self.k), -1, np.int32)])
+        self._sim = np.concatenate([self._sim, np.full((m, self.k), -np.inf, np.float32)])
+        self._recompute(rows)
+        self._offer(rows)
+        return rows
+
+    def remove(self, rows: np.ndarray) -> None:
+        """Kill rows; rows that listed them are repaired exactly."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self._alive[rows] = False
+        self._idx[rows] = -1
+        self._sim[rows] = -np.inf
+        self._recompute(self._holders(rows))
+
+    def update(self, rows: np.ndarray, new_x: np.ndarray) -> None:
+        """Move rows to new vectors; their lists, the lists that held them, and lists they now enter are fixed."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self._x[rows] = _unit(new_x)
+        self._recompute(np.union1d(rows, self._holders(rows)))
+        self._offer(rows)
+
+    def compact(self) -> np.ndarray:
+        """Drop dead rows and renumber; returns old_to_new [old n] (-1 for dropped rows)."""
+        keep = np.flatnonzero(self._alive)
+        old_to_new = np.full(self.n_rows, -1, dtype=np.int64)
+        old_to_new[keep] = np.arange(keep.size)
+        self._x, self._seg, self._alive = self._x[keep], self._seg[keep], self._alive[keep]
+        idx = self._idx[keep]
+        self._idx = np.where(idx >= 0, old_to_new[np.maximum(idx, 0)], -1).astype(np.int32)
+        self._sim = self._sim[keep]
+        return old_to_new
