@@ -30,7 +30,8 @@ class SentenceTransformerEmbedder:
         path = str(default_model_path()) if model == DEFAULT_MODEL else model
         self.model = SentenceTransformer(path, device=device)
         self.name = model
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
         self.batch_size = batch_size
 
     def encode(self, texts: list[str]) -> np.ndarray:
