@@ -1,0 +1,66 @@
+"""Inputs and a tie-robust checker for the kNN family, shared by the tests and the benchmarks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xmemory_gpu.ops._backend import available_backends
+from xmemory_gpu.ops.knn import _GRAPH_IMPLS, _SEARCH_IMPLS
+from xmemory_gpu.ops.knn.reference import normalize64
+
+
+def host_backends(table: dict) -> list[str]:
+    """Backends of an op that run on host arrays here (the GPU ones are tested in their own files)."""
+    st = available_backends()
+    return [b for b in table if b in ("reference", "cpu", "triton") and st[b].available]
+
+
+GRAPH_BACKENDS = host_backends(_GRAPH_IMPLS)
+SEARCH_BACKENDS = host_backends(_SEARCH_IMPLS)
+
+
+def ragged(rng: np.random.Generator, sizes: list[int], d: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """Random rows for segments of the given sizes -> x [N, d], offsets [B+1] int64."""
+    off = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=off[1:])
+    return rng.standard_normal((int(off[-1]), d)).astype(dtype), off
+
+
+def segment_sizes(rng: np.random.Generator, b: int, lo: int, hi: int) -> list[int]:
+    return [int(s) for s in rng.integers(lo, hi + 1, size=b)]
+
+
+def check_knn(q, q_off, x, x_off, k, idx, sim, *, self_excluded: bool, drop_nonpositive: bool = False, tol: float = 2e-3):
+    """Tie-robust comparison with the float64 oracle.
+
+    Per query row: the returned ids are distinct rows of the same segment (not itself when
+    ``self_excluded``), each returned sim equals that pair's true cosine, the sims are descending,
+    the sorted values equal the oracle's top-k values, and padding (-1, -inf) fills the rest.
+    """
+    idx, sim = np.asarray(idx), np.asarray(sim)
+    qn, xn = normalize64(q), normalize64(x)
+    assert idx.shape == (q.shape[0], k) and sim.shape == (q.shape[0], k)
+    assert idx.dtype == np.int32 and sim.dtype == np.float32
+    for b in range(len(q_off) - 1):
+        xs, xe = int(x_off[b]), int(x_off[b + 1])
+        for r in range(int(q_off[b]), int(q_off[b + 1])):
+            true = xn[xs:xe] @ qn[r]
+            cols = np.arange(xs, xe)
+            if self_excluded:
+                keep = cols != r
+                true, cols = true[keep], cols[keep]
+            if drop_nonpositive:
+                true = true[true > 0]
+            want = np.sort(true)[::-1][:k]
+            got_i, got_s = idx[r], sim[r]
+            m = int(np.sum(got_i >= 0))
+            assert m == len(want), f"row {r}: {m} neighbours, expected {len(want)}"
+            assert np.all(got_i[m:] == -1) and np.all(np.isneginf(got_s[m:])), f"row {r}: bad padding"
+            ids = got_i[:m]
+            assert len(set(ids.tolist())) == m, f"row {r}: duplicate neighbours {ids}"
+            assert np.all((ids >= xs) & (ids < xe)), f"row {r}: neighbour outside segment {b}"
+            if self_excluded:
+                assert r not in ids, f"row {r}: self returned"
+            np.testing.assert_allclose(got_s[:m], xn[ids] @ qn[r], atol=tol, err_msg=f"row {r}: sims do not match ids")
+            np.testing.assert_allclose(got_s[:m], want, atol=tol, err_msg=f"row {r}: not the top-{k} values")
+            assert np.all(np.diff(got_s[:m]) <= tol), f"row {r}: not sorted descending"

@@ -1,0 +1,50 @@
+"""Random ragged partitions and candidate edits, shared by the tests and the benchmarks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xmemory_gpu.ops.objective import Candidates, PartitionState
+
+
+def random_partition(rng: np.random.Generator, sizes: list[int], n_themes: list[int], d: int):
+    """x [N, d] clustered around per-theme centres, labels [N] local, offsets [B+1]."""
+    off = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=off[1:])
+    xs, labs = [], []
+    for n, k in zip(sizes, n_themes):
+        centres = rng.standard_normal((max(k, 1), d))
+        lab = rng.integers(0, max(k, 1), size=n) * 3  # sparse label values: any non-negative ints
+        xs.append(centres[lab // 3] + 0.8 * rng.standard_normal((n, d)))
+        labs.append(lab)
+    return np.concatenate(xs).astype(np.float32), np.concatenate(labs).astype(np.int64), off
+
+
+def random_candidates(rng: np.random.Generator, state: PartitionState, per_memory: int) -> Candidates:
+    """Splits (2-4 parts), merges (2-3 themes) and moves (a few nodes between two themes)."""
+    items = []
+    for b in range(len(state.offsets) - 1):
+        ts, te = int(state.theme_offsets[b]), int(state.theme_offsets[b + 1])
+        if te == ts:
+            continue
+        for _ in range(per_memory):
+            kind = rng.integers(0, 3)
+            if kind == 0:
+                t = int(rng.integers(ts, te))
+                mem = rng.permutation(state.members_of(t))
+                if mem.size < 2:
+                    continue
+                parts = int(rng.integers(2, min(4, mem.size) + 1))
+                cuts = np.sort(rng.choice(np.arange(1, mem.size), size=parts - 1, replace=False))
+                items.append((b, [int(state.theme_label[t])], np.split(mem, cuts)))
+            elif te - ts >= 2:
+                ts_pick = rng.choice(np.arange(ts, te), size=min(te - ts, int(rng.integers(2, 4))), replace=False)
+                labels = [int(state.theme_label[t]) for t in ts_pick]
+                if kind == 1:
+                    items.append((b, labels, [np.concatenate([state.members_of(t) for t in ts_pick])]))
+                else:
+                    a, c = state.members_of(ts_pick[0]), state.members_of(ts_pick[1])
+                    n = int(rng.integers(1, a.size + 1))
+                    moved = rng.permutation(a)
+                    items.append((b, labels[:2], [moved[n:], np.concatenate([c, moved[:n]])]))
+    return Candidates.from_lists(state, items)
