@@ -79,7 +79,7 @@ def test_knngraph_matches_rebuild_after_random_edits(rng):
     base = rng.standard_normal((60, d)).astype(np.float32)
     seg = rng.integers(0, 3, size=60)
     g = KnnGraph(base, k, segment_of=seg)
-    for step in range(40):
+    for _ in range(40):
         op = rng.integers(0, 3)
         alive = np.flatnonzero(g.alive)
         if op == 0:

@@ -7,7 +7,14 @@ import pytest
 
 from xmemory_gpu.ops._backend import available_backends
 from xmemory_gpu.ops.objective import (
-    Candidates, PartitionState, _OBJECTIVE, _SCORE, candidate_gains, partition_objective, score_candidates, split_proposals,
+    _OBJECTIVE,
+    _SCORE,
+    Candidates,
+    PartitionState,
+    candidate_gains,
+    partition_objective,
+    score_candidates,
+    split_proposals,
 )
 from xmemory_gpu.ops.objective.reference import objective_one
 

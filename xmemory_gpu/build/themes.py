@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import KnnConfig, ThemeConfig
+from ..config import ThemeConfig
 from ..ops.knn.graph import KnnGraph
 from ..ops.objective import Candidates, PartitionState, score_candidates, split_proposals
 

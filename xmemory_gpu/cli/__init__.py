@@ -21,7 +21,7 @@ SUBCOMMANDS = {
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="xmemory", description="xMemory agent memory: build, inspect, search, evaluate")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module in SUBCOMMANDS.items():
+    for module in SUBCOMMANDS.values():
         try:
             mod = importlib.import_module(f"{__name__}.{module}")
         except ModuleNotFoundError as exc:
