@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from .._arrays import check_offsets, is_torch, like, to_numpy
 from .._backend import is_cuda_tensor, resolve_backend
 from . import reference
