@@ -81,6 +81,15 @@ class Stage2Config:
 
 
 @dataclass
+class BaselinesConfig:
+    naive_rag_k: int = 20  # the paper's naive RAG retrieves 20 chunks
+    chunk_messages: int = 1  # consecutive messages of one session per naive-RAG chunk
+    memory_only_semantics: int = 20  # same budgets as xMemory's Stage I / II
+    memory_only_episodes: int = 10
+    tir_sessions: int = 2  # Nano-Memory TIR: whole sessions returned, ranked by their best turn
+
+
+@dataclass
 class XMemoryConfig:
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     segment: SegmentConfig = field(default_factory=SegmentConfig)
@@ -89,6 +98,7 @@ class XMemoryConfig:
     knn: KnnConfig = field(default_factory=KnnConfig)
     stage1: Stage1Config = field(default_factory=Stage1Config)
     stage2: Stage2Config = field(default_factory=Stage2Config)
+    baselines: BaselinesConfig = field(default_factory=BaselinesConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

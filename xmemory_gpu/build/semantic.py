@@ -77,11 +77,20 @@ def decouple(sentence: str, speaker: str, other: str) -> str:
     return s.strip()
 
 
+# Reactions and pleasantries: content words that state no fact ("Haha, that's so true.").
+REACTION_WORDS = frozenset(
+    "haha hahaha lol omg wow yeah yes yep nope okay ok oh hey hi hello bye thanks thank great nice cool awesome amazing "
+    "wonderful fantastic lovely true totally agree agreed sounds sound fun hear glad happy appreciate really care soon "
+    "talk tell more same busy week good well been doing exactly absolutely definitely sure".split()
+)
+
+
 def is_filler(sentence: str, cfg: SemanticConfig) -> bool:
+    """Questions, very short sentences, and reactions with fewer than two fact-bearing words."""
     return (
         sentence.rstrip().endswith("?")
         or len(words(sentence)) < cfg.min_words
-        or len(content_words(sentence)) < 2
+        or len([w for w in content_words(sentence) if w not in REACTION_WORDS]) < 2
     )
 
 

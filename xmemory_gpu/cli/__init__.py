@@ -33,7 +33,13 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse cannot place a trailing optional positional after options ("search STORE --memory ID QUESTION")
+    if extra and hasattr(args, "question") and args.question is None and not any(e.startswith("-") for e in extra):
+        args.question = " ".join(extra)
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, KeyError) as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .base import Embedder, normalize_rows
 from .hashing import HashingEmbedder
 
-__all__ = ["Embedder", "HashingEmbedder", "load_embedder", "normalize_rows"]
+__all__ = ["Embedder", "HashingEmbedder", "embedder_for_store", "load_embedder", "normalize_rows"]
 
 
 def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64) -> Embedder:
@@ -20,3 +20,12 @@ def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_
     if spec.startswith("st:"):
         return SentenceTransformerEmbedder(spec[3:], device=device, batch_size=batch_size)
     raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM' or 'st:PATH_OR_NAME'")
+
+
+def embedder_for_store(name: str, *, device: str = "cpu") -> Embedder:
+    """The embedder a store was built with, from the name it records (``hashing-64``, a model name or path)."""
+    if name.startswith("hashing-"):
+        return HashingEmbedder(int(name.split("-", 1)[1]))
+    from .sentence_transformers import DEFAULT_MODEL
+
+    return load_embedder(name if name == DEFAULT_MODEL else f"st:{name}", device=device)

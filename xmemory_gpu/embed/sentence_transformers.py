@@ -26,7 +26,9 @@ class SentenceTransformerEmbedder:
     def __init__(self, model: str = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar on every CLI call
         path = str(default_model_path()) if model == DEFAULT_MODEL else model
         self.model = SentenceTransformer(path, device=device)
         self.name = model

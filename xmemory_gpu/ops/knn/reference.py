@@ -23,6 +23,7 @@ def topk_rows(sims: np.ndarray, cols: np.ndarray, k: int, drop_nonpositive: bool
     out = np.full((r, k), -np.inf, dtype=np.float32)
     if sims.shape[1] == 0:
         return idx, out
+    sims = sims.astype(np.float32)  # rank at output precision: ties are ties however the dots were summed
     order = np.lexsort((np.broadcast_to(cols, sims.shape), -sims), axis=1)[:, :k]
     top = np.take_along_axis(sims, order, axis=1)
     ids = cols[order]

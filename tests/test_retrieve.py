@@ -1,0 +1,139 @@
+"""Stage I, Stage II priority, the peers' strategies and the search CLI on a small built store."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.build.pipeline import build_memories
+from xmemory_gpu.cli import main
+from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.datasets.locomo import load_locomo
+from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+from xmemory_gpu.embed.hashing import HashingEmbedder
+from xmemory_gpu.memory.bank import Bank
+from xmemory_gpu.memory.store import Store
+from xmemory_gpu.retrieve import STRATEGIES, Retriever
+from xmemory_gpu.retrieve.stage1 import restrict_graph, run_stage1
+
+EMB = HashingEmbedder(128)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("r") / "synthetic.json"
+    write_json(generate_conversations(5, seed=21), path)
+    convs = load_locomo(path)
+    return convs, build_memories(convs, EMB, XMemoryConfig())
+
+
+@pytest.fixture(scope="module")
+def retriever(data):
+    return Retriever(Bank.from_memories(data[1]), EMB)
+
+
+def _questions(convs):
+    return [(q.question, c.sample_id) for c in convs for q in c.qa][:60]
+
+
+def test_restrict_graph_maps_to_local_positions():
+    cand_q = np.array([0, 0, 0, 1, 1])
+    cand_row = np.array([7, 3, 5, 3, 9])
+    off = np.array([0, 3, 5])
+    knn_idx = np.full((10, 3), -1, np.int32)
+    knn_sim = np.full((10, 3), -np.inf, np.float32)
+    knn_idx[7], knn_sim[7] = [5, 9, 3], [0.9, 0.8, -0.1]  # 9 not a candidate of q0; 3 has weight <= 0
+    knn_idx[3], knn_sim[3] = [9, 7, -1], [0.5, 0.4, -np.inf]
+    idx, w = restrict_graph(cand_q, cand_row, off, knn_idx, knn_sim, 10)
+    assert idx[0].tolist() == [2, -1, -1] and w[0, 0] == pytest.approx(0.9)
+    assert idx[3].tolist() == [1, -1, -1]  # for q1, row 9 is local position 1; row 7 is not a candidate
+    assert idx[1].tolist() == [-1, 0, -1]
+
+
+def test_stage1_units_trace_to_messages_and_respect_budgets(data, retriever):
+    convs, mems = data
+    qs = _questions(convs)
+    res = retriever.search([q for q, _ in qs], [m for _, m in qs], strategy="xmemory-stage1")
+    cfg = XMemoryConfig().stage1
+    by_id = {m.memory_id: m for m in mems}
+    for r in res:
+        ids = {m.id for m in by_id[r.memory_id].messages}
+        th = [u for u in r.units if u.type == "theme"]
+        se = [u for u in r.units if u.type == "semantic"]
+        assert 1 <= len(th) <= cfg.theme_budget and 1 <= len(se) <= cfg.semantic_budget
+        assert all(u.message_ids and set(u.message_ids) <= ids for u in se)
+        assert set(r.message_ids) <= ids and r.context.startswith("Semantic memories:")
+        assert r.context_tokens > 0 and r.tokenizer
+
+
+def test_stage1_semantics_lie_in_selected_themes(data, retriever):
+    convs, _ = data
+    qs = _questions(convs)[:20]
+    bank = retriever.bank
+    q_x = EMB.encode([q for q, _ in qs])
+    mem_idx = np.array([bank.index_of(m) for _, m in qs])
+    out = run_stage1(bank, q_x, mem_idx, XMemoryConfig().stage1, backend="reference")
+    for q in range(len(qs)):
+        themes = set(out.themes[out.theme_offsets[q] : out.theme_offsets[q + 1]].tolist())
+        sems = out.semantics[out.sem_offsets[q] : out.sem_offsets[q + 1]]
+        assert not out.fallback[q]
+        assert set(bank.theme_of[sems].tolist()) <= themes
+        rel = out.sem_rel[out.sem_offsets[q] : out.sem_offsets[q + 1]]
+        np.testing.assert_allclose(rel, bank.sem_x[sems] @ q_x[q], atol=1e-5)
+    fast = run_stage1(bank, q_x, mem_idx, XMemoryConfig().stage1, backend="auto")
+    np.testing.assert_array_equal(fast.themes, out.themes)
+    np.testing.assert_array_equal(fast.semantics, out.semantics)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_batched_equals_one_by_one_and_budget(data, retriever, strategy):
+    convs, _ = data
+    qs = _questions(convs)[:12]
+    batch = retriever.search([q for q, _ in qs], [m for _, m in qs], strategy=strategy)
+    for (q, m), r in zip(qs, batch):
+        one = retriever.search([q], m, strategy=strategy)[0]
+        assert [(u.type, round(u.score, 4)) for u in one.units] == [(u.type, round(u.score, 4)) for u in r.units]
+        scores = [round(u.score, 4) for u in r.units]
+        untied = [i for i, v in enumerate(scores) if scores.count(v) == 1]  # tied units may swap
+        assert [one.units[i].id for i in untied] == [r.units[i].id for i in untied]
+    for r in retriever.search([q for q, _ in qs], [m for _, m in qs], strategy=strategy, budget_tokens=250):
+        assert 0 < r.context_tokens <= 250
+        assert r.timings and all(v >= 0 for v in r.timings.values())
+
+
+def test_strategies_shapes(data, retriever):
+    convs, mems = data
+    q, m = _questions(convs)[0]
+    mem = next(x for x in mems if x.memory_id == m)
+    (tir,) = retriever.search([q], m, strategy="tir")
+    for u in tir.units:  # whole sessions
+        sess = {x.session for x in mem.messages if x.id in u.message_ids}
+        assert len(sess) == 1 and len(u.message_ids) == sum(x.session in sess for x in mem.messages)
+    (rag,) = retriever.search([q], m, strategy="naive-rag")
+    assert len(rag.units) == XMemoryConfig().baselines.naive_rag_k and all(u.type == "chunk" for u in rag.units)
+    (full,) = retriever.search([q], m, strategy="xmemory")
+    assert any(u.type == "episode" for u in full.units) and full.notes
+    with pytest.raises(ValueError, match="unknown strategy"):
+        retriever.search([q], m, strategy="nope")
+    with pytest.raises(KeyError, match="not in this bank"):
+        retriever.search([q], "no-such-memory")
+
+
+def test_search_cli(tmp_path, data, capsys):
+    convs, mems = data
+    store = Store.create(tmp_path / "s", dim=EMB.dim, embedder=EMB.name, config=XMemoryConfig().to_dict())
+    for mem in mems:
+        store.put(mem)
+    store.close()
+    q, m = _questions(convs)[0]
+    assert main(["search", str(tmp_path / "s"), "--memory", m, q, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out[0]["memory_id"] == m and out[0]["message_ids"]
+    batch = tmp_path / "b.json"
+    batch.write_text(json.dumps([{"question": q, "memory": m}, {"question": "anything else"}]))
+    assert main(["search", str(tmp_path / "s"), "--batch", str(batch), "--strategy", "tir"]) == 0
+    assert capsys.readouterr().out.count("Q: ") == 2
+    assert main(["search", str(tmp_path / "s"), "--memory", "nope", q]) == 2
+    assert "no memory 'nope'" in capsys.readouterr().err

@@ -1,0 +1,77 @@
+"""``xmemory search STORE --memory ID "question"``: print the units a strategy retrieves."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ..retrieve import STRATEGIES
+
+    p = sub.add_parser("search", help="retrieve context for questions from a memory store")
+    p.add_argument("store")
+    p.add_argument("question", nargs="?", help="the question (or use --batch)")
+    p.add_argument("--memory", help="memory id to search (default: the store's first memory)")
+    p.add_argument("--strategy", default="xmemory", choices=STRATEGIES)
+    p.add_argument("--budget-tokens", type=int, default=None, help="cap on context tokens")
+    p.add_argument("--batch", help="JSON file: a list of {\"question\": ..., \"memory\": ...} (memory optional)")
+    p.add_argument("--backend", default="auto", help="kernel backend: auto, reference, cpu, triton, cuda")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--context", action="store_true", help="also print the assembled answer context")
+    p.set_defaults(func=run)
+
+
+def _batch(path: str, default_memory: str) -> tuple[list[str], list[str]]:
+    try:
+        items = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(items, list):
+        raise ValueError(f"{path}: expected a list of {{\"question\": ..., \"memory\": ...}} objects")
+    qs, ms = [], []
+    for i, it in enumerate(items):
+        if not isinstance(it, dict) or not isinstance(it.get("question"), str):
+            raise ValueError(f"{path}: item {i}: field 'question' missing or not a string")
+        qs.append(it["question"])
+        ms.append(str(it.get("memory", default_memory)))
+    return qs, ms
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..memory.store import Store
+    from ..retrieve import Retriever
+
+    store = Store.open(args.store)
+    ids = store.memory_ids()
+    store.close()
+    if not ids:
+        raise ValueError(f"{args.store}: the store holds no memories")
+    memory = args.memory or ids[0]
+    if args.batch:
+        questions, mems = _batch(args.batch, memory)
+    elif args.question:
+        questions, mems = [args.question], [memory]
+    else:
+        raise ValueError("search: give a question or --batch FILE")
+    missing = sorted(set(mems) - set(ids))
+    if missing:
+        raise ValueError(f"{args.store}: no memory {missing[0]!r} (the store holds {len(ids)}: {', '.join(ids[:5])}...)")
+    retriever = Retriever.from_store(args.store, sorted(set(mems)), backend=args.backend)
+    results = retriever.search(questions, mems, strategy=args.strategy, budget_tokens=args.budget_tokens)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=1))
+        return 0
+    for r in results:
+        print(f"Q: {r.query}   [{r.memory_id}, {r.strategy}, {r.context_tokens} tokens ({r.tokenizer})]")
+        for u in r.units:
+            src = ",".join(u.message_ids[:6]) + ("..." if len(u.message_ids) > 6 else "")
+            text = u.text.replace("\n", " | ")
+            print(f"  {u.type:<8} {u.score:6.3f}  {text[:110]}{'...' if len(text) > 110 else ''}  [{src}]")
+        for note in r.notes:
+            print(f"  note: {note}")
+        if args.context:
+            print(r.context)
+        print()
+    return 0

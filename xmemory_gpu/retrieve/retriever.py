@@ -1,0 +1,154 @@
+"""``Retriever.search``: every strategy behind one batched API (DESIGN section 6).
+
+Strategies: ``xmemory`` (Stage I + Stage II), ``xmemory-stage1`` (Stage I only: the paper's
++RepSel), ``memory-only``, ``naive-rag``, ``tir``. Stage II's uncertainty gate needs a reader with
+logits (the LLM layer); with none configured, ``xmemory`` admits episodes by Stage II priority up
+to the episode budget and says so in each result's notes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..config import XMemoryConfig
+from ..embed import Embedder, embedder_for_store
+from ..embed.tokens import TokenCounter, default_counter
+from ..memory.bank import Bank
+from ..memory.store import Store
+from .baselines import Chunks, memory_only, naive_rag, tir
+from .context import assemble, episode_unit, semantic_unit, theme_unit
+from .result import RetrievalResult, RetrievedUnit
+from .stage1 import run_stage1
+from .stage2 import episode_pools
+
+STRATEGIES = ("xmemory", "xmemory-stage1", "memory-only", "naive-rag", "tir")
+HEADER_ALLOWANCE = 12  # tokens of the section headers and dates, before the exact check
+NO_READER_NOTE = "no reader configured: Stage II admitted episodes by priority, without the uncertainty gate"
+
+
+class Retriever:
+    """Retrieval over a bank of built memories. ``backend`` picks the kernels' backend."""
+
+    def __init__(
+        self, bank: Bank, embedder: Embedder, config: XMemoryConfig | None = None, *, backend: str = "auto",
+        tokens: TokenCounter | None = None,
+    ) -> None:
+        if embedder.dim != bank.sem_x.shape[1]:
+            raise ValueError(f"embedder {embedder.name!r} gives dim {embedder.dim}, the memories hold {bank.sem_x.shape[1]}")
+        self.bank = bank
+        self.embedder = embedder
+        self.config = config or XMemoryConfig()
+        self.backend = backend
+        self.tokens = tokens or default_counter()
+        self._chunks: Chunks | None = None
+
+    @classmethod
+    def from_store(cls, path: str | Path, memory_ids: Sequence[str] | None = None, **kw) -> Retriever:
+        """Load the store's memories (all, or ``memory_ids``) and the embedder it was built with."""
+        store = Store.open(path)
+        try:
+            bank = store.load_bank(list(memory_ids) if memory_ids is not None else None)
+            config = kw.pop("config", None) or (XMemoryConfig.from_dict(store.config) if store.config else XMemoryConfig())
+            embedder = kw.pop("embedder", None) or embedder_for_store(store.embedder)
+        finally:
+            store.close()
+        return cls(bank, embedder, config, **kw)
+
+    # -- strategies --------------------------------------------------------------------------------
+    def _xmemory(self, q_x: np.ndarray, mem_idx: np.ndarray, stage2: bool) -> tuple[list[list[RetrievedUnit]], dict[str, float]]:
+        t0 = time.perf_counter()
+        s1 = run_stage1(self.bank, q_x, mem_idx, self.config.stage1, backend=self.backend)
+        times = {"stage1": time.perf_counter() - t0}
+        pools = episode_pools(self.bank, q_x, mem_idx, s1, self.config.stage2, backend=self.backend) if stage2 else None
+        if stage2:
+            times["stage2"] = time.perf_counter() - t0 - times["stage1"]
+        out = []
+        for q, b in enumerate(mem_idx):
+            mem, t0_, s0 = self.bank.memories[b], int(self.bank.theme_offsets[b]), int(self.bank.sem_offsets[b])
+            ts, te = s1.theme_offsets[q], s1.theme_offsets[q + 1]
+            units = [theme_unit(mem, int(r) - t0_, float(v), float(rel)) for r, v, rel in zip(s1.themes[ts:te], s1.theme_value[ts:te], s1.theme_rel[ts:te])]
+            ss, se = s1.sem_offsets[q], s1.sem_offsets[q + 1]
+            units += [
+                semantic_unit(mem, int(r) - s0, float(v), {"relevance": float(rel), "coverage_value": float(v)})
+                for r, v, rel in zip(s1.semantics[ss:se], s1.sem_value[ss:se], s1.sem_rel[ss:se])
+            ]
+            if pools is not None:
+                units += [
+                    episode_unit(mem, p.row, p.priority, {"priority": p.priority, "similarity": p.similarity, "parent_relevance": p.parent_relevance})
+                    for p in pools[q][: self.config.stage2.episode_budget]
+                ]
+            out.append(units)
+        return out, times
+
+    def _run(self, strategy: str, q_x: np.ndarray, mem_idx: np.ndarray) -> tuple[list[list[RetrievedUnit]], dict[str, float], list[str]]:
+        cfg = self.config.baselines
+        if strategy == "xmemory":
+            units, times = self._xmemory(q_x, mem_idx, stage2=True)
+            return units, times, [NO_READER_NOTE]
+        if strategy == "xmemory-stage1":
+            units, times = self._xmemory(q_x, mem_idx, stage2=False)
+            return units, times, []
+        t0 = time.perf_counter()
+        if strategy == "memory-only":
+            units = memory_only(self.bank, q_x, mem_idx, cfg, self.backend)
+        elif strategy == "naive-rag":
+            if self._chunks is None:
+                self._chunks = Chunks(self.bank, cfg.chunk_messages)
+            units = naive_rag(self.bank, self._chunks, q_x, mem_idx, cfg, self.backend)
+        elif strategy == "tir":
+            units = tir(self.bank, q_x, mem_idx, cfg)
+        else:
+            raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+        return units, {"retrieve": time.perf_counter() - t0}, []
+
+    def _fit(self, query: str, mid: str, strategy: str, units: list[RetrievedUnit], budget: int | None, notes: list[str]) -> RetrievalResult:
+        """Assemble the context; under a budget, take units in order, skipping those that do not
+        fit, then drop from the end until the assembled context (headers and dates included) fits."""
+        kept, total = [], HEADER_ALLOWANCE
+        for u in units:
+            if u.type == "theme" or budget is None or total + u.tokens <= budget:
+                kept.append(u)
+                total += 0 if u.type == "theme" else u.tokens
+        ctx = assemble(kept)
+        n_tok = self.tokens.count([ctx])[0]
+        while budget is not None and n_tok > budget and any(u.type != "theme" for u in kept):
+            last = max(i for i, u in enumerate(kept) if u.type != "theme")
+            kept.pop(last)
+            ctx = assemble(kept)
+            n_tok = self.tokens.count([ctx])[0]
+        return RetrievalResult(query, mid, strategy, kept, ctx, n_tok, self.tokens.name, notes=list(notes))
+
+    # -- the API -----------------------------------------------------------------------------------
+    def search(
+        self, queries: Sequence[str], memory_ids: Sequence[str] | str, *, strategy: str = "xmemory",
+        budget_tokens: int | None = None, query_x: np.ndarray | None = None,
+    ) -> list[RetrievalResult]:
+        """One result per query. ``memory_ids``: one id for all queries or one per query.
+        ``budget_tokens`` caps the context (units taken in order, those that do not fit skipped).
+        ``query_x`` [Q, d] reuses precomputed unit query embeddings."""
+        queries = list(queries)
+        mids = [memory_ids] * len(queries) if isinstance(memory_ids, str) else list(memory_ids)
+        if len(mids) != len(queries):
+            raise ValueError(f"search: {len(queries)} queries but {len(mids)} memory ids")
+        mem_idx = np.array([self.bank.index_of(m) for m in mids], dtype=np.int64)
+        n = max(len(queries), 1)
+        t0 = time.perf_counter()
+        q_x = self.embedder.encode(queries) if query_x is None else np.asarray(query_x, np.float32)
+        t_embed = time.perf_counter() - t0
+        if q_x.shape != (len(queries), self.bank.sem_x.shape[1]):
+            raise ValueError(f"search: query embeddings must be [{len(queries)}, {self.bank.sem_x.shape[1]}], got {q_x.shape}")
+        units, times, notes = self._run(strategy, q_x, mem_idx)
+        t1 = time.perf_counter()
+        flat = [u for us in units for u in us]
+        for u, c in zip(flat, self.tokens.count([u.text for u in flat])):
+            u.tokens = c
+        results = [self._fit(queries[q], mids[q], strategy, us, budget_tokens, notes) for q, us in enumerate(units)]
+        t_asm = time.perf_counter() - t1
+        per_q = {"embed": t_embed / n, **{k: v / n for k, v in times.items()}, "assemble": t_asm / n}
+        for r in results:
+            r.timings = dict(per_q)
+        return results

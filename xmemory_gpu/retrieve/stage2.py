@@ -1,0 +1,61 @@
+"""Stage II episode pool and priority (DESIGN sections 6 and 9), batched over queries.
+
+The pool of a query is the source episodes of its selected semantics plus its top
+``episode_sim_topk`` episodes by cosine; priority = minmax over the pool of cos(q, e) +
+``parent_weight`` * the max relevance of the episode's selected parent semantics (0 if none).
+With no reader configured, episodes are admitted by priority up to ``episode_budget`` (the
+uncertainty gate needs the reader's logits: the LLM layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import Stage2Config
+from ..memory.bank import Bank
+from ..ops.knn import knn_search
+from .stage1 import Stage1Output
+
+
+@dataclass
+class EpisodePick:
+    row: int  # local episode row in its memory
+    priority: float
+    similarity: float  # cos(query, episode)
+    parent_relevance: float  # max relevance of its selected parent semantics (0 if none)
+
+
+def episode_pools(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, s1: Stage1Output, cfg: Stage2Config, *, backend: str = "auto") -> list[list[EpisodePick]]:
+    """Per query, the episode pool sorted by descending priority (ties to the lower row)."""
+    n_q, n_mem = q_x.shape[0], len(bank.memory_ids)
+    order = np.argsort(mem_idx, kind="stable")
+    q_off = np.zeros(n_mem + 1, np.int64)
+    np.cumsum(np.bincount(mem_idx, minlength=n_mem), out=q_off[1:])
+    idx, _ = knn_search(q_x[order], q_off, bank.epi_x, bank.epi_offsets, cfg.episode_sim_topk, backend=backend)
+    top = np.empty_like(idx)
+    top[order] = idx
+    out: list[list[EpisodePick]] = []
+    for q in range(n_q):
+        b = int(mem_idx[q])
+        mem = bank.memories[b]
+        e0, s0 = int(bank.epi_offsets[b]), int(bank.sem_offsets[b])
+        parent: dict[int, float] = {}
+        for row, rel in zip(s1.semantics[s1.sem_offsets[q] : s1.sem_offsets[q + 1]], s1.sem_rel[s1.sem_offsets[q] : s1.sem_offsets[q + 1]]):
+            for e in mem.semantics[int(row) - s0].episode_ids:
+                parent[e] = max(parent.get(e, 0.0), float(rel))
+        rows = sorted(set(parent) | {int(r) - e0 for r in top[q] if r >= 0})
+        if not rows:
+            out.append([])
+            continue
+        sim = mem.epi_x[rows].astype(np.float64) @ q_x[q].astype(np.float64)
+        lo, hi = float(sim.min()), float(sim.max())
+        norm = np.full_like(sim, 0.5) if hi == lo else (sim - lo) / (hi - lo)
+        picks = [
+            EpisodePick(r, float(norm[i] + cfg.parent_weight * parent.get(r, 0.0)), float(sim[i]), parent.get(r, 0.0))
+            for i, r in enumerate(rows)
+        ]
+        picks.sort(key=lambda p: (-p.priority, p.row))
+        out.append(picks)
+    return out
