@@ -8,7 +8,7 @@ import numpy as np
 
 from .._arrays import check_offsets, is_torch, like, to_numpy
 from .._backend import is_cuda_tensor, resolve_backend
-from . import reference
+from . import cuda, reference
 
 
 def _cpu(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, target):
@@ -17,7 +17,7 @@ def _cpu(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, target):
     return _C.coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, target)
 
 
-_IMPLS = {"reference": reference.coverage_select, "cpu": _cpu}
+_IMPLS = {"reference": reference.coverage_select, "cpu": _cpu, "cuda": cuda.coverage_select}
 
 
 def coverage_select(

@@ -8,12 +8,36 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .._arrays import check_offsets, is_torch, like, to_numpy
 from .._backend import is_cuda_tensor, resolve_backend
-from . import reference
+from . import cpu, cuda, reference
 
-_GRAPH_IMPLS: dict[str, Any] = {"reference": reference.knn_graph}
-_SEARCH_IMPLS: dict[str, Any] = {"reference": reference.knn_search}
+_GRAPH_IMPLS: dict[str, Any] = {"reference": reference.knn_graph, "cpu": cpu.knn_graph, "cuda": cuda.knn_graph}
+_SEARCH_IMPLS: dict[str, Any] = {"reference": reference.knn_search, "cpu": cpu.knn_search, "cuda": cuda.knn_search}
+
+
+GPU = ("cuda", "triton")
+
+
+def _prep(x: Any, name: str) -> Any:
+    """Host NumPy for host backends; a CUDA tensor for GPU backends (NumPy input is uploaded)."""
+    if name not in GPU:
+        return to_numpy(x)
+    if is_torch(x):
+        return x
+    import torch
+
+    dev = "cuda" if name == "cuda" or torch.cuda.is_available() else "cpu"  # interpreted triton runs on host tensors
+    return torch.from_numpy(np.ascontiguousarray(x)).to(dev)
+
+
+def _out(r: Any, ref: Any) -> Any:
+    """Results in the caller's kind: torch stays torch (on its device), NumPy callers get NumPy."""
+    if is_torch(r):
+        return r if is_torch(ref) else r.cpu().numpy()
+    return like(r, ref)
 
 
 def _check_k(k: int) -> int:
@@ -33,12 +57,12 @@ def knn_graph(
     """
     k = _check_k(k)
     name = resolve_backend("knn_graph", backend, tuple(_GRAPH_IMPLS), on_cuda=is_cuda_tensor(x))
-    xs = x if (is_torch(x) and name in ("cuda", "triton")) else to_numpy(x)
+    xs = _prep(x, name)
     if xs.ndim != 2:
         raise ValueError(f"knn_graph: x must be [N, d], got shape {tuple(xs.shape)}")
     off = check_offsets(to_numpy(offsets), xs.shape[0])
     idx, sim = _GRAPH_IMPLS[name](xs, off, k, drop_nonpositive=drop_nonpositive)
-    return (idx, sim) if is_torch(idx) else (like(idx, x), like(sim, x))
+    return _out(idx, x), _out(sim, x)
 
 
 def knn_search(
@@ -52,8 +76,7 @@ def knn_search(
     """
     k = _check_k(k)
     name = resolve_backend("knn_search", backend, tuple(_SEARCH_IMPLS), on_cuda=is_cuda_tensor(x))
-    qs = q if (is_torch(q) and name in ("cuda", "triton")) else to_numpy(q)
-    xs = x if (is_torch(x) and name in ("cuda", "triton")) else to_numpy(x)
+    qs, xs = _prep(q, name), _prep(x, name)
     if qs.ndim != 2 or xs.ndim != 2 or qs.shape[1] != xs.shape[1]:
         raise ValueError(f"knn_search: q [Q, d] and x [N, d] must agree on d, got {tuple(qs.shape)} and {tuple(xs.shape)}")
     qo = check_offsets(to_numpy(q_offsets), qs.shape[0], "q_offsets")
@@ -61,7 +84,7 @@ def knn_search(
     if len(qo) != len(xo):
         raise ValueError(f"knn_search: q_offsets and x_offsets must have the same length, got {len(qo)} and {len(xo)}")
     idx, sim = _SEARCH_IMPLS[name](qs, qo, xs, xo, k, drop_nonpositive=drop_nonpositive)
-    return (idx, sim) if is_torch(idx) else (like(idx, q), like(sim, q))
+    return _out(idx, q), _out(sim, q)
 
 
 from .graph import KnnGraph  # noqa: E402
