@@ -92,9 +92,9 @@ def test_knngraph_matches_rebuild_after_random_edits(rng):
             g.update(rows, rng.standard_normal((len(rows), d)).astype(np.float32))
     alive = np.flatnonzero(g.alive)
     # from scratch over the alive rows, segment by segment
-    segs = g._seg[alive]
+    segs = g.segment_of[alive]
     order = alive[np.argsort(segs, kind="stable")]
-    sizes = np.bincount(g._seg[order], minlength=3)
+    sizes = np.bincount(g.segment_of[order], minlength=3)
     off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     pos = np.full(g.n_rows, -1, np.int64)
     pos[order] = np.arange(order.size)

@@ -35,38 +35,51 @@ class KnnGraph:
         self._alive = np.ones(n, dtype=bool)
         self._idx = np.full((n, self.k), -1, np.int32)
         self._sim = np.full((n, self.k), -np.inf, np.float32)
+        self._n = n  # rows in use; the arrays above are buffers with spare capacity after inserts
         self._recompute(np.arange(n))
 
     # -- views -----------------------------------------------------------------------------------
     @property
     def n_rows(self) -> int:
-        return int(self._x.shape[0])
+        return self._n
 
     @property
     def x(self) -> np.ndarray:
-        return self._x
+        return self._x[: self._n]
 
     @property
     def alive(self) -> np.ndarray:
-        return self._alive
+        return self._alive[: self._n]
 
     @property
     def idx(self) -> np.ndarray:
-        return self._idx
+        return self._idx[: self._n]
 
     @property
     def sim(self) -> np.ndarray:
-        return self._sim
+        return self._sim[: self._n]
+
+    @property
+    def segment_of(self) -> np.ndarray:
+        return self._seg[: self._n]
 
     def neighbors(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         return self._idx[row], self._sim[row]
 
     def to_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._idx.copy(), self._sim.copy()
+        return self.idx.copy(), self.sim.copy()
 
     # -- internals -------------------------------------------------------------------------------
     def _peers(self, seg: int) -> np.ndarray:
-        return np.flatnonzero(self._alive & (self._seg == seg))
+        n = self._n
+        return np.flatnonzero(self._alive[:n] & (self._seg[:n] == seg))
+
+    def _dots(self, peers: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """x[peers] @ x[rows].T [P, r]; for a segment that is most of the graph, one pass over all
+        rows (no gather copy of the peers' vectors)."""
+        if peers.size > self._n // 2:
+            return (self._x[: self._n] @ self._x[rows].T)[peers]
+        return self._x[peers] @ self._x[rows].T
 
     def _recompute(self, rows: np.ndarray) -> None:
         """Exact top-k of ``rows`` against the alive rows of their segments."""
@@ -77,7 +90,7 @@ class KnnGraph:
             if r.size == 0:
                 continue
             peers = self._peers(int(seg))
-            sims = self._x[r] @ self._x[peers].T
+            sims = self._dots(peers, r).T
             sims[peers[None, :] == r[:, None]] = -np.inf  # self excluded
             self._idx[r], self._sim[r] = topk_rows(sims.astype(np.float64), peers, self.k, self.drop_nonpositive)
 
@@ -85,10 +98,12 @@ class KnnGraph:
         """Let alive rows not in ``new_rows`` take any of ``new_rows`` that beat their k-th neighbour."""
         for seg in np.unique(self._seg[new_rows]):
             cand = new_rows[(self._seg[new_rows] == seg) & self._alive[new_rows]]
-            others = np.setdiff1d(self._peers(int(seg)), cand)
+            peers = self._peers(int(seg))
+            keep = ~np.isin(peers, cand)
+            others = peers[keep]
             if cand.size == 0 or others.size == 0:
                 continue
-            s = (self._x[others] @ self._x[cand].T).astype(np.float64)
+            s = self._dots(peers, cand)[keep].astype(np.float64)
             if self.drop_nonpositive:
                 s[s <= 0] = -np.inf
             kth = self._sim[others, -1].astype(np.float64)
@@ -106,7 +121,8 @@ class KnnGraph:
 
     def _holders(self, rows: np.ndarray) -> np.ndarray:
         """Alive rows whose neighbour list contains any of ``rows``."""
-        return np.flatnonzero(self._alive & np.isin(self._idx, rows).any(axis=1))
+        n = self._n
+        return np.flatnonzero(self._alive[:n] & np.isin(self._idx[:n], rows).any(axis=1))
 
     # -- updates ---------------------------------------------------------------------------------
     def insert(self, new_x: np.ndarray, segment: int | np.ndarray = 0) -> np.ndarray:
@@ -114,13 +130,18 @@ class KnnGraph:
         nx = _unit(new_x)
         if nx.shape[1] != self._x.shape[1] and self.n_rows:
             raise ValueError(f"KnnGraph.insert: d = {nx.shape[1]}, graph has d = {self._x.shape[1]}")
-        m, start = nx.shape[0], self.n_rows
+        m, start = nx.shape[0], self._n
         rows = np.arange(start, start + m)
-        self._x = np.concatenate([self._x.reshape(-1, nx.shape[1]), nx])
-        self._seg = np.concatenate([self._seg, np.broadcast_to(np.asarray(segment, np.int64), (m,))])
-        self._alive = np.concatenate([self._alive, np.ones(m, bool)])
-        self._idx = np.concatenate([self._idx, np.full((m, self.k), -1, np.int32)])
-        self._sim = np.concatenate([self._sim, np.full((m, self.k), -np.inf, np.float32)])
+        if start + m > self._x.shape[0]:  # grow the buffers geometrically: amortised O(1) per row
+            cap = max(start + m, 2 * self._x.shape[0], 16)
+            grow = lambda a, fill: np.concatenate([a[:start], np.full((cap - start, *a.shape[1:]), fill, a.dtype)])  # noqa: E731
+            self._x = grow(self._x.reshape(-1, nx.shape[1]), 0.0)
+            self._seg, self._alive = grow(self._seg, -1), grow(self._alive, False)
+            self._idx, self._sim = grow(self._idx, -1), grow(self._sim, -np.inf)
+        self._x[rows] = nx
+        self._seg[rows] = np.broadcast_to(np.asarray(segment, np.int64), (m,))
+        self._alive[rows] = True
+        self._n = start + m
         self._recompute(rows)
         self._offer(rows)
         return rows
@@ -142,11 +163,12 @@ class KnnGraph:
 
     def compact(self) -> np.ndarray:
         """Drop dead rows and renumber; returns old_to_new [old n] (-1 for dropped rows)."""
-        keep = np.flatnonzero(self._alive)
+        keep = np.flatnonzero(self.alive)
         old_to_new = np.full(self.n_rows, -1, dtype=np.int64)
         old_to_new[keep] = np.arange(keep.size)
         self._x, self._seg, self._alive = self._x[keep], self._seg[keep], self._alive[keep]
         idx = self._idx[keep]
         self._idx = np.where(idx >= 0, old_to_new[np.maximum(idx, 0)], -1).astype(np.int32)
         self._sim = self._sim[keep]
+        self._n = keep.size
         return old_to_new
