@@ -1,6 +1,6 @@
 // Batched exact cosine top-k within CSR segments on the CPU (semantics: ops/knn/reference.py).
 //
-// Work items are (segment, tile of QB query rows); OpenMP schedules them dynamically, so one
+// Work items are (segment, tile of QB query rows), or whole segments for a many-segment graph build; OpenMP schedules them dynamically, so one
 // large segment and thousands of small ones both keep every core busy. Each item walks the
 // segment's key rows in tiles of KB, computes the QB x KB dot block with a 2 x 4 register-blocked
 // micro-kernel (SIMD over d), and offers each dot to a bounded, sorted top-k list per query row
@@ -14,6 +14,10 @@
 #include <limits>
 #include <stdexcept>
 #include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace py = pybind11;
 
@@ -109,19 +113,57 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     const float* xs = xu.data();
     const float* qs = self_rows ? xs : qu.data();
 
+    // Graph build over many segments: one item per segment, and each key tile pair (ta <= tb) is
+    // computed once and offered to both sides (dot(i, j) == dot(j, i) bit for bit: same kernel,
+    // commutative products), halving the FLOPs. Otherwise (search, or fewer segments than it takes
+    // to keep the threads busy) items are (segment, query tile) against every key tile.
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    const bool symmetric = self_rows && nseg >= 4 * threads;
     std::vector<std::pair<int64_t, int64_t>> items;  // (segment, first query row)
-    for (int64_t b = 0; b < nseg; ++b)
+    for (int64_t b = 0; b < nseg; ++b) {
+      if (symmetric) {
+        if (qo[b + 1] - qo[b] > 1) items.emplace_back(b, qo[b]);
+        continue;
+      }
       for (int64_t r = qo[b]; r < qo[b + 1]; r += QB) items.emplace_back(b, r);
+    }
 
 #pragma omp parallel
     {
       std::vector<float> block(QB * KB);
+      std::vector<TopK> tops;
 #pragma omp for schedule(dynamic, 1)
       for (int64_t it = 0; it < static_cast<int64_t>(items.size()); ++it) {
-        const int64_t b = items[it].first, r0 = items[it].second;
+        const int64_t b = items[it].first;
+        if (symmetric) {
+          const int64_t s = qo[b], e = qo[b + 1];
+          tops.clear();
+          for (int64_t r = s; r < e; ++r) tops.push_back(TopK{sim + r * k, idx + r * k, k});
+          for (int64_t a0 = s; a0 < e; a0 += QB) {
+            const int64_t na = std::min(QB, e - a0);
+            for (int64_t c0 = a0; c0 < e; c0 += KB) {
+              const int64_t nc = std::min(KB, e - c0);
+              dot_block(xs + a0 * d, na, xs + c0 * d, nc, d, block.data());
+              for (int64_t a = 0; a < na; ++a) {
+                const float* row = block.data() + a * KB;
+                for (int64_t c = 0; c < nc; ++c) {
+                  const int64_t i = a0 + a, j = c0 + c;
+                  if (j <= i) continue;  // each unordered pair once; self skipped
+                  if (drop_nonpositive && !(row[c] > 0.f)) continue;
+                  tops[i - s].offer(row[c], static_cast<int32_t>(j));
+                  tops[j - s].offer(row[c], static_cast<int32_t>(i));
+                }
+              }
+            }
+          }
+          continue;
+        }
+        const int64_t r0 = items[it].second;
         const int64_t nr = std::min(QB, qo[b + 1] - r0);
-        std::vector<TopK> tops;
-        tops.reserve(nr);
+        tops.clear();
         for (int64_t a = 0; a < nr; ++a) tops.push_back(TopK{sim + (r0 + a) * k, idx + (r0 + a) * k, k});
         for (int64_t c0 = xo[b]; c0 < xo[b + 1]; c0 += KB) {
           const int64_t nc = std::min(KB, xo[b + 1] - c0);

@@ -104,3 +104,16 @@ def test_knngraph_matches_rebuild_after_random_edits(rng):
     xo = g.x[order]
     check_knn(xo, off, xo, off, k, local, g.sim[order], self_excluded=True, tol=1e-5)
     assert not np.any(np.isin(g.idx[g.alive], np.flatnonzero(~g.alive))), "a dead row is still a neighbour"
+
+
+@pytest.mark.parametrize("backend", [b for b in GRAPH_BACKENDS if b == "cpu"])
+def test_cpu_results_do_not_depend_on_batching(rng, backend):
+    # many segments take the symmetric per-segment path, one segment the query-tile path: same bits
+    sizes = segment_sizes(rng, 20, 1, 90)
+    x, off = ragged(rng, sizes, 40)
+    idx, sim = knn_graph(x, off, 7, backend=backend)
+    for b in range(len(sizes)):
+        s, e = int(off[b]), int(off[b + 1])
+        i1, s1 = knn_graph(x[s:e], np.array([0, e - s]), 7, backend=backend)
+        np.testing.assert_array_equal(s1, sim[s:e])
+        np.testing.assert_array_equal(np.where(i1 >= 0, i1 + s, -1), idx[s:e])
