@@ -134,3 +134,11 @@ def test_search_cli(tmp_path, data, capsys):
     assert capsys.readouterr().out.count("Q: ") == 2
     assert main(["search", str(tmp_path / "s"), "--memory", "nope", q]) == 2
     assert "no memory 'nope'" in capsys.readouterr().err
+
+
+def test_context_token_count_is_exact(data, retriever):
+    convs, _ = data
+    qs = _questions(convs)[:8]
+    for strategy in ("xmemory", "naive-rag"):
+        for r in retriever.search([q for q, _ in qs], [m for _, m in qs], strategy=strategy):
+            assert r.context_tokens == retriever.tokens.count([r.context])[0]

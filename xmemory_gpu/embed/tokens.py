@@ -14,6 +14,7 @@ from typing import Protocol
 
 class TokenCounter(Protocol):
     name: str
+    additive: bool  # count(a + whitespace + b) == count(a) + count(b) (whitespace pre-splitting)
 
     def count(self, texts: list[str]) -> list[int]:
         """Tokens per text (no special tokens)."""
@@ -22,6 +23,7 @@ class TokenCounter(Protocol):
 
 class WhitespaceCounter:
     name = "whitespace words"
+    additive = True
 
     def count(self, texts: list[str]) -> list[int]:
         return [len(t.split()) for t in texts]
@@ -34,6 +36,8 @@ class HFTokenizerCounter:
         from tokenizers import Tokenizer
 
         self._tok = Tokenizer.from_file(str(path))
+        pre = type(self._tok.pre_tokenizer).__name__ if self._tok.pre_tokenizer is not None else ""
+        self.additive = pre in ("BertPreTokenizer", "WhitespaceSplit", "Whitespace")
         self._tok.no_truncation()
         self._tok.no_padding()
         self.name = name

@@ -37,13 +37,24 @@ def messages_unit(kind: str, uid: str, mem: Memory, rows: np.ndarray | list[int]
     return RetrievedUnit(kind, uid, text, 0, score, [m.id for m in msgs], msgs[0].timestamp if msgs else None, scores)
 
 
-def assemble(units: list[RetrievedUnit]) -> str:
-    """Semantic memories (statements), then episodic memories (episodes, chunks, sessions, messages)."""
+def context_pieces(units: list[RetrievedUnit]) -> list[tuple[str, str]]:
+    """The answer context as (separator, piece) pairs: semantic memories (statements), then
+    episodic memories (episodes, chunks, sessions, messages), each with its date. Separators are
+    whitespace, so a tokenizer that pre-splits on whitespace counts the context as the sum of its
+    pieces."""
     sem = [u for u in units if u.type == "semantic"]
     epi = [u for u in units if u.type not in ("semantic", "theme")]
-    parts = []
+    out: list[tuple[str, str]] = []
     if sem:
-        parts.append("Semantic memories:\n" + "\n".join(f"- ({fmt_date(u.timestamp)}) {u.text}" for u in sem))
+        out.append(("", "Semantic memories:"))
+        for u in sem:
+            out += [("\n", f"- ({fmt_date(u.timestamp)})"), (" ", u.text)]
     if epi:
-        parts.append("Episodic memories:\n" + "\n\n".join(f"[{fmt_date(u.timestamp)}]\n{u.text}" for u in epi))
-    return "\n\n".join(parts)
+        out.append(("\n\n" if sem else "", "Episodic memories:"))
+        for i, u in enumerate(epi):
+            out += [("\n" if i == 0 else "\n\n", f"[{fmt_date(u.timestamp)}]"), ("\n", u.text)]
+    return out
+
+
+def assemble(units: list[RetrievedUnit]) -> str:
+    return "".join(sep + piece for sep, piece in context_pieces(units))

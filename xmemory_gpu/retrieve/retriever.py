@@ -20,7 +20,7 @@ from ..embed.tokens import TokenCounter, default_counter
 from ..memory.bank import Bank
 from ..memory.store import Store
 from .baselines import Chunks, memory_only, naive_rag, tir
-from .context import assemble, episode_unit, semantic_unit, theme_unit
+from .context import assemble, context_pieces, episode_unit, semantic_unit, theme_unit
 from .result import RetrievalResult, RetrievedUnit
 from .stage1 import run_stage1
 from .stage2 import episode_pools
@@ -45,6 +45,7 @@ class Retriever:
         self.backend = backend
         self.tokens = tokens or default_counter()
         self._chunks: Chunks | None = None
+        self._tok_cache: dict[str, int] = {}
 
     @classmethod
     def from_store(cls, path: str | Path, memory_ids: Sequence[str] | None = None, **kw) -> Retriever:
@@ -105,22 +106,31 @@ class Retriever:
             raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
         return units, {"retrieve": time.perf_counter() - t0}, []
 
-    def _fit(self, query: str, mid: str, strategy: str, units: list[RetrievedUnit], budget: int | None, notes: list[str]) -> RetrievalResult:
-        """Assemble the context; under a budget, take units in order, skipping those that do not
-        fit, then drop from the end until the assembled context (headers and dates included) fits."""
+    def _count(self, texts: list[str]) -> list[int]:
+        """Token counts through a cache: memories' texts recur across queries."""
+        new = list({t: None for t in texts if t not in self._tok_cache})
+        if new:
+            self._tok_cache.update(zip(new, self.tokens.count(new)))
+        return [self._tok_cache[t] for t in texts]
+
+    def _fit(self, units: list[RetrievedUnit], budget: int | None) -> list[RetrievedUnit]:
+        """Under a budget, take units in order, skipping those that do not fit (themes are free:
+        they are not part of the answer context)."""
         kept, total = [], HEADER_ALLOWANCE
         for u in units:
             if u.type == "theme" or budget is None or total + u.tokens <= budget:
                 kept.append(u)
                 total += 0 if u.type == "theme" else u.tokens
-        ctx = assemble(kept)
-        n_tok = self.tokens.count([ctx])[0]
-        while budget is not None and n_tok > budget and any(u.type != "theme" for u in kept):
-            last = max(i for i, u in enumerate(kept) if u.type != "theme")
-            kept.pop(last)
+        return kept
+
+    def _trim(self, kept: list[RetrievedUnit], budget: int) -> tuple[list[RetrievedUnit], str, int]:
+        """Drop units from the end until the assembled context (headers and dates included) fits."""
+        while True:
             ctx = assemble(kept)
             n_tok = self.tokens.count([ctx])[0]
-        return RetrievalResult(query, mid, strategy, kept, ctx, n_tok, self.tokens.name, notes=list(notes))
+            if n_tok <= budget or not any(u.type != "theme" for u in kept):
+                return kept, ctx, n_tok
+            kept = [u for i, u in enumerate(kept) if i != max(j for j, v in enumerate(kept) if v.type != "theme")]
 
     # -- the API -----------------------------------------------------------------------------------
     def search(
@@ -144,9 +154,21 @@ class Retriever:
         units, times, notes = self._run(strategy, q_x, mem_idx)
         t1 = time.perf_counter()
         flat = [u for us in units for u in us]
-        for u, c in zip(flat, self.tokens.count([u.text for u in flat])):
+        for u, c in zip(flat, self._count([u.text for u in flat])):
             u.tokens = c
-        results = [self._fit(queries[q], mids[q], strategy, us, budget_tokens, notes) for q, us in enumerate(units)]
+        kept = [self._fit(us, budget_tokens) for us in units]
+        contexts = [assemble(k) for k in kept]
+        if self.tokens.additive:  # exact: the sum over the context's whitespace-separated pieces
+            pieces = [[p for _, p in context_pieces(k)] for k in kept]
+            per = iter(self._count([p for ps in pieces for p in ps]))
+            counts = [sum(next(per) for _ in ps) for ps in pieces]
+        else:
+            counts = self.tokens.count(contexts)  # one batched call; only over-budget contexts are re-counted
+        results = []
+        for q, (k, ctx, n_tok) in enumerate(zip(kept, contexts, counts)):
+            if budget_tokens is not None and n_tok > budget_tokens:
+                k, ctx, n_tok = self._trim(k, budget_tokens)
+            results.append(RetrievalResult(queries[q], mids[q], strategy, k, ctx, n_tok, self.tokens.name, notes=list(notes)))
         t_asm = time.perf_counter() - t1
         per_q = {"embed": t_embed / n, **{k: v / n for k, v in times.items()}, "assemble": t_asm / n}
         for r in results:
