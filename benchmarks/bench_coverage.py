@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from ops.coverage_cases import random_problem
+
 from xmemory_gpu.ops.coverage import coverage_select
 
 N_Q, SAMPLE, BUDGET = 10_000, 200, 20

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from ops.knn_cases import ragged, segment_sizes
+
 from xmemory_gpu.ops.knn import KnnGraph, knn_graph
 
 K, D = 10, 384

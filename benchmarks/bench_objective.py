@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from ops.objective_cases import random_candidates, random_partition
+
 from xmemory_gpu.ops.objective import PartitionState, score_candidates
 from xmemory_gpu.ops.objective.state import closed_form
 

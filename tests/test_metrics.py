@@ -6,9 +6,23 @@ import math
 
 import pytest
 
-from xmemory_gpu.eval.metrics import bleu1, exact_match, normalize_answer, qa_scores, rouge_l, squad_f1, token_f1_authors
+from xmemory_gpu.eval.metrics import (
+    bleu1,
+    exact_match,
+    normalize_answer,
+    qa_scores,
+    rouge_l,
+    squad_f1,
+    token_f1_authors,
+)
 from xmemory_gpu.eval.retrieval_metrics import (
-    Block, aggregate, answer_coverage, answer_words, evidence_density, evidence_precision, evidence_recall,
+    Block,
+    aggregate,
+    answer_coverage,
+    answer_words,
+    evidence_density,
+    evidence_precision,
+    evidence_recall,
 )
 
 

@@ -15,7 +15,15 @@ from ..datasets.locomo import load_locomo
 from ..memory.store import Store
 from ..retrieve import Retriever
 from ..retrieve.result import RetrievalResult
-from .retrieval_metrics import Block, aggregate, answer_coverage, evidence_density, evidence_precision, evidence_recall, mean
+from .retrieval_metrics import (
+    Block,
+    aggregate,
+    answer_coverage,
+    evidence_density,
+    evidence_precision,
+    evidence_recall,
+    mean,
+)
 
 DEFAULT_STRATEGIES = ("naive-rag", "tir", "memory-only", "xmemory-stage1", "xmemory")
 
