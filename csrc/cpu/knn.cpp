@@ -122,6 +122,13 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     threads = omp_get_max_threads();
 #endif
     const bool symmetric = self_rows && nseg >= 4 * threads;
+    // Few, large segments: items stay (segment, query tile), each computes only key tiles from its
+    // own tile on, offers to its rows directly and mirrors to the other rows through per-thread
+    // lists that are merged at the end (bounded to 1 GiB of lists).
+    const bool mirrored = self_rows && !symmetric && double(nq) * k * 8 * threads < double(1 << 30);
+    std::vector<std::vector<float>> msim(mirrored ? threads : 0);
+    std::vector<std::vector<int32_t>> midx(mirrored ? threads : 0);
+    std::vector<std::vector<int64_t>> mcnt(mirrored ? threads : 0);
     std::vector<std::pair<int64_t, int64_t>> items;  // (segment, first query row)
     for (int64_t b = 0; b < nseg; ++b) {
       if (symmetric) {
@@ -135,6 +142,21 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     {
       std::vector<float> block(QB * KB);
       std::vector<TopK> tops;
+      int tid = 0;
+#ifdef _OPENMP
+      tid = omp_get_thread_num();
+#endif
+      float* lsim = nullptr;
+      int32_t* lidx = nullptr;
+      int64_t* lcnt = nullptr;
+      if (mirrored) {
+        msim[tid].assign(nq * k, -std::numeric_limits<float>::infinity());
+        midx[tid].assign(nq * k, -1);
+        mcnt[tid].assign(nq, 0);
+        lsim = msim[tid].data();
+        lidx = midx[tid].data();
+        lcnt = mcnt[tid].data();
+      }
 #pragma omp for schedule(dynamic, 1)
       for (int64_t it = 0; it < static_cast<int64_t>(items.size()); ++it) {
         const int64_t b = items[it].first;
@@ -165,6 +187,26 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
         const int64_t nr = std::min(QB, qo[b + 1] - r0);
         tops.clear();
         for (int64_t a = 0; a < nr; ++a) tops.push_back(TopK{sim + (r0 + a) * k, idx + (r0 + a) * k, k});
+        if (mirrored) {
+          for (int64_t c0 = r0; c0 < xo[b + 1]; c0 += KB) {
+            const int64_t nc = std::min(KB, xo[b + 1] - c0);
+            dot_block(xs + r0 * d, nr, xs + c0 * d, nc, d, block.data());
+            for (int64_t a = 0; a < nr; ++a) {
+              const float* row = block.data() + a * KB;
+              const int64_t i = r0 + a;
+              for (int64_t c = 0; c < nc; ++c) {
+                const int64_t j = c0 + c;
+                if (j <= i) continue;  // each unordered pair once, by the tile of its lower row
+                if (drop_nonpositive && !(row[c] > 0.f)) continue;
+                tops[a].offer(row[c], static_cast<int32_t>(j));
+                TopK m{lsim + j * k, lidx + j * k, k, lcnt[j]};
+                m.offer(row[c], static_cast<int32_t>(i));
+                lcnt[j] = m.n;
+              }
+            }
+          }
+          continue;
+        }
         for (int64_t c0 = xo[b]; c0 < xo[b + 1]; c0 += KB) {
           const int64_t nc = std::min(KB, xo[b + 1] - c0);
           dot_block(qs + r0 * d, nr, xs + c0 * d, nc, d, block.data());
@@ -178,6 +220,15 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
             }
           }
         }
+      }
+    }
+    if (mirrored) {  // merge the mirrored offers into each row's list
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < nq; ++r) {
+        TopK t{sim + r * k, idx + r * k, k, 0};
+        while (t.n < k && idx[r * k + t.n] >= 0) ++t.n;
+        for (int th = 0; th < threads; ++th)
+          for (int64_t j = 0; j < (mcnt[th].empty() ? 0 : mcnt[th][r]); ++j) t.offer(msim[th][r * k + j], midx[th][r * k + j]);
       }
     }
   }

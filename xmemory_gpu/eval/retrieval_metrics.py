@@ -1,65 +1,126 @@
 """LLM-free retrieval metrics for one question (DESIGN section 8).
 
-A retrieved block is a unit of context text with its provenance message ids and token count.
-Answer words are the answer's SQuAD-normalised tokens minus stopwords; a block "holds" a word
-when the word is among the block's normalised tokens.
+A retrieved block is a ranked unit of context: ``(text, message_ids, n_tokens)`` (a ``Block`` or
+any 3-tuple). Gold evidence is a list of LoCoMo ``dia_id`` s (``"D1:3"``).
+
+Answer words are the answer's SQuAD-normalised tokens (``metrics.tokens``) minus ``STOPWORDS``;
+a block *holds* a word when the word is one of the block text's normalised tokens (exact token
+match; numbers compare as strings, so ``"2023"`` matches ``"2023"`` but not ``"2023s"``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import NamedTuple
 
 from .metrics import tokens
 
+__all__ = [
+    "STOPWORDS",
+    "Block",
+    "normalize_evidence",
+    "evidence_recall",
+    "evidence_precision",
+    "answer_words",
+    "answer_coverage",
+    "evidence_density",
+    "mean",
+    "aggregate",
+]
+
+# Function words only. Deliberately absent because they are also answer content in LoCoMo:
+# "may" (the month), "will" / "can" (name, noun), "us" ("US" after lower-casing).
 STOPWORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being it its this that these "
-    "those he she they them his her their him i me my we our you your do does did so not no yes very just than then "
-    "there here what when where who whom which why how about into over after before up down out off also".split()
+    """
+    a an the and or but if nor so yet of to in on at by for with from as into onto over under about
+    after before up down out off than then also too very just only
+    is are was were be been being am do does did done have has had having would shall should
+    could might must
+    it its this that these those there here
+    i me my mine we our ours you your yours he him his she her hers they them their theirs
+    what when where who whom whose which why how
+    not no yes
+    """.split()
 )
 
 
-@dataclass
-class Block:
+class Block(NamedTuple):
+    """One retrieved unit: its text, the ``dia_id`` s it came from, and its token count."""
+
     text: str
     message_ids: list[str]
-    tokens: int
+    n_tokens: int
 
 
-def evidence_recall(retrieved_ids: Sequence[str], evidence: Sequence[str]) -> float | None:
-    """Share of distinct evidence ids retrieved; None when the question lists no evidence."""
-    ev = set(evidence)
-    return len(ev & set(retrieved_ids)) / len(ev) if ev else None
+_DIA_ID = re.compile(r"^D:?(\d+):0*(\d+)$", re.IGNORECASE)
+_ID_SEP = re.compile(r"[;,\s]+")
 
 
-def evidence_precision(retrieved_ids: Sequence[str], evidence: Sequence[str]) -> float | None:
-    """Share of distinct retrieved message ids that are evidence; None when nothing was retrieved
-    or the question lists no evidence."""
-    got = set(retrieved_ids)
-    return len(got & set(evidence)) / len(got) if got and evidence else None
+def normalize_evidence(ids: Iterable[str]) -> set[str]:
+    """Distinct canonical ``dia_id`` s: entries holding several ids (``"D8:6; D9:17"``) are split
+    on ``; , whitespace``, and ``D<s>:<t>`` is written without leading zeros (``"D30:05"`` ->
+    ``"D30:5"``, ``"D:11:26"`` -> ``"D11:26"``); anything else is kept as written."""
+    out: set[str] = set()
+    for raw in ids:
+        for part in _ID_SEP.split(str(raw).strip()):
+            if not part:
+                continue
+            m = _DIA_ID.match(part)
+            out.add(f"D{int(m.group(1))}:{int(m.group(2))}" if m else part)
+    return out
+
+
+def evidence_recall(retrieved_ids: Iterable[str], evidence: Iterable[str]) -> float | None:
+    """Share of the distinct evidence ids that were retrieved; None when there is no evidence."""
+    ev = normalize_evidence(evidence)
+    return len(ev & normalize_evidence(retrieved_ids)) / len(ev) if ev else None
+
+
+def evidence_precision(retrieved_ids: Iterable[str], evidence: Iterable[str]) -> float | None:
+    """Share of the distinct retrieved ids that are evidence. None when nothing was retrieved, and
+    also when the question has no evidence (precision against an empty gold set is undefined; a
+    0 there would drag every mean down for questions the metric cannot judge)."""
+    got, ev = normalize_evidence(retrieved_ids), normalize_evidence(evidence)
+    return len(got & ev) / len(got) if got and ev else None
 
 
 def answer_words(answer: object) -> list[str]:
-    """Distinct content words of the answer, in order."""
-    seen: dict[str, None] = {}
-    for w in tokens(answer):
-        if w not in STOPWORDS:
-            seen.setdefault(w, None)
-    return list(seen)
+    """Distinct content words of the answer (normalised tokens minus ``STOPWORDS``), in order."""
+    return list(dict.fromkeys(w for w in tokens(answer) if w not in STOPWORDS))
 
 
-def answer_coverage(blocks: Sequence[Block], answer: object) -> dict:
-    """words, covered (all answer words somewhere), covered_share, and the shortest prefix of the
-    ranked blocks covering them all: blocks_to_cover / tokens_to_cover (None if never)."""
+@lru_cache(maxsize=1 << 16)
+def _token_set(text: str) -> frozenset[str]:
+    return frozenset(tokens(text))
+
+
+def _held(block: Sequence, words: set[str]) -> set[str]:
+    return words & _token_set(str(block[0]))
+
+
+def answer_coverage(blocks: Sequence[Sequence], answer: object) -> dict:
+    """How well the ranked blocks cover the answer's content words.
+
+    Returns ``words`` (number of distinct answer words), ``covered`` (True when every answer word
+    is in the union of the blocks' tokens; False when the answer has no content word),
+    ``covered_share`` (share of answer words found in any block; None when no content word),
+    ``blocks_to_cover`` (length of the shortest prefix of the ranking whose union holds every
+    answer word; None if never) and ``tokens_to_cover`` (sum of ``n_tokens`` over that prefix).
+    """
     words = set(answer_words(answer))
     found: set[str] = set()
-    blocks_to_cover = tokens_to_cover = None
+    blocks_to_cover: int | None = None
+    tokens_to_cover: int | None = None
     total = 0
-    for i, b in enumerate(blocks):
-        found |= words & set(tokens(b.text))
-        total += b.tokens
-        if words and blocks_to_cover is None and found == words:
-            blocks_to_cover, tokens_to_cover = i + 1, total
+    if words:
+        for i, b in enumerate(blocks):
+            found |= _held(b, words)
+            total += int(b[2])
+            if found == words:
+                blocks_to_cover, tokens_to_cover = i + 1, total
+                break  # all found; otherwise the loop ends with `found` = the whole union
     return {
         "words": len(words),
         "covered": bool(words) and found == words,
@@ -69,27 +130,43 @@ def answer_coverage(blocks: Sequence[Block], answer: object) -> dict:
     }
 
 
-def evidence_density(blocks: Sequence[Block], answer: object) -> dict[str, float | None]:
-    """Share of retrieved blocks holding 0, 1, 2 and 3+ distinct answer words (None if no blocks)."""
+def evidence_density(blocks: Sequence[Sequence], answer: object) -> dict[str, float | None]:
+    """Share of the retrieved blocks holding 0, 1, 2 and 3+ distinct answer words (keys ``"0"``,
+    ``"1"``, ``"2"``, ``"3+"``; the shares sum to 1). All None when there is no block."""
     words = set(answer_words(answer))
     counts = {"0": 0, "1": 0, "2": 0, "3+": 0}
     for b in blocks:
-        n = len(words & set(tokens(b.text)))
+        n = len(_held(b, words))
         counts["3+" if n >= 3 else str(n)] += 1
-    n = len(blocks)
-    return {k: (v / n if n else None) for k, v in counts.items()}
+    total = len(blocks)
+    return {k: (v / total if total else None) for k, v in counts.items()}
 
 
-def mean(values) -> float | None:
+def mean(values: Iterable) -> float | None:
+    """Mean of the non-None values (bools count as 0/1); None when there is none."""
     vals = [float(v) for v in values if v is not None]
     return sum(vals) / len(vals) if vals else None
 
 
-def aggregate(rows: Sequence[dict], key: str, categories: Sequence[int] = (1, 2, 3, 4)) -> dict[str, float | None]:
-    """Mean of ``rows[i][key]`` per LoCoMo category (None values ignored) and ``micro``: the mean
-    over all questions of ``categories``."""
-    out: dict[str, float | None] = {}
-    for c in sorted({int(r["category"]) for r in rows}):
-        out[str(c)] = mean(r[key] for r in rows if int(r["category"]) == c)
-    out["micro"] = mean(r[key] for r in rows if int(r["category"]) in categories)
+def aggregate(
+    rows: Sequence[dict], key: str, categories: Sequence[int] = (1, 2, 3, 4), *, by: str = "category"
+) -> dict[str, float | None]:
+    """Per-group and micro means of ``row[key]`` over per-question ``rows``.
+
+    Returns one entry per distinct ``row[by]`` (key ``str(value)``; numbers sorted numerically, before other values): the mean
+    of that group's non-None values, and ``"micro"``: the mean over all questions whose LoCoMo
+    ``row["category"]`` is in ``categories`` (1-4 by default; 5, adversarial, is left out), i.e.
+    weighted by question, not the mean of the per-category means. ``micro`` always filters on
+    ``"category"`` whatever ``by`` is (rows without it are left out of it). None values (and rows
+    lacking ``key``) are ignored everywhere; a mean with nothing to average is None.
+    """
+    groups: dict[str, list] = {}
+    for r in rows:
+        groups.setdefault(str(r[by]), []).append(r.get(key))
+    order = sorted(groups, key=lambda g: (0, int(g), "") if g.lstrip("-").isdigit() else (1, 0, g))
+    out: dict[str, float | None] = {g: mean(groups[g]) for g in order}
+    cats = {int(c) for c in categories}
+    out["micro"] = mean(
+        r.get(key) for r in rows if r.get("category") is not None and int(r["category"]) in cats
+    )
     return out
