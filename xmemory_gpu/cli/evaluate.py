@@ -26,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--sweep-budget", type=_ints, default=[], metavar="B1,B2,...", help="recall/coverage against these budgets")
     p.add_argument("--backend", default="auto")
+    p.add_argument("--reader", default=None, help="reader LLM spec (smollm2, hf:PATH[#FILE.gguf]): Stage II gate + QA metrics")
     p.set_defaults(func=run)
 
 
@@ -38,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         raise ValueError(f"--strategies: unknown {bad}; expected some of {', '.join(STRATEGIES)}")
     report = run_eval(args.store, args.data, args.out, strategies=strategies, budget_tokens=args.budget_tokens,
-                      categories=args.categories, limit=args.limit, sweep=args.sweep_budget, backend=args.backend)
+                      categories=args.categories, limit=args.limit, sweep=args.sweep_budget, backend=args.backend,
+                      reader=args.reader)
     out = Path(args.out)
     print((out / "table.md").read_text())
     if report.get("sweep"):

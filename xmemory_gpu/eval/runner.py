@@ -15,6 +15,8 @@ from ..datasets.locomo import load_locomo
 from ..memory.store import Store
 from ..retrieve import Retriever
 from ..retrieve.result import RetrievalResult
+from ..retrieve.stage2 import answer_prompt
+from .metrics import qa_scores
 from .retrieval_metrics import (
     Block,
     aggregate,
@@ -53,16 +55,20 @@ def score(result: RetrievalResult, q: dict) -> dict:
     return {
         "memory": q["memory"], "question": q["question"], "category": q["category"],
         "recall": evidence_recall(ids, q["evidence"]), "precision": evidence_precision(ids, q["evidence"]),
-        "context_tokens": result.context_tokens, "blocks": len(blocks),
+        "context_tokens": result.context_tokens, "blocks": len(blocks), "llm_calls": result.llm_calls,
         "covered": float(cov["covered"]) if cov["words"] else None, "covered_share": cov["covered_share"],
         "blocks_to_cover": cov["blocks_to_cover"], "tokens_to_cover": cov["tokens_to_cover"],
         **{f"density_{k}": v for k, v in dens.items()},
     }
 
 
+QA_KEYS = ["f1_authors", "f1_squad", "exact_match", "bleu1", "rouge_l", "tokens_per_query"]
+
+
 def summarise(rows: list[dict], seconds: float, categories: Sequence[int]) -> dict:
     keys = ["recall", "precision", "context_tokens", "covered", "covered_share", "blocks_to_cover", "tokens_to_cover",
-            "density_0", "density_1", "density_2", "density_3+"]
+            "density_0", "density_1", "density_2", "density_3+", "llm_calls"]
+    keys += [k for k in QA_KEYS if rows and k in rows[0]]
     return {
         "questions": len(rows), "seconds": seconds, "queries_per_second": len(rows) / seconds if seconds > 0 else None,
         **{k: aggregate(rows, k, categories) for k in keys},
@@ -84,6 +90,11 @@ def table(summary: dict[str, dict], tokenizer: str) -> str:
             f"| {name} | {_fmt(m['recall'])} | {_fmt(m['precision'])} | {_fmt(m['context_tokens'], 0)} | {_fmt(m['covered'])} | "
             f"{_fmt(m['blocks_to_cover'], 1)} | {_fmt(m['tokens_to_cover'], 0)} | {dens} | {_fmt(m['queries_per_second'], 0)} |"
         )
+    if any("f1_authors" in s for s in summary.values()):
+        lines += ["", "QA with the reader (micro over categories 1-4):", "",
+                  "| strategy | F1 (authors) | F1 (SQuAD) | EM | BLEU-1 | ROUGE-L | tokens per query |", "|" + "---|" * 7]
+        for name, s in summary.items():
+            lines.append(f"| {name} | " + " | ".join(_fmt(s[k]["micro"], 0 if k == "tokens_per_query" else 3) for k in QA_KEYS) + " |")
     cats = sorted({c for s in summary.values() for c in s["recall"] if c != "micro"})
     lines += ["", "Evidence recall by category:", "", "| strategy | " + " | ".join(f"cat {c}" for c in cats) + " |",
               "|" + "---|" * (len(cats) + 1)]
@@ -95,17 +106,25 @@ def table(summary: dict[str, dict], tokenizer: str) -> str:
 def run_eval(
     store: str | Path, data: str | Path, out: str | Path, *, strategies: Sequence[str] = DEFAULT_STRATEGIES,
     budget_tokens: int | None = None, categories: Sequence[int] = (1, 2, 3, 4), limit: int | None = None,
-    sweep: Sequence[int] = (), backend: str = "auto",
+    sweep: Sequence[int] = (), backend: str = "auto", reader: str | None = None, answer_tokens: int = 32,
 ) -> dict:
     """Evaluate ``strategies`` on the questions of ``data`` whose memories are in ``store``; write
-    ``summary.json``, ``table.md``, ``questions.jsonl`` (and ``sweep.json``/``sweep.md``/``sweep.png``)."""
+    ``summary.json``, ``table.md``, ``questions.jsonl`` (and ``sweep.json``/``sweep.md``/``sweep.png``).
+    With ``reader`` (a spec for ``xmemory_gpu.llm.load_reader``), Stage II uses its uncertainty and
+    every strategy's context is answered by it: QA metrics and tokens per query (retrieval probes +
+    answer prompt + output) are added."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     st = Store.open(store)
     ids = st.memory_ids()
     st.close()
     qs = load_questions(data, ids, categories, limit)
-    retriever = Retriever.from_store(store, sorted({q["memory"] for q in qs}), backend=backend)
+    llm = None
+    if reader:
+        from ..llm import load_reader
+
+        llm = load_reader(reader)
+    retriever = Retriever.from_store(store, sorted({q["memory"] for q in qs}), backend=backend, reader=llm)
     questions, mems = [q["question"] for q in qs], [q["memory"] for q in qs]
     t0 = time.perf_counter()
     q_x = retriever.embedder.encode(questions)
@@ -115,14 +134,20 @@ def run_eval(
         for name in strategies:
             t0 = time.perf_counter()
             results = retriever.search(questions, mems, strategy=name, budget_tokens=budget_tokens, query_x=q_x)
-            seconds = time.perf_counter() - t0 + t_embed  # embedding counted once per strategy
             rows = [score(r, q) for r, q in zip(results, qs)]
+            if llm is not None:
+                gen = llm.generate([answer_prompt(llm, q["question"], r.context) for r, q in zip(results, qs)],
+                                   max_tokens=answer_tokens, purpose=f"answer {name}")
+                for row, r, q, text, p_tok, o_tok in zip(rows, results, qs, gen.texts, gen.prompt_tokens, gen.output_tokens):
+                    row.update(qa_scores(text, q["answer"]), prediction=text, tokens_per_query=r.llm_tokens + p_tok + o_tok)
+            seconds = time.perf_counter() - t0 + t_embed
             for row in rows:
                 fh.write(json.dumps({"strategy": name, **row}) + "\n")
             summary[name] = summarise(rows, seconds, categories)
             summary[name]["notes"] = sorted({n for r in results for n in r.notes})
     meta = {"store": str(store), "data": str(data), "budget_tokens": budget_tokens, "categories": list(categories),
-            "questions": len(qs), "tokenizer": retriever.tokens.name, "embedder": retriever.embedder.name}
+            "questions": len(qs), "tokenizer": retriever.tokens.name, "embedder": retriever.embedder.name,
+            "reader": llm.name if llm is not None else None}
     (out / "summary.json").write_text(json.dumps({"meta": meta, "strategies": summary}, indent=1))
     (out / "table.md").write_text(table(summary, retriever.tokens.name))
     report = {"meta": meta, "strategies": summary}
