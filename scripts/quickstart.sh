@@ -10,5 +10,5 @@ OUT=quickstart
 xmemory synth --conversations 20 --seed 0 --out "$OUT/synthetic.json"
 xmemory build "$OUT/synthetic.json" --out "$OUT/store"
 xmemory stats "$OUT/store"
-MEM=$(xmemory stats "$OUT/store" --ids | head -n 1)
+MEM=$(xmemory stats "$OUT/store" --ids | sed -n 1p)
 xmemory search "$OUT/store" --memory "$MEM" "What does Alice do for work?"

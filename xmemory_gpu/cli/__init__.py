@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # output piped into head and closed: not an error
+        sys.stderr.close()
+        return 0
     except (ValueError, FileNotFoundError, KeyError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"xmemory {args.command}: error: {msg}", file=sys.stderr)
