@@ -19,13 +19,7 @@ def load_reader(spec: str, **kw) -> Reader:
         d = smollm2_dir()
         if not (d / SMOLLM2_GGUF).exists():
             raise ValueError(f"the smollm2 reader is not fetched (no {d / SMOLLM2_GGUF}); run `xmemory models fetch`")
-        cached = d / "hf"  # dequantised weights saved on first load: later loads skip GGUF parsing
-        if (cached / "config.json").exists():
-            return HFReader(cached, **kw)
-        reader = HFReader(d, gguf_file=SMOLLM2_GGUF, **kw)
-        reader.model.save_pretrained(cached)
-        reader.tokenizer.save_pretrained(cached)
-        return reader
+        return HFReader(d, gguf_file=SMOLLM2_GGUF, **kw)
     if spec.startswith("hf:"):
         path, _, gguf = spec[3:].partition("#")
         return HFReader(path, gguf_file=gguf or None, **kw)

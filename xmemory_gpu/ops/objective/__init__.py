@@ -9,12 +9,12 @@ import numpy as np
 
 from .._arrays import check_offsets, to_numpy
 from .._backend import is_cuda_tensor, resolve_backend
-from . import cpu, reference
+from . import cpu, cuda, reference
 from .proposals import split_proposals
 from .state import Candidates, PartitionState
 
-_OBJECTIVE = {"reference": reference.partition_objective, "cpu": cpu.partition_objective}
-_SCORE = {"reference": reference.score_candidates, "cpu": cpu.score_candidates}
+_OBJECTIVE = {"reference": reference.partition_objective, "cpu": cpu.partition_objective, "cuda": cuda.partition_objective}
+_SCORE = {"reference": reference.score_candidates, "cpu": cpu.score_candidates, "cuda": cuda.score_candidates}
 
 
 def partition_objective(x: Any, labels: Any, offsets: Any, *, eps: float = 1e-8, backend: str = "auto") -> np.ndarray:

@@ -1,0 +1,372 @@
+"""f(P) on the GPU (xmemory_gpu._cuda objective kernels via ops/objective/cuda.py).
+
+Without a GPU: the kernels and constants exist, empty inputs need no device, launches fail with a
+clean RuntimeError, and the wrapper's plumbing (dense relabelling, chunking, shared / global state
+offsets) is checked against the reference through a host emulation of the three kernels that
+reads the (CPU) tensors behind the pointers. With a GPU: the kernels against the float64 reference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.ops.objective import Candidates, PartitionState
+from xmemory_gpu.ops.objective import reference as ref
+
+from .objective_cases import random_candidates, random_partition
+
+_cuda = pytest.importorskip("xmemory_gpu._cuda", reason="xmemory_gpu._cuda not built (no nvcc at build time)")
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+requires_cuda = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
+
+
+def _ocuda():
+    from xmemory_gpu.ops.objective import cuda as ocuda
+
+    return ocuda
+
+
+# ---- shared cases ----------------------------------------------------------------------------------
+
+
+def _partition_case(rng, d=19):
+    # empty segments, a single node, themes of 1, one theme per memory, many themes
+    sizes = [0, 1, 5, 40, 120, 33, 0, 12, 64, 7]
+    themes = [1, 1, 5, 1, 30, 12, 1, 12, 64, 1]
+    x, lab, off = random_partition(rng, sizes, themes, d)
+    x[3] = x[4]  # duplicated vectors
+    s = int(off[8])  # 64 singleton themes made of 4 repeated vectors: exact ties in s_k
+    x[s : s + 64] = x[s : s + 4][np.arange(64) % 4]
+    lab[s : s + 64] = np.arange(64) * 7 + 1
+    x[int(off[5])] = 0.0  # a zero row: normalised to zero, cos 0
+    return x, lab, off
+
+
+def _both_top2_state():
+    # theme 0's two nearest themes are 1 and 2; merging them removes both of its kept top-2
+    e = np.eye(4)
+    x = np.stack([e[0], e[0] + 0.9 * e[1], e[0] + 0.8 * e[2], e[3], e[3] + 0.1 * e[0], e[1] + e[2]])
+    state = PartitionState.from_labels(x, np.arange(6), np.array([0, 6], np.int64))
+    items = [(0, [1, 2], [np.array([1, 2])]), (0, [0, 4], [np.array([0, 4])]), (0, [1, 2], [np.array([2]), np.array([1])])]
+    return state, Candidates.from_lists(state, items)
+
+
+def _score_case(rng):
+    x, lab, off = random_partition(rng, [30, 2, 60, 9, 1, 25], [6, 2, 10, 9, 1, 1], 11)
+    state = PartitionState.from_labels(x, lab, off)
+    cands = random_candidates(rng, state, 15)
+    assert cands.n > 20
+    return state, cands
+
+
+def _large_k_case(rng, n_themes=2100, d=8):
+    # more theme slots than fit in shared memory: the kernel's state goes to global scratch
+    x, lab, off = random_partition(rng, [2 * n_themes, 50], [n_themes, 5], d)
+    lab[: 2 * n_themes] = np.repeat(np.arange(n_themes), 2)
+    return x, lab, off
+
+
+# ---- no GPU needed ---------------------------------------------------------------------------------
+
+
+def test_module_exposes_objective_kernels():
+    for name in ("objective_row_norms", "objective_group_sums", "objective_score"):
+        assert callable(getattr(_cuda, name)), name
+    assert _cuda.OBJECTIVE_SLOT_BYTES == 17
+    assert _cuda.OBJECTIVE_SHARED_MAX_SLOTS >= 1024
+    assert _cuda.OBJECTIVE_SHARED_MAX_SLOTS * _cuda.OBJECTIVE_SLOT_BYTES <= 48 * 1024 - 1024
+
+
+def test_wrapper_signatures_match_cpu():
+    import inspect
+
+    from xmemory_gpu.ops.objective import cpu
+
+    oc = _ocuda()
+    for name in ("partition_objective", "score_candidates"):
+        assert inspect.signature(getattr(oc, name)) == inspect.signature(getattr(cpu, name)), name
+
+
+def test_empty_inputs_need_no_device():
+    oc = _ocuda()
+    assert oc.partition_objective(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(1, np.int64)).shape == (0,)
+    f = oc.partition_objective(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(3, np.int64))
+    assert f.dtype == np.float64 and f.tolist() == [0.0, 0.0]
+    state, cands = _both_top2_state()
+    empty = Candidates.from_lists(state, [])
+    assert oc.score_candidates(state, empty).shape == (0,)
+
+
+def test_wrapper_validates_inputs():
+    oc = _ocuda()
+    with pytest.raises(ValueError, match="offsets"):
+        oc.partition_objective(np.zeros((3, 2)), np.zeros(3, np.int64), np.array([0, 2], np.int64))
+    with pytest.raises(ValueError, match="non-negative"):
+        oc.partition_objective(np.zeros((3, 2)), np.array([0, -1, 0]), np.array([0, 3], np.int64))
+    with pytest.raises(ValueError, match="labels"):
+        oc.partition_objective(np.zeros((3, 2)), np.zeros(2, np.int64), np.array([0, 3], np.int64))
+
+
+def test_pow2_matches_kernel():
+    p = _ocuda()._pow2(np.array([0, 1, 2, 3, 4, 5, 1023, 1024, 1025, 2**40 + 1]))
+    assert p.tolist() == [1, 1, 2, 4, 4, 8, 1024, 1024, 2048, 2**41]
+
+
+@pytest.mark.skipif(has_cuda(), reason="checks the no-GPU error path")
+def test_no_gpu_raises_clean_errors():
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        _cuda.objective_row_norms(0, 1, 4, 0, 0)
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        _cuda.objective_group_sums(0, 0, 0, 0, 1, 4, 0, 0, 0)
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        _cuda.objective_score(*([0] * 14), 1, 4, 1e-8, 4, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match="shared-memory limit"):  # argument checks come first
+        _cuda.objective_score(*([0] * 14), 1, 4, 1e-8, _cuda.OBJECTIVE_SHARED_MAX_SLOTS + 1, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match="negative"):
+        _cuda.objective_row_norms(0, -1, 4, 0, 0)
+    pytest.importorskip("torch")
+    x, lab, off = random_partition(np.random.default_rng(0), [5], [2], 3)
+    with pytest.raises(RuntimeError, match="CUDA device"):
+        _ocuda().partition_objective(x, lab, off)
+    state, cands = _both_top2_state()
+    with pytest.raises(RuntimeError, match="CUDA device"):
+        _ocuda().score_candidates(state, cands)
+
+
+# ---- host emulation of the kernels: checks the wrapper's plumbing without a GPU -------------------
+
+_CT = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.int64): ctypes.c_int64}
+
+
+def _view(ptr: int, dtype, n: int) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if n <= 0:
+        return np.zeros(0, dtype)
+    assert ptr != 0
+    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(_CT[dtype])), shape=(n,))
+
+
+def _finish(norm, cnt, s, n, eps):
+    k = len(cnt)
+    m = float(np.median(s))
+    sigma = float(np.median(np.abs(s - m))) + eps
+    return n * n / (k * float(np.sum(cnt**2))) + float(np.mean(norm / cnt * np.exp(-((s - m) ** 2) / (2 * sigma**2))))
+
+
+def _cos(a, na, b, nb):
+    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else 0.0
+
+
+class _HostExt:
+    """The three kernels of csrc/cuda/objective.cu in NumPy, reading memory behind CPU tensor pointers."""
+
+    OBJECTIVE_SLOT_BYTES = 17
+
+    def __init__(self, shared_max: int):
+        self.OBJECTIVE_SHARED_MAX_SLOTS = shared_max
+        self.launches = []  # (items, max_slots, items using global state)
+
+    def objective_row_norms(self, a, rows, d, out, stream):
+        assert stream == 0
+        rows_ = _view(a, np.float64, rows * d).reshape(rows, d)
+        _view(out, np.float64, rows)[:] = np.sqrt((rows_ * rows_).sum(axis=1))
+
+    def objective_group_sums(self, x, row_norm, group_offsets, members, num_groups, d, gsum, gnorm, stream):
+        if num_groups == 0:
+            return
+        go = _view(group_offsets, np.int64, num_groups + 1)
+        mb = _view(members, np.int64, int(go[-1]))
+        n = int(mb[go[0] : go[-1]].max()) + 1
+        xs = _view(x, np.float64, n * d).reshape(n, d)
+        rn = _view(row_norm, np.float64, n) if row_norm else None
+        gs, gn = _view(gsum, np.float64, num_groups * d).reshape(num_groups, d), _view(gnorm, np.float64, num_groups)
+        for g in range(num_groups):
+            rows = mb[go[g] : go[g + 1]]
+            v = xs[rows]
+            if rn is not None:
+                keep = rn[rows] > 0
+                v = v[keep] / rn[rows][keep][:, None]
+            gs[g] = v.sum(axis=0)
+            gn[g] = np.linalg.norm(gs[g])
+
+    def objective_score(self, memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
+                        rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, num_items, d, eps, max_slots,
+                        state, state_offsets, out, stream):
+        ao = _view(add_offsets, np.int64, num_items + 1)
+        go = _view(group_offsets, np.int64, int(ao[-1]) + 1)
+        gs = _view(gsum, np.float64, int(ao[-1]) * d).reshape(-1, d)
+        gn = _view(gnorm, np.float64, int(ao[-1]))
+        mem = _view(memory, np.int64, num_items) if memory else np.arange(num_items)
+        no = _view(node_offsets, np.int64, int(mem.max()) + 2)
+        f = _view(out, np.float64, num_items)
+        if memory:
+            to = _view(theme_offsets, np.int64, int(mem.max()) + 2)
+            k = int(to[-1])
+            ts, tn = _view(theme_sum, np.float64, k * d).reshape(k, d), _view(theme_norm, np.float64, k)
+            cnt, ti = _view(theme_count, np.int64, k), _view(top_idx, np.int64, 2 * k).reshape(k, 2)
+            tc = _view(top_cos, np.float64, 2 * k).reshape(k, 2)
+            ro = _view(rem_offsets, np.int64, num_items + 1)
+            rr = _view(rem_rows, np.int64, int(ro[-1]))
+        regions = []
+        for c in range(num_items):
+            b = int(mem[c])
+            t0, kb = (int(to[b]), int(to[b + 1] - to[b])) if memory else (0, 0)
+            removed = set(rr[ro[c] : ro[c + 1]].tolist()) if memory else set()
+            g0, ng = int(ao[c]), int(ao[c + 1] - ao[c])
+            p = int(_ocuda()._pow2(np.array([kb + ng]))[0])
+            assert p <= max_slots or kb + ng == 0
+            if p > self.OBJECTIVE_SHARED_MAX_SLOTS:
+                assert state and state_offsets
+                start = int(_view(state_offsets, np.int64, num_items)[c])
+                assert start % 8 == 0
+                regions.append((start, start + p * self.OBJECTIVE_SLOT_BYTES))
+            kept = [t0 + t for t in range(kb) if t0 + t not in removed]
+            norm, count, s = [], [], []
+            gbest = np.full(ng, -np.inf)
+            for u in kept:
+                n1, n2 = ti[u]
+                best = -np.inf
+                if n1 >= 0 and n1 not in removed:
+                    best = tc[u, 0]
+                elif n2 >= 0 and n2 not in removed:
+                    best = tc[u, 1]
+                elif n1 >= 0:
+                    best = max([_cos(ts[u], tn[u], ts[q], tn[q]) for q in kept if q != u], default=-np.inf)
+                for g in range(ng):
+                    cg = _cos(ts[u], tn[u], gs[g0 + g], gn[g0 + g])
+                    best, gbest[g] = max(best, cg), max(gbest[g], cg)
+                norm.append(tn[u]), count.append(cnt[u]), s.append(best)
+            for g in range(ng):
+                for h in range(ng):
+                    if h != g:
+                        gbest[g] = max(gbest[g], _cos(gs[g0 + g], gn[g0 + g], gs[g0 + h], gn[g0 + h]))
+                norm.append(gn[g0 + g]), count.append(go[g0 + g + 1] - go[g0 + g]), s.append(gbest[g])
+            n = float(no[b + 1] - no[b])
+            s = np.where(np.isneginf(s), 0.0, np.array(s, dtype=np.float64))
+            f[c] = 0.0 if not s.size or n == 0 else _finish(np.array(norm), np.array(count, np.float64), s, n, eps)
+        regions.sort()
+        assert all(a[1] <= b[0] for a, b in zip(regions, regions[1:])), "state regions overlap"
+        self.launches.append((num_items, max_slots, len(regions)))
+
+
+@pytest.fixture
+def host_emulation(monkeypatch):
+    torch = pytest.importorskip("torch")
+    oc = _ocuda()
+    ext = _HostExt(shared_max=int(_cuda.OBJECTIVE_SHARED_MAX_SLOTS))
+    monkeypatch.setattr(oc, "_ext", lambda: ext)
+    monkeypatch.setattr(oc, "_device", lambda _torch: torch.device("cpu"))
+    return oc, ext
+
+
+def test_emulated_partition_objective_plumbing(rng, host_emulation, monkeypatch):
+    oc, ext = host_emulation
+    x, lab, off = _partition_case(rng)
+    want = ref.partition_objective(x, lab, off)
+    np.testing.assert_allclose(oc.partition_objective(x, lab, off), want, rtol=1e-9, atol=1e-12)
+    monkeypatch.setattr(ext, "OBJECTIVE_SHARED_MAX_SLOTS", 4)  # most segments through global state
+    np.testing.assert_allclose(oc.partition_objective(x, lab, off), want, rtol=1e-9, atol=1e-12)
+    assert ext.launches[-1][2] > 0
+
+
+def test_emulated_score_candidates_plumbing(rng, host_emulation, monkeypatch):
+    oc, ext = host_emulation
+    state, cands = _score_case(rng)
+    want = ref.score_candidates(state, cands)
+    np.testing.assert_allclose(oc.score_candidates(state, cands), want, rtol=1e-9, atol=1e-12)
+    monkeypatch.setattr(ext, "OBJECTIVE_SHARED_MAX_SLOTS", 8)
+    monkeypatch.setattr(oc, "_CHUNK_BYTES", 2000)  # many launches, gsum rebased per chunk
+    ext.launches.clear()
+    np.testing.assert_allclose(oc.score_candidates(state, cands), want, rtol=1e-9, atol=1e-12)
+    assert len(ext.launches) > 3 and sum(n for n, _, _ in ext.launches) == cands.n
+    assert sum(g for _, _, g in ext.launches) > 0
+    state, cands = _both_top2_state()
+    np.testing.assert_allclose(oc.score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+
+
+# ---- GPU: against the float64 reference ----------------------------------------------------------
+
+
+@requires_cuda
+@pytest.mark.parametrize("d", [19, 384])
+def test_cuda_partition_objective_vs_reference(rng, d):
+    x, lab, off = _partition_case(rng, d)
+    want = ref.partition_objective(x, lab, off)
+    got = _ocuda().partition_objective(x, lab, off)
+    assert got.dtype == np.float64 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)  # double throughout: far tighter in practice
+
+
+@requires_cuda
+def test_cuda_partition_objective_hand_worked():
+    x = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], np.float64)
+    x4 = np.concatenate([x, x, x, np.zeros((1, 2))])
+    lab = np.concatenate([[0, 0, 5, 5], np.zeros(4, int), np.arange(4), [3]])
+    off = np.array([0, 4, 8, 12, 12, 13], np.int64)
+    got = _ocuda().partition_objective(x4, lab, off)
+    np.testing.assert_allclose(got, [2.0, 1 + np.sqrt(0.5), 2.0, 0.0, 1.0], rtol=1e-12)  # zero row: cohesion 0
+
+
+@requires_cuda
+def test_cuda_partition_objective_many_themes_global_state(rng):
+    x, lab, off = _large_k_case(rng)
+    got = _ocuda().partition_objective(x, lab, off)
+    want = PartitionState.from_labels(x, lab, off).f  # vectorised closed form (the reference loops are slow here)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+@requires_cuda
+def test_cuda_score_candidates_equals_from_scratch(rng):
+    state, cands = _score_case(rng)
+    want = ref.score_candidates(state, cands)
+    got = _ocuda().score_candidates(state, cands)
+    assert got.dtype == np.float64 and got.shape == (cands.n,)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+@requires_cuda
+def test_cuda_score_candidates_removing_both_top2():
+    state, cands = _both_top2_state()
+    np.testing.assert_allclose(_ocuda().score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+
+
+@requires_cuda
+def test_cuda_score_candidates_chunked_and_global_state(rng, monkeypatch):
+    oc = _ocuda()
+    state, cands = _score_case(rng)
+    monkeypatch.setattr(oc, "_CHUNK_BYTES", 3000)
+    np.testing.assert_allclose(oc.score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+    x, lab, off = _large_k_case(rng, n_themes=2060, d=6)
+    big = PartitionState.from_labels(x, lab, off)
+    ts = int(big.theme_offsets[0])
+    items = [
+        (0, [0], [big.members_of(ts)[:1], big.members_of(ts)[1:]]),  # split: 2061 slots
+        (0, [3, 4], [np.concatenate([big.members_of(ts + 3), big.members_of(ts + 4)])]),  # merge
+        (1, [int(big.theme_label[big.theme_offsets[1]])], [big.members_of(int(big.theme_offsets[1]))]),  # no-op
+    ]
+    cands = Candidates.from_lists(big, items)
+    want = np.array([_closed(x, lab, off, items[0]), _closed(x, lab, off, items[1]), big.f[1]])
+    np.testing.assert_allclose(oc.score_candidates(big, cands), want, rtol=1e-4)
+
+
+def _closed(x, lab, off, item):
+    """f of memory 0 after the edit, by the vectorised closed form"""
+    lab = lab[: off[1]].copy()
+    fresh = int(lab.max()) + 1
+    for i, g in enumerate(item[2]):
+        lab[g] = fresh + i
+    return float(PartitionState.from_labels(x[: off[1]], lab, off[:2]).f[0])
