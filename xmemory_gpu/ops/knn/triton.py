@@ -8,13 +8,13 @@ keeps a running top-``KP`` per query row (``KP`` = k rounded up to a power of tw
 Ranking key. A (similarity, row id) pair is packed into one int64: the high 32 bits are the float32
 similarity mapped to an order-preserving int32, the low 32 bits are ``2**31 - 1 - id``. A larger key
 is a larger similarity, or an equal similarity with a lower row id, so "ties to the lower row id" is
-plain integer order and the running list is merged with Triton's bitonic ``tl.topk`` /
-``tl.bitonic_merge``. Invalid pairs (outside the segment, self in graph mode, ``sim <= 0`` with
+plain integer order and the running list is merged with bitonic networks (``_topk_desc`` /
+``_merge_asc`` below: ``tl.topk`` / ``tl.bitonic_merge`` with min/max compare-and-swap). Invalid pairs (outside the segment, self in graph mode, ``sim <= 0`` with
 ``drop_nonpositive``) get the key ``INT64_MIN`` and become -1 / -inf padding on output.
 
-Per key tile: ``top = tl.topk(keys, KP)`` (descending), the running list is kept ascending, so
-``max(best_asc, top_desc)`` is a bitonic sequence holding exactly the top ``KP`` of the union and one
-``tl.bitonic_merge`` re-sorts it. The merge is skipped when no key of the tile beats any row's current
+Per key tile: ``top = _topk_desc(keys)`` (top KP, descending), the running list is kept ascending,
+so ``max(best_asc, top_desc)`` is a bitonic sequence holding exactly the top ``KP`` of the union and
+one bitonic merge re-sorts it. The merge is skipped when no key of the tile beats any row's current
 k-th best (the common case once the list has filled on large segments).
 
 Runtime sizes (rows, d, number of tiles, k) are kernel arguments, not ``tl.constexpr``: only the
@@ -25,7 +25,8 @@ Expected GPU bottleneck (not measured: interpreter-tested, not run on a GPU): wi
 k; with ``"tf32"`` (tensor cores, ~3e-4 relative error) the int64 bitonic top-k of each
 [BLOCK_M, BLOCK_N] key tile (about log2(BLOCK_N)**2 / 2 compare-swap passes, plus register
 pressure of the int64 keys) becomes the bottleneck, most of all for k = 64 and for small segments
-where the early skip rarely fires.
+where the early skip rarely fires. Register pressure is high (~200 per thread at 8 warps: the fp32
+accumulator, the int64 key tile and the hypercube views), so occupancy is one CTA per SM.
 """
 
 from __future__ import annotations
@@ -38,8 +39,61 @@ import triton
 import triton.language as tl
 
 MAX_K = 64
-_IDMAX = 2**31 - 1
+_IDMAX = tl.constexpr(2**31 - 1)  # ids are stored as _IDMAX - id in the key's low 32 bits
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+# Bitonic top-k / merge over the last axis, as triton.language.standard's sort_impl / bitonic_merge,
+# but each compare-and-swap is a min and a max over a size-2 axis of the hypercube view instead of
+# an xor_sum partner fetch plus a select: the same warp-shuffle reductions on a GPU, and built-in
+# (vectorised) reductions in the interpreter, where xor_sum runs a Python combine per element.
+@triton.jit
+def _indicator(n_dims: tl.constexpr, j: tl.constexpr):
+    ar = tl.arange(0, 2)
+    return tl.reshape(ar, [1] * (n_dims - j - 1) + [2] + [1] * j)
+
+
+@triton.jit
+def _cas(h, flip, i: tl.constexpr, n_dims: tl.constexpr):
+    """Compare-and-swap along the i-th innermost hypercube axis: min to the left unless flipped."""
+    ax: tl.constexpr = n_dims - 1 - i
+    mx = tl.max(h, axis=ax, keep_dims=True)
+    mn = tl.min(h, axis=ax, keep_dims=True)
+    return tl.where((flip ^ _indicator(n_dims, i)) != 0, mx, mn)
+
+
+@triton.jit
+def _merge_hc(h, stage: tl.constexpr, order: tl.constexpr, n_dims: tl.constexpr):
+    """order 0 ascending, 1 descending, 2 alternating (sort stages)."""
+    if order == 2:
+        flip = _indicator(n_dims, stage)
+    else:
+        flip = order
+    for i in tl.static_range(stage):
+        h = _cas(h, flip, stage - 1 - i, n_dims)
+    return h
+
+
+@triton.jit
+def _topk_desc(x, ROWS: tl.constexpr, LOG_N: tl.constexpr, LOG_K: tl.constexpr, LOG_ROWS: tl.constexpr):
+    """x [ROWS, 2**LOG_N] -> the 2**LOG_K largest per row, sorted descending."""
+    n_dims: tl.constexpr = LOG_ROWS + LOG_N
+    h = tl.reshape(x, [2] * n_dims)
+    for i in tl.static_range(1, LOG_K + 1):
+        h = _merge_hc(h, i, 2 if i < LOG_N else 1, n_dims)
+    for i in tl.static_range(LOG_K + 1, LOG_N + 1):  # bitonic top-k: halve, keep the larger half
+        # the hypercube has n_dims - (i - LOG_K - 1) axes here; the halving axis sits above the k block
+        h = tl.max(h, axis=n_dims - i)
+        h = _merge_hc(h, LOG_K, 2 if i < LOG_N else 1, n_dims - i + LOG_K)
+    return tl.reshape(h, [ROWS, 2**LOG_K])
+
+
+@triton.jit
+def _merge_asc(x, ROWS: tl.constexpr, LOG_K: tl.constexpr, LOG_ROWS: tl.constexpr):
+    """Sort each bitonic row of x [ROWS, 2**LOG_K] ascending."""
+    n_dims: tl.constexpr = LOG_ROWS + LOG_K
+    h = _merge_hc(tl.reshape(x, [2] * n_dims), LOG_K, 0, n_dims)
+    return tl.reshape(h, [ROWS, 2**LOG_K])
 
 
 @triton.jit
@@ -48,6 +102,7 @@ def _knn_topk_kernel(
     d, k,
     EXCLUDE_SELF: tl.constexpr, DROP_NONPOS: tl.constexpr, KP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,
+    LOG_M: tl.constexpr, LOG_N: tl.constexpr, LOG_KP: tl.constexpr,
 ):
     pid = tl.program_id(0)
     seg = tl.load(tile_seg_ptr + pid).to(tl.int64)
@@ -88,8 +143,8 @@ def _knn_topk_kernel(
         key = tl.where(valid, key, SENT)
         better = tl.sum((key > thresh[:, None]).to(tl.int32), axis=1)
         if tl.max(better, axis=0) > 0:
-            top = tl.topk(key, KP, dim=1)  # descending
-            best = tl.bitonic_merge(tl.maximum(best, top), dim=1, descending=False)
+            top = _topk_desc(key, BLOCK_M, LOG_N, LOG_KP, LOG_M)  # descending
+            best = _merge_asc(tl.maximum(best, top), BLOCK_M, LOG_KP, LOG_M)
             thresh = tl.min(tl.where(slot[None, :] >= KP - k, best, 9223372036854775807), axis=1)
 
     # decode and store: output column c = KP - 1 - slot
@@ -134,9 +189,9 @@ def _config(kp: int, d: int) -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps). BLOCK_N >= KP (tl.topk), all >= 16 (tl.dot)."""
     if _INTERPRET:  # the interpreter's bitonic passes cost per element of the key tile: small BLOCK_M
         return 16, 64, max(16, min(128, _next_pow2(d))), 4
-    if kp <= 16:
-        return 64, 64, 32, 4
-    return 32, 64, 32, 8  # int64 [32, 64] keys + [32, KP] list per program
+    # ptxas -v for sm_90a (offline compile, not run): 194-212 registers and no spills with 8 warps for
+    # KP 2..64 at (64, 64, 32) and (32, 64, 32); 4 warps at BLOCK_M >= 32 spill. One CTA per SM either way.
+    return 64, 64, 32, 8
 
 
 def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool, drop_nonpositive: bool,
@@ -155,7 +210,7 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
         raise ValueError("triton knn: offsets must be [B+1] CSR over the rows of q and x")
     if np.any(np.diff(q_off) < 0) or np.any(np.diff(x_off) < 0):
         raise ValueError("triton knn: offsets must be non-decreasing")
-    if max(nq, nx) >= _IDMAX:
+    if max(nq, nx) >= int(_IDMAX):
         raise ValueError("triton knn: row ids must fit int32")
     dev = q.device
     idx = torch.full((nq, k), -1, dtype=torch.int32, device=dev)
@@ -182,6 +237,7 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
         d, k,
         EXCLUDE_SELF=bool(exclude_self), DROP_NONPOS=bool(drop_nonpositive), KP=kp,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=input_precision,
+        LOG_M=block_m.bit_length() - 1, LOG_N=block_n.bit_length() - 1, LOG_KP=kp.bit_length() - 1,
         num_warps=warps,
     )
     return idx, sim
