@@ -14,8 +14,23 @@ from .._arrays import check_offsets, is_torch, like, to_numpy
 from .._backend import is_cuda_tensor, resolve_backend
 from . import cpu, cuda, reference
 
-_GRAPH_IMPLS: dict[str, Any] = {"reference": reference.knn_graph, "cpu": cpu.knn_graph, "cuda": cuda.knn_graph}
-_SEARCH_IMPLS: dict[str, Any] = {"reference": reference.knn_search, "cpu": cpu.knn_search, "cuda": cuda.knn_search}
+
+def _triton_graph(*args: Any, **kw: Any):
+    from . import triton as impl  # imported on first use: importing triton is slow and optional
+
+    return impl.knn_graph(*args, **kw)
+
+
+def _triton_search(*args: Any, **kw: Any):
+    from . import triton as impl
+
+    return impl.knn_search(*args, **kw)
+
+
+_GRAPH_IMPLS: dict[str, Any] = {"reference": reference.knn_graph, "cpu": cpu.knn_graph, "cuda": cuda.knn_graph, "triton": _triton_graph}
+_SEARCH_IMPLS: dict[str, Any] = {
+    "reference": reference.knn_search, "cpu": cpu.knn_search, "cuda": cuda.knn_search, "triton": _triton_search,
+}
 
 
 GPU = ("cuda", "triton")
