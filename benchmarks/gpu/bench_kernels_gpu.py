@@ -4,6 +4,7 @@ Times with CUDA events, median of many runs after warm-up (device/METHOD.md), an
 TFLOP/s and GB/s. kNN: 10,000 segments of ~300 rows at d = 384 and d = 1536, k = 10: ours (cuda;
 triton when registered) against torch padded bmm + topk and a torch loop over segments.
 Coverage: 100,000 queries of 40-500 candidates, k = 10, budget 20: cuda against cpu.
+f(P): ~100,000 candidates over 1,000 memories of 300 nodes and 64 themes at d = 1536: cuda against cpu.
 Written for the GPU machine; not yet run (no GPU was available when it was written).
 """
 
@@ -19,9 +20,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 from ops.coverage_cases import random_problem  # noqa: E402
+from ops.objective_cases import random_candidates, random_partition  # noqa: E402
 
 from xmemory_gpu.ops.coverage import coverage_select  # noqa: E402
 from xmemory_gpu.ops.knn import knn_graph  # noqa: E402
+from xmemory_gpu.ops.objective import PartitionState, score_candidates  # noqa: E402
 
 
 def cuda_time(fn, reps: int = 20, warmup: int = 3) -> float:
@@ -104,8 +107,25 @@ def coverage_case(n_q: int = 100_000) -> None:
         print(f"| {name} | {statistics.median(times):.1f} |")
 
 
+def objective_case(n_mem: int = 1000, per_mem: int = 100, d: int = 1536) -> None:
+    rng = np.random.default_rng(2)
+    x, lab, off = random_partition(rng, [300] * n_mem, [64] * n_mem, d)
+    state = PartitionState.from_labels(x, lab, off)
+    cands = random_candidates(rng, state, per_mem)
+    print(f"\n### f(P) scoring: {cands.n} candidates over {n_mem} memories x 300 nodes x 64 themes, d = {d}\n")
+    print("| impl | median ms (host to host) |\n|---|---|")
+    for name in ("cuda", "cpu"):
+        times = []
+        for _ in range(5 if name == "cuda" else 2):
+            t0 = time.perf_counter()
+            score_candidates(state, cands, backend=name)
+            times.append((time.perf_counter() - t0) * 1e3)
+        print(f"| {name} | {statistics.median(times):.1f} |")
+
+
 if __name__ == "__main__":
     print(f"device: {torch.cuda.get_device_name()}")
     for d in (384, 1536):
         knn_case(d)
     coverage_case()
+    objective_case()
