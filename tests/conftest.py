@@ -4,7 +4,6 @@ does), so Triton kernels run in the CPU interpreter on machines with no NVIDIA G
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 if "TRITON_INTERPRET" not in os.environ and not Path("/dev/nvidia0").exists():
@@ -38,15 +37,3 @@ def locomo_path() -> Path:
     if not LOCOMO_DEV.exists():
         pytest.skip(f"LoCoMo dev split not found at {LOCOMO_DEV} (set XMEM_LOCOMO)")
     return LOCOMO_DEV
-
-
-def has_cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-requires_cuda = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
-sys.modules.setdefault("xmem_test_conftest", sys.modules[__name__])

@@ -14,20 +14,10 @@ from xmemory_gpu.ops.coverage import reference as cov_ref
 from xmemory_gpu.ops.knn import reference as knn_ref
 
 from .coverage_cases import random_problem
+from .gpu import has_cuda, requires_cuda
 from .knn_cases import check_knn, ragged, segment_sizes
 
 _cuda = pytest.importorskip("xmemory_gpu._cuda", reason="xmemory_gpu._cuda not built (no nvcc at build time)")
-
-
-def has_cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-requires_cuda = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
 
 
 # ---- no GPU needed -------------------------------------------------------------------------------

@@ -16,20 +16,10 @@ import pytest
 from xmemory_gpu.ops.objective import Candidates, PartitionState
 from xmemory_gpu.ops.objective import reference as ref
 
+from .gpu import has_cuda, requires_cuda
 from .objective_cases import random_candidates, random_partition
 
 _cuda = pytest.importorskip("xmemory_gpu._cuda", reason="xmemory_gpu._cuda not built (no nvcc at build time)")
-
-
-def has_cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-requires_cuda = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
 
 
 def _ocuda():

@@ -7,13 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ops._arrays import csr_offsets
 from .hierarchy import Memory
-
-
-def _offsets(sizes: list[int]) -> np.ndarray:
-    off = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=off[1:])
-    return off
 
 
 def _globalise(idx: np.ndarray, base: int) -> np.ndarray:
@@ -45,8 +40,8 @@ class Bank:
         if not memories and dim is None:
             raise ValueError("Bank.from_memories: no memories and no dim given")
         d = dim if dim is not None else memories[0].dim
-        sem_off = _offsets([m.sem_x.shape[0] for m in memories])
-        th_off = _offsets([len(m.themes) for m in memories])
+        sem_off = csr_offsets([m.sem_x.shape[0] for m in memories])
+        th_off = csr_offsets([len(m.themes) for m in memories])
 
         def cat(arrs: list[np.ndarray], shape_tail: tuple[int, ...], dtype) -> np.ndarray:
             arrs = [a for a in arrs if a.shape[0]]
@@ -70,9 +65,9 @@ class Bank:
             sem_x=cat([m.sem_x for m in memories], (d,), np.float32),
             sem_offsets=sem_off,
             epi_x=cat([m.epi_x for m in memories], (d,), np.float32),
-            epi_offsets=_offsets([m.epi_x.shape[0] for m in memories]),
+            epi_offsets=csr_offsets([m.epi_x.shape[0] for m in memories]),
             msg_x=cat([m.msg_x for m in memories], (d,), np.float32),
-            msg_offsets=_offsets([m.msg_x.shape[0] for m in memories]),
+            msg_offsets=csr_offsets([m.msg_x.shape[0] for m in memories]),
             theme_of=cat([(m.theme_of + th_off[b]).astype(np.int32) for b, m in enumerate(memories)], (), np.int32),
             theme_sum=cat([m.theme_sum for m in memories], (d,), np.float32),
             theme_count=cat([m.theme_count for m in memories], (), np.int32),

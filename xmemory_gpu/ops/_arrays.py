@@ -50,3 +50,11 @@ def _torch():
     import torch
 
     return torch
+
+
+def csr_offsets(counts) -> np.ndarray:
+    """CSR offsets [len(counts)+1] int64 from per-segment counts."""
+    counts = np.asarray(counts, dtype=np.int64).reshape(-1)
+    off = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=off[1:])
+    return off

@@ -14,30 +14,15 @@ import numpy as np
 from ..config import BaselinesConfig
 from ..embed.base import normalize_rows
 from ..memory.bank import Bank
-from ..ops.knn import knn_search
+from ..ops._arrays import csr_offsets
 from .context import episode_unit, messages_unit, semantic_unit
+from .grouped import search_by_memory
 from .result import RetrievedUnit
 
 
-def _csr(counts) -> np.ndarray:
-    off = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=off[1:])
-    return off
-
-
-def _grouped_search(q_x, mem_idx, x, x_off, k, backend) -> tuple[np.ndarray, np.ndarray]:
-    """knn_search with queries in any memory order; rows returned in the queries' order."""
-    n_mem = len(x_off) - 1
-    order = np.argsort(mem_idx, kind="stable")
-    idx, sim = knn_search(q_x[order], _csr(np.bincount(mem_idx, minlength=n_mem)), x, x_off, k, backend=backend)
-    out_i, out_s = np.empty_like(idx), np.empty_like(sim)
-    out_i[order], out_s[order] = idx, sim
-    return out_i, out_s
-
-
 def memory_only(bank: Bank, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto") -> list[list[RetrievedUnit]]:
-    si, ss = _grouped_search(q_x, mem_idx, bank.sem_x, bank.sem_offsets, cfg.memory_only_semantics, backend)
-    ei, es = _grouped_search(q_x, mem_idx, bank.epi_x, bank.epi_offsets, cfg.memory_only_episodes, backend)
+    si, ss = search_by_memory(q_x, mem_idx, bank.sem_x, bank.sem_offsets, cfg.memory_only_semantics, backend=backend)
+    ei, es = search_by_memory(q_x, mem_idx, bank.epi_x, bank.epi_offsets, cfg.memory_only_episodes, backend=backend)
     out = []
     for q, b in enumerate(mem_idx):
         mem, s0, e0 = bank.memories[b], int(bank.sem_offsets[b]), int(bank.epi_offsets[b])
@@ -64,11 +49,11 @@ class Chunks:
             counts.append(len(rows))
             xs.append(np.stack([mem.msg_x[r].mean(axis=0) for r in rows]) if rows else np.zeros((0, bank.sem_x.shape[1]), np.float32))
         self.x = normalize_rows(np.concatenate(xs)) if xs else np.zeros((0, bank.sem_x.shape[1]), np.float32)
-        self.offsets = _csr(counts)
+        self.offsets = csr_offsets(counts)
 
 
 def naive_rag(bank: Bank, chunks: Chunks, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto") -> list[list[RetrievedUnit]]:
-    ci, cs = _grouped_search(q_x, mem_idx, chunks.x, chunks.offsets, cfg.naive_rag_k, backend)
+    ci, cs = search_by_memory(q_x, mem_idx, chunks.x, chunks.offsets, cfg.naive_rag_k, backend=backend)
     out = []
     for q, b in enumerate(mem_idx):
         mem, c0 = bank.memories[b], int(chunks.offsets[b])

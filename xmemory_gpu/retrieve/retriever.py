@@ -19,9 +19,10 @@ from ..embed import Embedder, embedder_for_store
 from ..embed.tokens import TokenCounter, default_counter
 from ..memory.bank import Bank
 from ..memory.store import Store
-from ..ops.knn import knn_search
+from ..ops._arrays import csr_offsets
 from .baselines import Chunks, memory_only, naive_rag, tir
 from .context import assemble, context_pieces, episode_unit, semantic_unit, theme_unit
+from .grouped import search_by_memory
 from .result import RetrievalResult, RetrievedUnit
 from .stage1 import Stage1Output, run_stage1
 from .stage2 import EpisodePick, episode_pools, gate_episodes
@@ -65,19 +66,11 @@ class Retriever:
     def _similarity_stage1(self, q_x: np.ndarray, mem_idx: np.ndarray) -> Stage1Output:
         """Stage I replaced by plain similarity: the top ``semantic_budget`` semantics (for +UncSion)."""
         k = self.config.stage1.semantic_budget
-        order = np.argsort(mem_idx, kind="stable")
-        q_off = np.zeros(len(self.bank.memory_ids) + 1, np.int64)
-        np.cumsum(np.bincount(mem_idx, minlength=len(self.bank.memory_ids)), out=q_off[1:])
-        idx, sim = knn_search(q_x[order], q_off, self.bank.sem_x, self.bank.sem_offsets, k, backend=self.backend)
-        top_i, top_s = np.empty_like(idx), np.empty_like(sim)
-        top_i[order], top_s[order] = idx, sim
+        top_i, top_s = search_by_memory(q_x, mem_idx, self.bank.sem_x, self.bank.sem_offsets, k, backend=self.backend)
         valid = top_i >= 0
-        counts = valid.sum(axis=1)
-        off = np.zeros(len(mem_idx) + 1, np.int64)
-        np.cumsum(counts, out=off[1:])
-        z = np.zeros(len(mem_idx) + 1, np.int64)
+        no_themes = np.zeros(len(mem_idx) + 1, np.int64)
         e = np.zeros(0)
-        return Stage1Output(z, e.astype(np.int64), e.astype(np.float32), e.astype(np.float32), off,
+        return Stage1Output(no_themes, e.astype(np.int64), e.astype(np.float32), e.astype(np.float32), csr_offsets(valid.sum(axis=1)),
                             top_i[valid].astype(np.int64), top_s[valid], top_s[valid], np.zeros(len(mem_idx), bool))
 
     def _xmemory(self, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, stage2: bool, similarity: bool = False):

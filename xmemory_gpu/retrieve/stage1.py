@@ -17,8 +17,9 @@ import numpy as np
 
 from ..config import Stage1Config
 from ..memory.bank import Bank
+from ..ops._arrays import csr_offsets
 from ..ops.coverage import coverage_select
-from ..ops.knn import knn_search
+from .grouped import search_by_memory
 
 
 @dataclass
@@ -35,11 +36,6 @@ class Stage1Output:
     sem_rel: np.ndarray  # [S] float32 cos(query, statement)
     fallback: np.ndarray  # [Q] bool: no theme selected, semantics chosen from the whole pool
 
-
-def _csr(counts: np.ndarray) -> np.ndarray:
-    off = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=off[1:])
-    return off
 
 
 def restrict_graph(
@@ -68,7 +64,7 @@ def restrict_graph(
 
 
 def _select(cand_q, cand_row, cand_rel, n_q, knn_idx, knn_sim, n_rows, budget, cfg, backend):
-    off = _csr(np.bincount(cand_q, minlength=n_q))
+    off = csr_offsets(np.bincount(cand_q, minlength=n_q))
     nbr_idx, nbr_w = restrict_graph(cand_q, cand_row, off, knn_idx, knn_sim, n_rows)
     sel_off, sel, val = coverage_select(
         off, nbr_idx, nbr_w, cand_rel, alpha=cfg.alpha, budget=budget, target=cfg.coverage_target, backend=backend
@@ -82,14 +78,9 @@ def run_stage1(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, cfg: Stage1Conf
     """q_x [Q, d] unit query embeddings; mem_idx [Q] bank memory index of each query."""
     q_x = np.asarray(q_x, np.float32)
     mem_idx = np.asarray(mem_idx, np.int64)
-    n_q, n_mem = q_x.shape[0], len(bank.memory_ids)
-    # 1. the semantic pool: one segment-restricted search for the batch (queries grouped by memory)
-    order = np.argsort(mem_idx, kind="stable")
-    q_off = _csr(np.bincount(mem_idx, minlength=n_mem))
-    idx_s, sim_s = knn_search(q_x[order], q_off, bank.sem_x, bank.sem_offsets, cfg.semantic_pool, backend=backend)
-    pool_idx = np.empty_like(idx_s)
-    pool_sim = np.empty_like(sim_s)
-    pool_idx[order], pool_sim[order] = idx_s, sim_s
+    n_q = q_x.shape[0]
+    # 1. the semantic pool: one segment-restricted search for the batch
+    pool_idx, pool_sim = search_by_memory(q_x, mem_idx, bank.sem_x, bank.sem_offsets, cfg.semantic_pool, backend=backend)
     pq, pj = np.nonzero(pool_idx >= 0)  # query-major, each query's pool in descending similarity
     p_row = pool_idx[pq, pj].astype(np.int64)
     p_rel = pool_sim[pq, pj].astype(np.float64)

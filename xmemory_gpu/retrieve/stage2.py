@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config import Stage2Config
 from ..memory.bank import Bank
-from ..ops.knn import knn_search
+from .grouped import search_by_memory
 from .stage1 import Stage1Output
 
 
@@ -29,13 +29,8 @@ class EpisodePick:
 
 def episode_pools(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, s1: Stage1Output, cfg: Stage2Config, *, backend: str = "auto") -> list[list[EpisodePick]]:
     """Per query, the episode pool sorted by descending priority (ties to the lower row)."""
-    n_q, n_mem = q_x.shape[0], len(bank.memory_ids)
-    order = np.argsort(mem_idx, kind="stable")
-    q_off = np.zeros(n_mem + 1, np.int64)
-    np.cumsum(np.bincount(mem_idx, minlength=n_mem), out=q_off[1:])
-    idx, _ = knn_search(q_x[order], q_off, bank.epi_x, bank.epi_offsets, cfg.episode_sim_topk, backend=backend)
-    top = np.empty_like(idx)
-    top[order] = idx
+    n_q = q_x.shape[0]
+    top, _ = search_by_memory(q_x, mem_idx, bank.epi_x, bank.epi_offsets, cfg.episode_sim_topk, backend=backend)
     out: list[list[EpisodePick]] = []
     for q in range(n_q):
         b = int(mem_idx[q])

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import csr_offsets
+
 
 def entries(i: int, nbr_idx: np.ndarray, nbr_w: np.ndarray, n: int) -> list[tuple[int, float]]:
     """(node, weight) pairs candidate i covers: itself (1.0) then each distinct valid neighbour."""
@@ -72,6 +74,4 @@ def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, tar
         sel.extend(p)
         gains.extend(v)
         sizes.append(len(p))
-    off = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=off[1:])
-    return off, np.array(sel, dtype=np.int32), np.array(gains, dtype=np.float64)
+    return csr_offsets(sizes), np.array(sel, dtype=np.int32), np.array(gains, dtype=np.float64)

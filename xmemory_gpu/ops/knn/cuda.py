@@ -12,24 +12,7 @@ from typing import Any
 
 import numpy as np
 
-
-def _offsets(off: Any) -> np.ndarray:
-    """Host int64 copy of CSR offsets [B+1] (NumPy, list or torch on any device)."""
-    if type(off).__module__.startswith("torch"):
-        off = off.detach().cpu().numpy()
-    off = np.asarray(off, dtype=np.int64).reshape(-1)
-    if off.size < 1:
-        raise ValueError("offsets must have at least one entry (B+1)")
-    return off
-
-
-def _normalize(x):
-    """x [n, d] -> float32 contiguous unit rows (zero rows stay zero)."""
-    import torch
-
-    x = x.detach().to(torch.float32).contiguous()
-    n = torch.linalg.vector_norm(x, dim=1, keepdim=True)
-    return (x / torch.where(n > 0, n, torch.ones_like(n))).contiguous()
+from ._torch import host_offsets, unit_rows_f32
 
 
 def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool, drop_nonpositive: bool):
@@ -73,14 +56,14 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
 
 def knn_graph(x, offsets: Any, k: int, *, drop_nonpositive: bool = False):
     """x [N, d] CUDA tensor, offsets [B+1] -> idx [N, k] int32 global rows, sim [N, k] float32 (self excluded)."""
-    xn = _normalize(x)
-    off = _offsets(offsets)
+    xn = unit_rows_f32(x)
+    off = host_offsets(offsets)
     return _topk(xn, off, xn, off, k, True, drop_nonpositive)
 
 
 def knn_search(q, q_offsets: Any, x, x_offsets: Any, k: int, *, drop_nonpositive: bool = False):
     """q [Q, d] vs x [N, d] CUDA tensors, segment b of q against segment b of x -> idx [Q, k] int32, sim [Q, k]."""
-    return _topk(_normalize(q), _offsets(q_offsets), _normalize(x), _offsets(x_offsets), k, False, drop_nonpositive)
+    return _topk(unit_rows_f32(q), host_offsets(q_offsets), unit_rows_f32(x), host_offsets(x_offsets), k, False, drop_nonpositive)
 
 
 __all__ = ["knn_graph", "knn_search"]

@@ -38,6 +38,8 @@ import numpy as np
 import triton
 import triton.language as tl
 
+from ._torch import host_offsets, unit_rows_f32
+
 MAX_K = 64
 _IDMAX = tl.constexpr(2**31 - 1)  # ids are stored as _IDMAX - id in the key's low 32 bits
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -162,25 +164,6 @@ def _knn_topk_kernel(
     tl.store(sim_ptr + optr, sim, mask=omask)
 
 
-def _offsets(off: Any) -> np.ndarray:
-    """Host int64 copy of CSR offsets [B+1] (NumPy, list or torch on any device)."""
-    if type(off).__module__.startswith("torch"):
-        off = off.detach().cpu().numpy()
-    off = np.asarray(off, dtype=np.int64).reshape(-1)
-    if off.size < 1:
-        raise ValueError("offsets must have at least one entry (B+1)")
-    return off
-
-
-def _normalize(x):
-    """x [n, d] any float dtype -> float32 contiguous unit rows (zero rows stay zero)."""
-    import torch
-
-    x = x.detach().to(torch.float32)
-    n = torch.linalg.vector_norm(x, dim=1, keepdim=True)
-    return (x / torch.where(n > 0, n, torch.ones_like(n))).contiguous()
-
-
 def _next_pow2(v: int) -> int:
     return 1 << max(0, int(v) - 1).bit_length()
 
@@ -249,13 +232,13 @@ def knn_graph(x, offsets: Any, k: int, *, drop_nonpositive: bool = False, input_
     ``input_precision`` is passed to ``tl.dot``: "ieee" (exact float32, default) or "tf32" (faster on
     tensor cores, ~3e-4 relative error in the similarities).
     """
-    xn = _normalize(x)
-    off = _offsets(offsets)
+    xn = unit_rows_f32(x)
+    off = host_offsets(offsets)
     return _topk(xn, off, xn, off, k, True, drop_nonpositive, input_precision)
 
 
 def knn_search(q, q_offsets: Any, x, x_offsets: Any, k: int, *, drop_nonpositive: bool = False,
                input_precision: str = "ieee"):
     """Queries of segment b against rows of segment b of x -> idx [Q, k] int32 global rows of x, sim [Q, k]."""
-    return _topk(_normalize(q), _offsets(q_offsets), _normalize(x), _offsets(x_offsets), k, False, drop_nonpositive,
+    return _topk(unit_rows_f32(q), host_offsets(q_offsets), unit_rows_f32(x), host_offsets(x_offsets), k, False, drop_nonpositive,
                  input_precision)

@@ -12,13 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arrays import check_offsets, to_numpy
-
-
-def _csr(sizes: list[int]) -> np.ndarray:
-    off = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=off[1:])
-    return off
+from .._arrays import check_offsets, csr_offsets, to_numpy
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -100,8 +94,8 @@ class PartitionState:
         cat = lambda a, shape: np.concatenate(a) if a else np.zeros(shape)  # noqa: E731
         counts_all = cat(counts, (0,)).astype(np.int64)
         return cls(
-            x=x, labels=labels, offsets=off, theme_offsets=_csr(t_sizes), theme_label=cat(t_label, (0,)).astype(np.int64),
-            theme_sum=cat(sums, (0, d)), theme_count=counts_all, member_offsets=_csr(counts_all.tolist()),
+            x=x, labels=labels, offsets=off, theme_offsets=csr_offsets(t_sizes), theme_label=cat(t_label, (0,)).astype(np.int64),
+            theme_sum=cat(sums, (0, d)), theme_count=counts_all, member_offsets=csr_offsets(counts_all.tolist()),
             member_rows=cat(members, (0,)).astype(np.int64), top_idx=cat(top_idx, (0, 2)).astype(np.int64),
             top_cos=cat(top_cos, (0, 2)), f=np.array(f, dtype=np.float64), eps=eps,
         )
@@ -156,7 +150,7 @@ class Candidates:
             add_sizes.append(len(add))
             groups.extend(add)
         return cls(
-            memory=np.array(memory, dtype=np.int64), rem_offsets=_csr(rem_sizes), rem_rows=np.array(rem, dtype=np.int64),
-            add_offsets=_csr(add_sizes), group_offsets=_csr([len(g) for g in groups]),
+            memory=np.array(memory, dtype=np.int64), rem_offsets=csr_offsets(rem_sizes), rem_rows=np.array(rem, dtype=np.int64),
+            add_offsets=csr_offsets(add_sizes), group_offsets=csr_offsets([len(g) for g in groups]),
             members=np.concatenate(groups).astype(np.int64) if groups else np.zeros(0, np.int64),
         )
