@@ -21,3 +21,6 @@ for script in "$ROOT"/benchmarks/gpu/bench_*_gpu.py; do
   echo "## $name"
   python "$script" "$@" 2>&1 | tee "$name.md"
 done
+echo "## bench_entropy_gpu (pytest-benchmark)"
+python -m pytest -q -s "$ROOT/benchmarks/gpu/bench_entropy_gpu.py" -p no:cacheprovider \
+  --benchmark-columns=median,min,max,rounds 2>&1 | tail -n 40 | tee bench_entropy_gpu.pytest.txt
