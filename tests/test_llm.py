@@ -73,3 +73,36 @@ def test_bad_specs():
         from xmemory_gpu.llm.hf import HFReader
 
         HFReader.uncertainty(None, ["x"], kind="variance")  # type: ignore[arg-type]
+
+
+SHARED = "memories : alice moved to lisbon in may and adopted a dog named rex . bob paints landscapes on weekends . " * 3
+PROBES = [SHARED + "question : where does alice live", SHARED + "episode : alice and bob went hiking . question : where does alice live",
+          SHARED + "episode : rex is a puppy . question : what is the dog called", "unrelated short prompt",
+          SHARED + "q", SHARED + "question : who paints"]
+
+
+def test_prefix_groups():
+    from xmemory_gpu.llm.hf import _prefix_groups
+
+    ids = [[1, 2, 3, 4, 5], [1, 2, 3, 4, 6, 7], [1, 2, 3, 9], [8, 8], [1, 2, 3, 4]]
+    assert _prefix_groups(ids, 3) == [(0, 3, 3), (3, 4, 0), (4, 5, 0)]
+    assert _prefix_groups(ids, 4) == [(0, 2, 4), (2, 3, 0), (3, 4, 0), (4, 5, 0)]
+    assert _prefix_groups([[1, 2], [1, 2]], 1) == [(0, 2, 1)]  # the prefix stops one token short
+    assert _prefix_groups(ids, 0) == [(i, i + 1, 0) for i in range(5)]
+    assert _prefix_groups([], 3) == []
+
+
+@pytest.mark.parametrize("kind", ["mean_nll", "entropy"])
+def test_shared_prefix_equals_full_recomputation(tiny_model, reader, kind):
+    plain = load_reader(f"hf:{tiny_model}", device="cpu", batch_size=2, min_prefix=0)
+    shared = load_reader(f"hf:{tiny_model}", device="cpu", batch_size=2, min_prefix=16)
+    a = plain.uncertainty(PROBES, n_tokens=6, kind=kind)
+    b = shared.uncertainty(PROBES, n_tokens=6, kind=kind)
+    assert shared.usage.cached_prompt_tokens > 0 and plain.usage.cached_prompt_tokens == 0
+    assert shared.usage.prompt_tokens == plain.usage.prompt_tokens == sum(reader.count(PROBES))
+    for x, y in zip(a, b):
+        assert x.token_ids == y.token_ids and x.prompt_tokens == y.prompt_tokens
+        np.testing.assert_allclose(x.token_logprob, y.token_logprob, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(x.token_entropy, y.token_entropy, rtol=1e-4, atol=1e-4)
+        assert x.value == pytest.approx(y.value, rel=1e-4, abs=1e-4)
+    assert plain.generate(PROBES, max_tokens=5).texts == shared.generate(PROBES, max_tokens=5).texts

@@ -38,6 +38,7 @@ class Usage:
     calls: int = 0
     prompt_tokens: int = 0
     output_tokens: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens served from a shared prefix's KV cache (counted in prompt_tokens too)
     by_purpose: dict[str, list[int]] = field(default_factory=dict)  # purpose -> [calls, prompt, output]
 
     def add(self, purpose: str, calls: int, prompt: int, output: int) -> None:
