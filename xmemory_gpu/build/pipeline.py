@@ -23,6 +23,7 @@ from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
+from .llm_stages import LLMBuilder
 from .segment import boundaries, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .text import keywords
@@ -58,21 +59,34 @@ def build_memories(
     *,
     timings: Timings | None = None,
     backend: str = "auto",
+    llm: LLMBuilder | None = None,
 ) -> list[Memory]:
-    """Build the hierarchy of each conversation (LLM-free builder). Deterministic for fixed inputs."""
+    """Build the hierarchy of each conversation: LLM-free (deterministic for fixed inputs), or with
+    ``llm`` choosing boundaries and writing episodes, facts and theme summaries, each stage one
+    batch over all conversations, the LLM-free output as every unit's fallback."""
     cfg = config or XMemoryConfig()
     tm = timings or Timings()
     if not conversations:
         return []
+    counts = [llm.new_counts() for _ in conversations] if llm else []
     with tm.stage("embed_messages"):
         msg_all = embedder.encode([m.text for c in conversations for m in c.messages])
         msg_x = _split(msg_all, [len(c.messages) for c in conversations])
     with tm.stage("episodes"):
         spans = [boundaries(c, x, cfg.segment) for c, x in zip(conversations, msg_x)]
+        if llm:
+            spans = llm.boundaries(conversations, spans, counts)
         episodes = [make_episodes(c, s) for c, s in zip(conversations, spans)]
-        epi_x = [episode_embeddings(s, x) for s, x in zip(spans, msg_x)]
+        if llm:
+            episodes = llm.narrate(conversations, episodes, counts)
+            texts = [f"{e.title}. {e.text}" for eps in episodes for e in eps]
+            epi_x = _split(embedder.encode(texts), [len(e) for e in episodes])
+        else:
+            epi_x = [episode_embeddings(s, x) for s, x in zip(spans, msg_x)]
     with tm.stage("statements"):
         raw = [extract_statements(c, e, cfg.semantic) for c, e in zip(conversations, episodes)]
+        if llm:
+            raw = llm.facts(conversations, episodes, raw, counts)
         raw_x = _split(embedder.encode([n.text for nodes in raw for n in nodes]), [len(n) for n in raw])
         deduped = [merge_duplicates(n, x, cfg.semantic.dedup_threshold) for n, x in zip(raw, raw_x)]
         semantics = [d[0] for d in deduped]
@@ -95,6 +109,12 @@ def build_memories(
             memories.append(
                 _finalize(conv, episodes[b], semantics[b], msg_x[b], epi_x[b], sem_x[b], sem_idx[b], sem_sim[b], states[b], cfg, len(raw[b]))
             )
+        if llm:
+            llm.summarize(memories, counts)
+            for mem, c in zip(memories, counts):
+                mem.stats["builder"] = f"llm ({llm.gen.name})"
+                mem.stats["llm"] = {stage: sc.as_dict() for stage, sc in c.items()}
+                mem.stats["llm_tokens"] = sum(sc.prompt_tokens + sc.output_tokens for sc in c.values())
     with tm.stage("objective"):
         _record_objective(memories, cfg, backend)
     return memories
@@ -213,6 +233,15 @@ def _record_objective(memories: list[Memory], cfg: XMemoryConfig, backend: str) 
         m.stats["f_P"] = float(fb)
 
 
+def first_sessions(conv: Conversation, n: int) -> Conversation:
+    """The conversation cut to its first ``n`` sessions (their questions whose evidence all lies there)."""
+    keep = sorted({m.session for m in conv.messages})[:n]
+    msgs = [m for m in conv.messages if m.session in keep]
+    ids = {m.id for m in msgs}
+    qa = [q for q in conv.qa if q.evidence and all(e in ids for e in q.evidence)]
+    return Conversation(conv.sample_id, conv.speakers, msgs, qa, conv.source)
+
+
 def chunks(items: list, size: int) -> Iterable[list]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
@@ -236,10 +265,13 @@ def build_store(
     shard_size: int = 16,
     progress: bool = True,
     backend: str = "auto",
+    llm: LLMBuilder | None = None,
+    max_sessions: int | None = None,
 ) -> BuildReport:
     """Build (or resume building) a store from LoCoMo-format JSON files or folders.
 
     Conversations already in the store are skipped; each new one is committed whole.
+    ``max_sessions``: keep only each conversation's first N sessions.
     """
     from ..datasets.locomo import load_locomo
     from ..embed import load_embedder
@@ -260,6 +292,8 @@ def build_store(
                 convs.append(c)
         if limit is not None:
             convs = convs[:limit]
+        if max_sessions is not None:
+            convs = [first_sessions(c, max_sessions) for c in convs]
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
     store = Store.open_or_create(store_path, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
     todo = [c for c in convs if not store.has(c.sample_id)]
@@ -271,7 +305,7 @@ def build_store(
 
         bar = tqdm(total=len(convs), initial=len(skipped), desc="build", unit="conv")
     for shard in chunks(todo, shard_size):
-        for mem in build_memories(shard, emb, cfg, timings=tm, backend=backend):
+        for mem in build_memories(shard, emb, cfg, timings=tm, backend=backend, llm=llm):
             with tm.stage("commit"):
                 store.put(mem)
             built.append(mem.memory_id)

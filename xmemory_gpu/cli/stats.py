@@ -30,7 +30,7 @@ def collect(store) -> dict:
     for mid in store.memory_ids():
         s = store.stats(mid)
         per[mid] = {k: s.get(k) for k, _ in COLUMNS} | {
-            k: s[k] for k in ("n_splits", "n_merges", "split", "merge", "builder", "llm_tokens") if k in s
+            k: s[k] for k in ("n_splits", "n_merges", "split", "merge", "builder", "llm_tokens", "llm") if k in s
         }
     n = len(per)
     totals = {k: sum(p[k] or 0 for p in per.values()) for k in ("n_messages", "n_episodes", "n_semantics", "n_themes")}
@@ -62,4 +62,11 @@ def run(args: argparse.Namespace) -> int:
         f"{t['n_themes']} themes (max size {t['max_theme_size']}); mean f(P) {t['mean_f_P']:.4f}, "
         f"mean reassignment {t['mean_reassignment_ratio']:.3f}"
     )
+    llm_rows = [(mid, stage, c) for mid, row in data["memories"].items() for stage, c in row.get("llm", {}).items()]
+    if llm_rows:
+        keys = ("units", "calls", "prompt_tokens", "output_tokens", "repaired", "retries", "fallbacks")
+        print(f"\nLLM builder work ({next(iter(data['memories'].values())).get('builder')}):")
+        print(f"{'memory':16s}{'stage':>12s}" + "".join(f"{k:>15s}" for k in keys))
+        for mid, stage, c in llm_rows:
+            print(f"{mid:16s}{stage:>12s}" + "".join(f"{c.get(k, 0):15d}" for k in keys))
     return 0
