@@ -87,6 +87,10 @@ class BaselinesConfig:
     memory_only_semantics: int = 20  # same budgets as xMemory's Stage I / II
     memory_only_episodes: int = 10
     tir_sessions: int = 2  # Nano-Memory TIR: whole sessions returned, ranked by their best turn
+    tir_prune: bool = False  # TIR: the reader keeps only the turns of each session that bear on the query
+    higmem_events: int = 5  # HiGMem: events (episodes) retrieved by similarity
+    higmem_turns: int = 10  # HiGMem: turns (messages) retrieved by similarity, unioned with the picked ones
+    higmem_turns_per_event: int = 3  # HiGMem without a reader: an event's most similar turns
 
 
 @dataclass

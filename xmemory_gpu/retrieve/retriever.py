@@ -1,9 +1,11 @@
 """``Retriever.search``: every strategy behind one batched API (DESIGN section 6).
 
 Strategies: ``xmemory`` (Stage I + Stage II), ``xmemory-stage1`` (Stage I only: the paper's
-+RepSel), ``memory-only``, ``naive-rag``, ``tir``. Stage II's uncertainty gate needs a reader with
-logits (the LLM layer); with none configured, ``xmemory`` admits episodes by Stage II priority up
-to the episode budget and says so in each result's notes.
++RepSel), ``xmemory-stage2`` (similarity Stage I + Stage II: +UncSion), ``memory-only``,
+``naive-rag``, ``tir`` (optionally pruned by the reader), ``higmem`` (event -> turn selection by
+the reader). Stage II's uncertainty gate needs a reader with logits; with none configured,
+episodes are admitted by Stage II priority up to the episode budget, HiGMem takes each event's
+most similar turns, and each result's notes say so.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ from ..memory.bank import Bank
 from ..memory.store import Store
 from ..ops._arrays import csr_offsets
 from .baselines import Chunks, memory_only, naive_rag, tir
-from .context import assemble, context_pieces, episode_unit, semantic_unit, theme_unit
+from .context import assemble, context_pieces, episode_unit, messages_unit, semantic_unit, theme_unit
 from .grouped import search_by_memory
+from .llm_select import higmem, prune_sessions
 from .result import RetrievalResult, RetrievedUnit
 from .stage1 import Stage1Output, run_stage1
 from .stage2 import EpisodePick, episode_pools, gate_episodes
 
-STRATEGIES = ("xmemory", "xmemory-stage1", "xmemory-stage2", "memory-only", "naive-rag", "tir")
+STRATEGIES = ("xmemory", "xmemory-stage1", "xmemory-stage2", "memory-only", "naive-rag", "tir", "higmem")
 HEADER_ALLOWANCE = 12  # tokens of the section headers and dates, before the exact check
 NO_READER_NOTE = "no reader configured: Stage II admitted episodes by priority, without the uncertainty gate"
+NO_READER_HIGMEM = "no reader configured: each event gave its most similar turns, the union was not filtered"
 
 
 class Retriever:
@@ -106,11 +110,13 @@ class Retriever:
                 decisions, costs = gate_episodes(self.reader, list(queries), coarse, texts, pools, cfg)
                 for q, b in enumerate(mem_idx):
                     mem = self.bank.memories[b]
-                    out[q] += [
-                        episode_unit(mem, d.pick.row, d.drop, {**_pick_scores(d.pick), "uncertainty_drop": d.drop, "expanded": float(d.expanded)})
-                        for d in decisions[q] if d.admitted
-                    ]
-                notes.append(f"Stage II gate: {cfg.uncertainty} uncertainty from {self.reader.name}, independent probes")
+                    for d in decisions[q]:
+                        if d.admitted:
+                            scores = {**_pick_scores(d.pick), "uncertainty_drop": d.drop, "expanded": float(d.expanded)}
+                            out[q].append(episode_unit(mem, d.pick.row, d.drop, scores))
+                            if d.expanded:
+                                out[q] += _raw_messages(mem, d.pick.row, d.drop)
+                notes.append(f"Stage II gate: {cfg.uncertainty} uncertainty from {self.reader.name}, {cfg.mode} probes")
             times["stage2"] = time.perf_counter() - t1
         return out, times, notes, costs
 
@@ -128,6 +134,16 @@ class Retriever:
             units = naive_rag(self.bank, self._chunks, q_x, mem_idx, cfg, self.backend)
         elif strategy == "tir":
             units = tir(self.bank, q_x, mem_idx, cfg)
+            if cfg.tir_prune:
+                if self.reader is None:
+                    raise ValueError("baselines.tir_prune needs a reader (the LLM prunes the sessions)")
+                units, costs = prune_sessions(self.reader, queries, units, self.bank, mem_idx)
+                return units, {"retrieve": time.perf_counter() - t0}, [f"TIR sessions pruned by {self.reader.name}"], costs
+        elif strategy == "higmem":
+            units, costs, used = higmem(self.bank, q_x, mem_idx, queries, self.reader, events=cfg.higmem_events, turns=cfg.higmem_turns,
+                                        turns_per_event=cfg.higmem_turns_per_event, backend=self.backend)
+            notes = [f"HiGMem turn selection by {self.reader.name}" if used else NO_READER_HIGMEM]
+            return units, {"retrieve": time.perf_counter() - t0}, notes, costs
         else:
             raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
         return units, {"retrieve": time.perf_counter() - t0}, [], [(0, 0)] * len(queries)
@@ -201,6 +217,14 @@ class Retriever:
         for r in results:
             r.timings = dict(per_q)
         return results
+
+
+def _raw_messages(mem, row: int, drop: float) -> list[RetrievedUnit]:
+    """An expanded episode's raw messages, when its text is not already them (LLM-written episodes)."""
+    ep = mem.episodes[row]
+    rows = [i for i, m in enumerate(mem.messages) if m.id in set(ep.message_ids)]
+    unit = messages_unit("message", f"episode-{ep.id}", mem, rows, drop, {"uncertainty_drop": drop})
+    return [] if unit.text == ep.text else [unit]
 
 
 def _pick_scores(p: EpisodePick) -> dict[str, float]:

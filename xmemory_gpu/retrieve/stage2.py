@@ -4,7 +4,7 @@ The pool of a query is the source episodes of its selected semantics plus its to
 ``episode_sim_topk`` episodes by cosine; priority = minmax over the pool of cos(q, e) +
 ``parent_weight`` * the max relevance of the episode's selected parent semantics (0 if none).
 With no reader configured, episodes are admitted by priority up to ``episode_budget`` (the
-uncertainty gate needs the reader's logits: the LLM layer).
+uncertainty gate needs the reader's logits).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import Stage2Config
 from ..memory.bank import Bank
+from .dates import resolve_context_dates
 from .grouped import search_by_memory
 from .stage1 import Stage1Output
 
@@ -57,14 +58,16 @@ def episode_pools(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, s1: Stage1Ou
 
 
 ANSWER_PROMPT = (
-    "You are answering a question about a long conversation, using memories retrieved from it. "
-    "Answer in a few words; resolve relative dates against the memories' dates.\n\n{context}\n\n"
-    "Question: {question}\nAnswer:"
+    "Below are memories retrieved from a long conversation, each with the date it was said. Answer the question "
+    "with a short phrase, using exact words from the memories where possible. For a question about time, answer "
+    "with a date worked out from the memory's date; relative times are followed by their dates in parentheses."
+    "\n\n{context}\n\nQuestion: {question}\nShort answer:"
 )
 
 
 def answer_prompt(reader, question: str, context: str) -> str:
-    return reader.chat(ANSWER_PROMPT.format(context=context or "(no memories)", question=question))
+    """The LoCoMo-style short-answer prompt, relative times in ``context`` resolved to dates."""
+    return reader.chat(ANSWER_PROMPT.format(context=resolve_context_dates(context) or "(no memories)", question=question))
 
 
 @dataclass
@@ -75,27 +78,53 @@ class GateDecision:
     expanded: bool  # drop passed the expansion threshold (raw messages added)
 
 
+def _probe(reader, question: str, coarse: str, episodes: list[str]) -> str:
+    return answer_prompt(reader, question, coarse + "\n\nEpisodic memories:\n" + "\n\n".join(episodes))
+
+
+def _cost(us) -> tuple[int, int]:
+    return len(us), sum(u.prompt_tokens + len(u.token_ids) for u in us)
+
+
 def gate_episodes(reader, questions: list[str], coarse: list[str], episode_texts: list[list[str]], pools: list[list[EpisodePick]],
                   cfg: Stage2Config) -> tuple[list[list[GateDecision]], list[tuple[int, int]]]:
-    """The authors' independent probes: per query, the uncertainty of the answer given the coarse
-    context, and given the coarse context plus each of the first ``episode_budget`` episodes (by
-    priority), all prompts of all queries in one ``reader.uncertainty`` batch. Walking the probes
-    in priority order, an episode is admitted when its drop exceeds ``include_threshold`` and
-    expanded when it exceeds ``expand_threshold``; a non-admitted (low-gain) probe among the first
-    ``early_stop_first`` stops the walk, as does the second low-gain probe.
+    """The uncertainty gate over each query's first ``episode_budget`` episodes (by priority).
+
+    ``independent`` (the authors' code): the uncertainty of the answer given the coarse context,
+    and given the coarse context plus each episode, all prompts of all queries in one
+    ``reader.uncertainty`` batch (a query's probes share its prefix). ``sequential``: each probe
+    adds one episode to the context admitted so far and is compared with that context's
+    uncertainty; one batch per round, across queries.
+    Walking in priority order, an episode is admitted when its drop exceeds ``include_threshold``
+    and expanded to its raw messages when it exceeds ``expand_threshold``; a low-gain probe among
+    the first ``early_stop_first`` stops the walk, as does the second low-gain probe.
     Returns the decisions per query and (calls, tokens) spent per query."""
-    if cfg.mode != "independent":
-        raise ValueError(f"stage2.mode {cfg.mode!r}: only the authors' independent probes are built")
+    if cfg.mode == "independent":
+        return _independent(reader, questions, coarse, episode_texts, pools, cfg)
+    if cfg.mode == "sequential":
+        return _sequential(reader, questions, coarse, episode_texts, pools, cfg)
+    raise ValueError(f"stage2.mode must be 'independent' or 'sequential', got {cfg.mode!r}")
+
+
+def _uncertainty(reader, prompts: list[str], cfg: Stage2Config):
+    return reader.uncertainty(prompts, n_tokens=cfg.probe_tokens, kind=cfg.uncertainty, purpose="stage2 probes") if prompts else []
+
+
+def _independent(reader, questions, coarse, episode_texts, pools, cfg):
     prompts, spans = [], []
     for q, question in enumerate(questions):
         start = len(prompts)
-        prompts.append(answer_prompt(reader, question, coarse[q]))
-        for text in episode_texts[q][: cfg.episode_budget]:
-            prompts.append(answer_prompt(reader, question, coarse[q] + "\n\nEpisodic memories:\n" + text))
+        if episode_texts[q][: cfg.episode_budget]:  # no episode to probe: no call
+            prompts.append(answer_prompt(reader, question, coarse[q]))
+            prompts += [_probe(reader, question, coarse[q], [text]) for text in episode_texts[q][: cfg.episode_budget]]
         spans.append((start, len(prompts)))
-    unc = reader.uncertainty(prompts, n_tokens=cfg.probe_tokens, kind=cfg.uncertainty, purpose="stage2 probes") if prompts else []
+    unc = _uncertainty(reader, prompts, cfg)
     decisions, costs = [], []
     for q, (s, e) in enumerate(spans):
+        if s == e:
+            decisions.append([])
+            costs.append((0, 0))
+            continue
         base = unc[s].value
         out, low = [], 0
         for j, u in enumerate(unc[s + 1 : e]):
@@ -107,5 +136,38 @@ def gate_episodes(reader, questions: list[str], coarse: list[str], episode_texts
                 if j < cfg.early_stop_first or low >= 2:
                     break
         decisions.append(out)
-        costs.append((e - s, sum(unc[i].prompt_tokens + len(unc[i].token_ids) for i in range(s, e))))
+        costs.append(_cost(unc[s:e]))
+    return decisions, costs
+
+
+def _sequential(reader, questions, coarse, episode_texts, pools, cfg):
+    n = len(questions)
+    active = [q for q in range(n) if episode_texts[q][: cfg.episode_budget]]  # no episode to probe: no call
+    base_u = _uncertainty(reader, [answer_prompt(reader, questions[q], coarse[q]) for q in active], cfg)
+    base, costs = [0.0] * n, [(0, 0)] * n
+    for q, u in zip(active, base_u):
+        base[q], costs[q] = u.value, _cost([u])
+    admitted: list[list[str]] = [[] for _ in range(n)]
+    decisions: list[list[GateDecision]] = [[] for _ in range(n)]
+    low = [0] * n
+    j = 0
+    while active:
+        us = _uncertainty(reader, [_probe(reader, questions[q], coarse[q], admitted[q] + [episode_texts[q][j]]) for q in active], cfg)
+        still = []
+        for q, u in zip(active, us):
+            c = _cost([u])
+            costs[q] = (costs[q][0] + c[0], costs[q][1] + c[1])
+            drop = base[q] - u.value
+            ok = drop > cfg.include_threshold
+            decisions[q].append(GateDecision(pools[q][j], drop, ok, ok and drop > cfg.expand_threshold))
+            if ok:
+                admitted[q].append(episode_texts[q][j])
+                base[q] = u.value
+            else:
+                low[q] += 1
+                if j < cfg.early_stop_first or low[q] >= 2:
+                    continue
+            if j + 1 < min(cfg.episode_budget, len(episode_texts[q])):
+                still.append(q)
+        active, j = still, j + 1
     return decisions, costs
