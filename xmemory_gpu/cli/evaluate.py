@@ -1,4 +1,5 @@
-"""``xmemory eval STORE --data FILE --out DIR``: retrieval metrics for every strategy, no LLM."""
+"""``xmemory eval STORE --data FILE --out DIR``: retrieval metrics for every strategy (no LLM), QA
+metrics with ``--reader``, a budget sweep, and the paper's ablations (``--ablation``)."""
 
 from __future__ import annotations
 
@@ -13,37 +14,91 @@ def _ints(s: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
 
 
+def add_retrieval_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``search`` and ``eval``: settings file, Stage II mode, TIR pruning, reader."""
+    p.add_argument("--config", default=None, help="JSON file of settings overriding the store's (e.g. {\"stage2\": {...}})")
+    p.add_argument("--stage2-mode", choices=["independent", "sequential"], default=None,
+                   help="Stage II probes: each against the coarse context (authors) or against what was admitted so far")
+    p.add_argument("--tir-prune", action="store_true", help="tir: the reader keeps only the turns of each session that bear on the query")
+    p.add_argument("--reader", default=None,
+                   help="reader LLM spec (smollm2, hf:PATH[#FILE.gguf], vllm:ID, openai:URL#MODEL): Stage II gate, LLM steps, QA")
+
+
+def retrieval_config(args: argparse.Namespace, store: str | Path):
+    """The store's settings, overridden by ``--config`` and the flags."""
+    from ..config import XMemoryConfig
+    from ..memory.store import Store
+    from .build import load_config
+
+    if args.config:
+        cfg = load_config(args.config)
+    else:
+        st = Store.open(store)
+        try:
+            cfg = XMemoryConfig.from_dict(st.config) if st.config else XMemoryConfig()
+        finally:
+            st.close()
+    if args.stage2_mode:
+        cfg.stage2.mode = args.stage2_mode
+    if args.tir_prune:
+        if not args.reader:
+            raise ValueError("--tir-prune needs --reader (the LLM prunes the sessions)")
+        cfg.baselines.tir_prune = True
+    return cfg
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ..eval.runner import DEFAULT_STRATEGIES
 
-    p = sub.add_parser("eval", help="evaluate retrieval strategies on LoCoMo questions (no LLM)")
-    p.add_argument("store")
+    p = sub.add_parser("eval", help="evaluate retrieval strategies on LoCoMo questions")
+    p.add_argument("store", help="a built store (for --ablation construction: the folder for the four variant stores)")
     p.add_argument("--data", required=True, help="LoCoMo-format JSON with the questions")
-    p.add_argument("--out", required=True, help="folder for summary.json, table.md, questions.jsonl")
-    p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help="comma-separated strategy names")
+    p.add_argument("--out", required=True, help="folder for results.jsonl, summary.json, summary.md and the plots")
+    p.add_argument("--strategies", default=None, help=f"comma-separated strategy names (default: {','.join(DEFAULT_STRATEGIES)})")
     p.add_argument("--budget-tokens", type=int, default=None)
     p.add_argument("--categories", type=_ints, default=[1, 2, 3, 4], help="LoCoMo categories (5 = adversarial)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--sweep-budget", type=_ints, default=[], metavar="B1,B2,...", help="recall/coverage against these budgets")
+    p.add_argument("--ablation", choices=["retrieval", "construction"], default=None,
+                   help="retrieval: Naive RAG / Memory-only / +RepSel / +UncSion / Full; construction: split+merge, "
+                        "without merge, without split, without both (builds the four stores under STORE)")
     p.add_argument("--backend", default="auto")
-    p.add_argument("--reader", default=None, help="reader LLM spec (smollm2, hf:PATH[#FILE.gguf]): Stage II gate + QA metrics")
+    p.add_argument("--seed", type=int, default=0)
+    add_retrieval_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..eval.runner import run_eval
+    from ..eval.report import ABLATION_LABELS
+    from ..eval.runner import ABLATION_STRATEGIES, DEFAULT_STRATEGIES, run_eval
     from ..retrieve import STRATEGIES
 
-    strategies = [s for s in args.strategies.split(",") if s]
+    default = ABLATION_STRATEGIES if args.ablation == "retrieval" else DEFAULT_STRATEGIES
+    strategies = [s for s in args.strategies.split(",") if s] if args.strategies else list(default)
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad:
         raise ValueError(f"--strategies: unknown {bad}; expected some of {', '.join(STRATEGIES)}")
-    report = run_eval(args.store, args.data, args.out, strategies=strategies, budget_tokens=args.budget_tokens,
-                      categories=args.categories, limit=args.limit, sweep=args.sweep_budget, backend=args.backend,
-                      reader=args.reader)
     out = Path(args.out)
-    print((out / "table.md").read_text())
+    if args.ablation == "construction":
+        from ..eval.ablation import run_construction_ablation
+        from .build import load_config
+
+        cfg = load_config(args.config)
+        if args.stage2_mode:
+            cfg.stage2.mode = args.stage2_mode
+        res = run_construction_ablation(args.data, args.store, out, strategy=strategies[0] if args.strategies else "xmemory", config=cfg,
+                                        categories=args.categories, question_limit=args.limit, budget_tokens=args.budget_tokens,
+                                        backend=args.backend, reader=args.reader, seed=args.seed)
+        print((out / "construction.md").read_text())
+        print(f"wrote {out}/construction.json, construction.md and one evaluation folder per variant ({len(res['rows'])})")
+        return 0
+    report = run_eval(args.store, args.data, out, strategies=strategies, budget_tokens=args.budget_tokens,
+                      categories=args.categories, limit=args.limit, sweep=args.sweep_budget, backend=args.backend,
+                      reader=args.reader, config=retrieval_config(args, args.store), seed=args.seed,
+                      labels=ABLATION_LABELS if args.ablation == "retrieval" else None)
+    print((out / "summary.md").read_text())
     if report.get("sweep"):
         print((out / "sweep.md").read_text())
-    print(f"wrote {args.out}/summary.json, table.md, questions.jsonl")
+    print(f"wrote {out}/results.jsonl, summary.json, summary.md, recall_vs_tokens.png, categories.png, density.png"
+          + (", sweep.*" if report.get("sweep") else ""))
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ..retrieve import STRATEGIES
+    from .evaluate import add_retrieval_options
 
     p = sub.add_parser("search", help="retrieve context for questions from a memory store")
     p.add_argument("store")
@@ -18,9 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget-tokens", type=int, default=None, help="cap on context tokens")
     p.add_argument("--batch", help="JSON file: a list of {\"question\": ..., \"memory\": ...} (memory optional)")
     p.add_argument("--backend", default="auto", help="kernel backend: auto, reference, cpu, triton, cuda")
-    p.add_argument("--reader", default=None, help="reader LLM spec (smollm2, hf:PATH[#FILE.gguf]) for Stage II's gate")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--context", action="store_true", help="also print the assembled answer context")
+    add_retrieval_options(p)
     p.set_defaults(func=run)
 
 
@@ -59,12 +60,15 @@ def run(args: argparse.Namespace) -> int:
     missing = sorted(set(mems) - set(ids))
     if missing:
         raise ValueError(f"{args.store}: no memory {missing[0]!r} (the store holds {len(ids)}: {', '.join(ids[:5])}...)")
+    from .evaluate import retrieval_config
+
+    config = retrieval_config(args, args.store)
     reader = None
     if args.reader:
         from ..llm import load_reader
 
         reader = load_reader(args.reader)
-    retriever = Retriever.from_store(args.store, sorted(set(mems)), backend=args.backend, reader=reader)
+    retriever = Retriever.from_store(args.store, sorted(set(mems)), backend=args.backend, reader=reader, config=config)
     results = retriever.search(questions, mems, strategy=args.strategy, budget_tokens=args.budget_tokens)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
