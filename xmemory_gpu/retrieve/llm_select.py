@@ -109,7 +109,7 @@ def higmem(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, questions: list[str
     similarity; the reader picks the turns worth reading inside each event, then filters the union
     with the similarity-retrieved turns. Without a reader, each event contributes its
     ``turns_per_event`` most similar turns and the union is not filtered.
-    Returns units (messages in conversation order), (calls, tokens) per query, and whether the reader ran."""
+    Returns units (messages, most similar first), (calls, tokens) per query, and whether the reader ran."""
     ei, _ = search_by_memory(q_x, mem_idx, bank.epi_x, bank.epi_offsets, events, backend=backend)
     msg_offsets = np.zeros(len(bank.memories) + 1, np.int64)
     np.cumsum([len(m.messages) for m in bank.memories], out=msg_offsets[1:])
@@ -142,8 +142,9 @@ def higmem(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, questions: list[str
     for q, b in enumerate(mem_idx):
         mem = bank.memories[b]
         sims = mem.msg_x[union[q]].astype(np.float64) @ q_x[q].astype(np.float64) if len(union[q]) else np.zeros(0)
-        units.append([messages_unit("message", mem.messages[int(r)].id, mem, [int(r)], float(s), {"similarity": float(s)})
-                      for r, s in zip(union[q], sims)])
+        order = np.lexsort((union[q], -sims))  # most similar first (a budget keeps the best), ties by conversation order
+        units.append([messages_unit("message", mem.messages[int(union[q][i])].id, mem, [int(union[q][i])], float(sims[i]),
+                                    {"similarity": float(sims[i])}) for i in order])
     return units, [SelectCost(c).pair for c in counts], reader is not None
 
 

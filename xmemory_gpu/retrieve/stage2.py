@@ -110,6 +110,20 @@ def _uncertainty(reader, prompts: list[str], cfg: Stage2Config):
     return reader.uncertainty(prompts, n_tokens=cfg.probe_tokens, kind=cfg.uncertainty, purpose="stage2 probes") if prompts else []
 
 
+def walk_independent(drops: list[float], cfg: Stage2Config) -> list[tuple[float, bool, bool]]:
+    """The admission walk over independent probes' drops (nats, in priority order): (drop,
+    admitted, expanded) for each probe walked, stopping by the early-stop rule."""
+    out, low = [], 0
+    for j, drop in enumerate(drops):
+        ok = drop > cfg.include_threshold
+        out.append((drop, ok, ok and drop > cfg.expand_threshold))
+        if not ok:
+            low += 1
+            if j < cfg.early_stop_first or low >= 2:
+                break
+    return out
+
+
 def _independent(reader, questions, coarse, episode_texts, pools, cfg):
     prompts, spans = [], []
     for q, question in enumerate(questions):
@@ -125,17 +139,8 @@ def _independent(reader, questions, coarse, episode_texts, pools, cfg):
             decisions.append([])
             costs.append((0, 0))
             continue
-        base = unc[s].value
-        out, low = [], 0
-        for j, u in enumerate(unc[s + 1 : e]):
-            drop = base - u.value
-            ok = drop > cfg.include_threshold
-            out.append(GateDecision(pools[q][j], drop, ok, ok and drop > cfg.expand_threshold))
-            if not ok:
-                low += 1
-                if j < cfg.early_stop_first or low >= 2:
-                    break
-        decisions.append(out)
+        walk = walk_independent([unc[s].value - u.value for u in unc[s + 1 : e]], cfg)
+        decisions.append([GateDecision(pools[q][j], drop, ok, ex) for j, (drop, ok, ex) in enumerate(walk)])
         costs.append(_cost(unc[s:e]))
     return decisions, costs
 
