@@ -154,16 +154,16 @@ def plot_density(summary: dict[str, dict], path: Path, labels: dict[str, str] | 
     plt = _pyplot()
     labels = labels or {}
     names = list(summary)
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     bottom = [0.0] * len(names)
     for k, color in zip(("0", "1", "2", "3+"), ("#cccccc", "#9ecae1", "#4292c6", "#08519c")):
         vals = [summary[s][f"density_{k}"]["micro"] or 0.0 for s in names]
-        ax.bar([labels.get(s, s) for s in names], vals, bottom=bottom, color=color, label=f"{k} answer words")
+        ax.bar([labels.get(s, s) for s in names], vals, bottom=bottom, color=color, label=f"{k} answer word{'' if k == '1' else 's'}")
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_ylabel("share of retrieved blocks")
     ax.set_ylim(0, 1)
     ax.set_title("Evidence density: answer words per retrieved block")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
