@@ -90,6 +90,9 @@ def test_prefix_groups():
     assert _prefix_groups([[1, 2], [1, 2]], 1) == [(0, 2, 1)]  # the prefix stops one token short
     assert _prefix_groups(ids, 0) == [(i, i + 1, 0) for i in range(5)]
     assert _prefix_groups([], 3) == []
+    # two queries' probes behind one shared instruction: each query keeps its own longer prefix
+    q = [[7, 7, 7, a, a, a, a, t] for a in (1, 2) for t in (5, 6)]
+    assert _prefix_groups(q, 2) == [(0, 2, 7), (2, 4, 7)]
 
 
 @pytest.mark.parametrize("kind", ["mean_nll", "entropy"])

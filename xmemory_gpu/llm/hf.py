@@ -15,7 +15,9 @@ from .base import UNCERTAINTY_KINDS, Generation, Uncertainty, Usage
 def _prefix_groups(ids: list[list[int]], min_prefix: int) -> list[tuple[int, int, int]]:
     """Split prompts (token ids, in order) into runs ``(start, end, prefix_len)`` of consecutive
     prompts whose common token prefix is at least ``min_prefix`` long (prefix_len 0: no reuse).
-    The prefix is kept one token short of the shortest prompt, so every row has a suffix."""
+    A run takes the next prompt only if that does not lower the tokens it saves (prefix x (n - 1)),
+    so a shared instruction does not swallow the longer prefixes of each query's probes. The
+    prefix is kept one token short of the shortest prompt, so every row has a suffix."""
     out: list[tuple[int, int, int]] = []
     i = 0
     while i < len(ids):
@@ -26,7 +28,7 @@ def _prefix_groups(ids: list[list[int]], min_prefix: int) -> list[tuple[int, int
             m = min(lcp, len(b) - 1)
             while k < m and a[k] == b[k]:
                 k += 1
-            if k < min_prefix:
+            if k < min_prefix or k * (j - i) < lcp * (j - i - 1):
                 break
             lcp, j = k, j + 1
         out.append((i, j, lcp if j - i > 1 else 0))
