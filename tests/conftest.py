@@ -37,3 +37,11 @@ def locomo_path() -> Path:
     if not LOCOMO_DEV.exists():
         pytest.skip(f"LoCoMo dev split not found at {LOCOMO_DEV} (set XMEM_LOCOMO)")
     return LOCOMO_DEV
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """A tiny randomly initialised Llama (``tests/tiny_llm.py``) saved once per test session."""
+    from tiny_llm import make_tiny_llama
+
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))

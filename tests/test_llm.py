@@ -7,18 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from tiny_llm import make_tiny_llama
 
 from xmemory_gpu.llm import load_reader
 from xmemory_gpu.ops.entropy import token_entropy_logprob
 from xmemory_gpu.ops.entropy.reference import token_entropy, token_logprob
 
 PROMPTS = ["alice moved to lisbon last week", "where does alice live now", "bob", "the cat sat on the mat and then it slept"]
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import time
 import numpy as np
 import pytest
 from openai_server import CompletionServer
-from tiny_llm import make_tiny_llama
 
 from xmemory_gpu.llm import load_reader
 from xmemory_gpu.llm.openai import OpenAIReader, ReaderHTTPError, _parse
@@ -21,11 +20,6 @@ from xmemory_gpu.llm.topk_entropy import entropy_from_topk
 PROMPTS = ["alice moved to lisbon last week", "where does alice live now", "bob", "the cat sat on the mat and then it slept",
            "what did bob say", "lisbon is a city"]
 FAST = {"timeout": 0.2, "retries": 2, "backoff": 0.01}
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="module")

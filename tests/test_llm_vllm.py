@@ -137,8 +137,7 @@ def test_reader_plumbing_on_fake_vllm(fake_vllm):
     assert g.texts[0] == r.tokenizer.decode(us[0].token_ids[:2], skip_special_tokens=True).strip()  # decoded like the hf reader
     assert g.prompt_tokens == r.count(prompts) and g.output_tokens == [2, 2]
     assert r.usage.by_purpose == {"probes": [2, sum(r.count(prompts)), 6], "answer": [2, sum(r.count(prompts)), 4]}
-    if hasattr(r.usage, "cached_prompt_tokens"):
-        assert r.usage.cached_prompt_tokens == 8
+    assert r.usage.cached_prompt_tokens == 8
     assert r.chat("hi") == "hi"  # no chat template
     with pytest.raises(ValueError, match="temperature 0"):
         r.generate(prompts, temperature=0.7)

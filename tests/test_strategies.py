@@ -13,6 +13,7 @@ import pytest
 from tiny_llm import make_tiny_llama
 
 from xmemory_gpu.build.pipeline import build_memories
+from xmemory_gpu.build.text import message_line
 from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
@@ -20,7 +21,6 @@ from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.llm.base import Generation, Uncertainty, Usage
 from xmemory_gpu.memory.bank import Bank
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
-from xmemory_gpu.retrieve.context import message_line
 
 EMB = HashingEmbedder(128)
 
@@ -74,6 +74,12 @@ class ScriptedReader:
         return [Uncertainty(1.0 - 0.1 * p.count("\n\n["), kind, [], [], [1, 2], len(p.split())) for p in prompts]
 
 
+def _questions(convs, per: int) -> tuple[list[str], list[str]]:
+    """The first ``per`` questions of each conversation, each asked of its own memory."""
+    qs = [(q.question, c.sample_id) for c in convs for q in c.qa[:per]]
+    return [q for q, _ in qs], [m for _, m in qs]
+
+
 def _check_units_belong(res, mem):
     ids = {m.id for m in mem.messages}
     lines = {message_line(m) for m in mem.messages}
@@ -108,21 +114,20 @@ def test_every_strategy_returns_only_the_queried_memory(data, with_reader):
 def test_higmem_follows_the_reader_and_falls_back_without_losing_turns(data):
     convs, mems = data
     bank = Bank.from_memories(mems)
-    qs = [(q.question, c.sample_id) for c in convs for q in c.qa[:4]]
-    questions, mids = [q for q, _ in qs], [m for _, m in qs]
+    questions, mids = _questions(convs, 4)
     plain = Retriever(bank, EMB).search(questions, mids, strategy="higmem")
     reader = ScriptedReader("first")
     picked = Retriever(bank, EMB, reader=reader).search(questions, mids, strategy="higmem")
     n_events = XMemoryConfig().baselines.higmem_events
-    for x, (_, m) in zip(picked, qs):
+    for x, m in zip(picked, mids):
         mem = next(mm for mm in mems if mm.memory_id == m)
         assert len(x.units) == 1 and x.units[0].type == "message"  # the filter kept turn 1 of the union
         assert x.llm_calls == min(n_events, len(mem.episodes)) + 1 and x.llm_tokens > 0  # one pick per event + one filter
         assert "HiGMem turn selection by scripted" in x.notes[0]
-    assert sum("Keep only the turns" in p for p in reader.prompts) == len(qs)
+    assert sum("Keep only the turns" in p for p in reader.prompts) == len(questions)
     # unusable answers: one stricter retry each, then every event keeps its most similar turns and the union is kept whole
     garbage = Retriever(bank, EMB, reader=ScriptedReader("garbage")).search(questions, mids, strategy="higmem")
-    for p, g, (_, m) in zip(plain, garbage, qs):
+    for p, g, m in zip(plain, garbage, mids):
         mem = next(mm for mm in mems if mm.memory_id == m)
         assert [u.message_ids for u in g.units] == [u.message_ids for u in p.units]
         assert g.llm_calls == 2 * (min(n_events, len(mem.episodes)) + 1) and p.llm_calls == 0
@@ -149,8 +154,7 @@ def test_higmem_picks_are_the_first_turn_of_each_event(data):
 def test_tir_pruning_keeps_the_picked_turns(data):
     convs, mems = data
     bank = Bank.from_memories(mems)
-    qs = [(q.question, c.sample_id) for c in convs for q in c.qa[:3]]
-    questions, mids = [q for q, _ in qs], [m for _, m in qs]
+    questions, mids = _questions(convs, 3)
     whole = Retriever(bank, EMB).search(questions, mids, strategy="tir")
     with pytest.raises(ValueError, match="tir_prune needs a reader"):
         Retriever(bank, EMB, _config(tir_prune=True)).search(questions, mids, strategy="tir")

@@ -13,12 +13,11 @@ when it was written).
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
-
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from cuda_timing import cuda_ms  # noqa: E402
 
 from xmemory_gpu.ops.entropy import token_entropy_logprob  # noqa: E402
 
@@ -38,22 +37,6 @@ def make_case(dtype: str, t: int = T, v: int = V, seed: int = 0) -> tuple[torch.
     z = (torch.randn(t, v, device="cuda", generator=g) * 4).to(getattr(torch, dtype))
     ids = torch.randint(0, v, (t,), device="cuda", generator=g)
     return z, ids
-
-
-def cuda_ms(fn: Callable[[], object], reps: int = 30, warmup: int = 3) -> float:
-    """Median milliseconds of fn() with CUDA events."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def gbps(z: torch.Tensor, ms: float) -> float:

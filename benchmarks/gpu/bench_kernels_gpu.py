@@ -19,28 +19,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from cuda_timing import cuda_ms  # noqa: E402
 from ops.coverage_cases import random_problem  # noqa: E402
 from ops.objective_cases import random_candidates, random_partition  # noqa: E402
 
 from xmemory_gpu.ops.coverage import coverage_select  # noqa: E402
 from xmemory_gpu.ops.knn import knn_graph  # noqa: E402
 from xmemory_gpu.ops.objective import PartitionState, score_candidates  # noqa: E402
-
-
-def cuda_time(fn, reps: int = 20, warmup: int = 3) -> float:
-    """Median milliseconds of fn() with CUDA events."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def padded_bmm(x: torch.Tensor, sizes: torch.Tensor, k: int):
@@ -84,7 +69,7 @@ def knn_case(d: int, n_seg: int = 10_000, k: int = 10) -> None:
     print(f"\n### kNN graph: {n_seg} segments of 200-400 rows, d = {d}, k = {k} ({flops / 1e12:.2f} TFLOP of dots)\n")
     print("| impl | median ms | TFLOP/s | GB/s (inputs + outputs) |\n|---|---|---|---|")
     for name, fn in rows.items():
-        ms = cuda_time(fn)
+        ms = cuda_ms(fn, reps=20)
         print(f"| {name} | {ms:.2f} | {flops / ms / 1e9:.1f} | {nbytes / ms / 1e6:.1f} |")
     t0 = time.perf_counter()
     torch_loop(x[: int(off[1000])], off[:1001], k)

@@ -14,9 +14,9 @@ from collections import defaultdict
 import numpy as np
 
 from ..config import SegmentConfig
-from ..llm.json_output import Generator, StageCounts, run_json_stage
+from ..llm.json_output import Generator, StageCounts, in_range, run_json_stage
 from ..memory.hierarchy import Memory
-from ..memory.records import Conversation, Episode, Message, SemanticNode
+from ..memory.records import Conversation, Episode, SemanticNode
 from .llm_prompts import (
     BOUNDARY,
     EPISODE,
@@ -28,13 +28,10 @@ from .llm_prompts import (
     ThemeSummary,
     numbered,
 )
-from .text import fmt_date
+from .segment import session_windows
+from .text import fmt_date, message_line
 
 STAGES = ("boundaries", "episodes", "facts", "summaries")
-
-
-def _line(m: Message) -> str:
-    return f"{m.speaker}: {m.text}"
 
 
 def _cap(spans: list[tuple[int, int]], max_messages: int) -> list[tuple[int, int]]:
@@ -44,17 +41,6 @@ def _cap(spans: list[tuple[int, int]], max_messages: int) -> list[tuple[int, int
         parts = -(-(e - s) // max_messages)
         cuts = np.linspace(s, e, parts + 1).round().astype(int)
         out.extend((int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]))
-    return out
-
-
-def _session_windows(conv: Conversation, window: int) -> list[tuple[int, int]]:
-    """Windows of at most ``window`` messages that never cross a session."""
-    out, start = [], 0
-    n = len(conv.messages)
-    for i in range(1, n + 1):
-        if i == n or conv.messages[i].session != conv.messages[start].session or i - start == window:
-            out.append((start, i))
-            start = i
     return out
 
 
@@ -77,17 +63,10 @@ class LLMBuilder:
         """Episode spans per conversation; a window whose answer fails keeps the fallback's cuts."""
         jobs, users, checks = [], [], []
         for b, conv in enumerate(convs):
-            for s, e in _session_windows(conv, self.window):
-                n = e - s
+            for s, e in session_windows(conv.messages, self.window):
                 jobs.append((b, s, e))
-                users.append(BOUNDARY.format(date=fmt_date(conv.messages[s].timestamp), messages=numbered([_line(m) for m in conv.messages[s:e]])))
-
-                def check(obj: Boundaries, n: int = n) -> None:
-                    bad = [i for i in obj.starts if not 1 <= i <= n]
-                    if bad:
-                        raise ValueError(f"starts {bad} outside 1..{n}")
-
-                checks.append(check)
+                users.append(BOUNDARY.format(date=fmt_date(conv.messages[s].timestamp), messages=numbered([message_line(m) for m in conv.messages[s:e]])))
+                checks.append(in_range("starts", e - s))
                 counts[b]["boundaries"].units += 1
         answers = run_json_stage(
             self.gen, users, Boundaries, checks=checks, max_tokens=48, max_retries=self.max_retries,
@@ -115,7 +94,7 @@ class LLMBuilder:
             for k, ep in enumerate(eps):
                 msgs = [by_id[i] for i in ep.message_ids]
                 jobs.append((b, k))
-                users.append(EPISODE.format(speakers=speakers, date=fmt_date(ep.start), messages=numbered([_line(m) for m in msgs])))
+                users.append(EPISODE.format(speakers=speakers, date=fmt_date(ep.start), messages=numbered([message_line(m) for m in msgs])))
                 counts[b]["episodes"].units += 1
         answers = run_json_stage(
             self.gen, users, EpisodeNote, max_tokens=192, max_retries=self.max_retries, purpose="build episodes",
@@ -144,7 +123,7 @@ class LLMBuilder:
             for k, ep in enumerate(eps):
                 n = len(ep.message_ids)
                 jobs.append((b, k))
-                users.append(FACTS.format(speakers=speakers, date=fmt_date(ep.start), messages=numbered([_line(by_id[i]) for i in ep.message_ids])))
+                users.append(FACTS.format(speakers=speakers, date=fmt_date(ep.start), messages=numbered([message_line(by_id[i]) for i in ep.message_ids])))
 
                 def check(obj: Facts, n: int = n) -> None:
                     bad = sorted({s for f in obj.facts for s in f.sources if not 1 <= s <= n})

@@ -74,3 +74,14 @@ def episode_embeddings(spans: list[tuple[int, int]], msg_x: np.ndarray) -> np.nd
         out[i] = msg_x[s:e].sum(axis=0)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0).astype(np.float32)
+
+
+def session_windows(messages: list, size: int) -> list[tuple[int, int]]:
+    """Spans ``(start, end)`` of at most ``size`` consecutive messages that never cross a session."""
+    out, start = [], 0
+    n = len(messages)
+    for i in range(1, n + 1):
+        if i == n or i - start == size or messages[i].session != messages[start].session:
+            out.append((start, i))
+            start = i
+    return out

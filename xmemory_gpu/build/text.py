@@ -42,3 +42,8 @@ def fmt_date(ts: float | None) -> str:
     if ts is None:
         return "unknown date"
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+def message_line(m) -> str:
+    """One message as ``speaker: text`` (prompts and retrieved message blocks)."""
+    return f"{m.speaker}: {m.text}"

@@ -51,6 +51,18 @@ class Usage:
         c[2] += output
 
 
+def chat_prompt(tokenizer, user: str) -> str:
+    """``user`` as one user turn in a transformers tokenizer's chat template (as is without one)."""
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
+    return user
+
+
+def count_tokens(tokenizer, texts: list[str]) -> list[int]:
+    """Tokens per text in a transformers tokenizer, special tokens left out."""
+    return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+
+
 class Reader(Protocol):
     name: str
     usage: Usage

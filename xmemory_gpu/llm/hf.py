@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from ..ops.entropy import token_entropy_logprob
-from .base import UNCERTAINTY_KINDS, Generation, Uncertainty, Usage
+from .base import UNCERTAINTY_KINDS, Generation, Uncertainty, Usage, chat_prompt, count_tokens
 
 
 def _prefix_groups(ids: list[list[int]], min_prefix: int) -> list[tuple[int, int, int]]:
@@ -65,12 +65,10 @@ class HFReader:
 
     # -- text helpers ------------------------------------------------------------------------------
     def chat(self, user: str) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
-        return user
+        return chat_prompt(self.tokenizer, user)
 
     def count(self, texts: list[str]) -> list[int]:
-        return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+        return count_tokens(self.tokenizer, texts)
 
     # -- decoding ----------------------------------------------------------------------------------
     def _greedy(self, prompts: list[str], n: int):

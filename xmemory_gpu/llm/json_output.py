@@ -110,6 +110,17 @@ def validate(text: str, schema: type[M], check: Callable[[M], None] | None = Non
     return obj, repaired
 
 
+def in_range(field: str, n: int) -> Callable[[BaseModel], None]:
+    """A check that every 1-based index in list ``field`` lies in 1..n (what a schema cannot say)."""
+
+    def check(obj: BaseModel) -> None:
+        bad = [i for i in getattr(obj, field) if not 1 <= i <= n]
+        if bad:
+            raise ValueError(f"{field} {bad} outside 1..{n}")
+
+    return check
+
+
 def example_of(schema: type[BaseModel]) -> str:
     return json.dumps(schema.model_config.get("json_schema_extra", {}).get("example", {}))
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from typing import Any
 
-from .base import UNCERTAINTY_KINDS, Generation, Uncertainty, Usage
+from .base import UNCERTAINTY_KINDS, Generation, Uncertainty, Usage, chat_prompt, count_tokens
 from .topk_entropy import entropy_from_topk
 
 VLLM_EXTRAS = {"return_tokens_as_token_ids": True, "return_token_ids": True, "add_special_tokens": False}
@@ -123,15 +123,13 @@ class OpenAIReader:
 
     # -- text helpers ------------------------------------------------------------------------------
     def chat(self, user: str) -> str:
-        if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
-        return user
+        return chat_prompt(self.tokenizer, user)
 
     def count(self, texts: list[str]) -> list[int]:
         if not texts:
             return []
         if self.tokenizer is not None:
-            return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+            return count_tokens(self.tokenizer, texts)
         from ..embed.tokens import default_counter
 
         return default_counter().count(list(texts))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import UNCERTAINTY_KINDS, Generation, Uncertainty, Usage
+from .base import UNCERTAINTY_KINDS, Generation, Uncertainty, Usage, chat_prompt, count_tokens
 from .topk_entropy import entropy_from_topk
 
 
@@ -113,12 +113,10 @@ class VLLMReader:
 
     # -- text helpers ------------------------------------------------------------------------------
     def chat(self, user: str) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
-        return user
+        return chat_prompt(self.tokenizer, user)
 
     def count(self, texts: list[str]) -> list[int]:
-        return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+        return count_tokens(self.tokenizer, texts)
 
     # -- decoding ----------------------------------------------------------------------------------
     def _generate(self, prompts: list[str], max_tokens: int, logprobs: int | None) -> list[Any]:
@@ -145,5 +143,4 @@ class VLLMReader:
 
     def _record(self, purpose: str, outs: list[Any], prompt: int, output: int) -> None:
         self.usage.add(purpose, len(outs), prompt, output)
-        if hasattr(self.usage, "cached_prompt_tokens"):
-            self.usage.cached_prompt_tokens += cached_tokens(outs)
+        self.usage.cached_prompt_tokens += cached_tokens(outs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..build.segment import session_windows
 from ..config import BaselinesConfig
 from ..embed.base import normalize_rows
 from ..memory.bank import Bank
@@ -40,11 +41,7 @@ class Chunks:
             raise ValueError(f"chunk_messages must be >= 1, got {chunk_messages}")
         xs, counts, self.rows = [], [], []
         for mem in bank.memories:
-            rows, start = [], 0
-            for i in range(1, len(mem.messages) + 1):
-                if i == len(mem.messages) or i - start == chunk_messages or mem.messages[i].session != mem.messages[start].session:
-                    rows.append(np.arange(start, i))
-                    start = i
+            rows = [np.arange(s, e) for s, e in session_windows(mem.messages, chunk_messages)]
             self.rows.append(rows)
             counts.append(len(rows))
             xs.append(np.stack([mem.msg_x[r].mean(axis=0) for r in rows]) if rows else np.zeros((0, bank.sem_x.shape[1]), np.float32))

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..build.text import fmt_date
+from ..build.text import fmt_date, message_line
 from ..memory.hierarchy import Memory
 from .result import RetrievedUnit
-
-
-def message_line(m) -> str:
-    return f"{m.speaker}: {m.text}"
 
 
 def theme_unit(mem: Memory, row: int, score: float, rel: float) -> RetrievedUnit:

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..llm.json_output import StageCounts, run_json_stage
+from ..build.llm_prompts import numbered
+from ..build.text import message_line
+from ..llm.json_output import StageCounts, in_range, run_json_stage
 from ..memory.bank import Bank
-from .context import message_line, messages_unit
+from .context import messages_unit
 from .grouped import search_by_memory
 from .result import RetrievedUnit
 
@@ -44,16 +46,12 @@ class TurnKeep(BaseModel):
 
 
 def _numbered(mem, rows) -> str:
-    return "\n".join(f"{i}. {message_line(mem.messages[int(r)])}" for i, r in enumerate(rows, 1))
+    return numbered([message_line(mem.messages[int(r)]) for r in rows])
 
 
-def _in_range(field: str, n: int):
-    def check(obj) -> None:
-        bad = [i for i in getattr(obj, field) if not 1 <= i <= n]
-        if bad:
-            raise ValueError(f"{field} {bad} outside 1..{n}")
-
-    return check
+def _message_rows(bank: Bank, mem_idx: np.ndarray) -> dict[int, dict[str, int]]:
+    """For each memory queried, message id -> row (built once per memory, not per query)."""
+    return {int(b): {m.id: i for i, m in enumerate(bank.memories[b].messages)} for b in np.unique(mem_idx)}
 
 
 @dataclass
@@ -78,7 +76,7 @@ def pick_turns(reader, questions: list[str], groups: list[list[tuple[int, np.nda
         for g, (_, rows) in enumerate(gs):
             jobs.append((q, g))
             users.append(PICK_TURNS.format(question=questions[q], turns=_numbered(mem, rows)))
-            checks.append(_in_range("turns", len(rows)))
+            checks.append(in_range("turns", len(rows)))
     answers = run_json_stage(reader, users, TurnPick, checks=checks, max_tokens=32, max_retries=max_retries, purpose=purpose,
                              counts=[counts[q] for q, _ in jobs]) if jobs else []
     out = [list(fb) for fb in fallback]
@@ -94,7 +92,7 @@ def filter_turns(reader, questions: list[str], rows: list[np.ndarray], bank: Ban
     """HiGMem's last step: the reader keeps the useful turns of each query's union (all kept on failure)."""
     jobs = [q for q in range(len(questions)) if len(rows[q])]
     users = [FILTER_TURNS.format(question=questions[q], turns=_numbered(bank.memories[mem_idx[q]], rows[q])) for q in jobs]
-    answers = run_json_stage(reader, users, TurnKeep, checks=[_in_range("keep", len(rows[q])) for q in jobs], max_tokens=48,
+    answers = run_json_stage(reader, users, TurnKeep, checks=[in_range("keep", len(rows[q])) for q in jobs], max_tokens=48,
                              max_retries=max_retries, purpose="retrieval filter turns", counts=[counts[q] for q in jobs]) if jobs else []
     out = list(rows)
     for q, ans in zip(jobs, answers):
@@ -111,17 +109,14 @@ def higmem(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, questions: list[str
     ``turns_per_event`` most similar turns and the union is not filtered.
     Returns units (messages, most similar first), (calls, tokens) per query, and whether the reader ran."""
     ei, _ = search_by_memory(q_x, mem_idx, bank.epi_x, bank.epi_offsets, events, backend=backend)
-    msg_offsets = np.zeros(len(bank.memories) + 1, np.int64)
-    np.cumsum([len(m.messages) for m in bank.memories], out=msg_offsets[1:])
-    msg_x = np.concatenate([m.msg_x for m in bank.memories]) if bank.memories else np.zeros((0, bank.sem_x.shape[1]), np.float32)
     if turns > 0:
-        ti, _ = search_by_memory(q_x, mem_idx, msg_x, msg_offsets, turns, backend=backend)
+        ti, _ = search_by_memory(q_x, mem_idx, bank.msg_x, bank.msg_offsets, turns, backend=backend)
     else:  # events only
         ti = np.full((len(mem_idx), 0), -1, np.int64)
     groups, fallback = [], []
+    row_of_mem = _message_rows(bank, mem_idx)
     for q, b in enumerate(mem_idx):
-        mem, e0 = bank.memories[b], int(bank.epi_offsets[b])
-        row_of = {m.id: i for i, m in enumerate(mem.messages)}
+        mem, e0, row_of = bank.memories[b], int(bank.epi_offsets[b]), row_of_mem[int(b)]
         gs, fb = [], []
         for r in ei[q][ei[q] >= 0]:
             rows = np.array([row_of[mid] for mid in mem.episodes[int(r) - e0].message_ids], np.int64)
@@ -134,7 +129,7 @@ def higmem(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, questions: list[str
     picked = pick_turns(reader, questions, groups, bank, mem_idx, fallback, counts) if reader is not None else fallback
     union = []
     for q, b in enumerate(mem_idx):
-        sim_rows = ti[q][ti[q] >= 0] - int(msg_offsets[b])
+        sim_rows = ti[q][ti[q] >= 0] - int(bank.msg_offsets[b])
         union.append(np.unique(np.concatenate([*picked[q], sim_rows]).astype(np.int64)))
     if reader is not None:
         union = filter_turns(reader, questions, union, bank, mem_idx, counts)
@@ -153,9 +148,9 @@ def prune_sessions(reader, questions: list[str], units: list[list[RetrievedUnit]
     """TIR's optional pruning: the reader keeps the turns of each returned session that bear on the
     query (a session whose answer fails is kept whole; a session left with no turn is dropped)."""
     groups, fallback = [], []
+    row_of_mem = _message_rows(bank, mem_idx)
     for q, b in enumerate(mem_idx):
-        mem = bank.memories[b]
-        row_of = {m.id: i for i, m in enumerate(mem.messages)}
+        row_of = row_of_mem[int(b)]
         gs = [(0, np.array([row_of[mid] for mid in u.message_ids], np.int64)) for u in units[q]]
         groups.append(gs)
         fallback.append([rows for _, rows in gs])

@@ -222,7 +222,8 @@ class Retriever:
 def _raw_messages(mem, row: int, drop: float) -> list[RetrievedUnit]:
     """An expanded episode's raw messages, when its text is not already them (LLM-written episodes)."""
     ep = mem.episodes[row]
-    rows = [i for i, m in enumerate(mem.messages) if m.id in set(ep.message_ids)]
+    ids = set(ep.message_ids)
+    rows = [i for i, m in enumerate(mem.messages) if m.id in ids]
     unit = messages_unit("message", f"episode-{ep.id}", mem, rows, drop, {"uncertainty_drop": drop})
     return [] if unit.text == ep.text else [unit]
 
