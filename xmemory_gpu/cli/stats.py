@@ -5,16 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-COLUMNS = [
-    ("n_messages", "msgs"),
-    ("n_episodes", "epis"),
-    ("n_semantics", "sems"),
-    ("n_themes", "themes"),
-    ("mean_theme_size", "mean|T|"),
-    ("max_theme_size", "max|T|"),
-    ("f_P", "f(P)"),
-    ("reassignment_ratio", "reassign"),
-]
+from ..memory.summary import COLUMNS, collect
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,20 +14,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--ids", action="store_true", help="print only the memory ids, one per line")
     p.set_defaults(func=run)
-
-
-def collect(store) -> dict:
-    per = {}
-    for mid in store.memory_ids():
-        s = store.stats(mid)
-        per[mid] = {k: s.get(k) for k, _ in COLUMNS} | {
-            k: s[k] for k in ("n_splits", "n_merges", "split", "merge", "builder", "llm_tokens", "llm") if k in s
-        }
-    n = len(per)
-    totals = {k: sum(p[k] or 0 for p in per.values()) for k in ("n_messages", "n_episodes", "n_semantics", "n_themes")}
-    means = {f"mean_{k}": (sum(p[k] or 0 for p in per.values()) / n if n else 0.0) for k in ("f_P", "reassignment_ratio", "mean_theme_size")}
-    totals["max_theme_size"] = max((p["max_theme_size"] or 0 for p in per.values()), default=0)
-    return {"store": str(store.path), "embedder": store.embedder, "dim": store.dim, "memories": per, "totals": totals | means}
 
 
 def run(args: argparse.Namespace) -> int:

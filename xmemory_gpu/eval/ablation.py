@@ -29,9 +29,9 @@ def run_construction_ablation(
     """Build (or resume) the four variant stores under ``root`` and evaluate ``strategy`` on each
     (``out/<variant>/`` holds each run's files). Writes ``out/construction.json`` and ``.md``."""
     from ..build.pipeline import build_store
-    from ..cli.stats import collect
     from ..embed import load_embedder
     from ..memory.store import Store
+    from ..memory.summary import collect
     from .runner import _reader, run_eval
 
     base = config or XMemoryConfig()
