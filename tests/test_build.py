@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmemory_gpu.build.pipeline import build_memories
-from xmemory_gpu.build.segment import boundaries, make_episodes
-from xmemory_gpu.build.semantic import decouple, extract_statements, is_filler, merge_duplicates
 from xmemory_gpu.config import SegmentConfig, SemanticConfig, XMemoryConfig
+from xmemory_gpu.construct.pipeline import build_memories
+from xmemory_gpu.construct.segment import boundaries, make_episodes
+from xmemory_gpu.construct.semantic import decouple, extract_statements, is_filler, merge_duplicates
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from xmemory_gpu.build.llm_prompts import Boundaries, Facts
-from xmemory_gpu.build.llm_stages import LLMBuilder
-from xmemory_gpu.build.pipeline import build_memories, build_store
 from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.llm_prompts import Boundaries, Facts
+from xmemory_gpu.construct.llm_stages import LLMBuilder
+from xmemory_gpu.construct.pipeline import build_memories, build_store
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from tiny_llm import make_tiny_llama
 
-from xmemory_gpu.build.pipeline import build_memories
 from xmemory_gpu.cli import main
 from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.pipeline import build_memories
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder

@@ -7,8 +7,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from xmemory_gpu.build.pipeline import build_memories
 from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.pipeline import build_memories
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from tiny_llm import make_tiny_llama
 
-from xmemory_gpu.build.pipeline import build_memories
-from xmemory_gpu.build.text import message_line
 from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.pipeline import build_memories
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.llm.base import Generation, Uncertainty, Usage
 from xmemory_gpu.memory.bank import Bank
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
+from xmemory_gpu.text import message_line
 
 EMB = HashingEmbedder(128)
 

@@ -42,7 +42,7 @@ def load_config(path: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..build.pipeline import build_store
+    from ..construct.pipeline import build_store
     from ..embed import load_embedder
 
     cfg = load_config(args.config)
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     cfg.theme.merge = cfg.theme.merge and not args.no_merge
     llm = None
     if args.builder == "llm":
-        from ..build.llm_stages import LLMBuilder
+        from ..construct.llm_stages import LLMBuilder
         from ..llm import load_reader
 
         kw = {"batch_size": args.llm_batch_size} if args.llm == "smollm2" or args.llm.startswith("hf:") else {}

@@ -10,7 +10,7 @@ import hashlib
 
 import numpy as np
 
-from ..build.text import words
+from ..text import words
 from .base import normalize_rows
 
 

@@ -28,7 +28,7 @@ def run_construction_ablation(
 ) -> dict:
     """Build (or resume) the four variant stores under ``root`` and evaluate ``strategy`` on each
     (``out/<variant>/`` holds each run's files). Writes ``out/construction.json`` and ``.md``."""
-    from ..build.pipeline import build_store
+    from ..construct.pipeline import build_store
     from ..embed import load_embedder
     from ..memory.store import Store
     from ..memory.summary import collect

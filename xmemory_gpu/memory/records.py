@@ -72,3 +72,14 @@ class Theme:
     id: int
     summary: str
     parents: list[int] = field(default_factory=list)  # lineage: themes this one came from
+
+
+def session_windows(messages: list, size: int) -> list[tuple[int, int]]:
+    """Spans ``(start, end)`` of at most ``size`` consecutive messages that never cross a session."""
+    out, start = [], 0
+    n = len(messages)
+    for i in range(1, n + 1):
+        if i == n or i - start == size or messages[i].session != messages[start].session:
+            out.append((start, i))
+            start = i
+    return out

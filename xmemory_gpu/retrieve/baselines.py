@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..build.segment import session_windows
 from ..config import BaselinesConfig
 from ..embed.base import normalize_rows
 from ..memory.bank import Bank
+from ..memory.records import session_windows
 from ..ops._arrays import csr_offsets
 from .context import episode_unit, messages_unit, semantic_unit
 from .grouped import search_by_memory

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..build.text import fmt_date, message_line
 from ..memory.hierarchy import Memory
+from ..text import fmt_date, message_line
 from .result import RetrievedUnit
 
 

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..build.llm_prompts import numbered
-from ..build.text import message_line
 from ..llm.json_output import StageCounts, in_range, run_json_stage
 from ..memory.bank import Bank
+from ..text import message_line, numbered
 from .context import messages_unit
 from .grouped import search_by_memory
 from .result import RetrievedUnit

@@ -23,10 +23,10 @@ from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
+from ..text import keywords
 from .llm_stages import LLMBuilder
 from .segment import boundaries, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
-from .text import keywords
 from .themes import ThemeState, merge_small, split_overfull
 
 

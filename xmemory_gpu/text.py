@@ -1,4 +1,4 @@
-"""Small text utilities shared by the LLM-free builder: words, stopwords, keywords, dates."""
+"""Neutral text helpers shared by every layer: words, stopwords, keywords, dates, message lines."""
 
 from __future__ import annotations
 
@@ -47,3 +47,8 @@ def fmt_date(ts: float | None) -> str:
 def message_line(m) -> str:
     """One message as ``speaker: text`` (prompts and retrieved message blocks)."""
     return f"{m.speaker}: {m.text}"
+
+
+def numbered(lines: list[str]) -> str:
+    """Lines numbered from 1, one per line (prompt lists)."""
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(lines, 1))

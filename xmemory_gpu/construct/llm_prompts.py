@@ -37,10 +37,6 @@ class ThemeSummary(BaseModel):
     summary: str = Field(min_length=1, max_length=400)
 
 
-def numbered(lines: list[str]) -> str:
-    return "\n".join(f"{i}. {t}" for i, t in enumerate(lines, 1))
-
-
 BOUNDARY = """You split a conversation into episodes: runs of consecutive messages about one topic or event.
 Messages from {date}:
 {messages}

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..config import SegmentConfig
 from ..memory.records import Conversation, Episode
-from .text import fmt_date, keywords
+from ..text import fmt_date, keywords
 
 
 def boundaries(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> list[tuple[int, int]]:
@@ -75,13 +75,3 @@ def episode_embeddings(spans: list[tuple[int, int]], msg_x: np.ndarray) -> np.nd
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0).astype(np.float32)
 
-
-def session_windows(messages: list, size: int) -> list[tuple[int, int]]:
-    """Spans ``(start, end)`` of at most ``size`` consecutive messages that never cross a session."""
-    out, start = [], 0
-    n = len(messages)
-    for i in range(1, n + 1):
-        if i == n or i - start == size or messages[i].session != messages[start].session:
-            out.append((start, i))
-            start = i
-    return out

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config import SemanticConfig
 from ..memory.records import Conversation, Episode, SemanticNode
-from .text import content_words, words
+from ..text import content_words, words
 
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 _PHOTO = re.compile(r"\s*\[shares a photo: (?P<cap>[^\]]*)\]\s*$")

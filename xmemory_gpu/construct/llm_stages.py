@@ -16,7 +16,8 @@ import numpy as np
 from ..config import SegmentConfig
 from ..llm.json_output import Generator, StageCounts, in_range, run_json_stage
 from ..memory.hierarchy import Memory
-from ..memory.records import Conversation, Episode, SemanticNode
+from ..memory.records import Conversation, Episode, SemanticNode, session_windows
+from ..text import fmt_date, message_line, numbered
 from .llm_prompts import (
     BOUNDARY,
     EPISODE,
@@ -26,10 +27,7 @@ from .llm_prompts import (
     EpisodeNote,
     Facts,
     ThemeSummary,
-    numbered,
 )
-from .segment import session_windows
-from .text import fmt_date, message_line
 
 STAGES = ("boundaries", "episodes", "facts", "summaries")
 
