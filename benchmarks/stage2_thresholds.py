@@ -22,7 +22,7 @@ from xmemory_gpu.eval.runner import load_questions
 from xmemory_gpu.llm import load_reader
 from xmemory_gpu.memory.store import Store
 from xmemory_gpu.retrieve import Retriever
-from xmemory_gpu.retrieve.stage2 import walk_independent
+from xmemory_gpu.retrieve.gate import walk_independent
 
 GRID = [-1e9, -0.4, -0.2, -0.1, 0.0, 0.05, 0.1, 0.2, 0.4]
 

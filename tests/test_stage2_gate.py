@@ -1,4 +1,4 @@
-"""Stage II's uncertainty gate (``retrieve.stage2.gate_episodes``) on a scripted reader whose
+"""Stage II's uncertainty gate (``retrieve.gate.gate_episodes``) on a scripted reader whose
 uncertainty is a known function of the episodes in the prompt: admission, expansion and the early
 stop rule in both modes, one batch for the independent probes, and batched == one-by-one."""
 
@@ -11,7 +11,8 @@ import pytest
 
 from xmemory_gpu.config import Stage2Config
 from xmemory_gpu.llm.base import Uncertainty, Usage
-from xmemory_gpu.retrieve.stage2 import EpisodePick, gate_episodes
+from xmemory_gpu.retrieve.gate import gate_episodes
+from xmemory_gpu.retrieve.pool import EpisodePick
 
 _EP = re.compile(r"EP(\d+)_(\d+)")
 CFG = Stage2Config(include_threshold=0.05, expand_threshold=0.25, early_stop_first=3, episode_budget=10)

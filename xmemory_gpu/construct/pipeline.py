@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import XMemoryConfig
-from ..memory.hierarchy import Memory
+from ..memory.bank import Bank
+from ..memory.hierarchy import Memory, slice_from_memory
 from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
@@ -118,6 +119,20 @@ def build_memories(
     with tm.stage("objective"):
         _record_objective(memories, cfg, backend)
     return memories
+
+
+def build_bank(
+    conversations: list[Conversation],
+    embedder,
+    config: XMemoryConfig | None = None,
+    *,
+    timings: Timings | None = None,
+    backend: str = "auto",
+    llm: LLMBuilder | None = None,
+) -> Bank:
+    """The bank of one shard of conversations (``build_memories``' memories as columns)."""
+    memories = build_memories(conversations, embedder, config, timings=timings, backend=backend, llm=llm)
+    return Bank.from_slices([slice_from_memory(m) for m in memories], embedder.dim)
 
 
 def _node_sessions(conv: Conversation, nodes: list[SemanticNode]) -> np.ndarray:
@@ -305,10 +320,11 @@ def build_store(
 
         bar = tqdm(total=len(convs), initial=len(skipped), desc="build", unit="conv")
     for shard in chunks(todo, shard_size):
-        for mem in build_memories(shard, emb, cfg, timings=tm, backend=backend, llm=llm):
+        bank = build_bank(shard, emb, cfg, timings=tm, backend=backend, llm=llm)
+        for b in range(bank.n_memories):
             with tm.stage("commit"):
-                store.put(mem)
-            built.append(mem.memory_id)
+                store.put_slice(bank.slice(b))
+            built.append(bank.memory_ids[b])
             if bar is not None:
                 bar.update(1)
     if bar is not None:

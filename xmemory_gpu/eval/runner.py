@@ -17,8 +17,10 @@ from ..config import XMemoryConfig
 from ..datasets.locomo import load_locomo
 from ..memory.store import Store
 from ..retrieve import Retriever
+from ..retrieve.answer import answer_prompt
+from ..retrieve.context import answer_context
 from ..retrieve.result import RetrievalResult
-from ..retrieve.stage2 import answer_prompt
+from ..retrieve.strategies import strategy_names
 from .metrics import qa_scores
 from .report import (
     QA_KEYS,
@@ -40,7 +42,7 @@ from .retrieval_metrics import (
     mean,
 )
 
-DEFAULT_STRATEGIES = ("naive-rag", "tir", "higmem", "memory-only", "xmemory-stage1", "xmemory-stage2", "xmemory")
+DEFAULT_STRATEGIES = strategy_names()
 ABLATION_STRATEGIES = ("naive-rag", "memory-only", "xmemory-stage1", "xmemory-stage2", "xmemory")  # the paper's rows
 
 
@@ -138,7 +140,7 @@ def run_eval(
             results = retriever.search(questions, mems, strategy=name, budget_tokens=budget_tokens, query_x=q_x)
             rows = [score(r, q) for r, q in zip(results, qs)]
             if llm is not None:
-                gen = llm.generate([answer_prompt(llm, q["question"], r.context) for r, q in zip(results, qs)],
+                gen = llm.generate([answer_prompt(llm, q["question"], answer_context(r.units)) for r, q in zip(results, qs)],
                                    max_tokens=answer_tokens, purpose=f"answer {name}")
                 for row, r, q, text, p_tok, o_tok in zip(rows, results, qs, gen.texts, gen.prompt_tokens, gen.output_tokens):
                     row.update(qa_scores(text, q["answer"]), answer=text.strip(), tokens_per_query=r.llm_tokens + p_tok + o_tok)

@@ -1,86 +1,288 @@
-"""A bank: many memories in struct-of-arrays form with CSR offsets, so one kernel launch sees
-all of them (DESIGN section 3). Graph ids in a bank are global rows."""
+"""The bank: every memory of a store in struct-of-arrays form, the only in-memory layout
+(DESIGN section 3). Construction fills it, the store persists its per-memory slices, the kernels
+read it in one launch, retrieval serves from it.
+
+Four levels (``msg``, ``epi``, ``sem``, ``theme``), each a :class:`Level`: row-aligned columns in one
+arena plus :class:`Segments` (memory b owns rows ``starts[b] .. starts[b] + lengths[b]``). Columns
+that point at rows (episode -> messages, semantic -> episodes / messages / theme, kNN graphs) hold
+**global** arena rows, ``-1`` for none; ragged ones are fixed-width and ``-1``-padded. A memory's
+slice (:class:`MemorySlice`) holds the same columns with **local** rows; :func:`Bank.from_slices`
+and :meth:`Bank.slice` are the only places that convert between the two.
+
+Growth (the live engine): :meth:`Bank.put_slice` rewrites one memory in place when it fits its
+segment's capacity, else moves it to the arena's end (other memories' rows never move);
+:meth:`Bank.compact` closes holes and slack.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..ops._arrays import csr_offsets
-from .hierarchy import Memory
+from .segments import Segments
+
+LEVELS = ("msg", "epi", "sem", "theme")
+
+# level -> column -> (dtype, trailing shape kind): "d" embedding width, "w" ragged width, "k" graph width, "" 1-D
+COLUMNS: dict[str, dict[str, tuple[Any, str]]] = {
+    "msg": {"x": (np.float32, "d"), "id": (object, ""), "speaker": (object, ""), "text": (object, ""),
+            "session": (np.int64, ""), "time": (np.float64, "")},
+    "epi": {"x": (np.float32, "d"), "id": (np.int64, ""), "title": (object, ""), "text": (object, ""),
+            "start": (np.float64, ""), "end": (np.float64, ""), "msgs": (np.int32, "w")},
+    "sem": {"x": (np.float32, "d"), "id": (np.int64, ""), "text": (object, ""), "time": (np.float64, ""),
+            "epis": (np.int32, "w"), "msgs": (np.int32, "w"), "theme": (np.int32, ""),
+            "knn_idx": (np.int32, "k"), "knn_sim": (np.float32, "k")},
+    "theme": {"id": (np.int64, ""), "summary": (object, ""), "parents": (np.int64, "w"), "sum": (np.float32, "d"),
+              "count": (np.int32, ""), "x": (np.float32, "d"), "knn_idx": (np.int32, "k"), "knn_sim": (np.float32, "k")},
+}
+# columns holding rows of another level (global in a bank, local in a slice)
+ROW_REFS: dict[tuple[str, str], str] = {
+    ("epi", "msgs"): "msg", ("sem", "epis"): "epi", ("sem", "msgs"): "msg", ("sem", "theme"): "theme",
+    ("sem", "knn_idx"): "sem", ("theme", "knn_idx"): "theme",
+}
+_FILL = {np.dtype(np.int32): -1, np.dtype(np.int64): -1, np.dtype(np.float64): np.nan}
 
 
-def _globalise(idx: np.ndarray, base: int) -> np.ndarray:
-    return np.where(idx >= 0, idx + base, -1).astype(np.int32)
+def _fill_value(name: str, dtype: np.dtype) -> Any:
+    if name == "knn_sim":
+        return -np.inf
+    if np.dtype(dtype).kind == "O":
+        return ""
+    return _FILL.get(np.dtype(dtype), 0)
+
+
+def empty_column(level: str, name: str, n: int, dim: int, width: int = 1) -> np.ndarray:
+    dtype, kind = COLUMNS[level][name]
+    shape = (n, dim) if kind == "d" else (n, width) if kind in ("w", "k") else (n,)
+    return np.full(shape, _fill_value(name, np.dtype(dtype)), dtype=dtype)
+
+
+def pad_width(a: np.ndarray, width: int, fill: Any) -> np.ndarray:
+    """[n, w] -> [n, width] (width >= w), padded with ``fill``."""
+    if a.shape[1] == width:
+        return a
+    out = np.full((a.shape[0], width), fill, dtype=a.dtype)
+    out[:, : a.shape[1]] = a
+    return out
 
 
 @dataclass
+class MemorySlice:
+    """One memory's columns with local rows (what the store reads and writes)."""
+
+    memory_id: str
+    cols: dict[str, dict[str, np.ndarray]]  # level -> column -> array
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def n(self, level: str) -> int:
+        return int(next(iter(self.cols[level].values())).shape[0])
+
+
+@dataclass
+class Level:
+    """Row-aligned columns of one level in one arena, with the memories' segments."""
+
+    cols: dict[str, np.ndarray]
+    seg: Segments
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cols[name]
+
+    @property
+    def rows_allocated(self) -> int:
+        return int(next(iter(self.cols.values())).shape[0])
+
+
 class Bank:
-    memory_ids: list[str]
-    memories: list[Memory]
-    sem_x: np.ndarray  # [N, d] float32
-    sem_offsets: np.ndarray  # [B+1] int64
-    epi_x: np.ndarray  # [E, d] float32
-    epi_offsets: np.ndarray  # [B+1] int64
-    msg_x: np.ndarray  # [M, d] float32
-    msg_offsets: np.ndarray  # [B+1] int64
-    theme_of: np.ndarray  # [N] int32 global theme rows
-    theme_sum: np.ndarray  # [K, d] float32
-    theme_count: np.ndarray  # [K] int32
-    theme_x: np.ndarray  # [K, d] float32 unit-norm centroids
-    theme_offsets: np.ndarray  # [B+1] int64
-    sem_knn_idx: np.ndarray  # [N, k] int32 global rows
-    sem_knn_sim: np.ndarray  # [N, k] float32
-    theme_knn_idx: np.ndarray  # [K, k] int32 global rows
-    theme_knn_sim: np.ndarray  # [K, k] float32
+    """Many memories as columns; ``bank.index[memory_id]`` is a memory's number ``b``."""
 
-    @classmethod
-    def from_memories(cls, memories: list[Memory], dim: int | None = None) -> Bank:
-        if not memories and dim is None:
-            raise ValueError("Bank.from_memories: no memories and no dim given")
-        d = dim if dim is not None else memories[0].dim
-        sem_off = csr_offsets([m.sem_x.shape[0] for m in memories])
-        th_off = csr_offsets([len(m.themes) for m in memories])
+    def __init__(self, memory_ids: list[str], levels: dict[str, Level], stats: list[dict[str, Any]], dim: int) -> None:
+        self.memory_ids = list(memory_ids)
+        self.index: dict[str, int] = {m: b for b, m in enumerate(self.memory_ids)}
+        if len(self.index) != len(self.memory_ids):
+            raise ValueError("Bank: memory ids must be unique")
+        self.levels = levels
+        self.stats = stats
+        self.dim = int(dim)
 
-        def cat(arrs: list[np.ndarray], shape_tail: tuple[int, ...], dtype) -> np.ndarray:
-            arrs = [a for a in arrs if a.shape[0]]
-            return np.concatenate(arrs).astype(dtype, copy=False) if arrs else np.zeros((0, *shape_tail), dtype)
+    # -- levels and kernel views ---------------------------------------------------------------
+    @property
+    def msg(self) -> Level:
+        return self.levels["msg"]
 
-        def knn(name: str, offs: np.ndarray) -> np.ndarray:
-            parts = [_globalise(getattr(m, name), int(offs[b])) for b, m in enumerate(memories)]
-            k = max([p.shape[1] for p in parts if p.ndim == 2] + [0])
-            parts = [np.pad(p.reshape(p.shape[0], -1), ((0, 0), (0, k - p.reshape(p.shape[0], -1).shape[1])), constant_values=-1) for p in parts]
-            return cat(parts, (k,), np.int32)
+    @property
+    def epi(self) -> Level:
+        return self.levels["epi"]
 
-        def knn_sim(name: str) -> np.ndarray:
-            parts = [getattr(m, name).reshape(getattr(m, name).shape[0], -1) for m in memories]
-            k = max([p.shape[1] for p in parts] + [0])
-            parts = [np.pad(p, ((0, 0), (0, k - p.shape[1])), constant_values=-np.inf) for p in parts]
-            return cat(parts, (k,), np.float32)
+    @property
+    def sem(self) -> Level:
+        return self.levels["sem"]
 
-        return cls(
-            memory_ids=[m.memory_id for m in memories],
-            memories=list(memories),
-            sem_x=cat([m.sem_x for m in memories], (d,), np.float32),
-            sem_offsets=sem_off,
-            epi_x=cat([m.epi_x for m in memories], (d,), np.float32),
-            epi_offsets=csr_offsets([m.epi_x.shape[0] for m in memories]),
-            msg_x=cat([m.msg_x for m in memories], (d,), np.float32),
-            msg_offsets=csr_offsets([m.msg_x.shape[0] for m in memories]),
-            theme_of=cat([(m.theme_of + th_off[b]).astype(np.int32) for b, m in enumerate(memories)], (), np.int32),
-            theme_sum=cat([m.theme_sum for m in memories], (d,), np.float32),
-            theme_count=cat([m.theme_count for m in memories], (), np.int32),
-            theme_x=cat([m.theme_x for m in memories], (d,), np.float32),
-            theme_offsets=th_off,
-            sem_knn_idx=knn("sem_knn_idx", sem_off),
-            sem_knn_sim=knn_sim("sem_knn_sim"),
-            theme_knn_idx=knn("theme_knn_idx", th_off),
-            theme_knn_sim=knn_sim("theme_knn_sim"),
-        )
+    @property
+    def theme(self) -> Level:
+        return self.levels["theme"]
+
+    @property
+    def n_memories(self) -> int:
+        return len(self.memory_ids)
 
     def index_of(self, memory_id: str) -> int:
         try:
-            return self.memory_ids.index(memory_id)
-        except ValueError:
-            raise KeyError(f"memory {memory_id!r} is not in this bank ({len(self.memory_ids)} memories)") from None
+            return self.index[memory_id]
+        except KeyError:
+            raise KeyError(f"memory {memory_id!r} is not in this bank ({self.n_memories} memories)") from None
+
+    # the arrays kernels read, and their CSR offsets (compact banks)
+    sem_x = property(lambda self: self.sem["x"])
+    epi_x = property(lambda self: self.epi["x"])
+    msg_x = property(lambda self: self.msg["x"])
+    theme_x = property(lambda self: self.theme["x"])
+    theme_of = property(lambda self: self.sem["theme"])
+    sem_knn_idx = property(lambda self: self.sem["knn_idx"])
+    sem_knn_sim = property(lambda self: self.sem["knn_sim"])
+    theme_knn_idx = property(lambda self: self.theme["knn_idx"])
+    theme_knn_sim = property(lambda self: self.theme["knn_sim"])
+    sem_offsets = property(lambda self: self.sem.seg.offsets)
+    epi_offsets = property(lambda self: self.epi.seg.offsets)
+    msg_offsets = property(lambda self: self.msg.seg.offsets)
+    theme_offsets = property(lambda self: self.theme.seg.offsets)
+
+    # -- building ------------------------------------------------------------------------------
+    @classmethod
+    def empty(cls, dim: int) -> Bank:
+        return cls.from_slices([], dim)
+
+    @classmethod
+    def from_memories(cls, memories: list, dim: int | None = None) -> Bank:
+        """A bank of built memories (``hierarchy.Memory`` records and arrays)."""
+        from .hierarchy import slice_from_memory
+
+        if not memories and dim is None:
+            raise ValueError("Bank.from_memories: no memories and no dim given")
+        return cls.from_slices([slice_from_memory(m) for m in memories], dim if dim is not None else memories[0].dim)
+
+    @classmethod
+    def from_slices(cls, slices: Iterable[MemorySlice], dim: int, *, lengths: dict[str, list[int]] | None = None,
+                    memory_ids: list[str] | None = None) -> Bank:
+        """Concatenate memories' slices once, local rows made global (the one conversion).
+
+        With ``lengths`` (rows per level per memory) and ``memory_ids``, ``slices`` may be a
+        generator: each slice is copied into preallocated columns and dropped, so the bank's
+        arrays are the only copy held (loading a store)."""
+        if lengths is None:
+            slices = list(slices)
+            lengths = {lv: [s.n(lv) for s in slices] for lv in LEVELS}
+            memory_ids = [s.memory_id for s in slices]
+        segs = {lv: Segments.from_lengths(lengths[lv]) for lv in LEVELS}
+        cols = {lv: {name: empty_column(lv, name, segs[lv].size, dim) for name in COLUMNS[lv]} for lv in LEVELS}
+        ids, stats = [], []
+        for b, sl in enumerate(slices):
+            ids.append(sl.memory_id)
+            stats.append(dict(sl.stats))
+            for lv in LEVELS:
+                n = sl.n(lv)
+                if n != segs[lv].lengths[b]:
+                    raise ValueError(f"Bank.from_slices: memory {sl.memory_id}: {lv} has {n} rows, expected {segs[lv].lengths[b]}")
+                start = int(segs[lv].starts[b])
+                for name, a in sl.cols[lv].items():
+                    if n == 0:
+                        continue
+                    col = cols[lv][name]
+                    if a.ndim == 2 and COLUMNS[lv][name][1] in ("w", "k"):
+                        if a.shape[1] > col.shape[1]:
+                            col = cols[lv][name] = pad_width(col, a.shape[1], _fill_value(name, col.dtype))
+                        a = pad_width(a, col.shape[1], _fill_value(name, col.dtype))
+                    target = ROW_REFS.get((lv, name))
+                    if target is not None:
+                        a = np.where(a >= 0, a + segs[target].starts[b], -1)
+                    col[start : start + n] = a
+        if memory_ids is not None and ids != list(memory_ids):
+            raise ValueError("Bank.from_slices: the slices do not match memory_ids")
+        return cls(ids, {lv: Level(cols[lv], segs[lv]) for lv in LEVELS}, stats, dim)
+
+    def slice(self, b: int) -> MemorySlice:
+        """Memory b's columns with local rows (copies)."""
+        cols: dict[str, dict[str, np.ndarray]] = {}
+        for lv in LEVELS:
+            level = self.levels[lv]
+            rows = level.seg.rows(b)
+            cols[lv] = {}
+            for name, a in level.cols.items():
+                part = a[rows].copy()
+                target = ROW_REFS.get((lv, name))
+                if target is not None:
+                    part = np.where(part >= 0, part - self.levels[target].seg.starts[b], -1).astype(a.dtype)
+                cols[lv][name] = part
+        return MemorySlice(self.memory_ids[b], cols, dict(self.stats[b]))
+
+    def view(self, b: int):
+        """Memory b as records plus local arrays (read-only inspection; see ``hierarchy.Memory``)."""
+        from .hierarchy import memory_from_slice
+
+        return memory_from_slice(self.slice(b))
+
+    # -- growth (live engine) ------------------------------------------------------------------
+    def put_slice(self, sl: MemorySlice, *, slack: float = 0.25) -> int:
+        """Add memory ``sl.memory_id`` or replace its rows; returns its number. Its rows are
+        rewritten in place when they fit its segment's capacity; otherwise it moves to the end of
+        the arena with ``slack`` spare room. No other memory's rows move."""
+        if sl.memory_id in self.index:
+            b = self.index[sl.memory_id]
+        else:
+            b = self.n_memories
+            self.memory_ids.append(sl.memory_id)
+            self.index[sl.memory_id] = b
+            self.stats.append({})
+            for level in self.levels.values():
+                s = level.seg
+                level.seg = Segments(np.append(s.starts, s.size), np.append(s.lengths, 0), np.append(s.capacity, 0), s.size)
+        self.stats[b] = dict(sl.stats)
+        for lv in LEVELS:  # place every level first: row references need the new starts
+            self._place(lv, b, sl.n(lv), slack)
+        for lv in LEVELS:
+            level = self.levels[lv]
+            start, n = int(level.seg.starts[b]), sl.n(lv)
+            for name, a in sl.cols[lv].items():
+                col = level.cols[name]
+                if a.ndim == 2 and COLUMNS[lv][name][1] in ("w", "k") and a.shape[1] > col.shape[1]:
+                    col = level.cols[name] = pad_width(col, a.shape[1], _fill_value(name, col.dtype))
+                if a.ndim == 2 and a.shape[1] < col.shape[1]:
+                    a = pad_width(a, col.shape[1], _fill_value(name, col.dtype))
+                target = ROW_REFS.get((lv, name))
+                if target is not None:
+                    a = np.where(a >= 0, a + self.levels[target].seg.starts[b], -1)
+                col[start : start + n] = a
+                cap = int(level.seg.capacity[b])
+                col[start + n : start + cap] = _fill_value(name, col.dtype)  # slack holds nothing
+        return b
+
+    def _place(self, lv: str, b: int, n: int, slack: float) -> None:
+        level = self.levels[lv]
+        s = level.seg
+        if n <= s.capacity[b]:
+            s.lengths[b] = n
+            return
+        cap = n + max(4, int(np.ceil(n * slack)))
+        start = s.size
+        if start + cap > level.rows_allocated:  # grow the arena geometrically (amortised)
+            new_rows = max(start + cap, int(level.rows_allocated * 1.5) + 16)
+            for name, col in level.cols.items():
+                grown = np.full((new_rows, *col.shape[1:]), _fill_value(name, col.dtype), dtype=col.dtype)
+                grown[: col.shape[0]] = col
+                level.cols[name] = grown
+        old = int(s.starts[b]), int(s.capacity[b])
+        for name, col in level.cols.items():  # the old rows become a hole
+            col[old[0] : old[0] + old[1]] = _fill_value(name, col.dtype)
+        s.starts[b], s.lengths[b], s.capacity[b], s.size = start, n, cap, start + cap
+
+    def compact(self) -> Bank:
+        """A compact copy (plain CSR segments in memory order, no slack or holes)."""
+        return Bank.from_slices([self.slice(b) for b in range(self.n_memories)], self.dim)
+
+
+def column_stats(bank: Bank) -> dict[str, int]:
+    """Rows per level (live), for summaries and tests."""
+    return {lv: int(bank.levels[lv].seg.lengths.sum()) for lv in LEVELS}

@@ -1,4 +1,5 @@
-"""One memory (one conversation's hierarchy): records plus the arrays kernels read.
+"""One memory as records plus local arrays: a read-only view of a bank slice for inspection and
+tests (``bank.view(b)``), and what construction assembles before its shard becomes a bank.
 
 Row i of ``sem_x`` is ``semantics[i]``; ``theme_of[i]`` is a local theme row (index into
 ``themes``); kNN graphs hold local row ids with ``-1`` for "no edge".
@@ -6,11 +7,13 @@ Row i of ``sem_x`` is ``semantics[i]``; ``theme_of[i]`` is a local theme row (in
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .bank import MemorySlice
 from .records import Episode, Message, SemanticNode, Theme
 
 
@@ -42,7 +45,7 @@ class Memory:
 
     @property
     def theme_sum(self) -> np.ndarray:
-        """[K, d] float32 sum of member embeddings per theme."""
+        """[K, d] float32 sum of member embeddings per theme (accumulated in float64)."""
         out = np.zeros((len(self.themes), self.sem_x.shape[1]), dtype=np.float64)
         np.add.at(out, self.theme_of, self.sem_x.astype(np.float64))
         return out.astype(np.float32)
@@ -54,11 +57,8 @@ class Memory:
         n = np.linalg.norm(s, axis=1, keepdims=True)
         return np.divide(s, n, out=np.zeros_like(s), where=n > 0).astype(np.float32)
 
-    def theme_members(self, t: int) -> np.ndarray:
-        return np.flatnonzero(self.theme_of == t)
-
     def arrays(self) -> dict[str, np.ndarray]:
-        """The array fields by name (what the store writes as .npy)."""
+        """The array fields by name (what the store writes)."""
         return {name: getattr(self, name) for name in ARRAY_FIELDS}
 
 
@@ -73,3 +73,98 @@ ARRAY_FIELDS: dict[str, tuple[Any, int]] = {
     "theme_knn_idx": (np.int32, 2),
     "theme_knn_sim": (np.float32, 2),
 }
+
+
+def _ts(v: float | None) -> float:
+    return np.nan if v is None else float(v)
+
+
+def _opt(v: float) -> float | None:
+    return None if math.isnan(v) else float(v)
+
+
+def _ragged(lists: list[list[int]], dtype) -> np.ndarray:
+    """Lists of ints -> [n, w] padded with -1 (w >= 1)."""
+    w = max([len(x) for x in lists] + [1])
+    out = np.full((len(lists), w), -1, dtype=dtype)
+    for i, x in enumerate(lists):
+        out[i, : len(x)] = x
+    return out
+
+
+def _obj(items: list[str]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+def _graph(a: np.ndarray, n: int, fill: float | int, dtype) -> np.ndarray:
+    """A kNN graph as [n, k] (k >= 1), whatever shape an empty one was given in."""
+    a = np.asarray(a, dtype)
+    if a.ndim == 2 and a.shape[0] == n and a.shape[1] >= 1:
+        return a
+    if a.size == 0:
+        return np.full((n, 1), fill, dtype)
+    return a.reshape(n, -1)
+
+
+def slice_from_memory(mem: Memory) -> MemorySlice:
+    """Records and arrays -> local columns. Ids that provenance names must exist in the memory."""
+    where = f"memory {mem.memory_id}"
+    msg_row = {m.id: i for i, m in enumerate(mem.messages)}
+    epi_row = {e.id: i for i, e in enumerate(mem.episodes)}
+    try:
+        epi_msgs = [[msg_row[i] for i in e.message_ids] for e in mem.episodes]
+        sem_msgs = [[msg_row[i] for i in s.message_ids] for s in mem.semantics]
+        sem_epis = [[epi_row[i] for i in s.episode_ids] for s in mem.semantics]
+    except KeyError as exc:
+        raise ValueError(f"{where}: provenance names {exc.args[0]!r}, which is not in the memory") from None
+    n_sem, n_th = len(mem.semantics), len(mem.themes)
+    d = mem.dim
+    theme_of = np.asarray(mem.theme_of, np.int32).reshape(-1)
+    sums = np.zeros((n_th, d), np.float64)
+    if n_sem:
+        np.add.at(sums, theme_of, mem.sem_x.astype(np.float64))
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    cols = {
+        "msg": {"x": np.asarray(mem.msg_x, np.float32).reshape(-1, d), "id": _obj([m.id for m in mem.messages]),
+                "speaker": _obj([m.speaker for m in mem.messages]), "text": _obj([m.text for m in mem.messages]),
+                "session": np.array([m.session for m in mem.messages], np.int64),
+                "time": np.array([_ts(m.timestamp) for m in mem.messages], np.float64)},
+        "epi": {"x": np.asarray(mem.epi_x, np.float32).reshape(-1, d), "id": np.array([e.id for e in mem.episodes], np.int64),
+                "title": _obj([e.title for e in mem.episodes]), "text": _obj([e.text for e in mem.episodes]),
+                "start": np.array([_ts(e.start) for e in mem.episodes], np.float64),
+                "end": np.array([_ts(e.end) for e in mem.episodes], np.float64), "msgs": _ragged(epi_msgs, np.int32)},
+        "sem": {"x": np.asarray(mem.sem_x, np.float32).reshape(-1, d), "id": np.array([s.id for s in mem.semantics], np.int64),
+                "text": _obj([s.text for s in mem.semantics]),
+                "time": np.array([_ts(s.timestamp) for s in mem.semantics], np.float64),
+                "epis": _ragged(sem_epis, np.int32), "msgs": _ragged(sem_msgs, np.int32), "theme": theme_of,
+                "knn_idx": _graph(mem.sem_knn_idx, n_sem, -1, np.int32),
+                "knn_sim": _graph(mem.sem_knn_sim, n_sem, -np.inf, np.float32)},
+        "theme": {"id": np.array([t.id for t in mem.themes], np.int64), "summary": _obj([t.summary for t in mem.themes]),
+                  "parents": _ragged([t.parents for t in mem.themes], np.int64), "sum": sums.astype(np.float32),
+                  "count": np.bincount(theme_of, minlength=n_th).astype(np.int32),
+                  "x": np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0).astype(np.float32),
+                  "knn_idx": _graph(mem.theme_knn_idx, n_th, -1, np.int32),
+                  "knn_sim": _graph(mem.theme_knn_sim, n_th, -np.inf, np.float32)},
+    }
+    return MemorySlice(mem.memory_id, cols, dict(mem.stats))
+
+
+def memory_from_slice(sl: MemorySlice) -> Memory:
+    """Local columns -> records and arrays (a copy; editing it does not change the bank)."""
+    m, e, s, t = (sl.cols[lv] for lv in ("msg", "epi", "sem", "theme"))
+    ids = list(m["id"])
+
+    def valid(row: np.ndarray) -> list[int]:
+        return [int(v) for v in row if v >= 0]
+
+    messages = [Message(str(m["id"][i]), str(m["speaker"][i]), str(m["text"][i]), int(m["session"][i]), _opt(m["time"][i]))
+                for i in range(len(ids))]
+    episodes = [Episode(int(e["id"][i]), str(e["title"][i]), str(e["text"][i]), [ids[r] for r in valid(e["msgs"][i])],
+                        _opt(e["start"][i]), _opt(e["end"][i])) for i in range(e["id"].shape[0])]
+    semantics = [SemanticNode(int(s["id"][i]), str(s["text"][i]), [int(e["id"][r]) for r in valid(s["epis"][i])],
+                              [ids[r] for r in valid(s["msgs"][i])], _opt(s["time"][i])) for i in range(s["id"].shape[0])]
+    themes = [Theme(int(t["id"][i]), str(t["summary"][i]), valid(t["parents"][i])) for i in range(t["id"].shape[0])]
+    return Memory(sl.memory_id, messages, episodes, semantics, themes, m["x"], e["x"], s["x"], s["theme"],
+                  s["knn_idx"], s["knn_sim"], t["knn_idx"], t["knn_sim"], dict(sl.stats))

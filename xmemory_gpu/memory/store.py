@@ -14,13 +14,14 @@ import json
 import os
 import sqlite3
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .bank import Bank
-from .hierarchy import ARRAY_FIELDS, Memory
+from .bank import LEVELS, Bank, MemorySlice
+from .hierarchy import ARRAY_FIELDS, Memory, memory_from_slice, slice_from_memory
 from .records import Episode, Message, SemanticNode, Theme
 
 SCHEMA_VERSION = 1
@@ -42,6 +43,23 @@ CREATE TABLE themes (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON D
 CREATE TABLE lineage (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, theme_id INTEGER NOT NULL,
   parent_id INTEGER NOT NULL);
 """
+
+
+def _check_arrays(where: str, arrays: dict[str, np.ndarray], n_sem: int, n_themes: int) -> None:
+    """Index ranges and finite values of one memory's arrays (a crafted or damaged file is refused)."""
+    for name in ("msg_x", "epi_x", "sem_x", "theme_knn_sim", "sem_knn_sim"):
+        a = arrays[name]
+        bad = ~np.isfinite(a) if name.endswith("_x") else np.isnan(a)
+        if bad.any():
+            rows = np.flatnonzero(bad.any(axis=1))[:5].tolist()
+            raise StoreError(f"{where}: field {name}: non-finite values in rows {rows}")
+    theme_of = arrays["theme_of"]
+    if theme_of.size and (theme_of.min() < 0 or theme_of.max() >= n_themes):
+        raise StoreError(f"{where}: field theme_of: values outside 0..{n_themes - 1}")
+    for name, n in (("sem_knn_idx", n_sem), ("theme_knn_idx", n_themes)):
+        a = arrays[name]
+        if a.size and (a.min() < -1 or a.max() >= n):
+            raise StoreError(f"{where}: field {name}: row ids outside -1..{n - 1}")
 
 
 class StoreError(ValueError):
@@ -191,6 +209,10 @@ class Store:
         if old is not None and old[0] != name:
             (self.path / "arrays" / old[0]).unlink(missing_ok=True)
 
+    def put_slice(self, sl: MemorySlice, *, replace: bool = False) -> None:
+        """Commit one memory of a bank (its local columns) atomically."""
+        self.put(memory_from_slice(sl), replace=replace)
+
     def delete(self, memory_id: str) -> None:
         row = self._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
         if row is None:
@@ -207,7 +229,7 @@ class Store:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
         fname, digest, stats = row
         where = f"{self.path}: memory {memory_id}"
-        apath = self.path / "arrays" / fname
+        apath = self._arrays_path(fname, where)
         if not apath.exists():
             raise StoreError(f"{where}: arrays file {apath} is missing")
         if _sha256(apath) != digest:
@@ -215,7 +237,7 @@ class Store:
         try:
             with np.load(apath, allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
             raise StoreError(f"{where}: cannot read {apath}: {exc}") from None
         messages = [Message(*r) for r in c.execute(
             "SELECT id, speaker, text, session, timestamp FROM messages WHERE memory_id = ? ORDER BY pos", (memory_id,))]
@@ -238,11 +260,32 @@ class Store:
                 raise StoreError(f"{where}: field {name}: expected {np.dtype(dtype)} [{counts[name]}, ...] with {ndim} dims, found {a.dtype} {a.shape}")
             if name.endswith("_x") and a.shape[1] != self.dim:
                 raise StoreError(f"{where}: field {name}: dimension {a.shape[1]} != store dim {self.dim}")
-        if len(themes) and (arrays["theme_of"].min() < 0 or arrays["theme_of"].max() >= len(themes)):
-            raise StoreError(f"{where}: field theme_of: values outside 0..{len(themes) - 1}")
+        _check_arrays(where, arrays, len(semantics), len(themes))
         return Memory(memory_id=memory_id, messages=messages, episodes=episodes, semantics=semantics, themes=themes,
                       stats=json.loads(stats), **arrays)
 
+    def _arrays_path(self, fname: str, where: str) -> Path:
+        """The arrays file a record names, confined to the store's ``arrays/`` folder."""
+        if not isinstance(fname, str) or not fname or "/" in fname or "\\" in fname or fname.startswith(".") or "\x00" in fname:
+            raise StoreError(f"{where}: arrays_file {fname!r} is not a plain file name inside {self.path / 'arrays'}")
+        return self.path / "arrays" / fname
+
+    def counts(self, memory_id: str) -> dict[str, int]:
+        """Rows per level of one memory, from the records (no arrays read)."""
+        c = self._conn
+        q = "SELECT COUNT(*) FROM {} WHERE memory_id = ?"
+        return {lv: int(c.execute(q.format(t), (memory_id,)).fetchone()[0])
+                for lv, t in zip(LEVELS, ("messages", "episodes", "semantics", "themes"))}
+
     def load_bank(self, memory_ids: list[str] | None = None) -> Bank:
+        """The bank of ``memory_ids`` (default: all), read memory by memory straight into
+        preallocated columns, so each embedding matrix is held once."""
         ids = self.memory_ids() if memory_ids is None else list(memory_ids)
-        return Bank.from_memories([self.get(m) for m in ids], dim=self.dim)
+        for m in ids:
+            if not self.has(m):
+                raise KeyError(f"{self.path}: no memory {m!r}")
+        lengths = {lv: [] for lv in LEVELS}
+        for m in ids:
+            for lv, n in self.counts(m).items():
+                lengths[lv].append(n)
+        return Bank.from_slices((slice_from_memory(self.get(m)) for m in ids), self.dim, lengths=lengths, memory_ids=ids)

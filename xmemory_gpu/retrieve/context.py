@@ -1,56 +1,156 @@
-"""Turning hierarchy rows into retrieved units, and units into the answer context (the paper's
-format: semantic memories, then episodic memories, each with its date)."""
+"""Bank rows -> retrieved units -> the answer context (the paper's format: semantic memories,
+then episodic memories, each with its date), and the token budget: counting, fitting, trimming.
+
+Units are built from bank columns by **global** row; a unit's ``id`` is the record id within its
+memory (theme id, semantic id, episode id, message id, chunk or session number).
+"""
 
 from __future__ import annotations
 
+import math
+from datetime import datetime, timezone
+
 import numpy as np
 
-from ..memory.hierarchy import Memory
-from ..text import fmt_date, message_line
+from ..embed.tokens import TokenCounter
+from ..memory.bank import Bank
+from ..text import fmt_date
+from .dates import annotate
 from .result import RetrievedUnit
 
+HEADER_ALLOWANCE = 12  # tokens of the section headers and dates, before the exact check
 
-def theme_unit(mem: Memory, row: int, score: float, rel: float) -> RetrievedUnit:
+
+def _ts(v: float) -> float | None:
+    return None if math.isnan(v) else float(v)
+
+
+def _ids(bank: Bank, rows: np.ndarray) -> list[str]:
+    return [bank.msg["id"][int(r)] for r in rows if r >= 0]
+
+
+def theme_unit(bank: Bank, row: int, score: float, rel: float) -> RetrievedUnit:
     """A selected theme: its summary; provenance is empty (its facts arrive through its semantics)."""
-    t = mem.themes[row]
-    return RetrievedUnit("theme", str(t.id), t.summary, 0, score, [], None, {"relevance": rel, "coverage_value": score})
+    th = bank.theme
+    return RetrievedUnit("theme", str(int(th["id"][row])), th["summary"][row], 0, score, [], None,
+                         {"relevance": rel, "coverage_value": score})
 
 
-def semantic_unit(mem: Memory, row: int, score: float, scores: dict[str, float]) -> RetrievedUnit:
-    s = mem.semantics[row]
-    return RetrievedUnit("semantic", str(s.id), s.text, 0, score, list(s.message_ids), s.timestamp, scores)
+def semantic_unit(bank: Bank, row: int, score: float, scores: dict[str, float]) -> RetrievedUnit:
+    s = bank.sem
+    return RetrievedUnit("semantic", str(int(s["id"][row])), s["text"][row], 0, score, _ids(bank, s["msgs"][row]),
+                         _ts(s["time"][row]), scores)
 
 
-def episode_unit(mem: Memory, row: int, score: float, scores: dict[str, float]) -> RetrievedUnit:
-    e = mem.episodes[row]
-    return RetrievedUnit("episode", str(e.id), e.text, 0, score, list(e.message_ids), e.start, scores)
+def episode_unit(bank: Bank, row: int, score: float, scores: dict[str, float]) -> RetrievedUnit:
+    e = bank.epi
+    return RetrievedUnit("episode", str(int(e["id"][row])), e["text"][row], 0, score, _ids(bank, e["msgs"][row]),
+                         _ts(e["start"][row]), scores)
 
 
-def messages_unit(kind: str, uid: str, mem: Memory, rows: np.ndarray | list[int], score: float, scores: dict[str, float]) -> RetrievedUnit:
-    """A block of raw messages (a naive-RAG chunk or a whole TIR session)."""
-    msgs = [mem.messages[int(r)] for r in rows]
-    text = "\n".join(message_line(m) for m in msgs)
-    return RetrievedUnit(kind, uid, text, 0, score, [m.id for m in msgs], msgs[0].timestamp if msgs else None, scores)
+def message_line_at(bank: Bank, row: int) -> str:
+    """One message as ``speaker: text``."""
+    return f"{bank.msg['speaker'][row]}: {bank.msg['text'][row]}"
 
 
-def context_pieces(units: list[RetrievedUnit]) -> list[tuple[str, str]]:
+def messages_unit(kind: str, uid: str, bank: Bank, rows: np.ndarray | list[int], score: float,
+                  scores: dict[str, float]) -> RetrievedUnit:
+    """A block of raw messages by global rows (a naive-RAG chunk, a TIR session, a turn)."""
+    rows = [int(r) for r in rows]
+    text = "\n".join(message_line_at(bank, r) for r in rows)
+    ts = _ts(bank.msg["time"][rows[0]]) if rows else None
+    return RetrievedUnit(kind, uid, text, 0, score, [bank.msg["id"][r] for r in rows], ts, scores)
+
+
+def context_pieces(units: list[RetrievedUnit], *, resolve_dates: bool = False) -> list[tuple[str, str]]:
     """The answer context as (separator, piece) pairs: semantic memories (statements), then
     episodic memories (episodes, chunks, sessions, messages), each with its date. Separators are
     whitespace, so a tokenizer that pre-splits on whitespace counts the context as the sum of its
-    pieces."""
+    pieces. ``resolve_dates``: relative times in each unit's text are followed by their dates,
+    worked out from the unit's own timestamp (the answer prompt)."""
+
+    def body(u: RetrievedUnit) -> str:
+        if not resolve_dates or u.timestamp is None:
+            return u.text
+        return annotate(u.text, datetime.fromtimestamp(u.timestamp, tz=timezone.utc).date())
+
     sem = [u for u in units if u.type == "semantic"]
     epi = [u for u in units if u.type not in ("semantic", "theme")]
     out: list[tuple[str, str]] = []
     if sem:
         out.append(("", "Semantic memories:"))
         for u in sem:
-            out += [("\n", f"- ({fmt_date(u.timestamp)})"), (" ", u.text)]
+            out += [("\n", f"- ({fmt_date(u.timestamp)})"), (" ", body(u))]
     if epi:
         out.append(("\n\n" if sem else "", "Episodic memories:"))
         for i, u in enumerate(epi):
-            out += [("\n" if i == 0 else "\n\n", f"[{fmt_date(u.timestamp)}]"), ("\n", u.text)]
+            out += [("\n" if i == 0 else "\n\n", f"[{fmt_date(u.timestamp)}]"), ("\n", body(u))]
     return out
 
 
 def assemble(units: list[RetrievedUnit]) -> str:
+    """The context a result carries (dates as written)."""
     return "".join(sep + piece for sep, piece in context_pieces(units))
+
+
+def answer_context(units: list[RetrievedUnit]) -> str:
+    """The context an answer prompt gets: relative times resolved against each unit's date."""
+    return "".join(sep + piece for sep, piece in context_pieces(units, resolve_dates=True))
+
+
+class TokenBudget:
+    """Token counts in one tokenizer (cached: memories' texts recur across queries) and the fitting
+    of units into a budget."""
+
+    def __init__(self, tokens: TokenCounter) -> None:
+        self.tokens = tokens
+        self._cache: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self.tokens.name
+
+    def count(self, texts: list[str]) -> list[int]:
+        new = list({t: None for t in texts if t not in self._cache})
+        if new:
+            self._cache.update(zip(new, self.tokens.count(new)))
+        return [self._cache[t] for t in texts]
+
+    def fit(self, units: list[RetrievedUnit], budget: int | None) -> list[RetrievedUnit]:
+        """Under a budget, take units in order, skipping those that do not fit (themes are free:
+        they are not part of the answer context)."""
+        kept, total = [], HEADER_ALLOWANCE
+        for u in units:
+            if u.type == "theme" or budget is None or total + u.tokens <= budget:
+                kept.append(u)
+                total += 0 if u.type == "theme" else u.tokens
+        return kept
+
+    def trim(self, kept: list[RetrievedUnit], budget: int) -> tuple[list[RetrievedUnit], str, int]:
+        """Drop units from the end until the assembled context (headers and dates included) fits."""
+        while True:
+            ctx = assemble(kept)
+            n_tok = self.tokens.count([ctx])[0]
+            if n_tok <= budget or not any(u.type != "theme" for u in kept):
+                return kept, ctx, n_tok
+            kept = [u for i, u in enumerate(kept) if i != max(j for j, v in enumerate(kept) if v.type != "theme")]
+
+    def contexts(self, units: list[list[RetrievedUnit]], budget: int | None) -> list[tuple[list[RetrievedUnit], str, int]]:
+        """Per query: (units kept, context, context tokens) under ``budget``; unit tokens filled in."""
+        flat = [u for us in units for u in us]
+        for u, c in zip(flat, self.count([u.text for u in flat])):
+            u.tokens = c
+        kept = [self.fit(us, budget) for us in units]
+        contexts = [assemble(k) for k in kept]
+        if self.tokens.additive:  # exact: the sum over the context's whitespace-separated pieces
+            pieces = [[p for _, p in context_pieces(k)] for k in kept]
+            per = iter(self.count([p for ps in pieces for p in ps]))
+            counts = [sum(next(per) for _ in ps) for ps in pieces]
+        else:
+            counts = self.tokens.count(contexts)  # one batched call; only over-budget contexts are re-counted
+        out = []
+        for k, ctx, n_tok in zip(kept, contexts, counts):
+            if budget is not None and n_tok > budget:
+                k, ctx, n_tok = self.trim(k, budget)
+            out.append((k, ctx, n_tok))
+        return out

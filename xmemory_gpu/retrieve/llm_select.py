@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ..llm.json_output import StageCounts, in_range, run_json_stage
 from ..memory.bank import Bank
-from ..text import message_line, numbered
-from .context import messages_unit
+from ..text import numbered
+from .context import message_line_at, messages_unit
 from .grouped import search_by_memory
 from .result import RetrievedUnit
 
@@ -44,13 +44,8 @@ class TurnKeep(BaseModel):
     keep: list[int]
 
 
-def _numbered(mem, rows) -> str:
-    return numbered([message_line(mem.messages[int(r)]) for r in rows])
-
-
-def _message_rows(bank: Bank, mem_idx: np.ndarray) -> dict[int, dict[str, int]]:
-    """For each memory queried, message id -> row (built once per memory, not per query)."""
-    return {int(b): {m.id: i for i, m in enumerate(bank.memories[b].messages)} for b in np.unique(mem_idx)}
+def _numbered(bank: Bank, rows) -> str:
+    return numbered([message_line_at(bank, int(r)) for r in rows])
 
 
 @dataclass
@@ -71,10 +66,9 @@ def pick_turns(reader, questions: list[str], groups: list[list[tuple[int, np.nda
     (one batch for all); a group whose answer fails keeps ``fallback[q][g]``."""
     jobs, users, checks = [], [], []
     for q, gs in enumerate(groups):
-        mem = bank.memories[mem_idx[q]]
         for g, (_, rows) in enumerate(gs):
             jobs.append((q, g))
-            users.append(PICK_TURNS.format(question=questions[q], turns=_numbered(mem, rows)))
+            users.append(PICK_TURNS.format(question=questions[q], turns=_numbered(bank, rows)))
             checks.append(in_range("turns", len(rows)))
     answers = run_json_stage(reader, users, TurnPick, checks=checks, max_tokens=32, max_retries=max_retries, purpose=purpose,
                              counts=[counts[q] for q, _ in jobs]) if jobs else []
@@ -90,7 +84,7 @@ def filter_turns(reader, questions: list[str], rows: list[np.ndarray], bank: Ban
                  *, max_retries: int = 1) -> list[np.ndarray]:
     """HiGMem's last step: the reader keeps the useful turns of each query's union (all kept on failure)."""
     jobs = [q for q in range(len(questions)) if len(rows[q])]
-    users = [FILTER_TURNS.format(question=questions[q], turns=_numbered(bank.memories[mem_idx[q]], rows[q])) for q in jobs]
+    users = [FILTER_TURNS.format(question=questions[q], turns=_numbered(bank, rows[q])) for q in jobs]
     answers = run_json_stage(reader, users, TurnKeep, checks=[in_range("keep", len(rows[q])) for q in jobs], max_tokens=48,
                              max_retries=max_retries, purpose="retrieval filter turns", counts=[counts[q] for q in jobs]) if jobs else []
     out = list(rows)
@@ -107,37 +101,32 @@ def higmem(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, questions: list[str
     with the similarity-retrieved turns. Without a reader, each event contributes its
     ``turns_per_event`` most similar turns and the union is not filtered.
     Returns units (messages, most similar first), (calls, tokens) per query, and whether the reader ran."""
-    ei, _ = search_by_memory(q_x, mem_idx, bank.epi_x, bank.epi_offsets, events, backend=backend)
+    ei, _ = search_by_memory(q_x, mem_idx, bank.epi, events, backend=backend)
     if turns > 0:
-        ti, _ = search_by_memory(q_x, mem_idx, bank.msg_x, bank.msg_offsets, turns, backend=backend)
+        ti, _ = search_by_memory(q_x, mem_idx, bank.msg, turns, backend=backend)
     else:  # events only
         ti = np.full((len(mem_idx), 0), -1, np.int64)
     groups, fallback = [], []
-    row_of_mem = _message_rows(bank, mem_idx)
-    for q, b in enumerate(mem_idx):
-        mem, e0, row_of = bank.memories[b], int(bank.epi_offsets[b]), row_of_mem[int(b)]
+    for q in range(len(mem_idx)):
         gs, fb = [], []
         for r in ei[q][ei[q] >= 0]:
-            rows = np.array([row_of[mid] for mid in mem.episodes[int(r) - e0].message_ids], np.int64)
-            sims = mem.msg_x[rows].astype(np.float64) @ q_x[q].astype(np.float64)
-            gs.append((int(r) - e0, rows))
+            rows = bank.epi["msgs"][int(r)]
+            rows = rows[rows >= 0].astype(np.int64)
+            sims = bank.msg["x"][rows].astype(np.float64) @ q_x[q].astype(np.float64)
+            gs.append((int(r), rows))
             fb.append(np.sort(rows[np.lexsort((rows, -sims))[:turns_per_event]]))
         groups.append(gs)
         fallback.append(fb)
     counts = [StageCounts() for _ in range(len(mem_idx))]
     picked = pick_turns(reader, questions, groups, bank, mem_idx, fallback, counts) if reader is not None else fallback
-    union = []
-    for q, b in enumerate(mem_idx):
-        sim_rows = ti[q][ti[q] >= 0] - int(bank.msg_offsets[b])
-        union.append(np.unique(np.concatenate([*picked[q], sim_rows]).astype(np.int64)))
+    union = [np.unique(np.concatenate([*picked[q], ti[q][ti[q] >= 0]]).astype(np.int64)) for q in range(len(mem_idx))]
     if reader is not None:
         union = filter_turns(reader, questions, union, bank, mem_idx, counts)
     units = []
-    for q, b in enumerate(mem_idx):
-        mem = bank.memories[b]
-        sims = mem.msg_x[union[q]].astype(np.float64) @ q_x[q].astype(np.float64) if len(union[q]) else np.zeros(0)
+    for q in range(len(mem_idx)):
+        sims = bank.msg["x"][union[q]].astype(np.float64) @ q_x[q].astype(np.float64) if len(union[q]) else np.zeros(0)
         order = np.lexsort((union[q], -sims))  # most similar first (a budget keeps the best), ties by conversation order
-        units.append([messages_unit("message", mem.messages[int(union[q][i])].id, mem, [int(union[q][i])], float(sims[i]),
+        units.append([messages_unit("message", bank.msg["id"][int(union[q][i])], bank, [int(union[q][i])], float(sims[i]),
                                     {"similarity": float(sims[i])}) for i in order])
     return units, [SelectCost(c).pair for c in counts], reader is not None
 
@@ -146,18 +135,17 @@ def prune_sessions(reader, questions: list[str], units: list[list[RetrievedUnit]
                    ) -> tuple[list[list[RetrievedUnit]], list[tuple[int, int]]]:
     """TIR's optional pruning: the reader keeps the turns of each returned session that bear on the
     query (a session whose answer fails is kept whole; a session left with no turn is dropped)."""
+    row_of = {int(b): dict(zip(bank.msg["id"][bank.msg.seg.rows(int(b))], bank.msg.seg.rows(int(b)).tolist()))
+              for b in np.unique(mem_idx)}  # message id -> global row, once per memory queried
     groups, fallback = [], []
-    row_of_mem = _message_rows(bank, mem_idx)
     for q, b in enumerate(mem_idx):
-        row_of = row_of_mem[int(b)]
-        gs = [(0, np.array([row_of[mid] for mid in u.message_ids], np.int64)) for u in units[q]]
+        gs = [(0, np.array([row_of[int(b)][mid] for mid in u.message_ids], np.int64)) for u in units[q]]
         groups.append(gs)
         fallback.append([rows for _, rows in gs])
     counts = [StageCounts() for _ in range(len(mem_idx))]
     picked = pick_turns(reader, questions, groups, bank, mem_idx, fallback, counts, purpose="retrieval prune sessions")
     out = []
-    for q, b in enumerate(mem_idx):
-        mem = bank.memories[b]
-        out.append([messages_unit("session", u.id, mem, rows, u.score, {**u.scores, "kept_turns": float(len(rows))})
+    for q in range(len(mem_idx)):
+        out.append([messages_unit("session", u.id, bank, rows, u.score, {**u.scores, "kept_turns": float(len(rows))})
                     for u, rows in zip(units[q], picked[q]) if len(rows)])
     return out, [SelectCost(c).pair for c in counts]

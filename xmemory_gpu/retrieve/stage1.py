@@ -34,8 +34,7 @@ class Stage1Output:
     semantics: np.ndarray  # [S] int64 global semantic rows
     sem_value: np.ndarray  # [S] float32
     sem_rel: np.ndarray  # [S] float32 cos(query, statement)
-    fallback: np.ndarray  # [Q] bool: no theme selected, semantics chosen from the whole pool
-
+    fallback: np.ndarray  # [Q] bool: no theme selected, semantics chosen from the whole pool (in the notes)
 
 
 def restrict_graph(
@@ -80,13 +79,13 @@ def run_stage1(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, cfg: Stage1Conf
     mem_idx = np.asarray(mem_idx, np.int64)
     n_q = q_x.shape[0]
     # 1. the semantic pool: one segment-restricted search for the batch
-    pool_idx, pool_sim = search_by_memory(q_x, mem_idx, bank.sem_x, bank.sem_offsets, cfg.semantic_pool, backend=backend)
+    pool_idx, pool_sim = search_by_memory(q_x, mem_idx, bank.sem, cfg.semantic_pool, backend=backend)
     pq, pj = np.nonzero(pool_idx >= 0)  # query-major, each query's pool in descending similarity
     p_row = pool_idx[pq, pj].astype(np.int64)
     p_rel = pool_sim[pq, pj].astype(np.float64)
 
     # 2. theme candidates: the distinct themes of each query's pool, by descending relevance
-    n_th = bank.theme_x.shape[0]
+    n_th = bank.theme.rows_allocated
     tkey = np.unique(pq * n_th + bank.theme_of[p_row].astype(np.int64))
     tq, trow = tkey // n_th, tkey % n_th
     trel = np.einsum("ij,ij->i", bank.theme_x[trow].astype(np.float64), q_x[tq].astype(np.float64))
@@ -101,7 +100,7 @@ def run_stage1(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, cfg: Stage1Conf
     chosen = np.isin(pq * n_th + bank.theme_of[p_row].astype(np.int64), th_q * n_th + th_sel)
     fallback = np.diff(th_off) == 0
     keep = chosen | fallback[pq]
-    n_sem = bank.sem_x.shape[0]
+    n_sem = bank.sem.rows_allocated
     se_off, se_sel, se_val, se_rel = _select(
         pq[keep], p_row[keep], p_rel[keep], n_q, bank.sem_knn_idx, bank.sem_knn_sim, n_sem, cfg.semantic_budget, cfg, backend
     )

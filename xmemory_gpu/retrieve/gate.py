@@ -1,73 +1,14 @@
-"""Stage II episode pool and priority (DESIGN sections 6 and 9), batched over queries.
-
-The pool of a query is the source episodes of its selected semantics plus its top
-``episode_sim_topk`` episodes by cosine; priority = minmax over the pool of cos(q, e) +
-``parent_weight`` * the max relevance of the episode's selected parent semantics (0 if none).
-With no reader configured, episodes are admitted by priority up to ``episode_budget`` (the
-uncertainty gate needs the reader's logits).
-"""
+"""Stage II's uncertainty gate (DESIGN sections 6 and 9): probes of the reader over a query's
+episodes, in the authors' independent mode or sequentially, and the admission walk as a pure
+function (replayable offline)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..config import Stage2Config
-from ..memory.bank import Bank
-from .dates import resolve_context_dates
-from .grouped import search_by_memory
-from .stage1 import Stage1Output
-
-
-@dataclass
-class EpisodePick:
-    row: int  # local episode row in its memory
-    priority: float
-    similarity: float  # cos(query, episode)
-    parent_relevance: float  # max relevance of its selected parent semantics (0 if none)
-
-
-def episode_pools(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, s1: Stage1Output, cfg: Stage2Config, *, backend: str = "auto") -> list[list[EpisodePick]]:
-    """Per query, the episode pool sorted by descending priority (ties to the lower row)."""
-    n_q = q_x.shape[0]
-    top, _ = search_by_memory(q_x, mem_idx, bank.epi_x, bank.epi_offsets, cfg.episode_sim_topk, backend=backend)
-    out: list[list[EpisodePick]] = []
-    for q in range(n_q):
-        b = int(mem_idx[q])
-        mem = bank.memories[b]
-        e0, s0 = int(bank.epi_offsets[b]), int(bank.sem_offsets[b])
-        parent: dict[int, float] = {}
-        for row, rel in zip(s1.semantics[s1.sem_offsets[q] : s1.sem_offsets[q + 1]], s1.sem_rel[s1.sem_offsets[q] : s1.sem_offsets[q + 1]]):
-            for e in mem.semantics[int(row) - s0].episode_ids:
-                parent[e] = max(parent.get(e, 0.0), float(rel))
-        rows = sorted(set(parent) | {int(r) - e0 for r in top[q] if r >= 0})
-        if not rows:
-            out.append([])
-            continue
-        sim = mem.epi_x[rows].astype(np.float64) @ q_x[q].astype(np.float64)
-        lo, hi = float(sim.min()), float(sim.max())
-        norm = np.full_like(sim, 0.5) if hi == lo else (sim - lo) / (hi - lo)
-        picks = [
-            EpisodePick(r, float(norm[i] + cfg.parent_weight * parent.get(r, 0.0)), float(sim[i]), parent.get(r, 0.0))
-            for i, r in enumerate(rows)
-        ]
-        picks.sort(key=lambda p: (-p.priority, p.row))
-        out.append(picks)
-    return out
-
-
-ANSWER_PROMPT = (
-    "Below are memories retrieved from a long conversation, each with the date it was said. Answer the question "
-    "with a short phrase, using exact words from the memories where possible. For a question about time, answer "
-    "with a date worked out from the memory's date; relative times are followed by their dates in parentheses."
-    "\n\n{context}\n\nQuestion: {question}\nShort answer:"
-)
-
-
-def answer_prompt(reader, question: str, context: str) -> str:
-    """The LoCoMo-style short-answer prompt, relative times in ``context`` resolved to dates."""
-    return reader.chat(ANSWER_PROMPT.format(context=resolve_context_dates(context) or "(no memories)", question=question))
+from .answer import answer_prompt
+from .pool import EpisodePick
 
 
 @dataclass

@@ -1,0 +1,195 @@
+"""The strategy registry: every retrieval strategy by name, behind one signature, so the peers run
+in the same harness as xMemory and the eval's default list derives from here.
+
+A strategy takes the retriever, the queries, their unit embeddings [Q, d] and bank memory numbers
+[Q], and returns units per query (in context order), seconds per stage, notes per query and
+(reader calls, reader tokens) per query.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .baselines import Chunks, memory_only, naive_rag, tir
+from .context import answer_context, episode_unit, messages_unit, semantic_unit, theme_unit
+from .gate import gate_episodes
+from .grouped import search_by_memory
+from .llm_select import higmem, prune_sessions
+from .pool import EpisodePick, episode_pools
+from .result import RetrievedUnit
+from .stage1 import Stage1Output, run_stage1
+
+NO_READER_NOTE = "no reader configured: Stage II admitted episodes by priority, without the uncertainty gate"
+NO_READER_HIGMEM = "no reader configured: each event gave its most similar turns, the union was not filtered"
+STAGE1_FALLBACK = "Stage I selected no theme: semantics were chosen from the whole pool"
+
+
+@dataclass
+class StrategyOutput:
+    units: list[list[RetrievedUnit]]
+    times: dict[str, float]
+    notes: list[list[str]]
+    costs: list[tuple[int, int]] = field(default_factory=list)
+
+
+Strategy = Callable[..., StrategyOutput]
+_REGISTRY: dict[str, tuple[Strategy, str]] = {}
+
+
+def register(name: str, description: str) -> Callable[[Strategy], Strategy]:
+    def deco(fn: Strategy) -> Strategy:
+        _REGISTRY[name] = (fn, description)
+        return fn
+
+    return deco
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return _REGISTRY[name][0]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(_REGISTRY)}") from None
+
+
+def strategy_names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def describe() -> dict[str, str]:
+    return {n: d for n, (_, d) in _REGISTRY.items()}
+
+
+def _same(n: int, notes: list[str]) -> list[list[str]]:
+    return [list(notes) for _ in range(n)]
+
+
+def _similarity_stage1(r, q_x: np.ndarray, mem_idx: np.ndarray) -> Stage1Output:
+    """Stage I replaced by plain similarity: the top ``semantic_budget`` semantics (for +UncSion)."""
+    k = r.config.stage1.semantic_budget
+    top_i, top_s = search_by_memory(q_x, mem_idx, r.bank.sem, k, backend=r.backend)
+    valid = top_i >= 0
+    no_themes = np.zeros(len(mem_idx) + 1, np.int64)
+    e = np.zeros(0)
+    sem_off = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)
+    return Stage1Output(no_themes, e.astype(np.int64), e.astype(np.float32), e.astype(np.float32), sem_off,
+                        top_i[valid].astype(np.int64), top_s[valid], top_s[valid], np.zeros(len(mem_idx), bool))
+
+
+def _pick_scores(p: EpisodePick) -> dict[str, float]:
+    return {"priority": p.priority, "similarity": p.similarity, "parent_relevance": p.parent_relevance}
+
+
+def _raw_messages(r, row: int, drop: float) -> list[RetrievedUnit]:
+    """An expanded episode's raw messages, when its text is not already them (LLM-written episodes)."""
+    bank = r.bank
+    rows = bank.epi["msgs"][row]
+    unit = messages_unit("message", f"episode-{int(bank.epi['id'][row])}", bank, rows[rows >= 0], drop, {"uncertainty_drop": drop})
+    return [] if unit.text == bank.epi["text"][row] else [unit]
+
+
+def _episode_block(u: RetrievedUnit) -> str:
+    """An episode as it appears in the answer context (date header, dates resolved)."""
+    return answer_context([u]).removeprefix("Episodic memories:\n")
+
+
+def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, stage2: bool, similarity: bool) -> StrategyOutput:
+    bank, n = r.bank, len(queries)
+    t0 = time.perf_counter()
+    s1 = _similarity_stage1(r, q_x, mem_idx) if similarity else run_stage1(bank, q_x, mem_idx, r.config.stage1, backend=r.backend)
+    times = {"stage1": time.perf_counter() - t0}
+    notes = [[STAGE1_FALLBACK] if (not similarity and s1.fallback[q]) else [] for q in range(n)]
+    out, costs = [], [(0, 0)] * n
+    for q in range(n):
+        ts, te = s1.theme_offsets[q], s1.theme_offsets[q + 1]
+        units = [theme_unit(bank, int(t), float(v), float(rel)) for t, v, rel in zip(s1.themes[ts:te], s1.theme_value[ts:te], s1.theme_rel[ts:te])]
+        ss, se = s1.sem_offsets[q], s1.sem_offsets[q + 1]
+        units += [semantic_unit(bank, int(s), float(v), {"relevance": float(rel), "coverage_value": float(v)})
+                  for s, v, rel in zip(s1.semantics[ss:se], s1.sem_value[ss:se], s1.sem_rel[ss:se])]
+        out.append(units)
+    if stage2:
+        t1 = time.perf_counter()
+        cfg = r.config.stage2
+        pools = episode_pools(bank, q_x, mem_idx, s1, cfg, backend=r.backend)
+        if r.reader is None:
+            for q in range(n):
+                out[q] += [episode_unit(bank, p.row, p.priority, _pick_scores(p)) for p in pools[q][: cfg.episode_budget]]
+                notes[q].append(NO_READER_NOTE)
+        else:
+            coarse = [answer_context(u) for u in out]
+            blocks = [[_episode_block(episode_unit(bank, p.row, 0.0, {})) for p in pools[q][: cfg.episode_budget]] for q in range(n)]
+            decisions, costs = gate_episodes(r.reader, list(queries), coarse, blocks, pools, cfg)
+            for q in range(n):
+                for d in decisions[q]:
+                    if d.admitted:
+                        scores = {**_pick_scores(d.pick), "uncertainty_drop": d.drop, "expanded": float(d.expanded)}
+                        out[q].append(episode_unit(bank, d.pick.row, d.drop, scores))
+                        if d.expanded:
+                            out[q] += _raw_messages(r, d.pick.row, d.drop)
+                notes[q].append(f"Stage II gate: {cfg.uncertainty} uncertainty from {r.reader.name}, {cfg.mode} probes")
+        times["stage2"] = time.perf_counter() - t1
+    return StrategyOutput(out, times, notes, costs)
+
+
+def xmemory(r, queries, q_x, mem_idx) -> StrategyOutput:
+    return _xmemory(r, queries, q_x, mem_idx, stage2=True, similarity=False)
+
+
+def xmemory_stage1(r, queries, q_x, mem_idx) -> StrategyOutput:
+    return _xmemory(r, queries, q_x, mem_idx, stage2=False, similarity=False)
+
+
+def xmemory_stage2(r, queries, q_x, mem_idx) -> StrategyOutput:
+    return _xmemory(r, queries, q_x, mem_idx, stage2=True, similarity=True)
+
+
+def _timed(fn, *args) -> tuple[list[list[RetrievedUnit]], dict[str, float]]:
+    t0 = time.perf_counter()
+    units = fn(*args)
+    return units, {"retrieve": time.perf_counter() - t0}
+
+
+def memory_only_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
+    units, times = _timed(memory_only, r.bank, q_x, mem_idx, r.config.baselines, r.backend)
+    return StrategyOutput(units, times, _same(len(queries), []), [(0, 0)] * len(queries))
+
+
+def naive_rag_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
+    if r._chunks is None:
+        r._chunks = Chunks(r.bank, r.config.baselines.chunk_messages)
+    units, times = _timed(naive_rag, r.bank, r._chunks, q_x, mem_idx, r.config.baselines, r.backend)
+    return StrategyOutput(units, times, _same(len(queries), []), [(0, 0)] * len(queries))
+
+
+def tir_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
+    cfg = r.config.baselines
+    t0 = time.perf_counter()
+    units = tir(r.bank, q_x, mem_idx, cfg)
+    if cfg.tir_prune:
+        if r.reader is None:
+            raise ValueError("baselines.tir_prune needs a reader (the LLM prunes the sessions)")
+        units, costs = prune_sessions(r.reader, queries, units, r.bank, mem_idx)
+        return StrategyOutput(units, {"retrieve": time.perf_counter() - t0}, _same(len(queries), [f"TIR sessions pruned by {r.reader.name}"]), costs)
+    return StrategyOutput(units, {"retrieve": time.perf_counter() - t0}, _same(len(queries), []), [(0, 0)] * len(queries))
+
+
+def higmem_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
+    cfg = r.config.baselines
+    t0 = time.perf_counter()
+    units, costs, used = higmem(r.bank, q_x, mem_idx, list(queries), r.reader, events=cfg.higmem_events, turns=cfg.higmem_turns,
+                                turns_per_event=cfg.higmem_turns_per_event, backend=r.backend)
+    note = f"HiGMem turn selection by {r.reader.name}" if used else NO_READER_HIGMEM
+    return StrategyOutput(units, {"retrieve": time.perf_counter() - t0}, _same(len(queries), [note]), costs)
+
+
+# registration order = the eval's default order (peers first, then the paper's xMemory rows)
+register('naive-rag', 'top-k chunks of raw messages')(naive_rag_strategy)
+register('tir', 'Nano-Memory turn isolation: sessions by their best turn, returned whole (pruned by the reader with tir_prune)')(tir_strategy)
+register('higmem', 'HiGMem event -> turn selection (by the reader; most similar turns without one)')(higmem_strategy)
+register('memory-only', 'similarity top-k semantics and episodes over the hierarchy')(memory_only_strategy)
+register('xmemory-stage1', "Stage I only (the paper's +RepSel)")(xmemory_stage1)
+register('xmemory-stage2', "similarity top semantics + Stage II (the paper's +UncSion)")(xmemory_stage2)
+register('xmemory', 'Stage I (Eq. 4 themes, then semantics) + Stage II (episodes; uncertainty gate with a reader)')(xmemory)
