@@ -231,7 +231,7 @@ def test_load_reader_openai_spec(srv, ref, tiny_model):
     assert isinstance(r, OpenAIReader) and r.name == f"openai:{srv.url()}#tiny" and r.batch_size == 3
     assert r.count(PROMPTS) == ref.count(PROMPTS) and "tokenizer" in r.count_name
     assert r.chat("hi there") == ref.chat("hi there")
-    from xmemory_gpu.embed.tokens import default_counter
+    from xmemory_gpu.tokens import default_counter
 
     plain = load_reader(f"openai:{srv.url()}#tiny")
     assert plain.count_name == default_counter().name and plain.count(["a b"]) == default_counter().count(["a b"])

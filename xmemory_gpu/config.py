@@ -5,7 +5,10 @@ Values marked "code" come from the authors' released code, "paper" from the pape
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -108,22 +111,118 @@ class XMemoryConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> XMemoryConfig:
-        """Build from a (possibly partial) nested dict; unknown keys raise ``ValueError``."""
-        return _from_dict(cls, data, "config")
+    def from_dict(cls, data: dict[str, Any], where: str = "config") -> XMemoryConfig:
+        """Build from a (possibly partial) nested dict; unknown keys, wrong types and values out of
+        range raise ``ValueError`` naming ``where`` and the field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: expected a JSON object of settings, got {type(data).__name__}")
+        cfg = _from_dict(cls, data, where)
+        cfg.validate(where)
+        return cfg
+
+    @classmethod
+    def from_json(cls, path: str | Path, base: XMemoryConfig | None = None) -> XMemoryConfig:
+        """Settings from a JSON file over ``base`` (default: the defaults): the file wins."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: cannot read the config file ({exc})") from None
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        return (base or cls()).merged(data, where=str(path))
+
+    def merged(self, overrides: dict[str, Any], where: str = "config") -> XMemoryConfig:
+        """A copy with ``overrides`` (a partial nested dict) applied on top; validated."""
+        if not isinstance(overrides, dict):
+            raise ValueError(f"{where}: expected a JSON object of settings, got {type(overrides).__name__}")
+        return XMemoryConfig.from_dict(_deep_merge(self.to_dict(), overrides), where)
+
+    def validate(self, where: str = "config") -> None:
+        """Ranges of the settings whose bad values would break construction or retrieval."""
+        for section in fields(self):
+            sub = getattr(self, section.name)
+            for f in fields(sub):
+                v = getattr(sub, f.name)
+                name = f"{where}: {section.name}.{f.name}"
+                lo = _MINIMUM.get(f.name)
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    continue
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise ValueError(f"{name}: expected a finite number, got {v}")
+                if lo is not None and v < lo:
+                    raise ValueError(f"{name}: expected >= {lo}, got {v}")
+                if f.name in _UNIT_INTERVAL and not 0.0 <= v <= 1.0:
+                    raise ValueError(f"{name}: expected a value in [0, 1], got {v}")
+        for name, value, choices in (("stage2.mode", self.stage2.mode, ("independent", "sequential")),
+                                     ("stage2.uncertainty", self.stage2.uncertainty, ("entropy", "mean_nll"))):
+            if value not in choices:
+                raise ValueError(f"{where}: {name}: expected one of {choices}, got {value!r}")
 
 
-def _from_dict(cls: type, data: dict[str, Any], where: str) -> Any:
+# the smallest value a setting may take (counts and sizes; ints not listed must be >= 0)
+_MINIMUM: dict[str, float] = {
+    "batch_size": 1, "max_messages": 1, "min_messages": 1, "min_words": 0, "size_cap": 2, "tiny_size": 0,
+    "merge_candidates": 1, "split_n_init": 1, "eps": 1e-30, "k_themes": 1, "k_semantics": 1, "semantic_pool": 1,
+    "theme_budget": 0, "semantic_budget": 0, "episode_budget": 0, "probe_tokens": 1, "episode_sim_topk": 0,
+    "early_stop_first": 0, "naive_rag_k": 1, "chunk_messages": 1, "memory_only_semantics": 0, "memory_only_episodes": 0,
+    "tir_sessions": 1, "higmem_events": 0, "higmem_turns": 0, "higmem_turns_per_event": 0, "time_gap_s": 0.0, "seed": 0,
+    "parent_weight": 0.0,
+}
+_UNIT_INTERVAL = {"alpha", "coverage_target"}
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _check_type(value: Any, default: Any, name: str) -> Any:
+    """``value`` of the default's type (an int is accepted for a float), else ``ValueError``."""
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, tuple):
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        value = tuple(value) if ok else value
+    else:
+        ok = True
+    if not ok:
+        raise ValueError(f"{name}: expected {type(default).__name__}, got {value!r}")
+    return value
+
+
+def _from_dict(cls: type, data: dict[str, Any], where: str, prefix: str = "") -> Any:
     known = {f.name: f for f in fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
+        path = f"{prefix}{key}"
         if key not in known:
-            raise ValueError(f"{where}: unknown setting {key!r}; expected one of {sorted(known)}")
+            raise ValueError(f"{where}: {prefix.rstrip('.') or 'settings'}: unknown setting {key!r}; expected one of {sorted(known)}")
         default = known[key].default_factory() if callable(known[key].default_factory) else known[key].default  # type: ignore[misc]
-        if is_dataclass(default) and isinstance(value, dict):
-            kwargs[key] = _from_dict(type(default), value, f"{where}.{key}")
-        elif isinstance(default, tuple):
-            kwargs[key] = tuple(value)
+        if is_dataclass(default):
+            if not isinstance(value, dict):
+                raise ValueError(f"{where}: {path}: expected an object of settings, got {value!r}")
+            kwargs[key] = _from_dict(type(default), value, where, f"{path}.")
         else:
-            kwargs[key] = value
+            kwargs[key] = _check_type(value, default, f"{where}: {path}")
     return cls(**kwargs)
+
+
+def resolve_config(store_config: dict[str, Any] | None = None, path: str | Path | None = None,
+                   overrides: dict[str, Any] | None = None) -> XMemoryConfig:
+    """Settings by precedence: the defaults, then a store's own (``store_config``), then a JSON file
+    (``path``), then ``overrides`` (command-line flags, a request): each later one wins."""
+    cfg = XMemoryConfig.from_dict(store_config, "store config") if store_config else XMemoryConfig()
+    if path is not None:
+        cfg = XMemoryConfig.from_json(path, base=cfg)
+    return cfg.merged(overrides, "overrides") if overrides else cfg

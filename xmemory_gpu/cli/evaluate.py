@@ -25,26 +25,23 @@ def add_retrieval_options(p: argparse.ArgumentParser) -> None:
 
 
 def retrieval_config(args: argparse.Namespace, store: str | Path):
-    """The store's settings, overridden by ``--config`` and the flags."""
-    from ..config import XMemoryConfig
+    """The store's settings, then ``--config``, then the flags (``config.resolve_config``)."""
+    from ..config import resolve_config
     from ..memory.store import Store
-    from .build import load_config
 
-    if args.config:
-        cfg = load_config(args.config)
-    else:
-        st = Store.open(store)
-        try:
-            cfg = XMemoryConfig.from_dict(st.config) if st.config else XMemoryConfig()
-        finally:
-            st.close()
+    if args.tir_prune and not args.reader:
+        raise ValueError("--tir-prune needs --reader (the LLM prunes the sessions)")
+    st = Store.open(store)
+    try:
+        stored = st.config
+    finally:
+        st.close()
+    overrides: dict = {}
     if args.stage2_mode:
-        cfg.stage2.mode = args.stage2_mode
+        overrides["stage2"] = {"mode": args.stage2_mode}
     if args.tir_prune:
-        if not args.reader:
-            raise ValueError("--tir-prune needs --reader (the LLM prunes the sessions)")
-        cfg.baselines.tir_prune = True
-    return cfg
+        overrides["baselines"] = {"tir_prune": True}
+    return resolve_config(stored, args.config, overrides)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -80,12 +77,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--strategies: unknown {bad}; expected some of {', '.join(STRATEGIES)}")
     out = Path(args.out)
     if args.ablation == "construction":
+        from ..config import resolve_config
         from ..eval.ablation import run_construction_ablation
-        from .build import load_config
 
-        cfg = load_config(args.config)
-        if args.stage2_mode:
-            cfg.stage2.mode = args.stage2_mode
+        cfg = resolve_config(None, args.config, {"stage2": {"mode": args.stage2_mode}} if args.stage2_mode else None)
         res = run_construction_ablation(args.data, args.store, out, strategy=strategies[0] if args.strategies else "xmemory", config=cfg,
                                         categories=args.categories, question_limit=args.limit, budget_tokens=args.budget_tokens,
                                         backend=args.backend, reader=args.reader, seed=args.seed)

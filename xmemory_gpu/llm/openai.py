@@ -70,7 +70,7 @@ class OpenAIReader:
     """``base_url``: the API root as OpenAI clients take it (``http://host:8000/v1``);
     ``model``: the served model's name. ``tokenizer``: a local path or hub id (offline) for
     ``chat`` (its chat template) and ``count``; without it prompts are used as is and counts come
-    from :func:`xmemory_gpu.embed.tokens.default_counter` (``count_name`` says which).
+    from :func:`xmemory_gpu.tokens.default_counter` (``count_name`` says which).
     ``vocab_size``: for the entropy estimate (default: the tokenizer's size, when given)."""
 
     def __init__(
@@ -114,7 +114,7 @@ class OpenAIReader:
             self.count_name = f"{tokenizer} (tokenizer)"
             self.additive = False
         else:
-            from ..embed.tokens import default_counter
+            from ..tokens import default_counter
 
             counter = default_counter()
             self.count_name = counter.name
@@ -130,7 +130,7 @@ class OpenAIReader:
             return []
         if self.tokenizer is not None:
             return count_tokens(self.tokenizer, texts)
-        from ..embed.tokens import default_counter
+        from ..tokens import default_counter
 
         return default_counter().count(list(texts))
 

@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from ..embed.tokens import TokenCounter
 from ..memory.bank import Bank
 from ..text import fmt_date
+from ..tokens import TokenCounter
 from .dates import annotate
 from .result import RetrievedUnit
 

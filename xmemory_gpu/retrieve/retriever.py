@@ -16,9 +16,9 @@ import numpy as np
 
 from ..config import XMemoryConfig
 from ..embed import Embedder, embedder_for_store
-from ..embed.tokens import TokenCounter, default_counter
 from ..memory.bank import Bank
 from ..memory.store import Store
+from ..tokens import TokenCounter, default_counter
 from .baselines import Chunks
 from .context import TokenBudget
 from .result import RetrievalResult
