@@ -187,7 +187,11 @@ def _finalize(
     st: ThemeState,
     cfg: XMemoryConfig,
     n_raw: int,
+    previous: dict[int, tuple[frozenset[int], str]] | None = None,
 ) -> Memory:
+    """The memory's records and arrays from its construction state. ``previous``: theme id ->
+    (member rows, summary) of a memory being grown; a theme whose members are unchanged keeps its
+    summary (only changed themes are re-summarised)."""
     old_to_new = st.graph.compact()
     theme_ids = [0] * len(st.sums)
     for t, row in st.row_of.items():
@@ -198,7 +202,9 @@ def _finalize(
     themes = []
     for r, t in enumerate(theme_ids):
         mem = np.flatnonzero(theme_of == r)
-        themes.append(Theme(id=t, summary=theme_summary([texts[i] for i in mem], sem_x[mem]), parents=st.parents[t]))
+        old = (previous or {}).get(t)
+        summary = old[1] if old is not None and old[0] == frozenset(mem.tolist()) else theme_summary([texts[i] for i in mem], sem_x[mem])
+        themes.append(Theme(id=t, summary=summary, parents=st.parents[t]))
     t_idx, t_sim = st.graph.to_arrays()
     sizes = np.bincount(theme_of, minlength=len(themes)) if len(themes) else np.zeros(0, int)
     stats = {

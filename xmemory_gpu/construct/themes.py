@@ -48,6 +48,26 @@ class ThemeState:
         self.reassigned = np.zeros(n, dtype=bool)
         self.graph = KnnGraph(np.zeros((0, d), np.float32), self.k, drop_nonpositive=self.drop_nonpositive)
 
+    @classmethod
+    def restore(cls, x: np.ndarray, n_attached: int, theme_ids: np.ndarray, label_rows: np.ndarray,
+                parents: dict[int, list[int]], next_id: int, k: int, drop_nonpositive: bool) -> ThemeState:
+        """The state of a stored memory, to grow it with the same attach / split / merge code.
+
+        x [n, d]: all nodes (the first ``n_attached`` already in themes); theme_ids [K] stable ids
+        of the stored themes; label_rows [n_attached] each attached node's theme row."""
+        st = cls(x, k, drop_nonpositive)
+        label_rows = np.asarray(label_rows, np.int64)
+        for r, t in enumerate(np.asarray(theme_ids, np.int64).tolist()):
+            rows = np.flatnonzero(label_rows == r)
+            st.label[rows] = t
+            st.sums[t] = x[rows].astype(np.float64).sum(axis=0)
+            st.parents[t] = list(parents.get(t, []))
+            (row,) = st.graph.insert(st._unit(st.sums[t])[None, :])
+            st.row_of[t], st.id_of_row[int(row)] = int(row), t
+        st.n_attached = int(n_attached)
+        st.next_id = max([int(next_id), *[t + 1 for t in st.sums]])
+        return st
+
     # -- theme bookkeeping -------------------------------------------------------------------
     def ids(self) -> list[int]:
         return list(self.sums)

@@ -43,6 +43,12 @@ CREATE TABLE themes (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON D
 CREATE TABLE lineage (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, theme_id INTEGER NOT NULL,
   parent_id INTEGER NOT NULL);
 """
+# added tables (created when missing, so stores of the first release open unchanged)
+_ADDED = """
+CREATE TABLE IF NOT EXISTS oplog (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL, op TEXT NOT NULL,
+  ids TEXT NOT NULL, time REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS messages_by_id ON messages (id);
+"""
 
 
 def _check_arrays(where: str, arrays: dict[str, np.ndarray], n_sem: int, n_themes: int) -> None:
@@ -94,8 +100,14 @@ class Store:
     # -- opening -------------------------------------------------------------------------------
     @staticmethod
     def _connect(db: Path) -> sqlite3.Connection:
-        conn = sqlite3.connect(db, timeout=30)
+        conn = sqlite3.connect(db, timeout=30, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed: deleted text leaves the file
+        try:
+            with conn:
+                conn.executescript(_ADDED)
+        except sqlite3.OperationalError:  # a read-only store: the tables are read when present
+            pass
         return conn
 
     @classmethod
@@ -160,11 +172,12 @@ class Store:
     # -- writing -------------------------------------------------------------------------------
     def put(self, memory: Memory, *, replace: bool = False) -> None:
         """Commit one memory atomically (records and arrays together)."""
+        self.commit([memory], replace=replace)
+
+    def _write_arrays(self, memory: Memory) -> tuple[str, str]:
+        """The memory's arrays in a new content-addressed file (temp, fsync, rename); (name, sha256)."""
         if memory.dim != self.dim:
             raise StoreError(f"{self.path}: memory {memory.memory_id}: dim {memory.dim} != store dim {self.dim}")
-        old = self._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (memory.memory_id,)).fetchone()
-        if old is not None and not replace:
-            raise StoreError(f"{self.path}: memory {memory.memory_id!r} is already stored (pass replace=True)")
         arrays = memory.arrays()
         for name, (dtype, ndim) in ARRAY_FIELDS.items():
             a = arrays[name]
@@ -172,54 +185,100 @@ class Store:
                 raise StoreError(f"memory {memory.memory_id}: field {name}: expected {np.dtype(dtype)} with {ndim} dims, got {a.dtype} {a.shape}")
         key = hashlib.sha1(memory.memory_id.encode()).hexdigest()[:16]
         tmp = self.path / "arrays" / f".{key}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        digest = _sha256(tmp)
-        name = f"{key}-{digest[:12]}.npz"
-        os.replace(tmp, self.path / "arrays" / name)
-        pos = self._conn.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0]
-        mid = memory.memory_id
-        with self._conn:
-            if old is not None:
-                pos = self._conn.execute("SELECT position FROM memories WHERE memory_id = ?", (mid,)).fetchone()[0]
-                self._conn.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
-            self._conn.execute(
-                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?)", (mid, pos, name, digest, json.dumps(memory.stats), time.time())
-            )
-            self._conn.executemany(
-                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(mid, i, m.id, m.speaker, m.text, m.session, m.timestamp) for i, m in enumerate(memory.messages)],
-            )
-            self._conn.executemany(
-                "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(mid, e.id, e.title, e.text, json.dumps(e.message_ids), e.start, e.end) for e in memory.episodes],
-            )
-            self._conn.executemany(
-                "INSERT INTO semantics VALUES (?, ?, ?, ?, ?, ?)",
-                [(mid, s.id, s.text, json.dumps(s.episode_ids), json.dumps(s.message_ids), s.timestamp) for s in memory.semantics],
-            )
-            self._conn.executemany(
-                "INSERT INTO themes VALUES (?, ?, ?, ?)", [(mid, r, t.id, t.summary) for r, t in enumerate(memory.themes)]
-            )
-            self._conn.executemany(
-                "INSERT INTO lineage VALUES (?, ?, ?)", [(mid, t.id, p) for t in memory.themes for p in t.parents]
-            )
-        if old is not None and old[0] != name:
-            (self.path / "arrays" / old[0]).unlink(missing_ok=True)
+        try:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            digest = _sha256(tmp)
+            name = f"{key}-{digest[:12]}.npz"
+            os.replace(tmp, self.path / "arrays" / name)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk or an interrupt leaves no orphan
+            raise
+        return name, digest
+
+    def commit(self, memories: list[Memory], *, replace: bool = False, delete: list[str] = (),
+               log: list[tuple[str, str, list[str]]] = ()) -> None:
+        """One atomic commit: ``memories`` written (new, or replacing the stored ones when
+        ``replace``), ``delete`` removed, ``log`` entries (memory id, operation, unit ids) appended to
+        the operations log. Arrays go to new files first; the records, the files' names and
+        checksums, and the log change in one SQLite transaction; replaced files are removed after
+        it. A crash at any point leaves the store as before or as after."""
+        c = self._conn
+        olds = {}
+        for mem in memories:
+            row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (mem.memory_id,)).fetchone()
+            if row is not None and not replace:
+                raise StoreError(f"{self.path}: memory {mem.memory_id!r} is already stored (pass replace=True)")
+            olds[mem.memory_id] = row
+        for mid in delete:
+            row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (mid,)).fetchone()
+            if row is None:
+                raise KeyError(f"{self.path}: no memory {mid!r}")
+            olds[mid] = row
+        written = []
+        try:
+            for mem in memories:
+                written.append(self._write_arrays(mem))
+            with c:
+                pos = c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0]
+                for mid in delete:
+                    c.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
+                for mem, (name, digest) in zip(memories, written):
+                    old = olds[mem.memory_id]
+                    if old is not None:
+                        c.execute("DELETE FROM memories WHERE memory_id = ?", (mem.memory_id,))
+                    self._insert(mem, old[1] if old is not None else pos, name, digest)
+                    pos += old is None
+                c.executemany("INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
+                              [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in log])
+        except BaseException:
+            for name, _ in written:  # the commit did not happen: its files go
+                (self.path / "arrays" / name).unlink(missing_ok=True)
+            raise
+        new_names = {name for name, _ in written}
+        for old in olds.values():
+            if old is not None and old[0] not in new_names:
+                (self.path / "arrays" / old[0]).unlink(missing_ok=True)
+
+    def _insert(self, memory: Memory, pos: int, name: str, digest: str) -> None:
+        c, mid = self._conn, memory.memory_id
+        c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?)", (mid, pos, name, digest, json.dumps(memory.stats), time.time()))
+        c.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      [(mid, i, m.id, m.speaker, m.text, m.session, m.timestamp) for i, m in enumerate(memory.messages)])
+        c.executemany("INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      [(mid, e.id, e.title, e.text, json.dumps(e.message_ids), e.start, e.end) for e in memory.episodes])
+        c.executemany("INSERT INTO semantics VALUES (?, ?, ?, ?, ?, ?)",
+                      [(mid, s.id, s.text, json.dumps(s.episode_ids), json.dumps(s.message_ids), s.timestamp) for s in memory.semantics])
+        c.executemany("INSERT INTO themes VALUES (?, ?, ?, ?)", [(mid, r, t.id, t.summary) for r, t in enumerate(memory.themes)])
+        c.executemany("INSERT INTO lineage VALUES (?, ?, ?)", [(mid, t.id, p) for t in memory.themes for p in t.parents])
+
+    def history(self, memory_id: str) -> list[dict[str, Any]]:
+        """The operations log of one memory, oldest first: operation, unit ids, time (POSIX s)."""
+        return [{"op": op, "ids": json.loads(ids), "time": t} for op, ids, t in self._conn.execute(
+            "SELECT op, ids, time FROM oplog WHERE memory_id = ? ORDER BY seq", (memory_id,))]
+
+    def vacuum(self) -> None:
+        """Rewrite the database file so freed pages (deleted text) leave the disk."""
+        self._conn.execute("VACUUM")
+
+    def collect_garbage(self) -> list[str]:
+        """Remove array files no record names (left by a crash between writing and committing)."""
+        named = {r[0] for r in self._conn.execute("SELECT arrays_file FROM memories")}
+        gone = []
+        for f in (self.path / "arrays").iterdir():
+            if f.name not in named and (f.suffix in (".npz", ".tmp")):
+                f.unlink(missing_ok=True)
+                gone.append(f.name)
+        return gone
 
     def put_slice(self, sl: MemorySlice, *, replace: bool = False) -> None:
         """Commit one memory of a bank (its local columns) atomically."""
         self.put(memory_from_slice(sl), replace=replace)
 
     def delete(self, memory_id: str) -> None:
-        row = self._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
-        if row is None:
-            raise KeyError(f"{self.path}: no memory {memory_id!r}")
-        with self._conn:
-            self._conn.execute("DELETE FROM memories WHERE memory_id = ?", (memory_id,))
-        (self.path / "arrays" / row[0]).unlink(missing_ok=True)
+        self.commit([], delete=[memory_id])
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, memory_id: str) -> Memory:

@@ -34,7 +34,7 @@ def as_queries(queries: Sequence[str] | str, name: str = "queries") -> list[str]
     out = list(queries)
     bad = [i for i, q in enumerate(out) if not isinstance(q, str)]
     if bad:
-        raise TypeError(f"{name}: expected strings, item {bad[0]} is {type(out[bad[0]]).__name__}")
+        raise ValueError(f"{name}: expected strings, item {bad[0]} is {type(out[bad[0]]).__name__}")
     return out
 
 
@@ -90,6 +90,8 @@ class Retriever:
             if not isinstance(m, str) or not m:
                 raise ValueError(f"search: memory id must be a non-empty string, got {m!r}")
         fn = get_strategy(strategy)
+        if not queries:
+            return []
         mem_idx = np.array([self.bank.index_of(m) for m in mids], dtype=np.int64)
         n = max(len(queries), 1)
         t0 = time.perf_counter()

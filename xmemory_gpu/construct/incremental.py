@@ -1,0 +1,193 @@
+"""Incremental construction: new messages grow existing memories with the bulk build's own
+functions (DESIGN section 3b), batched across memories.
+
+Per memory: the messages from ``open_from`` on form the open episode buffer; boundaries are
+detected over it with ``segment.boundaries`` (the last span stays open unless ``flush``); new
+messages yield statements (``semantic.extract_statements``), de-duplicated among themselves and
+against the memory's existing nodes; new nodes attach to themes restored from the stored state
+(``ThemeState.restore``), then every overfull theme of every memory of the batch is split and tiny
+themes merged under f(P) (``split_overfull`` / ``merge_small``, one batched scoring call per round);
+the semantic kNN graphs of the memories that gained nodes are recomputed in one batched launch; only
+themes whose members changed are re-summarised. Embedding is one call for all new messages of the
+batch and one for all new statements.
+
+The engine state of a memory (open episode start, next theme id, speakers) rides in
+``Memory.stats["engine"]`` so a stored memory reopens and grows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import XMemoryConfig
+from ..memory.hierarchy import Memory
+from ..memory.records import Conversation, Message, SemanticNode
+from ..ops.knn import knn_graph
+from .pipeline import _finalize, _record_objective
+from .segment import boundaries, episode_embeddings, make_episodes
+from .semantic import extract_statements, merge_duplicates
+from .themes import ThemeState, merge_small, split_overfull
+
+
+def statement_hash(text: str) -> str:
+    """A statement's identity for forgetting (case and spacing folded); the text itself is not kept."""
+    return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()[:32]
+
+
+@dataclass
+class EngineState:
+    open_from: int = 0  # first message of the open episode (== number of messages when none is open)
+    next_theme_id: int = 0
+    speakers: tuple[str, ...] = ()  # the first two distinct speakers (statement rewriting)
+    forgotten: tuple[str, ...] = ()  # hashes of deleted statements: never extracted again
+
+    @classmethod
+    def of(cls, mem: Memory) -> EngineState:
+        e = mem.stats.get("engine") or {}
+        return cls(int(e.get("open_from", len(mem.messages))), int(e.get("next_theme_id", 0)), tuple(e.get("speakers", ())),
+                   tuple(e.get("forgotten", ())))
+
+    def as_dict(self) -> dict:
+        return {"open_from": self.open_from, "next_theme_id": self.next_theme_id, "speakers": list(self.speakers),
+                "forgotten": list(self.forgotten)}
+
+
+def empty_memory(memory_id: str, dim: int, k: int) -> Memory:
+    z = np.zeros((0, dim), np.float32)
+    return Memory(memory_id, [], [], [], [], z, z, z, np.zeros(0, np.int32), np.full((0, k), -1, np.int32),
+                  np.full((0, k), -np.inf, np.float32), np.full((0, k), -1, np.int32), np.full((0, k), -np.inf, np.float32),
+                  {"engine": EngineState().as_dict()})
+
+
+def _speakers(old: tuple[str, ...], msgs: list[Message]) -> tuple[str, ...]:
+    out = list(old)
+    for m in msgs:
+        if len(out) >= 2:
+            break
+        if m.speaker not in out:
+            out.append(m.speaker)
+    return tuple(out)
+
+
+def _pair(speakers: tuple[str, ...]) -> tuple[str, str]:
+    return (speakers + ("", ""))[:2]  # type: ignore[return-value]
+
+
+def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, config: XMemoryConfig | None = None, *,
+         flush: bool = False, new_x: list[np.ndarray] | None = None, backend: str = "auto") -> list[Memory]:
+    """``memories[b]`` grown by ``new_messages[b]`` (in order), all memories in one batch.
+
+    ``new_x``: the new messages' embeddings when already known (re-deriving after a delete);
+    otherwise one ``embedder.encode`` call embeds every new message of the batch. ``flush``
+    closes every open episode. Returns new Memory objects (the inputs are not modified)."""
+    cfg = config or XMemoryConfig()
+    n = len(memories)
+    if new_x is None:
+        texts = [m.text for msgs in new_messages for m in msgs]
+        all_x = embedder.encode(texts) if texts else np.zeros((0, memories[0].dim if memories else embedder.dim), np.float32)
+        new_x = np.split(all_x, np.cumsum([len(m) for m in new_messages])[:-1]) if n else []
+    states = [EngineState.of(m) for m in memories]
+    grown: list[dict] = []
+    for mem, msgs, x, st in zip(memories, new_messages, new_x, states):
+        messages = mem.messages + list(msgs)
+        msg_x = np.concatenate([mem.msg_x, np.asarray(x, np.float32).reshape(-1, mem.dim)])
+        speakers = _speakers(st.speakers, messages)
+        conv = Conversation(mem.memory_id, _pair(speakers), messages)
+        tail = Conversation(mem.memory_id, _pair(speakers), messages[st.open_from :])
+        spans = boundaries(tail, msg_x[st.open_from :], cfg.segment)
+        first_msg = {m.id: i for i, m in enumerate(messages)}
+        keep = [e for e in mem.episodes if first_msg[e.message_ids[0]] < st.open_from]
+        fresh = make_episodes(tail, spans)
+        for j, e in enumerate(fresh):
+            e.id = len(keep) + j
+        episodes = keep + fresh
+        epi_x = np.concatenate([mem.epi_x[: len(keep)], episode_embeddings(spans, msg_x[st.open_from :])]) if spans else mem.epi_x[: len(keep)]
+        open_from = len(messages) if (flush or not spans) else st.open_from + spans[-1][0]
+        raw = extract_statements(Conversation(mem.memory_id, _pair(speakers), list(msgs)), fresh, cfg.semantic) if msgs else []
+        if st.forgotten:
+            gone = set(st.forgotten)
+            raw = [r for r in raw if statement_hash(r.text) not in gone]
+        grown.append({"conv": conv, "messages": messages, "msg_x": msg_x, "episodes": episodes, "epi_x": epi_x, "raw": raw,
+                      "state": EngineState(open_from, st.next_theme_id, speakers, st.forgotten)})
+    raw_x_all = embedder.encode([r.text for g in grown for r in g["raw"]]) if any(g["raw"] for g in grown) else None
+    raw_x = np.split(raw_x_all, np.cumsum([len(g["raw"]) for g in grown])[:-1]) if raw_x_all is not None else [
+        np.zeros((0, mem.dim), np.float32) for mem in memories]
+    theme_states: list[ThemeState] = []
+    steps: list[list[np.ndarray]] = []
+    for mem, g, rx in zip(memories, grown, raw_x):
+        semantics, sem_x, n_new = _dedup_into(mem, g["raw"], rx, cfg.semantic.dedup_threshold)
+        ep_of = {mid: e.id for e in g["episodes"] for mid in e.message_ids}
+        for s in semantics:
+            s.episode_ids = sorted({ep_of[mid] for mid in s.message_ids})
+        g.update(semantics=semantics, sem_x=sem_x)
+        rows_of = {t.id: r for r, t in enumerate(mem.themes)}
+        ts = ThemeState.restore(sem_x, len(mem.semantics), [t.id for t in mem.themes], mem.theme_of,
+                                {t.id: t.parents for t in mem.themes}, g["state"].next_theme_id, cfg.knn.k_themes,
+                                cfg.knn.drop_nonpositive)
+        g["previous"] = {t.id: (frozenset(np.flatnonzero(mem.theme_of == rows_of[t.id]).tolist()), t.summary) for t in mem.themes}
+        theme_states.append(ts)
+        session_of = {m.id: m.session for m in g["messages"]}
+        new_rows = np.arange(len(mem.semantics), len(semantics))
+        sess = np.array([session_of[semantics[i].message_ids[0]] for i in new_rows], np.int64)
+        steps.append([new_rows[sess == s] for s in dict.fromkeys(sess.tolist())])
+        g["n_new"] = n_new
+    for step in range(max((len(s) for s in steps), default=0)):
+        for ts, st_rows in zip(theme_states, steps):
+            if step < len(st_rows):
+                for i in st_rows[step]:
+                    ts.attach(int(i), cfg.theme)
+        if cfg.theme.split:
+            split_overfull(theme_states, cfg.theme, backend=backend)
+        if cfg.theme.merge:
+            merge_small(theme_states, cfg.theme, backend=backend)
+    # semantic kNN graphs of every memory of the batch, one launch
+    sizes = [len(g["semantics"]) for g in grown]
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    d = memories[0].dim if memories else embedder.dim
+    all_sem = np.concatenate([g["sem_x"] for g in grown]) if offs[-1] else np.zeros((0, d), np.float32)
+    k = cfg.knn.k_semantics
+    if offs[-1]:
+        idx, sim = knn_graph(all_sem, offs, k, drop_nonpositive=cfg.knn.drop_nonpositive, backend=backend)
+    else:
+        idx, sim = np.full((0, k), -1, np.int32), np.full((0, k), -np.inf, np.float32)
+    out = []
+    for b, (mem, g, ts) in enumerate(zip(memories, grown, theme_states)):
+        lo, hi = int(offs[b]), int(offs[b + 1])
+        sem_idx = np.where(idx[lo:hi] >= 0, idx[lo:hi] - lo, -1).astype(np.int32)
+        m = _finalize(g["conv"], g["episodes"], g["semantics"], g["msg_x"], g["epi_x"], g["sem_x"], sem_idx, sim[lo:hi], ts, cfg,
+                      int(mem.stats.get("n_statements", 0)) + len(g["raw"]), previous=g["previous"])
+        st = g["state"]
+        st.next_theme_id = ts.next_id
+        m.stats["engine"] = st.as_dict()
+        m.stats["n_splits"] += int(mem.stats.get("n_splits", 0))
+        m.stats["n_merges"] += int(mem.stats.get("n_merges", 0))
+        m.stats["builder"] = "llm-free (incremental)"
+        out.append(m)
+    _record_objective(out, cfg, backend)
+    return out
+
+
+def _dedup_into(mem: Memory, raw: list[SemanticNode], raw_x: np.ndarray, threshold: float
+                ) -> tuple[list[SemanticNode], np.ndarray, int]:
+    """The memory's nodes plus the new statements: duplicates among the new ones merge first (as in
+    the bulk build), then a new node closer than ``threshold`` to an existing node merges into it
+    (its sources added); the others are appended. Returns nodes, their rows of x, and how many are new."""
+    nodes, x = merge_duplicates(raw, raw_x, threshold)
+    semantics = [SemanticNode(s.id, s.text, list(s.episode_ids), list(s.message_ids), s.timestamp) for s in mem.semantics]
+    keep = np.ones(len(nodes), bool)
+    if len(mem.semantics) and len(nodes):
+        sims = x @ mem.sem_x.T
+        best = sims.argmax(axis=1)
+        for i in range(len(nodes)):
+            j = int(best[i])
+            if sims[i, j] > threshold:
+                keep[i] = False
+                semantics[j].message_ids = list(dict.fromkeys(semantics[j].message_ids + nodes[i].message_ids))
+    for i in np.flatnonzero(keep):
+        nd = nodes[i]
+        semantics.append(SemanticNode(len(semantics), nd.text, nd.episode_ids, nd.message_ids, nd.timestamp))
+    sem_x = np.concatenate([mem.sem_x, x[keep]]) if len(nodes) else mem.sem_x
+    return semantics, sem_x.astype(np.float32), int(keep.sum())
