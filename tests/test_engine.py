@@ -255,7 +255,7 @@ def _snapshot(store: Path) -> list:
 
 
 def test_kill_9_during_a_stream_loses_at_most_the_batch_in_flight(tmp_path):
-    n_batches, kills = 12, 10
+    n_batches, kills = 40, 10
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     ref = tmp_path / "ref"
     subprocess.run([sys.executable, "-c", STREAM, str(ref), "0", str(n_batches)], check=True, env=env, timeout=600,
@@ -271,7 +271,7 @@ def test_kill_9_during_a_stream_loses_at_most_the_batch_in_flight(tmp_path):
         p = subprocess.Popen([sys.executable, "-c", STREAM, str(store), str(start), str(n_batches)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         p.stdout.readline() if rng.random() < 0.5 else None  # sometimes after a commit, sometimes during start-up
-        time.sleep(float(rng.uniform(0.0, 0.4)))
+        time.sleep(float(rng.uniform(0.0, 0.2)))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=60)
         p.stdout.close()
@@ -279,6 +279,6 @@ def test_kill_9_during_a_stream_loses_at_most_the_batch_in_flight(tmp_path):
     subprocess.run([sys.executable, "-c", STREAM, str(store), str(start), str(n_batches)], check=True, env=env, timeout=600,
                    capture_output=True)
     assert committed_batches(store) == n_batches
-    assert len(progress) >= 5 and progress == sorted(progress)  # killed mid-stream several times, never went back
+    assert len(progress) >= 4 and progress == sorted(progress)  # killed mid-stream several times, never went back
     assert _snapshot(store) == _snapshot(ref)
     assert not [f.name for f in (store / "arrays").iterdir() if f.suffix == ".tmp"]  # the last writer collected orphans
