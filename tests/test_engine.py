@@ -282,3 +282,23 @@ def test_kill_9_during_a_stream_loses_at_most_the_batch_in_flight(tmp_path):
     assert len(progress) >= 4 and progress == sorted(progress)  # killed mid-stream several times, never went back
     assert _snapshot(store) == _snapshot(ref)
     assert not [f.name for f in (store / "arrays").iterdir() if f.suffix == ".tmp"]  # the last writer collected orphans
+
+
+def test_cli_add_history_delete(tmp_path, capsys):
+    from xmemory_gpu.cli import main
+
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps([{"role": "user", "content": "I moved to Lisbon in May.", "id": "m1"},
+                             {"role": "assistant", "content": "Lisbon is lovely in spring."}]))
+    store = str(tmp_path / "cli")
+    assert main(["add", store, str(f), "--user", "alice", "--embedder", "hashing:64"]) == 0
+    assert capsys.readouterr().out.split("\n")[0] == "m1"
+    assert main(["history", store, "--user", "alice", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["op"] == "add"
+    assert main(["delete", store, "m1", "--user", "alice"]) == 0
+    assert main(["delete", store, "--user", "alice"]) == 2
+    assert "give a unit id or --all" in capsys.readouterr().err
+    assert main(["delete", store, "--all", "--user", "alice"]) == 0
+    f.write_text("{not json")
+    assert main(["add", store, str(f), "--user", "alice"]) == 2
+    assert "not valid JSON" in capsys.readouterr().err

@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "eval": "evaluate",
     "models": "models",
     "backends": "backends",
+    "add, delete, history": "live",
 }
 
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into head and closed: not an error
         sys.stderr.close()
         return 0
-    except (ValueError, FileNotFoundError, KeyError) as exc:
+    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"xmemory {args.command}: error: {msg}", file=sys.stderr)
         return 2
