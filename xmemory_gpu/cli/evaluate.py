@@ -9,9 +9,12 @@ from pathlib import Path
 
 def _ints(s: str) -> list[int]:
     try:
-        return [int(x) for x in s.split(",") if x]
+        out = [int(x) for x in s.split(",") if x]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+    if any(v < 0 for v in out):
+        raise argparse.ArgumentTypeError(f"expected integers >= 0, got {s!r}")
+    return out
 
 
 def add_retrieval_options(p: argparse.ArgumentParser) -> None:
@@ -46,15 +49,16 @@ def retrieval_config(args: argparse.Namespace, store: str | Path):
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ..eval.runner import DEFAULT_STRATEGIES
+    from .args import integer
 
     p = sub.add_parser("eval", help="evaluate retrieval strategies on LoCoMo questions")
     p.add_argument("store", help="a built store (for --ablation construction: the folder for the four variant stores)")
     p.add_argument("--data", required=True, help="LoCoMo-format JSON with the questions")
     p.add_argument("--out", required=True, help="folder for results.jsonl, summary.json, summary.md and the plots")
     p.add_argument("--strategies", default=None, help=f"comma-separated strategy names (default: {','.join(DEFAULT_STRATEGIES)})")
-    p.add_argument("--budget-tokens", type=int, default=None)
+    p.add_argument("--budget-tokens", type=integer(0), default=None)
     p.add_argument("--categories", type=_ints, default=[1, 2, 3, 4], help="LoCoMo categories (5 = adversarial)")
-    p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--limit", type=integer(1), default=None, help="first N questions only")
     p.add_argument("--sweep-budget", type=_ints, default=[], metavar="B1,B2,...", help="recall/coverage against these budgets")
     p.add_argument("--ablation", choices=["retrieval", "construction"], default=None,
                    help="retrieval: Naive RAG / Memory-only / +RepSel / +UncSion / Full; construction: split+merge, "
@@ -76,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         raise ValueError(f"--strategies: unknown {bad}; expected some of {', '.join(STRATEGIES)}")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file; expected a folder (created if missing)")
     if args.ablation == "construction":
         from ..config import resolve_config
         from ..eval.ablation import run_construction_ablation

@@ -9,14 +9,15 @@ from pathlib import Path
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ..retrieve import STRATEGIES
+    from .args import integer, text
     from .evaluate import add_retrieval_options
 
     p = sub.add_parser("search", help="retrieve context for questions from a memory store")
     p.add_argument("store")
-    p.add_argument("question", nargs="?", help="the question (or use --batch)")
-    p.add_argument("--memory", help="memory id to search (default: the store's first memory)")
+    p.add_argument("question", nargs="?", type=text("question"), help="the question (or use --batch)")
+    p.add_argument("--memory", type=text("memory id"), help="memory id to search (default: the store's first memory)")
     p.add_argument("--strategy", default="xmemory", choices=STRATEGIES)
-    p.add_argument("--budget-tokens", type=int, default=None, help="cap on context tokens")
+    p.add_argument("--budget-tokens", type=integer(0), default=None, help="cap on context tokens")
     p.add_argument("--batch", help="JSON file: a list of {\"question\": ..., \"memory\": ...} (memory optional)")
     p.add_argument("--backend", default="auto", help="kernel backend: auto, reference, cpu, triton, cuda")
     p.add_argument("--json", action="store_true", help="print results as JSON")
@@ -26,18 +27,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _batch(path: str, default_memory: str) -> tuple[list[str], list[str]]:
+    if Path(path).is_dir():
+        raise ValueError(f"--batch {path}: is a folder; expected a JSON file")
     try:
-        items = json.loads(Path(path).read_text())
+        items = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"--batch {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--batch {path}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        raise ValueError(f"--batch {path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    except RecursionError:
+        raise ValueError(f"--batch {path}: JSON nested too deeply") from None
     if not isinstance(items, list):
         raise ValueError(f"{path}: expected a list of {{\"question\": ..., \"memory\": ...}} objects")
     qs, ms = [], []
     for i, it in enumerate(items):
-        if not isinstance(it, dict) or not isinstance(it.get("question"), str):
-            raise ValueError(f"{path}: item {i}: field 'question' missing or not a string")
+        if not isinstance(it, dict) or not isinstance(it.get("question"), str) or not it["question"].strip():
+            raise ValueError(f"{path}: item {i}: field 'question' missing, empty or not a string")
+        mem = it.get("memory", default_memory)
+        if not isinstance(mem, str) or not mem:
+            raise ValueError(f"{path}: item {i}: field 'memory' must be a non-empty string")
         qs.append(it["question"])
-        ms.append(str(it.get("memory", default_memory)))
+        ms.append(mem)
     return qs, ms
 
 
@@ -50,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     store.close()
     if not ids:
         raise ValueError(f"{args.store}: the store holds no memories")
-    memory = args.memory or ids[0]
+    memory = args.memory if args.memory is not None else ids[0]
     if args.batch:
         questions, mems = _batch(args.batch, memory)
     elif args.question:

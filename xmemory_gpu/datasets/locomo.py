@@ -27,6 +27,15 @@ def parse_datetime(text: str) -> float:
     return datetime.strptime(text.strip(), DATE_FORMAT).replace(tzinfo=timezone.utc).timestamp()
 
 
+def _check_unicode(where: str, text: str) -> None:
+    """Text that cannot be encoded (a lone surrogate from a broken escape) is refused here, not deep
+    inside a tokenizer."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DatasetError(f"{where}: not valid Unicode (lone surrogate at character {exc.start})") from None
+
+
 def _files(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".json")
@@ -43,9 +52,19 @@ def load_locomo(path: str | Path) -> list[Conversation]:
     convs: list[Conversation] = []
     for f in _files(Path(path)):
         try:
-            data = json.loads(f.read_text(encoding="utf-8"))
+            raw = f.read_bytes()
+        except OSError as exc:
+            raise DatasetError(f"{f}: cannot read ({exc.strerror or exc})") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{f}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        try:
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{f}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        except RecursionError:
+            raise DatasetError(f"{f}: JSON nested too deeply") from None
         if isinstance(data, dict):
             data = [data]
         if not isinstance(data, list):
@@ -102,14 +121,24 @@ def _conversation(f: Path, i: int, item: object) -> Conversation:
                 text = f"{text} [shares a photo: {caption.strip()}]".strip()
             if not text.strip():
                 raise DatasetError(f"{tw}.text: missing or empty (dia_id {mid})")
+            _check_unicode(f"{tw}.text", text)
             speaker = turn.get("speaker")
             if not isinstance(speaker, str) or not speaker:
                 raise DatasetError(f"{tw}.speaker: missing (dia_id {mid})")
             messages.append(Message(id=mid, speaker=speaker, text=text.strip(), session=n, timestamp=ts + j))
     qa = []
-    for j, q in enumerate(item.get("qa") or []):
+    qas = item.get("qa") or []
+    if not isinstance(qas, list):
+        raise DatasetError(f"{where}: qa: expected a list of questions")
+    for j, q in enumerate(qas):
         if not isinstance(q, dict) or not isinstance(q.get("question"), str):
             raise DatasetError(f"{where}: qa[{j}].question: missing")
+        _check_unicode(f"{where}: qa[{j}].question", q["question"])
+        cat = q.get("category", 0)
+        if isinstance(cat, bool) or not isinstance(cat, (int, str)) or not str(cat).strip().isdigit():
+            raise DatasetError(f"{where}: qa[{j}].category: expected an integer 1-5, got {cat!r}")
+        if not isinstance(q.get("evidence") or [], list):
+            raise DatasetError(f"{where}: qa[{j}].evidence: expected a list of dia_ids")
         ans = q.get("answer")
         adv = q.get("adversarial_answer")
         qa.append(
@@ -117,7 +146,7 @@ def _conversation(f: Path, i: int, item: object) -> Conversation:
                 question=q["question"],
                 answer=None if ans is None else str(ans),
                 evidence=[str(e) for e in (q.get("evidence") or [])],
-                category=int(q.get("category", 0)),
+                category=int(cat),
                 adversarial_answer=None if adv is None else str(adv),
             )
         )
