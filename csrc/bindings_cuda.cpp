@@ -1,5 +1,6 @@
 // The xmemory_gpu._cuda module: CUDA kernels, bound from plain C++ (no pybind11 in nvcc).
-// Functions take device pointers and the caller's stream as integers.
+// Functions take CUDA tensors (__cuda_array_interface__ or DLPack), checked in C++ before any launch
+// (csrc/include/xmemory/checks.h), and the caller's stream as an integer.
 #include <pybind11/pybind11.h>
 #include "xmemory/cuda_runtime_info.h"
 

@@ -1,7 +1,8 @@
 // f(P) kernels on the GPU (semantics: ops/objective/reference.py; arithmetic: csrc/cpu/objective.cpp).
 //
 // Closed form (DESIGN section 1): with S_k the sum of theme k's unit rows, cohesion_k = |S_k| / n_k
-// and cos(mu_k, mu_j) = S_k.S_j / (|S_k| |S_j|). objective_score_kernel runs one block of 256
+// and cos(mu_k, mu_j) = S_k.S_j / (|S_k| |S_j|). objective_score_kernel<kCandidates> (two modes, two entry
+// points: objective_score_candidates_cuda / objective_score_segments_cuda) runs one block of 256
 // threads per item (a candidate edit of one memory, or a whole segment whose themes are all "new"):
 //   1. removed flags for the memory's theme rows;
 //   2. one warp per kept theme: s_k from the kept top-2 (or, when both are removed, the max over the
@@ -121,30 +122,45 @@ group_sums_kernel(const double* __restrict__ x, const double* __restrict__ row_n
   }
 }
 
-// 3 blocks per SM: ptxas fits ~80 registers, no spills (at the default 64 it spills a few bytes)
+// 3 blocks per SM: ptxas fits ~80 registers, no spills (at the default 64 it spills a few bytes).
+// kCandidates: candidate mode (memory, theme_*, top_*, rem_* read); else segment mode (item = segment,
+// only new themes; those pointers are not read).
+template <bool kCandidates>
 __global__ void __launch_bounds__(kThreads, 3)
 objective_score_kernel(const int64_t* __restrict__ memory, const int64_t* __restrict__ node_offsets,
-                       const double* __restrict__ TS, const double* __restrict__ TN, const int64_t* __restrict__ CNT,
-                       const int64_t* __restrict__ TO, const int64_t* __restrict__ TI, const double* __restrict__ TC,
-                       const int64_t* __restrict__ RO, const int64_t* __restrict__ RR, const int64_t* __restrict__ AO,
-                       const int64_t* __restrict__ GO, const double* __restrict__ GS, const double* __restrict__ GN,
-                       int64_t d, double eps, int64_t smem_slots, unsigned char* state,
-                       const int64_t* __restrict__ state_offsets, double* __restrict__ out) {
+                       const double* __restrict__ theme_sum, const double* __restrict__ theme_norm,
+                       const int64_t* __restrict__ theme_count, const int64_t* __restrict__ theme_offsets,
+                       const int64_t* __restrict__ top_idx, const double* __restrict__ top_cos,
+                       const int64_t* __restrict__ rem_offsets, const int64_t* __restrict__ rem_rows,
+                       const int64_t* __restrict__ add_offsets, const int64_t* __restrict__ group_offsets,
+                       const double* __restrict__ gsum, const double* __restrict__ gnorm, int64_t d, double eps,
+                       int64_t smem_slots, unsigned char* state_scratch, const int64_t* __restrict__ state_offsets,
+                       double* __restrict__ out) {
+  // short names for the arithmetic below (the parameters carry the header's names)
+  const double* const TS = theme_sum;
+  const double* const TN = theme_norm;
+  const int64_t* const CNT = theme_count;
+  const int64_t* const TI = top_idx;
+  const double* const TC = top_cos;
+  const int64_t* const RR = rem_rows;
+  const int64_t* const GO = group_offsets;
+  const double* const GS = gsum;
+  const double* const GN = gnorm;
   extern __shared__ __align__(8) unsigned char smem[];
   __shared__ double red_a[kWarps], red_b[kWarps];
 
   const int64_t c = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   int64_t b = c, t0 = 0, kb = 0, r0 = 0, R = 0;
-  if (memory != nullptr) {
+  if constexpr (kCandidates) {
     b = memory[c];
-    t0 = TO[b];
-    kb = TO[b + 1] - t0;
-    r0 = RO[c];
-    R = RO[c + 1] - r0;
+    t0 = theme_offsets[b];
+    kb = theme_offsets[b + 1] - t0;
+    r0 = rem_offsets[c];
+    R = rem_offsets[c + 1] - r0;
   }
   const int64_t n_nodes = node_offsets[b + 1] - node_offsets[b];
-  const int64_t g0 = AO[c], G = AO[c + 1] - g0;
+  const int64_t g0 = add_offsets[c], G = add_offsets[c + 1] - g0;
   const int64_t slots = kb + G, nv = kb - R + G;  // theme positions, themes after the edit
   if (slots <= 0 || nv <= 0 || n_nodes <= 0) {  // block-uniform
     if (tid == 0) out[c] = 0.0;
@@ -155,8 +171,8 @@ objective_score_kernel(const int64_t* __restrict__ memory, const int64_t* __rest
   unsigned char* base;
   if (P <= smem_slots) {
     base = smem;
-  } else if (state != nullptr) {
-    base = state + state_offsets[c];
+  } else if (state_scratch != nullptr) {
+    base = state_scratch + state_offsets[c];
   } else {  // the launcher checks this; never silently wrong
     if (tid == 0) out[c] = __longlong_as_double(0x7ff8000000000000LL);
     return;
@@ -297,26 +313,52 @@ void objective_group_sums_cuda(const double* x, const double* row_norm, const in
   XMEM_CUDA_CHECK(cudaGetLastError());
 }
 
-void objective_score_cuda(const int64_t* memory, const int64_t* node_offsets, const double* theme_sum,
-                          const double* theme_norm, const int64_t* theme_count, const int64_t* theme_offsets,
-                          const int64_t* top_idx, const double* top_cos, const int64_t* rem_offsets,
-                          const int64_t* rem_rows, const int64_t* add_offsets, const int64_t* group_offsets,
-                          const double* gsum, const double* gnorm, int64_t num_items, int64_t d, double eps,
-                          int64_t max_slots, void* state_scratch, const int64_t* state_offsets, double* out,
-                          cudaStream_t stream) {
+namespace {
+
+template <bool kCandidates>
+void launch_score(const int64_t* memory, const int64_t* node_offsets, const double* theme_sum,
+                  const double* theme_norm, const int64_t* theme_count, const int64_t* theme_offsets,
+                  const int64_t* top_idx, const double* top_cos, const int64_t* rem_offsets, const int64_t* rem_rows,
+                  const int64_t* add_offsets, const int64_t* group_offsets, const double* gsum, const double* gnorm,
+                  int64_t num_items, int64_t d, double eps, int64_t max_slots, void* state_scratch,
+                  const int64_t* state_offsets, double* out, cudaStream_t stream) {
   check_grid(num_items, "items");
   if (d < 0 || max_slots < 0) throw std::invalid_argument("objective_cuda: negative d or max_slots");
   if (max_slots > kObjectiveSharedMaxSlots && (state_scratch == nullptr || state_offsets == nullptr))
-    throw std::invalid_argument("objective_score_cuda: max_slots exceeds the shared-memory limit; pass state_scratch");
+    throw std::invalid_argument("objective_score_{candidates,segments}_cuda: max_slots exceeds the shared-memory limit; pass state_scratch");
   if (num_items == 0) return;
   int64_t cap = 1;  // shared slots: the largest power of two needed, up to the shared limit
   while (cap < max_slots && cap < kObjectiveSharedMaxSlots) cap <<= 1;
   const size_t smem = static_cast<size_t>((cap * kObjectiveSlotBytes + 7) / 8 * 8);
-  objective_score_kernel<<<static_cast<unsigned>(num_items), kThreads, smem, stream>>>(
+  objective_score_kernel<kCandidates><<<static_cast<unsigned>(num_items), kThreads, smem, stream>>>(
       memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos, rem_offsets, rem_rows,
       add_offsets, group_offsets, gsum, gnorm, d, eps, cap, static_cast<unsigned char*>(state_scratch), state_offsets,
       out);
   XMEM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void objective_score_candidates_cuda(const int64_t* memory, const int64_t* node_offsets, const double* theme_sum,
+                                     const double* theme_norm, const int64_t* theme_count,
+                                     const int64_t* theme_offsets, const int64_t* top_idx, const double* top_cos,
+                                     const int64_t* rem_offsets, const int64_t* rem_rows, const int64_t* add_offsets,
+                                     const int64_t* group_offsets, const double* gsum, const double* gnorm,
+                                     int64_t num_items, int64_t d, double eps, int64_t max_slots,
+                                     void* state_scratch, const int64_t* state_offsets, double* out,
+                                     cudaStream_t stream) {
+  launch_score<true>(memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
+                     rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, num_items, d, eps, max_slots,
+                     state_scratch, state_offsets, out, stream);
+}
+
+void objective_score_segments_cuda(const int64_t* node_offsets, const int64_t* add_offsets,
+                                   const int64_t* group_offsets, const double* gsum, const double* gnorm,
+                                   int64_t num_items, int64_t d, double eps, int64_t max_slots, void* state_scratch,
+                                   const int64_t* state_offsets, double* out, cudaStream_t stream) {
+  launch_score<false>(nullptr, node_offsets, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                      add_offsets, group_offsets, gsum, gnorm, num_items, d, eps, max_slots, state_scratch,
+                      state_offsets, out, stream);
 }
 
 }  // namespace xmem

@@ -1,7 +1,8 @@
 """The compiled CUDA module (xmemory_gpu._cuda): knn and coverage kernels.
 
-Without a GPU: the module imports, the functions and constants exist, the wrappers validate their
-inputs and a launch fails with a clean RuntimeError. With a GPU: results against the float64
+Without a GPU: the module imports, the functions and constants exist, the bindings check their
+tensors (device, dtype, shape, contiguity) in C++ before any launch, and a launch fails with a
+clean RuntimeError. With a GPU: results against the float64
 references (kNN tie-robust; coverage picks and values exactly).
 """
 
@@ -14,7 +15,7 @@ from xmemory_gpu.ops.coverage import reference as cov_ref
 from xmemory_gpu.ops.knn import reference as knn_ref
 
 from .coverage_cases import random_problem
-from .gpu import has_cuda, requires_cuda
+from .gpu import FakeCuda, has_cuda, requires_cuda
 from .knn_cases import check_knn, ragged, segment_sizes
 
 _cuda = pytest.importorskip("xmemory_gpu._cuda", reason="xmemory_gpu._cuda not built (no nvcc at build time)")
@@ -68,14 +69,44 @@ def test_coverage_wrapper_without_picks_needs_no_device():
     assert empty[0].tolist() == [0] and empty[1].size == 0
 
 
+def _knn_args(nq=5, nx=7, d=8, k=4, b=2, **over):
+    """Well-formed knn_topk arguments as fake CUDA arrays; ``over`` replaces some."""
+    args = dict(q=FakeCuda((nq, d), "<f4"), q_offsets=FakeCuda((b + 1,), "<i8"), x=FakeCuda((nx, d), "<f4"),
+                x_offsets=FakeCuda((b + 1,), "<i8"), tile_start=FakeCuda((b + 1,), "<i8"), num_tiles=b,
+                exclude_self=False, drop_nonpositive=False, out_idx=FakeCuda((nq, k), "<i4"),
+                out_sim=FakeCuda((nq, k), "<f4"), stream=0)
+    args.update(over)
+    return args
+
+
 @pytest.mark.skipif(has_cuda(), reason="checks the no-GPU error path")
 def test_launch_without_gpu_raises_runtime_error():
-    with pytest.raises(RuntimeError, match="CUDA error"):
-        _cuda.knn_topk(0, 0, 0, 0, 0, 1, 1, 8, 4, True, False, 0, 0, 0)
-    with pytest.raises(RuntimeError, match="CUDA error"):
-        _cuda.coverage_select(0, 0, 0, 0, 0.7, 1.0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0)
+    with pytest.raises(RuntimeError, match="CUDA error"):  # every check passes; the launch fails
+        _cuda.knn_topk(**_knn_args())
     with pytest.raises(ValueError, match="k must be"):  # argument checks come first
-        _cuda.knn_topk(0, 0, 0, 0, 0, 1, 1, 8, 65, True, False, 0, 0, 0)
+        _cuda.knn_topk(**_knn_args(out_idx=FakeCuda((5, 65), "<i4"), out_sim=FakeCuda((5, 65), "<f4")))
+
+
+def test_knn_binding_checks_tensors_before_launch():
+    """Host tensors, wrong dtypes, non-contiguous and mis-shaped tensors are refused in C++, naming the
+    argument, before any launch (no GPU needed)."""
+    torch = pytest.importorskip("torch")
+    cases = [
+        (dict(q=torch.zeros(5, 8)), "q: expected a CUDA tensor, got host memory"),
+        (dict(x=np.zeros((7, 8), np.float32)), "x: expected a CUDA tensor, got host memory"),
+        (dict(q=FakeCuda((5, 8), "<f8")), "q: expected float32, got float64"),
+        (dict(q_offsets=FakeCuda((3,), "<i4")), "q_offsets: expected int64, got int32"),
+        (dict(x=FakeCuda((7, 8), "<f4", strides=(4, 28))), "x: expected a contiguous"),
+        (dict(x=FakeCuda((7, 9), "<f4")), r"x: expected shape \[\*, 8\], got \[7, 9\]"),
+        (dict(x_offsets=FakeCuda((4,), "<i8")), r"x_offsets: expected shape \[3\]"),
+        (dict(out_sim=FakeCuda((5, 3), "<f4")), r"out_sim: expected shape \[5, 4\]"),
+        (dict(out_idx=FakeCuda((5, 4), "<i8")), "out_idx: expected int32, got int64"),
+        (dict(q=12345), "q: expected a CUDA tensor .*got int"),  # the old raw-pointer ABI is gone
+        (dict(tile_start=None), "tile_start: expected a CUDA tensor, got None"),
+    ]
+    for over, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            _cuda.knn_topk(**_knn_args(**over))
 
 
 # ---- GPU: knn against the float64 reference ------------------------------------------------------

@@ -8,15 +8,13 @@ reads the (CPU) tensors behind the pointers. With a GPU: the kernels against the
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import pytest
 
 from xmemory_gpu.ops.objective import Candidates, PartitionState
 from xmemory_gpu.ops.objective import reference as ref
 
-from .gpu import has_cuda, requires_cuda
+from .gpu import FakeCuda, has_cuda, requires_cuda
 from .objective_cases import random_candidates, random_partition
 
 _cuda = pytest.importorskip("xmemory_gpu._cuda", reason="xmemory_gpu._cuda not built (no nvcc at build time)")
@@ -72,7 +70,7 @@ def _large_k_case(rng, n_themes=2100, d=8):
 
 
 def test_module_exposes_objective_kernels():
-    for name in ("objective_row_norms", "objective_group_sums", "objective_score"):
+    for name in ("objective_row_norms", "objective_group_sums", "objective_score_candidates", "objective_score_segments"):
         assert callable(getattr(_cuda, name)), name
     assert _cuda.OBJECTIVE_SLOT_BYTES == 17
     assert _cuda.OBJECTIVE_SHARED_MAX_SLOTS >= 1024
@@ -99,16 +97,6 @@ def test_empty_inputs_need_no_device():
     assert oc.score_candidates(state, empty).shape == (0,)
 
 
-def test_wrapper_validates_inputs():
-    oc = _ocuda()
-    with pytest.raises(ValueError, match="offsets"):
-        oc.partition_objective(np.zeros((3, 2)), np.zeros(3, np.int64), np.array([0, 2], np.int64))
-    with pytest.raises(ValueError, match="non-negative"):
-        oc.partition_objective(np.zeros((3, 2)), np.array([0, -1, 0]), np.array([0, 3], np.int64))
-    with pytest.raises(ValueError, match="labels"):
-        oc.partition_objective(np.zeros((3, 2)), np.zeros(2, np.int64), np.array([0, 3], np.int64))
-
-
 def test_pow2_matches_kernel():
     p = _ocuda()._pow2(np.array([0, 1, 2, 3, 4, 5, 1023, 1024, 1025, 2**40 + 1]))
     assert p.tolist() == [1, 1, 2, 4, 4, 8, 1024, 1024, 2048, 2**41]
@@ -116,16 +104,18 @@ def test_pow2_matches_kernel():
 
 @pytest.mark.skipif(has_cuda(), reason="checks the no-GPU error path")
 def test_no_gpu_raises_clean_errors():
+    f8, i8 = "<f8", "<i8"
+    with pytest.raises(RuntimeError, match="CUDA error"):  # checks pass, the launch fails
+        _cuda.objective_row_norms(FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
     with pytest.raises(RuntimeError, match="CUDA error"):
-        _cuda.objective_row_norms(0, 1, 4, 0, 0)
+        _cuda.objective_group_sums(FakeCuda((3, 4), f8), None, FakeCuda((2,), i8), FakeCuda((3,), i8),
+                                   FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
+    seg = [FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((1, 4), f8), FakeCuda((1,), f8)]
     with pytest.raises(RuntimeError, match="CUDA error"):
-        _cuda.objective_group_sums(0, 0, 0, 0, 1, 4, 0, 0, 0)
-    with pytest.raises(RuntimeError, match="CUDA error"):
-        _cuda.objective_score(*([0] * 14), 1, 4, 1e-8, 4, 0, 0, 0, 0)
+        _cuda.objective_score_segments(*seg, 1e-8, 4, None, None, FakeCuda((1,), f8), 0)
     with pytest.raises(ValueError, match="shared-memory limit"):  # argument checks come first
-        _cuda.objective_score(*([0] * 14), 1, 4, 1e-8, _cuda.OBJECTIVE_SHARED_MAX_SLOTS + 1, 0, 0, 0, 0)
-    with pytest.raises(ValueError, match="negative"):
-        _cuda.objective_row_norms(0, -1, 4, 0, 0)
+        _cuda.objective_score_segments(*seg, 1e-8, _cuda.OBJECTIVE_SHARED_MAX_SLOTS + 1, None, None,
+                                       FakeCuda((1,), f8), 0)
     pytest.importorskip("torch")
     x, lab, off = random_partition(np.random.default_rng(0), [5], [2], 3)
     with pytest.raises(RuntimeError, match="CUDA device"):
@@ -135,17 +125,58 @@ def test_no_gpu_raises_clean_errors():
         _ocuda().score_candidates(state, cands)
 
 
+def test_bindings_check_tensors_before_launch():
+    """Host tensors, wrong dtypes, non-contiguous and mis-shaped tensors are refused in C++, naming
+    the argument, before any launch (no GPU needed)."""
+    torch = pytest.importorskip("torch")
+    f8, i8 = "<f8", "<i8"
+    with pytest.raises(ValueError, match="a: expected a CUDA tensor, got host memory"):
+        _cuda.objective_row_norms(torch.zeros(2, 4, dtype=torch.float64), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match="a: expected a CUDA tensor, got host memory"):
+        _cuda.objective_row_norms(np.zeros((2, 4)), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match="a: expected a CUDA tensor, got host memory"):  # a DLPack capsule
+        _cuda.objective_row_norms(torch.zeros(2, 4, dtype=torch.float64).__dlpack__(), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match="a: expected float64, got float32"):
+        _cuda.objective_row_norms(FakeCuda((2, 4), "<f4"), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match="a: expected a contiguous"):
+        _cuda.objective_row_norms(FakeCuda((2, 4), f8, strides=(8, 16)), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match=r"out: expected shape \[2\], got \[3\]"):
+        _cuda.objective_row_norms(FakeCuda((2, 4), f8), FakeCuda((3,), f8), 0)
+    with pytest.raises(ValueError, match="expected a CUDA tensor .*got int"):
+        _cuda.objective_row_norms(0, FakeCuda((2,), f8), 0)  # the old raw-pointer ABI is gone
+    with pytest.raises(ValueError, match="members: expected int64, got int32"):
+        _cuda.objective_group_sums(FakeCuda((3, 4), f8), None, FakeCuda((2,), i8), FakeCuda((3,), "<i4"),
+                                   FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
+    with pytest.raises(ValueError, match="state_scratch, state_offsets: pass both or neither"):
+        _cuda.objective_score_segments(FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((2,), i8),
+                                       FakeCuda((1, 4), f8), FakeCuda((1,), f8), 1e-8, 4, FakeCuda((64,), "|u1"),
+                                       None, FakeCuda((1,), f8), 0)
+    k = 3
+    cand = dict(memory=FakeCuda((1,), i8), node_offsets=FakeCuda((2,), i8), theme_sum=FakeCuda((k, 4), f8),
+                theme_norm=FakeCuda((k,), f8), theme_count=FakeCuda((k,), i8), theme_offsets=FakeCuda((2,), i8),
+                top_idx=FakeCuda((k, 2), i8), top_cos=FakeCuda((k, 2), f8), rem_offsets=FakeCuda((2,), i8),
+                rem_rows=FakeCuda((1,), i8), add_offsets=FakeCuda((2,), i8), group_offsets=FakeCuda((3,), i8),
+                gsum=FakeCuda((2, 4), f8), gnorm=FakeCuda((2,), f8), eps=1e-8, max_slots=8, state_scratch=None,
+                state_offsets=None, out=FakeCuda((1,), f8), stream=0)
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        _cuda.objective_score_candidates(**cand)
+    with pytest.raises(ValueError, match=r"top_idx: expected shape \[3, 2\]"):
+        _cuda.objective_score_candidates(**{**cand, "top_idx": FakeCuda((k, 3), i8)})
+    with pytest.raises(ValueError, match="top_cos: expected a CUDA tensor, got host memory"):
+        _cuda.objective_score_candidates(**{**cand, "top_cos": torch.zeros(k, 2, dtype=torch.float64)})
+    with pytest.raises(ValueError, match="theme_count: expected int64, got float64"):
+        _cuda.objective_score_candidates(**{**cand, "theme_count": FakeCuda((k,), f8)})
+
+
 # ---- host emulation of the kernels: checks the wrapper's plumbing without a GPU -------------------
 
-_CT = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.int64): ctypes.c_int64}
 
-
-def _view(ptr: int, dtype, n: int) -> np.ndarray:
-    dtype = np.dtype(dtype)
-    if n <= 0:
-        return np.zeros(0, dtype)
-    assert ptr != 0
-    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(_CT[dtype])), shape=(n,))
+def _n(t, dtype) -> np.ndarray:
+    """The NumPy view of a CPU tensor handed to the emulated binding, checked as the C++ binding would."""
+    assert t.is_contiguous(), "the binding refuses non-contiguous tensors"
+    a = t.numpy()
+    assert a.dtype == np.dtype(dtype), (a.dtype, dtype)
+    return a
 
 
 def _finish(norm, cnt, s, n, eps):
@@ -160,7 +191,7 @@ def _cos(a, na, b, nb):
 
 
 class _HostExt:
-    """The three kernels of csrc/cuda/objective.cu in NumPy, reading memory behind CPU tensor pointers."""
+    """The kernels of csrc/cuda/objective.cu in NumPy, on the CPU tensors the wrapper passes."""
 
     OBJECTIVE_SLOT_BYTES = 17
 
@@ -168,21 +199,18 @@ class _HostExt:
         self.OBJECTIVE_SHARED_MAX_SLOTS = shared_max
         self.launches = []  # (items, max_slots, items using global state)
 
-    def objective_row_norms(self, a, rows, d, out, stream):
+    def objective_row_norms(self, a, out, stream):
         assert stream == 0
-        rows_ = _view(a, np.float64, rows * d).reshape(rows, d)
-        _view(out, np.float64, rows)[:] = np.sqrt((rows_ * rows_).sum(axis=1))
+        a_ = _n(a, np.float64)
+        _n(out, np.float64)[:] = np.sqrt((a_ * a_).sum(axis=1))
 
-    def objective_group_sums(self, x, row_norm, group_offsets, members, num_groups, d, gsum, gnorm, stream):
-        if num_groups == 0:
-            return
-        go = _view(group_offsets, np.int64, num_groups + 1)
-        mb = _view(members, np.int64, int(go[-1]))
-        n = int(mb[go[0] : go[-1]].max()) + 1
-        xs = _view(x, np.float64, n * d).reshape(n, d)
-        rn = _view(row_norm, np.float64, n) if row_norm else None
-        gs, gn = _view(gsum, np.float64, num_groups * d).reshape(num_groups, d), _view(gnorm, np.float64, num_groups)
-        for g in range(num_groups):
+    def objective_group_sums(self, x, row_norm, group_offsets, members, gsum, gnorm, stream):
+        go, mb = _n(group_offsets, np.int64), _n(members, np.int64)
+        xs = _n(x, np.float64)
+        rn = _n(row_norm, np.float64) if row_norm is not None else None
+        gs, gn = _n(gsum, np.float64), _n(gnorm, np.float64)
+        assert go.shape == (gs.shape[0] + 1,) and gs.shape[1] == xs.shape[1]
+        for g in range(gs.shape[0]):
             rows = mb[go[g] : go[g + 1]]
             v = xs[rows]
             if rn is not None:
@@ -191,36 +219,46 @@ class _HostExt:
             gs[g] = v.sum(axis=0)
             gn[g] = np.linalg.norm(gs[g])
 
-    def objective_score(self, memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
-                        rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, num_items, d, eps, max_slots,
-                        state, state_offsets, out, stream):
-        ao = _view(add_offsets, np.int64, num_items + 1)
-        go = _view(group_offsets, np.int64, int(ao[-1]) + 1)
-        gs = _view(gsum, np.float64, int(ao[-1]) * d).reshape(-1, d)
-        gn = _view(gnorm, np.float64, int(ao[-1]))
-        mem = _view(memory, np.int64, num_items) if memory else np.arange(num_items)
-        no = _view(node_offsets, np.int64, int(mem.max()) + 2)
-        f = _view(out, np.float64, num_items)
-        if memory:
-            to = _view(theme_offsets, np.int64, int(mem.max()) + 2)
-            k = int(to[-1])
-            ts, tn = _view(theme_sum, np.float64, k * d).reshape(k, d), _view(theme_norm, np.float64, k)
-            cnt, ti = _view(theme_count, np.int64, k), _view(top_idx, np.int64, 2 * k).reshape(k, 2)
-            tc = _view(top_cos, np.float64, 2 * k).reshape(k, 2)
-            ro = _view(rem_offsets, np.int64, num_items + 1)
-            rr = _view(rem_rows, np.int64, int(ro[-1]))
+    def objective_score_segments(self, node_offsets, add_offsets, group_offsets, gsum, gnorm, eps, max_slots,
+                                 state_scratch, state_offsets, out, stream):
+        self._score(None, node_offsets, None, None, None, None, None, None, None, None, add_offsets, group_offsets,
+                    gsum, gnorm, eps, max_slots, state_scratch, state_offsets, out)
+
+    def objective_score_candidates(self, memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets,
+                                   top_idx, top_cos, rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm,
+                                   eps, max_slots, state_scratch, state_offsets, out, stream):
+        self._score(memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
+                    rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, eps, max_slots, state_scratch,
+                    state_offsets, out)
+
+    def _score(self, memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
+               rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, eps, max_slots, state, state_offsets,
+               out):
+        f = _n(out, np.float64)
+        num_items = f.shape[0]
+        ao, go = _n(add_offsets, np.int64), _n(group_offsets, np.int64)
+        gs, gn = _n(gsum, np.float64), _n(gnorm, np.float64)
+        assert ao.shape == (num_items + 1,)
+        cand = memory is not None
+        mem = _n(memory, np.int64) if cand else np.arange(num_items)
+        no = _n(node_offsets, np.int64)
+        if cand:
+            to = _n(theme_offsets, np.int64)
+            ts, tn = _n(theme_sum, np.float64), _n(theme_norm, np.float64)
+            cnt, ti, tc = _n(theme_count, np.int64), _n(top_idx, np.int64), _n(top_cos, np.float64)
+            ro, rr = _n(rem_offsets, np.int64), _n(rem_rows, np.int64)
         regions = []
         for c in range(num_items):
             b = int(mem[c])
-            t0, kb = (int(to[b]), int(to[b + 1] - to[b])) if memory else (0, 0)
-            removed = set(rr[ro[c] : ro[c + 1]].tolist()) if memory else set()
+            t0, kb = (int(to[b]), int(to[b + 1] - to[b])) if cand else (0, 0)
+            removed = set(rr[ro[c] : ro[c + 1]].tolist()) if cand else set()
             g0, ng = int(ao[c]), int(ao[c + 1] - ao[c])
             p = int(_ocuda()._pow2(np.array([kb + ng]))[0])
             assert p <= max_slots or kb + ng == 0
             if p > self.OBJECTIVE_SHARED_MAX_SLOTS:
-                assert state and state_offsets
-                start = int(_view(state_offsets, np.int64, num_items)[c])
-                assert start % 8 == 0
+                assert state is not None and state_offsets is not None
+                start = int(_n(state_offsets, np.int64)[c])
+                assert start % 8 == 0 and start + p * self.OBJECTIVE_SLOT_BYTES <= state.numel()
                 regions.append((start, start + p * self.OBJECTIVE_SLOT_BYTES))
             kept = [t0 + t for t in range(kb) if t0 + t not in removed]
             norm, count, s = [], [], []
@@ -269,6 +307,11 @@ def test_emulated_partition_objective_plumbing(rng, host_emulation, monkeypatch)
     monkeypatch.setattr(ext, "OBJECTIVE_SHARED_MAX_SLOTS", 4)  # most segments through global state
     np.testing.assert_allclose(oc.partition_objective(x, lab, off), want, rtol=1e-9, atol=1e-12)
     assert ext.launches[-1][2] > 0
+    import torch
+
+    got = oc.partition_objective(torch.from_numpy(x), torch.from_numpy(lab), off)  # tensors in, tensor out
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-9, atol=1e-12)
 
 
 def test_emulated_score_candidates_plumbing(rng, host_emulation, monkeypatch):

@@ -4,8 +4,10 @@ of the chosen token.
 Backends: ``reference`` (float64 NumPy), ``torch`` (float32 ``log_softmax`` + entropy + gather on
 the logits' device) and ``triton`` (one fused pass that reads each row of logits once; float32
 accumulation of fp32/bf16/fp16 input; CUDA tensors, or host tensors under ``TRITON_INTERPRET=1``).
-``auto``: triton for CUDA tensors when triton imports, torch for other torch tensors, the
-reference for NumPy. Triton is imported on first use only.
+``auto``: triton for CUDA tensors when triton imports (the resolver of ``ops/_dispatch.py`` would
+prefer a validated path, and triton is the family's only one), torch for other torch tensors, the
+reference for NumPy. Triton is imported on first use only. Inputs are checked once here for every
+backend (real dtype, [T, V] shape, integer ids in [0, V)); -inf logits (banned tokens) are allowed.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_torch, to_numpy
-from .._backend import interpreting_triton, is_cuda_tensor
+from .. import _dispatch as dp
+from .._dispatch import interpreting_triton, is_cuda_tensor, is_torch
 from . import reference
+
+to_numpy = dp.host
 
 BACKENDS = ("auto", "reference", "torch", "triton")
 
@@ -37,7 +41,8 @@ def _resolve(backend: str, logits: Any) -> str:
         raise ValueError(f"token_entropy_logprob: unknown backend {backend!r}; expected one of {BACKENDS}")
     if backend != "auto":
         return backend
-    if is_cuda_tensor(logits) and _triton_importable():
+    if is_cuda_tensor(logits) and "triton" in dp.gpu_preference("token_entropy_logprob", ("triton",)) \
+            and _triton_importable():
         return "triton"
     return "torch" if is_torch(logits) else "reference"
 
@@ -64,6 +69,7 @@ def token_entropy_logprob(logits: Any, token_ids: Any, *, backend: str = "auto")
     (on the logits' device; NumPy logits go to CUDA for triton when a GPU is present). Bad shapes
     or ids outside [0, V) raise ``ValueError``."""
     name = _resolve(backend, logits)
+    dp.check_real("logits", logits, integers=False)
     if name == "reference":
         z, ids = to_numpy(logits, np.float64), to_numpy(token_ids)
         _check(z.shape, ids)
@@ -75,11 +81,9 @@ def token_entropy_logprob(logits: Any, token_ids: Any, *, backend: str = "auto")
             raise ValueError("token_entropy_logprob: backend 'triton' needs the triton package")
         from . import triton as impl  # imported on first use: importing triton is slow and optional
 
-        if is_torch(logits):
-            z = logits
-        else:
-            dev = "cuda" if torch.cuda.is_available() else "cpu"
-            z = torch.from_numpy(np.ascontiguousarray(logits)).to(dev)
+        if not is_torch(logits) and not torch.cuda.is_available() and not interpreting_triton():
+            raise ValueError("token_entropy_logprob: backend 'triton' needs CUDA tensors (or TRITON_INTERPRET=1)")
+        z = logits if is_torch(logits) else dp.to_backend(logits, "triton")
         if not z.is_cuda and not interpreting_triton():
             raise ValueError("token_entropy_logprob: backend 'triton' needs CUDA tensors (or TRITON_INTERPRET=1)")
         return impl.token_entropy_logprob(z, token_ids)

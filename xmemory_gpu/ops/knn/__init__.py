@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from .._arrays import check_offsets, is_torch, like, to_numpy
-from .._backend import is_cuda_tensor, resolve_backend
+from .. import _dispatch as dp
 from . import cpu, cuda, reference
 
 
@@ -32,33 +29,18 @@ _SEARCH_IMPLS: dict[str, Any] = {
     "reference": reference.knn_search, "cpu": cpu.knn_search, "cuda": cuda.knn_search, "triton": _triton_search,
 }
 
+GPU = dp.GPU_BACKENDS
+MAX_K_GPU = 64  # the GPU kernels keep a register top-k of at most 64 (ops/knn/triton.py MAX_K, kKnnMaxK)
 
-GPU = ("cuda", "triton")
+
+def _check_k(k: Any, name: str) -> int:
+    return dp.check_k("k", k, MAX_K_GPU if name in GPU else None)
 
 
 def _prep(x: Any, name: str) -> Any:
-    """Host NumPy for host backends; a CUDA tensor for GPU backends (NumPy input is uploaded)."""
-    if name not in GPU:
-        return to_numpy(x)
-    if is_torch(x):
-        return x
-    import torch
-
-    dev = "cuda" if name == "cuda" or torch.cuda.is_available() else "cpu"  # interpreted triton runs on host tensors
-    return torch.from_numpy(np.ascontiguousarray(x)).to(dev)
-
-
-def _out(r: Any, ref: Any) -> Any:
-    """Results in the caller's kind: torch stays torch (on its device), NumPy callers get NumPy."""
-    if is_torch(r):
-        return r if is_torch(ref) else r.cpu().numpy()
-    return like(r, ref)
-
-
-def _check_k(k: int) -> int:
-    if int(k) < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return int(k)
+    """Host NumPy for host backends; a torch tensor on the GPU for GPU backends (NumPy is uploaded;
+    interpreted Triton runs on host tensors)."""
+    return dp.to_backend(x, name)
 
 
 def knn_graph(
@@ -66,18 +48,17 @@ def knn_graph(
 ) -> tuple[Any, Any]:
     """Exact cosine top-k within each segment, self excluded.
 
-    x [N, d] float (NumPy or torch), offsets [B+1] int64 CSR. Returns idx [N, k] int32 global row
-    ids and sim [N, k] float32, sorted descending, padded with -1 / -inf. Inputs are normalised
-    (``normalize`` is accepted for API symmetry: cosine needs unit rows, so it is always done).
+    x [N, d] real, finite (NumPy or torch), offsets [B+1] int CSR, k an integer >= 1. Returns idx [N, k]
+    int32 global row ids and sim [N, k] float32, sorted descending, ties to the lower row id, padded
+    with -1 / -inf, in the kind of ``x``. Inputs are normalised (``normalize`` is accepted for API
+    symmetry: cosine needs unit rows, so it is always done). Bad input raises ``ValueError``.
     """
-    k = _check_k(k)
-    name = resolve_backend("knn_graph", backend, tuple(_GRAPH_IMPLS), on_cuda=is_cuda_tensor(x))
-    xs = _prep(x, name)
-    if xs.ndim != 2:
-        raise ValueError(f"knn_graph: x must be [N, d], got shape {tuple(xs.shape)}")
-    off = check_offsets(to_numpy(offsets), xs.shape[0])
-    idx, sim = _GRAPH_IMPLS[name](xs, off, k, drop_nonpositive=drop_nonpositive)
-    return _out(idx, x), _out(sim, x)
+    name = dp.resolve_backend("knn_graph", backend, tuple(_GRAPH_IMPLS), on_cuda=dp.is_cuda_tensor(x))
+    k = _check_k(k, name)
+    x = dp.check_float_matrix("x", x)
+    off = dp.check_offsets("offsets", offsets, int(x.shape[0]))
+    idx, sim = _GRAPH_IMPLS[name](_prep(x, name), off, k, drop_nonpositive=drop_nonpositive)
+    return dp.as_caller(idx, x), dp.as_caller(sim, x)
 
 
 def knn_search(
@@ -87,19 +68,19 @@ def knn_search(
     """Queries of segment b against rows of segment b of x only.
 
     q [Q, d], q_offsets [B+1], x [N, d], x_offsets [B+1] -> idx [Q, k] int32 global rows of x,
-    sim [Q, k] float32 (descending; -1 / -inf padding).
+    sim [Q, k] float32 (descending; -1 / -inf padding), in the kind of ``q``.
     """
-    k = _check_k(k)
-    name = resolve_backend("knn_search", backend, tuple(_SEARCH_IMPLS), on_cuda=is_cuda_tensor(x))
-    qs, xs = _prep(q, name), _prep(x, name)
-    if qs.ndim != 2 or xs.ndim != 2 or qs.shape[1] != xs.shape[1]:
-        raise ValueError(f"knn_search: q [Q, d] and x [N, d] must agree on d, got {tuple(qs.shape)} and {tuple(xs.shape)}")
-    qo = check_offsets(to_numpy(q_offsets), qs.shape[0], "q_offsets")
-    xo = check_offsets(to_numpy(x_offsets), xs.shape[0], "x_offsets")
-    if len(qo) != len(xo):
-        raise ValueError(f"knn_search: q_offsets and x_offsets must have the same length, got {len(qo)} and {len(xo)}")
-    idx, sim = _SEARCH_IMPLS[name](qs, qo, xs, xo, k, drop_nonpositive=drop_nonpositive)
-    return _out(idx, q), _out(sim, q)
+    on_cuda = dp.is_cuda_tensor(x) or dp.is_cuda_tensor(q)
+    name = dp.resolve_backend("knn_search", backend, tuple(_SEARCH_IMPLS), on_cuda=on_cuda)
+    k = _check_k(k, name)
+    q, x = dp.check_float_matrix("q", q), dp.check_float_matrix("x", x)
+    if q.shape[1] != x.shape[1]:
+        raise ValueError(f"q, x: must agree on d, got q {tuple(q.shape)} and x {tuple(x.shape)}")
+    qo = dp.check_offsets("q_offsets", q_offsets, int(q.shape[0]))
+    xo = dp.check_offsets("x_offsets", x_offsets, int(x.shape[0]))
+    dp.check_same_segments("q_offsets", qo, "x_offsets", xo)
+    idx, sim = _SEARCH_IMPLS[name](_prep(q, name), qo, _prep(x, name), xo, k, drop_nonpositive=drop_nonpositive)
+    return dp.as_caller(idx, q), dp.as_caller(sim, q)
 
 
 from .graph import KnnGraph  # noqa: E402

@@ -1,9 +1,11 @@
 """CUDA backend for the kNN family: thin torch wrappers over ``xmemory_gpu._cuda.knn_topk``.
 
-Inputs are torch CUDA tensors (offsets may be NumPy int64 or torch tensors on any device); rows
-are L2-normalised here in float32 (zero rows stay zero). The kernel runs on the current stream of
-the input's device; outputs are torch CUDA tensors idx [*, k] int32 and sim [*, k] float32 with
-the semantics of ``reference`` (ties to the lower row id, -1 / -inf padding).
+Inputs are torch CUDA tensors (offsets: host int64, validated by the dispatcher in
+``ops/knn/__init__.py``); rows are L2-normalised here in float32 (zero rows stay zero). The binding
+takes the tensors themselves (``__cuda_array_interface__``) and checks device, dtype, shape and
+contiguity in C++ before the launch (csrc/cuda/knn_bind.cpp). The kernel runs on the current
+stream of the input's device; outputs are torch CUDA tensors idx [*, k] int32 and sim [*, k]
+float32 with the semantics of ``reference`` (ties to the lower row id, -1 / -inf padding).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _dispatch as dp
 from ._torch import host_offsets, unit_rows_f32
 
 
@@ -24,33 +27,20 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
     k = int(k)
     if not 1 <= k <= _cuda.KNN_MAX_K:
         raise ValueError(f"cuda knn: k must be in 1..{_cuda.KNN_MAX_K}, got {k}")
-    if not (q.is_cuda and x.is_cuda and q.device == x.device):
-        raise ValueError("cuda knn: q and x must be CUDA tensors on the same device")
-    if q.ndim != 2 or x.ndim != 2 or q.shape[1] != x.shape[1]:
-        raise ValueError(f"cuda knn: expected q [Q, d] and x [N, d], got {tuple(q.shape)} and {tuple(x.shape)}")
-    nq, nx, d = q.shape[0], x.shape[0], q.shape[1]
-    if len(q_off) != len(x_off) or q_off[0] != 0 or q_off[-1] != nq or x_off[0] != 0 or x_off[-1] != nx:
-        raise ValueError("cuda knn: offsets must be [B+1] CSR over the rows of q and x")
-    if np.any(np.diff(q_off) < 0) or np.any(np.diff(x_off) < 0):
-        raise ValueError("cuda knn: offsets must be non-decreasing")
-    if max(nq, nx) >= 2**31 - 1:
-        raise ValueError("cuda knn: row ids must fit int32")
+    if not (q.is_cuda and x.is_cuda):
+        raise ValueError("cuda knn: q and x must be CUDA tensors")
+    nq = q.shape[0]
     idx = torch.empty((nq, k), dtype=torch.int32, device=q.device)
     sim = torch.empty((nq, k), dtype=torch.float32, device=q.device)
     if nq == 0:
         return idx, sim
-    tile = int(_cuda.KNN_QUERY_TILE)
-    tiles = (np.diff(q_off) + tile - 1) // tile
-    tile_start = np.zeros(len(q_off), dtype=np.int64)
-    np.cumsum(tiles, out=tile_start[1:])
-    nseg = len(q_off) - 1
-    # one upload: [q_off (B+1) | x_off (B+1) | tile_start (B+1)]
-    meta = torch.from_numpy(np.concatenate([q_off, x_off, tile_start])).to(q.device)
-    base, step = meta.data_ptr(), 8 * len(q_off)
+    tiles = dp.tile_table(q_off, int(_cuda.KNN_QUERY_TILE))
+    # one upload: [q_off (B+1) | x_off (B+1) | tile_start (B+1)], passed as three views
+    meta = torch.from_numpy(np.concatenate([q_off, x_off, tiles.start])).to(q.device)
+    qo, xo, ts = meta.view(3, -1).unbind(0)
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
-        _cuda.knn_topk(q.data_ptr(), base, x.data_ptr(), base + step, base + 2 * step, nseg, int(tile_start[-1]),
-                       d, k, exclude_self, drop_nonpositive, idx.data_ptr(), sim.data_ptr(), stream)
+        _cuda.knn_topk(q, qo, x, xo, ts, int(tiles.start[-1]), exclude_self, drop_nonpositive, idx, sim, stream)
     return idx, sim
 
 

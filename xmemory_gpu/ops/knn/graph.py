@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _dispatch as dp
 from .reference import topk_rows
 
 
@@ -23,11 +24,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 class KnnGraph:
     def __init__(self, x: np.ndarray, k: int, *, segment_of: np.ndarray | None = None, drop_nonpositive: bool = False) -> None:
-        if k < 1:
-            raise ValueError(f"KnnGraph: k must be >= 1, got {k}")
-        self.k = int(k)
+        self.k = dp.check_k("k", k)
         self.drop_nonpositive = drop_nonpositive
-        self._x = _unit(x)
+        self._x = _unit(dp.host(dp.check_float_matrix("x", x)))
         n = self._x.shape[0]
         self._seg = np.zeros(n, np.int64) if segment_of is None else np.asarray(segment_of, np.int64).copy()
         if self._seg.shape != (n,):
@@ -127,7 +126,7 @@ class KnnGraph:
     # -- updates ---------------------------------------------------------------------------------
     def insert(self, new_x: np.ndarray, segment: int | np.ndarray = 0) -> np.ndarray:
         """Append rows (in ``segment``); returns their ids. Existing rows they enter are updated."""
-        nx = _unit(new_x)
+        nx = _unit(dp.host(dp.check_float_matrix("new_x", new_x)))
         if nx.shape[1] != self._x.shape[1] and self.n_rows:
             raise ValueError(f"KnnGraph.insert: d = {nx.shape[1]}, graph has d = {self._x.shape[1]}")
         m, start = nx.shape[0], self._n
@@ -148,7 +147,7 @@ class KnnGraph:
 
     def remove(self, rows: np.ndarray) -> None:
         """Kill rows; rows that listed them are repaired exactly."""
-        rows = np.asarray(rows, dtype=np.int64)
+        rows = dp.check_index("rows", rows, self._n, allow_missing=False)
         self._alive[rows] = False
         self._idx[rows] = -1
         self._sim[rows] = -np.inf
@@ -156,8 +155,8 @@ class KnnGraph:
 
     def update(self, rows: np.ndarray, new_x: np.ndarray) -> None:
         """Move rows to new vectors; their lists, the lists that held them, and lists they now enter are fixed."""
-        rows = np.asarray(rows, dtype=np.int64)
-        self._x[rows] = _unit(new_x)
+        rows = dp.check_index("rows", rows, self._n, allow_missing=False)
+        self._x[rows] = _unit(dp.host(dp.check_float_matrix("new_x", np.atleast_2d(dp.host(new_x)))))
         self._recompute(np.union1d(rows, self._holders(rows)))
         self._offer(rows)
 

@@ -38,6 +38,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
+from .. import _dispatch as dp
 from ._torch import host_offsets, unit_rows_f32
 
 MAX_K = 64
@@ -207,12 +208,9 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
         return idx, sim
     kp = max(2, _next_pow2(k))
     block_m, block_n, block_d, warps = _config(kp, d)
-    # tile table, heaviest segments first (load balance across SMs)
-    live = live[np.argsort(-xn_seg[live], kind="stable")]
-    per = (qn_seg[live] + block_m - 1) // block_m
-    tile_seg = np.repeat(live, per).astype(np.int32)
-    first = np.repeat(np.cumsum(per) - per, per)
-    tile_q0 = (q_off[tile_seg] + (np.arange(tile_seg.size) - first) * block_m).astype(np.int64)
+    # tile table, heaviest segments first (load balance across SMs); segments with no keys stay padding
+    tiles = dp.tile_table(q_off, block_m, weight=xn_seg, skip=~((qn_seg > 0) & (xn_seg > 0)))
+    tile_seg, tile_q0 = tiles.seg, tiles.row0
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(dev)  # noqa: E731
     grid = (int(tile_seg.size),)
     _knn_topk_kernel[grid](

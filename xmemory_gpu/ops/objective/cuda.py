@@ -1,8 +1,12 @@
 """CUDA backend for the objective family: thin torch wrappers over ``xmemory_gpu._cuda``
-(``objective_row_norms``, ``objective_group_sums``, ``objective_score``; csrc/cuda/objective.cu).
+(``objective_row_norms``, ``objective_group_sums``, ``objective_score_segments`` and
+``objective_score_candidates``; csrc/cuda/objective.cu).
 
-Same signatures as ``cpu.py``: NumPy in, uploaded to the current CUDA device, run on the current
-stream, float64 NumPy out. Both ops share one kernel (one thread block per item): a candidate is
+Same signatures as ``cpu.py``: NumPy in (validated by the dispatcher in ``ops/objective/__init__.py``),
+uploaded to the current CUDA device, run on the current stream, float64 NumPy out. The bindings take
+the torch tensors themselves and check device, dtype, shape and contiguity in C++ before any launch
+(csrc/cuda/objective_bind.cpp); ``objective_score_segments`` and ``objective_score_candidates`` are
+the kernel's two modes. Both ops share one kernel (one thread block per item): a candidate is
 "the memory's themes minus the removed rows plus new groups"; a segment of ``partition_objective``
 is an item with no kept themes whose groups are all its themes (relabelled densely on the device
 with ``torch.unique``, members in row order as in the CPU path).
@@ -48,7 +52,7 @@ def _state_bytes(slots: np.ndarray, ext) -> np.ndarray:
 
 
 def _score(torch, ext, dev, stream, slots: np.ndarray, launch) -> tuple[int, object, object]:
-    """State for one objective_score launch: (max_slots, state scratch or None, state_offsets or None)."""
+    """State for one objective_score_* launch: (max_slots, state scratch or None, state_offsets or None)."""
     max_slots = int(_pow2(slots).max()) if slots.size else 0
     state = soff = None
     if max_slots > int(ext.OBJECTIVE_SHARED_MAX_SLOTS):
@@ -57,36 +61,39 @@ def _score(torch, ext, dev, stream, slots: np.ndarray, launch) -> tuple[int, obj
         np.cumsum(nbytes[:-1], out=off[1:])
         state = torch.empty(int(nbytes.sum()), dtype=torch.uint8, device=dev)
         soff = torch.from_numpy(off).to(dev)
-    launch(max_slots, 0 if state is None else state.data_ptr(), 0 if soff is None else soff.data_ptr())
+    launch(max_slots, state, soff)
     return max_slots, state, soff  # keep the scratch referenced until the caller syncs
 
 
 def partition_objective(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, eps: float = 1e-8) -> np.ndarray:
-    """f [B] float64 of each CSR segment; labels local to each segment (any non-negative ints)."""
-    x = np.ascontiguousarray(np.asarray(x, dtype=np.float64))
-    lab = np.ascontiguousarray(np.asarray(labels, dtype=np.int64)).reshape(-1)
+    """f [B] float64 of each CSR segment; labels local to each segment (any non-negative ints).
+
+    x / labels: NumPy (uploaded; NumPy f returned) or torch tensors (CUDA tensors stay on their device,
+    no host round trip; a torch f on that device is returned). offsets: host int64 [B+1].
+    """
+    # validated once by the dispatcher (ops/objective/__init__.py): shapes, finite x, labels, offsets
+    as_torch = type(x).__module__.startswith("torch")
     off = np.ascontiguousarray(np.asarray(offsets, dtype=np.int64)).reshape(-1)
-    if x.ndim != 2 or lab.shape != (x.shape[0],):
-        raise ValueError(f"cuda partition_objective: x [N, d] and labels [N] expected, got {x.shape} and {lab.shape}")
-    n, d = x.shape
-    if off.size < 1 or off[0] != 0 or off[-1] != n or np.any(np.diff(off) < 0):
-        raise ValueError("cuda partition_objective: offsets must be non-decreasing from 0 to N")
-    if lab.size and lab.min() < 0:
-        raise ValueError("cuda partition_objective: labels must be non-negative")
+    n, d = (int(v) for v in x.shape)
     nseg = off.size - 1
-    if nseg == 0 or n == 0:
-        return np.zeros(nseg, dtype=np.float64)
     if nseg >= 2**31 or n >= 2**31:
         raise ValueError("cuda partition_objective: more than 2^31 - 1 segments or rows")
 
     import torch
 
+    if nseg == 0 or n == 0:
+        f = np.zeros(nseg, dtype=np.float64)
+        return torch.from_numpy(f).to(x.device) if as_torch else f
     ext = _ext()
-    dev = _device(torch)
+    dev = x.device if as_torch and x.is_cuda else _device(torch)
     stream = _stream(torch, dev)
-    x_t = torch.from_numpy(x if x.flags.writeable else x.copy()).to(dev)
-    lab_t = torch.from_numpy(lab if lab.flags.writeable else lab.copy()).to(dev)
-    off_t = torch.from_numpy(off if off.flags.writeable else off.copy()).to(dev)
+    if as_torch:
+        x_t = x.detach().to(device=dev, dtype=torch.float64).contiguous()
+        lab_t = torch.as_tensor(labels).to(device=dev, dtype=torch.int64).reshape(-1).contiguous()
+    else:
+        x_t = _up(torch, dev, x, np.float64)
+        lab_t = _up(torch, dev, labels, np.int64).reshape(-1)
+    off_t = _up(torch, dev, off, np.int64)
     # dense theme ids, ordered by (segment, label) like the CPU path's sorted unique labels
     seg = torch.repeat_interleave(torch.arange(nseg, device=dev), off_t[1:] - off_t[:-1])
     uniq, linv = torch.unique(lab_t, return_inverse=True)
@@ -99,20 +106,21 @@ def partition_objective(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, 
     members = torch.argsort(tinv, stable=True)  # each theme's rows in ascending order
 
     rn = torch.empty(n, dtype=torch.float64, device=dev)
-    ext.objective_row_norms(x_t.data_ptr(), n, d, rn.data_ptr(), stream)
+    ext.objective_row_norms(x_t, rn, stream)
     gsum = torch.empty((k, d), dtype=torch.float64, device=dev)
     gnorm = torch.empty(k, dtype=torch.float64, device=dev)
-    ext.objective_group_sums(x_t.data_ptr(), rn.data_ptr(), member_off.data_ptr(), members.data_ptr(), k, d,
-                             gsum.data_ptr(), gnorm.data_ptr(), stream)
+    ext.objective_group_sums(x_t, rn, member_off, members, gsum, gnorm, stream)
     out = torch.empty(nseg, dtype=torch.float64, device=dev)
     slots = np.diff(theme_off.cpu().numpy())
 
-    def launch(max_slots: int, state: int, soff: int) -> None:
-        ext.objective_score(0, off_t.data_ptr(), 0, 0, 0, 0, 0, 0, 0, 0, theme_off.data_ptr(), member_off.data_ptr(),
-                            gsum.data_ptr(), gnorm.data_ptr(), nseg, d, float(eps), max_slots, state, soff,
-                            out.data_ptr(), stream)
+    def launch(max_slots: int, state, soff) -> None:
+        ext.objective_score_segments(off_t, theme_off.contiguous(), member_off, gsum, gnorm, float(eps), max_slots,
+                                     state, soff, out, stream)
 
     keep = _score(torch, ext, dev, stream, slots, launch)
+    if as_torch:  # stays on the device; the scratch in `keep` is freed in stream order (torch's allocator)
+        del keep
+        return out
     res = out.cpu().numpy().astype(np.float64)
     del keep
     return res
@@ -158,7 +166,7 @@ def score_candidates(state, cands) -> np.ndarray:
     go = _up(torch, dev, cands.group_offsets, np.int64)
     mb = _up(torch, dev, cands.members, np.int64)
     tn = torch.empty(k, dtype=torch.float64, device=dev)
-    ext.objective_row_norms(ts.data_ptr(), k, d, tn.data_ptr(), stream)
+    ext.objective_row_norms(ts.reshape(k, d), tn, stream)
     out = torch.empty(c_n, dtype=torch.float64, device=dev)
 
     # chunk the candidates so gsum rows + global state stay under _CHUNK_BYTES per launch
@@ -173,17 +181,14 @@ def score_candidates(state, cands) -> np.ndarray:
         ng = a1 - a0
         gsum = torch.empty((ng, d), dtype=torch.float64, device=dev)
         gnorm = torch.empty(ng, dtype=torch.float64, device=dev)
-        go_ptr = go.data_ptr() + 8 * a0  # the chunk's groups, offsets still absolute into members
-        ext.objective_group_sums(x_t.data_ptr(), 0, go_ptr, mb.data_ptr(), ng, d, gsum.data_ptr(), gnorm.data_ptr(),
-                                 stream)
+        go_c = go[a0 : a1 + 1]  # the chunk's groups, offsets still absolute into members
+        ext.objective_group_sums(x_t, None, go_c, mb, gsum, gnorm, stream)
         ao_c = ao[c0 : c1 + 1] - a0
 
-        def launch(max_slots: int, st: int, soff: int, c0=c0, c1=c1, ao_c=ao_c, gsum=gsum, gnorm=gnorm,
-                   go_ptr=go_ptr) -> None:
-            ext.objective_score(mem.data_ptr() + 8 * c0, no.data_ptr(), ts.data_ptr(), tn.data_ptr(), tc.data_ptr(),
-                                to.data_ptr(), ti.data_ptr(), tcos.data_ptr(), ro.data_ptr() + 8 * c0, rr.data_ptr(),
-                                ao_c.data_ptr(), go_ptr, gsum.data_ptr(), gnorm.data_ptr(), c1 - c0, d,
-                                float(state.eps), max_slots, st, soff, out.data_ptr() + 8 * c0, stream)
+        def launch(max_slots: int, st, soff, c0=c0, c1=c1, ao_c=ao_c, gsum=gsum, gnorm=gnorm, go_c=go_c) -> None:
+            ext.objective_score_candidates(mem[c0:c1], no, ts.reshape(k, d), tn, tc, to, ti.reshape(k, 2),
+                                           tcos.reshape(k, 2), ro[c0 : c1 + 1], rr, ao_c, go_c, gsum, gnorm,
+                                           float(state.eps), max_slots, st, soff, out[c0:c1], stream)
 
         keep.append((gsum, gnorm, ao_c, _score(torch, ext, dev, stream, slots[c0:c1], launch)))
         c0 = c1
