@@ -8,4 +8,5 @@ VENV="${XMEM_VENV:-.venv}"
 python -m pip install -q --upgrade pip
 echo "torch==2.13.0" > "$VENV/torch-pin.txt"
 python -m pip install -q torch==2.13.0            # CPU wheel; a bare `torch` pulls a multi-GB CUDA build
+python -m pip install -q -c "$VENV/torch-pin.txt" scikit-build-core pybind11   # scripts/dev-build.sh rebuilds without isolation
 python -m pip install -q -c "$VENV/torch-pin.txt" -e ".[dev]"

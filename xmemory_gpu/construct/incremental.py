@@ -27,7 +27,7 @@ from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Message, SemanticNode
 from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
-from .segment import boundaries, episode_embeddings, make_episodes
+from .segment import boundary_runs, cap_runs, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, merge_small, split_overfull
 
@@ -97,7 +97,8 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
         speakers = _speakers(st.speakers, messages)
         conv = Conversation(mem.memory_id, _pair(speakers), messages)
         tail = Conversation(mem.memory_id, _pair(speakers), messages[st.open_from :])
-        spans = boundaries(tail, msg_x[st.open_from :], cfg.segment)
+        runs = boundary_runs(tail, msg_x[st.open_from :], cfg.segment)
+        spans = cap_runs(runs, cfg.segment)
         first_msg = {m.id: i for i, m in enumerate(messages)}
         keep = [e for e in mem.episodes if first_msg[e.message_ids[0]] < st.open_from]
         fresh = make_episodes(tail, spans)
@@ -105,7 +106,8 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
             e.id = len(keep) + j
         episodes = keep + fresh
         epi_x = np.concatenate([mem.epi_x[: len(keep)], episode_embeddings(spans, msg_x[st.open_from :])]) if spans else mem.epi_x[: len(keep)]
-        open_from = len(messages) if (flush or not spans) else st.open_from + spans[-1][0]
+        # the last run stays open (its length cap and drift are decided again as it grows), as in the bulk build
+        open_from = len(messages) if (flush or not runs) else st.open_from + runs[-1][0]
         raw = extract_statements(Conversation(mem.memory_id, _pair(speakers), list(msgs)), fresh, cfg.semantic) if msgs else []
         if st.forgotten:
             gone = set(st.forgotten)

@@ -14,8 +14,8 @@ from ..memory.records import Conversation, Episode
 from ..text import fmt_date, keywords
 
 
-def boundaries(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> list[tuple[int, int]]:
-    """Episode spans ``[(start, end), ...]`` over message positions, covering all messages in order."""
+def boundary_runs(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> list[tuple[int, int]]:
+    """Runs ``[(start, end), ...]`` between detected boundaries (before the length cap), in order."""
     n = len(conv.messages)
     if n == 0:
         return []
@@ -36,12 +36,22 @@ def boundaries(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> lis
         else:
             acc += msg_x[i]
     runs.append((start, n))
+    return runs
+
+
+def cap_runs(runs: list[tuple[int, int]], cfg: SegmentConfig) -> list[tuple[int, int]]:
+    """Runs longer than ``max_messages`` cut into balanced parts: the episode spans."""
     spans: list[tuple[int, int]] = []
     for s, e in runs:
         parts = -(-(e - s) // cfg.max_messages)
         cuts = np.linspace(s, e, parts + 1).round().astype(int)
         spans.extend((int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]))
     return spans
+
+
+def boundaries(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> list[tuple[int, int]]:
+    """Episode spans ``[(start, end), ...]`` over message positions, covering all messages in order."""
+    return cap_runs(boundary_runs(conv, msg_x, cfg), cfg)
 
 
 def make_episodes(conv: Conversation, spans: list[tuple[int, int]]) -> list[Episode]:
