@@ -58,10 +58,11 @@ def test_streaming_sessions_matches_the_bulk_build(tmp_path, convs):
     with MemoryEngine.open(tmp_path / "s", embedder=EMB, config=cfg) as eng:
         n_sessions = max(len({m.session for m in c.messages}) for c in convs)
         for step in range(n_sessions):
-            items = []  # every memory in every round, as the bulk build advances them (empty once done)
+            items = []  # a memory with no session left takes no part (its themes do not depend on the batch)
             for c in convs:
                 sessions = sorted({m.session for m in c.messages})
-                items.append({"messages": _msgs(c, sessions[step]) if step < len(sessions) else [], "user_id": c.sample_id})
+                if step < len(sessions):
+                    items.append({"messages": _msgs(c, sessions[step]), "user_id": c.sample_id})
             eng.add_batch(items)
         for c in convs:
             mem = eng.bank.view(eng.bank.index[scope_key(c.sample_id)])

@@ -141,10 +141,12 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
             if step < len(st_rows):
                 for i in st_rows[step]:
                     ts.attach(int(i), cfg.theme)
-        if cfg.theme.split:
-            split_overfull(theme_states, cfg.theme, backend=backend)
-        if cfg.theme.merge:
-            merge_small(theme_states, cfg.theme, backend=backend)
+        # only memories that took a step: a memory's themes never depend on what else is in its batch
+        active = [ts for ts, rows in zip(theme_states, steps) if step < len(rows)]
+        if cfg.theme.split and active:
+            split_overfull(active, cfg.theme, backend=backend)
+        if cfg.theme.merge and active:
+            merge_small(active, cfg.theme, backend=backend)
     # semantic kNN graphs of every memory of the batch, one launch
     sizes = [len(g["semantics"]) for g in grown]
     offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -160,10 +160,12 @@ def build_themes(
             if step < len(steps[b]):
                 for i in steps[b][step]:
                     state.attach(int(i), cfg.theme)
-        if cfg.theme.split:
-            split_overfull(states, cfg.theme, backend=backend)
-        if cfg.theme.merge:
-            merge_small(states, cfg.theme, backend=backend)
+        # only memories that took a step: a memory's themes never depend on what else is in its batch
+        active = [ts for ts, rows in zip(states, steps) if step < len(rows)]
+        if cfg.theme.split and active:
+            split_overfull(active, cfg.theme, backend=backend)
+        if cfg.theme.merge and active:
+            merge_small(active, cfg.theme, backend=backend)
     return states
 
 
