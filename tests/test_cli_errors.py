@@ -138,3 +138,21 @@ def test_a_crafted_store_cannot_read_outside_its_folder(built, tmp_path):
         Retriever.from_store(copy)
     assert main(["search", str(copy), "q"]) == 2
     assert Path(store / "memory.sqlite").exists()
+
+
+def test_stats_check_reports_and_build_rebuilds_a_damaged_memory(tmp_path, capsys):
+    data = write_json(generate_conversations(3, seed=8), tmp_path / "d.json")
+    store = tmp_path / "s"
+    assert main(["build", str(data), "--out", str(store), "--embedder", "hashing:64", "--no-progress"]) == 0
+    st = Store.open(store)
+    victim = st.memory_ids()[1]
+    name = st._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (victim,)).fetchone()[0]
+    st.close()
+    (store / "arrays" / name).unlink()
+    capsys.readouterr()
+    assert main(["stats", str(store), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert f"{victim}" in out and "DAMAGED" in out and "is missing" in out
+    assert main(["build", str(data), "--out", str(store), "--embedder", "hashing:64", "--no-progress"]) == 0
+    assert main(["stats", str(store), "--check"]) == 0  # the resume rebuilt it
+    assert Retriever.from_store(store).search("q", victim, strategy="naive-rag")

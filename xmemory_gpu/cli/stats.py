@@ -13,6 +13,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("store")
     p.add_argument("--json", action="store_true")
     p.add_argument("--ids", action="store_true", help="print only the memory ids, one per line")
+    p.add_argument("--check", action="store_true", help="check every memory's records and files; exit 1 if any is damaged")
+    p.add_argument("--drop-damaged", action="store_true", help="with --check: delete damaged memories (a re-run of build rebuilds them)")
     p.set_defaults(func=run)
 
 
@@ -20,6 +22,20 @@ def run(args: argparse.Namespace) -> int:
     from ..memory.store import Store
 
     store = Store.open(args.store)
+    if args.drop_damaged and not args.check:
+        raise ValueError("--drop-damaged needs --check")
+    if args.check:
+        report = store.check_all()
+        bad = {m: r for m, r in report.items() if r is not None}
+        for m, r in report.items():
+            print(f"{m or '(database)':24s} {'ok' if r is None else 'DAMAGED: ' + r}")
+        if args.drop_damaged:
+            for m in bad:
+                if m:
+                    store.delete(m)
+                    print(f"deleted damaged memory {m}")
+        print(f"{len(report) - 1} memories, {len([m for m in bad if m])} damaged" + (", database damaged" if "" in bad else ""))
+        return 1 if bad and not args.drop_damaged else 0
     if args.ids:
         print("\n".join(store.memory_ids()))
         return 0

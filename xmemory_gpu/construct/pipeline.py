@@ -319,8 +319,9 @@ def build_store(
             convs = [first_sessions(c, max_sessions) for c in convs]
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
     store = Store.open_or_create(store_path, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
-    todo = [c for c in convs if not store.has(c.sample_id)]
-    skipped = [c.sample_id for c in convs if store.has(c.sample_id)]
+    damaged = {c.sample_id for c in convs if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)}
+    todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]  # a damaged memory is rebuilt
+    skipped = [c.sample_id for c in convs if c not in todo]
     built: list[str] = []
     bar = None
     if progress:
@@ -331,7 +332,7 @@ def build_store(
         bank = build_bank(shard, emb, cfg, timings=tm, backend=backend, llm=llm)
         for b in range(bank.n_memories):
             with tm.stage("commit"):
-                store.put_slice(bank.slice(b))
+                store.put_slice(bank.slice(b), replace=bank.memory_ids[b] in damaged)
             built.append(bank.memory_ids[b])
             if bar is not None:
                 bar.update(1)

@@ -160,8 +160,37 @@ class Store:
     def memory_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT memory_id FROM memories ORDER BY position")]
 
-    def has(self, memory_id: str) -> bool:
-        return self._conn.execute("SELECT 1 FROM memories WHERE memory_id = ?", (memory_id,)).fetchone() is not None
+    def has(self, memory_id: str, *, intact: bool = False) -> bool:
+        """Whether the memory is stored (and, with ``intact``, its arrays file present and matching)."""
+        if self._conn.execute("SELECT 1 FROM memories WHERE memory_id = ?", (memory_id,)).fetchone() is None:
+            return False
+        return not intact or self.check(memory_id) is None
+
+    def check(self, memory_id: str) -> str | None:
+        """None when memory ``memory_id`` loads (records, arrays file, checksum, shapes, ranges);
+        otherwise what is wrong, in one line."""
+        try:
+            self.get(memory_id)
+        except (StoreError, KeyError, sqlite3.DatabaseError, ValueError) as exc:
+            return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+        return None
+
+    def check_all(self) -> dict[str, str | None]:
+        """Every memory's ``check``, plus SQLite's own integrity check under the key ``""`` (None = ok)."""
+        try:
+            res = self._conn.execute("PRAGMA integrity_check").fetchall()
+            db = None if res == [("ok",)] else "; ".join(r[0] for r in res[:3])
+        except sqlite3.DatabaseError as exc:
+            db = str(exc)
+        out: dict[str, str | None] = {"": db}
+        try:
+            ids = self.memory_ids()
+        except sqlite3.DatabaseError as exc:
+            out[""] = f"cannot list memories: {exc}"
+            return out
+        for mid in ids:
+            out[mid] = self.check(mid)
+        return out
 
     def stats(self, memory_id: str) -> dict[str, Any]:
         row = self._conn.execute("SELECT stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
