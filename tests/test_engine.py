@@ -303,3 +303,30 @@ def test_cli_add_history_delete(tmp_path, capsys):
     f.write_text("{not json")
     assert main(["add", store, str(f), "--user", "alice"]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+
+
+_BUILD = """
+import sys, time
+from xmemory_gpu.memory.locks import WriterLock
+with WriterLock(__import__("pathlib").Path(sys.argv[1])):
+    print("locked", flush=True)
+    time.sleep(30)
+"""
+
+
+def test_a_build_is_refused_while_another_process_writes(tmp_path, capsys):
+    from xmemory_gpu.cli import main
+
+    data = write_json(generate_conversations(1, seed=1), tmp_path / "d.json")
+    store = tmp_path / "s"
+    store.mkdir()
+    p = subprocess.Popen([sys.executable, "-c", _BUILD, str(store)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "locked"
+        assert main(["build", str(data), "--out", str(store), "--embedder", "hashing:32", "--no-progress"]) == 2
+        assert "another process is writing" in capsys.readouterr().err
+        assert not (store / "memory.sqlite").exists()  # nothing half-created
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+    assert main(["build", str(data), "--out", str(store), "--embedder", "hashing:32", "--no-progress"]) == 0

@@ -21,6 +21,7 @@ import numpy as np
 from ..config import XMemoryConfig
 from ..memory.bank import Bank
 from ..memory.hierarchy import Memory, slice_from_memory
+from ..memory.locks import WriterLock
 from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
@@ -298,8 +299,10 @@ def build_store(
     """
     from ..datasets.locomo import load_locomo
     from ..embed import load_embedder
-    from ..memory.store import Store
 
+    for name, value in (("limit", limit), ("shard_size", shard_size), ("max_sessions", max_sessions)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"build_store: {name}: expected an integer >= 1, got {value!r}")
     cfg = config or XMemoryConfig()
     t0 = time.perf_counter()
     tm = Timings()
@@ -318,7 +321,27 @@ def build_store(
         if max_sessions is not None:
             convs = [first_sessions(c, max_sessions) for c in convs]
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
-    store = Store.open_or_create(store_path, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
+    root = Path(store_path)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"--out {root}: is a file; expected a folder for the store")
+    root.mkdir(parents=True, exist_ok=True)
+    with WriterLock(root):  # one writing process per store: a second build is refused, nothing half-created
+        return _build_locked(convs, root, emb, cfg, tm, t0, shard_size=shard_size, progress=progress, backend=backend, llm=llm)
+
+
+def _build_locked(convs: list[Conversation], root: Path, emb, cfg: XMemoryConfig, tm: Timings, t0: float, *, shard_size: int,
+                  progress: bool, backend: str, llm: LLMBuilder | None) -> BuildReport:
+    from ..memory.store import Store
+
+    store = Store.open_or_create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
+    try:
+        return _build_into(store, convs, emb, cfg, tm, t0, shard_size=shard_size, progress=progress, backend=backend, llm=llm)
+    finally:
+        store.close()
+
+
+def _build_into(store, convs: list[Conversation], emb, cfg: XMemoryConfig, tm: Timings, t0: float, *, shard_size: int,
+                progress: bool, backend: str, llm: LLMBuilder | None) -> BuildReport:
     damaged = {c.sample_id for c in convs if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)}
     todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]  # a damaged memory is rebuilt
     skipped = [c.sample_id for c in convs if c not in todo]

@@ -35,11 +35,11 @@ from ..construct.semantic import extract_statements
 from ..embed import Embedder, embedder_for_store, load_embedder
 from ..memory.bank import Bank
 from ..memory.hierarchy import Memory, slice_from_memory
+from ..memory.locks import ReadWriteLock, WriterLock
 from ..memory.records import Conversation, Episode, Message
 from ..memory.store import DB_NAME, Store
 from ..retrieve.result import RetrievalResult
 from ..retrieve.retriever import Retriever, as_queries
-from .locks import ReadWriteLock, WriterLock
 
 MAX_ID_CHARS = 512
 

@@ -1,5 +1,5 @@
-"""Concurrency for the live engine: a readers-writer lock between threads of one process, and a
-lock file that gives one process the right to write a store."""
+"""Concurrency for stores: a lock file that gives one process the right to write a store (the bulk
+build and the live engine both take it), and a readers-writer lock between threads of one process."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class ReadWriteLock:
                 self._cond.notify_all()
 
 
-class WriterLockError(RuntimeError):
+class WriterLockError(RuntimeError):  # a RuntimeError: the CLI reports it as one line
     """Another process holds the store's write lock."""
 
 
@@ -69,10 +69,17 @@ class WriterLock:
         except BlockingIOError:
             os.close(fd)
             raise WriterLockError(f"{self.path.parent}: another process is writing this store (it holds {self.path.name}); "
-                                  "open it with read_only=True to search") from None
+                                  "wait for it, or open the store read-only to search") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
+
+    def __enter__(self) -> WriterLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
     def release(self) -> None:
         if self._fd is not None:
