@@ -134,7 +134,12 @@ class MemoryEngine:
         try:
             if exists:
                 store = Store.open(root)
-                emb = embedder_for_store(embedder or store.embedder) if embedder is None or isinstance(embedder, str) else embedder
+                if embedder is None:
+                    emb = embedder_for_store(store.embedder)
+                elif isinstance(embedder, str):
+                    emb = load_embedder(embedder)
+                else:
+                    emb = embedder
                 if emb.dim != store.dim or emb.name != store.embedder:
                     raise ValueError(f"{root}: embedder: the store was built with {store.embedder!r} ({store.dim}), "
                                      f"not {emb.name!r} ({emb.dim})")
