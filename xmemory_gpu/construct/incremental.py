@@ -28,7 +28,7 @@ from ..memory.records import Conversation, Message, SemanticNode
 from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
 from .segment import boundary_runs, cap_runs, episode_embeddings, make_episodes
-from .semantic import extract_statements, merge_duplicates
+from .semantic import extract_statements
 from .themes import ThemeState, merge_small, split_overfull
 
 
@@ -176,22 +176,28 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
 
 def _dedup_into(mem: Memory, raw: list[SemanticNode], raw_x: np.ndarray, threshold: float
                 ) -> tuple[list[SemanticNode], np.ndarray, int]:
-    """The memory's nodes plus the new statements: duplicates among the new ones merge first (as in
-    the bulk build), then a new node closer than ``threshold`` to an existing node merges into it
-    (its sources added); the others are appended. Returns nodes, their rows of x, and how many are new."""
-    nodes, x = merge_duplicates(raw, raw_x, threshold)
+    """The memory's nodes plus the new statements, de-duplicated exactly as the bulk build does
+    (``semantic.merge_duplicates``): in order, each new statement merges into its most similar
+    earlier kept node (the memory's nodes, then the new ones kept so far) when the cosine exceeds
+    ``threshold``, keeping every source; otherwise it is kept. Returns nodes, their rows of x, and
+    how many are new."""
     semantics = [SemanticNode(s.id, s.text, list(s.episode_ids), list(s.message_ids), s.timestamp) for s in mem.semantics]
-    keep = np.ones(len(nodes), bool)
-    if len(mem.semantics) and len(nodes):
-        sims = x @ mem.sem_x.T
-        best = sims.argmax(axis=1)
-        for i in range(len(nodes)):
-            j = int(best[i])
-            if sims[i, j] > threshold:
-                keep[i] = False
-                semantics[j].message_ids = list(dict.fromkeys(semantics[j].message_ids + nodes[i].message_ids))
-    for i in np.flatnonzero(keep):
-        nd = nodes[i]
-        semantics.append(SemanticNode(len(semantics), nd.text, nd.episode_ids, nd.message_ids, nd.timestamp))
-    sem_x = np.concatenate([mem.sem_x, x[keep]]) if len(nodes) else mem.sem_x
+    n_old = len(semantics)
+    kept_x = [mem.sem_x]
+    new_rows: list[int] = []  # rows of raw kept as new nodes
+    old_sims = raw_x @ mem.sem_x.T if n_old and len(raw) else np.zeros((len(raw), n_old), np.float32)
+    new_sims = raw_x @ raw_x.T if len(raw) else np.zeros((0, 0), np.float32)
+    for i, node in enumerate(raw):
+        cand = np.concatenate([old_sims[i], new_sims[i, new_rows]]) if new_rows else old_sims[i]
+        if cand.size:
+            j = int(np.argmax(cand))
+            if cand[j] > threshold:
+                target = semantics[j]  # the existing nodes, then the new kept ones, in order
+                target.message_ids = list(dict.fromkeys(target.message_ids + node.message_ids))
+                continue
+        new_rows.append(i)
+        semantics.append(SemanticNode(len(semantics), node.text, list(node.episode_ids), list(node.message_ids), node.timestamp))
+    keep = np.zeros(len(raw), bool)
+    keep[new_rows] = True
+    sem_x = np.concatenate(kept_x + [raw_x[new_rows]]) if new_rows else mem.sem_x
     return semantics, sem_x.astype(np.float32), int(keep.sum())
