@@ -242,7 +242,7 @@ def kill_streams(tmp: Path, kills: int, rng: random.Random) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     from test_engine import STREAM, _snapshot, committed_batches  # the test's stream, reused
 
-    n = 60
+    n = 200
     ref = tmp / "sref"
     subprocess.run([sys.executable, "-c", STREAM, str(ref), "0", str(n)], check=True, env=ENV, timeout=900, capture_output=True)
     store = tmp / "skilled"
@@ -257,7 +257,7 @@ def kill_streams(tmp: Path, kills: int, rng: random.Random) -> dict:
             break
         p = subprocess.Popen([sys.executable, "-c", STREAM, str(store), str(start), str(n)], env=ENV, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.8, 3.0))
+        time.sleep(rng.uniform(0.8, 2.5))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=60)
         done += 1
@@ -319,6 +319,36 @@ def disk_full(tmp: Path) -> dict:
     return out
 
 
+def read_only_store(tmp: Path) -> dict:
+    """A store on a read-only mount (a bind mount remounted read-only: root ignores file modes):
+    a build into it fails with one line and loses nothing; searching it still works."""
+    from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+
+    a = write_json(generate_conversations(3, seed=1), tmp / "a.json")
+    more = write_json(generate_conversations(5, seed=1), tmp / "more.json")
+    store = tmp / "ro"
+    build = [sys.executable, "-m", "xmemory_gpu", "build"]
+    subprocess.run(build + [str(a), "--out", str(store), "--embedder", EMB, "--no-progress"], check=True, env=ENV,
+                   capture_output=True, timeout=600)
+    before = _store_state(store)
+    ok = subprocess.run(["mount", "--bind", str(store), str(store)], capture_output=True).returncode == 0 and subprocess.run(
+        ["mount", "-o", "remount,ro,bind", str(store)], capture_output=True).returncode == 0
+    if not ok:
+        subprocess.run(["umount", str(store)], capture_output=True)
+        return {"method": "not possible here (no bind mount)"}
+    try:
+        p = subprocess.run(build + [str(more), "--out", str(store), "--embedder", EMB, "--no-progress"], env=ENV,
+                           capture_output=True, text=True, timeout=600)
+        q = subprocess.run([sys.executable, "-m", "xmemory_gpu", "search", str(store), "what is the job?"], env=ENV,
+                           capture_output=True, text=True, timeout=600)
+        err = [x for x in p.stderr.splitlines() if x.startswith("xmemory")]
+    finally:
+        subprocess.run(["umount", str(store)], capture_output=True)
+    return {"method": "read-only bind mount", "build_exit": p.returncode, "one_line_error": len(err) == 1,
+            "message": err[-1] if err else p.stderr[-300:], "nothing_lost": _store_state(store) == before,
+            "search_exit": q.returncode}
+
+
 def _arrays_named(store: Path) -> set[str]:
     db = store / "memory.sqlite"
     if not db.exists():
@@ -370,6 +400,8 @@ def main() -> None:
         if "c" in parts:
             (tmp / "c").mkdir()
             report["disk_full"] = disk_full(tmp / "c")
+            (tmp / "c2").mkdir()
+            report["read_only_store"] = read_only_store(tmp / "c2")
         if "d" in parts:
             (tmp / "d").mkdir()
             report["two_writers"] = two_writers(tmp / "d")

@@ -215,6 +215,13 @@ class Store:
         key = hashlib.sha1(memory.memory_id.encode()).hexdigest()[:16]
         tmp = self.path / "arrays" / f".{key}.{os.getpid()}.tmp"
         try:
+            return self._write_file(tmp, key, arrays)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot write the arrays of memory {memory.memory_id!r}: "
+                             f"{exc.strerror or exc} (nothing of this commit was stored)") from None
+
+    def _write_file(self, tmp: Path, key: str, arrays: dict[str, np.ndarray]) -> tuple[str, str]:
+        try:
             with open(tmp, "wb") as fh:
                 np.savez(fh, **arrays)
                 fh.flush()
@@ -262,9 +269,11 @@ class Store:
                     pos += old is None
                 c.executemany("INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
                               [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in log])
-        except BaseException:
+        except BaseException as exc:
             for name, _ in written:  # the commit did not happen: its files go
                 (self.path / "arrays" / name).unlink(missing_ok=True)
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"{self.path / DB_NAME}: the commit failed and was rolled back: {exc}") from None
             raise
         new_names = {name for name, _ in written}
         for old in olds.values():
