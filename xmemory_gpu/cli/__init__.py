@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "models": "models",
     "backends": "backends",
     "add, delete, history": "live",
+    "serve": "serve",
 }
 
 

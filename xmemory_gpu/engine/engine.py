@@ -342,6 +342,39 @@ class MemoryEngine:
                         for q in queries]
             return self.retriever.search(queries, key, strategy=strategy, budget_tokens=budget_tokens)
 
+    def search_batch(self, items: Sequence[dict]) -> list[list[RetrievalResult]]:
+        """Many searches at once (the server's coalescing): items ``{"queries": [...] | "query": str,
+        "user_id", "agent_id"?, "run_id"?, "strategy"?, "budget_tokens"?}``. Queries of every item
+        with the same strategy and budget go to one batched ``Retriever.search`` (one embedding call,
+        one launch per stage), each query against its own scope. Returns results per item."""
+        self._check_open()
+        parsed = []
+        for n, it in enumerate(items):
+            where = f"search_batch: items[{n}]"
+            if not isinstance(it, dict):
+                raise ValueError(f"{where}: expected an object")
+            qs = as_queries(it["queries"] if "queries" in it else it.get("query", ""), f"{where}: queries")
+            key = scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id"))
+            parsed.append((qs, key, it.get("strategy", "xmemory"), it.get("budget_tokens")))
+        out: list[list[RetrievalResult] | None] = [None] * len(parsed)
+        with self._rw.read():
+            groups: dict[tuple, list[int]] = {}
+            for n, (_, _, strategy, budget) in enumerate(parsed):
+                groups.setdefault((strategy, budget), []).append(n)
+            for (strategy, budget), members in groups.items():
+                self.retriever.search([], [], strategy=strategy, budget_tokens=budget)  # validates both
+                live = [n for n in members if parsed[n][1] in self.bank.index]
+                qs = [q for n in live for q in parsed[n][0]]
+                mids = [parsed[n][1] for n in live for _ in parsed[n][0]]
+                res = iter(self.retriever.search(qs, mids, strategy=strategy, budget_tokens=budget) if qs else [])
+                for n in members:
+                    if n in live:
+                        out[n] = [next(res) for _ in parsed[n][0]]
+                    else:
+                        out[n] = [RetrievalResult(q, parsed[n][1], strategy, [], "", 0, self.retriever.budget.name,
+                                                  notes=["no memory for this scope"]) for q in parsed[n][0]]
+        return out  # type: ignore[return-value]
+
     def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
         """Every unit of the scope's memory: messages, episodes, semantic statements, themes."""
         self._check_open()

@@ -1,0 +1,253 @@
+"""The HTTP API over a ``MemoryEngine`` (FastAPI). Routes mirror the engine:
+
+``POST /v1/memories`` (add), ``POST /v1/memories/batch``, ``POST /v1/search``, ``GET /v1/memories``
+(a scope's units), ``GET /v1/memories/{id}``, ``DELETE /v1/memories/{id}``, ``DELETE /v1/memories``
+(a whole scope), ``GET /v1/history``, ``GET /health`` (no auth), ``GET /metrics`` (Prometheus).
+
+Concurrent searches (and adds) within ``coalesce_ms`` are answered by one batched engine call;
+with ``coalesce_ms=0`` every request is its own call. Keys: ``Authorization: Bearer KEY``, compared
+in constant time; a key may be bound to a set of user ids (403 outside them). Bad requests get
+422 naming the field; bodies over the limit 413; internal errors 500 with a request id (the
+traceback goes to the server's log, never to the client).
+"""
+
+
+import asyncio
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from ..engine import MemoryEngine
+from ..memory.store import StoreError
+from .coalesce import Coalescer
+from .metrics import Metrics
+from .schemas import MAX_ID, limited_add, limited_batch, limited_search
+
+log = logging.getLogger("xmemory.serve")
+
+
+@dataclass
+class ServiceConfig:
+    api_keys: dict[str, frozenset[str] | None] = field(default_factory=dict)  # key -> allowed user ids (None: all)
+    coalesce_ms: float = 2.0
+    max_batch: int = 64  # requests per coalesced call
+    max_body_bytes: int = 4 << 20
+    max_messages: int = 1000  # per add request
+    max_items: int = 256  # per batch request
+    max_queries: int = 256  # per search request
+
+
+def _result(r) -> dict[str, Any]:
+    d = r.to_dict()
+    return {"query": d["query"], "context": d["context"], "units": d["units"], "message_ids": d["message_ids"],
+            "context_tokens": d["context_tokens"], "tokenizer": d["tokenizer"], "notes": d["notes"]}
+
+
+async def _mapped(aw) -> Any:
+    """Await ``aw``; the engine's errors become HTTP statuses (store damage stays a 500)."""
+    try:
+        return await aw
+    except StoreError:
+        raise
+    except KeyError as exc:
+        raise HTTPException(404, str(exc.args[0] if exc.args else exc)) from None
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    except RuntimeError as exc:
+        raise HTTPException(503, str(exc)) from None
+
+
+def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: ServiceConfig | None = None) -> FastAPI:
+    """The app; ``engine`` an open engine or a factory called at start-up (closed at shutdown)."""
+    cfg = config or ServiceConfig()
+    metrics = Metrics()
+    state: dict[str, Any] = {}
+    AddRequest = limited_add(cfg.max_messages)
+    AddBatchRequest = limited_batch(AddRequest, cfg.max_items)
+    SearchRequest = limited_search(cfg.max_queries)
+
+    def eng() -> MemoryEngine:
+        return state["engine"]
+
+    def do_search(items: list[dict]) -> list[list[dict]]:
+        res = eng().search_batch(items)
+        metrics.inc("engine_search_calls_total")
+        metrics.inc("searched_queries_total", sum(len(r) for r in res))
+        return [[_result(x) for x in r] for r in res]
+
+    def do_add(items: list[dict]) -> list[list[str]]:
+        ids = eng().add_batch(items)
+        metrics.inc("engine_add_calls_total")
+        metrics.inc("ingested_messages_total", sum(len(i) for i in ids))
+        return ids
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        state["engine"] = engine() if callable(engine) and not isinstance(engine, MemoryEngine) else engine
+        if cfg.coalesce_ms > 0:
+            state["search"] = Coalescer(do_search, window_s=cfg.coalesce_ms / 1e3, max_batch=cfg.max_batch,
+                                        on_batch=lambda n: metrics.inc("coalesced_search_requests_total", n))
+            state["add"] = Coalescer(do_add, window_s=cfg.coalesce_ms / 1e3, max_batch=cfg.max_batch,
+                                     on_batch=lambda n: metrics.inc("coalesced_add_requests_total", n))
+            state["search"].start()
+            state["add"].start()
+            metrics.gauges["queue_depth_search"] = lambda: state["search"].depth
+            metrics.gauges["queue_depth_add"] = lambda: state["add"].depth
+        yield
+        for name in ("add", "search"):  # graceful: finish what was accepted, then commit and close
+            if name in state:
+                await state[name].drain()
+        state["engine"].close()
+
+    app = FastAPI(title="xmemory_gpu", version="0.1.0", lifespan=lifespan,
+                  description="xMemory agent memory: add, search, delete and scope live memories.")
+
+    async def run(kind: str, item: dict) -> Any:
+        """Through the coalescer when coalescing is on, else one engine call for this request."""
+        if kind in state:
+            return await state[kind].submit(item)
+        return (await asyncio.to_thread(do_search if kind == "search" else do_add, [item]))[0]
+
+    @app.middleware("http")
+    async def frame(request: Request, call_next):
+        rid = uuid.uuid4().hex[:16]
+        request.state.rid = rid
+        t0 = time.perf_counter()
+        route = request.url.path
+        if request.method in ("POST", "PUT", "PATCH"):
+            length = request.headers.get("content-length")
+            if length is None:
+                resp = JSONResponse({"detail": "a Content-Length header is required"}, status_code=411)
+            elif not length.isdigit() or int(length) > cfg.max_body_bytes:
+                resp = JSONResponse({"detail": f"body larger than the limit of {cfg.max_body_bytes} bytes"}, status_code=413)
+            else:
+                resp = None
+            if resp is not None:
+                metrics.observe(request.method, route, resp.status_code, time.perf_counter() - t0)
+                return resp
+        try:
+            resp = await call_next(request)
+        except Exception:  # noqa: BLE001 - logged with its id; the client gets the id only
+            log.exception("request %s %s %s failed", rid, request.method, route)
+            resp = JSONResponse({"detail": "internal error", "request_id": rid}, status_code=500)
+        for r in request.app.routes:  # the route template, not the concrete path (bounded metric labels)
+            if getattr(r, "path", None) and r.matches(request.scope)[0].value == 2:
+                route = r.path
+                break
+        metrics.observe(request.method, route, resp.status_code, time.perf_counter() - t0)
+        resp.headers["X-Request-Id"] = rid
+        return resp
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        errs = [{"field": ".".join(str(x) for x in e["loc"][1:]) or "body", "error": e["msg"]} for e in exc.errors()]
+        first = errs[0] if errs else {"field": "body", "error": "invalid"}
+        return JSONResponse({"detail": f"{first['field']}: {first['error']}", "errors": errs}, status_code=422)
+
+    def scoped(request: Request) -> frozenset[str] | None:
+        """The caller's allowed user ids (None: all); 401 without a valid key when keys are configured."""
+        if not cfg.api_keys:
+            return None
+        auth = request.headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise HTTPException(401, "missing API key (Authorization: Bearer KEY)", headers={"WWW-Authenticate": "Bearer"})
+        found, allowed = False, None
+        for key, users in cfg.api_keys.items():  # every key compared, in constant time
+            if hmac.compare_digest(key.encode(), token.encode()):
+                found, allowed = True, users
+        if not found:
+            raise HTTPException(401, "invalid API key", headers={"WWW-Authenticate": "Bearer"})
+        return allowed
+
+    Allowed = Annotated[frozenset[str] | None, Depends(scoped)]
+
+    def check_scope(allowed: frozenset[str] | None, user_id: str) -> None:
+        if allowed is not None and user_id not in allowed:
+            raise HTTPException(403, f"this key may not access user_id {user_id!r}")
+
+    async def engine_call(fn: Callable[[], Any]) -> Any:
+        """An engine call in a worker thread, its errors mapped to HTTP statuses."""
+        return await _mapped(asyncio.to_thread(fn))
+
+    async def engine_async(kind: str, item: dict) -> Any:
+        return await _mapped(run(kind, item))
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", **eng().stats()}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics_route(allowed: Allowed) -> str:
+        return metrics.render()
+
+    @app.post("/v1/memories")
+    async def add(req: AddRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
+        check_scope(allowed, req.user_id)
+        item = {"user_id": req.user_id, "agent_id": req.agent_id, "run_id": req.run_id,
+                "messages": [m.as_engine() for m in req.messages]}
+        return {"ids": await engine_async("add", item)}
+
+    @app.post("/v1/memories/batch")
+    async def add_batch(req: AddBatchRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
+        for it in req.items:
+            check_scope(allowed, it.user_id)
+        items = [{"user_id": it.user_id, "agent_id": it.agent_id, "run_id": it.run_id,
+                  "messages": [m.as_engine() for m in it.messages]} for it in req.items]
+        ids = await engine_call(lambda: eng().add_batch(items))
+        metrics.inc("ingested_messages_total", sum(len(i) for i in ids))
+        return {"ids": ids}
+
+    @app.post("/v1/search")
+    async def search(req: SearchRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
+        check_scope(allowed, req.user_id)
+        if (req.query is None) == (req.queries is None):
+            raise HTTPException(422, "give exactly one of query and queries")
+        item = {"queries": [req.query] if req.query is not None else req.queries, "user_id": req.user_id,
+                "agent_id": req.agent_id, "run_id": req.run_id, "strategy": req.strategy, "budget_tokens": req.budget_tokens}
+        return {"results": await engine_async("search", item)}
+
+    def scope_params(user_id: Annotated[str, Query(min_length=1, max_length=MAX_ID)],
+                     agent_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+                     run_id: Annotated[str | None, Query(max_length=MAX_ID)] = None) -> dict:
+        return {"user_id": user_id, "agent_id": agent_id or None, "run_id": run_id or None}
+
+    ScopeQ = Annotated[dict, Depends(scope_params)]
+
+    @app.get("/v1/memories")
+    async def get_all(scope: ScopeQ, allowed: Allowed) -> dict:
+        check_scope(allowed, scope["user_id"])
+        return {"units": await engine_call(lambda: eng().get_all(**scope))}
+
+    @app.get("/v1/memories/{unit_id}")
+    async def get(unit_id: str, scope: ScopeQ, allowed: Allowed) -> dict:
+        check_scope(allowed, scope["user_id"])
+        return await engine_call(lambda: eng().get(unit_id, **scope))
+
+    @app.delete("/v1/memories/{unit_id}")
+    async def delete(unit_id: str, scope: ScopeQ, allowed: Allowed) -> dict:
+        check_scope(allowed, scope["user_id"])
+        await engine_call(lambda: eng().delete(unit_id, **scope))
+        return {"deleted": unit_id}
+
+    @app.delete("/v1/memories")
+    async def delete_all(scope: ScopeQ, allowed: Allowed) -> dict:
+        check_scope(allowed, scope["user_id"])
+        n = await engine_call(lambda: eng().delete_all(**scope))
+        return {"deleted_messages": n}
+
+    @app.get("/v1/history")
+    async def history(scope: ScopeQ, allowed: Allowed) -> dict:
+        check_scope(allowed, scope["user_id"])
+        return {"history": await engine_call(lambda: eng().history(**scope))}
+
+    return app
