@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import XMemoryConfig
+from ..config import XMemoryConfig, resolve_config
 from ..construct.incremental import EngineState, empty_memory, grow, statement_hash
 from ..construct.semantic import extract_statements
 from ..embed import Embedder, embedder_for_store, load_embedder
@@ -143,7 +143,7 @@ class MemoryEngine:
                 if emb.dim != store.dim or emb.name != store.embedder:
                     raise ValueError(f"{root}: embedder: the store was built with {store.embedder!r} ({store.dim}), "
                                      f"not {emb.name!r} ({emb.dim})")
-                cfg = config or (XMemoryConfig.from_dict(store.config, "store config") if store.config else XMemoryConfig())
+                cfg = config or resolve_config(store.config)
                 if not read_only:
                     store.collect_garbage()
             else:

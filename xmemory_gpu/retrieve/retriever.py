@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import XMemoryConfig
+from ..config import XMemoryConfig, resolve_config
 from ..embed import Embedder, embedder_for_store
 from ..memory.bank import Bank
 from ..memory.store import Store
@@ -65,7 +65,7 @@ class Retriever:
         store = Store.open(path)
         try:
             bank = store.load_bank(list(memory_ids) if memory_ids is not None else None)
-            config = kw.pop("config", None) or (XMemoryConfig.from_dict(store.config) if store.config else XMemoryConfig())
+            config = kw.pop("config", None) or resolve_config(store.config)
             embedder = kw.pop("embedder", None) or embedder_for_store(store.embedder)
         finally:
             store.close()
