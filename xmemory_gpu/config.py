@@ -35,6 +35,9 @@ class SemanticConfig:
 
     min_words: int = 4  # shorter sentences are filler
     dedup_threshold: float = 0.92  # cosine above which two statements merge (sources kept)
+    max_per_message: int = 3  # statements kept per message: the most specific ones (0 = no cap)
+    max_statement_words: int = 60  # a longer sentence is cut to this many words
+    passage_words: int = 150  # long messages are embedded (and fitted to budgets) in passages of this many words
 
 
 @dataclass
@@ -81,11 +84,13 @@ class Stage2Config:
     early_stop_first: int = 3  # a low-gain probe among the first 3 stops
     uncertainty: str = "mean_nll"  # "entropy" (paper wording) or "mean_nll" (authors' code)
     mode: str = "independent"  # "independent" (authors) or "sequential"
+    fill: bool = True  # under a budget: an episode that does not fit gives its most relevant messages; pool episodes fill
 
 
 @dataclass
 class BaselinesConfig:
     naive_rag_k: int = 20  # the paper's naive RAG retrieves 20 chunks
+    naive_rag_fill: int = 100  # under a token budget, chunks up to this rank are taken while they fit
     chunk_messages: int = 1  # consecutive messages of one session per naive-RAG chunk
     memory_only_semantics: int = 20  # same budgets as xMemory's Stage I / II
     memory_only_episodes: int = 10
@@ -111,12 +116,13 @@ class XMemoryConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "config") -> XMemoryConfig:
-        """Build from a (possibly partial) nested dict; unknown keys, wrong types and values out of
-        range raise ``ValueError`` naming ``where`` and the field."""
+    def from_dict(cls, data: dict[str, Any], where: str = "config", *, strict: bool = True) -> XMemoryConfig:
+        """Build from a (possibly partial) nested dict; unknown keys (unless ``strict=False``, for a
+        store's own settings), wrong types and values out of range raise ``ValueError`` naming
+        ``where`` and the field."""
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a JSON object of settings, got {type(data).__name__}")
-        cfg = _from_dict(cls, data, where)
+        cfg = _from_dict(cls, data, where, strict=strict)
         cfg.validate(where)
         return cfg
 
@@ -169,6 +175,7 @@ _MINIMUM: dict[str, float] = {
     "early_stop_first": 0, "naive_rag_k": 1, "chunk_messages": 1, "memory_only_semantics": 0, "memory_only_episodes": 0,
     "tir_sessions": 1, "higmem_events": 0, "higmem_turns": 0, "higmem_turns_per_event": 0, "time_gap_s": 0.0, "seed": 0,
     "parent_weight": 0.0,
+    "max_per_message": 0, "max_statement_words": 4, "passage_words": 8,
 }
 _UNIT_INTERVAL = {"alpha", "coverage_target"}
 
@@ -201,18 +208,20 @@ def _check_type(value: Any, default: Any, name: str) -> Any:
     return value
 
 
-def _from_dict(cls: type, data: dict[str, Any], where: str, prefix: str = "") -> Any:
+def _from_dict(cls: type, data: dict[str, Any], where: str, prefix: str = "", strict: bool = True) -> Any:
     known = {f.name: f for f in fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         path = f"{prefix}{key}"
+        if key not in known and not strict:
+            continue  # a store written by another release: its settings this release lacks are ignored
         if key not in known:
             raise ValueError(f"{where}: {prefix.rstrip('.') or 'settings'}: unknown setting {key!r}; expected one of {sorted(known)}")
         default = known[key].default_factory() if callable(known[key].default_factory) else known[key].default  # type: ignore[misc]
         if is_dataclass(default):
             if not isinstance(value, dict):
                 raise ValueError(f"{where}: {path}: expected an object of settings, got {value!r}")
-            kwargs[key] = _from_dict(type(default), value, where, f"{path}.")
+            kwargs[key] = _from_dict(type(default), value, where, f"{path}.", strict)
         else:
             kwargs[key] = _check_type(value, default, f"{where}: {path}")
     return cls(**kwargs)
@@ -222,7 +231,7 @@ def resolve_config(store_config: dict[str, Any] | None = None, path: str | Path 
                    overrides: dict[str, Any] | None = None) -> XMemoryConfig:
     """Settings by precedence: the defaults, then a store's own (``store_config``), then a JSON file
     (``path``), then ``overrides`` (command-line flags, a request): each later one wins."""
-    cfg = XMemoryConfig.from_dict(store_config, "store config") if store_config else XMemoryConfig()
+    cfg = XMemoryConfig.from_dict(store_config, "store config", strict=False) if store_config else XMemoryConfig()
     if path is not None:
         cfg = XMemoryConfig.from_json(path, base=cfg)
     return cfg.merged(overrides, "overrides") if overrides else cfg

@@ -44,14 +44,13 @@ def _prep(x: Any, name: str) -> Any:
 
 
 def knn_graph(
-    x: Any, offsets: Any, k: int, *, normalize: bool = True, drop_nonpositive: bool = False, backend: str = "auto"
+    x: Any, offsets: Any, k: int, *, drop_nonpositive: bool = False, backend: str = "auto"
 ) -> tuple[Any, Any]:
     """Exact cosine top-k within each segment, self excluded.
 
     x [N, d] real, finite (NumPy or torch), offsets [B+1] int CSR, k an integer >= 1. Returns idx [N, k]
     int32 global row ids and sim [N, k] float32, sorted descending, ties to the lower row id, padded
-    with -1 / -inf, in the kind of ``x``. Inputs are normalised (``normalize`` is accepted for API
-    symmetry: cosine needs unit rows, so it is always done). Bad input raises ``ValueError``.
+    with -1 / -inf, in the kind of ``x``. Rows are normalised (cosine). Bad input raises ``ValueError``.
     """
     name = dp.resolve_backend("knn_graph", backend, tuple(_GRAPH_IMPLS), on_cuda=dp.is_cuda_tensor(x))
     k = _check_k(k, name)
@@ -62,7 +61,7 @@ def knn_graph(
 
 
 def knn_search(
-    q: Any, q_offsets: Any, x: Any, x_offsets: Any, k: int, *, normalize: bool = True, drop_nonpositive: bool = False,
+    q: Any, q_offsets: Any, x: Any, x_offsets: Any, k: int, *, drop_nonpositive: bool = False,
     backend: str = "auto",
 ) -> tuple[Any, Any]:
     """Queries of segment b against rows of segment b of x only.
