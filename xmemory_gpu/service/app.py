@@ -14,6 +14,7 @@ traceback goes to the server's log, never to the client).
 
 import asyncio
 import hmac
+import json
 import logging
 import time
 import uuid
@@ -24,7 +25,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from ..engine import MemoryEngine
 from ..memory.store import StoreError
@@ -208,13 +209,14 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
         return {"ids": ids}
 
     @app.post("/v1/search")
-    async def search(req: SearchRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
+    async def search(req: SearchRequest, allowed: Allowed) -> Response:  # type: ignore[valid-type]
         check_scope(allowed, req.user_id)
         if (req.query is None) == (req.queries is None):
             raise HTTPException(422, "give exactly one of query and queries")
         item = {"queries": [req.query] if req.query is not None else req.queries, "user_id": req.user_id,
                 "agent_id": req.agent_id, "run_id": req.run_id, "strategy": req.strategy, "budget_tokens": req.budget_tokens}
-        return {"results": await engine_async("search", item)}
+        results = await engine_async("search", item)  # plain JSON types: serialised directly, not re-encoded by FastAPI
+        return Response(json.dumps({"results": results}, ensure_ascii=False).encode(), media_type="application/json")
 
     def scope_params(user_id: Annotated[str, Query(min_length=1, max_length=MAX_ID)],
                      agent_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
