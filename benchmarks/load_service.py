@@ -58,7 +58,7 @@ def _load(url: str, clients: int, requests: int, users: int, kind: str, tag: str
     lock = threading.Lock()
 
     def client(c: int) -> None:
-        mc = MemoryClient(url, api_key=KEY)
+        mc = MemoryClient(url, api_key=KEY, timeout=600)
         mine = []
         for r in range(requests):
             u = f"user{(c * requests + r) % users}"
@@ -96,10 +96,10 @@ def main() -> None:
     rows = []
     p, url = _serve(store, 2.0, args.embedder)
     try:  # preload: every user gets a short history
-        mc = MemoryClient(url, api_key=KEY)
+        mc = MemoryClient(url, api_key=KEY, timeout=1800)
         mc.add_batch([{"user_id": f"user{u}", "messages": [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"I love {TOPICS[(u + i) % len(TOPICS)]}; it is my week {i} hobby."}
-            for i in range(12)]} for u in range(args.users)])
+            for i in range(8)]} for u in range(args.users)])
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=120)
