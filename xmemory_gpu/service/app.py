@@ -16,6 +16,7 @@ import asyncio
 import hmac
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,7 @@ class ServiceConfig:
     api_keys: dict[str, frozenset[str] | None] = field(default_factory=dict)  # key -> allowed user ids (None: all)
     coalesce_ms: float = 2.0
     max_batch: int = 64  # requests per coalesced call
+    search_workers: int = max(1, min(4, os.cpu_count() or 1))  # coalesced search batches in flight at once
     max_body_bytes: int = 4 << 20
     max_messages: int = 1000  # per add request
     max_items: int = 256  # per batch request
@@ -96,7 +98,8 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
         state["engine"] = engine() if callable(engine) and not isinstance(engine, MemoryEngine) else engine
         if cfg.coalesce_ms > 0:
             state["search"] = Coalescer(do_search, window_s=cfg.coalesce_ms / 1e3, max_batch=cfg.max_batch,
-                                        on_batch=lambda n: metrics.inc("coalesced_search_requests_total", n))
+                                        on_batch=lambda n: metrics.inc("coalesced_search_requests_total", n),
+                                        workers=cfg.search_workers)
             state["add"] = Coalescer(do_add, window_s=cfg.coalesce_ms / 1e3, max_batch=cfg.max_batch,
                                      on_batch=lambda n: metrics.inc("coalesced_add_requests_total", n))
             state["search"].start()

@@ -1,7 +1,8 @@
 """Request coalescing: concurrent requests arriving within a small window are answered by one
 batched engine call (one embedding call, one kernel launch per stage), run in a worker thread so
 the event loop keeps accepting. A batch that fails is retried item by item, so one bad request
-never fails its neighbours. One worker per queue: writes stay single-writer."""
+never fails its neighbours. ``workers`` batches may run at once (searches: as many as cores, so
+one batch's Python work overlaps another's kernels); writes use one, so they stay single-writer."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from typing import Any
 
 class Coalescer:
     def __init__(self, call: Callable[[list[Any]], list[Any]], *, window_s: float, max_batch: int,
-                 on_batch: Callable[[int], None] | None = None) -> None:
+                 on_batch: Callable[[int], None] | None = None, workers: int = 1) -> None:
         self.call = call
         self.window_s = window_s
         self.max_batch = max(1, max_batch)
         self.on_batch = on_batch
         self.queue: asyncio.Queue[tuple[Any, asyncio.Future]] = asyncio.Queue()
-        self._task: asyncio.Task | None = None
+        self.workers = max(1, workers)
+        self._tasks: list[asyncio.Task] = []
         self._closing = False
 
     @property
@@ -27,7 +29,8 @@ class Coalescer:
         return self.queue.qsize()
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run()) for _ in range(self.workers)]
 
     async def submit(self, item: Any) -> Any:
         if self._closing:
@@ -40,8 +43,8 @@ class Coalescer:
         """Finish every queued request, then stop the worker (graceful shutdown)."""
         self._closing = True
         await self.queue.join()
-        if self._task is not None:
-            self._task.cancel()
+        for t in self._tasks:
+            t.cancel()
 
     async def _run(self) -> None:
         while True:
