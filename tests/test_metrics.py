@@ -7,9 +7,13 @@ import math
 import pytest
 
 from xmemory_gpu.eval.metrics import (
+    METRIC_DEFINITIONS,
     _lcs,
     bleu1,
+    bleu1_authors,
     exact_match,
+    locomo_f1,
+    locomo_f1_score,
     normalize_answer,
     qa_scores,
     rouge_l,
@@ -102,7 +106,7 @@ def test_rouge_l():
 
 def test_qa_scores():
     s = qa_scores("The cat sat.", "the cat")
-    assert set(s) == {"f1_authors", "f1_squad", "exact_match", "bleu1", "rouge_l"}
+    assert set(s) == {"f1_authors", "f1_squad", "exact_match", "bleu1", "bleu1_authors", "rouge_l", "locomo_f1"}
     # authors {the, cat, sat} vs {the, cat}: 0.8; SQuAD [cat, sat] vs [cat]: 2/3;
     # BLEU-1 c = 2 > r = 1, p1 = 1/2; ROUGE-L LCS 1, P = 1/2, R = 1 -> 2/3
     assert s == {
@@ -110,9 +114,52 @@ def test_qa_scores():
         "f1_squad": pytest.approx(2 / 3),
         "exact_match": 0.0,
         "bleu1": pytest.approx(0.5),
+        # NLTK: [the, cat, sat, .] vs [the, cat]: 2 of 4 unigrams, c > r -> 0.5
+        "bleu1_authors": pytest.approx(0.5),
         "rouge_l": pytest.approx(2 / 3),
+        # LoCoMo: [cat, sat] vs [cat] (the removed): 2/3
+        "locomo_f1": pytest.approx(2 / 3),
     }
     assert all(v == 1.0 for v in qa_scores("Lisbon", "lisbon").values())
+    assert qa_scores("no", "yes", category=5)["locomo_f1"] == 0.0
+    assert set(METRIC_DEFINITIONS) >= set(s) | {"tokens_per_query"}
+
+
+def test_bleu1_authors_hand_worked():
+    # [the, cat, sat, on, the, mat, .] (7) vs [the, cat, is, on, the, mat] (6): clipped the 2, cat, on, mat
+    # -> 5 / 7, c > r so BP = 1
+    assert bleu1_authors("The cat sat on the mat.", "the cat is on the mat") == pytest.approx(5 / 7)
+    # punctuation, articles and clitics are tokens: [she, 's, a, painter] vs [a, painter]: p1 = 2/4, BP = 1
+    assert bleu1_authors("She's a painter", "a painter") == pytest.approx(0.5)
+    # shorter than the reference: [paris] vs [in, paris, ,, france]: p1 = 1, BP = exp(1 - 4/1)
+    assert bleu1_authors("Paris", "in Paris, France") == pytest.approx(math.exp(-3))
+    # no common unigram: NLTK scores 0 (our smoothed bleu1 does not)
+    assert bleu1_authors("dog", "cat") == 0.0 and bleu1("dog", "cat") > 0.0
+    assert bleu1_authors("", "cat") == 0.0
+    assert bleu1_authors("7", 7) == 1.0  # non-string references are str()-ed
+
+
+def test_locomo_f1_hand_worked():
+    # Porter stemming and "and" removed: [run, swim] vs [swim, run]
+    assert locomo_f1_score("Running and swimming", "swimming, running") == 1.0
+    # commas deleted before punctuation: "1,000" -> "1000"
+    assert locomo_f1_score("1,000 dollars", "1000 dollars") == 1.0
+    # multiset: [dog, dog] vs [dog]: common 1, P 1/2, R 1
+    assert locomo_f1_score("dog dog", "dog") == pytest.approx(2 / 3)
+    assert locomo_f1_score("a the", "an") == 0.0  # both normalise to nothing
+    # category 1: comma-split multi-answer, mean over gold parts of the best prediction part:
+    # gold "swimming" -> 1; gold "running and pottery" -> [run, potteri] vs best [run]: 2/3
+    assert locomo_f1("running, swimming", "swimming, running and pottery", 1) == pytest.approx((1 + 2 / 3) / 2)
+    # the same strings outside category 1 are one answer each (commas deleted)
+    assert locomo_f1("running, swimming", "swimming, running and pottery", 2) == pytest.approx(
+        2 * (2 / 2) * (2 / 3) / (2 / 2 + 2 / 3))
+    # category 3: the gold is cut at ";"
+    assert locomo_f1("likely yes", "Likely yes; she enjoys it", 3) == 1.0
+    assert locomo_f1("likely yes", "Likely yes; she enjoys it", 4) < 1.0
+    # category 5: abstention phrases
+    assert locomo_f1("That is not mentioned in the conversation.", "x", 5) == 1.0
+    assert locomo_f1("No information available", "x", 5) == 1.0
+    assert locomo_f1("Yes, in May", "x", 5) == 0.0
 
 
 # ----------------------------------------------------------------------------- retrieval metrics

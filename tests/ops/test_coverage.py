@@ -1,16 +1,29 @@
-"""Eq. 4 greedy coverage selection: every host backend returns exactly the reference's picks."""
+"""Eq. 4 greedy coverage selection: every backend against a verbatim port of the authors'
+``_pick_representatives`` (the default "count" stop rule) and against the float64 reference
+(picks exactly, values to float32), on fresh random ragged batches and the edge cases; input
+validation at the dispatcher; the CUDA binding's C++ tensor checks (no GPU needed)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from xmemory_gpu.ops._backend import available_backends
+from xmemory_gpu.ops._dispatch import available_backends
 from xmemory_gpu.ops.coverage import _IMPLS, coverage_select
 
-from .coverage_cases import random_problem
+from .authors_coverage import authors_select
+from .coverage_cases import SETTINGS, random_problem, varied_problem
+from .gpu import FakeCuda, has_cuda, requires_cuda
 
-BACKENDS = [b for b in _IMPLS if b in ("cpu", "triton") and available_backends()[b].available]
+HOST = [b for b in ("reference", "cpu") if available_backends()[b].available]
+FAST = [b for b in ("cpu", "triton") if b in _IMPLS and available_backends()[b].available]
+if has_cuda() and available_backends()["cuda"].available:
+    FAST.append("cuda")
+ALL = ["reference", *FAST]
+
+
+def picks(sel_off, sel) -> list[list[int]]:
+    return [sel[sel_off[q] : sel_off[q + 1]].tolist() for q in range(len(sel_off) - 1)]
 
 
 def same_as_reference(args, backend, **kw):
@@ -18,66 +31,247 @@ def same_as_reference(args, backend, **kw):
     got = coverage_select(*args, backend=backend, **kw)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
-    np.testing.assert_allclose(got[2], want[2], rtol=1e-5)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
     return want
 
 
+def against_authors(rng, backend: str, n_queries: int, k: int, settings, max_n: int = 40) -> int:
+    """Random batches, one call per (alpha, target): every query's picks equal the authors'. Returns
+    the number of queries compared."""
+    n = 0
+    for alpha, target in settings:
+        off, idx, w, rel, bud = varied_problem(rng, n_queries, k, max_n=max_n)
+        sel_off, sel, _ = coverage_select(off, idx, w, rel, alpha=alpha, budget=bud, target=target, backend=backend)
+        want = authors_select(off, idx, w, rel, alpha, bud, target)
+        got = picks(sel_off, sel)
+        bad = [q for q in range(n_queries) if got[q] != want[q]]
+        assert not bad, (backend, alpha, target, bad[:5], [(got[q], want[q]) for q in bad[:3]])
+        n += n_queries
+    return n
+
+
+# ---- the authors' rule ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", [b for b in ALL if b in HOST or b == "cuda"])
+def test_authors_port_agrees_on_2400_random_cases(rng, backend):
+    assert against_authors(rng, backend, 400, 6, SETTINGS) == 2400
+
+
+@pytest.mark.skipif("triton" not in FAST, reason="triton not usable here")
+def test_triton_agrees_with_authors(rng):
+    # the interpreter is slow (~0.3 s per query): 2 x 40 queries here, the bulk on the host backends
+    against_authors(rng, "triton", 40, 4, [(0.7, 1.0), (0.5, 0.6)], max_n=24)
+
+
 def test_hand_worked_case():
-    # 3 candidates; 0 covers {0, 1 (w .5)}, 1 covers {1}, 2 covers {2, 0 (w .25)}; Z = 1.5 + 1 + 1.25 = 3.75
+    # 3 candidates; 0 covers {1 (w .5), 0 (1)}, 1 covers {1}, 2 covers {0 (w .25), 2}; Z = 1.5 + 1 + 1.25 = 3.75
     off = np.array([0, 3], np.int64)
     idx = np.array([[1, -1], [-1, -1], [0, -1]], np.int32)
     w = np.array([[0.5, 0], [0, 0], [0.25, 0]], np.float32)
     rel = np.array([0.9, 0.5, 0.1], np.float32)  # rel~ = 1, .5, 0
-    sel_off, sel, val = coverage_select(off, idx, w, rel, alpha=0.7, budget=3, backend="reference")
-    # step 1: v0 = .7*1.5/3.75 + .3*1 = .58, v1 = .7/3.75 + .15 = .3367, v2 = .7*1.25/3.75 = .2333
-    # step 2: 0 and 1 covered; v1 = 0 + .15, v2 = .7*1/3.75 = .1867 -> 2; step 3: v1 = .15
-    assert sel.tolist() == [0, 2, 1]
-    np.testing.assert_allclose(val, [0.58, 0.7 / 3.75, 0.15], rtol=1e-6)
-    assert sel_off.tolist() == [0, 3]
+    for backend in ALL:
+        sel_off, sel, val = coverage_select(off, idx, w, rel, alpha=0.7, budget=3, backend=backend)
+        # step 1: v0 = .7*1.5/3.75 + .3*1 = .58, v1 = .7/3.75 + .15, v2 = .7*1.25/3.75 -> 0
+        # step 2: 0 and 1 covered; v1 = .15, v2 = .7*1/3.75 = .1867 -> 2; now all 3 covered: stop (count rule)
+        assert sel.tolist() == [0, 2] and sel_off.tolist() == [0, 2], backend
+        np.testing.assert_allclose(val, [0.58, 0.7 / 3.75], rtol=1e-6)
+        # our earlier rule: credited 1.5 + 1 of Z 3.75 < 1, so it goes on by relevance to the budget
+        _, sel, val = coverage_select(off, idx, w, rel, alpha=0.7, budget=3, stop="weight", backend=backend)
+        assert sel.tolist() == [0, 2, 1]
+        np.testing.assert_allclose(val, [0.58, 0.7 / 3.75, 0.15], rtol=1e-6)
 
 
-def test_target_and_nonpositive_stop():
+def test_repeated_neighbour_keeps_largest_weight_and_self_listing():
     off = np.array([0, 3], np.int64)
-    idx = np.array([[1, 2], [-1, -1], [-1, -1]], np.int32)
-    w = np.array([[1, 1], [0, 0], [0, 0]], np.float32)
-    rel = np.array([0.9, 0.5, 0.1], np.float32)
-    # candidate 0 covers everything it can: credited 3 of Z = 5
-    _, sel, _ = coverage_select(off, idx, w, rel, budget=3, target=0.6, backend="reference")
-    assert sel.tolist() == [0]
-    # alpha = 1: once all is covered every value is 0 -> stop
-    _, sel, _ = coverage_select(off, idx, w, rel, alpha=1.0, budget=3, backend="reference")
-    assert sel.tolist() == [0, 1, 2][: len(sel)] and len(sel) == 1
+    # 0 lists 1 twice (.25 then .75: .75 counts) and itself at .5 (replaces its implicit 1.0)
+    idx = np.array([[1, 1, 0], [-1, -1, -1], [-1, -1, -1]], np.int32)
+    w = np.array([[0.25, 0.75, 0.5], [0, 0, 0], [0, 0, 0]], np.float32)
+    rel = np.array([0.2, 0.2, 0.2])  # constant: rel~ = 0.5
+    for backend in ALL:
+        _, sel, val = coverage_select(off, idx, w, rel, alpha=1.0, budget=3, backend=backend)
+        # Z = (.75 + .5) + 1 + 1 = 3.25; v0 = 1.25 / 3.25 > v1 = v2 = 1 / 3.25 -> 0, then 2
+        assert sel.tolist() == [0, 2], backend
+        np.testing.assert_allclose(val, [1.25 / 3.25, 1 / 3.25], rtol=1e-6)
+    assert authors_select(off, idx, w, rel, 1.0, [3], 1.0) == [[0, 2]]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_random_ragged(rng, backend):
-    sizes = [0, 1, 2] + [int(s) for s in rng.integers(3, 120, size=30)]
-    args = random_problem(rng, sizes, 10)
+def test_count_target_below_one():
+    off = np.array([0, 4], np.int64)
+    idx = np.array([[1, -1], [-1, -1], [-1, -1], [-1, -1]], np.int32)
+    w = np.array([[0.5, 0], [0, 0], [0, 0], [0, 0]], np.float32)
+    rel = np.array([0.9, 0.8, 0.7, 0.1])
+    for backend in ALL:
+        # the first pick covers 2 of 4 = 0.5 >= 0.5: stop
+        _, sel, _ = coverage_select(off, idx, w, rel, budget=4, target=0.5, backend=backend)
+        assert sel.tolist() == [0]
+        _, sel, _ = coverage_select(off, idx, w, rel, budget=4, target=0.6, backend=backend)
+        assert sel.tolist() == [0, 2]
+        _, sel, _ = coverage_select(off, idx, w, rel, budget=4, target=0.0, backend=backend)
+        assert sel.tolist() == [0]  # target 0: one pick, as the authors' loop
+
+
+# ---- every backend against the reference, both stop rules -----------------------------------------
+
+
+@pytest.mark.parametrize("backend", FAST)
+@pytest.mark.parametrize("stop", ["count", "weight"])
+def test_random_ragged(rng, backend, stop):
+    n_q = 12 if backend == "triton" else 40
+    sizes = [0, 1, 2] + [int(s) for s in rng.integers(3, 30 if backend == "triton" else 120, size=n_q)]
+    args = random_problem(rng, sizes, 4 if backend == "triton" else 10)
     budgets = rng.integers(0, 25, size=len(sizes))
-    same_as_reference(args, backend, budget=budgets)
-    same_as_reference(args, backend, budget=5, alpha=0.3, target=0.5)
+    same_as_reference(args, backend, budget=budgets, stop=stop)
+    same_as_reference(args, backend, budget=5, alpha=0.3, target=0.5, stop=stop)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", FAST)
 def test_edge_cases(rng, backend):
-    sizes = [1, 7, 40]
-    off, idx, w, rel = random_problem(rng, sizes, 6)
-    same_as_reference((off, np.full_like(idx, -1), np.zeros_like(w), rel), backend, budget=10)  # no edges
-    same_as_reference((off, idx, w, np.full_like(rel, 0.3)), backend, budget=10)  # all-equal relevance
-    same_as_reference((off, idx, w, rel), backend, budget=1000)  # budget > candidates
-    same_as_reference((off, idx, w, rel), backend, budget=10, target=0.2)  # target reached early
+    sizes = [1, 7, 40, 0]
+    off, idx, w, rel = random_problem(rng, sizes, 4)
+    for stop in ("count", "weight"):
+        same_as_reference((off, np.full_like(idx, -1), np.zeros_like(w), rel), backend, budget=10, stop=stop)
+        same_as_reference((off, idx, w, np.full_like(rel, 0.3)), backend, budget=10, stop=stop)  # ties
+        same_as_reference((off, idx, w, rel), backend, budget=1000, stop=stop)  # budget > candidates
+        same_as_reference((off, idx, w, rel), backend, budget=[0, 3, 0, 2], stop=stop)  # zero budgets
+        same_as_reference((off, idx[:, :0], w[:, :0], rel), backend, budget=5, stop=stop)  # k = 0
     dup = idx.copy()
-    dup[:, 1] = dup[:, 0]  # a neighbour listed twice counts once
-    dup[off[2], 2] = 0  # self listed as a neighbour is ignored
+    dup[:, 1] = dup[:, 0]  # repeated neighbours
+    dup[off[2], 2] = 0  # self listed
     same_as_reference((off, dup, np.where(dup >= 0, w + 0.1, 0).astype(np.float32), rel), backend, budget=8)
 
 
-def test_bad_inputs():
-    off = np.array([0, 2], np.int64)
-    idx = np.array([[1], [0]], np.int32)
-    with pytest.raises(ValueError, match="weights must be > 0"):
-        coverage_select(off, idx, np.zeros((2, 1), np.float32), np.ones(2), budget=2)
-    with pytest.raises(ValueError, match="same shape"):
-        coverage_select(off, idx, np.ones((2, 2), np.float32), np.ones(2), budget=2)
-    with pytest.raises(ValueError, match="cand_offsets"):
-        coverage_select(np.array([0, 3]), idx, np.ones((2, 1), np.float32), np.ones(2), budget=2)
+@pytest.mark.parametrize("backend", ALL)
+def test_zero_candidate_batches(backend):
+    for q in (1, 3):  # every query empty: M = 0
+        off = np.zeros(q + 1, np.int64)
+        for idx, w in ((np.zeros((0, 10), np.int32), np.zeros((0, 10), np.float32)),
+                       (np.zeros(0, np.int32), np.zeros(0, np.float32))):
+            sel_off, sel, val = coverage_select(off, idx, w, np.zeros(0, np.float32), budget=5, backend=backend)
+            assert sel_off.tolist() == [0] * (q + 1) and sel.shape == (0,) and val.shape == (0,)
+            assert sel.dtype == np.int32 and val.dtype == np.float32
+    off = np.array([0, 0, 2, 2], np.int64)  # some queries empty
+    sel_off, sel, _ = coverage_select(off, np.array([[1], [0]], np.int32), np.ones((2, 1), np.float32),
+                                      np.array([0.5, 0.1]), budget=5, backend=backend)
+    assert sel_off.tolist() == [0, 0, 1, 1] and sel.tolist() == [0]
+    off = np.zeros(1, np.int64)  # no query at all
+    sel_off, sel, _ = coverage_select(off, np.zeros((0, 4), np.int32), np.zeros((0, 4), np.float32),
+                                      np.zeros(0), budget=np.zeros(0, np.int64), backend=backend)
+    assert sel_off.tolist() == [0] and sel.size == 0
+
+
+def test_torch_inputs_return_torch():
+    torch = pytest.importorskip("torch")
+    off, idx, w, rel = random_problem(np.random.default_rng(0), [5, 3], 3)
+    sel_off, sel, val = coverage_select(torch.from_numpy(off), torch.from_numpy(idx), torch.from_numpy(w),
+                                        torch.from_numpy(rel), budget=3)
+    want = coverage_select(off, idx, w, rel, budget=3, backend="reference")
+    assert isinstance(sel, torch.Tensor) and sel.dtype == torch.int32 and val.dtype == torch.float32
+    assert sel.tolist() == want[1].tolist() and sel_off.tolist() == want[0].tolist()
+
+
+# ---- validation at the dispatcher (every backend, before any native code) ------------------------
+
+
+def _ok():
+    return (np.array([0, 2, 3], np.int64), np.array([[1], [0], [-1]], np.int32), np.ones((3, 1), np.float32),
+            np.array([0.5, 0.2, 0.9]))
+
+
+@pytest.mark.parametrize(
+    "change, kw, msg",
+    [
+        ({"w": np.zeros((3, 1), np.float32)}, {}, "nbr_w: edge weights must be > 0"),
+        ({"w": np.ones((3, 2), np.float32)}, {}, "same shape"),
+        ({"off": np.array([0, 4])}, {}, "cand_offsets"),
+        ({"rel": np.array([0.5, np.nan, 0.9])}, {}, r"relevance: NaN or inf in entries \[1\]"),
+        ({"rel": np.array([0.5, 1j, 0.9])}, {}, "relevance: expected a real"),
+        ({"w": np.array([[np.inf], [1], [1]], np.float32)}, {}, "nbr_w: NaN or inf"),
+        ({"idx": np.array([[2], [0], [-1]], np.int32)}, {}, r"nbr_idx: id 2 at \(0, 0\) outside \[0, 2\)"),
+        ({"idx": np.array([[1], [0], [7]], np.int32)}, {}, r"nbr_idx: id 7 .* outside \[0, 1\)"),
+        ({"idx": np.array([[1], [2**30], [-1]], np.int64)}, {}, "nbr_idx: id 1073741824"),
+        ({"idx": np.array([[2**32 + 1], [0], [-1]], np.int64)}, {}, "nbr_idx: id 4294967297"),  # wraps to 1 in int32
+        ({"idx": np.array([[-2], [0], [-1]], np.int32)}, {}, "nbr_idx: id -2"),
+        ({"idx": np.array([[1.0], [0], [-1]])}, {}, "nbr_idx: expected integer ids"),
+        ({}, {"budget": -1}, "budget: must be >= 0"),
+        ({}, {"budget": [1, 2, 3]}, r"budget: expected a scalar or shape \(2,\)"),
+        ({}, {"budget": 2.5}, "budget: expected integers"),
+        ({}, {"alpha": 1.5}, r"alpha: must be in \[0, 1\]"),
+        ({}, {"alpha": float("nan")}, "alpha: expected a finite number"),
+        ({}, {"target": -0.1}, r"target: must be in \[0, 1\]"),
+        ({}, {"target": 2.0}, r"target: must be in \[0, 1\]"),
+        ({}, {"stop": "ratio"}, "stop: expected one of"),
+    ],
+)
+@pytest.mark.parametrize("backend", ["reference", *FAST])
+def test_bad_inputs_refused_before_any_backend(change, kw, msg, backend, monkeypatch):
+    off, idx, w, rel = _ok()
+    off, idx, w, rel = change.get("off", off), change.get("idx", idx), change.get("w", w), change.get("rel", rel)
+    called = []
+    monkeypatch.setitem(_IMPLS, backend, lambda *a: called.append(a))
+    kw = {"budget": 2, **kw}
+    with pytest.raises(ValueError, match=msg) as err:
+        coverage_select(off, idx, w, rel, backend=backend, **kw)
+    assert "\n" not in str(err.value) and not called
+
+
+# ---- the CUDA binding's checked tensors (no GPU needed) -------------------------------------------
+
+
+def _cuda_args(**over):
+    m, k, q, s = 5, 3, 2, 4
+    a = dict(cand_offsets=FakeCuda((q + 1,), "<i8"), nbr_idx=FakeCuda((m, k), "<i4"), nbr_w=FakeCuda((m, k), "<f4"),
+             relevance=FakeCuda((m,), "<f8"), cap_offsets=FakeCuda((q + 1,), "<i8"),
+             idx_scratch=FakeCuda((m, k), "<i4"), w_scratch=FakeCuda((m, k), "<f4"), state_scratch=None,
+             selected=FakeCuda((s,), "<i4"), values=FakeCuda((s,), "<f8"), counts=FakeCuda((q,), "<i4"),
+             alpha=0.7, target=1.0, stop="count", max_n=3, stream=0)
+    a.update(over)
+    return a
+
+
+def test_cuda_binding_checks_tensors_before_launch():
+    _cuda = pytest.importorskip("xmemory_gpu._cuda", reason="xmemory_gpu._cuda not built")
+    torch = pytest.importorskip("torch")
+    cases = [
+        (dict(relevance=torch.zeros(5, dtype=torch.float64)), "relevance: expected a CUDA tensor, got host memory"),
+        (dict(nbr_idx=np.zeros((5, 3), np.int32)), "nbr_idx: expected a CUDA tensor, got host memory"),
+        (dict(nbr_w=FakeCuda((5, 3), "<f8")), "nbr_w: expected float32, got float64"),
+        (dict(relevance=FakeCuda((5,), "<f4")), "relevance: expected float64, got float32"),
+        (dict(cand_offsets=FakeCuda((3,), "<i4")), "cand_offsets: expected int64, got int32"),
+        (dict(nbr_idx=FakeCuda((5, 3), "<i4", strides=(4, 20))), "nbr_idx: expected a contiguous"),
+        (dict(nbr_w=FakeCuda((5, 4), "<f4")), r"nbr_w: expected shape \[5, 3\]"),
+        (dict(counts=FakeCuda((3,), "<i4")), r"counts: expected shape \[2\]"),
+        (dict(values=FakeCuda((3,), "<f8")), r"values: expected shape \[4\]"),
+        (dict(max_n=10**6), "state_scratch: needed"),
+        (dict(state_scratch=FakeCuda((7,), "|u1")), r"state_scratch: expected shape \[50\]"),
+        (dict(stop="ratio"), "stop: expected 'count' or 'weight'"),
+        (dict(alpha=2.0), r"alpha: must be in \[0, 1\]"),
+        (dict(nbr_idx=12345), "nbr_idx: expected a CUDA tensor"),  # the raw-pointer ABI is gone
+    ]
+    for over, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            _cuda.coverage_select(**_cuda_args(**over))
+    if not has_cuda():  # well-formed views pass the checks; the launch then fails cleanly
+        with pytest.raises(RuntimeError, match="CUDA error"):
+            _cuda.coverage_select(**_cuda_args())
+
+
+def test_cuda_wrapper_without_picks_needs_no_device():
+    from xmemory_gpu.ops.coverage import cuda as cov_cuda
+
+    off = np.array([0, 3, 3, 5], np.int64)
+    idx = np.full((5, 2), -1, np.int32)
+    w = np.zeros((5, 2), np.float32)
+    rel = np.linspace(0, 1, 5)
+    sel_off, sel, vals = cov_cuda.coverage_select(off, idx, w, rel, 0.7, np.array([0, 4, 0], np.int64), 1.0)
+    assert sel_off.tolist() == [0, 0, 0, 0] and sel.dtype == np.int32 and vals.dtype == np.float64
+    assert sel.size == 0 and vals.size == 0
+
+
+@requires_cuda
+def test_cuda_long_list_uses_global_state(rng):
+    _cuda = pytest.importorskip("xmemory_gpu._cuda")
+    n = int(_cuda.COVERAGE_SHARED_MAX_N) + 700
+    off, idx, w, rel = random_problem(rng, [n, 50], 4, edge_p=0.5)
+    for stop in ("count", "weight"):
+        same_as_reference((off, idx, w, rel), "cuda", budget=[12, 8], stop=stop)

@@ -39,16 +39,44 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+RETRIEVAL_DEFINITIONS: dict[str, str] = {
+    "recall": "evidence recall: share of the question's distinct gold dia_ids among the context's message ids",
+    "precision": "evidence precision: share of the context's distinct message ids that are gold evidence",
+    "context_tokens": "tokens of the assembled context (the run's tokenizer, named in the summary)",
+    "covered": "1 when every content word of the answer (SQuAD-normalised tokens minus stopwords) is in the "
+               "context, else 0 (questions whose answer has no content word are left out)",
+    "covered_share": "share of the answer's content words found in the context",
+    "blocks_to_cover": "length of the shortest prefix of the ranked blocks holding every answer word (None if never)",
+    "tokens_to_cover": "tokens of that prefix",
+    "density_0": "share of blocks holding no answer word",
+    "density_1": "share of blocks holding exactly 1 answer word",
+    "density_2": "share of blocks holding exactly 2 answer words",
+    "density_3+": "share of blocks holding 3 or more answer words",
+    "llm_calls": "reader / generator calls per question made by retrieval",
+    "llm_tokens": "reader / generator tokens per question spent by retrieval",
+    "queries_per_second": "questions retrieved per second (batched)",
+}
+
+
+def metric_definitions() -> dict[str, str]:
+    """Every metric a summary reports, with its definition (retrieval, then QA)."""
+    from .metrics import METRIC_DEFINITIONS
+
+    return {**RETRIEVAL_DEFINITIONS, **METRIC_DEFINITIONS}
+
+
 def provenance(seed: int) -> dict:
+    """The run's provenance for ``summary.json``, with every metric's definition."""
     return {"git_commit": git_commit(), "versions": versions(), "seed": seed, "command": " ".join(sys.argv),
-            "platform": platform.platform()}
+            "platform": platform.platform(), "metric_definitions": metric_definitions()}
 
 
 def fmt(v, digits=3) -> str:
     return "-" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-QA_KEYS = ["f1_authors", "f1_squad", "exact_match", "bleu1", "rouge_l", "tokens_per_query"]
+QA_KEYS = ["f1_authors", "f1_squad", "exact_match", "bleu1", "bleu1_authors", "rouge_l", "locomo_f1",
+           "tokens_per_query"]
 
 
 def summary_markdown(summary: dict[str, dict], meta: dict, labels: dict[str, str] | None = None) -> str:
@@ -70,9 +98,11 @@ def summary_markdown(summary: dict[str, dict], meta: dict, labels: dict[str, str
                      f"{fmt(m['llm_calls'], 1)} | {fmt(m['queries_per_second'], 1)} |")
     if any("f1_authors" in v for v in summary.values()):
         lines += ["", f"QA with the reader {meta['reader']}:", "",
-                  "| strategy | F1 (authors) | F1 (SQuAD) | EM | BLEU-1 | ROUGE-L | tokens per query |", "|" + "---|" * 7]
+                  "| strategy | F1 (authors) | F1 (SQuAD) | EM | BLEU-1 | BLEU-1 (authors, NLTK) | ROUGE-L | F1 (LoCoMo) | "
+                  "tokens per query |", "|" + "---|" * 9]
         for s, v in summary.items():
-            lines.append(f"| {name(s)} | " + " | ".join(fmt(v[k]["micro"], 0 if k == "tokens_per_query" else 3) for k in QA_KEYS) + " |")
+            lines.append(f"| {name(s)} | " + " | ".join(fmt(v[k]["micro"] if k in v else None, 0 if k == "tokens_per_query" else 3)
+                                                 for k in QA_KEYS) + " |")
     all_cats = sorted({c for v in summary.values() for c in v["recall"] if c != "micro"}, key=int)
     lines += ["", "Evidence recall by category:", "", "| strategy | " + " | ".join(f"cat {c}" for c in all_cats) + " |",
               "|" + "---|" * (len(all_cats) + 1)]

@@ -143,7 +143,7 @@ def run_eval(
                 gen = llm.generate([answer_prompt(llm, q["question"], answer_context(r.units)) for r, q in zip(results, qs)],
                                    max_tokens=answer_tokens, purpose=f"answer {name}")
                 for row, r, q, text, p_tok, o_tok in zip(rows, results, qs, gen.texts, gen.prompt_tokens, gen.output_tokens):
-                    row.update(qa_scores(text, q["answer"]), answer=text.strip(), tokens_per_query=r.llm_tokens + p_tok + o_tok)
+                    row.update(qa_scores(text, q["answer"], category=q["category"]), answer=text.strip(), tokens_per_query=r.llm_tokens + p_tok + o_tok)
             seconds = time.perf_counter() - t0 + t_embed
             for row in rows:
                 fh.write(json.dumps(row) + "\n")

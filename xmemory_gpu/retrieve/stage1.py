@@ -66,7 +66,8 @@ def _select(cand_q, cand_row, cand_rel, n_q, knn_idx, knn_sim, n_rows, budget, c
     off = csr_offsets(np.bincount(cand_q, minlength=n_q))
     nbr_idx, nbr_w = restrict_graph(cand_q, cand_row, off, knn_idx, knn_sim, n_rows)
     sel_off, sel, val = coverage_select(
-        off, nbr_idx, nbr_w, cand_rel, alpha=cfg.alpha, budget=budget, target=cfg.coverage_target, backend=backend
+        off, nbr_idx, nbr_w, cand_rel, alpha=cfg.alpha, budget=budget, target=cfg.coverage_target, stop=cfg.coverage_stop,
+        backend=backend
     )
     q_of_pick = np.repeat(np.arange(n_q), np.diff(sel_off))
     pick = off[q_of_pick] + sel.astype(np.int64)

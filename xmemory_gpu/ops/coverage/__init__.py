@@ -6,47 +6,92 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import check_offsets, is_torch, like, to_numpy
-from .._backend import is_cuda_tensor, resolve_backend
-from . import cuda, reference
+from .._dispatch import (
+    as_caller,
+    check_budgets,
+    check_finite,
+    check_finite_scalar,
+    check_index,
+    check_offsets,
+    check_real,
+    host,
+    is_cuda_tensor,
+    resolve_backend,
+)
+from . import cpu, cuda, reference
+from .reference import STOP_RULES
 
 
-def _cpu(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, target):
-    from ... import _C
+def _triton(*args):
+    from . import triton as _tr  # imports triton only when asked for
 
-    return _C.coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, target)
+    return _tr.coverage_select(*args)
 
 
-_IMPLS = {"reference": reference.coverage_select, "cpu": _cpu, "cuda": cuda.coverage_select}
+_IMPLS = {"reference": reference.coverage_select, "cpu": cpu.coverage_select, "triton": _triton,
+          "cuda": cuda.coverage_select}
+
+
+def _validate(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop):
+    """Every check of ``coverage_select``'s inputs, before any backend runs; host arrays out."""
+    if stop not in STOP_RULES:
+        raise ValueError(f"stop: expected one of {STOP_RULES}, got {stop!r}")
+    alpha = check_finite_scalar("alpha", alpha)
+    target = check_finite_scalar("target", target)
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha: must be in [0, 1], got {alpha}")
+    if not 0.0 <= target <= 1.0:
+        raise ValueError(f"target: must be in [0, 1], got {target}")
+    rel = host(relevance)
+    if rel.ndim != 1:
+        raise ValueError(f"relevance: expected a 1-D array [M], got shape {rel.shape}")
+    check_real("relevance", rel)
+    check_finite("relevance", rel)
+    m = rel.shape[0]
+    off = check_offsets("cand_offsets", cand_offsets, m)
+    idx, w = host(nbr_idx), host(nbr_w)
+    if idx.shape != w.shape:
+        raise ValueError(f"nbr_idx {idx.shape} and nbr_w {w.shape}: must have the same shape")
+    if idx.ndim == 1 and idx.shape[0] == m:
+        idx, w = idx.reshape(m, 1), w.reshape(m, 1)
+    if idx.ndim != 2 or idx.shape[0] != m:
+        raise ValueError(f"nbr_idx: expected shape [M, k] with M = {m} candidates, got {idx.shape}")
+    check_real("nbr_w", w)
+    check_finite("nbr_w", w)
+    sizes = np.diff(off)
+    idx64 = check_index("nbr_idx", idx, np.repeat(sizes, sizes)).reshape(idx.shape)  # local ids < n_q
+    w32 = np.ascontiguousarray(w, dtype=np.float32)
+    bad = (idx64 >= 0) & ~(w32 > 0)
+    if bad.any():
+        r, c = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"nbr_w: edge weights must be > 0 where nbr_idx >= 0, got {w32[r, c]} at ({r}, {c})")
+    budgets = check_budgets("budget", budget, off.size - 1)
+    return (off, np.ascontiguousarray(idx64, dtype=np.int32), w32, np.ascontiguousarray(rel, dtype=np.float64),
+            alpha, budgets, target)
 
 
 def coverage_select(
     cand_offsets: Any, nbr_idx: Any, nbr_w: Any, relevance: Any, *, alpha: float = 0.7, budget: Any,
-    target: float = 1.0, backend: str = "auto",
+    target: float = 1.0, stop: str = "count", backend: str = "auto",
 ) -> tuple[Any, Any, Any]:
-    """Greedy selection per query (semantics in ``reference``'s docstring).
+    """Greedy Eq. 4 selection per query (semantics and stop rules in ``reference``'s docstring).
 
-    cand_offsets [Q+1] int64; nbr_idx [M, k] int32 positions local to the query's candidate list
-    (-1 none); nbr_w [M, k] float32 (> 0); relevance [M] raw similarities; budget scalar or [Q].
+    cand_offsets [Q+1] int64; nbr_idx [M, k] integer positions local to the query's candidate list
+    (-1 none; 0 <= id < n_q); nbr_w [M, k] finite weights (> 0 where nbr_idx >= 0); relevance [M]
+    finite raw similarities; budget an integer >= 0, scalar or [Q]; alpha and target in [0, 1];
+    stop ``"count"`` (the authors': covered candidates reach ``target`` of all, 1.0 = all covered)
+    or ``"weight"`` (credited weight share reaches ``target``). Inputs are validated here, for every
+    backend, before any native code runs (one-line ``ValueError`` naming the argument).
     Returns sel_offsets [Q+1] int64, selected [S] int32 local positions in pick order, and
-    gains [S] float32, the objective value of each pick.
+    values [S] float32, the objective value of each pick; NumPy, or torch on the caller's device.
     """
     name = resolve_backend("coverage_select", backend, tuple(_IMPLS), on_cuda=is_cuda_tensor(relevance))
-    rel = to_numpy(relevance, np.float64)
-    off = check_offsets(to_numpy(cand_offsets), rel.shape[0], "cand_offsets")
-    idx = to_numpy(nbr_idx, np.int32).reshape(rel.shape[0], -1)
-    w = to_numpy(nbr_w, np.float32).reshape(rel.shape[0], -1)
-    if idx.shape != w.shape:
-        raise ValueError(f"coverage_select: nbr_idx {idx.shape} and nbr_w {w.shape} must have the same shape")
-    valid = idx >= 0
-    if np.any(w[valid] <= 0):
-        raise ValueError("coverage_select: edge weights must be > 0 where nbr_idx >= 0")
-    budgets = np.broadcast_to(np.asarray(to_numpy(budget), dtype=np.int64), (len(off) - 1,)).copy()
-    sel_off, sel, gains = _IMPLS[name](off, idx, w, rel, float(alpha), budgets, float(target))
-    sel_off, sel, gains = np.asarray(sel_off, np.int64), np.asarray(sel, np.int32), np.asarray(gains, np.float32)
-    if is_torch(relevance):
-        return like(sel_off, relevance), like(sel, relevance), like(gains, relevance)
-    return sel_off, sel, gains
+    off, idx, w, rel, alpha, budgets, target = _validate(
+        cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop
+    )
+    sel_off, sel, vals = _IMPLS[name](off, idx, w, rel, alpha, budgets, target, stop)
+    sel_off, sel, vals = host(sel_off, np.int64), host(sel, np.int32), host(vals, np.float32)
+    return as_caller(sel_off, relevance), as_caller(sel, relevance), as_caller(vals, relevance)
 
 
-__all__ = ["coverage_select"]
+__all__ = ["STOP_RULES", "coverage_select"]

@@ -1,8 +1,10 @@
 """CUDA backend for Eq. 4 greedy coverage selection: a thin torch wrapper over
 ``xmemory_gpu._cuda.coverage_select`` (one thread block per query; picks equal the reference's).
 
-Takes the host arrays the dispatcher passes (``ops/coverage/__init__.py``), runs on the current
-CUDA device and stream, and returns host arrays (sel_offsets int64, selected int32, gains float64).
+Takes the validated arrays the dispatcher passes (``ops/coverage/__init__.py``; offsets and budgets
+on the host, the others host or device), runs on the current CUDA device and stream, and returns
+host arrays (sel_offsets int64, selected int32, values float64). The binding checks every tensor's
+device, dtype, shape and contiguity in C++ before the launch (``csrc/include/xmemory/checks.h``).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ def _host(a: Any, dtype) -> np.ndarray:
     return a if a.flags.writeable else a.copy()  # torch.from_numpy warns on read-only arrays
 
 
-def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, target):
+def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, target, stop="count"):
     """cand_offsets [Q+1] int64, nbr_idx / nbr_w [M, k] int32 / float32, relevance [M] float64,
-    budgets [Q] int64 -> (sel_offsets [Q+1] int64, selected [S] int32, gains [S] float64)."""
+    budgets [Q] int64 -> (sel_offsets [Q+1] int64, selected [S] int32, values [S] float64)."""
     off = _host(cand_offsets, np.int64).reshape(-1)
     rel = _host(relevance, np.float64).reshape(-1)
     m, q = rel.shape[0], off.shape[0] - 1
@@ -52,6 +54,7 @@ def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, tar
     w_t = torch.from_numpy(w).to(dev)
     rel_t = torch.from_numpy(rel).to(dev)
     idx2 = torch.empty((m, k), dtype=torch.int32, device=dev)  # deduplicated neighbour ids
+    w2 = torch.empty((m, k), dtype=torch.float32, device=dev)  # their largest weights
     state = None
     if max_n > _cuda.COVERAGE_SHARED_MAX_N:  # per-query state in global memory instead of shared
         state = torch.empty(m * int(_cuda.COVERAGE_STATE_BYTES), dtype=torch.uint8, device=dev)
@@ -60,10 +63,8 @@ def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, tar
     val = torch.empty(total, dtype=torch.float64, device=dev)
     counts = torch.empty(q, dtype=torch.int32, device=dev)
     stream = torch.cuda.current_stream(dev).cuda_stream
-    _cuda.coverage_select(meta.data_ptr(), idx_t.data_ptr(), w_t.data_ptr(), rel_t.data_ptr(), float(alpha),
-                          float(target), meta.data_ptr() + 8 * (q + 1), q, m, k, max_n, idx2.data_ptr(),
-                          0 if state is None else state.data_ptr(), sel.data_ptr(), val.data_ptr(),
-                          counts.data_ptr(), stream)
+    _cuda.coverage_select(meta[: q + 1], idx_t, w_t, rel_t, meta[q + 1 :], idx2, w2, state, sel, val, counts,
+                          float(alpha), float(target), stop, max_n, stream)
     cnt = counts.cpu().numpy().astype(np.int64)
     sel_h, val_h = sel.cpu().numpy(), val.cpu().numpy()
     sel_off = np.zeros(q + 1, dtype=np.int64)
