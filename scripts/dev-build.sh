@@ -5,4 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . "${XMEM_VENV:-.venv}/bin/activate"
 export PATH="$PATH:/usr/local/cuda/bin"
+# Developer builds tune for this CPU; wheels (pyproject default OFF) stay portable, the kernels
+# pick AVX-512 / AVX2 at run time either way.
+export XMEM_NATIVE="${XMEM_NATIVE:-ON}"
 exec flock /tmp/xmemory-dev-build.lock python -m pip install -q --no-build-isolation --no-deps -e .

@@ -71,6 +71,9 @@ class Stage1Config:
     theme_budget: int = 5  # code
     semantic_budget: int = 20  # code
     coverage_target: float = 1.0  # code
+    # Eq. 4 stop rule: "count" (code: covered candidates reach coverage_target of all, 1.0 = all
+    # covered) or "weight" (ours before: credited edge-weight share reaches coverage_target)
+    coverage_stop: str = "count"
 
 
 @dataclass
@@ -161,7 +164,8 @@ class XMemoryConfig:
                     raise ValueError(f"{name}: expected >= {lo}, got {v}")
                 if f.name in _UNIT_INTERVAL and not 0.0 <= v <= 1.0:
                     raise ValueError(f"{name}: expected a value in [0, 1], got {v}")
-        for name, value, choices in (("stage2.mode", self.stage2.mode, ("independent", "sequential")),
+        for name, value, choices in (("stage1.coverage_stop", self.stage1.coverage_stop, ("count", "weight")),
+                                     ("stage2.mode", self.stage2.mode, ("independent", "sequential")),
                                      ("stage2.uncertainty", self.stage2.uncertainty, ("entropy", "mean_nll"))):
             if value not in choices:
                 raise ValueError(f"{where}: {name}: expected one of {choices}, got {value!r}")

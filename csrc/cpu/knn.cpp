@@ -1,19 +1,25 @@
 // Batched exact cosine top-k within CSR segments on the CPU (semantics: ops/knn/reference.py).
 //
-// Work items are (segment, tile of QB query rows), or whole segments for a many-segment graph build; OpenMP schedules them dynamically, so one
-// large segment and thousands of small ones both keep every core busy. Each item walks the
-// segment's key rows in tiles of KB, computes the QB x KB dot block with a 2 x 4 register-blocked
-// micro-kernel (SIMD over d), and offers each dot to a bounded, sorted top-k list per query row
-// (ties to the lower row id). Memory is O(threads x QB x KB): never N x N.
+// Work items are whole segments for a many-segment graph build (each unordered pair computed once,
+// offered to both rows), else (segment, tile of QB query rows); OpenMP schedules them dynamically,
+// so one large segment and thousands of small ones both keep every core busy. Dots go through a
+// packed 6 x 32 register-blocked micro-kernel (cpu_microkernel.h, AVX-512 / AVX2+FMA / scalar
+// picked at run time) and each is offered to a bounded, sorted top-k list per row (ties to the
+// lower row id). Memory is O(threads x segment x d): never N x N.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <vector>
+
+#include "xmemory/cpu_microkernel.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -45,29 +51,54 @@ struct TopK {
   }
 };
 
-// out[a * KB + b] = dot(q[a], x[b]) for a < nq, b < nk; rows of length d, row strides d.
-// Every dot goes through the same 2 x 4 micro-kernel (tails re-read the last row and discard),
-// so a pair's similarity is bit-identical whatever the batch, tile or position: results do not
-// depend on how queries are batched.
-void dot_block(const float* q, int64_t nq, const float* x, int64_t nk, int64_t d, float* out) {
-  for (int64_t a = 0; a < nq; a += 2) {
-    const float* q0 = q + a * d;
-    const float* q1 = q + std::min(a + 1, nq - 1) * d;
-    for (int64_t b = 0; b < nk; b += 4) {
-      const float* x0 = x + b * d;
-      const float* x1 = x + std::min(b + 1, nk - 1) * d;
-      const float* x2 = x + std::min(b + 2, nk - 1) * d;
-      const float* x3 = x + std::min(b + 3, nk - 1) * d;
-      float s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-#pragma omp simd reduction(+ : s00, s01, s02, s03, s10, s11, s12, s13)
-      for (int64_t t = 0; t < d; ++t) {
-        const float a0 = q0[t], a1 = q1[t];
-        s00 += a0 * x0[t]; s01 += a0 * x1[t]; s02 += a0 * x2[t]; s03 += a0 * x3[t];
-        s10 += a1 * x0[t]; s11 += a1 * x1[t]; s12 += a1 * x2[t]; s13 += a1 * x3[t];
+// out[a * KB + b] = dot(q[a], x[b]) for a < nq, b < nk; rows of length d, row strides d. x's rows are
+// packed into 32-wide panels (pack: KB x d floats) and every dot goes through the 6 x 32
+// micro-kernel (cpu_microkernel.h: one sequential FMA chain per entry in every ISA), so a pair's
+// similarity is bit-identical whatever the batch, tile, position or ISA.
+void dot_block(xmem::Isa isa, const float* q, int64_t nq, const float* x, int64_t nk, int64_t d, float* out, float* pack) {
+  xmem::pack_panels(x, nk, d, pack);
+  float blk[xmem::kMR * xmem::kNR];
+  const float* a[xmem::kMR];
+  for (int64_t p = 0; p * xmem::kNR < nk; ++p) {
+    const int64_t c0 = p * xmem::kNR, nc = std::min(xmem::kNR, nk - c0);
+    for (int64_t g = 0; g < nq; g += xmem::kMR) {
+      for (int64_t r = 0; r < xmem::kMR; ++r) a[r] = q + std::min(g + r, nq - 1) * d;
+      xmem::microkernel(isa, a, pack + p * d * xmem::kNR, d, blk);
+      for (int64_t r = 0; r < xmem::kMR && g + r < nq; ++r)
+        std::memcpy(out + (g + r) * KB + c0, blk + r * xmem::kNR, sizeof(float) * nc);
+    }
+  }
+}
+
+// Graph of one segment (rows s..e of the unit rows xs), each unordered pair computed once: the
+// segment is packed into 32-column panels; for each panel, the 6-row groups that have a pair
+// (i < j) in it go through the micro-kernel and each pair is offered to both rows' top-k.
+void segment_graph(xmem::Isa isa, const float* xs, int64_t s, int64_t e, int64_t d, bool drop_nonpositive,
+                   std::vector<TopK>& tops, std::vector<float>& pack) {
+  const int64_t n = e - s;
+  const int64_t panels = (n + xmem::kNR - 1) / xmem::kNR;
+  pack.resize(static_cast<size_t>(panels * xmem::kNR * d));
+  xmem::pack_panels(xs + s * d, n, d, pack.data());
+  float blk[xmem::kMR * xmem::kNR];
+  const float* a[xmem::kMR];
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t c0 = p * xmem::kNR, nc = std::min(xmem::kNR, n - c0);
+    const float* panel = pack.data() + p * d * xmem::kNR;
+    for (int64_t g = 0; g < c0 + nc - 1; g += xmem::kMR) {  // groups with some row i < the panel's last column
+      for (int64_t r = 0; r < xmem::kMR; ++r) a[r] = xs + (s + std::min(g + r, n - 1)) * d;
+      xmem::microkernel(isa, a, panel, d, blk);
+      for (int64_t r = 0; r < xmem::kMR && g + r < n; ++r) {
+        const int64_t i = g + r;
+        const float* row = blk + r * xmem::kNR;
+        TopK& ti = tops[i];
+        for (int64_t c = std::max<int64_t>(0, i + 1 - c0); c < nc; ++c) {  // j > i only
+          const float v = row[c];
+          if (drop_nonpositive && !(v > 0.f)) continue;
+          const int64_t j = c0 + c;
+          ti.offer(v, static_cast<int32_t>(s + j));
+          tops[j].offer(v, static_cast<int32_t>(s + i));
+        }
       }
-      const float r[2][4] = {{s00, s01, s02, s03}, {s10, s11, s12, s13}};
-      for (int64_t i = 0; i < 2 && a + i < nq; ++i)
-        for (int64_t j = 0; j < 4 && b + j < nk; ++j) out[(a + i) * KB + b + j] = r[i][j];
     }
   }
 }
@@ -122,6 +153,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     threads = omp_get_max_threads();
 #endif
     const bool symmetric = self_rows && nseg >= 4 * threads;
+    const xmem::Isa isa = xmem::cpu_isa();
     // Few, large segments: items stay (segment, query tile), each computes only key tiles from its
     // own tile on, offers to its rows directly and mirrors to the other rows through per-thread
     // lists that are merged at the end (bounded to 1 GiB of lists).
@@ -141,6 +173,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
 #pragma omp parallel
     {
       std::vector<float> block(QB * KB);
+      std::vector<float> pack(static_cast<size_t>(KB * d));
       std::vector<TopK> tops;
       int tid = 0;
 #ifdef _OPENMP
@@ -164,23 +197,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
           const int64_t s = qo[b], e = qo[b + 1];
           tops.clear();
           for (int64_t r = s; r < e; ++r) tops.push_back(TopK{sim + r * k, idx + r * k, k});
-          for (int64_t a0 = s; a0 < e; a0 += QB) {
-            const int64_t na = std::min(QB, e - a0);
-            for (int64_t c0 = a0; c0 < e; c0 += KB) {
-              const int64_t nc = std::min(KB, e - c0);
-              dot_block(xs + a0 * d, na, xs + c0 * d, nc, d, block.data());
-              for (int64_t a = 0; a < na; ++a) {
-                const float* row = block.data() + a * KB;
-                for (int64_t c = 0; c < nc; ++c) {
-                  const int64_t i = a0 + a, j = c0 + c;
-                  if (j <= i) continue;  // each unordered pair once; self skipped
-                  if (drop_nonpositive && !(row[c] > 0.f)) continue;
-                  tops[i - s].offer(row[c], static_cast<int32_t>(j));
-                  tops[j - s].offer(row[c], static_cast<int32_t>(i));
-                }
-              }
-            }
-          }
+          segment_graph(isa, xs, s, e, d, drop_nonpositive, tops, pack);
           continue;
         }
         const int64_t r0 = items[it].second;
@@ -190,7 +207,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
         if (mirrored) {
           for (int64_t c0 = r0; c0 < xo[b + 1]; c0 += KB) {
             const int64_t nc = std::min(KB, xo[b + 1] - c0);
-            dot_block(xs + r0 * d, nr, xs + c0 * d, nc, d, block.data());
+            dot_block(isa, xs + r0 * d, nr, xs + c0 * d, nc, d, block.data(), pack.data());
             for (int64_t a = 0; a < nr; ++a) {
               const float* row = block.data() + a * KB;
               const int64_t i = r0 + a;
@@ -209,7 +226,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
         }
         for (int64_t c0 = xo[b]; c0 < xo[b + 1]; c0 += KB) {
           const int64_t nc = std::min(KB, xo[b + 1] - c0);
-          dot_block(qs + r0 * d, nr, xs + c0 * d, nc, d, block.data());
+          dot_block(isa, qs + r0 * d, nr, xs + c0 * d, nc, d, block.data(), pack.data());
           for (int64_t a = 0; a < nr; ++a) {
             const float* row = block.data() + a * KB;
             for (int64_t c = 0; c < nc; ++c) {
@@ -235,9 +252,46 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
   return py::make_tuple(idx_out, sim_out);
 }
 
+// Measured single-precision FMA peak of this machine (GFLOP/s) over all OpenMP threads, in the
+// ISA the kernels use: 12 independent FMA chains per thread for about `seconds`.
+double fma_peak_gflops(double seconds) {
+  const xmem::Isa isa = xmem::cpu_isa();
+  const int64_t lanes = isa == xmem::Isa::Avx512 ? 16 : isa == xmem::Isa::Avx2 ? 8 : 1;
+  if (lanes == 1) return 0.0;
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  const int64_t reps = 1 << 22;  // 12 * 2^22 FMAs per thread per round
+  double best = 0.0;
+  py::gil_scoped_release nogil;
+  const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  volatile float sink = 0.f;
+  while (std::chrono::steady_clock::now() < t_end) {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads)
+    {
+#ifdef XMEM_X86
+      const float v = isa == xmem::Isa::Avx512 ? xmem::fma_probe_avx512(reps) : xmem::fma_probe_avx2(reps);
+      sink = sink + v;
+#endif
+    }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * 12.0 * double(reps) * double(lanes) * threads / dt / 1e9);
+  }
+  return best;
+}
+
+void register_knn_extra(py::module_& m) {
+  m.def("cpu_isa", [] { return std::string(xmem::isa_name(xmem::cpu_isa())); },
+        "ISA of the CPU micro-kernels: avx512, avx2 or scalar (capped by XMEM_CPU_ISA)");
+  m.def("fma_peak_gflops", &fma_peak_gflops, py::arg("seconds") = 0.5,
+        "measured single-precision FMA peak, GFLOP/s, all OpenMP threads, in the kernels' ISA");
+}
 }  // namespace
 
 void register_knn(py::module_& m) {
+  register_knn_extra(m);
   m.def("knn_topk", &topk_segments, py::arg("q"), py::arg("q_offsets"), py::arg("x"), py::arg("x_offsets"), py::arg("k"),
         py::arg("self_rows"), py::arg("drop_nonpositive"),
         "Exact cosine top-k of q rows against x rows of the same CSR segment -> (idx [Q, k] int32 global x rows, "

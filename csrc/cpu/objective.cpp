@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -21,6 +22,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 inline double dot(const double* a, const double* b, int64_t d) {
   double s = 0.0;
+#pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < d; ++i) s += a[i] * b[i];
   return s;
 }
@@ -49,44 +51,70 @@ double finish(const std::vector<double>& norm, const std::vector<double>& cnt, s
   return sparsity + sem / static_cast<double>(k);
 }
 
-// f(P) per segment; labels local to each segment, any non-negative values.
-py::array_t<double> partition_objective(f64arr x, i64arr labels, i64arr offsets, double eps) {
-  if (x.ndim() != 2) throw std::invalid_argument("x must be [N, d]");
-  const int64_t d = x.shape(1), nseg = offsets.shape(0) - 1;
-  const double* X = x.data();
-  const int64_t* L = labels.data();
-  const int64_t* O = offsets.data();
-  py::array_t<double> out(nseg);
-  double* F = out.mutable_data();
+// f(P) per segment; labels local to each segment, any non-negative values. x float32 or float64,
+// read in place: row norms, theme sums and centroid dots accumulate in float64.
+template <typename T>
+void objective_segments(const T* X, const int64_t* L, const int64_t* O, int64_t nseg, int64_t d, double eps, double* F) {
+#pragma omp parallel
   {
-    py::gil_scoped_release release;
-#pragma omp parallel for schedule(dynamic, 4)
+    std::vector<int64_t> uniq, slot;
+    std::vector<double> sums, cnt, norm, s_k;
+#pragma omp for schedule(dynamic, 4)
     for (int64_t b = 0; b < nseg; ++b) {
       const int64_t s = O[b], e = O[b + 1], n = e - s;
       if (n == 0) { F[b] = 0.0; continue; }
-      std::vector<int64_t> uniq(L + s, L + e);
+      uniq.assign(L + s, L + e);
       std::sort(uniq.begin(), uniq.end());
       uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
       const int64_t k = static_cast<int64_t>(uniq.size());
-      std::vector<double> sums(k * d, 0.0), cnt(k, 0.0), norm(k), s_k(k, 0.0);
+      sums.assign(k * d, 0.0);
+      cnt.assign(k, 0.0);
+      norm.assign(k, 0.0);
+      s_k.assign(k, k > 1 ? kNegInf : 0.0);
       for (int64_t i = s; i < e; ++i) {
         const int64_t t = std::lower_bound(uniq.begin(), uniq.end(), L[i]) - uniq.begin();
-        const double* xi = X + i * d;
-        double nx = std::sqrt(dot(xi, xi, d));
-        if (nx > 0) for (int64_t j = 0; j < d; ++j) sums[t * d + j] += xi[j] / nx;
+        const T* xi = X + i * d;
+        double nx = 0.0;
+#pragma omp simd reduction(+ : nx)
+        for (int64_t j = 0; j < d; ++j) nx += double(xi[j]) * double(xi[j]);
+        if (nx > 0) {
+          const double inv = 1.0 / std::sqrt(nx);
+          double* st = &sums[t * d];
+#pragma omp simd
+          for (int64_t j = 0; j < d; ++j) st[j] += double(xi[j]) * inv;
+        }
         cnt[t] += 1.0;
       }
       for (int64_t t = 0; t < k; ++t) norm[t] = std::sqrt(dot(&sums[t * d], &sums[t * d], d));
-      if (k > 1) {
-        for (int64_t t = 0; t < k; ++t) {
-          double best = kNegInf;
-          for (int64_t u = 0; u < k; ++u)
-            if (u != t) best = std::max(best, cosine(&sums[t * d], norm[t], &sums[u * d], norm[u], d));
-          s_k[t] = best;
+      for (int64_t t = 0; t < k; ++t)  // each centroid pair once
+        for (int64_t u = t + 1; u < k; ++u) {
+          const double c = cosine(&sums[t * d], norm[t], &sums[u * d], norm[u], d);
+          s_k[t] = std::max(s_k[t], c);
+          s_k[u] = std::max(s_k[u], c);
         }
-      }
       F[b] = finish(norm, cnt, s_k, static_cast<double>(n), eps);
     }
+  }
+}
+
+py::array_t<double> partition_objective(py::array x, i64arr labels, i64arr offsets, double eps) {
+  if (x.ndim() != 2) throw std::invalid_argument("x must be [N, d]");
+  const int64_t d = x.shape(1), nseg = offsets.shape(0) - 1;
+  if (labels.size() != x.shape(0)) throw std::invalid_argument("labels must be [N]");
+  const int64_t* L = labels.data();
+  const int64_t* O = offsets.data();
+  if (nseg < 0 || O[nseg] != x.shape(0)) throw std::invalid_argument("offsets must end at the row count");
+  py::array_t<double> out(nseg);
+  double* F = out.mutable_data();
+  if (py::isinstance<py::array_t<float>>(x)) {
+    auto xf = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(x);
+    py::gil_scoped_release release;
+    objective_segments(xf.data(), L, O, nseg, d, eps, F);
+  } else {
+    f64arr xd = f64arr::ensure(x);
+    if (!xd) throw std::invalid_argument("x must be a real array");
+    py::gil_scoped_release release;
+    objective_segments(xd.data(), L, O, nseg, d, eps, F);
   }
   return out;
 }

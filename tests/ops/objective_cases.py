@@ -48,3 +48,25 @@ def random_candidates(rng: np.random.Generator, state: PartitionState, per_memor
                     moved = rng.permutation(a)
                     items.append((b, labels[:2], [moved[n:], np.concatenate([c, moved[:n]])]))
     return Candidates.from_lists(state, items)
+
+
+def numpy_closed_form(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, eps: float = 1e-8) -> np.ndarray:
+    """The vectorised NumPy baseline for ``partition_objective``: rows normalised in x's dtype, per
+    segment one-hot theme sums through BLAS, then norms and the centroid cosine matrix in float64
+    (``state.closed_form``). Benchmarks time it beside the kernels; tests check it too."""
+    from xmemory_gpu.ops.objective.state import closed_form
+
+    x = np.asarray(x)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    xn = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    out = np.zeros(len(offsets) - 1, dtype=np.float64)
+    for b in range(len(offsets) - 1):
+        s, e = int(offsets[b]), int(offsets[b + 1])
+        if e == s:
+            continue
+        _, inv = np.unique(labels[s:e], return_inverse=True)
+        onehot = np.zeros((int(inv.max()) + 1, e - s), dtype=x.dtype)
+        onehot[inv, np.arange(e - s)] = 1
+        sums = (onehot @ xn[s:e]).astype(np.float64)
+        out[b] = closed_form(sums, np.bincount(inv).astype(np.float64), e - s, eps)
+    return out
