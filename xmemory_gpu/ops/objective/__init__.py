@@ -47,7 +47,9 @@ def partition_objective(x: Any, labels: Any, offsets: Any, *, eps: float = 1e-8,
     if name == "triton" or (name == "cuda" and dp.is_cuda_tensor(x)):  # device tensors stay on the device
         dev = dp.gpu_device(name, x)
         f = _OBJECTIVE[name](dp.to_backend(x, name, device=dev), dp.to_backend(lab, name, device=dev), off, eps=eps)
-    else:  # reference / cpu take host float64; cuda.py uploads host input itself
+    elif name == "cpu":  # float32 or float64 read in place, accumulated in float64 inside the kernel
+        f = _OBJECTIVE[name](dp.host(x), lab, off, eps=eps)
+    else:  # the reference takes float64; cuda.py uploads host input itself
         f = _OBJECTIVE[name](dp.host(x, np.float64), lab, off, eps=eps)
     return dp.as_caller(np.asarray(f, dtype=np.float64) if not dp.is_torch(f) else f, x)
 
