@@ -53,16 +53,10 @@ def _positive(text: str) -> int:
 
 
 def load_config(path: str | None):
-    from ..config import XMemoryConfig
+    """The defaults, overridden by ``--config`` (``config.resolve_config``)."""
+    from ..config import resolve_config
 
-    if path is None:
-        return XMemoryConfig()
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
-    return XMemoryConfig.from_dict(data)
+    return resolve_config(None, path)
 
 
 def run(args: argparse.Namespace) -> int:
