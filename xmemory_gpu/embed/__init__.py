@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .base import Embedder, normalize_rows
 from .hashing import HashingEmbedder
 
@@ -12,13 +14,18 @@ def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_
     """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, or ``st:PATH_OR_NAME`` (any sentence-transformers model)."""
     if spec.startswith("hashing"):
         _, _, dim = spec.partition(":")
+        if dim and not (dim.isdigit() and int(dim) >= 1):
+            raise ValueError(f"embedder {spec!r}: expected hashing:DIM with DIM an integer >= 1")
         return HashingEmbedder(int(dim) if dim else 64)
     from .sentence_transformers import DEFAULT_MODEL, SentenceTransformerEmbedder
 
     if spec == DEFAULT_MODEL:
         return SentenceTransformerEmbedder(DEFAULT_MODEL, device=device, batch_size=batch_size)
     if spec.startswith("st:"):
-        return SentenceTransformerEmbedder(spec[3:], device=device, batch_size=batch_size)
+        target = spec[3:]
+        if target.startswith(("/", ".", "~")) and not Path(target).expanduser().exists():
+            raise ValueError(f"embedder {spec!r}: no model folder at {target}")
+        return SentenceTransformerEmbedder(target, device=device, batch_size=batch_size)
     raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM' or 'st:PATH_OR_NAME'")
 
 

@@ -37,7 +37,9 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        """[n, dim] unit rows; each distinct text is embedded once (repeats share its row)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        x = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
-        return normalize_rows(x)
+        uniq, inverse = np.unique(np.asarray(list(texts), dtype=object), return_inverse=True)
+        x = self.model.encode(list(uniq), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        return normalize_rows(x)[inverse.reshape(-1)]
