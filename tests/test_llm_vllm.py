@@ -1,11 +1,9 @@
-"""The vllm reader. Here (no vLLM): the output parsing on fake ``RequestOutput`` objects, and the
-reader's plumbing on a fake ``vllm`` module. Where vLLM imports (a GPU machine) and
-``XMEM_VLLM_MODEL`` names a local model: the real engine, cross-checked against transformers."""
+"""The vllm reader without vLLM: the output parsing on fake ``RequestOutput`` objects (dicts and
+FlatLogprobs, top K and the whole vocabulary), and the reader's plumbing on a fake ``vllm`` module.
+The real engine: tests/test_vllm_engine.py and tests/test_vllm_server.py (``pytest -m vllm``)."""
 
 from __future__ import annotations
 
-import math
-import os
 import sys
 import types
 from pathlib import Path
@@ -151,41 +149,49 @@ def test_missing_vllm_is_a_clear_error(monkeypatch):
         load_reader("vllm:")
 
 
-# -- the real engine -----------------------------------------------------------------------------------
-def test_real_vllm_engine():
-    pytest.importorskip("vllm", reason="vLLM is not installed (it needs a supported GPU): only the fake-output tests run here")
-    model = os.environ.get("XMEM_VLLM_MODEL")
-    if not model:
-        pytest.skip("set XMEM_VLLM_MODEL to a small local model (e.g. a SmolLM2-135M-Instruct folder) to test the real engine")
-    import torch
-    from transformers import AutoModelForCausalLM
+# -- FlatLogprobs as vLLM 0.32 fills it (sampled token first, then the top K or the whole vocabulary) ----
+class Flat(list):
+    """Positions with FlatLogprobs' flat fields (``start_indices``, ``end_indices``, ``token_ids``, ``logprobs``)."""
 
-    r = VLLMReader(model, logprobs=20, gpu_memory_utilization=float(os.environ.get("XMEM_VLLM_GPU_MEM", "0.4")),
-                   max_model_len=1024, enforce_eager=True)
-    prefix = r.chat("Alice moved to Lisbon in 2019 and works as a nurse. Bob lives in Porto and teaches maths. " * 4)
-    prompts = [prefix + s for s in ("Where", "Who", "What")] + [r.chat("Where does Alice live?")]
-    nll = r.uncertainty(prompts, n_tokens=8, kind="mean_nll")
-    ent = r.uncertainty(prompts, n_tokens=8, kind="entropy")
-    assert [u.prompt_tokens for u in nll] == r.count(prompts)
-    for a, b in zip(nll, ent):
-        assert 1 <= len(a.token_ids) <= 8 and not a.estimated and b.estimated
-        assert a.value == pytest.approx(-sum(a.token_logprob) / len(a.token_logprob))
-        assert all(v <= 1e-6 for v in a.token_logprob) and all(h >= 0 for h in b.token_entropy)
-        assert b.value == pytest.approx(sum(b.token_entropy) / len(b.token_entropy))
-    # teacher-forced transformers logprobs of vLLM's greedy tokens: equal up to bf16 noise, and near the max
-    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).to("cuda").eval()
-    for p, u in zip(prompts, nll):
-        ids = r.tokenizer(p, add_special_tokens=False)["input_ids"]
-        with torch.no_grad():
-            logits = hf(torch.tensor([ids + u.token_ids], device="cuda")).logits[0, len(ids) - 1 : len(ids) - 1 + len(u.token_ids)]
-        logp = torch.log_softmax(logits.double(), -1)
-        got = logp[torch.arange(len(u.token_ids)), torch.tensor(u.token_ids)].cpu().tolist()
-        assert max(abs(x - y) for x, y in zip(got, u.token_logprob)) < 0.15
-        assert (logp.max(-1).values.cpu() - torch.tensor(got)).max().item() < 0.15  # greedy up to near-ties
-    g = r.generate(prompts, max_tokens=8)
-    assert g.prompt_tokens == r.count(prompts) and all(isinstance(t, str) for t in g.texts)
-    # prefix caching: the probes' shared prefix is served from the cache on a second pass
-    outs = r._generate(prompts, 2, None)
-    if getattr(outs[1], "num_cached_tokens", None) is not None:
-        assert outs[1].num_cached_tokens > 0
-    assert not math.isnan(nll[0].value)
+
+def make_flat(steps: list[list[tuple[int, float]]]) -> Flat:
+    out = Flat([None] * len(steps))
+    out.start_indices, out.end_indices, out.token_ids, out.logprobs = [], [], [], []
+    for st in steps:
+        out.start_indices.append(len(out.token_ids))
+        out.token_ids += [t for t, _ in st]
+        out.logprobs += [v for _, v in st]
+        out.end_indices.append(len(out.token_ids))
+    return out
+
+
+def test_flat_logprobs_exact_entropy_over_the_whole_vocabulary():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    V = 50
+    dists = [np.log(p) for p in rng.dirichlet(np.ones(V) * 0.3, size=3)]
+    sampled = [int(np.argmax(d)) for d in dists[:2]] + [int(np.argsort(dists[2])[-3])]  # the last: not the argmax
+    steps = [[(t, float(d[t]))] + [(int(i), float(d[i])) for i in np.argsort(-d)] for t, d in zip(sampled, dists)]
+    out = request_output([1, 2], sampled, make_flat(steps))
+    u = uncertainty_from_output(out, "entropy", V)
+    want = [float(-(np.exp(d) * d).sum()) for d in dists]
+    assert not u.estimated and u.token_entropy == pytest.approx(want, abs=1e-12)
+    assert u.token_logprob == pytest.approx([float(d[t]) for t, d in zip(sampled, dists)])
+    assert u.value == pytest.approx(sum(want) / 3)
+    # top 4 only: estimated; the sampled token outside the top 4 counts once
+    top = [[(t, float(d[t]))] + [(int(i), float(d[i])) for i in np.argsort(-d)[:4]] for t, d in zip(sampled, dists)]
+    e = uncertainty_from_output(request_output([1, 2], sampled, make_flat(top)), "entropy", V)
+    assert e.estimated and e.token_entropy[2] == pytest.approx(
+        entropy_from_topk([float(dists[2][i]) for i in np.argsort(-dists[2])[:4]], V))  # rank 3 is in the top 4
+    assert all(a >= b - 1e-12 for a, b in zip(e.token_entropy, want))
+    n = uncertainty_from_output(request_output([1, 2], sampled, make_flat(top)), "mean_nll", V)
+    assert not n.estimated and n.value == pytest.approx(-sum(u.token_logprob) / 3)
+    with pytest.raises(ValueError, match="lack the sampled token 7"):
+        uncertainty_from_output(request_output([1], [7], make_flat([[(3, -0.1), (4, -2.0)]])), "mean_nll", V)
+
+
+def test_real_engine_tests_are_elsewhere():
+    """The real engine runs in tests/test_vllm_engine.py and tests/test_vllm_server.py (``-m vllm``)."""
+    here = Path(__file__).parent
+    assert (here / "test_vllm_engine.py").exists() and (here / "test_vllm_server.py").exists()
