@@ -127,7 +127,21 @@ def test_kernel_view_segments():
     s = Segments(np.array([10, 0, 30, 30]), np.array([5, 4, 0, 2]), np.array([8, 4, 0, 2]), 32)
     offsets, seg = s.kernel_view()
     assert offsets[0] == 0 and offsets[-1] == 32 and np.all(np.diff(offsets) >= 0)
-    for b in range(4):  # each memory's segment is exactly its live rows
-        assert offsets[seg[b]] == s.starts[b] and offsets[seg[b] + 1] - offsets[seg[b]] == s.lengths[b]
+    for b in range(4):  # each memory's segment is exactly its live rows (an empty one: an empty piece)
+        assert offsets[seg[b] + 1] - offsets[seg[b]] == s.lengths[b]
+        assert s.lengths[b] == 0 or offsets[seg[b]] == s.starts[b]
     assert Segments.from_lengths([3, 0, 2]).kernel_view()[0].tolist() == [0, 3, 3, 5]
     assert s.memory_of(np.array([0, 4, 10, 14, 15, 31, 9])).tolist() == [1, -1, 0, 0, -1, 3, -1]
+
+
+def test_kernel_view_with_an_empty_memory_where_another_moved():
+    """An empty memory and a memory moved to the arena's end can share a start row (the engine after
+    a delete, a reopen and an add): offsets stay non-decreasing and each gets its own rows."""
+    s = Segments(np.array([0, 5, 5]), np.array([0, 0, 7]), np.array([0, 0, 9]), 14)
+    s.starts[0], s.capacity[0] = 5, 0
+    offsets, seg = s.kernel_view()
+    assert np.all(np.diff(offsets) >= 0) and offsets[-1] >= 14
+    assert offsets[seg[2]] == 5 and offsets[seg[2] + 1] == 12
+    for b in (0, 1):
+        assert offsets[seg[b] + 1] == offsets[seg[b]]
+    assert s.memory_of(np.array([5, 11, 12])).tolist() == [2, 2, -1]

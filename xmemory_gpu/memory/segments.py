@@ -57,7 +57,8 @@ class Segments:
         if self.is_compact:
             return self.offsets, np.arange(self.n_memories, dtype=np.int64)
         cuts, seg, cursor = [0], np.zeros(self.n_memories, np.int64), 0
-        for b in np.argsort(self.starts, kind="stable"):
+        owners = np.flatnonzero(self.capacity > 0)  # a memory with no rows reserved gets an empty piece at the end
+        for b in owners[np.argsort(self.starts[owners], kind="stable")]:
             s, n, c = int(self.starts[b]), int(self.lengths[b]), int(self.capacity[b])
             if s > cursor:  # a hole left by a moved memory
                 cuts.append(s)
@@ -68,6 +69,9 @@ class Segments:
             cursor = s + c
         if self.size > cursor:
             cuts.append(self.size)
+        for b in np.flatnonzero(self.capacity == 0):
+            seg[b] = len(cuts) - 1
+            cuts.append(cuts[-1])
         return np.asarray(cuts, np.int64), seg
 
     def rows(self, b: int) -> np.ndarray:
@@ -78,7 +82,10 @@ class Segments:
     def memory_of(self, rows: np.ndarray) -> np.ndarray:
         """[R] int64 memory owning each live arena row (-1 for slack or holes)."""
         rows = np.asarray(rows, np.int64)
-        order = np.argsort(self.starts, kind="stable")
+        owners = np.flatnonzero(self.lengths > 0)  # memories with no rows own none
+        order = owners[np.argsort(self.starts[owners], kind="stable")]
+        if not len(order):
+            return np.full(rows.shape, -1, np.int64)
         pos = np.searchsorted(self.starts[order], rows, side="right") - 1
         out = np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
         live = (out >= 0) & (rows < self.starts[np.maximum(out, 0)] + self.lengths[np.maximum(out, 0)])
