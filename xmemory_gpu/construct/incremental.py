@@ -27,7 +27,7 @@ from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Message, SemanticNode
 from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
-from .segment import boundary_runs, cap_runs, episode_embeddings, make_episodes
+from .segment import boundary_runs, cap_runs, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements
 from .themes import ThemeState, merge_small, split_overfull
 
@@ -86,8 +86,9 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
     cfg = config or XMemoryConfig()
     n = len(memories)
     if new_x is None:
-        texts = [m.text for msgs in new_messages for m in msgs]
-        all_x = embedder.encode(texts) if texts else np.zeros((0, memories[0].dim if memories else embedder.dim), np.float32)
+        flat = [m for msgs in new_messages for m in msgs]  # embedded exactly as the bulk build does
+        all_x = embed_messages(embedder, flat, cfg.semantic.passage_words) if flat else np.zeros(
+            (0, memories[0].dim if memories else embedder.dim), np.float32)
         new_x = np.split(all_x, np.cumsum([len(m) for m in new_messages])[:-1]) if n else []
     states = [EngineState.of(m) for m in memories]
     grown: list[dict] = []

@@ -27,7 +27,7 @@ from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
 from ..text import keywords
 from .llm_stages import LLMBuilder
-from .segment import boundaries, episode_embeddings, make_episodes
+from .segment import boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, merge_small, split_overfull
 
@@ -72,7 +72,7 @@ def build_memories(
         return []
     counts = [llm.new_counts() for _ in conversations] if llm else []
     with tm.stage("embed_messages"):
-        msg_all = embedder.encode([m.text for c in conversations for m in c.messages])
+        msg_all = embed_messages(embedder, [m for c in conversations for m in c.messages], cfg.semantic.passage_words)
         msg_x = _split(msg_all, [len(c.messages) for c in conversations])
     with tm.stage("episodes"):
         spans = [boundaries(c, x, cfg.segment) for c, x in zip(conversations, msg_x)]

@@ -1,9 +1,10 @@
 """LLM-free semantic extraction: decouple messages into self-contained factual statements.
 
-Each message is split into sentences; questions and filler (fewer than ``min_words`` words or
+Each message is split into sentences (and lines); questions and filler (fewer than ``min_words`` words or
 fewer than two content words) are dropped; first- and second-person references are rewritten to
 the speakers' names so a statement reads on its own ("I adopted a puppy" said by Alice ->
-"Alice adopted a puppy"); a shared photo becomes "Alice shared a photo of ...". Near-duplicate
+"Alice adopted a puppy"); a shared photo becomes "Alice shared a photo of ...". A message keeps at most ``max_per_message`` statements, its most
+specific sentences (``specificity``), each cut to ``max_statement_words`` words. Near-duplicate
 statements (cosine above ``dedup_threshold``) are merged, keeping every source.
 """
 
@@ -94,6 +95,36 @@ def is_filler(sentence: str, cfg: SemanticConfig) -> bool:
     )
 
 
+_NUMBER = re.compile(r"\d")
+_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+")
+
+
+def specificity(sentence: str) -> float:
+    """How much checkable fact a sentence carries, from the sentence alone: its distinct content
+    words (reactions excluded), plus one for each distinct capitalised word inside it (names,
+    places, titles) and one for each distinct number (dates, amounts) -- the words questions ask
+    about. Per sentence, so the bulk build and the live engine rank a message's sentences alike."""
+    cw = {w for w in content_words(sentence) if w not in REACTION_WORDS}
+    names = set(_NAME.findall(sentence))
+    numbers = {w for w in words(sentence) if _NUMBER.search(w)}
+    return len(cw) + len(names) + len(numbers)
+
+
+def most_specific(sentences: list[str], cap: int) -> list[str]:
+    """The ``cap`` most specific sentences (ties: the earlier), in their original order; all when
+    ``cap`` is 0 or not exceeded. A long assistant answer keeps its few densest sentences instead of
+    one node per sentence (its full text stays in the episode and the message)."""
+    if cap <= 0 or len(sentences) <= cap:
+        return sentences
+    ranked = sorted(range(len(sentences)), key=lambda i: (-specificity(sentences[i]), i))[:cap]
+    return [sentences[i] for i in sorted(ranked)]
+
+
+def _cut(sentence: str, max_words: int) -> str:
+    ws = sentence.split()
+    return sentence if len(ws) <= max_words else " ".join(ws[:max_words]) + " ..."
+
+
 def extract_statements(conv: Conversation, episodes: list[Episode], cfg: SemanticConfig) -> list[SemanticNode]:
     """Statements of one conversation (before de-duplication), ids in order of appearance."""
     ep_of = {mid: ep.id for ep in episodes for mid in ep.message_ids}
@@ -105,11 +136,15 @@ def extract_statements(conv: Conversation, episodes: list[Episode], cfg: Semanti
         photo = _PHOTO.search(text)
         if photo:
             text = text[: photo.start()]
-        sentences = [s.strip() for s in _SENT_SPLIT.split(text) if s.strip()]
-        out = [decouple(s, m.speaker, other) for s in sentences if not is_filler(s, cfg)]
-        if photo and photo.group("cap").strip():
-            cap = re.sub(r"^(a )?(photo|picture|image) of ", "", photo.group("cap").strip())
-            out.append(f"{m.speaker} shared a photo of {cap}")
+        sentences = [s.strip() for p in text.split("\n") for s in _SENT_SPLIT.split(p) if s.strip()]
+        has_cap = bool(photo and photo.group("cap").strip())
+        cands = [s for s in sentences if not is_filler(s, cfg)]
+        n_max = cfg.max_per_message
+        kept = most_specific(cands, n_max - has_cap) if n_max - has_cap > 0 else ([] if n_max else cands)  # the caption counts
+        out = [decouple(_cut(s, cfg.max_statement_words), m.speaker, other) for s in kept]
+        if has_cap:
+            caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo.group("cap").strip())
+            out.append(f"{m.speaker} shared a photo of {caption}")
         for s in out:
             nodes.append(SemanticNode(id=len(nodes), text=s, episode_ids=[ep_of[m.id]], message_ids=[m.id], timestamp=m.timestamp))
     return nodes

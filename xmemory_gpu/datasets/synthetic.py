@@ -153,3 +153,127 @@ def write_json(conversations: list[dict], path: str | Path) -> Path:
     tmp.write_text(json.dumps(conversations, indent=1), encoding="utf-8")
     tmp.replace(p)
     return p
+
+
+# ---------------------------------------------------------------------------------------------
+# Long user-assistant chats: short user turns, assistant answers of several thousand characters.
+
+TOPICS: dict[str, dict[str, list[str]]] = {
+    "travel": {"things": ["itinerary", "rail pass", "guesthouse", "museum ticket", "ferry", "walking tour", "day trip", "night market"],
+               "places": ["Lisbon", "Kyoto", "Oaxaca", "Tallinn", "Marrakesh", "Hobart", "Quebec City", "Ljubljana"],
+               "adjs": ["affordable", "crowded", "scenic", "walkable", "seasonal", "central", "quiet", "historic"]},
+    "cooking": {"things": ["braise", "marinade", "stock", "dough", "spice blend", "pickle", "custard", "risotto"],
+                "places": ["cast-iron pan", "Dutch oven", "sheet tray", "stand mixer", "pressure cooker", "wok", "smoker", "grill"],
+                "adjs": ["tender", "crisp", "acidic", "smoky", "silky", "caramelised", "bright", "rich"]},
+    "fitness": {"things": ["interval session", "tempo run", "deadlift", "mobility routine", "rest day", "long ride", "swim drill", "plank"],
+                "places": ["track", "gym", "pool", "trail", "studio", "hill", "park", "velodrome"],
+                "adjs": ["sustainable", "progressive", "gentle", "demanding", "balanced", "steady", "explosive", "structured"]},
+    "finance": {"things": ["index fund", "emergency fund", "mortgage", "budget category", "tax return", "pension", "bond ladder", "credit card"],
+                "places": ["brokerage", "savings account", "spreadsheet", "payroll", "bank", "credit union", "ledger", "portfolio"],
+                "adjs": ["diversified", "liquid", "predictable", "volatile", "tax-efficient", "fixed", "variable", "conservative"]},
+    "gardening": {"things": ["raised bed", "compost pile", "tomato seedling", "cover crop", "drip line", "mulch layer", "herb spiral", "trellis"],
+                  "places": ["greenhouse", "balcony", "allotment", "backyard", "windowsill", "orchard", "shade corner", "south wall"],
+                  "adjs": ["drought-tolerant", "fertile", "sandy", "shaded", "frost-hardy", "organic", "perennial", "compact"]},
+    "programming": {"things": ["unit test", "database index", "message queue", "cache layer", "API client", "migration script", "profiler", "linter"],
+                    "places": ["staging server", "laptop", "container", "cluster", "repository", "notebook", "pipeline", "sandbox"],
+                    "adjs": ["idempotent", "concurrent", "typed", "immutable", "lazy", "batched", "modular", "observable"]},
+}
+_VERBS = ["compare", "schedule", "prepare", "check", "adjust", "combine", "track", "review", "plan", "test", "replace", "start with"]
+_OPENERS = ["In practice,", "As a rule of thumb,", "For most people,", "One thing to keep in mind is that", "It often helps that",
+            "A common mistake is to forget that", "Depending on your goals,", "If you have the time,", "In my experience,",
+            "To keep things simple,"]
+_KEYS = ["Amberline", "Copperfield", "Northgate", "Willowmere", "Bluestone", "Redhaven", "Silverbrook", "Foxglove", "Marigold",
+         "Stonebridge", "Larkspur", "Oakhurst", "Pinecrest", "Seabright", "Thornbury", "Elmstead"]
+_USER_FACTS = [
+    ("sister", "My sister {v} is visiting me next month.", "What is the name of the user's sister?"),
+    ("budget", "My budget for this is about {v} dollars.", "What budget did the user mention?"),
+    ("city", "I live in {v} at the moment.", "Which city does the user live in?"),
+    ("dog", "My dog {v} comes everywhere with me.", "What is the name of the user's dog?"),
+    ("job", "I work as a {v}, so my evenings are short.", "What does the user do for work?"),
+]
+
+
+def _filler_sentence(rng: random.Random, vocab: dict[str, list[str]]) -> str:
+    thing, other = rng.sample(vocab["things"], 2)
+    return (f"{rng.choice(_OPENERS)} you should {rng.choice(_VERBS)} the {rng.choice(vocab['adjs'])} {thing} "
+            f"before the {other}, ideally around the {rng.choice(vocab['places'])}, and note what changes after "
+            f"{rng.randint(2, 9)} {rng.choice(['days', 'weeks', 'tries', 'sessions'])}.")
+
+
+def _assistant_answer(rng: random.Random, vocab: dict[str, list[str]], fact: str, chars: int) -> str:
+    """Paragraphs of topic sentences up to about ``chars`` characters, ``fact`` inside one of the middle paragraphs."""
+    paras: list[list[str]] = []
+    size = 0
+    while size < chars:
+        para = [_filler_sentence(rng, vocab) for _ in range(rng.randint(3, 6))]
+        paras.append(para)
+        size += sum(len(s) + 1 for s in para) + 2
+    p = paras[rng.randrange(len(paras))]
+    p.insert(rng.randrange(len(p) + 1), fact)
+    return "\n\n".join(" ".join(s for s in para) for para in paras)
+
+
+def generate_long_chats(
+    n: int,
+    *,
+    seed: int = 0,
+    target_tokens: int = 150_000,
+    answer_chars: tuple[int, int] = (3000, 9000),
+    exchanges_per_session: tuple[int, int] = (3, 8),
+    start: str = "2024-01-01",
+) -> list[dict]:
+    """``n`` user-assistant chats in LoCoMo's format (speakers ``User`` and ``Assistant``), each about
+    ``target_tokens`` word pieces (estimated as 1.3 per word): short user turns that state personal
+    facts or ask, and long assistant answers (``answer_chars`` characters) each hiding one specific
+    recommendation (a named item with a number) in a middle paragraph. QA: the recommendation
+    (evidence: the assistant turn), the user's facts (evidence: the user turn), when a topic was
+    discussed (temporal), and two recommendations at once (multi-hop). ``sample_id`` ``long-<seed>-<i>``."""
+    rng = random.Random(seed)
+    t0 = datetime.fromisoformat(start)
+    return [_long_chat(rng, f"long-{seed}-{i}", t0 + timedelta(days=rng.randint(0, 200)), target_tokens, answer_chars,
+                       exchanges_per_session) for i in range(n)]
+
+
+def _long_chat(rng: random.Random, sid: str, when: datetime, target_tokens: int, answer_chars: tuple[int, int],
+               exchanges: tuple[int, int]) -> dict:
+    conv: dict = {"speaker_a": "User", "speaker_b": "Assistant"}
+    qa: list[dict] = []
+    words = 0
+    s = 0
+    facts = list(_USER_FACTS)
+    rng.shuffle(facts)
+    recs: list[tuple[str, str, str]] = []  # (dia_id, what was asked about, the recommendation)
+    while words * 1.3 < target_tokens:
+        s += 1
+        when = when + timedelta(days=rng.randint(1, 20), hours=rng.randint(0, 8))
+        conv[f"session_{s}_date_time"] = _fmt(when)
+        topic = rng.choice(sorted(TOPICS))
+        vocab = TOPICS[topic]
+        turns = []
+        for t in range(rng.randint(*exchanges)):
+            u_dia, a_dia = f"D{s}:{2 * t + 1}", f"D{s}:{2 * t + 2}"
+            what = f"{rng.choice(vocab['adjs'])} {rng.choice(vocab['things'])}"
+            if facts and rng.random() < 0.3:
+                kind, template, question = facts.pop()
+                value = {"sister": rng.choice(NAMES), "budget": str(rng.randint(3, 90) * 100), "city": rng.choice(CITIES),
+                         "dog": rng.choice(["Pepper", "Rollo", "Juniper", "Mochi", "Basil"]), "job": rng.choice(JOBS)}[kind]
+                user = f"{template.format(v=value)} Can you help me with a {what} for {topic}?"
+                qa.append({"question": question, "answer": value, "evidence": [u_dia], "category": 4})
+            else:
+                user = f"What would you suggest for a {what}? I am thinking about {topic} this week."
+            if t == 0:
+                qa.append({"question": f"When did the user ask about a {what}?", "answer": _date_words(when), "evidence": [u_dia],
+                           "category": 2})
+            key, num = rng.choice(_KEYS), rng.randint(3, 95)
+            fact = f"For your {what}, I recommend the {key} option, which takes about {num} minutes to set up."
+            answer = _assistant_answer(rng, vocab, fact, rng.randint(*answer_chars))
+            turns += [{"speaker": "User", "dia_id": u_dia, "text": user}, {"speaker": "Assistant", "dia_id": a_dia, "text": answer}]
+            qa.append({"question": f"Which option did the assistant recommend for the user's {what}, and how long does it take?",
+                       "answer": f"the {key} option, about {num} minutes", "evidence": [a_dia], "category": 4})
+            recs.append((a_dia, what, f"the {key} option"))
+            words += len(user.split()) + len(answer.split())
+        conv[f"session_{s}"] = turns
+    for (d1, w1, a1), (d2, w2, a2) in zip(recs[::7], recs[3::7]):
+        qa.append({"question": f"Which options did the assistant recommend for the {w1} and for the {w2}?",
+                   "answer": f"{a1} and {a2}", "evidence": [d1, d2], "category": 1})
+    return {"sample_id": sid, "conversation": conv, "qa": qa}

@@ -15,7 +15,7 @@ from ..config import BaselinesConfig
 from ..embed.base import normalize_rows
 from ..memory.bank import Bank, Level
 from ..memory.segments import Segments
-from .context import episode_unit, messages_unit, semantic_unit
+from .context import as_fill, episode_unit, messages_unit, semantic_unit
 from .grouped import search_by_memory
 from .result import RetrievedUnit
 
@@ -60,16 +60,27 @@ class Chunks:
         self.level = Level({"x": x}, Segments.from_lengths(counts))
 
 
-def naive_rag(bank: Bank, chunks: Chunks, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto") -> list[list[RetrievedUnit]]:
-    ci, cs = search_by_memory(q_x, mem_idx, chunks.level, cfg.naive_rag_k, backend=backend)
+def naive_rag(bank: Bank, chunks: Chunks, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto",
+              parts=None) -> list[list[RetrievedUnit]]:
+    """The top ``naive_rag_k`` chunks; under a token budget the next ones up to ``naive_rag_fill``
+    in all are taken while they fit (as many chunks as fit). ``parts`` (a ``passages.Parts``): a
+    single-message chunk too long for what is left gives its best passage instead."""
+    k = max(cfg.naive_rag_k, cfg.naive_rag_fill)
+    ci, cs = search_by_memory(q_x, mem_idx, chunks.level, k, backend=backend)
     starts = chunks.level.seg.starts
     out = []
     for q, b in enumerate(mem_idx):
         c0 = int(starts[b])
-        out.append([
-            messages_unit("chunk", str(int(r) - c0), bank, chunks.rows[b][int(r) - c0], float(s), {"similarity": float(s)})
-            for r, s in zip(ci[q], cs[q]) if r >= 0
-        ])
+        units: list[RetrievedUnit] = []
+        for j, (r, s) in enumerate(zip(ci[q], cs[q])):
+            if r < 0:
+                continue
+            rows = chunks.rows[b][int(r) - c0]
+            u = messages_unit("chunk", str(int(r) - c0), bank, rows, float(s), {"similarity": float(s)})
+            units.append(u if j < cfg.naive_rag_k else as_fill(u))
+            if parts is not None and len(rows) == 1:
+                units += parts.message(int(rows[0]), q_x[q], q, 0, float(s))[1:]  # its passages, best first
+        out.append(units)
     return out
 
 

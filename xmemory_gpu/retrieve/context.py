@@ -8,6 +8,7 @@ memory (theme id, semantic id, episode id, message id, chunk or session number).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -19,6 +20,7 @@ from .dates import annotate
 from .result import RetrievedUnit
 
 HEADER_ALLOWANCE = 12  # tokens of the section headers and dates, before the exact check
+MIN_PASSAGE_TOKENS = 24  # a passage is cut to what is left of the budget only when at least this much is left
 
 
 def _ts(v: float) -> float | None:
@@ -98,6 +100,27 @@ def answer_context(units: list[RetrievedUnit]) -> str:
     return "".join(sep + piece for sep, piece in context_pieces(units, resolve_dates=True))
 
 
+def as_part(u: RetrievedUnit, level: int = 1) -> RetrievedUnit:
+    """Mark ``u`` as a part of the nearest unit before it one level up (level 0: whole units): used
+    under a budget only where that unit did not fit."""
+    u.scores["part"] = float(level)
+    return u
+
+
+def as_fill(u: RetrievedUnit) -> RetrievedUnit:
+    """Mark ``u`` as budget fill: taken only under a budget, while it fits."""
+    u.scores["fill"] = 1.0
+    return u
+
+
+def part_level(u: RetrievedUnit) -> int:
+    return int(u.scores.get("part", 0))
+
+
+def is_fill(u: RetrievedUnit) -> bool:
+    return bool(u.scores.get("fill"))
+
+
 class TokenBudget:
     """Token counts in one tokenizer (cached: memories' texts recur across queries) and the fitting
     of units into a budget."""
@@ -117,14 +140,58 @@ class TokenBudget:
         return [self._cache[t] for t in texts]
 
     def fit(self, units: list[RetrievedUnit], budget: int | None) -> list[RetrievedUnit]:
-        """Under a budget, take units in order, skipping those that do not fit (themes are free:
-        they are not part of the answer context)."""
-        kept, total = [], HEADER_ALLOWANCE
+        """Take units in order (themes are free: they are not part of the answer context).
+
+        With no budget: every unit but the budget-only ones (parts and fill). Under a budget: a
+        unit that does not fit is skipped and its parts (the units after it one ``part_level``
+        deeper: an episode's messages, a message's passages, most relevant first) are tried in its
+        place; the parts of a unit that was taken are skipped; fill units are taken while they fit.
+        A unit whose every source message already stands whole in the context (an episode or
+        message holding its text) is skipped: the same text is not paid for twice."""
+        if budget is None:
+            return [u for u in units if not (part_level(u) or is_fill(u))]
+        kept: list[RetrievedUnit] = []
+        total = HEADER_ALLOWANCE
+        whole: set[str] = set()  # message ids whose full text is in the context
+        handled: dict[int, bool] = {}  # level -> the last unit there was taken, covered or not needed
         for u in units:
-            if u.type == "theme" or budget is None or total + u.tokens <= budget:
+            if u.type == "theme":
                 kept.append(u)
-                total += 0 if u.type == "theme" else u.tokens
+                continue
+            lvl = part_level(u)
+            if lvl and handled.get(lvl - 1, True):
+                handled[lvl] = True  # its parent is in the context (or was never needed)
+                continue
+            if u.message_ids and whole.issuperset(u.message_ids):
+                handled[lvl] = True
+                continue
+            head = self._head(u)
+            if total + head + u.tokens > budget and u.scores.get("passage") and budget - total - head >= MIN_PASSAGE_TOKENS:
+                u = self._cut(u, budget - total - head)  # the last passage that fits only in part: its head
+            handled[lvl] = total + head + u.tokens <= budget
+            if handled[lvl]:
+                kept.append(u)
+                total += head + u.tokens
+                if u.type != "semantic" and not u.scores.get("passage"):
+                    whole.update(u.message_ids)
         return kept
+
+    def _head(self, u: RetrievedUnit) -> int:
+        """Tokens of the date line a unit brings into the context (``context_pieces``)."""
+        date = fmt_date(u.timestamp)
+        return self.count([f"- ({date})" if u.type == "semantic" else f"[{date}]"])[0]
+
+    def _cut(self, u: RetrievedUnit, room: int) -> RetrievedUnit:
+        """A copy of passage ``u`` cut at a word boundary to at most ``room`` tokens ("..." marks the cut)."""
+        ws = u.text.split(" ")
+        n = max(1, len(ws) * room // max(u.tokens, 1))
+        while n > 0:
+            text = " ".join(ws[:n]) + " ..."
+            tok = self.count([text])[0]
+            if tok <= room:
+                return replace(u, text=text, tokens=tok, scores={**u.scores, "cut": 1.0})
+            n = min(n - 1, n * room // max(tok, 1))
+        return u
 
     def trim(self, kept: list[RetrievedUnit], budget: int) -> tuple[list[RetrievedUnit], str, int]:
         """Drop units from the end until the assembled context (headers and dates included) fits."""

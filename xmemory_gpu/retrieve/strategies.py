@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .baselines import Chunks, memory_only, naive_rag, tir
-from .context import answer_context, episode_unit, messages_unit, semantic_unit, theme_unit
+from .context import answer_context, as_fill, episode_unit, messages_unit, semantic_unit, theme_unit
 from .gate import gate_episodes
 from .grouped import search_by_memory
 from .llm_select import higmem, prune_sessions
+from .passages import Parts
 from .pool import EpisodePick, episode_pools
 from .result import RetrievedUnit
 from .stage1 import Stage1Output, run_stage1
@@ -115,8 +116,15 @@ def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, sta
         cfg = r.config.stage2
         pools = episode_pools(bank, q_x, mem_idx, s1, cfg, backend=r.backend)
         if r.reader is None:
+            parts = Parts(bank, r.embedder, r.config.semantic.passage_words) if cfg.fill else None
             for q in range(n):
-                out[q] += [episode_unit(bank, p.row, p.priority, _pick_scores(p)) for p in pools[q][: cfg.episode_budget]]
+                for j, p in enumerate(pools[q]):
+                    if j >= cfg.episode_budget and not cfg.fill:
+                        break
+                    u = episode_unit(bank, p.row, p.priority, _pick_scores(p))
+                    out[q].append(u if j < cfg.episode_budget else as_fill(u))
+                    if parts is not None:
+                        out[q] += parts.episode(p.row, q_x[q], q)
                 notes[q].append(NO_READER_NOTE)
         else:
             coarse = [answer_context(u) for u in out]
@@ -160,7 +168,8 @@ def memory_only_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
 def naive_rag_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
     if r._chunks is None:
         r._chunks = Chunks(r.bank, r.config.baselines.chunk_messages)
-    units, times = _timed(naive_rag, r.bank, r._chunks, q_x, mem_idx, r.config.baselines, r.backend)
+    parts = Parts(r.bank, r.embedder, r.config.semantic.passage_words)
+    units, times = _timed(naive_rag, r.bank, r._chunks, q_x, mem_idx, r.config.baselines, r.backend, parts)
     return StrategyOutput(units, times, _same(len(queries), []), [(0, 0)] * len(queries))
 
 
