@@ -207,3 +207,24 @@ def test_stage2_with_a_real_tiny_reader(data, tmp_path):
         assert x.llm_calls >= 2 and x.tokenizer.startswith("hf:")
         assert all("uncertainty_drop" in u.scores for u in x.units if u.type == "episode")
         assert x.context_tokens == r.reader.count([x.context])[0]
+
+
+def test_xmemory_tops_up_stage1_with_the_similarity_pool_by_relevance(data, retriever):
+    """Full xmemory (no budget): its statements are Stage I's picks joined by the similarity top
+    semantics it did not pick, in descending relevance; with topup off, only Stage I's picks."""
+    convs, _ = data
+    qs = _questions(convs)[:20]
+    q, m = [x for x, _ in qs], [y for _, y in qs]
+    full = retriever.search(q, m, strategy="xmemory")
+    s1 = retriever.search(q, m, strategy="xmemory-stage1")
+    sim = retriever.search(q, m, strategy="memory-only")
+    for a, b, c in zip(full, s1, sim):
+        sem = [u for u in a.units if u.type == "semantic"]
+        ids = [u.id for u in sem]
+        want = {u.id for u in b.units if u.type == "semantic"} | {u.id for u in c.units if u.type == "semantic"}
+        assert set(ids) == want and len(ids) == len(set(ids))
+        rel = [u.scores["relevance"] for u in sem]
+        assert rel == sorted(rel, reverse=True)
+    off = Retriever(retriever.bank, EMB, XMemoryConfig.from_dict({"stage1": {"topup": False}}))
+    for a, b in zip(off.search(q, m, strategy="xmemory"), s1):
+        assert [u.id for u in a.units if u.type == "semantic"] == [u.id for u in b.units if u.type == "semantic"]

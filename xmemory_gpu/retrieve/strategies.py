@@ -80,6 +80,27 @@ def _similarity_stage1(r, q_x: np.ndarray, mem_idx: np.ndarray) -> Stage1Output:
                         top_i[valid].astype(np.int64), top_s[valid], top_s[valid], np.zeros(len(mem_idx), bool))
 
 
+def _topup(s1: Stage1Output, sim: Stage1Output) -> Stage1Output:
+    """Stage I's semantic picks joined by the similarity top semantics it did not pick, per query,
+    ordered by relevance (stable: Stage I's picks first among equals). Themes are unchanged."""
+    offs, rows, vals, rels = [0], [], [], []
+    for q in range(len(s1.sem_offsets) - 1):
+        a, b = slice(s1.sem_offsets[q], s1.sem_offsets[q + 1]), slice(sim.sem_offsets[q], sim.sem_offsets[q + 1])
+        r_, v_, l_ = list(s1.semantics[a]), list(s1.sem_value[a]), list(s1.sem_rel[a])
+        seen = {int(x) for x in r_}
+        for x, rel in zip(sim.semantics[b], sim.sem_rel[b]):
+            if int(x) not in seen:
+                r_.append(x), v_.append(0.0), l_.append(rel)
+                seen.add(int(x))
+        order = np.argsort(-np.asarray(l_, np.float64), kind="stable")
+        rows += [r_[i] for i in order]
+        vals += [v_[i] for i in order]
+        rels += [l_[i] for i in order]
+        offs.append(len(rows))
+    return Stage1Output(s1.theme_offsets, s1.themes, s1.theme_value, s1.theme_rel, np.asarray(offs, np.int64),
+                        np.asarray(rows, np.int64), np.asarray(vals, np.float32), np.asarray(rels, np.float32), s1.fallback)
+
+
 def _pick_scores(p: EpisodePick) -> dict[str, float]:
     return {"priority": p.priority, "similarity": p.similarity, "parent_relevance": p.parent_relevance}
 
@@ -101,6 +122,8 @@ def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, sta
     bank, n = r.bank, len(queries)
     t0 = time.perf_counter()
     s1 = _similarity_stage1(r, q_x, mem_idx) if similarity else run_stage1(bank, q_x, mem_idx, r.config.stage1, backend=r.backend)
+    if stage2 and not similarity and r.config.stage1.topup:
+        s1 = _topup(s1, _similarity_stage1(r, q_x, mem_idx))
     times = {"stage1": time.perf_counter() - t0}
     notes = [[STAGE1_FALLBACK] if (not similarity and s1.fallback[q]) else [] for q in range(n)]
     out, costs = [], [(0, 0)] * n
