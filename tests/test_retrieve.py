@@ -211,7 +211,8 @@ def test_stage2_with_a_real_tiny_reader(data, tmp_path):
 
 def test_xmemory_tops_up_stage1_with_the_similarity_pool_by_relevance(data, retriever):
     """Full xmemory (no budget): its statements are Stage I's picks joined by the similarity top
-    semantics it did not pick, in descending relevance; with topup off, only Stage I's picks."""
+    semantics it did not pick (with message_weight 0: in descending relevance); with topup off, only
+    Stage I's picks."""
     convs, _ = data
     qs = _questions(convs)[:20]
     q, m = [x for x, _ in qs], [y for _, y in qs]
@@ -223,7 +224,9 @@ def test_xmemory_tops_up_stage1_with_the_similarity_pool_by_relevance(data, retr
         ids = [u.id for u in sem]
         want = {u.id for u in b.units if u.type == "semantic"} | {u.id for u in c.units if u.type == "semantic"}
         assert set(ids) == want and len(ids) == len(set(ids))
-        rel = [u.scores["relevance"] for u in sem]
+    plain = Retriever(retriever.bank, EMB, XMemoryConfig.from_dict({"stage1": {"message_weight": 0.0}}))
+    for a in plain.search(q, m, strategy="xmemory"):  # without the message term: descending relevance
+        rel = [u.scores["relevance"] for u in a.units if u.type == "semantic"]
         assert rel == sorted(rel, reverse=True)
     off = Retriever(retriever.bank, EMB, XMemoryConfig.from_dict({"stage1": {"topup": False}}))
     for a, b in zip(off.search(q, m, strategy="xmemory"), s1):

@@ -77,6 +77,8 @@ class Stage1Config:
     # full xmemory only: Stage I's picks plus the similarity top-`semantic_budget` semantics, ordered by relevance
     # (measured on the dev split: recall 0.549/0.647/0.726 -> 0.622/0.703/0.788 at 300/600/1,200 tokens)
     topup: bool = True
+    # ... ordered by cos(query, statement) + message_weight * cos(query, its first source message)
+    message_weight: float = 0.5
 
 
 @dataclass
@@ -181,7 +183,7 @@ _MINIMUM: dict[str, float] = {
     "theme_budget": 0, "semantic_budget": 0, "episode_budget": 0, "probe_tokens": 1, "episode_sim_topk": 0,
     "early_stop_first": 0, "naive_rag_k": 1, "chunk_messages": 1, "memory_only_semantics": 0, "memory_only_episodes": 0,
     "tir_sessions": 1, "higmem_events": 0, "higmem_turns": 0, "higmem_turns_per_event": 0, "time_gap_s": 0.0, "seed": 0,
-    "parent_weight": 0.0,
+    "parent_weight": 0.0, "message_weight": 0.0,
     "max_per_message": 0, "max_statement_words": 4, "passage_words": 8,
 }
 _UNIT_INTERVAL = {"alpha", "coverage_target"}

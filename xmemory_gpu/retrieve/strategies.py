@@ -80,9 +80,10 @@ def _similarity_stage1(r, q_x: np.ndarray, mem_idx: np.ndarray) -> Stage1Output:
                         top_i[valid].astype(np.int64), top_s[valid], top_s[valid], np.zeros(len(mem_idx), bool))
 
 
-def _topup(s1: Stage1Output, sim: Stage1Output) -> Stage1Output:
+def _topup(s1: Stage1Output, sim: Stage1Output, bank, q_x: np.ndarray, message_weight: float) -> Stage1Output:
     """Stage I's semantic picks joined by the similarity top semantics it did not pick, per query,
-    ordered by relevance (stable: Stage I's picks first among equals). Themes are unchanged."""
+    ordered by cos(q, statement) + ``message_weight`` * cos(q, the statement's first source message)
+    (stable: Stage I's picks first among equals). Themes are unchanged."""
     offs, rows, vals, rels = [0], [], [], []
     for q in range(len(s1.sem_offsets) - 1):
         a, b = slice(s1.sem_offsets[q], s1.sem_offsets[q + 1]), slice(sim.sem_offsets[q], sim.sem_offsets[q + 1])
@@ -92,7 +93,11 @@ def _topup(s1: Stage1Output, sim: Stage1Output) -> Stage1Output:
             if int(x) not in seen:
                 r_.append(x), v_.append(0.0), l_.append(rel)
                 seen.add(int(x))
-        order = np.argsort(-np.asarray(l_, np.float64), kind="stable")
+        key = np.asarray(l_, np.float64)
+        if message_weight and r_:
+            src = bank.sem["msgs"][np.asarray(r_, np.int64), 0]
+            key = key + message_weight * (bank.msg["x"][src].astype(np.float64) @ q_x[q].astype(np.float64))
+        order = np.argsort(-key, kind="stable")
         rows += [r_[i] for i in order]
         vals += [v_[i] for i in order]
         rels += [l_[i] for i in order]
@@ -123,7 +128,7 @@ def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, sta
     t0 = time.perf_counter()
     s1 = _similarity_stage1(r, q_x, mem_idx) if similarity else run_stage1(bank, q_x, mem_idx, r.config.stage1, backend=r.backend)
     if stage2 and not similarity and r.config.stage1.topup:
-        s1 = _topup(s1, _similarity_stage1(r, q_x, mem_idx))
+        s1 = _topup(s1, _similarity_stage1(r, q_x, mem_idx), bank, q_x, r.config.stage1.message_weight)
     times = {"stage1": time.perf_counter() - t0}
     notes = [[STAGE1_FALLBACK] if (not similarity and s1.fallback[q]) else [] for q in range(n)]
     out, costs = [], [(0, 0)] * n
