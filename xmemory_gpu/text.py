@@ -52,3 +52,40 @@ def message_line(m) -> str:
 def numbered(lines: list[str]) -> str:
     """Lines numbered from 1, one per line (prompt lists)."""
     return "\n".join(f"{i}. {t}" for i, t in enumerate(lines, 1))
+
+
+# -- how a message is embedded (the bulk build, the live engine and retrieval's passages alike) ----
+_CAPTION = re.compile(r"\[shares a photo: (?P<cap>[^\]]*)\]\s*$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+PASSAGE_WORDS = 150  # words per embedded passage: all-MiniLM-L6-v2 reads 256 word pieces, about 190 words
+
+
+def embedding_text(speaker: str, text: str) -> str:
+    """A message as it is embedded (bulk build and live engine alike): ``Speaker: text [shares a photo
+    of CAPTION]``, the rendering of the flat anchor in ``../shared/data/locomo/README.md``. The loader
+    writes captions as ``[shares a photo: CAPTION]``; this renders them as the anchor does."""
+    return f"{speaker}: {_CAPTION.sub(lambda m: f'[shares a photo of {m.group(1).strip()}]', text)}"
+
+
+def passages(text: str, max_words: int = PASSAGE_WORDS) -> list[str]:
+    """``text`` cut into passages of at most ``max_words`` words at sentence or line ends (a sentence
+    longer than that is cut by words). A short text is one passage; no word is lost."""
+    if len(text.split()) <= max_words:
+        return [text]
+    out: list[str] = []
+    cur: list[str] = []
+    for sent in (s for s in _SENTENCE_END.split(text) if s.strip()):
+        ws = sent.split()
+        while len(ws) > max_words:  # an over-long sentence: cut by words
+            if cur:
+                out.append(" ".join(cur))
+                cur = []
+            out.append(" ".join(ws[:max_words]))
+            ws = ws[max_words:]
+        if len(cur) + len(ws) > max_words and cur:
+            out.append(" ".join(cur))
+            cur = []
+        cur += ws
+    if cur:
+        out.append(" ".join(cur))
+    return out

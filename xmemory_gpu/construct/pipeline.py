@@ -279,6 +279,28 @@ class BuildReport:
     wall_s: float
 
 
+def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
+                       max_sessions: int | None = None) -> list[Conversation]:
+    """Conversations as a build loads them: every file (or folder), duplicate sample ids refused,
+    the first ``limit`` conversations, each cut to its first ``max_sessions`` sessions."""
+    from ..datasets.locomo import load_locomo
+
+    paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    convs: list[Conversation] = []
+    seen: dict[str, str] = {}
+    for p in paths:
+        for c in load_locomo(p):
+            if c.sample_id in seen:
+                raise ValueError(f"{c.source}: sample_id {c.sample_id!r} also appears in {seen[c.sample_id]}")
+            seen[c.sample_id] = c.source
+            convs.append(c)
+    if limit is not None:
+        convs = convs[:limit]
+    if max_sessions is not None:
+        convs = [first_sessions(c, max_sessions) for c in convs]
+    return convs
+
+
 def build_store(
     inputs: list[str | Path] | str | Path,
     store_path: str | Path,
@@ -297,7 +319,6 @@ def build_store(
     Conversations already in the store are skipped; each new one is committed whole.
     ``max_sessions``: keep only each conversation's first N sessions.
     """
-    from ..datasets.locomo import load_locomo
     from ..embed import load_embedder
 
     for name, value in (("limit", limit), ("shard_size", shard_size), ("max_sessions", max_sessions)):
@@ -306,20 +327,8 @@ def build_store(
     cfg = config or XMemoryConfig()
     t0 = time.perf_counter()
     tm = Timings()
-    paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     with tm.stage("load"):
-        convs: list[Conversation] = []
-        seen: dict[str, str] = {}
-        for p in paths:
-            for c in load_locomo(p):
-                if c.sample_id in seen:
-                    raise ValueError(f"{c.source}: sample_id {c.sample_id!r} also appears in {seen[c.sample_id]}")
-                seen[c.sample_id] = c.source
-                convs.append(c)
-        if limit is not None:
-            convs = convs[:limit]
-        if max_sessions is not None:
-            convs = [first_sessions(c, max_sessions) for c in convs]
+        convs = load_conversations(inputs, limit=limit, max_sessions=max_sessions)
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
     root = Path(store_path)
     if root.exists() and not root.is_dir():

@@ -110,29 +110,14 @@ def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any]) -> Memo
 def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
                        max_sessions: int | None = None) -> list[Conversation]:
     """Conversations as ``build_store`` loads them: every file, duplicate sample ids refused,
-    ``limit`` first conversations, each cut to its first ``max_sessions`` sessions.
-
-    (A thin copy of the loading block of ``construct.pipeline.build_store``; to be replaced by
-    the helper when that block is factored out.)"""
-    from ..datasets.locomo import load_locomo
+    ``limit`` first conversations, each cut to its first ``max_sessions`` sessions (bounds checked
+    here with this entry point's name)."""
+    from ..construct.pipeline import load_conversations as load
 
     for name, value in (("limit", limit), ("max_sessions", max_sessions)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"build_store_ray: {name}: expected an integer >= 1, got {value!r}")
-    paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
-    convs: list[Conversation] = []
-    seen: dict[str, str] = {}
-    for p in paths:
-        for c in load_locomo(p):
-            if c.sample_id in seen:
-                raise ValueError(f"{c.source}: sample_id {c.sample_id!r} also appears in {seen[c.sample_id]}")
-            seen[c.sample_id] = c.source
-            convs.append(c)
-    if limit is not None:
-        convs = convs[:limit]
-    if max_sessions is not None:
-        convs = [first_sessions(c, max_sessions) for c in convs]
-    return convs
+    return load(inputs, limit=limit, max_sessions=max_sessions)
 
 
 # -- the actor ------------------------------------------------------------------------------------

@@ -1,54 +1,19 @@
 """Budget parts of long units, ranked by relevance to the query: an episode's messages, and a long
-message's passages (``construct.segment.passages``, embedded as the build embeds messages). Under a
+message's passages (``text.passages``, embedded as the build embeds messages). Under a
 token budget (``context.TokenBudget.fit``) a unit that does not fit gives way to its parts, so an
 episode larger than what is left contributes its most relevant messages, and a message larger than
 the whole budget its best passage; with no budget the parts are dropped."""
 
 from __future__ import annotations
 
-import re
 import weakref
 
 import numpy as np
 
 from ..memory.bank import Bank
+from ..text import PASSAGE_WORDS, embedding_text, passages
 from .context import as_part, messages_unit
 from .result import RetrievedUnit
-
-# The layering rule keeps retrieve from importing construct; these mirror construct.segment's
-# ``PASSAGE_WORDS``, ``embedding_text`` and ``passages`` (tests/test_quality_units.py checks they agree).
-PASSAGE_WORDS = 150
-_CAPTION = re.compile(r"\[shares a photo: (?P<cap>[^\]]*)\]\s*$")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def embedding_text(speaker: str, text: str) -> str:
-    """``Speaker: text [shares a photo of CAPTION]`` (as ``construct.segment.embedding_text``)."""
-    return f"{speaker}: {_CAPTION.sub(lambda m: f'[shares a photo of {m.group(1).strip()}]', text)}"
-
-
-def passages(text: str, max_words: int = PASSAGE_WORDS) -> list[str]:
-    """Passages of at most ``max_words`` words at sentence or line ends (as ``construct.segment.passages``)."""
-    if len(text.split()) <= max_words:
-        return [text]
-    out: list[str] = []
-    cur: list[str] = []
-    for sent in (s for s in _SENTENCE_END.split(text) if s.strip()):
-        ws = sent.split()
-        while len(ws) > max_words:
-            if cur:
-                out.append(" ".join(cur))
-                cur = []
-            out.append(" ".join(ws[:max_words]))
-            ws = ws[max_words:]
-        if len(cur) + len(ws) > max_words and cur:
-            out.append(" ".join(cur))
-            cur = []
-        cur += ws
-    if cur:
-        out.append(" ".join(cur))
-    return out
-
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> {text: unit row}
 
