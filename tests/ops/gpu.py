@@ -1,7 +1,10 @@
-"""Marks for tests that need a CUDA GPU (the GPU paths are compiled everywhere, run only there), and a
-stand-in CUDA array for checking the _cuda bindings' argument checks without a GPU."""
+"""Marks for the backend-specific tests of the per-op files: a CUDA GPU (the GPU paths are compiled
+everywhere, run only there), the compiled CUDA module, torch + Triton; and a stand-in CUDA array for
+checking the _cuda bindings' argument checks without a GPU."""
 
 from __future__ import annotations
+
+import importlib.util
 
 import pytest
 
@@ -14,7 +17,24 @@ def has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def cuda_module():
+    """The compiled ``xmemory_gpu._cuda`` module, or None where it was not built (no nvcc at build time)."""
+    try:
+        from xmemory_gpu import _cuda
+    except ImportError:
+        return None
+    return _cuda
+
+
+def has_triton() -> bool:
+    """torch and triton both installed (the Triton backends take torch tensors)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "triton"))
+
+
 requires_cuda = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
+requires_cuda_module = pytest.mark.skipif(cuda_module() is None,
+                                          reason="xmemory_gpu._cuda not built (no nvcc at build time)")
+requires_triton = pytest.mark.skipif(not has_triton(), reason="needs torch and triton")
 
 
 class FakeCuda:

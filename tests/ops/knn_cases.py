@@ -10,7 +10,7 @@ from xmemory_gpu.ops.knn.reference import normalize64
 
 
 def host_backends(table: dict) -> list[str]:
-    """Backends of an op that run on host arrays here (the GPU ones are tested in their own files)."""
+    """Backends of an op that run on host arrays here (the cuda backend has its own cases in test_knn.py)."""
     st = available_backends()
     return [b for b in table if b in ("reference", "cpu", "triton") and st[b].available]
 

@@ -1,7 +1,13 @@
-"""Eq. 4 greedy coverage selection: every backend against a verbatim port of the authors'
-``_pick_representatives`` (the default "count" stop rule) and against the float64 reference
-(picks exactly, values to float32), on fresh random ragged batches and the edge cases; input
-validation at the dispatcher; the CUDA binding's C++ tensor checks (no GPU needed)."""
+"""Eq. 4 greedy coverage selection (coverage_select), every backend (reference, cpu, triton, cuda).
+
+Against a verbatim port of the authors' ``_pick_representatives`` (the default "count" stop rule)
+and against the float64 reference (picks exactly, values to float32), on fresh random ragged batches
+and the edge cases, backends parametrised (cuda joins them on a GPU); input validation at the
+dispatcher. The cuda backend's own cases: without a GPU the compiled module's kernel and constants,
+the binding's C++ tensor checks and the wrapper's no-pick path; with a GPU the kernel against the
+reference (bit-equal values) and its global-state path. Without a GPU the triton kernel runs in the
+Triton interpreter (tests/conftest.py sets TRITON_INTERPRET): shapes are small.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +16,12 @@ import pytest
 
 from xmemory_gpu.ops._dispatch import available_backends
 from xmemory_gpu.ops.coverage import _IMPLS, coverage_select
+from xmemory_gpu.ops.coverage import reference as cov_ref
 
 from .authors_coverage import authors_select
 from .coverage_cases import SETTINGS, random_problem, varied_problem
-from .gpu import FakeCuda, has_cuda, requires_cuda
+from .gpu import FakeCuda, cuda_module, has_cuda, requires_cuda, requires_cuda_module
+from .knn_cases import segment_sizes
 
 HOST = [b for b in ("reference", "cpu") if available_backends()[b].available]
 FAST = [b for b in ("cpu", "triton") if b in _IMPLS and available_backends()[b].available]
@@ -215,7 +223,7 @@ def test_bad_inputs_refused_before_any_backend(change, kw, msg, backend, monkeyp
     assert "\n" not in str(err.value) and not called
 
 
-# ---- the CUDA binding's checked tensors (no GPU needed) -------------------------------------------
+# ---- cuda: the compiled module without a GPU --------------------------------------------------------
 
 
 def _cuda_args(**over):
@@ -256,16 +264,37 @@ def test_cuda_binding_checks_tensors_before_launch():
             _cuda.coverage_select(**_cuda_args())
 
 
-def test_cuda_wrapper_without_picks_needs_no_device():
+@pytest.mark.parametrize("budgets", [[0, 4, 0], pytest.param([0, 4, -1], marks=requires_cuda_module)])
+def test_cuda_wrapper_without_picks_needs_no_device(budgets):
     from xmemory_gpu.ops.coverage import cuda as cov_cuda
 
     off = np.array([0, 3, 3, 5], np.int64)
     idx = np.full((5, 2), -1, np.int32)
     w = np.zeros((5, 2), np.float32)
     rel = np.linspace(0, 1, 5)
-    sel_off, sel, vals = cov_cuda.coverage_select(off, idx, w, rel, 0.7, np.array([0, 4, 0], np.int64), 1.0)
+    sel_off, sel, vals = cov_cuda.coverage_select(off, idx, w, rel, 0.7, np.array(budgets, np.int64), 1.0)
     assert sel_off.tolist() == [0, 0, 0, 0] and sel.dtype == np.int32 and vals.dtype == np.float64
     assert sel.size == 0 and vals.size == 0
+    empty = cov_cuda.coverage_select(np.zeros(1, np.int64), idx[:0], w[:0], rel[:0], 0.7, np.zeros(0, np.int64), 1.0)
+    assert empty[0].tolist() == [0] and empty[1].size == 0
+
+
+@requires_cuda_module
+def test_cuda_module_exposes_coverage_kernel():
+    _cuda = cuda_module()
+    assert callable(_cuda.coverage_select)
+    assert _cuda.COVERAGE_STATE_BYTES == 10
+    assert _cuda.COVERAGE_SHARED_MAX_N * _cuda.COVERAGE_STATE_BYTES <= 48 * 1024 - 1024
+
+
+@requires_cuda_module
+def test_cuda_coverage_wrapper_exists():
+    from xmemory_gpu.ops.coverage import cuda as cov_cuda
+
+    assert callable(cov_cuda.coverage_select)
+
+
+# ---- cuda on a GPU: against the float64 reference ----------------------------------------------
 
 
 @requires_cuda
@@ -275,3 +304,49 @@ def test_cuda_long_list_uses_global_state(rng):
     off, idx, w, rel = random_problem(rng, [n, 50], 4, edge_p=0.5)
     for stop in ("count", "weight"):
         same_as_reference((off, idx, w, rel), "cuda", budget=[12, 8], stop=stop)
+
+
+def _cov_check(off, idx, w, rel, alpha, budgets, target):
+    from xmemory_gpu.ops.coverage import cuda as cov_cuda
+
+    want = cov_ref.coverage_select(off, idx, w, np.asarray(rel, np.float64), alpha, budgets, target)
+    got = cov_cuda.coverage_select(off, idx, w, np.asarray(rel, np.float64), alpha, budgets, target)
+    assert got[0].dtype == np.int64 and got[1].dtype == np.int32 and got[2].dtype == np.float64
+    assert np.array_equal(got[0], want[0])
+    assert np.array_equal(got[1], want[1])
+    assert np.array_equal(got[2], want[2])  # bit-equal: same double arithmetic
+
+
+@requires_cuda_module
+@requires_cuda
+@pytest.mark.parametrize("alpha", [0.0, 0.7, 1.0])
+@pytest.mark.parametrize("target", [0.6, 1.0, 2.0])  # 2.0: never reached
+def test_cuda_coverage_vs_reference(rng, alpha, target):
+    sizes = [0, 1, 2, 17, 64, 300, 1024] + segment_sizes(rng, 6, 1, 120)
+    off, idx, w, rel = random_problem(rng, sizes, 8)
+    s = int(off[5])
+    idx[s, :3], w[s, :3] = [0, 5, 5], [0.5, 0.25, 0.75]  # self listed, a repeated neighbour: counted once
+    idx[s + 1, 0], w[s + 1, 0] = 10**6, 0.5  # out of range: ignored
+    budgets = rng.integers(-1, 40, size=len(sizes)).astype(np.int64)
+    budgets[4] = 10**9  # unlimited: runs to the target or to a value <= 0
+    _cov_check(off, idx, w, rel, alpha, budgets, target)
+
+
+@requires_cuda_module
+@requires_cuda
+def test_cuda_coverage_constant_relevance_ties_and_no_neighbours(rng):
+    off, idx, w, rel = random_problem(rng, [40, 40, 3], 4)
+    rel[:40] = 0.3  # constant: rel~ = 0.5 for all
+    idx[40:80] = -1  # no neighbours: every gain 1, ties to the lowest position
+    budgets = np.array([10, 50, 3], np.int64)
+    _cov_check(off, idx, w, rel, 0.5, budgets, 1.0)
+    off0, idx0, w0, rel0 = off, idx[:, :0].copy(), w[:, :0].copy(), rel  # k = 0
+    _cov_check(off0, idx0, w0, rel0, 0.7, budgets, 1.0)
+
+
+@requires_cuda_module
+@requires_cuda
+def test_cuda_long_list_uses_global_state_bit_equal(rng):
+    n = int(cuda_module().COVERAGE_SHARED_MAX_N) + 700
+    off, idx, w, rel = random_problem(rng, [n, 50], 4, edge_p=0.5)
+    _cov_check(off, idx, w, rel, 0.7, np.array([12, 8], np.int64), 1.0)

@@ -1,4 +1,12 @@
-"""kNN family: every host backend against the float64 oracle (tie-robust), edge cases, KnnGraph upkeep."""
+"""kNN family (knn_graph, knn_search, KnnGraph) against the float64 oracle (tie-robust), every backend.
+
+- reference / cpu / triton through the dispatcher (backend parametrised), edge cases, KnnGraph upkeep;
+- triton: the kernel wrapper (xmemory_gpu.ops.knn.triton) called directly on torch tensors. Without a
+  GPU it runs in the Triton interpreter (tests/conftest.py sets TRITON_INTERPRET): shapes are small;
+- cuda (xmemory_gpu._cuda knn_topk via ops/knn/cuda.py): without a GPU the kernel and constants exist,
+  the binding checks its tensors in C++ before any launch and a launch fails cleanly; with a GPU the
+  results against the oracle.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +14,30 @@ import numpy as np
 import pytest
 import torch
 
-from xmemory_gpu.ops.knn import KnnGraph, knn_graph, knn_search
+from xmemory_gpu.ops.knn import KnnGraph, knn_graph, knn_search, reference
 
+from .gpu import (
+    FakeCuda,
+    cuda_module,
+    has_cuda,
+    has_triton,
+    requires_cuda,
+    requires_cuda_module,
+    requires_triton,
+)
 from .knn_cases import GRAPH_BACKENDS, SEARCH_BACKENDS, check_knn, ragged, segment_sizes
 
+if has_triton():
+    from xmemory_gpu.ops.knn import triton as kt
+
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # interpreter
+
 SMALL = {"triton"}  # interpreted on the CPU here: keep shapes small
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+_cuda = cuda_module()
+
+
+# ---- every host backend through the dispatcher ----------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", GRAPH_BACKENDS)
@@ -117,3 +144,307 @@ def test_cpu_results_do_not_depend_on_batching(rng, backend):
         i1, s1 = knn_graph(x[s:e], np.array([0, e - s]), 7, backend=backend)
         np.testing.assert_array_equal(s1, sim[s:e])
         np.testing.assert_array_equal(np.where(i1 >= 0, i1 + s, -1), idx[s:e])
+
+
+# ---- triton: the kernel wrapper called directly ---------------------------------------------------
+
+
+def _t(a: np.ndarray):
+    return torch.from_numpy(np.ascontiguousarray(a)).to(DEV)
+
+
+def _tnp(r):
+    idx, sim = r
+    assert idx.device.type == DEV and sim.device.type == DEV
+    assert idx.dtype == torch.int32 and sim.dtype == torch.float32
+    return idx.cpu().numpy(), sim.cpu().numpy()
+
+
+def _tgraph(x, off, k, **kw):
+    return _tnp(kt.knn_graph(_t(x), off, k, **kw))
+
+
+def _tsearch(q, qo, x, xo, k, **kw):
+    return _tnp(kt.knn_search(_t(q), qo, _t(x), xo, k, **kw))
+
+
+@requires_triton
+@pytest.mark.parametrize("k", [1, 10])
+def test_triton_graph_ragged_random(rng, k):
+    sizes = [0, 1, 2, 5, 11, 0] + segment_sizes(rng, 3, 3, 80)
+    x, off = ragged(rng, sizes, 24)
+    idx, sim = _tgraph(x, off, k)
+    check_knn(x, off, x, off, k, idx, sim, self_excluded=True)
+
+
+@requires_triton
+def test_triton_graph_k64_multi_tile(rng):
+    # 70 rows: several query tiles and two key tiles; k = 64 < 69 neighbours; a segment of < k+1 rows
+    x, off = ragged(rng, [70, 3, 0, 1], 20)
+    idx, sim = _tgraph(x, off, 64)
+    check_knn(x, off, x, off, 64, idx, sim, self_excluded=True)
+
+
+@requires_triton
+def test_triton_graph_odd_dim_fp16(rng):
+    x, off = ragged(rng, [19, 3, 1, 0, 7], 383, dtype=np.float16)
+    idx, sim = _tgraph(x, off, 5)
+    check_knn(x.astype(np.float32), off, x.astype(np.float32), off, 5, idx, sim, self_excluded=True, tol=5e-3)
+
+
+@requires_triton
+def test_triton_graph_k64_odd_dim_fp16(rng):
+    x, off = ragged(rng, [70, 3, 65], 383, dtype=np.float16)
+    xt = torch.from_numpy(x).to(DEV)
+    assert xt.dtype == torch.float16
+    idx, sim = _tnp(kt.knn_graph(xt, off, 64))
+    check_knn(x.astype(np.float32), off, x.astype(np.float32), off, 64, idx, sim, self_excluded=True, tol=5e-3)
+
+
+@requires_triton
+@pytest.mark.parametrize("drop", [False, True])
+def test_triton_graph_duplicates_zero_rows_and_drop(rng, drop):
+    x, off = ragged(rng, [9, 7, 2], 16)
+    x[3] = x[1]
+    x[4] = x[1]  # exact ties
+    x[5] = 0.0  # zero vector: similarity 0 with everything
+    x[10] = -x[9]
+    x[16] = -x[17]  # a pair with only a negative neighbour
+    idx, sim = _tgraph(x, off, 4, drop_nonpositive=drop)
+    check_knn(x, off, x, off, 4, idx, sim, self_excluded=True, drop_nonpositive=drop)
+    if drop:
+        assert np.all(idx[16:18] == -1) and np.all(np.isneginf(sim[16:18]))
+        assert np.all(idx[5] == -1)  # the zero row has only zero similarities
+
+
+@requires_triton
+def test_triton_exact_ties_lower_id_first(rng):
+    # binary rows with four ones: unit rows of 0.5 entries, every dot is an exact multiple of 0.25,
+    # so ties are exact in any summation order and the ids must equal the reference's
+    n, d = 40, 16
+    x = np.zeros((n, d), dtype=np.float32)
+    for r in range(n):
+        x[r, rng.choice(d, 4, replace=False)] = 1.0
+    x[7] = x[2]
+    x[30] = x[2]
+    off = np.array([0, 25, 40], dtype=np.int64)
+    for drop in (False, True):
+        idx, sim = _tgraph(x, off, 8, drop_nonpositive=drop)
+        ridx, rsim = reference.knn_graph(x, off, 8, drop_nonpositive=drop)
+        np.testing.assert_array_equal(idx, ridx)
+        np.testing.assert_array_equal(sim, rsim)
+    q = x[rng.permutation(n)[:12]]
+    qo = np.array([0, 5, 12], dtype=np.int64)
+    idx, sim = _tsearch(q, qo, x, off, 16)
+    ridx, rsim = reference.knn_search(q, qo, x, off, 16)
+    np.testing.assert_array_equal(idx, ridx)
+    np.testing.assert_array_equal(sim, rsim)
+
+
+@requires_triton
+def test_triton_large_segment_small_k_skips(rng):
+    # 150 keys in 64-row tiles: later tiles mostly fail the k-th-best test (merge skipped)
+    x, off = ragged(rng, [150], 8)
+    idx, sim = _tgraph(x, off, 2)
+    check_knn(x, off, x, off, 2, idx, sim, self_excluded=True)
+
+
+@requires_triton
+@pytest.mark.parametrize("drop", [False, True])
+def test_triton_search_ragged_empty_segments(rng, drop):
+    q, qo = ragged(rng, [0, 3, 5, 4, 2], 24)
+    x, xo = ragged(rng, [6, 0, 9, 1, 0], 24)
+    q[4] = x[6]  # a query equal to a key
+    q[5] = 0.0  # zero query
+    for k in (1, 4, 12):
+        idx, sim = _tsearch(q, qo, x, xo, k, drop_nonpositive=drop)
+        check_knn(q, qo, x, xo, k, idx, sim, self_excluded=False, drop_nonpositive=drop)
+    assert np.all(idx[0:3] == -1) and np.all(idx[12:14] == -1)  # segments 1 and 4 have no keys
+
+
+@requires_triton
+def test_triton_search_k64_torch_offsets(rng):
+    q, qo = ragged(rng, [4, 3], 40)
+    x, xo = ragged(rng, [80, 2], 40)
+    idx, sim = _tsearch(q, torch.from_numpy(qo), x, torch.from_numpy(xo), 64)
+    check_knn(q, qo, x, xo, 64, idx, sim, self_excluded=False)
+
+
+@requires_triton
+def test_triton_gpu_block_config(rng, monkeypatch):
+    # GPU-like tile shapes (BLOCK_M 64 / 32, BLOCK_D 32: several d chunks) on the same kernel
+    monkeypatch.setattr(kt, "_config", lambda kp, d: (32, 64, 32, 8) if kp > 16 else (64, 64, 32, 8))
+    x, off = ragged(rng, [40, 1, 6], 70)
+    for k in (3, 33):
+        idx, sim = _tgraph(x, off, k)
+        check_knn(x, off, x, off, k, idx, sim, self_excluded=True)
+
+
+@requires_triton
+def test_triton_empty_inputs_and_bad_k(rng):
+    x, off = ragged(rng, [0, 0], 8)
+    idx, sim = _tgraph(x, off, 3)
+    assert idx.shape == (0, 3) and sim.shape == (0, 3)
+    q, qo = ragged(rng, [2, 1], 8)
+    x, xo = ragged(rng, [0, 0], 8)
+    idx, sim = _tsearch(q, qo, x, xo, 3)
+    assert np.all(idx == -1) and np.all(np.isneginf(sim))
+    with pytest.raises(ValueError):
+        kt.knn_graph(_t(q), qo, 0)
+    with pytest.raises(ValueError):
+        kt.knn_graph(_t(q), qo, 65)
+    with pytest.raises(ValueError):
+        kt.knn_search(_t(q), qo, _t(x), np.array([0, 0, 0, 0]), 2)
+
+
+# ---- cuda: the compiled module without a GPU --------------------------------------------------------
+
+
+@requires_cuda_module
+def test_cuda_module_exposes_knn_kernels():
+    for name in ("knn_topk", "device_count", "runtime_version"):
+        assert callable(getattr(_cuda, name)), name
+    assert _cuda.KNN_QUERY_TILE == 64 and _cuda.KNN_MAX_K == 64
+    assert _cuda.runtime_version() >= 12000
+
+
+@requires_cuda_module
+def test_cuda_knn_wrapper_exists():
+    from xmemory_gpu.ops.knn import cuda as knn_cuda
+
+    assert callable(knn_cuda.knn_graph) and callable(knn_cuda.knn_search)
+
+
+@requires_cuda_module
+def test_cuda_knn_wrapper_validates_before_launch():
+    from xmemory_gpu.ops.knn import cuda as knn_cuda
+
+    x = torch.randn(10, 8)
+    off = np.array([0, 4, 10], np.int64)
+    with pytest.raises(ValueError, match="k must be"):
+        knn_cuda.knn_graph(x, off, 65)
+    with pytest.raises(ValueError, match="k must be"):
+        knn_cuda.knn_graph(x, off, 0)
+    with pytest.raises(ValueError, match="CUDA tensors"):
+        knn_cuda.knn_graph(x, off, 3)  # host tensor
+
+
+def _knn_args(nq=5, nx=7, d=8, k=4, b=2, **over):
+    """Well-formed knn_topk arguments as fake CUDA arrays; ``over`` replaces some."""
+    args = dict(q=FakeCuda((nq, d), "<f4"), q_offsets=FakeCuda((b + 1,), "<i8"), x=FakeCuda((nx, d), "<f4"),
+                x_offsets=FakeCuda((b + 1,), "<i8"), tile_start=FakeCuda((b + 1,), "<i8"), num_tiles=b,
+                exclude_self=False, drop_nonpositive=False, out_idx=FakeCuda((nq, k), "<i4"),
+                out_sim=FakeCuda((nq, k), "<f4"), stream=0)
+    args.update(over)
+    return args
+
+
+@requires_cuda_module
+@pytest.mark.skipif(has_cuda(), reason="checks the no-GPU error path")
+def test_cuda_launch_without_gpu_raises_runtime_error():
+    with pytest.raises(RuntimeError, match="CUDA error"):  # every check passes; the launch fails
+        _cuda.knn_topk(**_knn_args())
+    with pytest.raises(ValueError, match="k must be"):  # argument checks come first
+        _cuda.knn_topk(**_knn_args(out_idx=FakeCuda((5, 65), "<i4"), out_sim=FakeCuda((5, 65), "<f4")))
+
+
+@requires_cuda_module
+def test_cuda_knn_binding_checks_tensors_before_launch():
+    """Host tensors, wrong dtypes, non-contiguous and mis-shaped tensors are refused in C++, naming the
+    argument, before any launch (no GPU needed)."""
+    cases = [
+        (dict(q=torch.zeros(5, 8)), "q: expected a CUDA tensor, got host memory"),
+        (dict(x=np.zeros((7, 8), np.float32)), "x: expected a CUDA tensor, got host memory"),
+        (dict(q=FakeCuda((5, 8), "<f8")), "q: expected float32, got float64"),
+        (dict(q_offsets=FakeCuda((3,), "<i4")), "q_offsets: expected int64, got int32"),
+        (dict(x=FakeCuda((7, 8), "<f4", strides=(4, 28))), "x: expected a contiguous"),
+        (dict(x=FakeCuda((7, 9), "<f4")), r"x: expected shape \[\*, 8\], got \[7, 9\]"),
+        (dict(x_offsets=FakeCuda((4,), "<i8")), r"x_offsets: expected shape \[3\]"),
+        (dict(out_sim=FakeCuda((5, 3), "<f4")), r"out_sim: expected shape \[5, 4\]"),
+        (dict(out_idx=FakeCuda((5, 4), "<i8")), "out_idx: expected int32, got int64"),
+        (dict(q=12345), "q: expected a CUDA tensor .*got int"),  # the old raw-pointer ABI is gone
+        (dict(tile_start=None), "tile_start: expected a CUDA tensor, got None"),
+    ]
+    for over, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            _cuda.knn_topk(**_knn_args(**over))
+
+
+# ---- cuda on a GPU: against the float64 reference ---------------------------------------------------
+
+
+def _knn():
+    from xmemory_gpu.ops.knn import cuda as knn_cuda
+
+    return knn_cuda
+
+
+def _np(t):
+    return t.cpu().numpy()
+
+
+@requires_cuda_module
+@requires_cuda
+@pytest.mark.parametrize("d", [383, 384, 1536])
+@pytest.mark.parametrize("k", [1, 5, 32, 33, 64])
+def test_cuda_knn_graph_vs_reference(rng, d, k):
+    sizes = [0, 1, 2, 65, 0, 130, 7] + segment_sizes(rng, 3, 1, 200)
+    x, off = ragged(rng, sizes, d)
+    idx, sim = _knn().knn_graph(torch.from_numpy(x).cuda(), off, k)
+    assert idx.is_cuda and idx.dtype == torch.int32 and sim.dtype == torch.float32
+    check_knn(x, off, x, off, k, _np(idx), _np(sim), self_excluded=True, tol=1e-4)
+
+
+@requires_cuda_module
+@requires_cuda
+@pytest.mark.parametrize("k", [4, 40])
+def test_cuda_knn_graph_ties_zero_rows_drop(rng, k):
+    protos = rng.standard_normal((5, 48)).astype(np.float32)
+    x = protos[rng.integers(0, 5, 150)] * rng.uniform(0.5, 2.0, (150, 1)).astype(np.float32)  # exact cosine ties
+    x[7] = 0.0  # zero row: similarity 0 with everything
+    off = np.array([0, 90, 150], np.int64)
+    xt = torch.from_numpy(x).cuda()
+    for drop in (False, True):
+        idx, sim = _knn().knn_graph(xt, torch.from_numpy(off), k, drop_nonpositive=drop)
+        check_knn(x, off, x, off, k, _np(idx), _np(sim), self_excluded=True, drop_nonpositive=drop, tol=1e-4)
+    # scaled copies normalise equal only up to rounding: compare padding and sorted sims position-wise
+    ref_idx, ref_sim = reference.knn_graph(x, off, k, drop_nonpositive=True)
+    idx, sim = _knn().knn_graph(xt, off, k, drop_nonpositive=True)
+    assert np.array_equal(_np(idx) >= 0, ref_idx >= 0)
+    np.testing.assert_allclose(_np(sim), ref_sim, atol=1e-5)
+
+
+@requires_cuda_module
+@requires_cuda
+def test_cuda_knn_graph_exact_duplicates_tie_to_lower_id(rng):
+    protos = rng.standard_normal((4, 32)).astype(np.float32)
+    x = protos[rng.integers(0, 4, 200)]  # exact duplicates: identical float32 rows and dots
+    off = np.array([0, 200], np.int64)
+    ref_idx, ref_sim = reference.knn_graph(x, off, 16)
+    idx, sim = _knn().knn_graph(torch.from_numpy(x).cuda(), off, 16)
+    assert np.array_equal(_np(idx), ref_idx)
+    np.testing.assert_allclose(_np(sim), ref_sim, atol=1e-5)
+
+
+@requires_cuda_module
+@requires_cuda
+@pytest.mark.parametrize("k", [3, 64])
+def test_cuda_knn_search_vs_reference(rng, k):
+    qsizes = [3, 0, 70, 5, 1, 129]
+    xsizes = [100, 4, 0, 64, 2, 300]  # includes queries with no rows (all padding)
+    q, qo = ragged(rng, qsizes, 96)
+    x, xo = ragged(rng, xsizes, 96)
+    for drop in (False, True):
+        idx, sim = _knn().knn_search(torch.from_numpy(q).cuda(), qo, torch.from_numpy(x).cuda(), xo, k, drop_nonpositive=drop)
+        check_knn(q, qo, x, xo, k, _np(idx), _np(sim), self_excluded=False, drop_nonpositive=drop, tol=1e-4)
+
+
+@requires_cuda_module
+@requires_cuda
+def test_cuda_knn_empty_inputs():
+    x = torch.zeros((0, 16), device="cuda")
+    idx, sim = _knn().knn_graph(x, np.array([0], np.int64), 5)
+    assert idx.shape == (0, 5) and sim.shape == (0, 5)
+    q = torch.randn(3, 16, device="cuda")
+    idx, sim = _knn().knn_search(q, np.array([0, 3]), x, np.array([0, 0]), 2)
+    assert (_np(idx) == -1).all() and np.isneginf(_np(sim)).all()

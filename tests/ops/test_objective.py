@@ -1,4 +1,16 @@
-"""f(P): every host backend against the float64 reference; incremental scoring equals from-scratch."""
+"""f(P) (partition_objective, score_candidates, their helpers) against the float64 reference, every backend.
+
+- a hand-worked case on every backend; reference / cpu / triton through the dispatcher (backend
+  parametrised): incremental scoring equals from-scratch, candidate building, split proposals;
+- triton: the kernels (xmemory_gpu.ops.objective.triton) called directly on torch tensors, float64
+  throughout (rtol 1e-9). Without a GPU they run in the Triton interpreter (tests/conftest.py sets
+  TRITON_INTERPRET): shapes are small;
+- cuda (xmemory_gpu._cuda objective kernels via ops/objective/cuda.py): without a GPU the kernels and
+  constants exist, empty inputs need no device, the bindings check their tensors in C++ and launches
+  fail cleanly, and the wrapper's plumbing (dense relabelling, chunking, shared / global state
+  offsets) is checked against the reference through a host emulation of the three kernels; with a
+  GPU the kernels against the reference.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +28,86 @@ from xmemory_gpu.ops.objective import (
     score_candidates,
     split_proposals,
 )
+from xmemory_gpu.ops.objective import reference as ref
 from xmemory_gpu.ops.objective.reference import objective_one
 
+from .gpu import (
+    FakeCuda,
+    cuda_module,
+    has_cuda,
+    has_triton,
+    requires_cuda,
+    requires_cuda_module,
+    requires_triton,
+)
 from .objective_cases import random_candidates, random_partition
+
+try:
+    import torch
+except ImportError:  # the host backends need no torch
+    torch = None
+if has_triton():
+    from xmemory_gpu.ops.objective import triton as ot
+
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # interpreter
 
 OBJ_BACKENDS = [b for b in _OBJECTIVE if b in ("cpu", "triton") and available_backends()[b].available]
 SCORE_BACKENDS = [b for b in _SCORE if available_backends()[b].available and b != "cuda"]
+HOST_BACKENDS = [b for b in ("reference", "cpu") if available_backends()[b].available]
+DEV = "cuda" if has_cuda() else "cpu"
+TOL = dict(rtol=1e-9, atol=1e-12)
+_cuda = cuda_module()
+
+
+def _ocuda():
+    from xmemory_gpu.ops.objective import cuda as ocuda
+
+    return ocuda
+
+
+# ---- shared cases ----------------------------------------------------------------------------------
+
+
+def _partition_case(rng, d=19, big=120):
+    # empty segments, a single node, themes of 1, one theme per memory, many themes
+    sizes = [0, 1, 5, 40, big, 33, 0, 12, 64, 7]
+    themes = [1, 1, 5, 1, 30, 12, 1, 12, 64, 1]
+    x, lab, off = random_partition(rng, sizes, themes, d)
+    x[3] = x[4]  # duplicated vectors
+    s = int(off[8])  # 64 singleton themes made of 4 repeated vectors: exact ties in s_k, MAD = 0
+    x[s : s + 64] = x[s : s + 4][np.arange(64) % 4]
+    lab[s : s + 64] = np.arange(64) * 7 + 1
+    x[int(off[5])] = 0.0  # a zero row: normalised to zero, cos 0
+    return x, lab, off
+
+
+def _both_top2_state(noop=False):
+    # theme 0's two nearest themes are 1 and 2; merging them removes both of its kept top-2
+    e = np.eye(4)
+    x = np.stack([e[0], e[0] + 0.9 * e[1], e[0] + 0.8 * e[2], e[3], e[3] + 0.1 * e[0], e[1] + e[2]])
+    state = PartitionState.from_labels(x, np.arange(6), np.array([0, 6], np.int64))
+    items = [(0, [1, 2], [np.array([1, 2])]), (0, [0, 4], [np.array([0, 4])]), (0, [1, 2], [np.array([2]), np.array([1])])]
+    if noop:
+        items.append((0, [], []))  # a no-op edit
+    return state, Candidates.from_lists(state, items)
+
+
+def _score_case(rng, per_memory=15):
+    x, lab, off = random_partition(rng, [30, 2, 60, 9, 1, 25], [6, 2, 10, 9, 1, 1], 11)
+    state = PartitionState.from_labels(x, lab, off)
+    cands = random_candidates(rng, state, per_memory)
+    assert cands.n > 20
+    return state, cands
+
+
+def _large_k_case(rng, n_themes=2100, d=8):
+    # more theme slots than fit in shared memory: the kernel's state goes to global scratch
+    x, lab, off = random_partition(rng, [2 * n_themes, 50], [n_themes, 5], d)
+    lab[: 2 * n_themes] = np.repeat(np.arange(n_themes), 2)
+    return x, lab, off
+
+
+# ---- the host backends through the dispatcher; the hand-worked case on every backend ------------
 
 
 def test_hand_worked():
@@ -34,6 +120,23 @@ def test_hand_worked():
     # singleton themes: sparsity 16 / (4 * 4) = 1, cohesion 1, s = (1, 1, 1, 1) -> g = 1
     assert objective_one(x, np.arange(4)) == pytest.approx(2.0)
     assert objective_one(np.zeros((0, 2)), np.zeros(0, int)) == 0.0
+
+
+@pytest.mark.parametrize("backend", [*HOST_BACKENDS, pytest.param("triton", marks=requires_triton),
+                                     pytest.param("cuda", marks=[requires_cuda_module, requires_cuda])])
+def test_partition_hand_worked_and_mad_zero(backend):
+    # the host backends through the dispatcher, triton and cuda through their wrappers
+    x = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], np.float64)
+    x4 = np.concatenate([x, x, x, np.zeros((1, 2))])
+    lab = np.concatenate([[0, 0, 5, 5], np.zeros(4, int), np.arange(4), [3]])
+    off = np.array([0, 4, 8, 12, 12, 13], np.int64)
+    if backend == "triton":
+        got = _tpart(x4, lab, off)
+    elif backend == "cuda":
+        got = _ocuda().partition_objective(x4, lab, off)
+    else:
+        got = partition_objective(x4, lab, off, backend=backend)
+    np.testing.assert_allclose(got, [2.0, 1 + np.sqrt(0.5), 2.0, 0.0, 1.0], rtol=1e-12)  # zero row: cohesion 0
 
 
 @pytest.mark.parametrize("backend", OBJ_BACKENDS)
@@ -93,3 +196,438 @@ def test_split_proposals_valid_and_seeded(rng):
             assert 2 <= lab.max() + 1 <= 4 or lab.max() + 1 <= n  # k-means up to 4, components any
     again = split_proposals(x, moff, ks=(2, 3, 4), n_init=3)
     assert all(len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b)) for a, b in zip(props, again))
+
+
+# ---- triton: the kernels called directly -----------------------------------------------------------
+
+
+def _t(a):
+    return torch.from_numpy(np.ascontiguousarray(a)).to(DEV)
+
+
+def _tpart(x, lab, off, **kw):
+    got = ot.partition_objective(_t(x), _t(lab), off, **kw)
+    assert got.dtype == torch.float64 and got.device.type == DEV
+    return got.cpu().numpy()
+
+
+@requires_triton
+def test_triton_partition_ragged_random_with_edge_cases(rng):
+    # empty segments, a single node, themes of one node, a single theme, many themes, a zero row
+    x, lab, off = _partition_case(rng, 19, big=70)
+    np.testing.assert_allclose(_tpart(x, lab, off), ref.partition_objective(x, lab, off), **TOL)
+
+
+@requires_triton
+def test_triton_partition_more_themes_than_a_tile(rng, monkeypatch):
+    # more slots than BLOCK_T: multi-tile rows, columns and rank selection
+    monkeypatch.setattr(ot, "_config", lambda: (16, 16, 16, 4))
+    x, lab, off = random_partition(rng, [90, 3, 50], [45, 3, 17], 5)
+    lab[:90] = np.repeat(np.arange(45), 2)
+    np.testing.assert_allclose(_tpart(x, lab, off), ref.partition_objective(x, lab, off), **TOL)
+
+
+@requires_triton
+def test_triton_partition_empty_inputs():
+    assert _tpart(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(1, np.int64)).shape == (0,)
+    assert _tpart(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(3, np.int64)).tolist() == [0.0, 0.0]
+
+
+@requires_triton
+def test_triton_score_candidates_ragged_random(rng):
+    state, cands = _score_case(rng, per_memory=10)
+    got = ot.score_candidates(state, cands).cpu().numpy()
+    np.testing.assert_allclose(got, ref.score_candidates(state, cands), **TOL)
+
+
+@requires_triton
+def test_triton_score_candidates_removing_both_top2_and_zero_candidates():
+    state, cands = _both_top2_state(noop=True)
+    got = ot.score_candidates(state, cands).cpu().numpy()
+    np.testing.assert_allclose(got, ref.score_candidates(state, cands), **TOL)
+    assert got[3] == pytest.approx(state.f[0], rel=1e-12)
+    assert ot.score_candidates(state, Candidates.from_lists(state, [])).shape == (0,)
+
+
+@requires_triton
+def test_triton_score_candidates_single_theme_memory_and_multi_tile(rng, monkeypatch):
+    monkeypatch.setattr(ot, "_config", lambda: (16, 16, 16, 4))
+    x, lab, off = random_partition(rng, [70, 8], [40, 1], 6)
+    state = PartitionState.from_labels(x, lab, off)
+    t1 = int(state.theme_offsets[1])
+    one = state.members_of(t1)
+    items = [(1, [int(state.theme_label[t1])], [one[:3], one[3:]])]  # split the lone theme
+    ts = int(state.theme_offsets[0])
+    big = [int(state.theme_label[t]) for t in range(ts, ts + 20)]
+    items.append((0, big, [np.concatenate([state.members_of(ts + j) for j in range(20)])]))  # a 20-way merge
+    cands = Candidates.from_lists(state, items + [it for it in _splits(state, 0, 6)])
+    got = ot.score_candidates(state, cands).cpu().numpy()
+    np.testing.assert_allclose(got, ref.score_candidates(state, cands), **TOL)
+
+
+def _splits(state, b, n):
+    ts, te = int(state.theme_offsets[b]), int(state.theme_offsets[b + 1])
+    out = []
+    for t in range(ts, te):
+        m = state.members_of(t)
+        if m.size >= 2:
+            out.append((b, [int(state.theme_label[t])], [m[:1], m[1:]]))
+        if len(out) == n:
+            break
+    return out
+
+
+@requires_triton
+def test_public_dispatch_triton(rng):
+    x, lab, off = random_partition(rng, [20, 0, 9], [4, 1, 3], 7)
+    got = partition_objective(x, lab, off, backend="triton")
+    assert isinstance(got, np.ndarray) and got.dtype == np.float64  # NumPy in, NumPy out
+    np.testing.assert_allclose(got, ref.partition_objective(x, lab, off), **TOL)
+    got_t = partition_objective(torch.from_numpy(x), torch.from_numpy(lab), off, backend="triton")
+    assert isinstance(got_t, torch.Tensor) and got_t.dtype == torch.float64  # torch in, torch out
+    state = PartitionState.from_labels(x, lab, off)
+    cands = random_candidates(rng, state, 3)
+    np.testing.assert_allclose(score_candidates(state, cands, backend="triton"), ref.score_candidates(state, cands),
+                               **TOL)
+
+
+# ---- cuda: the compiled module without a GPU --------------------------------------------------------
+
+
+@requires_cuda_module
+def test_cuda_module_exposes_objective_kernels():
+    for name in ("objective_row_norms", "objective_group_sums", "objective_score_candidates", "objective_score_segments"):
+        assert callable(getattr(_cuda, name)), name
+    assert _cuda.OBJECTIVE_SLOT_BYTES == 17
+    assert _cuda.OBJECTIVE_SHARED_MAX_SLOTS >= 1024
+    assert _cuda.OBJECTIVE_SHARED_MAX_SLOTS * _cuda.OBJECTIVE_SLOT_BYTES <= 48 * 1024 - 1024
+
+
+@requires_cuda_module
+def test_cuda_wrapper_signatures_match_cpu():
+    import inspect
+
+    from xmemory_gpu.ops.objective import cpu
+
+    oc = _ocuda()
+    for name in ("partition_objective", "score_candidates"):
+        assert inspect.signature(getattr(oc, name)) == inspect.signature(getattr(cpu, name)), name
+
+
+@requires_cuda_module
+def test_cuda_empty_inputs_need_no_device():
+    oc = _ocuda()
+    assert oc.partition_objective(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(1, np.int64)).shape == (0,)
+    f = oc.partition_objective(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(3, np.int64))
+    assert f.dtype == np.float64 and f.tolist() == [0.0, 0.0]
+    state, cands = _both_top2_state()
+    empty = Candidates.from_lists(state, [])
+    assert oc.score_candidates(state, empty).shape == (0,)
+
+
+@requires_cuda_module
+def test_cuda_pow2_matches_kernel():
+    p = _ocuda()._pow2(np.array([0, 1, 2, 3, 4, 5, 1023, 1024, 1025, 2**40 + 1]))
+    assert p.tolist() == [1, 1, 2, 4, 4, 8, 1024, 1024, 2048, 2**41]
+
+
+@requires_cuda_module
+@pytest.mark.skipif(has_cuda(), reason="checks the no-GPU error path")
+def test_cuda_no_gpu_raises_clean_errors():
+    f8, i8 = "<f8", "<i8"
+    with pytest.raises(RuntimeError, match="CUDA error"):  # checks pass, the launch fails
+        _cuda.objective_row_norms(FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        _cuda.objective_group_sums(FakeCuda((3, 4), f8), None, FakeCuda((2,), i8), FakeCuda((3,), i8),
+                                   FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
+    seg = [FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((1, 4), f8), FakeCuda((1,), f8)]
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        _cuda.objective_score_segments(*seg, 1e-8, 4, None, None, FakeCuda((1,), f8), 0)
+    with pytest.raises(ValueError, match="shared-memory limit"):  # argument checks come first
+        _cuda.objective_score_segments(*seg, 1e-8, _cuda.OBJECTIVE_SHARED_MAX_SLOTS + 1, None, None,
+                                       FakeCuda((1,), f8), 0)
+    pytest.importorskip("torch")
+    x, lab, off = random_partition(np.random.default_rng(0), [5], [2], 3)
+    with pytest.raises(RuntimeError, match="CUDA device"):
+        _ocuda().partition_objective(x, lab, off)
+    state, cands = _both_top2_state()
+    with pytest.raises(RuntimeError, match="CUDA device"):
+        _ocuda().score_candidates(state, cands)
+
+
+@requires_cuda_module
+def test_cuda_bindings_check_tensors_before_launch():
+    """Host tensors, wrong dtypes, non-contiguous and mis-shaped tensors are refused in C++, naming
+    the argument, before any launch (no GPU needed)."""
+    torch = pytest.importorskip("torch")
+    f8, i8 = "<f8", "<i8"
+    with pytest.raises(ValueError, match="a: expected a CUDA tensor, got host memory"):
+        _cuda.objective_row_norms(torch.zeros(2, 4, dtype=torch.float64), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match="a: expected a CUDA tensor, got host memory"):
+        _cuda.objective_row_norms(np.zeros((2, 4)), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match="a: expected a CUDA tensor, got host memory"):  # a DLPack capsule
+        _cuda.objective_row_norms(torch.zeros(2, 4, dtype=torch.float64).__dlpack__(), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match="a: expected float64, got float32"):
+        _cuda.objective_row_norms(FakeCuda((2, 4), "<f4"), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match="a: expected a contiguous"):
+        _cuda.objective_row_norms(FakeCuda((2, 4), f8, strides=(8, 16)), FakeCuda((2,), f8), 0)
+    with pytest.raises(ValueError, match=r"out: expected shape \[2\], got \[3\]"):
+        _cuda.objective_row_norms(FakeCuda((2, 4), f8), FakeCuda((3,), f8), 0)
+    with pytest.raises(ValueError, match="expected a CUDA tensor .*got int"):
+        _cuda.objective_row_norms(0, FakeCuda((2,), f8), 0)  # the old raw-pointer ABI is gone
+    with pytest.raises(ValueError, match="members: expected int64, got int32"):
+        _cuda.objective_group_sums(FakeCuda((3, 4), f8), None, FakeCuda((2,), i8), FakeCuda((3,), "<i4"),
+                                   FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
+    with pytest.raises(ValueError, match="state_scratch, state_offsets: pass both or neither"):
+        _cuda.objective_score_segments(FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((2,), i8),
+                                       FakeCuda((1, 4), f8), FakeCuda((1,), f8), 1e-8, 4, FakeCuda((64,), "|u1"),
+                                       None, FakeCuda((1,), f8), 0)
+    k = 3
+    cand = dict(memory=FakeCuda((1,), i8), node_offsets=FakeCuda((2,), i8), theme_sum=FakeCuda((k, 4), f8),
+                theme_norm=FakeCuda((k,), f8), theme_count=FakeCuda((k,), i8), theme_offsets=FakeCuda((2,), i8),
+                top_idx=FakeCuda((k, 2), i8), top_cos=FakeCuda((k, 2), f8), rem_offsets=FakeCuda((2,), i8),
+                rem_rows=FakeCuda((1,), i8), add_offsets=FakeCuda((2,), i8), group_offsets=FakeCuda((3,), i8),
+                gsum=FakeCuda((2, 4), f8), gnorm=FakeCuda((2,), f8), eps=1e-8, max_slots=8, state_scratch=None,
+                state_offsets=None, out=FakeCuda((1,), f8), stream=0)
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        _cuda.objective_score_candidates(**cand)
+    with pytest.raises(ValueError, match=r"top_idx: expected shape \[3, 2\]"):
+        _cuda.objective_score_candidates(**{**cand, "top_idx": FakeCuda((k, 3), i8)})
+    with pytest.raises(ValueError, match="top_cos: expected a CUDA tensor, got host memory"):
+        _cuda.objective_score_candidates(**{**cand, "top_cos": torch.zeros(k, 2, dtype=torch.float64)})
+    with pytest.raises(ValueError, match="theme_count: expected int64, got float64"):
+        _cuda.objective_score_candidates(**{**cand, "theme_count": FakeCuda((k,), f8)})
+
+
+# ---- host emulation of the kernels: checks the wrapper's plumbing without a GPU -------------------
+
+
+def _n(t, dtype) -> np.ndarray:
+    """The NumPy view of a CPU tensor handed to the emulated binding, checked as the C++ binding would."""
+    assert t.is_contiguous(), "the binding refuses non-contiguous tensors"
+    a = t.numpy()
+    assert a.dtype == np.dtype(dtype), (a.dtype, dtype)
+    return a
+
+
+def _finish(norm, cnt, s, n, eps):
+    k = len(cnt)
+    m = float(np.median(s))
+    sigma = float(np.median(np.abs(s - m))) + eps
+    return n * n / (k * float(np.sum(cnt**2))) + float(np.mean(norm / cnt * np.exp(-((s - m) ** 2) / (2 * sigma**2))))
+
+
+def _cos(a, na, b, nb):
+    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else 0.0
+
+
+class _HostExt:
+    """The kernels of csrc/cuda/objective.cu in NumPy, on the CPU tensors the wrapper passes."""
+
+    OBJECTIVE_SLOT_BYTES = 17
+
+    def __init__(self, shared_max: int):
+        self.OBJECTIVE_SHARED_MAX_SLOTS = shared_max
+        self.launches = []  # (items, max_slots, items using global state)
+
+    def objective_row_norms(self, a, out, stream):
+        assert stream == 0
+        a_ = _n(a, np.float64)
+        _n(out, np.float64)[:] = np.sqrt((a_ * a_).sum(axis=1))
+
+    def objective_group_sums(self, x, row_norm, group_offsets, members, gsum, gnorm, stream):
+        go, mb = _n(group_offsets, np.int64), _n(members, np.int64)
+        xs = _n(x, np.float64)
+        rn = _n(row_norm, np.float64) if row_norm is not None else None
+        gs, gn = _n(gsum, np.float64), _n(gnorm, np.float64)
+        assert go.shape == (gs.shape[0] + 1,) and gs.shape[1] == xs.shape[1]
+        for g in range(gs.shape[0]):
+            rows = mb[go[g] : go[g + 1]]
+            v = xs[rows]
+            if rn is not None:
+                keep = rn[rows] > 0
+                v = v[keep] / rn[rows][keep][:, None]
+            gs[g] = v.sum(axis=0)
+            gn[g] = np.linalg.norm(gs[g])
+
+    def objective_score_segments(self, node_offsets, add_offsets, group_offsets, gsum, gnorm, eps, max_slots,
+                                 state_scratch, state_offsets, out, stream):
+        self._score(None, node_offsets, None, None, None, None, None, None, None, None, add_offsets, group_offsets,
+                    gsum, gnorm, eps, max_slots, state_scratch, state_offsets, out)
+
+    def objective_score_candidates(self, memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets,
+                                   top_idx, top_cos, rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm,
+                                   eps, max_slots, state_scratch, state_offsets, out, stream):
+        self._score(memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
+                    rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, eps, max_slots, state_scratch,
+                    state_offsets, out)
+
+    def _score(self, memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
+               rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, eps, max_slots, state, state_offsets,
+               out):
+        f = _n(out, np.float64)
+        num_items = f.shape[0]
+        ao, go = _n(add_offsets, np.int64), _n(group_offsets, np.int64)
+        gs, gn = _n(gsum, np.float64), _n(gnorm, np.float64)
+        assert ao.shape == (num_items + 1,)
+        cand = memory is not None
+        mem = _n(memory, np.int64) if cand else np.arange(num_items)
+        no = _n(node_offsets, np.int64)
+        if cand:
+            to = _n(theme_offsets, np.int64)
+            ts, tn = _n(theme_sum, np.float64), _n(theme_norm, np.float64)
+            cnt, ti, tc = _n(theme_count, np.int64), _n(top_idx, np.int64), _n(top_cos, np.float64)
+            ro, rr = _n(rem_offsets, np.int64), _n(rem_rows, np.int64)
+        regions = []
+        for c in range(num_items):
+            b = int(mem[c])
+            t0, kb = (int(to[b]), int(to[b + 1] - to[b])) if cand else (0, 0)
+            removed = set(rr[ro[c] : ro[c + 1]].tolist()) if cand else set()
+            g0, ng = int(ao[c]), int(ao[c + 1] - ao[c])
+            p = int(_ocuda()._pow2(np.array([kb + ng]))[0])
+            assert p <= max_slots or kb + ng == 0
+            if p > self.OBJECTIVE_SHARED_MAX_SLOTS:
+                assert state is not None and state_offsets is not None
+                start = int(_n(state_offsets, np.int64)[c])
+                assert start % 8 == 0 and start + p * self.OBJECTIVE_SLOT_BYTES <= state.numel()
+                regions.append((start, start + p * self.OBJECTIVE_SLOT_BYTES))
+            kept = [t0 + t for t in range(kb) if t0 + t not in removed]
+            norm, count, s = [], [], []
+            gbest = np.full(ng, -np.inf)
+            for u in kept:
+                n1, n2 = ti[u]
+                best = -np.inf
+                if n1 >= 0 and n1 not in removed:
+                    best = tc[u, 0]
+                elif n2 >= 0 and n2 not in removed:
+                    best = tc[u, 1]
+                elif n1 >= 0:
+                    best = max([_cos(ts[u], tn[u], ts[q], tn[q]) for q in kept if q != u], default=-np.inf)
+                for g in range(ng):
+                    cg = _cos(ts[u], tn[u], gs[g0 + g], gn[g0 + g])
+                    best, gbest[g] = max(best, cg), max(gbest[g], cg)
+                norm.append(tn[u]), count.append(cnt[u]), s.append(best)
+            for g in range(ng):
+                for h in range(ng):
+                    if h != g:
+                        gbest[g] = max(gbest[g], _cos(gs[g0 + g], gn[g0 + g], gs[g0 + h], gn[g0 + h]))
+                norm.append(gn[g0 + g]), count.append(go[g0 + g + 1] - go[g0 + g]), s.append(gbest[g])
+            n = float(no[b + 1] - no[b])
+            s = np.where(np.isneginf(s), 0.0, np.array(s, dtype=np.float64))
+            f[c] = 0.0 if not s.size or n == 0 else _finish(np.array(norm), np.array(count, np.float64), s, n, eps)
+        regions.sort()
+        assert all(a[1] <= b[0] for a, b in zip(regions, regions[1:])), "state regions overlap"
+        self.launches.append((num_items, max_slots, len(regions)))
+
+
+@pytest.fixture
+def host_emulation(monkeypatch):
+    torch = pytest.importorskip("torch")
+    oc = _ocuda()
+    ext = _HostExt(shared_max=int(_cuda.OBJECTIVE_SHARED_MAX_SLOTS))
+    monkeypatch.setattr(oc, "_ext", lambda: ext)
+    monkeypatch.setattr(oc, "_device", lambda _torch: torch.device("cpu"))
+    return oc, ext
+
+
+@requires_cuda_module
+def test_cuda_emulated_partition_objective_plumbing(rng, host_emulation, monkeypatch):
+    oc, ext = host_emulation
+    x, lab, off = _partition_case(rng)
+    want = ref.partition_objective(x, lab, off)
+    np.testing.assert_allclose(oc.partition_objective(x, lab, off), want, rtol=1e-9, atol=1e-12)
+    monkeypatch.setattr(ext, "OBJECTIVE_SHARED_MAX_SLOTS", 4)  # most segments through global state
+    np.testing.assert_allclose(oc.partition_objective(x, lab, off), want, rtol=1e-9, atol=1e-12)
+    assert ext.launches[-1][2] > 0
+    import torch
+
+    got = oc.partition_objective(torch.from_numpy(x), torch.from_numpy(lab), off)  # tensors in, tensor out
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-9, atol=1e-12)
+
+
+@requires_cuda_module
+def test_cuda_emulated_score_candidates_plumbing(rng, host_emulation, monkeypatch):
+    oc, ext = host_emulation
+    state, cands = _score_case(rng)
+    want = ref.score_candidates(state, cands)
+    np.testing.assert_allclose(oc.score_candidates(state, cands), want, rtol=1e-9, atol=1e-12)
+    monkeypatch.setattr(ext, "OBJECTIVE_SHARED_MAX_SLOTS", 8)
+    monkeypatch.setattr(oc, "_CHUNK_BYTES", 2000)  # many launches, gsum rebased per chunk
+    ext.launches.clear()
+    np.testing.assert_allclose(oc.score_candidates(state, cands), want, rtol=1e-9, atol=1e-12)
+    assert len(ext.launches) > 3 and sum(n for n, _, _ in ext.launches) == cands.n
+    assert sum(g for _, _, g in ext.launches) > 0
+    state, cands = _both_top2_state()
+    np.testing.assert_allclose(oc.score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+
+
+# ---- cuda on a GPU: against the float64 reference ----------------------------------------------
+
+
+@requires_cuda_module
+@requires_cuda
+@pytest.mark.parametrize("d", [19, 384])
+def test_cuda_partition_objective_vs_reference(rng, d):
+    x, lab, off = _partition_case(rng, d)
+    want = ref.partition_objective(x, lab, off)
+    got = _ocuda().partition_objective(x, lab, off)
+    assert got.dtype == np.float64 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)  # double throughout: far tighter in practice
+
+
+@requires_cuda_module
+@requires_cuda
+def test_cuda_partition_objective_many_themes_global_state(rng):
+    x, lab, off = _large_k_case(rng)
+    got = _ocuda().partition_objective(x, lab, off)
+    want = PartitionState.from_labels(x, lab, off).f  # vectorised closed form (the reference loops are slow here)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+@requires_cuda_module
+@requires_cuda
+def test_cuda_score_candidates_equals_from_scratch(rng):
+    state, cands = _score_case(rng)
+    want = ref.score_candidates(state, cands)
+    got = _ocuda().score_candidates(state, cands)
+    assert got.dtype == np.float64 and got.shape == (cands.n,)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+@requires_cuda_module
+@requires_cuda
+def test_cuda_score_candidates_removing_both_top2():
+    state, cands = _both_top2_state()
+    np.testing.assert_allclose(_ocuda().score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+
+
+@requires_cuda_module
+@requires_cuda
+def test_cuda_score_candidates_chunked_and_global_state(rng, monkeypatch):
+    oc = _ocuda()
+    state, cands = _score_case(rng)
+    monkeypatch.setattr(oc, "_CHUNK_BYTES", 3000)
+    np.testing.assert_allclose(oc.score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+    x, lab, off = _large_k_case(rng, n_themes=2060, d=6)
+    big = PartitionState.from_labels(x, lab, off)
+    ts = int(big.theme_offsets[0])
+    items = [
+        (0, [0], [big.members_of(ts)[:1], big.members_of(ts)[1:]]),  # split: 2061 slots
+        (0, [3, 4], [np.concatenate([big.members_of(ts + 3), big.members_of(ts + 4)])]),  # merge
+        (1, [int(big.theme_label[big.theme_offsets[1]])], [big.members_of(int(big.theme_offsets[1]))]),  # no-op
+    ]
+    cands = Candidates.from_lists(big, items)
+    want = np.array([_closed(x, lab, off, items[0]), _closed(x, lab, off, items[1]), big.f[1]])
+    np.testing.assert_allclose(oc.score_candidates(big, cands), want, rtol=1e-4)
+
+
+def _closed(x, lab, off, item):
+    """f of memory 0 after the edit, by the vectorised closed form"""
+    lab = lab[: off[1]].copy()
+    fresh = int(lab.max()) + 1
+    for i, g in enumerate(item[2]):
+        lab[g] = fresh + i
+    return float(PartitionState.from_labels(x[: off[1]], lab, off[:2]).f[0])
