@@ -6,7 +6,8 @@ detected over it with ``segment.boundaries`` (the last span stays open unless ``
 messages yield statements (``semantic.extract_statements``), de-duplicated among themselves and
 against the memory's existing nodes; new nodes attach to themes restored from the stored state
 (``ThemeState.restore``), then every overfull theme of every memory of the batch is split and tiny
-themes merged under f(P) (``split_overfull`` / ``merge_small``, one batched scoring call per round);
+themes merged under f(P) (``grow_themes``, the bulk build's session steps, one batched scoring call
+per round);
 the semantic kNN graphs of the memories that gained nodes are recomputed in one batched launch; only
 themes whose members changed are re-summarised. Embedding is one call for all new messages of the
 batch and one for all new statements.
@@ -29,7 +30,7 @@ from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
 from .segment import boundary_runs, cap_runs, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements
-from .themes import ThemeState, merge_small, split_overfull
+from .themes import ThemeState, grow_themes
 
 
 def statement_hash(text: str) -> str:
@@ -137,17 +138,7 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
         sess = np.array([session_of[semantics[i].message_ids[0]] for i in new_rows], np.int64)
         steps.append([new_rows[sess == s] for s in dict.fromkeys(sess.tolist())])
         g["n_new"] = n_new
-    for step in range(max((len(s) for s in steps), default=0)):
-        for ts, st_rows in zip(theme_states, steps):
-            if step < len(st_rows):
-                for i in st_rows[step]:
-                    ts.attach(int(i), cfg.theme)
-        # only memories that took a step: a memory's themes never depend on what else is in its batch
-        active = [ts for ts, rows in zip(theme_states, steps) if step < len(rows)]
-        if cfg.theme.split and active:
-            split_overfull(active, cfg.theme, backend=backend)
-        if cfg.theme.merge and active:
-            merge_small(active, cfg.theme, backend=backend)
+    grow_themes(theme_states, steps, cfg.theme, backend=backend)
     # semantic kNN graphs of every memory of the batch, one launch
     sizes = [len(g["semantics"]) for g in grown]
     offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -29,7 +29,7 @@ from ..text import keywords
 from .llm_stages import LLMBuilder
 from .segment import boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
-from .themes import ThemeState, merge_small, split_overfull
+from .themes import ThemeState, grow_themes
 
 
 @dataclass
@@ -154,19 +154,8 @@ def build_themes(
     steps = []
     for conv, nodes in zip(conversations, semantics):
         sess = _node_sessions(conv, nodes)
-        order = list(dict.fromkeys(sess.tolist()))
-        steps.append([np.flatnonzero(sess == s) for s in order])
-    for step in range(max((len(s) for s in steps), default=0)):
-        for b, state in enumerate(states):
-            if step < len(steps[b]):
-                for i in steps[b][step]:
-                    state.attach(int(i), cfg.theme)
-        # only memories that took a step: a memory's themes never depend on what else is in its batch
-        active = [ts for ts, rows in zip(states, steps) if step < len(rows)]
-        if cfg.theme.split and active:
-            split_overfull(active, cfg.theme, backend=backend)
-        if cfg.theme.merge and active:
-            merge_small(active, cfg.theme, backend=backend)
+        steps.append([np.flatnonzero(sess == s) for s in dict.fromkeys(sess.tolist())])
+    grow_themes(states, steps, cfg.theme, backend=backend)
     return states
 
 
@@ -195,20 +184,14 @@ def _finalize(
     """The memory's records and arrays from its construction state. ``previous``: theme id ->
     (member rows, summary) of a memory being grown; a theme whose members are unchanged keeps its
     summary (only changed themes are re-summarised)."""
-    old_to_new = st.graph.compact()
-    theme_ids = [0] * len(st.sums)
-    for t, row in st.row_of.items():
-        theme_ids[int(old_to_new[row])] = t
-    row_of_theme = {t: r for r, t in enumerate(theme_ids)}
-    theme_of = np.array([row_of_theme[int(t)] for t in st.label], dtype=np.int32)
+    theme_ids, parents, theme_of, t_idx, t_sim = st.final()
     texts = [n.text for n in semantics]
     themes = []
-    for r, t in enumerate(theme_ids):
+    for r, (t, par) in enumerate(zip(theme_ids, parents)):
         mem = np.flatnonzero(theme_of == r)
         old = (previous or {}).get(t)
         summary = old[1] if old is not None and old[0] == frozenset(mem.tolist()) else theme_summary([texts[i] for i in mem], sem_x[mem])
-        themes.append(Theme(id=t, summary=summary, parents=st.parents[t]))
-    t_idx, t_sim = st.graph.to_arrays()
+        themes.append(Theme(id=t, summary=summary, parents=par))
     sizes = np.bincount(theme_of, minlength=len(themes)) if len(themes) else np.zeros(0, int)
     stats = {
         "builder": "llm-free",
@@ -224,7 +207,7 @@ def _finalize(
         "n_merges": st.n_merges,
         "split": cfg.theme.split,
         "merge": cfg.theme.merge,
-        "lineage": {str(t): p for t, p in st.parents.items() if p},
+        "lineage": st.lineage(),
     }
     return Memory(
         memory_id=conv.sample_id,

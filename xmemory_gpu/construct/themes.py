@@ -10,157 +10,66 @@ than ``merge_pair_threshold``, are merged into one of their nearest themes (from
 graph) when the merge raises f(P). Theme ids are stable; a split or merge creates new ids whose
 lineage names their parents. A node counts as reassigned when a split moves it out of the largest
 part, or a merge moves it out of the larger theme (membership, not ids).
+
+Here: the session steps over a batch (``grow_themes``). One ``PartitionState`` over the attached
+nodes of every memory of the batch is kept for the whole run: ``extend`` adds each step's attached
+nodes, ``apply`` each round's splits or merges, so no round rebuilds it from labels. A memory's
+candidates are scored against its own block only, so its themes never depend on what else is in
+the batch. ``theme_state.py`` holds one memory's themes as columns (attach, split, merge, the theme
+graph), ``theme_split.py`` the split proposals.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from ..config import ThemeConfig
-from ..ops.knn.graph import KnnGraph
-from ..ops.objective import Candidates, PartitionState, score_candidates, split_proposals
+from ..ops.objective import Candidates, PartitionState, score_candidates
+from .theme_split import split_proposals
+from .theme_state import ThemeState
 
 
-@dataclass
-class ThemeState:
-    """Themes of one memory under construction. Rows of ``x`` are its semantic nodes in order."""
-
-    x: np.ndarray  # [n, d] float32 unit rows (all nodes of the memory, attached or not)
-    k: int
-    drop_nonpositive: bool
-    label: np.ndarray = field(init=False)  # [n] theme id, -1 = not attached yet
-    sums: dict[int, np.ndarray] = field(default_factory=dict)  # theme id -> float64 sum
-    parents: dict[int, list[int]] = field(default_factory=dict)  # lineage
-    reassigned: np.ndarray = field(init=False)
-    n_attached: int = 0
-    n_splits: int = 0
-    n_merges: int = 0
-    next_id: int = 0
-    graph: KnnGraph = field(init=False)
-    row_of: dict[int, int] = field(default_factory=dict)  # theme id -> graph row
-    id_of_row: dict[int, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        n, d = self.x.shape
-        self.label = np.full(n, -1, dtype=np.int64)
-        self.reassigned = np.zeros(n, dtype=bool)
-        self.graph = KnnGraph(np.zeros((0, d), np.float32), self.k, drop_nonpositive=self.drop_nonpositive)
-
-    @classmethod
-    def restore(cls, x: np.ndarray, n_attached: int, theme_ids: np.ndarray, label_rows: np.ndarray,
-                parents: dict[int, list[int]], next_id: int, k: int, drop_nonpositive: bool) -> ThemeState:
-        """The state of a stored memory, to grow it with the same attach / split / merge code.
-
-        x [n, d]: all nodes (the first ``n_attached`` already in themes); theme_ids [K] stable ids
-        of the stored themes; label_rows [n_attached] each attached node's theme row."""
-        st = cls(x, k, drop_nonpositive)
-        label_rows = np.asarray(label_rows, np.int64)
-        for r, t in enumerate(np.asarray(theme_ids, np.int64).tolist()):
-            rows = np.flatnonzero(label_rows == r)
-            st.label[rows] = t
-            st.sums[t] = x[rows].astype(np.float64).sum(axis=0)
-            st.parents[t] = list(parents.get(t, []))
-            (row,) = st.graph.insert(st._unit(st.sums[t])[None, :])
-            st.row_of[t], st.id_of_row[int(row)] = int(row), t
-        st.n_attached = int(n_attached)
-        st.next_id = max([int(next_id), *[t + 1 for t in st.sums]])
-        return st
-
-    # -- theme bookkeeping -------------------------------------------------------------------
-    def ids(self) -> list[int]:
-        return list(self.sums)
-
-    def members(self, t: int) -> np.ndarray:
-        return np.flatnonzero(self.label == t)
-
-    def count(self, t: int) -> int:
-        return int(np.count_nonzero(self.label == t))
-
-    @staticmethod
-    def _unit(v: np.ndarray) -> np.ndarray:
-        n = np.linalg.norm(v)
-        return (v / n if n > 0 else v).astype(np.float32)
-
-    def _new_theme(self, rows: np.ndarray, parents: list[int]) -> int:
-        t = self.next_id
-        self.next_id += 1
-        self.label[rows] = t
-        self.sums[t] = self.x[rows].astype(np.float64).sum(axis=0)
-        self.parents[t] = parents
-        (row,) = self.graph.insert(self._unit(self.sums[t])[None, :])
-        self.row_of[t], self.id_of_row[int(row)] = int(row), t
-        return t
-
-    def _drop_theme(self, t: int) -> None:
-        self.graph.remove(np.array([self.row_of.pop(t)]))
-        del self.sums[t]
-
-    # -- construction steps ----------------------------------------------------------------
-    def attach(self, i: int, cfg: ThemeConfig) -> None:
-        """Attach node i to the nearest theme or start a new one."""
-        xi = self.x[i]
-        best, best_cos = -1, -np.inf
-        if self.sums:
-            ids = self.ids()
-            s = np.stack([self.sums[t] for t in ids])
-            norms = np.linalg.norm(s, axis=1)
-            cos = (s @ xi.astype(np.float64)) / np.where(norms > 0, norms, 1.0)
-            j = int(np.argmax(cos))
-            best, best_cos = ids[j], float(cos[j])
-        below_cap = best >= 0 and self.count(best) < cfg.size_cap
-        if best >= 0 and (best_cos >= cfg.attach_threshold or (below_cap and best_cos >= cfg.lenient_floor)):
-            self.label[i] = best
-            self.sums[best] += xi
-            self.graph.update(np.array([self.row_of[best]]), self._unit(self.sums[best])[None, :])
-        else:
-            self._new_theme(np.array([i]), [])
-        self.n_attached = max(self.n_attached, i + 1)
-
-    def split(self, t: int, groups: list[np.ndarray]) -> None:
-        largest = max(range(len(groups)), key=lambda g: len(groups[g]))
-        self._drop_theme(t)
-        for g, rows in enumerate(groups):
-            if g != largest:
-                self.reassigned[rows] = True
-            self._new_theme(rows, [t])
-        self.n_splits += 1
-
-    def merge(self, a: int, b: int) -> None:
-        ma, mb = self.members(a), self.members(b)
-        self.reassigned[ma if len(ma) < len(mb) else mb] = True
-        self._drop_theme(a)
-        self._drop_theme(b)
-        self._new_theme(np.concatenate([ma, mb]), [a, b])
-        self.n_merges += 1
-
-    def nearest_themes(self, t: int, n: int) -> list[tuple[int, float]]:
-        idx, sim = self.graph.neighbors(self.row_of[t])
-        return [(self.id_of_row[int(r)], float(s)) for r, s in zip(idx[:n], sim[:n]) if r >= 0]
+def grow_themes(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, *, backend: str = "auto") -> None:
+    """Attach memory b's rows ``steps[b][s]`` at step s (a session), for every memory at once; after
+    each step split the overfull themes and merge the small ones of the memories that took it."""
+    part: PartitionState | None = None
+    for step in range(max((len(s) for s in steps), default=0)):
+        active = [b for b, rows in enumerate(steps) if step < len(rows)]
+        for b in active:
+            states[b].attach(steps[b][step], cfg)
+        if not active or not (cfg.split or cfg.merge):
+            continue
+        part = _synced(part, states)
+        if cfg.split:
+            split_overfull(states, part, active, cfg, backend=backend)
+        if cfg.merge:
+            merge_small(states, part, active, cfg, backend=backend)
 
 
-def _partition(states: list[ThemeState]) -> tuple[PartitionState, np.ndarray]:
-    """The f(P) state over the attached nodes of every memory; returns it and the row offsets."""
-    offs = np.zeros(len(states) + 1, dtype=np.int64)
-    np.cumsum([s.n_attached for s in states], out=offs[1:])
-    d = states[0].x.shape[1]
-    x = np.concatenate([s.x[: s.n_attached] for s in states]) if offs[-1] else np.zeros((0, d), np.float32)
-    labels = np.concatenate([s.label[: s.n_attached] for s in states]) if offs[-1] else np.zeros(0, np.int64)
-    return PartitionState.from_labels(x, labels, offs), offs
+def _synced(part: PartitionState | None, states: list[ThemeState]) -> PartitionState:
+    """The f(P) state over each memory's attached rows (default eps, as scoring always used): built
+    once, then extended by the rows attached since."""
+    if part is None:
+        x = np.concatenate([s.x[: s.n_attached] for s in states])
+        labels = np.concatenate([s.label[: s.n_attached] for s in states])
+        return PartitionState.from_labels(x, labels, np.cumsum([0] + [s.n_attached for s in states]))
+    have = np.diff(part.offsets)
+    part.extend({b: (s.x[have[b] : s.n_attached], s.label[have[b] : s.n_attached]) for b, s in enumerate(states)
+                 if s.n_attached > have[b]})
+    return part
 
 
-def split_overfull(states: list[ThemeState], cfg: ThemeConfig, *, backend: str = "auto", max_rounds: int = 8) -> None:
-    """Split every theme above the cap, all memories in one batched proposal and scoring call per round."""
+def split_overfull(states: list[ThemeState], part: PartitionState, active: list[int], cfg: ThemeConfig, *,
+                   backend: str = "auto", max_rounds: int = 8) -> None:
+    """Split every theme above the cap by its best-scoring proposal (even when all lower f(P): the
+    cap is hard), all memories in one proposal and one scoring call per round."""
     for _ in range(max_rounds):
-        todo = [(b, t) for b, s in enumerate(states) for t in s.ids() if s.count(t) > cfg.size_cap]
+        todo = [(b, t) for b in active for t in states[b].live_ids() if states[b].count(t) > cfg.size_cap]
         if not todo:
             return
-        state, offs = _partition(states)
-        members = [states[b].members(t) for b, t in todo]
-        moff = np.zeros(len(todo) + 1, dtype=np.int64)
-        np.cumsum([len(m) for m in members], out=moff[1:])
-        xm = np.concatenate([states[b].x[m] for (b, _), m in zip(todo, members)])
+        members = [part.members_of(part.theme_row(b, t)) for b, t in todo]  # global rows, ascending
+        moff = np.cumsum([0] + [len(m) for m in members])
+        xm = np.concatenate([states[b].x[m - part.offsets[b]] for (b, _), m in zip(todo, members)])
         proposals = split_proposals(
             xm, moff, ks=cfg.split_ks, n_init=cfg.split_n_init, seed=cfg.seed, cc_threshold=cfg.cc_threshold
         )
@@ -170,26 +79,31 @@ def split_overfull(states: list[ThemeState], cfg: ThemeConfig, *, backend: str =
                 parts = -(-len(m) // cfg.size_cap)
                 props = [np.minimum(np.arange(len(m)) * parts // len(m), parts - 1)]
             for lab in props:
-                groups = [m[lab == c] for c in range(int(lab.max()) + 1)]
-                items.append((b, [t], [g + offs[b] for g in groups]))
-                owner.append((j, groups))
-        f_after = score_candidates(state, Candidates.from_lists(state, items), backend=backend)
+                items.append((b, [t], [m[lab == c] for c in range(int(lab.max()) + 1)]))
+                owner.append(j)
+        f_after = score_candidates(part, Candidates.from_lists(part, items), backend=backend)
         best: dict[int, int] = {}
-        for c, (j, _) in enumerate(owner):
+        for c, j in enumerate(owner):
             if j not in best or f_after[c] > f_after[best[j]]:
                 best[j] = c
+        edits = []
         for j, c in best.items():
             b, t = todo[j]
-            states[b].split(t, owner[c][1])
+            groups = items[c][2]
+            edits.append((b, [t], groups, states[b].split(t, [g - part.offsets[b] for g in groups])))
+        part.apply(edits)
 
 
-def merge_small(states: list[ThemeState], cfg: ThemeConfig, *, backend: str = "auto") -> None:
-    """Merge tiny themes (and near-identical pairs) into a nearest theme when f(P) rises; one batched call."""
-    state, offs = _partition(states)
+def merge_small(states: list[ThemeState], part: PartitionState, active: list[int], cfg: ThemeConfig, *,
+                backend: str = "auto") -> None:
+    """Merge tiny themes, and pairs closer than ``merge_pair_threshold``, into one of their nearest
+    themes (theme kNN graph) when f(P) rises; the best gains first, a theme in one merge per call."""
     items, pairs = [], []
-    for b, s in enumerate(states):
+    for b in active:
+        s = states[b]
+        s.sync_graph()
         seen = set()
-        for t in s.ids():
+        for t in s.live_ids():
             n_t = s.count(t)
             for j, sim in s.nearest_themes(t, max(cfg.merge_candidates, 1) if n_t <= cfg.tiny_size else s.k):
                 key = (min(t, j), max(t, j))
@@ -197,13 +111,14 @@ def merge_small(states: list[ThemeState], cfg: ThemeConfig, *, backend: str = "a
                     continue
                 if n_t <= cfg.tiny_size or sim >= cfg.merge_pair_threshold:
                     seen.add(key)
-                    rows = np.concatenate([s.members(t), s.members(j)]) + offs[b]
+                    rows = np.concatenate([part.members_of(part.theme_row(b, t)), part.members_of(part.theme_row(b, j))])
                     items.append((b, [t, j], [rows]))
                     pairs.append((b, t, j))
     if not items:
         return
-    gains = score_candidates(state, Candidates.from_lists(state, items), backend=backend) - state.f[[p[0] for p in pairs]]
+    gains = score_candidates(part, Candidates.from_lists(part, items), backend=backend) - part.f[[p[0] for p in pairs]]
     used: set[tuple[int, int]] = set()
+    edits = []
     for c in np.argsort(-gains, kind="stable"):
         b, t, j = pairs[c]
         if gains[c] <= 0:
@@ -211,4 +126,8 @@ def merge_small(states: list[ThemeState], cfg: ThemeConfig, *, backend: str = "a
         if (b, t) in used or (b, j) in used:
             continue
         used.update({(b, t), (b, j)})
-        states[b].merge(t, j)
+        edits.append((b, [t, j], items[c][2], [states[b].merge(t, j)]))
+    part.apply(edits)
+
+
+__all__ = ["ThemeState", "grow_themes", "merge_small", "split_overfull"]

@@ -1,5 +1,6 @@
-"""The sparsity-semantics objective f(P): batched evaluation, incremental candidate scoring, and
-split proposals (DESIGN sections 1 and 4)."""
+"""The sparsity-semantics objective f(P): batched evaluation, incremental candidate scoring and the
+partition state they share, kept in place under edits (DESIGN sections 1 and 4). Split proposals
+live with the theme code (``construct/themes/split.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import numpy as np
 
 from .. import _dispatch as dp
 from . import cpu, cuda, reference
-from .proposals import split_proposals
 from .state import Candidates, PartitionState
 
 
@@ -95,4 +95,4 @@ def candidate_gains(state: PartitionState, candidates: Candidates, *, backend: s
     return score_candidates(state, candidates, backend=backend) - state.f[candidates.memory]
 
 
-__all__ = ["Candidates", "PartitionState", "candidate_gains", "partition_objective", "score_candidates", "split_proposals"]
+__all__ = ["Candidates", "PartitionState", "candidate_gains", "partition_objective", "score_candidates"]

@@ -1,0 +1,216 @@
+"""Theme construction state: ``PartitionState.apply`` / ``extend`` equal ``from_labels`` on the edited
+partition (bit for bit: the build's decisions rest on it), the batched attach equals the per-node
+rule, the lazily synced theme graph is the exact kNN graph of the centroids, and the split proposals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.config import ThemeConfig
+from xmemory_gpu.construct.theme_split import split_proposals
+from xmemory_gpu.construct.theme_state import ThemeState
+from xmemory_gpu.construct.themes import grow_themes
+from xmemory_gpu.ops.knn import knn_graph
+from xmemory_gpu.ops.objective import PartitionState
+
+FIELDS = ("x", "labels", "offsets", "theme_offsets", "theme_label", "theme_sum", "theme_count", "member_offsets",
+          "member_rows", "top_idx", "top_cos", "f")
+
+
+def _clustered(rng: np.random.Generator, n: int, k: int, d: int, noise: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
+    """x [n, d] float32 around k centres, and the centre of each row."""
+    centres = rng.standard_normal((max(k, 1), d))
+    c = rng.integers(0, max(k, 1), size=n)
+    return (centres[c] + noise * rng.standard_normal((n, d))).astype(np.float32), c
+
+
+def _partition(rng: np.random.Generator, sizes: list[int], d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    xs, labs = [], []
+    for n in sizes:
+        x, c = _clustered(rng, n, int(rng.integers(1, 8)), d)
+        xs.append(x)
+        labs.append(c * 5 + 2)  # sparse label values
+    return np.concatenate(xs), np.concatenate(labs).astype(np.int64), np.cumsum([0, *sizes]).astype(np.int64)
+
+
+def _assert_same(got: PartitionState, want: PartitionState) -> None:
+    for name in FIELDS:
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.shape == b.shape and a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def _random_edits(rng: np.random.Generator, st: PartitionState, labels: np.ndarray, next_label: int):
+    """Edits over a few memories (several per memory, applied in order), and the edited labels."""
+    labels = labels.copy()
+    edits = []
+    for b in rng.permutation(len(st.offsets) - 1)[: int(rng.integers(1, len(st.offsets)))].tolist():
+        s, e = int(st.offsets[b]), int(st.offsets[b + 1])
+        for _ in range(int(rng.integers(1, 4))):
+            live = np.unique(labels[s:e]).tolist()
+            if not live:
+                break
+            kind = int(rng.integers(0, 4))
+            if kind == 0:  # split one theme into 2..4 groups (some may be empty)
+                t = int(rng.choice(live))
+                rows = np.flatnonzero(labels[s:e] == t) + s
+                parts = int(rng.integers(2, 5))
+                cut = rng.integers(0, parts, size=rows.size)
+                groups = [rows[cut == p] for p in range(parts)]
+                remove = [t]
+            elif kind == 1 and len(live) >= 2:  # merge 2..3 themes (in member order)
+                remove = [int(t) for t in rng.choice(live, size=min(len(live), int(rng.integers(2, 4))), replace=False)]
+                groups = [np.concatenate([np.flatnonzero(labels[s:e] == t) + s for t in remove])]
+            elif kind == 2 and len(live) >= 2:  # empty a theme into another that keeps its label
+                a, keep = (int(t) for t in rng.choice(live, size=2, replace=False))
+                remove = [a, keep]
+                groups = [np.sort(np.flatnonzero(np.isin(labels[s:e], remove)) + s)]
+                new = [keep]
+            else:  # move a few nodes between two themes (or re-open one theme under a new label)
+                remove = [int(t) for t in rng.choice(live, size=min(2, len(live)), replace=False)]
+                rows = np.flatnonzero(np.isin(labels[s:e], remove)) + s
+                cut = rng.integers(0, 2, size=rows.size)
+                groups = [rows[cut == 0], rows[cut == 1]]
+            if kind != 2 or len(live) < 2:
+                new = list(range(next_label, next_label + len(groups)))
+                next_label += len(groups)
+            for g, t in zip(groups, new):
+                labels[g] = t
+            edits.append((b, remove, groups, new))
+    return edits, labels, next_label
+
+
+def test_apply_equals_from_labels(rng):
+    for _ in range(25):
+        sizes = [int(n) for n in rng.integers(0, 60, size=int(rng.integers(1, 6)))]
+        x, labels, off = _partition(rng, sizes, int(rng.integers(2, 12)))
+        st = PartitionState.from_labels(x, labels, off)
+        next_label = 1000
+        for _ in range(4):  # successive rounds on the same state
+            edits, labels, next_label = _random_edits(rng, st, labels, next_label)
+            st.apply(edits)
+            _assert_same(st, PartitionState.from_labels(x, labels, off))
+
+
+def test_extend_equals_from_labels(rng):
+    for _ in range(25):
+        sizes = [int(n) for n in rng.integers(0, 40, size=int(rng.integers(1, 5)))]
+        d = int(rng.integers(2, 12))
+        x, labels, off = _partition(rng, sizes, d)
+        st = PartitionState.from_labels(x, labels, off)
+        xs = [x[s:e] for s, e in zip(off[:-1], off[1:])]
+        ls = [labels[s:e] for s, e in zip(off[:-1], off[1:])]
+        for _ in range(3):
+            nodes = {}
+            for b in rng.permutation(len(sizes))[: int(rng.integers(1, len(sizes) + 1))].tolist():
+                m = int(rng.integers(0, 15))
+                xn, _ = _clustered(rng, m, 3, d)
+                old = np.unique(ls[b])
+                ln = np.where(rng.random(m) < 0.5, rng.choice(old, size=m) if old.size else 7, rng.integers(500, 503, size=m))
+                nodes[b] = (xn, ln.astype(np.int64))
+                xs[b], ls[b] = np.concatenate([xs[b], xn]), np.concatenate([ls[b], ln]).astype(np.int64)
+            st.extend(nodes)
+            off = np.cumsum([0, *[len(a) for a in xs]]).astype(np.int64)
+            _assert_same(st, PartitionState.from_labels(np.concatenate(xs), np.concatenate(ls), off))
+
+
+def test_apply_refuses_bad_edits():
+    x = np.eye(4)
+    st = PartitionState.from_labels(x, np.array([0, 0, 1, 1]), np.array([0, 4], np.int64))
+    with pytest.raises(ValueError, match="cover exactly"):
+        st.apply([(0, [0], [np.array([0])], [5])])
+    with pytest.raises(ValueError, match="no theme labelled"):
+        st.apply([(0, [7], [], [])])
+    with pytest.raises(ValueError, match="remaining theme"):
+        st.apply([(0, [0], [np.array([0, 1])], [1])])
+
+
+def _per_node_attach(x: np.ndarray, rows: np.ndarray, cfg: ThemeConfig, sums: dict[int, np.ndarray],
+                     count: dict[int, int], label: np.ndarray, next_id: int) -> int:
+    """The per-node attach rule: one product per node over every theme's sum, in opening order."""
+    for i in rows.tolist():
+        best, best_cos = -1, -np.inf
+        if sums:
+            ids = list(sums)
+            s = np.stack([sums[t] for t in ids])
+            norms = np.linalg.norm(s, axis=1)
+            cos = (s @ x[i].astype(np.float64)) / np.where(norms > 0, norms, 1.0)
+            j = int(np.argmax(cos))
+            best, best_cos = ids[j], float(cos[j])
+        below_cap = best >= 0 and count[best] < cfg.size_cap
+        if best >= 0 and (best_cos >= cfg.attach_threshold or (below_cap and best_cos >= cfg.lenient_floor)):
+            label[i] = best
+            sums[best] += x[i]
+            count[best] += 1
+        else:
+            label[i], sums[next_id], count[next_id] = next_id, x[[i]].astype(np.float64).sum(axis=0), 1
+            next_id += 1
+    return next_id
+
+
+def test_batched_attach_equals_the_per_node_rule(rng):
+    cfg = ThemeConfig(size_cap=4)
+    for _ in range(10):
+        d = int(rng.integers(3, 24))
+        x, _ = _clustered(rng, int(rng.integers(1, 120)), int(rng.integers(1, 10)), d, noise=0.5)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        st = ThemeState(x, 3, True)
+        sums: dict[int, np.ndarray] = {}
+        count: dict[int, int] = {}
+        label = np.full(len(x), -1, np.int64)
+        next_id = 0
+        for rows in np.array_split(np.arange(len(x)), int(rng.integers(1, 6))):  # sessions
+            st.attach(rows, cfg)
+            next_id = _per_node_attach(x, rows, cfg, sums, count, label, next_id)
+        np.testing.assert_array_equal(st.label, label)
+        assert st.live_ids() == list(sums)
+        for t, s in sums.items():
+            np.testing.assert_array_equal(st.sums[st.slot_of[t]], s)
+            assert st.count(t) == count[t]
+
+
+def test_attach_ties_go_to_the_earliest_theme():
+    x = np.array([[1, 0], [1, 0], [0, 1], [0.6, 0.8]], np.float32)
+    st = ThemeState(x, 3, True)
+    cfg = ThemeConfig(attach_threshold=0.99, lenient_floor=0.99)
+    st.attach(np.array([0]), cfg)
+    st.attach(np.array([2]), cfg)
+    st.sums[st.slot_of[1]] = st.sums[st.slot_of[0]]  # two themes, equal centroids: an exact tie
+    st.attach(np.array([1]), cfg)
+    assert st.label[1] == 0
+    on = float(np.float32(0.6))  # node 3's cosine to both themes: a tie exactly on the threshold
+    st.attach(np.array([3]), ThemeConfig(attach_threshold=on, lenient_floor=on))
+    assert st.label[3] == 0
+
+
+def test_synced_theme_graph_is_exact(rng):
+    cfg = ThemeConfig()
+    states, steps = [], []
+    for _ in range(3):
+        x, _ = _clustered(rng, int(rng.integers(40, 160)), 12, 16, noise=0.6)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        states.append(ThemeState(x, 5, True))
+        steps.append(np.array_split(np.arange(len(x)), 6))
+    grow_themes(states, steps, cfg)
+    for st in states:
+        ids, _, theme_of, idx, sim = st.final()
+        assert np.bincount(theme_of).max() <= cfg.size_cap and ids == sorted(ids)
+        cent = np.stack([st.sums[st.slot_of[t]] for t in ids])
+        want_idx, want_sim = knn_graph(cent.astype(np.float32), np.array([0, len(ids)]), 5, drop_nonpositive=True, backend="reference")
+        np.testing.assert_allclose(np.sort(sim, axis=1), np.sort(want_sim, axis=1), atol=1e-5)
+        assert ((idx >= 0) == (want_idx >= 0)).all()
+
+
+def test_split_proposals_valid_and_seeded(rng):
+    x, _ = _clustered(rng, 40, 3, 8)
+    moff = np.array([0, 1, 2, 14, 40], np.int64)
+    props = split_proposals(x, moff, ks=(2, 3, 4), n_init=3)
+    assert props[0] == [] and len(props[1]) == 0  # one member: nothing to split
+    for t, plist in enumerate(props):
+        n = int(moff[t + 1] - moff[t])
+        for lab in plist:
+            assert lab.shape == (n,) and lab.min() == 0 and set(np.unique(lab)) == set(range(lab.max() + 1))
+            assert 2 <= lab.max() + 1 <= 4 or lab.max() + 1 <= n  # k-means up to 4, components any
+    again = split_proposals(x, moff, ks=(2, 3, 4), n_init=3)
+    assert all(len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b)) for a, b in zip(props, again))

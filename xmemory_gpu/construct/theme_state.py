@@ -1,0 +1,223 @@
+"""``ThemeState``: the themes of one memory under construction, as columns.
+
+A slot per theme ever opened, in opening order: ``sums [cap, d]`` float64 (the float32 member rows
+added in the order they joined), ``counts``, ``ids`` (stable theme ids), ``alive`` and the lineage
+``parents``; the columns double when full. Slot order is opening order: ties go to the earliest
+slot and the stored theme rows follow it. Each memory has its own columns rather than a segment of
+a shared arena (``memory/segments.py``): attach works one memory at a time and a memory holds a
+few hundred themes, so doubling is the whole of the bookkeeping. The batched f(P) scoring keeps
+its own sums in its ``PartitionState`` (rows renormalised in float64, summed in row order); one
+array for both would move attach decisions and the theme graph by rounding.
+
+The theme kNN graph follows the centroids lazily: ``sync_graph`` (before the merge step reads it,
+and at the end) removes the closed themes, moves the changed ones and inserts the opened ones,
+one batched ``KnnGraph`` call each instead of one per attach, split or merge. The graph is exact
+either way; its float32 similarities can differ from per-event updates in the last bits (the
+products have other shapes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import ThemeConfig
+from ..ops.knn.graph import KnnGraph
+
+_TIE = 1e-9  # cosines this close to each other or to a threshold are decided again per node
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    """A centroid as the graph takes it: the sum scaled to unit norm, float32 [d]."""
+    n = np.linalg.norm(v)
+    return (v / n if n > 0 else v).astype(np.float32)
+
+
+def _norms(s: np.ndarray) -> np.ndarray:
+    """Row norms [m] of sums [m, d], 1 where a sum is zero (its cosines are then 0)."""
+    n = np.linalg.norm(s, axis=1)
+    return np.where(n > 0, n, 1.0)
+
+
+class ThemeState:
+    """Themes of one memory under construction. Rows of ``x`` are its semantic nodes in order."""
+
+    def __init__(self, x: np.ndarray, k: int, drop_nonpositive: bool) -> None:
+        n, d = x.shape
+        self.x = x  # [n, d] float32 unit rows (all nodes of the memory, attached or not)
+        self.k = k
+        self.label = np.full(n, -1, dtype=np.int64)  # [n] theme id, -1 = not attached yet
+        self.reassigned = np.zeros(n, dtype=bool)  # [n]
+        self.n_attached = self.n_splits = self.n_merges = self.next_id = 0
+        self.n_slots = 0
+        self.sums = np.zeros((16, d))  # [cap, d] float64
+        self.counts = np.zeros(16, np.int64)  # [cap]
+        self.ids = np.full(16, -1, np.int64)  # [cap] theme id of each slot
+        self.alive = np.zeros(16, bool)  # [cap]
+        self.graph_row = np.full(16, -1, np.int64)  # [cap] row in ``graph`` (-1: not in it)
+        self.parents: list[list[int]] = []  # [n_slots] lineage
+        self.slot_of: dict[int, int] = {}  # live theme id -> slot
+        self._row_slot: list[int] = []  # graph row -> slot
+        self._moved: set[int] = set()  # slots whose centroid changed since ``sync_graph``
+        self.graph = KnnGraph(np.zeros((0, d), np.float32), k, drop_nonpositive=drop_nonpositive)
+
+    @classmethod
+    def restore(cls, x: np.ndarray, n_attached: int, theme_ids: np.ndarray, label_rows: np.ndarray,
+                parents: dict[int, list[int]], next_id: int, k: int, drop_nonpositive: bool) -> ThemeState:
+        """The state of a stored memory, to grow it with the same attach / split / merge code.
+
+        x [n, d]: all nodes (the first ``n_attached`` already in themes); theme_ids [K] stable ids
+        of the stored themes; label_rows [n_attached] each attached node's theme row."""
+        st = cls(x, k, drop_nonpositive)
+        label_rows = np.asarray(label_rows, np.int64)
+        for r, t in enumerate(np.asarray(theme_ids, np.int64).tolist()):
+            st._open(np.flatnonzero(label_rows == r), list(parents.get(t, [])), theme_id=t)
+        st.n_attached = int(n_attached)
+        st.next_id = max([int(next_id), *[t + 1 for t in st.slot_of]])
+        return st
+
+    # -- columns -----------------------------------------------------------------------------
+    def live_ids(self) -> list[int]:
+        """Live theme ids in opening order."""
+        n = self.n_slots
+        return self.ids[:n][self.alive[:n]].tolist()
+
+    def count(self, t: int) -> int:
+        return int(self.counts[self.slot_of[t]])
+
+    def members(self, t: int) -> np.ndarray:
+        return np.flatnonzero(self.label == t)
+
+    def _grow(self) -> None:
+        cap = 2 * len(self.ids)
+        pad = lambda a, fill: np.concatenate([a, np.full((cap - len(a), *a.shape[1:]), fill, a.dtype)])  # noqa: E731
+        self.sums, self.counts, self.ids = pad(self.sums, 0.0), pad(self.counts, 0), pad(self.ids, -1)
+        self.alive, self.graph_row = pad(self.alive, False), pad(self.graph_row, -1)
+
+    def _open(self, rows: np.ndarray, parents: list[int], theme_id: int | None = None) -> int:
+        """A theme over ``rows`` (its sum in that order); returns its slot."""
+        if self.n_slots == len(self.ids):
+            self._grow()
+        s = self.n_slots
+        self.n_slots += 1
+        t = self.next_id if theme_id is None else theme_id
+        if theme_id is None:
+            self.next_id += 1
+        self.sums[s] = self.x[rows].astype(np.float64).sum(axis=0)
+        self.counts[s], self.ids[s], self.alive[s] = len(rows), t, True
+        self.parents.append(parents)
+        self.slot_of[t] = s
+        self.label[rows] = t
+        return s
+
+    def _close(self, t: int) -> None:
+        self.alive[self.slot_of.pop(t)] = False
+
+    # -- construction steps ----------------------------------------------------------------
+    def attach(self, rows: np.ndarray, cfg: ThemeConfig) -> None:
+        """Attach ``rows`` in order, each to the theme with the most similar centroid (cosine >=
+        ``attach_threshold``, or >= ``lenient_floor`` when that theme is below the cap; ties to the
+        earliest opened) or to a new theme. The rows' cosines to every theme come from one product
+        ``cos [m, slots]``; a theme a row joins or opens has its column recomputed for the rows after
+        it. A decision within ``_TIE`` of a tie or a threshold is taken again from the per-node
+        product, so the result is the per-node rule's exactly."""
+        rows = np.asarray(rows, np.int64)
+        if rows.size == 0:
+            return
+        xs = self.x[rows].astype(np.float64)  # [m, d]
+        n0 = self.n_slots
+        cos = np.full((len(rows), n0 + len(rows)), -np.inf)  # [m, slots]: columns are slots
+        live = np.flatnonzero(self.alive[:n0])
+        if live.size:
+            cos[:, live] = (xs @ self.sums[live].T) / _norms(self.sums[live])
+        for j, i in enumerate(rows.tolist()):
+            c = cos[j, : self.n_slots]
+            slot, best, below_cap = (int(np.argmax(c)) if self.slot_of else -1), -np.inf, False
+            if slot >= 0:
+                best = float(c[slot])
+                if np.count_nonzero(c >= best - _TIE) > 1 or min(abs(best - cfg.attach_threshold), abs(best - cfg.lenient_floor)) < _TIE:
+                    slot, best = self._nearest_per_node(i)
+                below_cap = self.counts[slot] < cfg.size_cap
+            if slot >= 0 and (best >= cfg.attach_threshold or (below_cap and best >= cfg.lenient_floor)):
+                self.label[i] = self.ids[slot]
+                self.sums[slot] += self.x[i]
+                self.counts[slot] += 1
+                self._moved.add(slot)
+            else:
+                slot = self._open(np.array([i]), [])
+            if j + 1 < len(rows):
+                s = self.sums[slot : slot + 1]
+                cos[j + 1 :, slot] = (xs[j + 1 :] @ s[0]) / _norms(s)[0]
+            self.n_attached = max(self.n_attached, i + 1)
+
+    def _nearest_per_node(self, i: int) -> tuple[int, float]:
+        """(slot, cosine) of node i's nearest live theme, from the per-node product over the live sums."""
+        live = np.flatnonzero(self.alive[: self.n_slots])
+        s = self.sums[live]
+        cos = (s @ self.x[i].astype(np.float64)) / _norms(s)
+        j = int(np.argmax(cos))
+        return int(live[j]), float(cos[j])
+
+    def split(self, t: int, groups: list[np.ndarray]) -> list[int]:
+        """Replace theme t by one theme per group of node rows; returns the new ids. Nodes outside
+        the largest group count as reassigned."""
+        largest = max(range(len(groups)), key=lambda g: len(groups[g]))
+        self._close(t)
+        new = []
+        for g, rows in enumerate(groups):
+            if g != largest:
+                self.reassigned[rows] = True
+            slot = self._open(rows, [t])
+            new.append(int(self.ids[slot]))
+        self.n_splits += 1
+        return new
+
+    def merge(self, a: int, b: int) -> int:
+        """Replace themes a and b by one; returns its id. The smaller side counts as reassigned."""
+        ma, mb = self.members(a), self.members(b)
+        self.reassigned[ma if len(ma) < len(mb) else mb] = True
+        self._close(a)
+        self._close(b)
+        self.n_merges += 1
+        slot = self._open(np.concatenate([ma, mb]), [a, b])
+        return int(self.ids[slot])
+
+    # -- theme graph -------------------------------------------------------------------------
+    def sync_graph(self) -> None:
+        """Bring the theme kNN graph to the current centroids: closed themes leave, changed ones
+        move, opened ones enter in opening order (so graph rows keep opening order)."""
+        n = self.n_slots
+        gone = np.flatnonzero(~self.alive[:n] & (self.graph_row[:n] >= 0))
+        if gone.size:
+            self.graph.remove(self.graph_row[gone])
+            self.graph_row[gone] = -1
+        moved = np.array(sorted(s for s in self._moved if self.alive[s] and self.graph_row[s] >= 0), np.int64)
+        if moved.size:
+            self.graph.update(self.graph_row[moved], np.stack([_unit(self.sums[s]) for s in moved]))
+        new = np.flatnonzero(self.alive[:n] & (self.graph_row[:n] < 0))
+        if new.size:
+            self.graph_row[new] = self.graph.insert(np.stack([_unit(self.sums[s]) for s in new]))
+            self._row_slot.extend(new.tolist())
+        self._moved.clear()
+
+    def nearest_themes(self, t: int, n: int) -> list[tuple[int, float]]:
+        """Up to n (theme id, cosine) nearest to theme t, from the synced graph."""
+        idx, sim = self.graph.neighbors(int(self.graph_row[self.slot_of[t]]))
+        return [(int(self.ids[self._row_slot[int(r)]]), float(s)) for r, s in zip(idx[:n], sim[:n]) if r >= 0]
+
+    def final(self) -> tuple[list[int], list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
+        """The finished themes, in opening order: ids [K], their parents, each node's theme row
+        ``theme_of [n]`` int32, and the compacted theme graph ``knn_idx, knn_sim [K, k]``.
+        Every node must be attached. Compacts the graph: call once, at the end."""
+        self.sync_graph()
+        old_to_new = self.graph.compact()
+        live = np.flatnonzero(self.alive[: self.n_slots])
+        order = live[np.argsort(old_to_new[self.graph_row[live]], kind="stable")]
+        ids = self.ids[order].tolist()
+        row_of = {t: r for r, t in enumerate(ids)}
+        theme_of = np.array([row_of[int(t)] for t in self.label], dtype=np.int32)
+        idx, sim = self.graph.to_arrays()
+        return ids, [self.parents[s] for s in order], theme_of, idx, sim
+
+    def lineage(self) -> dict[str, list[int]]:
+        """Theme id -> parent ids of every theme ever opened with parents, in opening order."""
+        return {str(int(self.ids[s])): p for s, p in enumerate(self.parents) if p}
