@@ -11,6 +11,7 @@ import numpy as np
 from .base import normalize_rows
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+MIN_BATCH_TOKENS = 256  # padded tokens per forward below which CPU matmul kernels round differently (seen up to ~200)
 
 
 def default_model_path() -> Path:
@@ -37,9 +38,27 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """[n, dim] unit rows; each distinct text is embedded once (repeats share its row)."""
+        """[n, dim] unit rows; each distinct text is embedded once (repeats share its row).
+
+        A text's row does not depend on what else is in the call (batch-invariant), so streaming a
+        conversation message by message embeds it exactly as the bulk build does: a batch holds
+        texts of one token count only (padding changes a row's rounding), and a batch of fewer
+        than ``MIN_BATCH_TOKENS`` tokens is filled with copies of its last text (below that the
+        CPU matmul kernels change and round differently). tests/test_embed.py checks this."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         uniq, inverse = np.unique(np.asarray(list(texts), dtype=object), return_inverse=True)
-        x = self.model.encode(list(uniq), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
-        return normalize_rows(x)[inverse.reshape(-1)]
+        uniq = [str(t) for t in uniq]
+        limit = int(self.model.max_seq_length or 512)
+        lengths = np.array([len(ids) for ids in self.model.tokenizer(uniq, truncation=True, max_length=limit)["input_ids"]])
+        out = np.empty((len(uniq), self.dim), np.float32)
+        for n_tokens in np.unique(lengths)[::-1]:
+            same = np.flatnonzero(lengths == n_tokens)
+            for start in range(0, len(same), self.batch_size):
+                rows = same[start : start + self.batch_size]
+                batch = [uniq[i] for i in rows]
+                want = min(self.batch_size, -(-MIN_BATCH_TOKENS // max(int(n_tokens), 1)))
+                batch += [batch[-1]] * max(0, want - len(batch))
+                x = self.model.encode(batch, batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False)
+                out[rows] = x[: len(rows)]
+        return normalize_rows(out)[inverse.reshape(-1)]
