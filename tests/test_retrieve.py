@@ -231,3 +231,37 @@ def test_xmemory_tops_up_stage1_with_the_similarity_pool_by_relevance(data, retr
     off = Retriever(retriever.bank, EMB, XMemoryConfig.from_dict({"stage1": {"topup": False}}))
     for a, b in zip(off.search(q, m, strategy="xmemory"), s1):
         assert [u.id for u in a.units if u.type == "semantic"] == [u.id for u in b.units if u.type == "semantic"]
+
+
+def test_theme_relevance_from_summary_embeddings(data):
+    """stage1.theme_relevance = "summary": a theme's relevance is cos(query, its summary's embedding)
+    (the authors' rule), embedded once per distinct summary; the default stays the centroid."""
+    convs, mems = data
+    qs = _questions(convs)[:20]
+    cfg = XMemoryConfig.from_dict({"stage1": {"theme_relevance": "summary"}})
+    calls: list[list[str]] = []
+
+    class Counting(HashingEmbedder):
+        def encode(self, texts):
+            calls.append(list(texts))
+            return super().encode(texts)
+
+    r = Retriever(Bank.from_memories(mems), Counting(128), cfg)
+    bank = r.bank
+    q_x = EMB.encode([q for q, _ in qs])
+    mem_idx = np.array([bank.index_of(m) for _, m in qs])
+    out = run_stage1(bank, q_x, mem_idx, cfg.stage1, backend="reference", theme_vectors=r.theme_vectors)
+    for q in range(len(qs)):
+        rows = out.themes[out.theme_offsets[q] : out.theme_offsets[q + 1]]
+        want = EMB.encode([str(s) for s in bank.theme["summary"][rows]]) @ q_x[q]
+        np.testing.assert_allclose(out.theme_rel[out.theme_offsets[q] : out.theme_offsets[q + 1]], want, atol=1e-5)
+    embedded = [t for c in calls for t in c]
+    assert len(embedded) == len(set(embedded))  # each summary text embedded once
+    n_calls = len(calls)
+    r.search([q for q, _ in qs], [m for _, m in qs], strategy="xmemory-stage1")
+    assert all(t not in embedded for c in calls[n_calls:] for t in c if t in {str(s) for s in bank.theme["summary"]})
+    base = run_stage1(bank, q_x, mem_idx, XMemoryConfig().stage1, backend="reference")
+    assert Retriever(bank, EMB).theme_vectors(np.arange(3)) is None
+    assert not np.array_equal(base.theme_rel, out.theme_rel)
+    with pytest.raises(ValueError, match="theme_relevance"):
+        XMemoryConfig.from_dict({"stage1": {"theme_relevance": "title"}})

@@ -74,6 +74,9 @@ class Stage1Config:
     # Eq. 4 stop rule: "count" (code: covered candidates reach coverage_target of all, 1.0 = all
     # covered) or "weight" (ours before: credited edge-weight share reaches coverage_target)
     coverage_stop: str = "count"
+    # theme relevance cos(query, .): "centroid" (the members' mean) or "summary" (the theme summary's
+    # embedding, as the authors' code does; embedded at first use and cached by summary text)
+    theme_relevance: str = "centroid"
     # full xmemory only: Stage I's picks plus the similarity top-`semantic_budget` semantics, ordered by relevance
     # (measured on the dev split: recall 0.549/0.647/0.726 -> 0.622/0.703/0.788 at 300/600/1,200 tokens)
     topup: bool = True
@@ -170,6 +173,7 @@ class XMemoryConfig:
                 if f.name in _UNIT_INTERVAL and not 0.0 <= v <= 1.0:
                     raise ValueError(f"{name}: expected a value in [0, 1], got {v}")
         for name, value, choices in (("stage1.coverage_stop", self.stage1.coverage_stop, ("count", "weight")),
+                                     ("stage1.theme_relevance", self.stage1.theme_relevance, ("centroid", "summary")),
                                      ("stage2.mode", self.stage2.mode, ("independent", "sequential")),
                                      ("stage2.uncertainty", self.stage2.uncertainty, ("entropy", "mean_nll"))):
             if value not in choices:

@@ -54,6 +54,20 @@ class Retriever:
         self.reader = reader  # a Reader (xmemory_gpu.llm): enables Stage II's uncertainty gate
         self.budget = TokenBudget(tokens or (reader if reader is not None else default_counter()))
         self._chunks: Chunks | None = None
+        self._summary_x: dict[str, np.ndarray] = {}  # theme summary text -> its embedding (theme_relevance = "summary")
+
+    def theme_vectors(self, rows: np.ndarray) -> np.ndarray | None:
+        """[n, d] the vectors theme relevance is measured against for global theme ``rows``: None
+        for the centroids (the default); with ``stage1.theme_relevance = "summary"`` the embeddings
+        of the themes' summaries, embedded once per distinct summary text (so a theme re-summarised
+        by the engine is embedded again, never served stale)."""
+        if self.config.stage1.theme_relevance != "summary":
+            return None
+        texts = [str(t) for t in self.bank.theme["summary"][np.asarray(rows, np.int64)]]
+        missing = list(dict.fromkeys(t for t in texts if t not in self._summary_x))
+        if missing:
+            self._summary_x.update(zip(missing, self.embedder.encode(missing)))
+        return np.stack([self._summary_x[t] for t in texts]) if texts else np.zeros((0, self.bank.dim), np.float32)
 
     @property
     def tokens(self) -> TokenCounter:

@@ -2,7 +2,8 @@
 batch of queries over many memories at once (DESIGN sections 1 and 6).
 
 Per query: the top-``semantic_pool`` semantics of its memory by cosine (one ``knn_search`` for the
-batch); their themes are the theme candidates (relevance = cos(query, centroid)), selected by
+batch); their themes are the theme candidates (relevance = cos(query, centroid), or cos(query, summary
+embedding) with ``theme_relevance = "summary"``), selected by
 ``coverage_select`` with neighbours from the theme kNN graph restricted to the candidates
 (budget ``theme_budget``); then the pool semantics inside the selected themes are selected the
 same way with the semantic kNN graph (budget ``semantic_budget``); with no theme selected, the
@@ -11,6 +12,7 @@ whole pool competes. Every step is one call for the whole batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +31,7 @@ class Stage1Output:
     theme_offsets: np.ndarray  # [Q+1] int64
     themes: np.ndarray  # [T] int64 global theme rows
     theme_value: np.ndarray  # [T] float32 Eq. 4 value at pick time
-    theme_rel: np.ndarray  # [T] float32 cos(query, centroid)
+    theme_rel: np.ndarray  # [T] float32 cos(query, centroid or summary embedding)
     sem_offsets: np.ndarray  # [Q+1] int64
     semantics: np.ndarray  # [S] int64 global semantic rows
     sem_value: np.ndarray  # [S] float32
@@ -74,8 +76,12 @@ def _select(cand_q, cand_row, cand_rel, n_q, knn_idx, knn_sim, n_rows, budget, c
     return sel_off, cand_row[pick], val.astype(np.float32), cand_rel[pick].astype(np.float32)
 
 
-def run_stage1(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, cfg: Stage1Config, *, backend: str = "auto") -> Stage1Output:
-    """q_x [Q, d] unit query embeddings; mem_idx [Q] bank memory index of each query."""
+def run_stage1(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, cfg: Stage1Config, *, backend: str = "auto",
+               theme_vectors: Callable[[np.ndarray], np.ndarray] | None = None) -> Stage1Output:
+    """q_x [Q, d] unit query embeddings; mem_idx [Q] bank memory index of each query.
+
+    theme_vectors(rows [n] global theme rows) -> [n, d] unit rows that theme relevance is measured
+    against; default the centroids (``bank.theme_x``)."""
     q_x = np.asarray(q_x, np.float32)
     mem_idx = np.asarray(mem_idx, np.int64)
     n_q = q_x.shape[0]
@@ -89,7 +95,8 @@ def run_stage1(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, cfg: Stage1Conf
     n_th = bank.theme.rows_allocated
     tkey = np.unique(pq * n_th + bank.theme_of[p_row].astype(np.int64))
     tq, trow = tkey // n_th, tkey % n_th
-    trel = np.einsum("ij,ij->i", bank.theme_x[trow].astype(np.float64), q_x[tq].astype(np.float64))
+    t_x = bank.theme_x[trow] if theme_vectors is None else theme_vectors(trow)
+    trel = np.einsum("ij,ij->i", np.asarray(t_x, np.float64), q_x[tq].astype(np.float64))
     o = np.lexsort((trow, -trel, tq))
     tq, trow, trel = tq[o], trow[o], trel[o]
     th_off, th_sel, th_val, th_rel = _select(

@@ -126,7 +126,9 @@ def _episode_block(u: RetrievedUnit) -> str:
 def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, stage2: bool, similarity: bool) -> StrategyOutput:
     bank, n = r.bank, len(queries)
     t0 = time.perf_counter()
-    s1 = _similarity_stage1(r, q_x, mem_idx) if similarity else run_stage1(bank, q_x, mem_idx, r.config.stage1, backend=r.backend)
+    s1 = _similarity_stage1(r, q_x, mem_idx) if similarity else run_stage1(
+        bank, q_x, mem_idx, r.config.stage1, backend=r.backend,
+        theme_vectors=r.theme_vectors if r.config.stage1.theme_relevance == "summary" else None)
     if stage2 and not similarity and r.config.stage1.topup:
         s1 = _topup(s1, _similarity_stage1(r, q_x, mem_idx), bank, q_x, r.config.stage1.message_weight)
     times = {"stage1": time.perf_counter() - t0}
