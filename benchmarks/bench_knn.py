@@ -1,6 +1,10 @@
-"""kNN graph build and upkeep, CPU: ours (cpu) vs the float64 reference, faiss-cpu and torch in one run.
+"""kNN graph build and upkeep, CPU: ours (cpu) vs the float64 reference, a per-segment BLAS loop
+(NumPy sgemm + argpartition), a per-segment torch mm + topk loop, faiss-cpu and torch padded bmm,
+in one run.
 
-(a) 1,000 segments of 200-600 rows, d = 384, k = 10 (a bank of memories' semantic graphs);
+(a) 1,000 segments of 200-600 rows, d = 384, k = 10 (a bank of memories' semantic graphs); also
+    interleaved rounds of ours and the loop baselines (minimum and median of each, the ratio to the
+    strongest, and the fraction of this machine's measured FMA peak at n^2 d FLOPs per segment);
 (b) one segment of 50,000 rows, d = 384, k = 10 (no reference: it materialises N x N in float64);
 (c) one insert into a 10,000-row KnnGraph, d = 384, k = 10.
 """
@@ -10,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ops.knn_cases import ragged, segment_sizes
+from ops.knn_cases import numpy_blas_loop, ragged, segment_sizes, torch_mm_topk_loop
 
 from xmemory_gpu.ops.knn import KnnGraph, knn_graph
 
@@ -54,7 +58,48 @@ def case_a():
     return ragged(rng, segment_sizes(rng, 1000, 200, 600), D)
 
 
-@pytest.mark.parametrize("impl", ["cpu", "reference", "faiss-cpu loop", "torch padded bmm"])
+IMPLS_A = {
+    "cpu": lambda x, off: knn_graph(x, off, K, backend="cpu"),
+    "numpy BLAS loop": lambda x, off: numpy_blas_loop(x, off, K),
+    "torch mm+topk loop": lambda x, off: torch_mm_topk_loop(x, off, K),
+}
+
+
+def test_a_interleaved(benchmark, case_a):
+    """Ours and the two loop baselines, alternated for ROUNDS rounds (the machine is shared and
+    noisy); extra_info holds each one's min and median seconds, ours against the strongest, and
+    the fraction of the measured FMA peak (n^2 d FLOPs per segment: each pair once, 2 per FMA)."""
+    import statistics
+    import time
+
+    from fma_peak import fma_peak_gflops
+
+    x, off = case_a
+    rounds = 7
+    times: dict[str, list[float]] = {name: [] for name in IMPLS_A}
+    for fn in IMPLS_A.values():
+        fn(x, off)  # warm-up
+    for _ in range(rounds):
+        for name, fn in IMPLS_A.items():
+            t0 = time.perf_counter()
+            fn(x, off)
+            times[name].append(time.perf_counter() - t0)
+    sizes = np.diff(off).astype(np.float64)
+    flops = float(np.sum(sizes * sizes) * D)
+    peak = fma_peak_gflops()
+    best_base = min((n for n in IMPLS_A if n != "cpu"), key=lambda n: min(times[n]))
+    info = {f"{n} {stat}": round(f(t), 4) for n, t in times.items() for stat, f in (("min_s", min), ("median_s", statistics.median))}
+    info.update(strongest_baseline=best_base, speedup_vs_strongest_min=round(min(times[best_base]) / min(times["cpu"]), 2),
+                speedup_vs_strongest_median=round(statistics.median(times[best_base]) / statistics.median(times["cpu"]), 2),
+                gflop=round(flops / 1e9, 2), fma_peak_gflops=round(peak, 1),
+                cpu_fraction_of_peak=round(flops / min(times["cpu"]) / 1e9 / peak, 3), rounds=rounds)
+    benchmark.group = "knn (a) interleaved: ours vs per-segment loops"
+    benchmark.extra_info.update(info)
+    benchmark.pedantic(lambda: IMPLS_A["cpu"](x, off), rounds=1, iterations=1)
+    print("\n" + "\n".join(f"{k}: {v}" for k, v in info.items()))
+
+
+@pytest.mark.parametrize("impl", ["cpu", "reference", "numpy BLAS loop", "torch mm+topk loop", "faiss-cpu loop", "torch padded bmm"])
 def test_a_1000_segments(benchmark, case_a, impl):
     x, off = case_a
     benchmark.group = "knn (a) 1000 segments x 200-600 rows, d=384, k=10"
@@ -62,6 +107,8 @@ def test_a_1000_segments(benchmark, case_a, impl):
     fn = {
         "cpu": lambda: knn_graph(x, off, K, backend="cpu"),
         "reference": lambda: knn_graph(x, off, K, backend="reference"),
+        "numpy BLAS loop": lambda: numpy_blas_loop(x, off, K),
+        "torch mm+topk loop": lambda: torch_mm_topk_loop(x, off, K),
         "faiss-cpu loop": lambda: faiss_loop(x, off, K),
         "torch padded bmm": lambda: torch_padded_bmm(x, off, K),
     }[impl]

@@ -1,4 +1,8 @@
-"""f(P) candidate scoring, CPU: 10,000 candidates over 1,000 memories of ~300 nodes and 64
+"""f(P) on the CPU. (1) ``partition_objective`` over 1,000 segments of 200-400 rows, d = 384, 64
+labels each, float32 input: ours (cpu) against the vectorised NumPy closed form
+(``tests/ops/objective_cases.numpy_closed_form``: one-hot sums through BLAS, then norms and the
+centroid cosine matrix), interleaved rounds, min and median of each.
+(2) Candidate scoring: 10,000 candidates over 1,000 memories of ~300 nodes and 64
 themes at d = 384. Ours (incremental, from kept sums and top-2; cpu) against recomputing f(P)
 from scratch per candidate: the float64 reference (loops written from the equations) and a
 vectorised NumPy closed form (the authors' style: re-stack and recompute per evaluation).
@@ -10,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ops.objective_cases import random_candidates, random_partition
+from ops.objective_cases import numpy_closed_form, random_candidates, random_partition
 
-from xmemory_gpu.ops.objective import PartitionState, score_candidates
+from xmemory_gpu.ops.objective import PartitionState, partition_objective, score_candidates
 from xmemory_gpu.ops.objective.state import closed_form
 
 N_MEM, NODES, THEMES, D, PER_MEM = 1000, 300, 64, 384, 10
@@ -72,3 +76,34 @@ def test_score_candidates(benchmark, problem, impl):
     result = benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=0)
     benchmark.extra_info["seconds_per_candidate_note"] = "divide the time by candidates_timed"
     assert len(result) == n
+
+
+@pytest.fixture(scope="module")
+def labelled():
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(200, 401, 1000).tolist()
+    x, lab, off = random_partition(rng, sizes, [64] * 1000, D)
+    return x.astype(np.float32), lab, off
+
+
+def test_partition_objective_interleaved(benchmark, labelled):
+    """Ours and the NumPy closed form alternated for 7 rounds on the same float32 input."""
+    import statistics
+    import time
+
+    x, lab, off = labelled
+    impls = {"cpu": lambda: partition_objective(x, lab, off, backend="cpu"), "numpy closed form": lambda: numpy_closed_form(x, lab, off)}
+    np.testing.assert_allclose(impls["cpu"](), impls["numpy closed form"](), rtol=1e-6, atol=1e-6)
+    times: dict[str, list[float]] = {n: [] for n in impls}
+    for _ in range(7):
+        for n, fn in impls.items():
+            t0 = time.perf_counter()
+            fn()
+            times[n].append(time.perf_counter() - t0)
+    info = {f"{n} {stat}": round(f(t), 4) for n, t in times.items() for stat, f in (("min_s", min), ("median_s", statistics.median))}
+    info.update(speedup_min=round(min(times["numpy closed form"]) / min(times["cpu"]), 2),
+                speedup_median=round(statistics.median(times["numpy closed form"]) / statistics.median(times["cpu"]), 2))
+    benchmark.group = "partition_objective: 1000 segments x 200-400 rows, 64 labels, d=384"
+    benchmark.extra_info.update(info)
+    benchmark.pedantic(impls["cpu"], rounds=1, iterations=1)
+    print("\n" + "\n".join(f"{k}: {v}" for k, v in info.items()))

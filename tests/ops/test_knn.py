@@ -25,7 +25,15 @@ from .gpu import (
     requires_cuda_module,
     requires_triton,
 )
-from .knn_cases import GRAPH_BACKENDS, SEARCH_BACKENDS, check_knn, ragged, segment_sizes
+from .knn_cases import (
+    GRAPH_BACKENDS,
+    SEARCH_BACKENDS,
+    check_knn,
+    numpy_blas_loop,
+    ragged,
+    segment_sizes,
+    torch_mm_topk_loop,
+)
 
 if has_triton():
     from xmemory_gpu.ops.knn import triton as kt
@@ -80,6 +88,14 @@ def test_search_ragged(rng, backend):
     idx, sim = knn_search(q, qo, x, xo, 8, backend=backend)
     check_knn(q, qo, x, xo, 8, idx, sim, self_excluded=False)
     assert np.all(idx[:3] == -1), "queries of an empty segment get padding only"
+
+
+@pytest.mark.parametrize("baseline", [numpy_blas_loop, torch_mm_topk_loop])
+def test_benchmark_baselines_are_correct(rng, baseline):
+    """The loop baselines bench_knn.py times against ours compute the same graph (oracle check)."""
+    x, off = ragged(rng, [0, 1, 2, 5, 40, 0] + segment_sizes(rng, 4, 10, 60), 32)
+    idx, sim = baseline(x, off, 10)
+    check_knn(x, off, x, off, 10, np.asarray(idx, np.int32), np.asarray(sim, np.float32), self_excluded=True)
 
 
 def test_torch_in_torch_out(rng):
