@@ -57,47 +57,54 @@ struct TopK {
 // similarity is bit-identical whatever the batch, tile, position or ISA.
 void dot_block(xmem::Isa isa, const float* q, int64_t nq, const float* x, int64_t nk, int64_t d, float* out, float* pack) {
   xmem::pack_panels(x, nk, d, pack);
-  float blk[xmem::kMR * xmem::kNR];
+  float blk[(QB + xmem::kMR) * xmem::kNR];  // the chains of every query row against one panel
   const float* a[xmem::kMR];
   for (int64_t p = 0; p * xmem::kNR < nk; ++p) {
     const int64_t c0 = p * xmem::kNR, nc = std::min(xmem::kNR, nk - c0);
-    for (int64_t g = 0; g < nq; g += xmem::kMR) {
-      for (int64_t r = 0; r < xmem::kMR; ++r) a[r] = q + std::min(g + r, nq - 1) * d;
-      xmem::microkernel(isa, a, pack + p * d * xmem::kNR, d, blk);
-      for (int64_t r = 0; r < xmem::kMR && g + r < nq; ++r)
-        std::memcpy(out + (g + r) * KB + c0, blk + r * xmem::kNR, sizeof(float) * nc);
+    for (int64_t t0 = 0; t0 < d; t0 += xmem::kKC) {
+      const int64_t kc = std::min(xmem::kKC, d - t0);
+      for (int64_t g = 0; g < nq; g += xmem::kMR) {
+        for (int64_t r = 0; r < xmem::kMR; ++r) a[r] = q + std::min(g + r, nq - 1) * d + t0;
+        xmem::microkernel(isa, a, pack + p * d * xmem::kNR + t0 * xmem::kNR, kc, blk + g * xmem::kNR, t0 > 0);
+      }
     }
+    for (int64_t r = 0; r < nq; ++r) std::memcpy(out + r * KB + c0, blk + r * xmem::kNR, sizeof(float) * nc);
   }
 }
 
 // Graph of one segment (rows s..e of the unit rows xs), each unordered pair computed once: the
 // segment is packed into 32-column panels; for each panel, the 6-row groups that have a pair
-// (i < j) in it go through the micro-kernel and each pair is offered to both rows' top-k.
+// (i < j) in it go through the micro-kernel depth chunk by depth chunk (the panel chunk stays in
+// L1 across the groups; the chains continue through ``acc``), then each pair is offered to both
+// rows' top-k.
 void segment_graph(xmem::Isa isa, const float* xs, int64_t s, int64_t e, int64_t d, bool drop_nonpositive,
-                   std::vector<TopK>& tops, std::vector<float>& pack) {
+                   std::vector<TopK>& tops, std::vector<float>& pack, std::vector<float>& acc) {
   const int64_t n = e - s;
   const int64_t panels = (n + xmem::kNR - 1) / xmem::kNR;
   pack.resize(static_cast<size_t>(panels * xmem::kNR * d));
+  acc.resize(static_cast<size_t>((n + xmem::kMR) * xmem::kNR));
   xmem::pack_panels(xs + s * d, n, d, pack.data());
-  float blk[xmem::kMR * xmem::kNR];
   const float* a[xmem::kMR];
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t c0 = p * xmem::kNR, nc = std::min(xmem::kNR, n - c0);
     const float* panel = pack.data() + p * d * xmem::kNR;
-    for (int64_t g = 0; g < c0 + nc - 1; g += xmem::kMR) {  // groups with some row i < the panel's last column
-      for (int64_t r = 0; r < xmem::kMR; ++r) a[r] = xs + (s + std::min(g + r, n - 1)) * d;
-      xmem::microkernel(isa, a, panel, d, blk);
-      for (int64_t r = 0; r < xmem::kMR && g + r < n; ++r) {
-        const int64_t i = g + r;
-        const float* row = blk + r * xmem::kNR;
-        TopK& ti = tops[i];
-        for (int64_t c = std::max<int64_t>(0, i + 1 - c0); c < nc; ++c) {  // j > i only
-          const float v = row[c];
-          if (drop_nonpositive && !(v > 0.f)) continue;
-          const int64_t j = c0 + c;
-          ti.offer(v, static_cast<int32_t>(s + j));
-          tops[j].offer(v, static_cast<int32_t>(s + i));
-        }
+    const int64_t rows = c0 + nc - 1;  // groups with some row i < the panel's last column
+    for (int64_t t0 = 0; t0 < d; t0 += xmem::kKC) {
+      const int64_t kc = std::min(xmem::kKC, d - t0);
+      for (int64_t g = 0; g < rows; g += xmem::kMR) {
+        for (int64_t r = 0; r < xmem::kMR; ++r) a[r] = xs + (s + std::min(g + r, n - 1)) * d + t0;
+        xmem::microkernel(isa, a, panel + t0 * xmem::kNR, kc, acc.data() + g * xmem::kNR, t0 > 0);
+      }
+    }
+    for (int64_t i = 0; i < std::min(rows, n); ++i) {
+      const float* row = acc.data() + i * xmem::kNR;
+      TopK& ti = tops[i];
+      for (int64_t c = std::max<int64_t>(0, i + 1 - c0); c < nc; ++c) {  // j > i only
+        const float v = row[c];
+        if (drop_nonpositive && !(v > 0.f)) continue;
+        const int64_t j = c0 + c;
+        ti.offer(v, static_cast<int32_t>(s + j));
+        tops[j].offer(v, static_cast<int32_t>(s + i));
       }
     }
   }
@@ -174,6 +181,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     {
       std::vector<float> block(QB * KB);
       std::vector<float> pack(static_cast<size_t>(KB * d));
+      std::vector<float> acc;
       std::vector<TopK> tops;
       int tid = 0;
 #ifdef _OPENMP
@@ -197,7 +205,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
           const int64_t s = qo[b], e = qo[b + 1];
           tops.clear();
           for (int64_t r = s; r < e; ++r) tops.push_back(TopK{sim + r * k, idx + r * k, k});
-          segment_graph(isa, xs, s, e, d, drop_nonpositive, tops, pack);
+          segment_graph(isa, xs, s, e, d, drop_nonpositive, tops, pack, acc);
           continue;
         }
         const int64_t r0 = items[it].second;

@@ -98,6 +98,29 @@ def test_benchmark_baselines_are_correct(rng, baseline):
     check_knn(x, off, x, off, 10, np.asarray(idx, np.int32), np.asarray(sim, np.float32), self_excluded=True)
 
 
+def test_cpu_isas_are_bit_identical(rng, monkeypatch):
+    """Every ISA this CPU runs (XMEM_CPU_ISA caps the run-time choice) gives the same bits: graph
+    (many segments: each pair once; few large: mirrored) and search, d not a multiple of the
+    micro-kernel's depth chunk."""
+    _C = pytest.importorskip("xmemory_gpu._C")
+    x, off = ragged(rng, segment_sizes(rng, 12, 1, 70), 300)
+    big, big_off = ragged(rng, [150, 90], 200)
+    q, q_off = ragged(rng, [5, 0, 9] + [3] * 9, 300)
+    got = {}
+    for isa in ("scalar", "avx2", "avx512"):
+        monkeypatch.setenv("XMEM_CPU_ISA", isa)
+        if _C.cpu_isa() != isa:
+            continue  # the CPU lacks it
+        got[isa] = (knn_graph(x, off, 10, backend="cpu"), knn_graph(big, big_off, 7, backend="cpu"),
+                    knn_search(q, q_off, x, off, 4, backend="cpu"))
+    assert "scalar" in got and len(got) >= 2 or _C.cpu_isa() == "scalar"
+    first = next(iter(got.values()))
+    for isa, res in got.items():
+        for (i0, s0), (i1, s1) in zip(first, res):
+            np.testing.assert_array_equal(i0, i1, err_msg=isa)
+            np.testing.assert_array_equal(s0, s1, err_msg=isa)
+
+
 def test_torch_in_torch_out(rng):
     x, off = ragged(rng, [12, 9], 8)
     idx, sim = knn_graph(torch.from_numpy(x), torch.from_numpy(off), 3)

@@ -5,6 +5,9 @@
 // sequential fused-multiply-add chain over t = 0..d-1, in every ISA (AVX-512, AVX2+FMA, scalar
 // std::fma), so a pair's value is bit-identical whatever the ISA, tile, position or operand order
 // (a * b == b * a): callers may compute each unordered pair once and trust both directions.
+// A call covers t in [0, kc) of its (offset) operands and, with ``acc``, continues the chains
+// from the float32 values in ``out``: callers split d into chunks of kKC so a panel chunk
+// (kKC x 32 floats, 16 KiB) stays in L1 across all row groups, and the chains are unchanged.
 // Compiled for the portable baseline; the vector kernels carry target attributes and are picked
 // at run time (no -march=native needed). XMEM_CPU_ISA=scalar|avx2|avx512 caps the choice.
 #pragma once
@@ -24,6 +27,7 @@ namespace xmem {
 
 constexpr int64_t kMR = 6;   // A rows per micro-kernel call
 constexpr int64_t kNR = 32;  // packed panel width (columns)
+constexpr int64_t kKC = 128;  // depth chunk: a panel chunk of kKC x kNR floats fits L1
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
@@ -59,8 +63,9 @@ inline void pack_panels(const float* b, int64_t n, int64_t d, float* out) {
 }
 
 // out[r * 32 + c] for r < 6, c < 32; a[r] are the 6 A row pointers (repeat one for short groups).
-inline void mk_scalar(const float* const* a, const float* panel, int64_t d, float* out) {
+inline void mk_scalar(const float* const* a, const float* panel, int64_t d, float* out, bool accumulate) {
   float acc[kMR][kNR] = {};
+  if (accumulate) std::memcpy(acc, out, sizeof(acc));
   for (int64_t t = 0; t < d; ++t) {
     const float* bt = panel + t * kNR;
     for (int64_t r = 0; r < kMR; ++r) {
@@ -72,10 +77,20 @@ inline void mk_scalar(const float* const* a, const float* panel, int64_t d, floa
 }
 
 #ifdef XMEM_X86
-__attribute__((target("avx2,fma"))) inline void mk_avx2(const float* const* a, const float* panel, int64_t d, float* out) {
+__attribute__((target("avx2,fma"))) inline void mk_avx2(const float* const* a, const float* panel, int64_t d, float* out,
+                                                         bool accumulate) {
   for (int64_t h = 0; h < kNR; h += 16) {  // two 6 x 16 halves: 12 accumulators + 2 loads + 1 broadcast
+    float* o = out + h;
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    if (accumulate) {
+      c00 = _mm256_loadu_ps(o + 0 * kNR); c01 = _mm256_loadu_ps(o + 0 * kNR + 8);
+      c10 = _mm256_loadu_ps(o + 1 * kNR); c11 = _mm256_loadu_ps(o + 1 * kNR + 8);
+      c20 = _mm256_loadu_ps(o + 2 * kNR); c21 = _mm256_loadu_ps(o + 2 * kNR + 8);
+      c30 = _mm256_loadu_ps(o + 3 * kNR); c31 = _mm256_loadu_ps(o + 3 * kNR + 8);
+      c40 = _mm256_loadu_ps(o + 4 * kNR); c41 = _mm256_loadu_ps(o + 4 * kNR + 8);
+      c50 = _mm256_loadu_ps(o + 5 * kNR); c51 = _mm256_loadu_ps(o + 5 * kNR + 8);
+    }
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
     const float* bp = panel + h;
     for (int64_t t = 0; t < d; ++t, bp += kNR) {
@@ -93,7 +108,6 @@ __attribute__((target("avx2,fma"))) inline void mk_avx2(const float* const* a, c
       x = _mm256_broadcast_ss(a5 + t);
       c50 = _mm256_fmadd_ps(x, b0, c50); c51 = _mm256_fmadd_ps(x, b1, c51);
     }
-    float* o = out + h;
     _mm256_storeu_ps(o + 0 * kNR, c00); _mm256_storeu_ps(o + 0 * kNR + 8, c01);
     _mm256_storeu_ps(o + 1 * kNR, c10); _mm256_storeu_ps(o + 1 * kNR + 8, c11);
     _mm256_storeu_ps(o + 2 * kNR, c20); _mm256_storeu_ps(o + 2 * kNR + 8, c21);
@@ -103,9 +117,18 @@ __attribute__((target("avx2,fma"))) inline void mk_avx2(const float* const* a, c
   }
 }
 
-__attribute__((target("avx512f"))) inline void mk_avx512(const float* const* a, const float* panel, int64_t d, float* out) {
+__attribute__((target("avx512f"))) inline void mk_avx512(const float* const* a, const float* panel, int64_t d, float* out,
+                                                          bool accumulate) {
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  if (accumulate) {
+    c00 = _mm512_loadu_ps(out + 0 * kNR); c01 = _mm512_loadu_ps(out + 0 * kNR + 16);
+    c10 = _mm512_loadu_ps(out + 1 * kNR); c11 = _mm512_loadu_ps(out + 1 * kNR + 16);
+    c20 = _mm512_loadu_ps(out + 2 * kNR); c21 = _mm512_loadu_ps(out + 2 * kNR + 16);
+    c30 = _mm512_loadu_ps(out + 3 * kNR); c31 = _mm512_loadu_ps(out + 3 * kNR + 16);
+    c40 = _mm512_loadu_ps(out + 4 * kNR); c41 = _mm512_loadu_ps(out + 4 * kNR + 16);
+    c50 = _mm512_loadu_ps(out + 5 * kNR); c51 = _mm512_loadu_ps(out + 5 * kNR + 16);
+  }
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
   const float* bp = panel;
   for (int64_t t = 0; t < d; ++t, bp += kNR) {
@@ -132,14 +155,15 @@ __attribute__((target("avx512f"))) inline void mk_avx512(const float* const* a, 
 }
 #endif
 
-// One 6 x 32 block: out[r * 32 + c] = dot(a[r], panel column c).
-inline void microkernel(Isa isa, const float* const* a, const float* panel, int64_t d, float* out) {
+// One 6 x 32 block over depth [0, d) of its operands: out[r * 32 + c] = dot(a[r], panel column c),
+// or, with ``accumulate``, the chains continued from out's values.
+inline void microkernel(Isa isa, const float* const* a, const float* panel, int64_t d, float* out, bool accumulate = false) {
 #ifdef XMEM_X86
-  if (isa == Isa::Avx512) return mk_avx512(a, panel, d, out);
-  if (isa == Isa::Avx2) return mk_avx2(a, panel, d, out);
+  if (isa == Isa::Avx512) return mk_avx512(a, panel, d, out, accumulate);
+  if (isa == Isa::Avx2) return mk_avx2(a, panel, d, out, accumulate);
 #endif
   (void)isa;
-  mk_scalar(a, panel, d, out);
+  mk_scalar(a, panel, d, out, accumulate);
 }
 
 // Single-precision FMA peak probe: `reps` x 12 independent FMA chains per thread in the best ISA.
