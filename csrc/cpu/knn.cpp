@@ -72,18 +72,38 @@ void dot_block(xmem::Isa isa, const float* q, int64_t nq, const float* x, int64_
   }
 }
 
-// Graph of one segment (rows s..e of the unit rows xs), each unordered pair computed once: the
+// Row i of x scaled to unit L2 norm (norm in double) into out; a zero row stays zero.
+inline void unit_row(const float* x, int64_t d, float* out) {
+  double s = 0;
+  for (int64_t t = 0; t < d; ++t) s += double(x[t]) * x[t];
+  const float inv = s > 0 ? float(1.0 / std::sqrt(s)) : 0.f;
+  for (int64_t t = 0; t < d; ++t) out[t] = x[t] * inv;
+}
+
+// Rows scaled to unit L2 norm; zero rows stay zero.
+std::vector<float> unit_rows(const float* x, int64_t n, int64_t d) {
+  std::vector<float> u(static_cast<size_t>(n * d));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) unit_row(x + i * d, d, u.data() + i * d);
+  return u;
+}
+
+// Graph of one segment (rows s..e of the raw rows x, normalised here into the thread's ``unit``
+// buffer, which stays in cache: no N x d normalised copy), each unordered pair computed once: the
 // segment is packed into 32-column panels; for each panel, the 6-row groups that have a pair
 // (i < j) in it go through the micro-kernel depth chunk by depth chunk (the panel chunk stays in
 // L1 across the groups; the chains continue through ``acc``), then each pair is offered to both
 // rows' top-k.
-void segment_graph(xmem::Isa isa, const float* xs, int64_t s, int64_t e, int64_t d, bool drop_nonpositive,
-                   std::vector<TopK>& tops, std::vector<float>& pack, std::vector<float>& acc) {
+void segment_graph(xmem::Isa isa, const float* x, int64_t s, int64_t e, int64_t d, bool drop_nonpositive,
+                   std::vector<TopK>& tops, std::vector<float>& unit, std::vector<float>& pack, std::vector<float>& acc) {
   const int64_t n = e - s;
   const int64_t panels = (n + xmem::kNR - 1) / xmem::kNR;
+  unit.resize(static_cast<size_t>(n * d));
+  for (int64_t i = 0; i < n; ++i) unit_row(x + (s + i) * d, d, unit.data() + i * d);
+  const float* xs = unit.data();
   pack.resize(static_cast<size_t>(panels * xmem::kNR * d));
   acc.resize(static_cast<size_t>((n + xmem::kMR) * xmem::kNR));
-  xmem::pack_panels(xs + s * d, n, d, pack.data());
+  xmem::pack_panels(xs, n, d, pack.data());
   const float* a[xmem::kMR];
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t c0 = p * xmem::kNR, nc = std::min(xmem::kNR, n - c0);
@@ -92,7 +112,7 @@ void segment_graph(xmem::Isa isa, const float* xs, int64_t s, int64_t e, int64_t
     for (int64_t t0 = 0; t0 < d; t0 += xmem::kKC) {
       const int64_t kc = std::min(xmem::kKC, d - t0);
       for (int64_t g = 0; g < rows; g += xmem::kMR) {
-        for (int64_t r = 0; r < xmem::kMR; ++r) a[r] = xs + (s + std::min(g + r, n - 1)) * d + t0;
+        for (int64_t r = 0; r < xmem::kMR; ++r) a[r] = xs + std::min(g + r, n - 1) * d + t0;
         xmem::microkernel(isa, a, panel + t0 * xmem::kNR, kc, acc.data() + g * xmem::kNR, t0 > 0);
       }
     }
@@ -108,19 +128,6 @@ void segment_graph(xmem::Isa isa, const float* xs, int64_t s, int64_t e, int64_t
       }
     }
   }
-}
-
-// Rows scaled to unit L2 norm (norms in double); zero rows stay zero.
-std::vector<float> unit_rows(const float* x, int64_t n, int64_t d) {
-  std::vector<float> u(static_cast<size_t>(n * d));
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (int64_t t = 0; t < d; ++t) s += double(x[i * d + t]) * x[i * d + t];
-    const float inv = s > 0 ? float(1.0 / std::sqrt(s)) : 0.f;
-    for (int64_t t = 0; t < d; ++t) u[i * d + t] = x[i * d + t] * inv;
-  }
-  return u;
 }
 
 using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
@@ -146,7 +153,13 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     py::gil_scoped_release nogil;
     std::fill(idx, idx + nq * k, -1);
     std::fill(sim, sim + nq * k, -std::numeric_limits<float>::infinity());
-    const std::vector<float> xu = unit_rows(x_in.data(), nx, d);
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    const bool symmetric = self_rows && nseg >= 4 * threads;
+    // the symmetric path normalises each segment in its thread's cache; the others read one copy
+    const std::vector<float> xu = symmetric ? std::vector<float>() : unit_rows(x_in.data(), nx, d);
     const std::vector<float> qu = self_rows ? std::vector<float>() : unit_rows(q_in.data(), nq, d);
     const float* xs = xu.data();
     const float* qs = self_rows ? xs : qu.data();
@@ -155,11 +168,6 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     // computed once and offered to both sides (dot(i, j) == dot(j, i) bit for bit: same kernel,
     // commutative products), halving the FLOPs. Otherwise (search, or fewer segments than it takes
     // to keep the threads busy) items are (segment, query tile) against every key tile.
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
-    const bool symmetric = self_rows && nseg >= 4 * threads;
     const xmem::Isa isa = xmem::cpu_isa();
     // Few, large segments: items stay (segment, query tile), each computes only key tiles from its
     // own tile on, offers to its rows directly and mirrors to the other rows through per-thread
@@ -181,7 +189,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     {
       std::vector<float> block(QB * KB);
       std::vector<float> pack(static_cast<size_t>(KB * d));
-      std::vector<float> acc;
+      std::vector<float> acc, unit;
       std::vector<TopK> tops;
       int tid = 0;
 #ifdef _OPENMP
@@ -205,7 +213,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
           const int64_t s = qo[b], e = qo[b + 1];
           tops.clear();
           for (int64_t r = s; r < e; ++r) tops.push_back(TopK{sim + r * k, idx + r * k, k});
-          segment_graph(isa, xs, s, e, d, drop_nonpositive, tops, pack, acc);
+          segment_graph(isa, x_in.data(), s, e, d, drop_nonpositive, tops, unit, pack, acc);
           continue;
         }
         const int64_t r0 = items[it].second;
