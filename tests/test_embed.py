@@ -50,3 +50,19 @@ def test_rows_do_not_depend_on_the_rest_of_the_call():
 def test_bad_embedder_specs_are_one_line_errors(spec, message):
     with pytest.raises(ValueError, match=message):
         load_embedder(spec)
+
+
+def test_queries_take_the_plain_path():
+    """Queries skip the batch-invariance filler (one forward of their own tokens) and still give
+    unit rows within float32 noise of the stored path's."""
+    from xmemory_gpu.embed import encode_queries
+
+    e = load_embedder("all-MiniLM-L6-v2")
+    calls = []
+    real = e.model.encode
+    e.model.encode = lambda texts, **kw: calls.append(list(texts)) or real(texts, **kw)
+    q = encode_queries(e, ["When did Caroline go to the support group?"])
+    assert calls == [["When did Caroline go to the support group?"]]
+    np.testing.assert_allclose(q, e.encode(["When did Caroline go to the support group?"]), atol=1e-5)
+    hashing = load_embedder("hashing:32")
+    np.testing.assert_array_equal(encode_queries(hashing, ["a b"]), hashing.encode(["a b"]))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import Embedder, normalize_rows
+from .base import Embedder, encode_queries, normalize_rows
 from .hashing import HashingEmbedder
 
-__all__ = ["Embedder", "HashingEmbedder", "embedder_for_store", "load_embedder", "normalize_rows"]
+__all__ = ["Embedder", "HashingEmbedder", "embedder_for_store", "encode_queries", "load_embedder", "normalize_rows"]
 
 
 def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64) -> Embedder:

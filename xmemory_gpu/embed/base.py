@@ -16,6 +16,13 @@ class Embedder(Protocol):
         ...
 
 
+def encode_queries(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Search queries' rows: the embedder's ``encode_queries`` when it has a cheaper query path
+    (sentence-transformers: no batch-invariance filler), else ``encode``."""
+    fn = getattr(embedder, "encode_queries", None)
+    return fn(texts) if fn is not None else embedder.encode(texts)
+
+
 def normalize_rows(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     n = np.linalg.norm(x, axis=1, keepdims=True)

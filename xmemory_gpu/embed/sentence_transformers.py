@@ -62,3 +62,12 @@ class SentenceTransformerEmbedder:
                 x = self.model.encode(batch, batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False)
                 out[rows] = x[: len(rows)]
         return normalize_rows(out)[inverse.reshape(-1)]
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """[n, dim] unit rows for search queries: one plain encoder call, no one-length batches or
+        filler (a query is not stored, so its last bits may depend on the batch; a lone query costs
+        its own tokens, not ``MIN_BATCH_TOKENS``)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        x = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        return normalize_rows(x)

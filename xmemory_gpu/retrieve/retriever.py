@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import XMemoryConfig, resolve_config
-from ..embed import Embedder, embedder_for_store
+from ..embed import Embedder, embedder_for_store, encode_queries
 from ..memory.bank import Bank
 from ..memory.store import Store
 from ..tokens import TokenCounter, default_counter
@@ -109,7 +109,7 @@ class Retriever:
         mem_idx = np.array([self.bank.index_of(m) for m in mids], dtype=np.int64)
         n = max(len(queries), 1)
         t0 = time.perf_counter()
-        q_x = self.embedder.encode(queries) if query_x is None else np.asarray(query_x, np.float32)
+        q_x = encode_queries(self.embedder, queries) if query_x is None else np.asarray(query_x, np.float32)
         t_embed = time.perf_counter() - t0
         if q_x.shape != (len(queries), self.bank.dim):
             raise ValueError(f"search: query embeddings must be [{len(queries)}, {self.bank.dim}], got {q_x.shape}")
