@@ -17,10 +17,20 @@ def search_by_memory(q_x: np.ndarray, mem_idx: np.ndarray, level: Level, k: int,
     ``knn_search`` call and come back in their order: idx [Q, k] int32 global rows, sim [Q, k] float32."""
     offsets, seg_of = level.seg.kernel_view()
     seg = seg_of[np.asarray(mem_idx, np.int64)]
-    order = np.argsort(seg, kind="stable")
-    q_off = csr_offsets(np.bincount(seg, minlength=len(offsets) - 1))
     data = level["x"] if x is None else x
-    idx, sim = knn_search(q_x[order], q_off, data[: offsets[-1]], offsets, k, backend=backend)
+    # only the segments that hold a query go to the kernel (a lone query reads its memory's rows, not
+    # the whole bank: checking and normalising every row per call made search O(bank))
+    used = np.unique(seg)
+    starts, ends = offsets[used], offsets[used + 1]
+    sub_off = csr_offsets((ends - starts).tolist())
+    sub_x = data[int(starts[0]) : int(ends[0])] if len(used) == 1 else np.concatenate(
+        [data[int(a) : int(b)] for a, b in zip(starts, ends)]) if len(used) else data[:0]
+    local = np.searchsorted(used, seg)
+    order = np.argsort(local, kind="stable")
+    q_off = csr_offsets(np.bincount(local, minlength=len(used)))
+    idx, sim = knn_search(q_x[order], q_off, sub_x, sub_off, k, backend=backend)
+    shift = (starts - sub_off[:-1])[local[order]][:, None]  # a row's place in sub_x -> its global row
+    idx = np.where(idx >= 0, idx + shift, -1).astype(idx.dtype)
     out_i, out_s = np.empty_like(idx), np.empty_like(sim)
     out_i[order], out_s[order] = idx, sim
     return out_i, out_s
