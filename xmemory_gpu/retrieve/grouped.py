@@ -23,14 +23,16 @@ def search_by_memory(q_x: np.ndarray, mem_idx: np.ndarray, level: Level, k: int,
     used = np.unique(seg)
     starts, ends = offsets[used], offsets[used + 1]
     sub_off = csr_offsets((ends - starts).tolist())
-    sub_x = data[int(starts[0]) : int(ends[0])] if len(used) == 1 else np.concatenate(
-        [data[int(a) : int(b)] for a, b in zip(starts, ends)]) if len(used) else data[:0]
+    shift_of = starts - sub_off[:-1]  # per used segment: its place in sub_x -> its global row
+    if len(used) == 1:
+        sub_x = data[int(starts[0]) : int(ends[0])]  # a view
+    else:  # one gather of the used segments' rows
+        sub_x = data[np.repeat(shift_of, ends - starts) + np.arange(int(sub_off[-1]))]
     local = np.searchsorted(used, seg)
     order = np.argsort(local, kind="stable")
     q_off = csr_offsets(np.bincount(local, minlength=len(used)))
     idx, sim = knn_search(q_x[order], q_off, sub_x, sub_off, k, backend=backend)
-    shift = (starts - sub_off[:-1])[local[order]][:, None]  # a row's place in sub_x -> its global row
-    idx = np.where(idx >= 0, idx + shift, -1).astype(idx.dtype)
+    idx = np.where(idx >= 0, idx + shift_of[local[order]][:, None], -1).astype(idx.dtype)
     out_i, out_s = np.empty_like(idx), np.empty_like(sim)
     out_i[order], out_s[order] = idx, sim
     return out_i, out_s
