@@ -30,7 +30,8 @@ def test_triton_kernels_compile_for_sm90():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     names = {r["kernel"] for r in reports}
     assert {"objective.group_sums", "objective.slot_s[candidates=True]", "objective.finish[candidates=False]",
-            "knn.topk[KP=64]", "entropy[bf16]"} <= names
+            "knn.topk[KP=64]", "entropy[bf16]", "coverage[count_stop=True,K=10,BLOCK_N=256]",
+            "coverage[count_stop=False,K=4,BLOCK_N=64]"} <= names
     for r in reports:
         assert r["ok"] and 0 < r["registers"] <= 255, r
         assert r["spill_bytes"] <= 64, f"{r['kernel']} spills {r['spill_bytes']} bytes"

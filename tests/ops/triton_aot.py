@@ -70,6 +70,15 @@ def variants():
         yield (f"knn.topk[KP={kp}]", kt._knn_topk_kernel, knn,
                {"EXCLUDE_SELF": excl, "DROP_NONPOS": False, "KP": kp, "BLOCK_M": block_m, "BLOCK_N": block_n,
                 "BLOCK_D": block_d, "PRECISION": "ieee", "LOG_M": 6, "LOG_N": 6, "LOG_KP": kp.bit_length() - 1}, warps)
+    from xmemory_gpu.ops.coverage import triton as ct
+
+    cov = {"prog_q_ptr": "*i32", "off_ptr": "*i64", "cap_ptr": "*i64", "idx_ptr": "*i32", "w_ptr": "*fp32",
+           "rel_ptr": "*fp64", "idx2_ptr": "*i32", "w2_ptr": "*fp32", "selfl_ptr": "*i8", "reln_ptr": "*fp64",
+           "cov_ptr": "*i8", "chosen_ptr": "*i8", "sel_ptr": "*i32", "val_ptr": "*fp64", "cnt_ptr": "*i32",
+           "par_ptr": "*fp64"}
+    for count_stop, k, block in ((True, 10, 16), (True, 10, 256), (False, 4, 64)):  # BLOCK_N in [16, 256]
+        yield (f"coverage[count_stop={count_stop},K={k},BLOCK_N={block}]", ct._coverage_kernel, cov,
+               {"COUNT_STOP": count_stop, "K": k, "BLOCK_N": block}, 4)
     for dtype in ("fp32", "bf16"):
         block, warps = et._config(151_936, 4 if dtype == "fp32" else 2)
         yield (f"entropy[{dtype}]", et._entropy_logprob_kernel,
