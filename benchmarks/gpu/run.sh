@@ -2,7 +2,9 @@
 # One-command GPU validation for a lent GPU machine (no registry, Python 3.12, torch, triton; 10 min
 # per command, 30 min of device time per session):
 #   1. build the C++ and CUDA modules into the machine's Python (pip install --no-build-isolation --no-deps .)
-#   2. run every GPU test (tests/ops, compiled Triton and CUDA for real) with a junit report
+#   2. run every GPU test (tests/ops, compiled Triton and CUDA for real; tests/test_device_pipeline.py,
+#      the build, Retriever and engine on device-resident arrays, which needs pydantic: carry its wheels,
+#      see the device tool's README, or it is reported skipped) with a junit report
 #   3. benchmarks/gpu/validate.py: each op's GPU paths checked against the float64 reference on fresh
 #      random inputs, timed against torch baselines and the roofline floor (bytes and FLOPs counted
 #      over this device's measured copy and matmul peaks), and the validated-backends entries
@@ -49,7 +51,7 @@ else
   export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-16}"
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv \
     | tee "$OUTDIR/device.txt" || true
-  PYTEST_ARGS=("$ROOT/tests/ops" -k "not run_sh_dry_run")
+  PYTEST_ARGS=("$ROOT/tests/ops" "$ROOT/tests/test_device_pipeline.py" -k "not run_sh_dry_run")
 fi
 
 if [ "$BUILD" = 1 ] && [ "$DRY" = 0 ]; then

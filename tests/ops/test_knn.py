@@ -310,6 +310,29 @@ def test_triton_search_k64_torch_offsets(rng):
 
 
 @requires_triton
+@pytest.mark.parametrize("drop", [False, True])
+def test_gpu_search_above_the_register_top_k(rng, drop):
+    """k > MAX_K_GPU on a GPU backend (retrieval asks for up to 100 chunks): the per-segment matmul
+    and stable sort on the device, against the oracle, with segments shorter than k, an empty one,
+    a zero query and ties (a repeated key)."""
+    from xmemory_gpu.ops.knn import MAX_K_GPU
+
+    k = MAX_K_GPU + 36
+    q, qo = ragged(rng, [3, 0, 2, 4], 24)
+    x, xo = ragged(rng, [150, 5, 0, 120], 24)
+    x[7] = x[3]  # a tie: the lower row first
+    q[0] = 0.0
+    idx, sim = knn_search(q, qo, x, xo, k, drop_nonpositive=drop, backend="triton")
+    check_knn(q, qo, x, xo, k, idx, sim, self_excluded=False, drop_nonpositive=drop)
+    assert np.all(idx[3:5] == -1)  # segment 2 has no keys
+    row = np.flatnonzero(idx[1] == 3)
+    if not drop or row.size:
+        assert row.size and idx[1][row[0] + 1] == 7  # the repeated key follows the original
+    with pytest.raises(ValueError, match="k must be <="):
+        knn_graph(x, xo, k, backend="triton")  # the graph keeps the kernels' bound
+
+
+@requires_triton
 def test_triton_gpu_block_config(rng, monkeypatch):
     # GPU-like tile shapes (BLOCK_M 64 / 32, BLOCK_D 32: several d chunks) on the same kernel
     monkeypatch.setattr(kt, "_config", lambda kp, d: (32, 64, 32, 8) if kp > 16 else (64, 64, 32, 8))

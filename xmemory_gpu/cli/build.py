@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-batch-size", type=int, default=8, help="prompts per forward pass of an in-process generator")
     p.add_argument("--sessions", type=int, default=None, help="keep only the first N sessions of each conversation")
     p.add_argument("--shard-size", type=int, default=16, help="conversations built together before committing")
-    p.add_argument("--backend", default="auto", help="kernel backend: auto, reference, cpu, triton, cuda")
+    p.add_argument("--backend", default="auto",
+                   help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton also run the encoder on the GPU)")
     p.add_argument("--config", default=None, help="JSON file with settings overriding the defaults")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", type=_ray_address,
                    help="build on Ray Data: 'local' (the default when no ADDRESS) starts a local Ray instance, an address "
@@ -62,6 +63,7 @@ def load_config(path: str | None):
 def run(args: argparse.Namespace) -> int:
     from ..construct.pipeline import build_store
     from ..embed import load_embedder
+    from ..ops._dispatch import encoder_device
 
     cfg = load_config(args.config)
     if args.embedder:
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         args.inputs,
         args.out,
         config=cfg,
-        embedder=load_embedder(cfg.embed.model),
+        embedder=load_embedder(cfg.embed.model, device=encoder_device(args.backend, cfg.embed.device)),
         limit=args.limit,
         shard_size=args.shard_size,
         progress=not args.no_progress,

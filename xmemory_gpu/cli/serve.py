@@ -21,6 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--coalesce-ms", type=float, default=2.0, help="window in which concurrent requests share one engine call (0: off)")
     p.add_argument("--max-batch", type=integer(1), default=64)
     p.add_argument("--embedder", default=None, help="embedder for a new store (default all-MiniLM-L6-v2)")
+    p.add_argument("--backend", default="auto",
+                   help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on the GPU)")
     p.add_argument("--log-level", default="warning")
     p.set_defaults(func=run)
 
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.coalesce_ms < 0:
         raise ValueError(f"--coalesce-ms: expected a number >= 0, got {args.coalesce_ms}")
     cfg = ServiceConfig(api_keys=load_keys(args), coalesce_ms=args.coalesce_ms, max_batch=args.max_batch)
-    engine = MemoryEngine.open(args.store, embedder=args.embedder)  # fails here, before binding, if the store is locked
+    engine = MemoryEngine.open(args.store, embedder=args.embedder, backend=args.backend)  # fails here, before binding, if the store is locked
     app = create_app(engine, cfg)
     print(f"xmemory serve: {args.store} on http://{args.host}:{args.port} "
           f"({'keys required' if cfg.api_keys else 'no API key: open to this host'}, coalescing {args.coalesce_ms} ms)", flush=True)

@@ -23,6 +23,7 @@ from ..memory.bank import Bank
 from ..memory.hierarchy import Memory, slice_from_memory
 from ..memory.locks import WriterLock
 from ..memory.records import Conversation, Episode, SemanticNode, Theme
+from ..ops._dispatch import host, on_backend_device
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
 from ..text import keywords
@@ -101,8 +102,10 @@ def build_memories(
         np.cumsum(sizes, out=offs[1:])
         dim = msg_all.shape[1]
         all_x = np.concatenate(sem_x) if offs[-1] else np.zeros((0, dim), np.float32)
+        all_x = on_backend_device(all_x, backend)  # a GPU backend: uploaded once, for the graphs and f(P)
         k = cfg.knn.k_semantics
         idx, sim = knn_graph(all_x, offs, k, drop_nonpositive=cfg.knn.drop_nonpositive, backend=backend)
+        idx, sim = host(idx), host(sim)
         sem_idx = [np.where(i >= 0, i - offs[b], -1).astype(np.int32) for b, i in enumerate(_split(idx, sizes))]
         sem_sim = _split(sim, sizes)
     with tm.stage("summaries"):
@@ -118,7 +121,7 @@ def build_memories(
                 mem.stats["llm"] = {stage: sc.as_dict() for stage, sc in c.items()}
                 mem.stats["llm_tokens"] = sum(sc.prompt_tokens + sc.output_tokens for sc in c.values())
     with tm.stage("objective"):
-        _record_objective(memories, cfg, backend)
+        _record_objective(memories, all_x, offs, cfg, backend)
     return memories
 
 
@@ -227,16 +230,14 @@ def _finalize(
     )
 
 
-def _record_objective(memories: list[Memory], cfg: XMemoryConfig, backend: str) -> None:
-    """f(P) of every memory's final partition, in one batched call."""
+def _record_objective(memories: list[Memory], x, offs: np.ndarray, cfg: XMemoryConfig, backend: str) -> None:
+    """f(P) of every memory's final partition, in one batched call; x [N, d] the memories'
+    semantic rows in order (CSR ``offs``), on the host or, for a GPU backend, already on the device."""
     if not memories:
         return
-    offs = np.zeros(len(memories) + 1, dtype=np.int64)
-    np.cumsum([m.sem_x.shape[0] for m in memories], out=offs[1:])
-    x = np.concatenate([m.sem_x for m in memories])
     labels = np.concatenate([m.theme_of for m in memories]).astype(np.int64)
-    f = partition_objective(x, labels, offs, eps=cfg.theme.eps, backend=backend)
-    for m, fb in zip(memories, np.asarray(f)):
+    f = host(partition_objective(x, labels, offs, eps=cfg.theme.eps, backend=backend))
+    for m, fb in zip(memories, f):
         m.stats["f_P"] = float(fb)
 
 

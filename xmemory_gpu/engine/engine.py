@@ -38,6 +38,7 @@ from ..memory.hierarchy import Memory, slice_from_memory
 from ..memory.locks import ReadWriteLock, WriterLock
 from ..memory.records import Conversation, Episode, Message
 from ..memory.store import DB_NAME, Store
+from ..ops._dispatch import encoder_device
 from ..retrieve.result import RetrievalResult
 from ..retrieve.retriever import Retriever, as_queries
 
@@ -134,10 +135,11 @@ class MemoryEngine:
         try:
             if exists:
                 store = Store.open(root)
+                device = encoder_device(backend, (config or resolve_config(store.config)).embed.device)
                 if embedder is None:
-                    emb = embedder_for_store(store.embedder)
+                    emb = embedder_for_store(store.embedder, device=device)
                 elif isinstance(embedder, str):
-                    emb = load_embedder(embedder)
+                    emb = load_embedder(embedder, device=device)
                 else:
                     emb = embedder
                 if emb.dim != store.dim or emb.name != store.embedder:
@@ -148,7 +150,8 @@ class MemoryEngine:
                     store.collect_garbage()
             else:
                 cfg = config or XMemoryConfig()
-                emb = load_embedder(embedder or cfg.embed.model) if embedder is None or isinstance(embedder, str) else embedder
+                device = encoder_device(backend, cfg.embed.device)
+                emb = load_embedder(embedder or cfg.embed.model, device=device) if embedder is None or isinstance(embedder, str) else embedder
                 store = Store.create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
         except BaseException:
             if lock is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .device import DeviceMirrors, WriteLog
 from .segments import Segments
 
 LEVELS = ("msg", "epi", "sem", "theme")
@@ -87,9 +88,16 @@ class Level:
 
     cols: dict[str, np.ndarray]
     seg: Segments
+    writes: WriteLog = field(default_factory=WriteLog, repr=False)  # rows rewritten in place (device mirrors sync them)
+    mirrors: DeviceMirrors = field(default_factory=DeviceMirrors, repr=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.cols[name]
+
+    def on_device(self, name: str, device: Any) -> Any:
+        """Column ``name`` as a torch tensor on ``device``, uploaded once and then kept in sync
+        (only rows written since go up; see ``memory/device.py``)."""
+        return self.mirrors.column(name, self.cols[name], self.writes, device)
 
     @property
     def rows_allocated(self) -> int:
@@ -257,6 +265,7 @@ class Bank:
                 col[start : start + n] = a
                 cap = int(level.seg.capacity[b])
                 col[start + n : start + cap] = _fill_value(name, col.dtype)  # slack holds nothing
+            level.writes.note(start, start + int(level.seg.capacity[b]))
         return b
 
     def _place(self, lv: str, b: int, n: int, slack: float) -> None:
@@ -276,6 +285,7 @@ class Bank:
         old = int(s.starts[b]), int(s.capacity[b])
         for name, col in level.cols.items():  # the old rows become a hole
             col[old[0] : old[0] + old[1]] = _fill_value(name, col.dtype)
+        level.writes.note(old[0], old[0] + old[1])
         s.starts[b], s.lengths[b], s.capacity[b], s.size = start, n, cap, start + cap
 
     def compact(self) -> Bank:

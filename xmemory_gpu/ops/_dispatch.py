@@ -211,6 +211,32 @@ def gpu_device(backend: str, ref: Any = None) -> Any:
     raise ValueError(f"backend {backend!r} needs a CUDA device (torch sees none)")
 
 
+def backend_device(backend: str) -> Any:
+    """The torch device a backend's arrays live on: ``None`` for the host backends (and ``auto``
+    on host arrays), the GPU for ``cuda`` / ``triton`` (the CPU when Triton is interpreted and no
+    GPU is present). ``XMEMORY_BACKEND`` overrides ``auto`` as in ``resolve_backend``."""
+    if backend == "auto":
+        backend = os.environ.get("XMEMORY_BACKEND", "auto") or "auto"
+    return gpu_device(backend) if backend in GPU_BACKENDS else None
+
+
+def encoder_device(backend: str, configured: str = "cpu") -> str:
+    """Where an encoder feeding the kernels runs: on the GPU of a GPU backend (``cuda`` / ``triton``
+    with a CUDA device), so embeddings are made next to the kernels that read them; otherwise
+    ``configured`` (``embed.device``)."""
+    dev = backend_device(backend)
+    return str(dev) if dev is not None and dev.type == "cuda" else configured
+
+
+def on_backend_device(x: np.ndarray, backend: str) -> Any:
+    """``x`` itself for the host backends; a torch tensor on ``backend_device(backend)`` for the GPU
+    ones (uploaded once by the caller, then read by several ops)."""
+    dev = backend_device(backend)
+    if dev is None:
+        return x
+    return _torch().from_numpy(np.ascontiguousarray(x)).to(dev)
+
+
 def to_backend(x: Any, backend: str, *, dtype: Any = None, device: Any = None) -> Any:
     """``x`` in the form ``backend`` takes: a host NumPy array for ``reference`` / ``cpu``, a torch
     tensor on the GPU (``device``, default ``gpu_device``) for ``triton`` / ``cuda``. ``dtype`` is a
@@ -484,8 +510,8 @@ def csr_offsets(counts: Any) -> np.ndarray:
 
 __all__ = [
     "BACKENDS", "BackendStatus", "GPU_BACKENDS", "HOST_BACKENDS", "LABEL_BOUND", "TileTable", "array", "as_caller",
-    "available_backends", "check_budgets", "check_finite", "check_finite_scalar", "check_float_matrix", "check_index",
+    "available_backends", "backend_device", "check_budgets", "check_finite", "check_finite_scalar", "check_float_matrix", "check_index",
     "check_int", "check_k", "check_labels", "check_offsets", "check_positive", "check_real", "check_same_segments",
-    "csr_offsets", "gpu_device", "gpu_preference", "host", "interpreting_triton", "is_available", "is_cuda_tensor",
-    "is_torch", "resolve_backend", "tile_table", "to_backend",
+    "csr_offsets", "encoder_device", "gpu_device", "gpu_preference", "host", "interpreting_triton", "is_available", "is_cuda_tensor",
+    "is_torch", "on_backend_device", "resolve_backend", "tile_table", "to_backend",
 ]

@@ -18,6 +18,7 @@ from ..config import XMemoryConfig, resolve_config
 from ..embed import Embedder, embedder_for_store, encode_queries
 from ..memory.bank import Bank
 from ..memory.store import Store
+from ..ops._dispatch import encoder_device
 from ..tokens import TokenCounter, default_counter
 from .baselines import Chunks
 from .context import TokenBudget
@@ -39,7 +40,9 @@ def as_queries(queries: Sequence[str] | str, name: str = "queries") -> list[str]
 
 
 class Retriever:
-    """Retrieval over a bank of built memories. ``backend`` picks the kernels' backend."""
+    """Retrieval over a bank of built memories. ``backend`` picks the kernels' backend; with
+    ``cuda`` or ``triton`` the levels' embeddings are read from device-resident copies
+    (``Level.on_device``), uploaded once and kept in sync as the bank changes."""
 
     def __init__(
         self, bank: Bank, embedder: Embedder, config: XMemoryConfig | None = None, *, backend: str = "auto",
@@ -80,7 +83,8 @@ class Retriever:
         try:
             bank = store.load_bank(list(memory_ids) if memory_ids is not None else None)
             config = kw.pop("config", None) or resolve_config(store.config)
-            embedder = kw.pop("embedder", None) or embedder_for_store(store.embedder)
+            device = encoder_device(kw.get("backend", "auto"), config.embed.device)
+            embedder = kw.pop("embedder", None) or embedder_for_store(store.embedder, device=device)
         finally:
             store.close()
         return cls(bank, embedder, config, **kw)

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import _dispatch as dp
 from . import cpu, cuda, reference
+from ._torch import search_wide_k
 
 
 def _triton_graph(*args: Any, **kw: Any):
@@ -67,18 +68,21 @@ def knn_search(
     """Queries of segment b against rows of segment b of x only.
 
     q [Q, d], q_offsets [B+1], x [N, d], x_offsets [B+1] -> idx [Q, k] int32 global rows of x,
-    sim [Q, k] float32 (descending; -1 / -inf padding), in the kind of ``q``.
+    sim [Q, k] float32 (descending; -1 / -inf padding), in the kind of ``q``. On a GPU backend a k
+    above the kernels' register top-k (``MAX_K_GPU``) is served by a per-segment matmul and sort
+    on the device (``_torch.search_wide_k``).
     """
     on_cuda = dp.is_cuda_tensor(x) or dp.is_cuda_tensor(q)
     name = dp.resolve_backend("knn_search", backend, tuple(_SEARCH_IMPLS), on_cuda=on_cuda)
-    k = _check_k(k, name)
+    k = dp.check_k("k", k)
     q, x = dp.check_float_matrix("q", q), dp.check_float_matrix("x", x)
     if q.shape[1] != x.shape[1]:
         raise ValueError(f"q, x: must agree on d, got q {tuple(q.shape)} and x {tuple(x.shape)}")
     qo = dp.check_offsets("q_offsets", q_offsets, int(q.shape[0]))
     xo = dp.check_offsets("x_offsets", x_offsets, int(x.shape[0]))
     dp.check_same_segments("q_offsets", qo, "x_offsets", xo)
-    idx, sim = _SEARCH_IMPLS[name](_prep(q, name), qo, _prep(x, name), xo, k, drop_nonpositive=drop_nonpositive)
+    impl = search_wide_k if name in GPU and k > MAX_K_GPU else _SEARCH_IMPLS[name]
+    idx, sim = impl(_prep(q, name), qo, _prep(x, name), xo, k, drop_nonpositive=drop_nonpositive)
     return dp.as_caller(idx, q), dp.as_caller(sim, q)
 
 

@@ -152,7 +152,7 @@ def score_candidates(state, cands) -> np.ndarray:
     dev = _device(torch)
     stream = _stream(torch, dev)
     k = int(state.theme_sum.shape[0])
-    x_t = _up(torch, dev, x, np.float64)
+    x_t = state.device_x(dev)  # kept on the device across calls until the state's rows change
     ts = _up(torch, dev, state.theme_sum, np.float64)
     tc = _up(torch, dev, state.theme_count, np.int64)
     to = _up(torch, dev, t_off, np.int64)

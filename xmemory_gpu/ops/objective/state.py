@@ -18,7 +18,8 @@ from zero, so a kept, continued or fresh sum is bit-identical to ``from_labels``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -121,6 +122,19 @@ class PartitionState:
     top_cos: np.ndarray  # [K, 2] their cosines (-inf none)
     f: np.ndarray  # [B] f(P) per memory
     eps: float
+    _device_x: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (x it copies, tensor)
+
+    def device_x(self, device: Any) -> Any:
+        """``x`` as a float64 torch tensor on ``device`` for the GPU scoring paths: uploaded when
+        ``x`` changed (``extend`` re-packs it), reused by every call in between (``apply`` keeps
+        ``x``), so a round of splits and merges does not send the node rows up again."""
+        import torch
+
+        held = self._device_x
+        if held is None or held[0] is not self.x or held[1].device != torch.device(device):
+            t = torch.from_numpy(np.ascontiguousarray(self.x, dtype=np.float64)).to(device)
+            held = self._device_x = (self.x, t)
+        return held[1]
 
     @classmethod
     def from_labels(cls, x, labels, offsets, *, eps: float = 1e-8) -> PartitionState:

@@ -376,7 +376,7 @@ def score_candidates(state, cands, *, device: Any = None):
     owner = np.repeat(np.arange(c_n), np.diff(rem_off))
     flags = np.zeros(max(int(slot_off[-1]), 1), dtype=np.int8)
     flags[slot_off[owner] + rem_rows - t_off[memory[owner]]] = 1
-    x = _f64(dev, state.x)  # unit rows already (PartitionState.from_labels)
+    x = state.device_x(dev)  # unit rows already; kept on the device until the state's rows change
     ts = _f64(dev, state.theme_sum)
     tn = torch.linalg.vector_norm(ts, dim=1).contiguous() if ts.numel() else torch.zeros(1, dtype=torch.float64,
                                                                                           device=dev)
