@@ -22,6 +22,22 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
 
 
+def _topk_per_row(sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``topk_rows`` with ids given per row: sims, ids [r, c] (id -1 with sim -inf for an empty
+    entry) -> the k best of each row, ties to the lower id, as (idx [r, k] int32, sim [r, k] float32)."""
+    r = sims.shape[0]
+    idx = np.full((r, k), -1, dtype=np.int32)
+    out = np.full((r, k), -np.inf, dtype=np.float32)
+    s32 = sims.astype(np.float32)  # rank at output precision, as topk_rows
+    order = np.lexsort((ids, -s32), axis=1)[:, :k]
+    top, top_ids = np.take_along_axis(s32, order, axis=1), np.take_along_axis(ids, order, axis=1)
+    valid = np.isfinite(top) & (top_ids >= 0) & ((top > 0) if drop_nonpositive else True)
+    m = order.shape[1]
+    idx[:, :m] = np.where(valid, top_ids, -1)
+    out[:, :m] = np.where(valid, top, -np.inf)
+    return idx, out
+
+
 class KnnGraph:
     def __init__(self, x: np.ndarray, k: int, *, segment_of: np.ndarray | None = None, drop_nonpositive: bool = False) -> None:
         self.k = dp.check_k("k", k)
@@ -109,14 +125,14 @@ class KnnGraph:
             kth_id = self._idx[others, -1]
             beats = (s > kth[:, None]) | ((s == kth[:, None]) & (cand[None, :] < np.where(kth_id < 0, np.iinfo(np.int32).max, kth_id)[:, None]))
             hit = np.flatnonzero(beats.any(axis=1))
-            for i in hit:
-                row = others[i]
-                ids = np.concatenate([self._idx[row], cand])
-                sims = np.concatenate([self._sim[row].astype(np.float64), s[i]])
-                keep = ids >= 0
-                keep[: self.k] &= ~np.isin(self._idx[row], cand)  # a listed candidate comes back with its fresh sim
-                ids, sims = ids[keep], sims[keep]
-                self._idx[row], self._sim[row] = (a[0] for a in topk_rows(sims[None, :], ids, self.k, self.drop_nonpositive))
+            if hit.size == 0:
+                continue
+            rows = others[hit]
+            listed = self._idx[rows].astype(np.int64)
+            stale = (listed < 0) | np.isin(listed, cand)  # a listed candidate comes back with its fresh sim
+            ids = np.concatenate([np.where(stale, -1, listed), np.broadcast_to(cand, (rows.size, cand.size))], axis=1)
+            sims = np.concatenate([np.where(stale, -np.inf, self._sim[rows].astype(np.float64)), s[hit]], axis=1)
+            self._idx[rows], self._sim[rows] = _topk_per_row(sims, ids, self.k, self.drop_nonpositive)
 
     def _holders(self, rows: np.ndarray) -> np.ndarray:
         """Alive rows whose neighbour list contains any of ``rows``."""
