@@ -19,8 +19,10 @@ from ..tokens import TokenCounter
 from .dates import annotate
 from .result import RetrievedUnit
 
+SECTIONS = {"semantic": "Semantic memories:", "episodic": "Episodic memories:"}  # the context's section headers
 HEADER_ALLOWANCE = 12  # tokens of the section headers and dates, before the exact check
 MIN_PASSAGE_TOKENS = 24  # a passage is cut to what is left of the budget only when at least this much is left
+MIN_CUT_TOKENS = 12  # the room left once every unit was tried goes to a cut unit of at least this many tokens
 
 
 def _ts(v: float) -> float | None:
@@ -80,11 +82,11 @@ def context_pieces(units: list[RetrievedUnit], *, resolve_dates: bool = False) -
     epi = [u for u in units if u.type not in ("semantic", "theme")]
     out: list[tuple[str, str]] = []
     if sem:
-        out.append(("", "Semantic memories:"))
+        out.append(("", SECTIONS["semantic"]))
         for u in sem:
             out += [("\n", f"- ({fmt_date(u.timestamp)})"), (" ", body(u))]
     if epi:
-        out.append(("\n\n" if sem else "", "Episodic memories:"))
+        out.append(("\n\n" if sem else "", SECTIONS["episodic"]))
         for i, u in enumerate(epi):
             out += [("\n" if i == 0 else "\n\n", f"[{fmt_date(u.timestamp)}]"), ("\n", body(u))]
     return out
@@ -121,6 +123,11 @@ def is_fill(u: RetrievedUnit) -> bool:
     return bool(u.scores.get("fill"))
 
 
+def _section(u: RetrievedUnit) -> str:
+    """The context section a (non-theme) unit stands in (``context_pieces``)."""
+    return "semantic" if u.type == "semantic" else "episodic"
+
+
 class TokenBudget:
     """Token counts in one tokenizer (cached: memories' texts recur across queries) and the fitting
     of units into a budget."""
@@ -147,16 +154,26 @@ class TokenBudget:
         deeper: an episode's messages, a message's passages, most relevant first) are tried in its
         place; the parts of a unit that was taken are skipped; fill units are taken while they fit.
         A unit whose every source message already stands whole in the context (an episode or
-        message holding its text) is skipped: the same text is not paid for twice."""
+        message holding its text) is skipped: the same text is not paid for twice.
+
+        The room left once every unit was tried (counted exactly with an additive counter: texts,
+        date lines and the section headers the context has, so the allowance for the headers is
+        not lost) goes to the units that were skipped for not fitting, in order: whole where one
+        fits there, else the first that does not is cut to it at a word boundary (a unit with parts
+        is passed over: its parts were tried in its place). The units taken in the first pass are
+        the same as without it."""
         if budget is None:
             return [u for u in units if not (part_level(u) or is_fill(u))]
-        kept: list[RetrievedUnit] = []
+        taken: dict[int, RetrievedUnit] = {}  # position in ``units`` -> the unit taken there
         total = HEADER_ALLOWANCE
+        used = 0  # what the taken units add to the context: texts, date lines, section headers
+        opened: set[str] = set()  # context sections with a unit in them (their header is paid)
         whole: set[str] = set()  # message ids whose full text is in the context
         handled: dict[int, bool] = {}  # level -> the last unit there was taken, covered or not needed
-        for u in units:
+        skipped: list[int] = []  # units tried that did not fit
+        for i, u in enumerate(units):
             if u.type == "theme":
-                kept.append(u)
+                taken[i] = u
                 continue
             lvl = part_level(u)
             if lvl and handled.get(lvl - 1, True):
@@ -170,11 +187,38 @@ class TokenBudget:
                 u = self._cut(u, budget - total - head)  # the last passage that fits only in part: its head
             handled[lvl] = total + head + u.tokens <= budget
             if handled[lvl]:
-                kept.append(u)
+                taken[i] = u
                 total += head + u.tokens
+                used += head + self._header(u, opened) + u.tokens
+                opened.add(_section(u))
                 if u.type != "semantic" and not u.scores.get("passage"):
                     whole.update(u.message_ids)
-        return kept
+            else:
+                skipped.append(i)
+        left = budget - (used if self.tokens.additive else total)
+        for i in skipped:  # the room left: the first skipped unit that can be cut to it
+            u = units[i]
+            if i + 1 < len(units) and part_level(units[i + 1]) > part_level(u):
+                continue  # its parts were tried in its place (a cut one would be its text's start, not its best part)
+            if u.message_ids and whole.issuperset(u.message_ids):
+                continue  # its text came in whole with a later unit
+            room = left - self._head(u) - self._header(u, opened)
+            if u.tokens <= room:  # kept out by the allowance only: whole, and the rest goes on
+                taken[i], left = u, room - u.tokens
+                opened.add(_section(u))
+                if u.type != "semantic" and not u.scores.get("passage"):
+                    whole.update(u.message_ids)
+                continue
+            cut = self._cut(u, room) if room >= MIN_CUT_TOKENS else u
+            if cut.scores.get("cut") and MIN_CUT_TOKENS <= cut.tokens <= room:
+                taken[i] = cut
+                break
+        return [taken[i] for i in sorted(taken)]
+
+    def _header(self, u: RetrievedUnit, opened: set[str]) -> int:
+        """Tokens of the section header ``u`` opens (0 when its section already has a unit)."""
+        sec = _section(u)
+        return 0 if sec in opened else self.count([SECTIONS[sec]])[0]
 
     def _head(self, u: RetrievedUnit) -> int:
         """Tokens of the date line a unit brings into the context (``context_pieces``)."""
@@ -182,9 +226,10 @@ class TokenBudget:
         return self.count([f"- ({date})" if u.type == "semantic" else f"[{date}]"])[0]
 
     def _cut(self, u: RetrievedUnit, room: int) -> RetrievedUnit:
-        """A copy of passage ``u`` cut at a word boundary to at most ``room`` tokens ("..." marks the cut)."""
+        """A copy of ``u`` cut at a word boundary to at most ``room`` tokens ("..." marks the cut); ``u``
+        itself when not even one word fits."""
         ws = u.text.split(" ")
-        n = max(1, len(ws) * room // max(u.tokens, 1))
+        n = min(len(ws) - 1, max(1, len(ws) * room // max(u.tokens, 1)))  # a cut drops a word at least
         while n > 0:
             text = " ".join(ws[:n]) + " ..."
             tok = self.count([text])[0]
