@@ -1,4 +1,5 @@
-"""Embedders: all-MiniLM-L6-v2 (default, offline), any sentence-transformers model, feature hashing."""
+"""Embedders: all-MiniLM-L6-v2 (default, offline), any sentence-transformers model, the same model on
+OpenVINO's CPU runtime (optional extra ``openvino``), feature hashing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ __all__ = ["Embedder", "HashingEmbedder", "embedder_for_store", "encode_queries"
 
 
 def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64) -> Embedder:
-    """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, or ``st:PATH_OR_NAME`` (any sentence-transformers model)."""
+    """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, ``st:PATH_OR_NAME`` (any sentence-transformers model),
+    or ``openvino`` / ``ov:all-MiniLM-L6-v2`` / ``ov:PATH`` (a mean-pooling sentence-transformers model on
+    OpenVINO's CPU runtime; always on the CPU, ``device`` is not used)."""
+    if spec in ("openvino", "ov") or spec.startswith(("ov:", "openvino:")):
+        target = spec.partition(":")[2] or "all-MiniLM-L6-v2"
+        if target != "all-MiniLM-L6-v2" and not Path(target).expanduser().is_dir():
+            raise ValueError(f"embedder {spec!r}: no model folder at {target}")
+        from .openvino import OpenVINOEmbedder
+
+        return OpenVINOEmbedder(target, batch_size=batch_size)
     if spec.startswith("hashing"):
         _, _, dim = spec.partition(":")
         if dim and not (dim.isdigit() and int(dim) >= 1):
@@ -26,13 +36,17 @@ def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_
         if target.startswith(("/", ".", "~")) and not Path(target).expanduser().exists():
             raise ValueError(f"embedder {spec!r}: no model folder at {target}")
         return SentenceTransformerEmbedder(target, device=device, batch_size=batch_size)
-    raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM' or 'st:PATH_OR_NAME'")
+    raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM', "
+                     "'st:PATH_OR_NAME' or 'ov:all-MiniLM-L6-v2' / 'ov:PATH'")
 
 
 def embedder_for_store(name: str, *, device: str = "cpu") -> Embedder:
-    """The embedder a store was built with, from the name it records (``hashing-64``, a model name or path)."""
+    """The embedder a store was built with, from the name it records (``hashing-64``, ``ov:MODEL``, a model
+    name or path)."""
     if name.startswith("hashing-"):
         return HashingEmbedder(int(name.split("-", 1)[1]))
+    if name.startswith("ov:"):
+        return load_embedder(name)
     from .sentence_transformers import DEFAULT_MODEL
 
     return load_embedder(name if name == DEFAULT_MODEL else f"st:{name}", device=device)
