@@ -26,7 +26,7 @@ import numpy as np
 from ..config import XMemoryConfig
 from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Message, SemanticNode
-from ..ops._dispatch import host, on_backend_device
+from ..ops._dispatch import host, to_backend
 from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
 from .segment import boundary_runs, cap_runs, embed_messages, episode_embeddings, make_episodes
@@ -145,7 +145,7 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
     offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     d = memories[0].dim if memories else embedder.dim
     all_sem = np.concatenate([g["sem_x"] for g in grown]) if offs[-1] else np.zeros((0, d), np.float32)
-    all_sem = on_backend_device(all_sem.astype(np.float32, copy=False), backend)  # one upload for the graphs and f(P)
+    all_sem = to_backend(all_sem, backend, dtype=np.float32)  # one upload for the graphs and f(P)
     k = cfg.knn.k_semantics
     if offs[-1]:
         idx, sim = knn_graph(all_sem, offs, k, drop_nonpositive=cfg.knn.drop_nonpositive, backend=backend)

@@ -23,7 +23,7 @@ from ..memory.bank import Bank
 from ..memory.hierarchy import Memory, slice_from_memory
 from ..memory.locks import WriterLock
 from ..memory.records import Conversation, Episode, SemanticNode, Theme
-from ..ops._dispatch import host, on_backend_device
+from ..ops._dispatch import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
 from ..text import keywords
@@ -102,7 +102,7 @@ def build_memories(
         np.cumsum(sizes, out=offs[1:])
         dim = msg_all.shape[1]
         all_x = np.concatenate(sem_x) if offs[-1] else np.zeros((0, dim), np.float32)
-        all_x = on_backend_device(all_x, backend)  # a GPU backend: uploaded once, for the graphs and f(P)
+        all_x = to_backend(all_x, backend)  # a GPU backend: uploaded once, for the graphs and f(P)
         k = cfg.knn.k_semantics
         idx, sim = knn_graph(all_x, offs, k, drop_nonpositive=cfg.knn.drop_nonpositive, backend=backend)
         idx, sim = host(idx), host(sim)

@@ -27,3 +27,20 @@ def normalize_rows(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     n = np.linalg.norm(x, axis=1, keepdims=True)
     return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
+
+
+def distinct_texts(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """(the distinct texts, sorted; inverse [n]: each input's position among them), so each text
+    is embedded once and repeats share its row."""
+    uniq, inverse = np.unique(np.asarray(list(texts), dtype=object), return_inverse=True)
+    return [str(t) for t in uniq], inverse.reshape(-1)
+
+
+def same_length_batches(lengths: np.ndarray, batch_size: int) -> list[tuple[int, np.ndarray]]:
+    """(token count, rows) of each batch, at most ``batch_size`` rows of one token count each,
+    longest first: nothing is padded, so a row does not depend on the rest of its call."""
+    out = []
+    for n_tokens in np.unique(lengths)[::-1]:
+        same = np.flatnonzero(lengths == n_tokens)
+        out += [(int(n_tokens), same[s : s + batch_size]) for s in range(0, len(same), batch_size)]
+    return out

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import normalize_rows
+from .base import distinct_texts, normalize_rows, same_length_batches
 
 FORMAT = 1  # bump when the exported graph changes: old cached IRs are then never read
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT")
@@ -279,23 +279,19 @@ class OpenVINOEmbedder:
         size). tests/test_embed_openvino.py checks this."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        uniq, inverse = np.unique(np.asarray(list(texts), dtype=object), return_inverse=True)
-        uniq = [str(t) for t in uniq]
+        uniq, inverse = distinct_texts(texts)
         tok = self._tokenize(uniq)
         lengths = np.array([len(ids) for ids in tok["input_ids"]])
         groups, batches = [], []
-        for n_tokens in np.unique(lengths)[::-1]:
-            same = np.flatnonzero(lengths == n_tokens)
-            for start in range(0, len(same), self.batch_size):
-                rows = same[start : start + self.batch_size]
-                ids = np.array([tok["input_ids"][i] for i in rows], dtype=np.int64)
-                types = np.array([tok["token_type_ids"][i] for i in rows], dtype=np.int64) if "token_type_ids" in tok else np.zeros_like(ids)
-                groups.append(rows)
-                batches.append({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": types})
+        for _, rows in same_length_batches(lengths, self.batch_size):
+            ids = np.array([tok["input_ids"][i] for i in rows], dtype=np.int64)
+            types = np.array([tok["token_type_ids"][i] for i in rows], dtype=np.int64) if "token_type_ids" in tok else np.zeros_like(ids)
+            groups.append(rows)
+            batches.append({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": types})
         out = np.empty((len(uniq), self.dim), np.float32)
         for rows, x in zip(groups, self._run(batches)):
             out[rows] = x
-        return normalize_rows(out)[inverse.reshape(-1)]
+        return normalize_rows(out)[inverse]
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows for search queries: padded batches of similar lengths (a query is not

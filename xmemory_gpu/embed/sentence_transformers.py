@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import normalize_rows
+from .base import distinct_texts, normalize_rows, same_length_batches
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MIN_BATCH_TOKENS = 256  # padded tokens per forward below which CPU matmul kernels round differently (seen up to ~200)
@@ -47,21 +47,17 @@ class SentenceTransformerEmbedder:
         CPU matmul kernels change and round differently). tests/test_embed.py checks this."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        uniq, inverse = np.unique(np.asarray(list(texts), dtype=object), return_inverse=True)
-        uniq = [str(t) for t in uniq]
+        uniq, inverse = distinct_texts(texts)
         limit = int(self.model.max_seq_length or 512)
         lengths = np.array([len(ids) for ids in self.model.tokenizer(uniq, truncation=True, max_length=limit)["input_ids"]])
         out = np.empty((len(uniq), self.dim), np.float32)
-        for n_tokens in np.unique(lengths)[::-1]:
-            same = np.flatnonzero(lengths == n_tokens)
-            for start in range(0, len(same), self.batch_size):
-                rows = same[start : start + self.batch_size]
-                batch = [uniq[i] for i in rows]
-                want = min(self.batch_size, -(-MIN_BATCH_TOKENS // max(int(n_tokens), 1)))
-                batch += [batch[-1]] * max(0, want - len(batch))
-                x = self.model.encode(batch, batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False)
-                out[rows] = x[: len(rows)]
-        return normalize_rows(out)[inverse.reshape(-1)]
+        for n_tokens, rows in same_length_batches(lengths, self.batch_size):
+            batch = [uniq[i] for i in rows]
+            want = min(self.batch_size, -(-MIN_BATCH_TOKENS // max(n_tokens, 1)))
+            batch += [batch[-1]] * max(0, want - len(batch))
+            x = self.model.encode(batch, batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False)
+            out[rows] = x[: len(rows)]
+        return normalize_rows(out)[inverse]
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows for search queries: one plain encoder call, no one-length batches or

@@ -135,7 +135,8 @@ class MemoryEngine:
         try:
             if exists:
                 store = Store.open(root)
-                device = encoder_device(backend, (config or resolve_config(store.config)).embed.device)
+                cfg = config or resolve_config(store.config)
+                device = encoder_device(backend, cfg.embed.device)
                 if embedder is None:
                     emb = embedder_for_store(store.embedder, device=device)
                 elif isinstance(embedder, str):
@@ -145,7 +146,6 @@ class MemoryEngine:
                 if emb.dim != store.dim or emb.name != store.embedder:
                     raise ValueError(f"{root}: embedder: the store was built with {store.embedder!r} ({store.dim}), "
                                      f"not {emb.name!r} ({emb.dim})")
-                cfg = config or resolve_config(store.config)
                 if not read_only:
                     store.collect_garbage()
             else:

@@ -228,15 +228,6 @@ def encoder_device(backend: str, configured: str = "cpu") -> str:
     return str(dev) if dev is not None and dev.type == "cuda" else configured
 
 
-def on_backend_device(x: np.ndarray, backend: str) -> Any:
-    """``x`` itself for the host backends; a torch tensor on ``backend_device(backend)`` for the GPU
-    ones (uploaded once by the caller, then read by several ops)."""
-    dev = backend_device(backend)
-    if dev is None:
-        return x
-    return _torch().from_numpy(np.ascontiguousarray(x)).to(dev)
-
-
 def to_backend(x: Any, backend: str, *, dtype: Any = None, device: Any = None) -> Any:
     """``x`` in the form ``backend`` takes: a host NumPy array for ``reference`` / ``cpu``, a torch
     tensor on the GPU (``device``, default ``gpu_device``) for ``triton`` / ``cuda``. ``dtype`` is a
@@ -513,5 +504,5 @@ __all__ = [
     "available_backends", "backend_device", "check_budgets", "check_finite", "check_finite_scalar", "check_float_matrix", "check_index",
     "check_int", "check_k", "check_labels", "check_offsets", "check_positive", "check_real", "check_same_segments",
     "csr_offsets", "encoder_device", "gpu_device", "gpu_preference", "host", "interpreting_triton", "is_available", "is_cuda_tensor",
-    "is_torch", "on_backend_device", "resolve_backend", "tile_table", "to_backend",
+    "is_torch", "resolve_backend", "tile_table", "to_backend",
 ]
