@@ -5,7 +5,7 @@ past the budget, and the units taken before are unchanged."""
 
 from __future__ import annotations
 
-from xmemory_gpu.retrieve.context import MIN_CUT_TOKENS, TokenBudget, as_part, assemble
+from xmemory_gpu.retrieve.context import MIN_CUT_TOKENS, TokenBudget, as_part, assemble, shown_messages
 from xmemory_gpu.retrieve.result import RetrievedUnit
 from xmemory_gpu.tokens import default_counter
 
@@ -94,3 +94,25 @@ def test_no_cut_below_the_minimum_and_never_past_the_budget():
         assert [u.id for u in kept] == [f"s{i}" for i in range(len(kept))]  # in order: the whole ones, then the cut
         if len(kept) < 8:  # what is left is less than a cut with its date line, its "..." (and the header)
             assert b - n_tok < MIN_CUT_TOKENS + sum(budget.count(["- (2023-11-14)", "...", "Semantic memories:"]))
+
+
+def test_a_cut_block_of_messages_is_credited_only_with_the_messages_it_shows():
+    """A cut episode (one line per message) keeps the ids of its lines shown whole, and of the line
+    cut inside only when at least half its words are shown; a block whose lines are not one per
+    message (an LLM-written episode) keeps none; a single message keeps its own."""
+    budget = TokenBudget(default_counter())
+    lines = [f"A: {_text(n, i)}" for i, n in enumerate((20, 20, 40, 20))]
+    ids = ["D1:1", "D1:2", "D1:3", "D1:4"]
+    ep = RetrievedUnit("episode", "e", "\n".join(lines), 0, 1.0, ids, TS)
+    ep.tokens = budget.count([ep.text])[0]
+    for shown_words, want in ((10, []), (21, ["D1:1"]), (41 + 10, ["D1:1", "D1:2"]), (41 + 25, ids[:3]), (200, ids)):
+        shown = " ".join(ep.text.split(" ")[:shown_words])
+        assert shown_messages(ep, shown) == want, shown_words
+    cut = budget._cut(ep, 30)
+    assert cut.scores.get("cut") and cut.tokens <= 30 and cut.message_ids == ["D1:1"]  # 27 words: line 1 whole, line 2 a third
+    summary = RetrievedUnit("episode", "e", _text(60, 0), 0, 1.0, ids, TS)
+    summary.tokens = budget.count([summary.text])[0]
+    assert budget._cut(summary, 30).message_ids == []
+    one = RetrievedUnit("message", "D1:9", _text(60, 0), 0, 1.0, ["D1:9"], TS)
+    one.tokens = budget.count([one.text])[0]
+    assert budget._cut(one, 20).message_ids == ["D1:9"]

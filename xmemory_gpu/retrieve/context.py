@@ -128,6 +128,24 @@ def _section(u: RetrievedUnit) -> str:
     return "semantic" if u.type == "semantic" else "episodic"
 
 
+def shown_messages(u: RetrievedUnit, shown: str) -> list[str]:
+    """The source messages that ``shown``, the start of ``u``'s text, still holds, so that a cut
+    unit is credited only with the evidence it shows. A unit of one message keeps it (a cut shows
+    part of it, as a passage does). A block of messages, one line each (episodes of the LLM-free
+    builder, chunks, sessions), keeps the lines shown whole and the line cut inside when at least
+    half its words are shown. Any other block (an LLM-written episode) cannot be told apart by
+    line, and keeps none."""
+    if len(u.message_ids) <= 1:
+        return list(u.message_ids)
+    lines = u.text.split("\n")
+    if len(lines) != len(u.message_ids):
+        return []
+    parts = shown.split("\n")
+    last = parts[-1]
+    keep = len(parts) - 1 + (last == lines[len(parts) - 1] or 2 * len(last.split()) >= len(lines[len(parts) - 1].split()))
+    return list(u.message_ids[:keep])
+
+
 class TokenBudget:
     """Token counts in one tokenizer (cached: memories' texts recur across queries) and the fitting
     of units into a budget."""
@@ -234,7 +252,8 @@ class TokenBudget:
             text = " ".join(ws[:n]) + " ..."
             tok = self.count([text])[0]
             if tok <= room:
-                return replace(u, text=text, tokens=tok, scores={**u.scores, "cut": 1.0})
+                ids = shown_messages(u, " ".join(ws[:n]))
+                return replace(u, text=text, tokens=tok, message_ids=ids, scores={**u.scores, "cut": 1.0})
             n = min(n - 1, n * room // max(tok, 1))
         return u
 
