@@ -1,5 +1,5 @@
 """Embedders: all-MiniLM-L6-v2 (default, offline), any sentence-transformers model, the same model on
-OpenVINO's CPU runtime (optional extra ``openvino``), feature hashing."""
+OpenVINO's CPU runtime in float32 or int8 (optional extra ``openvino``), feature hashing."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ __all__ = ["Embedder", "HashingEmbedder", "embedder_for_store", "encode_queries"
 def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64) -> Embedder:
     """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, ``st:PATH_OR_NAME`` (any sentence-transformers model),
     or ``openvino`` / ``ov:all-MiniLM-L6-v2`` / ``ov:PATH`` (a mean-pooling sentence-transformers model on
-    OpenVINO's CPU runtime; always on the CPU, ``device`` is not used)."""
-    if spec in ("openvino", "ov") or spec.startswith(("ov:", "openvino:")):
+    OpenVINO's CPU runtime; always on the CPU, ``device`` is not used), or ``ov-int8`` / ``ov-int8:...``
+    (the same, quantised to int8 weights and activations)."""
+    if spec in ("openvino", "ov", "ov-int8") or spec.startswith(("ov:", "openvino:", "ov-int8:")):
         target = spec.partition(":")[2] or "all-MiniLM-L6-v2"
         if target != "all-MiniLM-L6-v2" and not Path(target).expanduser().is_dir():
             raise ValueError(f"embedder {spec!r}: no model folder at {target}")
         from .openvino import OpenVINOEmbedder
 
-        return OpenVINOEmbedder(target, batch_size=batch_size)
+        return OpenVINOEmbedder(target, batch_size=batch_size, int8=spec.startswith("ov-int8"))
     if spec.startswith("hashing"):
         _, _, dim = spec.partition(":")
         if dim and not (dim.isdigit() and int(dim) >= 1):
@@ -37,7 +38,7 @@ def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_
             raise ValueError(f"embedder {spec!r}: no model folder at {target}")
         return SentenceTransformerEmbedder(target, device=device, batch_size=batch_size)
     raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM', "
-                     "'st:PATH_OR_NAME' or 'ov:all-MiniLM-L6-v2' / 'ov:PATH'")
+                     "'st:PATH_OR_NAME', 'ov:all-MiniLM-L6-v2' / 'ov:PATH' or 'ov-int8:all-MiniLM-L6-v2' / 'ov-int8:PATH'")
 
 
 def embedder_for_store(name: str, *, device: str = "cpu") -> Embedder:
@@ -45,7 +46,7 @@ def embedder_for_store(name: str, *, device: str = "cpu") -> Embedder:
     name or path)."""
     if name.startswith("hashing-"):
         return HashingEmbedder(int(name.split("-", 1)[1]))
-    if name.startswith("ov:"):
+    if name.startswith(("ov:", "ov-int8:")):
         return load_embedder(name)
     from .sentence_transformers import DEFAULT_MODEL
 

