@@ -5,8 +5,15 @@ past the budget, and the units taken before are unchanged."""
 
 from __future__ import annotations
 
-from xmemory_gpu.retrieve.context import MIN_CUT_TOKENS, TokenBudget, as_part, assemble, shown_messages
-from xmemory_gpu.retrieve.result import RetrievedUnit
+from xmemory_gpu.retrieve.context import (
+    MIN_CUT_TOKENS,
+    TokenBudget,
+    _line_ends,
+    as_part,
+    assemble,
+    shown_messages,
+)
+from xmemory_gpu.retrieve.result import RetrievalResult, RetrievedUnit
 from xmemory_gpu.tokens import default_counter
 
 TS = 1_700_000_000.0
@@ -96,23 +103,49 @@ def test_no_cut_below_the_minimum_and_never_past_the_budget():
             assert b - n_tok < MIN_CUT_TOKENS + sum(budget.count(["- (2023-11-14)", "...", "Semantic memories:"]))
 
 
+def _block(budget: TokenBudget, kind: str, lines: list[str], ids: list[str], *, raw: bool = True) -> RetrievedUnit:
+    u = RetrievedUnit(kind, "e", "\n".join(lines), 0, 1.0, ids, TS, {}, _line_ends(lines) if raw else None)
+    u.tokens = budget.count([u.text])[0]
+    return u
+
+
 def test_a_cut_block_of_messages_is_credited_only_with_the_messages_it_shows():
-    """A cut episode (one line per message) keeps the ids of its lines shown whole, and of the line
-    cut inside only when at least half its words are shown; a block whose lines are not one per
-    message (an LLM-written episode) keeps none; a single message keeps its own."""
+    """A cut block of raw messages keeps the ids of the messages shown whole, and of the one cut
+    inside only when at least half its words show (exactly half counts); a message whose text
+    holds line breaks (a long assistant answer) is still one message; a block that is not raw
+    messages (an LLM-written episode) keeps none; a statement or a lone message counts as a whole
+    under the same half rule; a passage keeps its message."""
     budget = TokenBudget(default_counter())
-    lines = [f"A: {_text(n, i)}" for i, n in enumerate((20, 20, 40, 20))]
+    lines = [f"A: {_text(19, 0)}", f"B: {_text(9, 1)}\n\n{_text(10, 2)}", f"A: {_text(39, 3)}", f"B: {_text(19, 4)}"]
     ids = ["D1:1", "D1:2", "D1:3", "D1:4"]
-    ep = RetrievedUnit("episode", "e", "\n".join(lines), 0, 1.0, ids, TS)
-    ep.tokens = budget.count([ep.text])[0]
-    for shown_words, want in ((10, []), (21, ["D1:1"]), (41 + 10, ["D1:1", "D1:2"]), (41 + 25, ids[:3]), (200, ids)):
-        shown = " ".join(ep.text.split(" ")[:shown_words])
-        assert shown_messages(ep, shown) == want, shown_words
+    ep = _block(budget, "episode", lines, ids)
+    words = ep.text.split(" ")  # a line break joins the last word of a line and the first of the next
+    # line 1: 20 words; line 2: 20 words with a paragraph break; line 3: 40 words
+    for shown_words, want in ((9, []), (10, ["D1:1"]), (19, ["D1:1"]), (28, ["D1:1"]), (29, ids[:2]),
+                              (56, ids[:2]), (57, ids[:3]), (len(words), ids)):
+        assert shown_messages(ep, " ".join(words[:shown_words])) == want, shown_words
     cut = budget._cut(ep, 30)
-    assert cut.scores.get("cut") and cut.tokens <= 30 and cut.message_ids == ["D1:1"]  # 27 words: line 1 whole, line 2 a third
-    summary = RetrievedUnit("episode", "e", _text(60, 0), 0, 1.0, ids, TS)
-    summary.tokens = budget.count([summary.text])[0]
-    assert budget._cut(summary, 30).message_ids == []
-    one = RetrievedUnit("message", "D1:9", _text(60, 0), 0, 1.0, ["D1:9"], TS)
-    one.tokens = budget.count([one.text])[0]
-    assert budget._cut(one, 20).message_ids == ["D1:9"]
+    assert cut.scores.get("cut") and cut.tokens <= 30 and cut.message_ids == ["D1:1"]
+    llm = _block(budget, "episode", lines, ids, raw=False)
+    assert shown_messages(llm, llm.text) == [] and budget._cut(llm, 30).message_ids == []
+    stmt = RetrievedUnit("semantic", "s", _text(20, 0), 0, 1.0, ["D1:1", "D1:2"], TS)
+    assert shown_messages(stmt, _text(10, 0)) == ["D1:1", "D1:2"] and shown_messages(stmt, _text(9, 0)) == []
+    one = _block(budget, "message", [f"A: {_text(59, 0)}"], ["D1:9"])
+    assert budget._cut(one, 40).message_ids == ["D1:9"] and budget._cut(one, 20).message_ids == []
+    part = RetrievedUnit("message", "D1:9#p2", _text(60, 0), 0, 1.0, ["D1:9"], TS, {"passage": 2.0})
+    assert shown_messages(part, _text(5, 0)) == ["D1:9"]
+
+
+def test_a_result_counts_only_what_its_cut_unit_shows():
+    """Through ``contexts``: a result's message ids shrink with its cut episode."""
+    budget = TokenBudget(default_counter())
+    words = _statement_words(budget, int(0.6 * 300), 3)
+    units = _units(budget, [("semantic", f"s{i}", words, [f"D1:{i}"]) for i in range(3)])
+    units.append(_block(budget, "episode", [f"A: {_text(60, i)}" for i in range(6)], [f"D2:{i}" for i in range(6)]))
+    (kept, _, n_tok), = budget.contexts([units], 300)
+    assert kept[-1].scores.get("cut") and n_tok <= 300
+    result = RetrievalResult("q", "m", "x", kept, assemble(kept), n_tok, budget.name)
+    shown = shown_messages(units[-1], kept[-1].text.removesuffix(" ..."))
+    assert shown[:1] == ["D2:0"] and len(shown) < 6  # about 100 tokens left: a message or two of the six
+    assert result.message_ids == ["D1:0", "D1:1", "D1:2", *shown]
+    assert "message_ends" not in result.to_dict()["units"][-1]

@@ -42,8 +42,8 @@ def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_
 
 
 def embedder_for_store(name: str, *, device: str = "cpu") -> Embedder:
-    """The embedder a store was built with, from the name it records (``hashing-64``, ``ov:MODEL``, a model
-    name or path)."""
+    """The embedder a store was built with, from the name it records (``hashing-64``, ``ov:MODEL``,
+    ``ov-int8:MODEL``, a model name or path)."""
     if name.startswith("hashing-"):
         return HashingEmbedder(int(name.split("-", 1)[1]))
     if name.startswith(("ov:", "ov-int8:")):

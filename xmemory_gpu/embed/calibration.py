@@ -1,7 +1,8 @@
 """A fixed calibration corpus for the int8 OpenVINO embedder: texts shaped like what the embedder
 sees (chat messages with the speaker, third-person statements, questions, long assistant answers),
-generated from templates by a seeded generator, so the quantised model does not depend on any
-user's data and is the same on every machine. No dataset text is shipped."""
+generated from templates by a seeded generator (Python's ``random``), so the quantised model does
+not depend on any user's data. No dataset text is shipped. The corpus's digest is part of the int8
+model's cache key."""
 
 from __future__ import annotations
 

@@ -153,28 +153,36 @@ def _reread(model):
     return ov.Core().read_model(xml, ov.Tensor(weights))
 
 
+_TOOLS = threading.RLock()  # one converter / quantiser at a time: they swap process-wide state (env, stdout)
+
+
 @contextmanager
 def _no_telemetry():
     """OpenVINO's model converter and NNCF send usage analytics (openvino-telemetry) unless the user
-    opted out or the process runs in CI; they decide when they start, from ``CI``. While ours run,
-    ``CI`` is ``true``, so nothing is sent and no client id is written to the home folder."""
-    before = os.environ.get("CI")
-    os.environ["CI"] = "true"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("CI", None)
-        else:
-            os.environ["CI"] = before
+    opted out or the process runs in CI; each decides consent when it starts, from ``CI``. While ours
+    start, ``CI`` is ``true`` (the caller's value is restored after, under a lock), so they decline:
+    nothing is sent and no client id is written to the home folder. A telemetry client that the
+    process started earlier, outside this package, keeps its own decision."""
+    with _TOOLS:
+        before = os.environ.get("CI")
+        os.environ["CI"] = "true"
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop("CI", None)
+            else:
+                os.environ["CI"] = before
 
 
 def _nncf():
     try:
         with _no_telemetry():
             import nncf
-    except ImportError:
-        raise ValueError("the int8 openvino embedder needs the package nncf (pip install 'xmemory-gpu[openvino]')") from None
+    except ImportError as exc:
+        if exc.name == "nncf":
+            raise ValueError("the int8 openvino embedder needs the package nncf (pip install 'xmemory-gpu[openvino]')") from None
+        raise ValueError(f"the int8 openvino embedder could not import nncf: {exc}") from None
     return nncf
 
 
@@ -198,16 +206,29 @@ def _quantize(model, tokenize):
         with _no_telemetry(), warnings.catch_warnings(), redirect_stdout(quiet), redirect_stderr(quiet):
             warnings.simplefilter("ignore")
             return nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
+    except Exception as exc:
+        if hasattr(exc, "add_note"):
+            exc.add_note("NNCF's output:\n" + quiet.getvalue()[-4000:])
+        raise
     finally:
         log.setLevel(level)
 
 
-def _int8_key(f32_key: str) -> str:
-    from importlib.metadata import version
-
-    h = hashlib.sha256(f"{f32_key} int8={INT8_FORMAT} nncf={version('nncf')} batch={CALIBRATION_BATCH} "
-                       f"corpus={corpus_digest(calibration_texts())}".encode())
+def _int8_key(f32_key: str, nncf_version: str, tokenizer_state: str) -> str:
+    """The int8 IR's cache key: the float32 IR's, NNCF's version, the recipe, the calibration corpus and
+    everything that shapes the calibration inputs (``tokenizer_state``)."""
+    h = hashlib.sha256(f"{f32_key} int8={INT8_FORMAT} nncf={nncf_version} batch={CALIBRATION_BATCH} "
+                       f"corpus={corpus_digest(calibration_texts())} {tokenizer_state}".encode())
     return h.hexdigest()[:24]
+
+
+def _tokenizer_state(folder: Path, max_seq_length: int, lower_case: bool) -> str:
+    """The tokenizer's files (contents), truncation and casing, as a hash."""
+    h = hashlib.sha256(f"max_seq_length={max_seq_length} lower_case={lower_case}".encode())
+    for f in sorted(folder.glob("*")):
+        if f.is_file() and (f.name.startswith("tokenizer") or f.name in ("vocab.txt", "special_tokens_map.json", "merges.txt")):
+            h.update(f"\0{f.name}\0".encode() + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _cached_ir(target: Path | None, build, source: dict):
@@ -228,7 +249,7 @@ def _cached_ir(target: Path | None, build, source: dict):
             (tmp / "source.json").write_text(json.dumps({**source, "openvino": ov.get_version()}) + "\n")
             os.replace(tmp, target)  # fails if another process renamed its entry first: that one is used
             tmp = None
-        except OSError:
+        except (OSError, RuntimeError):  # openvino reports a failed write as RuntimeError
             pass  # read-only or full cache, or a concurrent writer won
         finally:
             if tmp is not None:
@@ -241,15 +262,18 @@ def _cached_ir(target: Path | None, build, source: dict):
         return _reread(build())
 
 
-def _load_or_convert(folder: Path, tokenizer, tokenize, cache_dir: Path | None, int8: bool):
-    """The converted model (``int8``: then quantised), each step cached under ``cache_dir/<key>``."""
+def _load_or_convert(folder: Path, tokenizer, tokenize, cache_dir: Path | None, int8: str | None):
+    """The converted model (``int8``: then quantised; the tokenizer's state), each step cached under
+    ``cache_dir/<key>``."""
+    nncf = _nncf() if int8 is not None else None  # a missing package is reported before the conversion
     key = _cache_key(folder)
     root = Path(cache_dir).expanduser() if cache_dir is not None else None
     f32 = _cached_ir(root / key if root else None, lambda: _convert(folder, tokenizer), {"model": str(folder)})
-    if not int8:
+    if nncf is None:
         return f32
-    return _cached_ir(root / f"{key}-int8-{_int8_key(key)}" if root else None, lambda: _quantize(f32, tokenize),
-                      {"model": str(folder), "int8": "nncf.quantize, transformer preset"})
+    return _cached_ir(root / f"{key}-int8-{_int8_key(key, nncf.__version__, int8)}" if root else None,
+                      lambda: _quantize(f32, tokenize),
+                      {"model": str(folder), "int8": "nncf.quantize, transformer preset", "nncf": nncf.__version__})
 
 
 class OpenVINOEmbedder:
@@ -281,7 +305,8 @@ class OpenVINOEmbedder:
         self.max_seq_length = int(min(limits)) if limits else 512
         cache = default_cache_dir() if cache_dir == "default" else cache_dir
         self.int8 = int8
-        self._ir = _load_or_convert(transformer, self.tokenizer, self._tokenize, cache, int8)
+        state = _tokenizer_state(transformer, self.max_seq_length, self.lower_case) if int8 else None
+        self._ir = _load_or_convert(transformer, self.tokenizer, self._tokenize, cache, state)
         self._num_threads = num_threads
         self._lock = threading.Lock()
         self._compiled: dict[str, object] = {}  # hint -> compiled model

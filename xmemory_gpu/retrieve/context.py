@@ -46,10 +46,24 @@ def semantic_unit(bank: Bank, row: int, score: float, scores: dict[str, float]) 
                          _ts(s["time"][row]), scores)
 
 
+def _line_ends(lines: list[str]) -> list[int]:
+    """Character offsets where each line ends in ``"\n".join(lines)``."""
+    ends, at = [], -1
+    for line in lines:
+        at += 1 + len(line)
+        ends.append(at)
+    return ends
+
+
 def episode_unit(bank: Bank, row: int, score: float, scores: dict[str, float]) -> RetrievedUnit:
+    """An episode; its ``message_ends`` are set when its text is its messages' lines (the LLM-free builder)."""
     e = bank.epi
-    return RetrievedUnit("episode", str(int(e["id"][row])), e["text"][row], 0, score, _ids(bank, e["msgs"][row]),
-                         _ts(e["start"][row]), scores)
+    text = e["text"][row]
+    rows = [int(r) for r in e["msgs"][row] if r >= 0]
+    lines = [message_line_at(bank, r) for r in rows]
+    ends = _line_ends(lines) if "\n".join(lines) == text else None
+    return RetrievedUnit("episode", str(int(e["id"][row])), text, 0, score, _ids(bank, e["msgs"][row]),
+                         _ts(e["start"][row]), scores, ends)
 
 
 def message_line_at(bank: Bank, row: int) -> str:
@@ -61,9 +75,9 @@ def messages_unit(kind: str, uid: str, bank: Bank, rows: np.ndarray | list[int],
                   scores: dict[str, float]) -> RetrievedUnit:
     """A block of raw messages by global rows (a naive-RAG chunk, a TIR session, a turn)."""
     rows = [int(r) for r in rows]
-    text = "\n".join(message_line_at(bank, r) for r in rows)
+    lines = [message_line_at(bank, r) for r in rows]
     ts = _ts(bank.msg["time"][rows[0]]) if rows else None
-    return RetrievedUnit(kind, uid, text, 0, score, [bank.msg["id"][r] for r in rows], ts, scores)
+    return RetrievedUnit(kind, uid, "\n".join(lines), 0, score, [bank.msg["id"][r] for r in rows], ts, scores, _line_ends(lines))
 
 
 def context_pieces(units: list[RetrievedUnit], *, resolve_dates: bool = False) -> list[tuple[str, str]]:
@@ -128,22 +142,34 @@ def _section(u: RetrievedUnit) -> str:
     return "semantic" if u.type == "semantic" else "episodic"
 
 
+def _half_shown(shown: str, full: str) -> bool:
+    return 2 * len(shown.split()) >= len(full.split())
+
+
 def shown_messages(u: RetrievedUnit, shown: str) -> list[str]:
     """The source messages that ``shown``, the start of ``u``'s text, still holds, so that a cut
-    unit is credited only with the evidence it shows. A unit of one message keeps it (a cut shows
-    part of it, as a passage does). A block of messages, one line each (episodes of the LLM-free
-    builder, chunks, sessions), keeps the lines shown whole and the line cut inside when at least
-    half its words are shown. Any other block (an LLM-written episode) cannot be told apart by
-    line, and keeps none."""
-    if len(u.message_ids) <= 1:
+    unit is credited only with the evidence it shows: a message counts when its text in the unit
+    shows whole or at least half of its words. A block of raw messages (``message_ends`` set:
+    episodes of the LLM-free builder, chunks, sessions, single messages) is counted message by
+    message; a statement counts for its sources as a whole; a passage is already a part of its
+    message and keeps it. Any other block of several messages (an LLM-written episode) cannot be
+    told apart and keeps none."""
+    if u.scores.get("passage"):
         return list(u.message_ids)
-    lines = u.text.split("\n")
-    if len(lines) != len(u.message_ids):
+    if u.message_ends is None:
+        if u.type == "semantic" or len(u.message_ids) <= 1:
+            return list(u.message_ids) if _half_shown(shown, u.text) else []
         return []
-    parts = shown.split("\n")
-    last = parts[-1]
-    keep = len(parts) - 1 + (last == lines[len(parts) - 1] or 2 * len(last.split()) >= len(lines[len(parts) - 1].split()))
-    return list(u.message_ids[:keep])
+    out, start = [], 0
+    for mid, end in zip(u.message_ids, u.message_ends):
+        if end <= len(shown):
+            out.append(mid)
+        else:
+            if _half_shown(shown[start:], u.text[start:end]):
+                out.append(mid)
+            break
+        start = end + 1
+    return out
 
 
 class TokenBudget:

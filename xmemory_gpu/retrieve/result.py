@@ -20,6 +20,9 @@ class RetrievedUnit:
     message_ids: list[str]  # provenance (LoCoMo dia_ids)
     timestamp: float | None = None
     scores: dict[str, float] = field(default_factory=dict)  # named components (relevance, gain, uncertainty drop)
+    # where each source message's line ends in ``text`` (character offsets), for a block of raw messages
+    # ("Speaker: text" lines); None for any other text. Used to credit a cut unit; not serialised.
+    message_ends: list[int] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -49,5 +52,7 @@ class RetrievalResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        for u in d["units"]:
+            del u["message_ends"]
         d["message_ids"] = self.message_ids
         return d
