@@ -9,6 +9,11 @@ written to a temporary folder and renamed into place). It is compiled for the CP
 (``INFERENCE_PRECISION_HINT`` f32, checked after compiling: never a silent bf16 or f16), with the
 LATENCY hint for small calls and the THROUGHPUT one for bulk calls (performance_hint AUTO).
 
+``int8=True`` (spec ``ov-int8``): the converted model is then quantised once by NNCF (int8 weights and
+activations, calibrated on the fixed corpus of ``calibration.py``) and cached beside the float32 IR;
+the ops left unquantised still run in f32. Its rows are batch-invariant too, and a store built with
+it records ``ov-int8:MODEL``.
+
 Rows are batch-invariant like SentenceTransformerEmbedder's: a batch holds texts of one token count
 (padding changes a row's last bits), but no filler is needed: OpenVINO's rows for one token count do
 not depend on the batch size, nor on the thread count (checked on the LoCoMo dev texts and on 4..256
@@ -41,6 +46,13 @@ PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT")
 AUTO_THROUGHPUT_BATCHES = 4  # performance_hint AUTO: calls of this many batches or more use THROUGHPUT
 INT8_FORMAT = 1  # bump when the quantisation recipe changes
 CALIBRATION_BATCH = 16  # texts per calibration batch
+
+
+def _padded_feed(enc) -> dict[str, np.ndarray]:
+    """The model's inputs (int64 [batch, tokens]) from a padded tokenizer encoding (``return_tensors="np"``)."""
+    ids = enc["input_ids"].astype(np.int64)
+    types = enc["token_type_ids"].astype(np.int64) if "token_type_ids" in enc else np.zeros_like(ids)
+    return {"input_ids": ids, "attention_mask": enc["attention_mask"].astype(np.int64), "token_type_ids": types}
 
 
 def _openvino():
@@ -192,12 +204,8 @@ def _quantize(model, tokenize):
     ``CALIBRATION_BATCH`` texts of similar length."""
     nncf = _nncf()
     texts = sorted(calibration_texts(), key=len)
-    feeds = []
-    for i in range(0, len(texts), CALIBRATION_BATCH):
-        enc = tokenize(texts[i : i + CALIBRATION_BATCH], padding=True, return_tensors="np")
-        ids = enc["input_ids"].astype(np.int64)
-        types = enc["token_type_ids"].astype(np.int64) if "token_type_ids" in enc else np.zeros_like(ids)
-        feeds.append({"input_ids": ids, "attention_mask": enc["attention_mask"].astype(np.int64), "token_type_ids": types})
+    feeds = [_padded_feed(tokenize(texts[i : i + CALIBRATION_BATCH], padding=True, return_tensors="np"))
+             for i in range(0, len(texts), CALIBRATION_BATCH)]
     quiet = io.StringIO()  # NNCF's progress bars and log lines: a one-time step, not the caller's output
     log = logging.getLogger("nncf")
     level = log.level
@@ -405,11 +413,8 @@ class OpenVINOEmbedder:
         groups, batches = [], []
         for start in range(0, len(texts), self.batch_size):
             rows = order[start : start + self.batch_size]
-            enc = self._tokenize([texts[i] for i in rows], padding=True, return_tensors="np")
-            ids = enc["input_ids"].astype(np.int64)
-            types = enc["token_type_ids"].astype(np.int64) if "token_type_ids" in enc else np.zeros_like(ids)
             groups.append(rows)
-            batches.append({"input_ids": ids, "attention_mask": enc["attention_mask"].astype(np.int64), "token_type_ids": types})
+            batches.append(_padded_feed(self._tokenize([texts[i] for i in rows], padding=True, return_tensors="np")))
         out = np.empty((len(texts), self.dim), np.float32)
         for rows, x in zip(groups, self._run(batches)):
             out[rows] = x
