@@ -1,4 +1,5 @@
-"""One segment-restricted kNN search for a batch of queries given in any memory order."""
+"""One segment-restricted kNN search for a batch of queries given in any memory order, ranked the
+same way on every backend."""
 
 from __future__ import annotations
 
@@ -9,13 +10,51 @@ from ..ops._arrays import csr_offsets
 from ..ops._dispatch import backend_device, host
 from ..ops.knn import knn_search
 
+RERANK_MARGIN = 8  # candidates fetched past k, so a near-tie at the k-th place is re-decided exactly
+
+
+def exact_rerank(q_x: np.ndarray, x: np.ndarray, idx: np.ndarray, k: int, *,
+                 chunk_bytes: int = 32 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """Re-rank kernel candidates by one host computation, so every backend returns the same units.
+
+    q_x [Q, d] queries, x [N, d] the level's rows (host), idx [Q, k'] candidate global rows (-1 pad)
+    -> idx [Q, k] int32, sim [Q, k] float32: cosine in float64 from the float32 inputs, rounded to
+    float32, sorted descending with ties to the lower row id (the reference's rule), padded -1/-inf.
+    Kernels sum dot products in different orders (ISA, tiling, GPU), so their scores of tied or
+    near-tied rows differ in the last bit; these do not. Work in query chunks of ``chunk_bytes``."""
+    n_q, kk = idx.shape
+    out_i = np.full((n_q, k), -1, np.int32)
+    out_s = np.full((n_q, k), -np.inf, np.float32)
+    if n_q == 0 or kk == 0:
+        return out_i, out_s
+    d = x.shape[1]
+    step = max(1, chunk_bytes // max(1, kk * d * 8))
+    for a in range(0, n_q, step):
+        b = min(n_q, a + step)
+        ii = idx[a:b].astype(np.int64)
+        ok = ii >= 0
+        rows = np.asarray(x[np.where(ok, ii, 0)], np.float64)  # [c, k', d]
+        q = np.asarray(q_x[a:b], np.float64)
+        dots = np.einsum("qkd,qd->qk", rows, q)
+        norms = np.sqrt(np.einsum("qkd,qkd->qk", rows, rows)) * np.linalg.norm(q, axis=1)[:, None]
+        sim = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).astype(np.float32)
+        sim = np.where(ok, sim, -np.inf)
+        order = np.lexsort((np.where(ok, ii, np.iinfo(np.int64).max), -sim), axis=1)[:, :k]
+        m = order.shape[1]
+        top_i = np.take_along_axis(ii, order, axis=1)
+        top_s = np.take_along_axis(sim, order, axis=1)
+        out_i[a:b, :m] = np.where(np.isfinite(top_s), top_i, -1)
+        out_s[a:b, :m] = np.where(np.isfinite(top_s), top_s, -np.inf)
+    return out_i, out_s
+
 
 def search_by_memory(q_x: np.ndarray, mem_idx: np.ndarray, level: Level, k: int, *,
                      backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """q_x [Q, d], mem_idx [Q] bank memory of each query; ``level``: the bank level searched (its
     ``x`` column). The kernel takes the level's segments directly (``Segments.kernel_view``);
     queries are grouped by segment for one ``knn_search`` call and come back in their order:
-    idx [Q, k] int32 global rows, sim [Q, k] float32 (host arrays).
+    idx [Q, k] int32 global rows, sim [Q, k] float32 (host arrays), ranked by ``exact_rerank`` over
+    the kernel's top ``k + RERANK_MARGIN`` (same rows and scores on every backend).
 
     A GPU backend (``cuda``, ``triton``) reads the level's device-resident copy
     (``Level.on_device``): only the queries go up and the [Q, k] results come back."""
@@ -48,9 +87,9 @@ def search_by_memory(q_x: np.ndarray, mem_idx: np.ndarray, level: Level, k: int,
             shift = torch.repeat_interleave(torch.from_numpy(shift_of).to(dev), torch.from_numpy(ends - starts).to(dev),
                                             output_size=total)
             sub_x = data.index_select(0, shift + torch.arange(total, device=dev))
-    idx, sim = knn_search(q, q_off, sub_x, sub_off, k, backend=backend)
-    idx, sim = host(idx), host(sim)
-    idx = np.where(idx >= 0, idx + shift_of[local[order]][:, None], -1).astype(idx.dtype)
-    out_i, out_s = np.empty_like(idx), np.empty_like(sim)
-    out_i[order], out_s[order] = idx, sim
-    return out_i, out_s
+    idx, _ = knn_search(q, q_off, sub_x, sub_off, k + RERANK_MARGIN, backend=backend)
+    idx = host(idx)
+    idx = np.where(idx >= 0, idx + shift_of[local[order]][:, None], -1)
+    cand = np.empty_like(idx)
+    cand[order] = idx
+    return exact_rerank(np.asarray(q_x, np.float32), level["x"], cand, k)
