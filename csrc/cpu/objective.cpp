@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "xmemory/cpu_microkernel.h"
 #include "xmemory/stats.h"
 
 namespace py = pybind11;
@@ -24,23 +25,6 @@ inline double dot(const double* a, const double* b, int64_t d) {
   double s = 0.0;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < d; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// dot in double over four independent 8-wide partial sums (one chain is bound by the add
-// latency), then the tail; a and b float32 or float64. partition_objective only: candidate
-// scoring keeps ``dot``, whose rounding construction's split / merge choices were measured with.
-template <typename A, typename B>
-inline double dot4(const A* a, const B* b, int64_t d) {
-  double acc[4][8] = {};
-  int64_t i = 0;
-  for (; i + 32 <= d; i += 32)
-    for (int u = 0; u < 4; ++u)
-#pragma omp simd
-      for (int l = 0; l < 8; ++l) acc[u][l] += double(a[i + 8 * u + l]) * double(b[i + 8 * u + l]);
-  double s = 0.0;
-  for (; i < d; ++i) s += double(a[i]) * double(b[i]);
-  for (int l = 0; l < 8; ++l) s += (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
   return s;
 }
 
@@ -68,48 +52,35 @@ double finish(const std::vector<double>& norm, const std::vector<double>& cnt, s
   return sparsity + sem / static_cast<double>(k);
 }
 
-// f(P) per segment; labels local to each segment, any non-negative values. x float32 or float64,
-// read in place: row norms, theme sums and centroid dots accumulate in float64.
+#ifdef XMEM_X86
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
+namespace isa_avx512 {
+#include "objective_segments.inc"
+}  // namespace isa_avx512
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace isa_avx2 {
+#include "objective_segments.inc"
+}  // namespace isa_avx2
+#pragma GCC pop_options
+#endif
+namespace isa_base {
+#include "objective_segments.inc"
+}  // namespace isa_base
+
+// The per-segment loop compiled for the best ISA this CPU runs (capped by XMEM_CPU_ISA).
 template <typename T>
 void objective_segments(const T* X, const int64_t* L, const int64_t* O, int64_t nseg, int64_t d, double eps, double* F) {
-#pragma omp parallel
-  {
-    std::vector<int64_t> uniq, slot;
-    std::vector<double> sums, cnt, norm, s_k;
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t b = 0; b < nseg; ++b) {
-      const int64_t s = O[b], e = O[b + 1], n = e - s;
-      if (n == 0) { F[b] = 0.0; continue; }
-      uniq.assign(L + s, L + e);
-      std::sort(uniq.begin(), uniq.end());
-      uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
-      const int64_t k = static_cast<int64_t>(uniq.size());
-      sums.assign(k * d, 0.0);
-      cnt.assign(k, 0.0);
-      norm.assign(k, 0.0);
-      s_k.assign(k, k > 1 ? kNegInf : 0.0);
-      for (int64_t i = s; i < e; ++i) {
-        const int64_t t = std::lower_bound(uniq.begin(), uniq.end(), L[i]) - uniq.begin();
-        const T* xi = X + i * d;
-        const double nx = dot4(xi, xi, d);
-        if (nx > 0) {
-          const double inv = 1.0 / std::sqrt(nx);
-          double* st = &sums[t * d];
-#pragma omp simd
-          for (int64_t j = 0; j < d; ++j) st[j] += double(xi[j]) * inv;
-        }
-        cnt[t] += 1.0;
-      }
-      for (int64_t t = 0; t < k; ++t) norm[t] = std::sqrt(dot4(&sums[t * d], &sums[t * d], d));
-      for (int64_t t = 0; t < k; ++t)  // each centroid pair once
-        for (int64_t u = t + 1; u < k; ++u) {
-          const double c = (norm[t] > 0.0 && norm[u] > 0.0) ? dot4(&sums[t * d], &sums[u * d], d) / (norm[t] * norm[u]) : 0.0;
-          s_k[t] = std::max(s_k[t], c);
-          s_k[u] = std::max(s_k[u], c);
-        }
-      F[b] = finish(norm, cnt, s_k, static_cast<double>(n), eps);
-    }
+#ifdef XMEM_X86
+  switch (xmem::cpu_isa()) {
+    case xmem::Isa::Avx512: return isa_avx512::objective_segments(X, L, O, nseg, d, eps, F);
+    case xmem::Isa::Avx2: return isa_avx2::objective_segments(X, L, O, nseg, d, eps, F);
+    default: break;
   }
+#endif
+  isa_base::objective_segments(X, L, O, nseg, d, eps, F);
 }
 
 py::array_t<double> partition_objective(py::array x, i64arr labels, i64arr offsets, double eps) {

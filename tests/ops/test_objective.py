@@ -155,6 +155,25 @@ def test_backend_matches_reference(rng, backend):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_partition_objective_isas_are_bit_identical(rng, monkeypatch, dtype):
+    """The per-segment loop is compiled once per ISA (objective_segments.inc): every ISA this CPU runs
+    gives the same bits, float32 and float64 input, d not a multiple of the 32-wide partial sums."""
+    _C = pytest.importorskip("xmemory_gpu._C")
+    x, lab, off = random_partition(rng, [0, 1, 5, 40, 120, 33, 300], [1, 1, 5, 1, 30, 12, 64], 391)
+    x = x.astype(dtype)
+    x[7] = 0  # a zero row
+    got = {}
+    for isa in ("scalar", "avx2", "avx512"):
+        monkeypatch.setenv("XMEM_CPU_ISA", isa)
+        if _C.cpu_isa() == isa:
+            got[isa] = partition_objective(x, lab, off, backend="cpu")
+    assert "scalar" in got
+    for isa, f in got.items():
+        np.testing.assert_array_equal(f, got["scalar"], err_msg=isa)
+    np.testing.assert_allclose(got["scalar"], partition_objective(x, lab, off, backend="reference"), rtol=1e-5, atol=1e-12)
+
+
 @pytest.mark.parametrize("backend", SCORE_BACKENDS)
 def test_score_candidates_equals_from_scratch(rng, backend):
     x, lab, off = random_partition(rng, [30, 2, 60, 9], [6, 2, 10, 9], 11)
