@@ -1,6 +1,8 @@
 """LLM-free semantic extraction: decouple messages into self-contained factual statements.
 
-Each message is split into sentences (and lines); questions and filler (fewer than ``min_words`` words or
+Each message is split into sentences (and lines; a title or abbreviation such as "St." or "Dr." ends
+none); a fact said inside a question or request ("My sister Emma is coming on Oct 12, can you remind
+me?") is kept as a statement, other questions and filler (fewer than ``min_words`` words or
 fewer than two content words) are dropped; first- and second-person references are rewritten to
 the speakers' names so a statement reads on its own ("I adopted a puppy" said by Alice ->
 "Alice adopted a puppy"); a shared photo becomes "Alice shared a photo of ...". A message keeps at most ``max_per_message`` statements, its most
@@ -19,10 +21,18 @@ from ..memory.records import Conversation, Episode, SemanticNode
 from ..text import content_words, words
 
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
+# a word ending in "." that does not end a sentence: titles, street and place words, Latin and other
+# abbreviations, initials ("J."); a.m. / p.m. / etc. may end one, so they are not here
+_ABBREV = frozenset(
+    """st dr mr mrs ms mx mt jr sr prof rev gen capt lt col sgt cpl ave blvd rd hwy ft no nos vol fig approx
+    e.g i.e cf vs jan feb mar apr jun jul aug sep sept oct nov dec inc ltd co corp dept est univ""".split()
+)
 _PHOTO = re.compile(r"\s*\[shares a photo: (?P<cap>[^\]]*)\]\s*$")
 
 # first person -> speaker; fixed forms first (they carry their own verb)
 _FIRST_FIXED = [
+    (r"\bI (?:don't|dont)\b", "{s} doesn't"), (r"\bI do not\b", "{s} does not"), (r"\bI (?:haven't|havent)\b", "{s} hasn't"),
+    (r"\bI have not\b", "{s} has not"), (r"\bI ((?:[a-z]+n't)|(?:can|will|would|could|should|did|was) not)\b", "{s} \\1"),
     (r"\bI'm\b", "{s} is"), (r"\bI am\b", "{s} is"), (r"\bI've\b", "{s} has"), (r"\bI have\b", "{s} has"),
     (r"\bI'd\b", "{s} would"), (r"\bI'll\b", "{s} will"), (r"\bI was\b", "{s} was"),
     (r"\bmyself\b", "{s}"), (r"\b[Mm]y\b", "{s}'s"), (r"\bmine\b", "{s}'s"), (r"\bme\b", "{s}"),
@@ -32,19 +42,29 @@ _SECOND_FIXED = [
     (r"\byourself\b", "{o}"), (r"\b[Yy]our\b", "{o}'s"), (r"\byours\b", "{o}'s"),
 ]
 _NO_S = frozenset(
-    """can could will would should might must may did was had went got made saw took gave came began
+    """can could will would should might must may did was had went got made saw took gave came began cannot
     just also really always never still finally recently already actually used only even""".split()
 )
 _ADVERBS = frozenset("just also really always never still finally recently already actually usually often".split())
 _FIRST_VERB = re.compile(r"\bI((?:\s+(?:" + "|".join(sorted(_ADVERBS)) + r"))*\s+[a-z]+)\b")
 _IRREGULAR = {"have": "has", "do": "does", "go": "goes", "am": "is", "are": "is"}
+# irregular past tenses (and verbs whose past is their base form): never given a third-person -s
+_PAST = frozenset(
+    """arose awoke bore beat became begun bent bet bit bled blew broke brought built burnt burst bought caught chose
+    clung cost crept cut dealt dug drew dreamt drank drove ate fell fed felt fought found fled flew forbade forgot
+    forgave froze ground grew hung heard hid hit held hurt kept knelt knew laid led leant leapt learnt left lent let
+    lay lit lost meant met paid put quit read rode rang rose ran said sought sold sent set shook shone shot showed
+    shrank shut sang sank sat slept slid spoke sped spent spilt spun spread sprang stood stole stuck stung stank
+    strode struck swore swept swam swung taught tore told thought threw understood woke wore wove wept won wound
+    wrote upset forecast""".split()
+)
 
 
 def _third_person(verb: str) -> str:
     low = verb.lower()
     if low in _IRREGULAR:
         return _IRREGULAR[low]
-    if low in _NO_S or low.endswith("ed") or low.endswith("s"):
+    if low in _NO_S or low in _PAST or low.endswith("ed") or low.endswith("s"):
         return verb
     if re.search(r"(ch|sh|x|o|z)$", low):
         return verb + "es"
@@ -63,9 +83,56 @@ def _subject_verb(match: re.Match, name: str) -> str:
     return f"{name} {' '.join(toks)}"
 
 
+def split_sentences(text: str) -> list[str]:
+    """``text`` cut into sentences at ., ! or ? before a capital, digit or quote, and at line breaks;
+    a piece ending in a title or abbreviation ("St.", "Dr.", "e.g.", an initial) joins the next."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        cur = ""
+        for p in (p.strip() for p in _SENT_SPLIT.split(line)):
+            if not p:
+                continue
+            last = cur.rsplit(None, 1)[-1] if cur else ""
+            if last and (last[:-1].lower() in _ABBREV or re.fullmatch(r"[A-Z]\.", last)):
+                cur = f"{cur} {p}"
+            else:
+                if cur:
+                    out.append(cur)
+                cur = p
+        if cur:
+            out.append(cur)
+    return out
+
+
+_ASK_YOU = re.compile(r"[,;:\u2014-]\s*(?:so\s+|and\s+|but\s+)?(?:can|could|would|will|should|do|did|have|are)\s+you\b", re.I)
+_THAT_CLAUSE = re.compile(r"\b(?:remind me|remember|note|know|keep in mind)\s+that\s+(?P<fact>.+?)[?.!]*$", re.I)
+_INTERROGATIVE = re.compile(
+    r"^(?:what|where|when|who|whom|whose|why|how|which|do|does|did|can|could|would|will|is|are|was|were|should|"
+    r"have|has|had|may|might|shall|am|any|anything|ever)\b", re.I)
+
+
+def stated_part(sentence: str) -> str:
+    """The statement a question or request carries ("My sister Emma is coming on Oct 12, can you remind
+    me?" -> "My sister Emma is coming on Oct 12."; "Can you remember that I'm vegan?" -> "I'm vegan."),
+    or the sentence unchanged (a plain question stays a question, and is dropped as filler)."""
+    s = sentence.strip()
+    if not s.endswith("?"):
+        return s
+    m = _THAT_CLAUSE.search(s)
+    if m:
+        fact = m.group("fact").strip().rstrip(",;")
+        return fact[:1].upper() + fact[1:] + "."
+    m = _ASK_YOU.search(s)
+    if m and m.start() > 0:
+        head = s[: m.start()].strip()
+        if not _INTERROGATIVE.match(head):
+            return head.rstrip(",;") + "."
+    return s
+
+
 def decouple(sentence: str, speaker: str, other: str) -> str:
     """Rewrite first/second person to the speakers' names (a light, rule-based decoupling)."""
-    s = sentence
+    s = sentence.replace("\u2019", "'")
     for pat, rep in _FIRST_FIXED:
         s = re.sub(pat, rep.format(s=speaker), s)
     s = _FIRST_VERB.sub(lambda m: _subject_verb(m, speaker), s)
@@ -136,7 +203,7 @@ def extract_statements(conv: Conversation, episodes: list[Episode], cfg: Semanti
         photo = _PHOTO.search(text)
         if photo:
             text = text[: photo.start()]
-        sentences = [s.strip() for p in text.split("\n") for s in _SENT_SPLIT.split(p) if s.strip()]
+        sentences = [stated_part(s) for s in split_sentences(text)]
         has_cap = bool(photo and photo.group("cap").strip())
         cands = [s for s in sentences if not is_filler(s, cfg)]
         n_max = cfg.max_per_message

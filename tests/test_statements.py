@@ -1,0 +1,77 @@
+"""LLM-free statements read right: verb forms after the speaker's name, negations, sentence splits
+that keep titles and abbreviations, facts said inside questions and requests."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from xmemory_gpu.config import SemanticConfig
+from xmemory_gpu.construct.segment import make_episodes
+from xmemory_gpu.construct.semantic import decouple, extract_statements, split_sentences, stated_part
+from xmemory_gpu.memory.records import Conversation, Message
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("I left the hospital in May.", "Sam left the hospital in May."),
+    ("I broke my ankle.", "Sam broke Sam's ankle."),
+    ("I quit Tilde last week.", "Sam quit Tilde last week."),
+    ("I also met Sam's sister.", "Sam also met Sam's sister."),
+    ("I lost my keys.", "Sam lost Sam's keys."),
+    ("I don't eat meat anymore.", "Sam doesn't eat meat anymore."),
+    ("I do not smoke.", "Sam does not smoke."),
+    ("I haven't seen the film.", "Sam hasn't seen the film."),
+    ("I didn't go.", "Sam didn't go."),
+    ("I can't run this year.", "Sam can't run this year."),
+    ("I cannot swim.", "Sam cannot swim."),
+    ("I won't drive.", "Sam won't drive."),
+    ("I\u2019m vegan now.", "Sam is vegan now."),
+    ("I really love painting landscapes.", "Sam really loves painting landscapes."),
+    ("I watch films.", "Sam watches films."),
+])
+def test_verb_forms_after_the_name(text, expected):
+    assert decouple(text, "Sam", "Kim") == expected
+
+
+def test_no_broken_verb_forms_on_common_irregular_pasts():
+    pasts = "left broke quit met lost sold bought brought taught thought felt kept slept won wrote drove ran sat".split()
+    for v in pasts:
+        assert decouple(f"I {v} it.", "Sam", "Kim") == f"Sam {v} it."
+
+
+def test_titles_and_abbreviations_end_no_sentence():
+    text = "I work nights at St. Mary's Hospital in Boston. Dr. Smith runs it. We met at 9 a.m. It was early."
+    assert split_sentences(text) == ["I work nights at St. Mary's Hospital in Boston.", "Dr. Smith runs it.",
+                                     "We met at 9 a.m.", "It was early."]
+    assert split_sentences("Mt. Rainier, e.g. Next week.\nJ. R. R. Tolkien wrote it.") == [
+        "Mt. Rainier, e.g. Next week.", "J. R. R. Tolkien wrote it."]
+
+
+@pytest.mark.parametrize("question,fact", [
+    ("My sister Emma is coming on October 12th, can you remind me the day before?", "My sister Emma is coming on October 12th."),
+    ("Can you remind me that my dentist appointment is on Friday?", "My dentist appointment is on Friday."),
+    ("Please remember that I'm allergic to peanuts?", "I'm allergic to peanuts."),
+    ("I just got back from Lisbon, have you ever been?", "I just got back from Lisbon."),
+])
+def test_facts_inside_questions_are_kept(question, fact):
+    assert stated_part(question) == fact
+
+
+@pytest.mark.parametrize("question", ["Where does Alice live now?", "What do you think, can you help?", "How are you?",
+                                      "Do you like it, can you tell me?"])
+def test_plain_questions_stay_questions(question):
+    assert stated_part(question) == question
+
+
+def test_statements_of_a_role_chat():
+    msgs = ["I work as a night-shift nurse at St. Mary's Hospital in Boston.",
+            "My sister Emma is coming on October 12th, can you remind me the day before?",
+            "I broke my ankle last week, so I quit the marathon."]
+    conv = Conversation("c", ("user", "assistant"), [Message(f"D1:{i}", "user", t, 1, 0.0) for i, t in enumerate(msgs)])
+    nodes = extract_statements(conv, make_episodes(conv, [(0, 3)]), SemanticConfig())
+    texts = [n.text for n in nodes]
+    assert "user works as a night-shift nurse at St. Mary's Hospital in Boston." in texts
+    assert "user's sister Emma is coming on October 12th." in texts
+    assert "user broke user's ankle last week, so user quit the marathon." in texts
+    assert not any(re.search(r"\b(lefts|brokes|quits|dons't|didns't)\b", t) for t in texts)
