@@ -75,3 +75,18 @@ def test_statements_of_a_role_chat():
     assert "user's sister Emma is coming on October 12th." in texts
     assert "user broke user's ankle last week, so user quit the marathon." in texts
     assert not any(re.search(r"\b(lefts|brokes|quits|dons't|didns't)\b", t) for t in texts)
+
+
+def test_theme_summary_is_the_gist_not_keywords():
+    import numpy as np
+
+    from xmemory_gpu.construct.pipeline import theme_summary
+
+    texts = ["Alice works as a nurse at St. Mary's Hospital.", "Alice works night shifts at the hospital.",
+             "Alice works as a nurse at St. Mary's Hospital.", "Alice likes jazz."]
+    x = np.array([[1, 0, 0], [0.9, 0.1, 0], [1, 0, 0], [0, 0, 1]], np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    assert theme_summary(texts, x) == "Alice works as a nurse at St. Mary's Hospital; Alice works night shifts at the hospital."
+    assert theme_summary(texts[3:], x[3:]) == "Alice likes jazz."
+    assert theme_summary([], x[:0]) == ""
+    assert theme_summary([" ".join(["word"] * 40)], x[:1]).endswith("word ...")

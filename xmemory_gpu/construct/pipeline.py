@@ -26,7 +26,6 @@ from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops._dispatch import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
-from ..text import keywords
 from .llm_stages import LLMBuilder
 from .segment import boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
@@ -162,12 +161,30 @@ def build_themes(
     return states
 
 
+SUMMARY_STATEMENTS = 2  # statements in a theme's gist
+SUMMARY_WORDS = 24  # words kept of each
+
+
 def theme_summary(texts: list[str], x: np.ndarray) -> str:
-    """Extractive summary: top keywords and the member statement closest to the centroid."""
+    """Extractive gist that reads as a sentence: the ``SUMMARY_STATEMENTS`` member statements
+    closest to the theme's centroid (distinct texts, in member order, each cut to ``SUMMARY_WORDS``
+    words) joined by "; ". texts [n], x [n, d] their unit rows."""
+    if not texts:
+        return ""
     c = x.astype(np.float64).sum(axis=0)
-    central = texts[int(np.argmax(x @ c))] if texts else ""
-    kw = keywords(texts, 4)
-    return f"{', '.join(kw)}: {central}" if kw else central
+    score = x.astype(np.float64) @ c
+    picked: list[int] = []
+    for i in np.lexsort((np.arange(len(texts)), -score)):
+        if all(texts[int(i)] != texts[j] for j in picked):
+            picked.append(int(i))
+        if len(picked) == SUMMARY_STATEMENTS:
+            break
+    parts = []
+    for i in sorted(picked):
+        ws = texts[i].split()
+        parts.append(" ".join(ws[:SUMMARY_WORDS]) + " ..." if len(ws) > SUMMARY_WORDS else texts[i].rstrip(" .;"))
+    out = "; ".join(parts)
+    return out if out.endswith("...") else out + "."
 
 
 def _finalize(
