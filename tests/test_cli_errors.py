@@ -120,7 +120,7 @@ def test_a_memory_with_nothing_to_extract_is_valid_and_empty(capsys, tmp_path):
     assert main(["search", str(store), "--memory", "tiny", "anything"]) == 0
 
 
-def test_a_crafted_store_cannot_read_outside_its_folder(built, tmp_path):
+def test_a_crafted_store_cannot_read_outside_its_folder(built, tmp_path, capsys):
     import shutil
     import sqlite3
 
@@ -136,7 +136,8 @@ def test_a_crafted_store_cannot_read_outside_its_folder(built, tmp_path):
     conn.close()
     with pytest.raises(ValueError, match="not a plain file name"):
         Retriever.from_store(copy)
-    assert main(["search", str(copy), "q"]) == 2
+    assert main(["search", str(copy), "--memory", Store.open(copy).memory_ids()[0], "q"]) == 2
+    assert "not a plain file name" in capsys.readouterr().err
     assert Path(store / "memory.sqlite").exists()
 
 

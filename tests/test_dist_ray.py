@@ -132,6 +132,61 @@ def test_cli_refuses_an_input_taken_for_the_address(data, tmp_path, capsys):
     assert not (tmp_path / "s").exists()
 
 
+def test_cli_refuses_ray_workers_without_ray(data, tmp_path, capsys):
+    rc = main(["build", str(data), "--out", str(tmp_path / "s"), "--embedder", SPEC, "--ray-workers", "2"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == "xmemory build: error: --ray-workers needs --ray (it sizes the Ray actor pool)"
+    assert not (tmp_path / "s").exists()
+
+
+_LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+
+
+def test_local_ray_listens_on_loopback_only_and_stops_on_ctrl_c(data, tmp_path, monkeypatch):
+    """Before the module's own Ray instance: ``address="local"`` starts Ray here. Every socket its
+    processes listen on is bound to 127.0.0.1; a Ctrl-C mid-build shuts it down (no process left)."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    psutil = pytest.importorskip("psutil")
+    from xmemory_gpu.dist import ray_build
+
+    assert not ray.is_initialized()
+    seen: dict[int, list] = {}
+
+    def interrupted(*args, **kwargs):
+        for p in psutil.Process().children(recursive=True):
+            try:
+                seen[p.pid] = [c.laddr for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+            except psutil.NoSuchProcess:
+                pass
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ray_build, "_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ray_build.build_store_ray(data, tmp_path / "s", config=_cfg(), progress=False, workers=1,
+                                  init_kwargs={"num_cpus": 1, "object_store_memory": 100 * 2**20, "log_to_driver": False})
+    assert not ray.is_initialized()
+    listening = [a for addrs in seen.values() for a in addrs]
+    assert len(listening) >= 3, seen  # GCS, raylet (node manager and object manager), ...
+    assert all(a.ip in _LOOPBACK for a in listening), seen
+
+    def alive() -> list[str]:
+        out = []
+        for pid in seen:
+            try:
+                p = psutil.Process(pid)
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p.name())
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    deadline = time.monotonic() + 30
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not alive()
+
+
 # -- on a local Ray instance ---------------------------------------------------------------------
 def test_ray_build_equals_local_build(ray_cluster, data, local_store, tmp_path):
     from xmemory_gpu.dist import build_store_ray

@@ -131,7 +131,7 @@ def test_search_cli(tmp_path, data, capsys):
     assert out[0]["memory_id"] == m and out[0]["message_ids"]
     batch = tmp_path / "b.json"
     batch.write_text(json.dumps([{"question": q, "memory": m}, {"question": "anything else"}]))
-    assert main(["search", str(tmp_path / "s"), "--batch", str(batch), "--strategy", "tir"]) == 0
+    assert main(["search", str(tmp_path / "s"), "--batch", str(batch), "--memory", m, "--strategy", "tir"]) == 0
     assert capsys.readouterr().out.count("Q: ") == 2
     assert main(["search", str(tmp_path / "s"), "--memory", "nope", q]) == 2
     assert "no memory 'nope'" in capsys.readouterr().err

@@ -97,3 +97,5 @@ def test_exact_rerank_chunks_give_the_same_result():
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     z = exact_rerank(q, x, np.full((9, 1), 5, np.int32), 1)
     assert np.all(z[0] == 5) and np.all(z[1] == 0)
+    e = exact_rerank(q, x[:0], np.full((9, 2), -1, np.int32), 2)  # a level with no rows (no statements yet)
+    assert np.all(e[0] == -1) and np.all(np.isneginf(e[1]))

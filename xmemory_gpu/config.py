@@ -127,13 +127,12 @@ class XMemoryConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "config", *, strict: bool = True) -> XMemoryConfig:
-        """Build from a (possibly partial) nested dict; unknown keys (unless ``strict=False``, for a
-        store's own settings), wrong types and values out of range raise ``ValueError`` naming
-        ``where`` and the field."""
+    def from_dict(cls, data: dict[str, Any], where: str = "config") -> XMemoryConfig:
+        """Build from a (possibly partial) nested dict; unknown keys, wrong types and values out of
+        range raise ``ValueError`` naming ``where`` and the field."""
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a JSON object of settings, got {type(data).__name__}")
-        cfg = _from_dict(cls, data, where, strict=strict)
+        cfg = _from_dict(cls, data, where)
         cfg.validate(where)
         return cfg
 
@@ -157,19 +156,24 @@ class XMemoryConfig:
         return XMemoryConfig.from_dict(_deep_merge(self.to_dict(), overrides), where)
 
     def validate(self, where: str = "config") -> None:
-        """Ranges of the settings whose bad values would break construction or retrieval."""
+        """Ranges of the settings whose bad values would break construction or retrieval, or size an
+        allocation past any use (``_MINIMUM``, ``_MAXIMUM``)."""
         for section in fields(self):
             sub = getattr(self, section.name)
             for f in fields(sub):
                 v = getattr(sub, f.name)
                 name = f"{where}: {section.name}.{f.name}"
-                lo = _MINIMUM.get(f.name)
+                if isinstance(v, tuple):
+                    _check_ints(v, name)
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
                     continue
                 if isinstance(v, float) and not math.isfinite(v):
                     raise ValueError(f"{name}: expected a finite number, got {v}")
+                lo, hi = _MINIMUM.get(f.name, 0 if isinstance(v, int) else None), _MAXIMUM.get(f.name)
                 if lo is not None and v < lo:
                     raise ValueError(f"{name}: expected >= {lo}, got {v}")
+                if hi is not None and v > hi:
+                    raise ValueError(f"{name}: expected <= {hi}, got {v}")
                 if f.name in _UNIT_INTERVAL and not 0.0 <= v <= 1.0:
                     raise ValueError(f"{name}: expected a value in [0, 1], got {v}")
         for name, value, choices in (("stage1.coverage_stop", self.stage1.coverage_stop, ("count", "weight")),
@@ -190,7 +194,25 @@ _MINIMUM: dict[str, float] = {
     "parent_weight": 0.0, "message_weight": 0.0,
     "max_per_message": 0, "max_statement_words": 4, "passage_words": 8,
 }
+# the largest value of every integer setting: each sizes a batch, a pool, a graph or a loop, and a
+# larger one only exhausts memory or time (a kNN degree of 10**9 asks n * 10**9 cells)
+_MAXIMUM: dict[str, int] = {
+    "batch_size": 4096, "max_messages": 10_000, "min_messages": 10_000, "min_words": 1000, "max_per_message": 1000,
+    "max_statement_words": 10_000, "passage_words": 10_000, "size_cap": 10_000, "tiny_size": 10_000,
+    "merge_candidates": 1000, "split_n_init": 100, "seed": 2**63 - 1, "k_themes": 256, "k_semantics": 256,
+    "semantic_pool": 10_000, "theme_budget": 10_000, "semantic_budget": 10_000, "episode_budget": 10_000,
+    "probe_tokens": 4096, "episode_sim_topk": 10_000, "early_stop_first": 10_000, "naive_rag_k": 10_000,
+    "naive_rag_fill": 10_000, "chunk_messages": 10_000, "memory_only_semantics": 10_000, "memory_only_episodes": 10_000,
+    "tir_sessions": 10_000, "higmem_events": 10_000, "higmem_turns": 10_000, "higmem_turns_per_event": 10_000,
+}
+_SPLIT_KS = (2, 64, 16)  # theme.split_ks: each k in [2, 64], at most 16 of them (none: connected components only)
 _UNIT_INTERVAL = {"alpha", "coverage_target"}
+
+
+def _check_ints(values: tuple[int, ...], name: str) -> None:
+    lo, hi, most = _SPLIT_KS
+    if len(values) > most or any(not lo <= v <= hi for v in values):
+        raise ValueError(f"{name}: expected at most {most} integers in [{lo}, {hi}], got {list(values)}")
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -221,20 +243,18 @@ def _check_type(value: Any, default: Any, name: str) -> Any:
     return value
 
 
-def _from_dict(cls: type, data: dict[str, Any], where: str, prefix: str = "", strict: bool = True) -> Any:
+def _from_dict(cls: type, data: dict[str, Any], where: str, prefix: str = "") -> Any:
     known = {f.name: f for f in fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         path = f"{prefix}{key}"
-        if key not in known and not strict:
-            continue  # a store written by another release: its settings this release lacks are ignored
         if key not in known:
             raise ValueError(f"{where}: {prefix.rstrip('.') or 'settings'}: unknown setting {key!r}; expected one of {sorted(known)}")
         default = known[key].default_factory() if callable(known[key].default_factory) else known[key].default  # type: ignore[misc]
         if is_dataclass(default):
             if not isinstance(value, dict):
                 raise ValueError(f"{where}: {path}: expected an object of settings, got {value!r}")
-            kwargs[key] = _from_dict(type(default), value, where, f"{path}.", strict)
+            kwargs[key] = _from_dict(type(default), value, where, f"{path}.")
         else:
             kwargs[key] = _check_type(value, default, f"{where}: {path}")
     return cls(**kwargs)
@@ -243,8 +263,10 @@ def _from_dict(cls: type, data: dict[str, Any], where: str, prefix: str = "", st
 def resolve_config(store_config: dict[str, Any] | None = None, path: str | Path | None = None,
                    overrides: dict[str, Any] | None = None) -> XMemoryConfig:
     """Settings by precedence: the defaults, then a store's own (``store_config``), then a JSON file
-    (``path``), then ``overrides`` (command-line flags, a request): each later one wins."""
-    cfg = XMemoryConfig.from_dict(store_config, "store config", strict=False) if store_config else XMemoryConfig()
+    (``path``), then ``overrides`` (command-line flags, a request): each later one wins. Each is
+    checked as a settings file is (unknown keys, types, ranges): a store's meta config can be edited
+    by hand."""
+    cfg = XMemoryConfig.from_dict(store_config, "store config") if store_config else XMemoryConfig()
     if path is not None:
         cfg = XMemoryConfig.from_json(path, base=cfg)
     return cfg.merged(overrides, "overrides") if overrides else cfg

@@ -69,13 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     try:
         args, extra = parser.parse_known_args(argv)
-        # argparse cannot place a trailing optional positional after options ("search STORE --memory ID QUESTION")
-        if extra and hasattr(args, "question") and args.question is None and not any(e.startswith("-") for e in extra):
+        # argparse cannot place a trailing optional positional after options ("search STORE --memory ID QUESTION",
+        # "delete STORE --user ID MESSAGE_ID")
+        late = not any(e.startswith("-") for e in extra)
+        if extra and late and hasattr(args, "question") and args.question is None:
             try:
                 args.question = text("question")(" ".join(extra))
             except argparse.ArgumentTypeError as exc:
                 print(f"xmemory {args.command}: error: argument question: {exc}", file=sys.stderr)
                 return 2
+        elif len(extra) == 1 and late and hasattr(args, "unit") and args.unit is None:
+            args.unit = extra[0]
         elif extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # usage errors (one line, printed) and --help

@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from ..embed import load_embedder
     from ..ops._dispatch import encoder_device
 
+    if args.ray_workers is not None and args.ray is None:
+        raise ValueError("--ray-workers needs --ray (it sizes the Ray actor pool)")
     cfg = load_config(args.config)
     if args.embedder:
         cfg.embed.model = args.embedder

@@ -53,11 +53,26 @@ def _read_messages(path: str) -> list:
     return data
 
 
+def _has_store(path: str) -> bool:
+    from ..memory.store import DB_NAME
+
+    return (Path(path) / DB_NAME).is_file()
+
+
 def run_add(args: argparse.Namespace) -> int:
     from ..engine import MemoryEngine
 
     msgs = _read_messages(args.file)
-    with MemoryEngine.open(args.store, embedder=args.embedder) as eng:
+    embedder = args.embedder
+    if not _has_store(args.store):
+        # a new store: load its embedder before anything is created, so a bad --embedder leaves nothing behind
+        from ..config import XMemoryConfig
+        from ..embed import load_embedder
+        from ..ops._dispatch import encoder_device
+
+        cfg = XMemoryConfig()
+        embedder = load_embedder(args.embedder or cfg.embed.model, device=encoder_device("auto", cfg.embed.device))
+    with MemoryEngine.open(args.store, embedder=embedder) as eng:
         ids = eng.add(msgs, user_id=args.user, agent_id=args.agent, run_id=args.run)
     print("\n".join(ids))
     return 0
@@ -68,6 +83,8 @@ def run_delete(args: argparse.Namespace) -> int:
 
     if bool(args.all) == bool(args.unit):
         raise ValueError("give a unit id or --all (not both)")
+    if not _has_store(args.store):
+        raise ValueError(f"{args.store}: no store here (nothing to delete)")
     with MemoryEngine.open(args.store) as eng:
         if args.all:
             n = eng.delete_all(user_id=args.user, agent_id=args.agent, run_id=args.run)

@@ -1,4 +1,5 @@
-"""``xmemory search STORE --memory ID "question"``: print the units a strategy retrieves."""
+"""``xmemory search STORE --memory ID "question"`` (or ``--user ID`` for a live store's memory): print the
+units a strategy retrieves. A store of several memories needs the choice; one of one memory does not."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="retrieve context for questions from a memory store")
     p.add_argument("store")
     p.add_argument("question", nargs="?", type=text("question"), help="the question (or use --batch)")
-    p.add_argument("--memory", type=text("memory id"), help="memory id to search (default: the store's first memory)")
+    p.add_argument("--memory", type=text("memory id"), help="memory id to search (needed when the store holds several)")
+    p.add_argument("--user", type=text("user id"), help="a live store's memory by its scope: user id (with --agent, --run)")
+    p.add_argument("--agent", type=text("agent id"), help="with --user: agent id of the scope")
+    p.add_argument("--run", type=text("run id"), help="with --user: run id of the scope")
     p.add_argument("--strategy", default="xmemory", choices=STRATEGIES)
     p.add_argument("--budget-tokens", type=integer(0), default=None, help="cap on context tokens")
     p.add_argument("--batch", help="JSON file: a list of {\"question\": ..., \"memory\": ...} (memory optional)")
@@ -26,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _batch(path: str, default_memory: str) -> tuple[list[str], list[str]]:
+def _batch(path: str, default_memory: str | None, choice: str) -> tuple[list[str], list[str]]:
     if Path(path).is_dir():
         raise ValueError(f"--batch {path}: is a folder; expected a JSON file")
     try:
@@ -45,6 +49,8 @@ def _batch(path: str, default_memory: str) -> tuple[list[str], list[str]]:
     for i, it in enumerate(items):
         if not isinstance(it, dict) or not isinstance(it.get("question"), str) or not it["question"].strip():
             raise ValueError(f"{path}: item {i}: field 'question' missing, empty or not a string")
+        if "memory" not in it and default_memory is None:
+            raise ValueError(f"{path}: item {i}: field 'memory' missing, {choice}")
         mem = it.get("memory", default_memory)
         if not isinstance(mem, str) or not mem:
             raise ValueError(f"{path}: item {i}: field 'memory' must be a non-empty string")
@@ -53,28 +59,60 @@ def _batch(path: str, default_memory: str) -> tuple[list[str], list[str]]:
     return qs, ms
 
 
+def _memory(args: argparse.Namespace, ids: list[str]) -> tuple[str | None, str]:
+    """The memory ``--memory`` / ``--user`` name (None when neither does and the store holds several),
+    and what to tell the user when a choice is missing."""
+    if args.user is None and (args.agent is not None or args.run is not None):
+        raise ValueError("--agent and --run need --user (they narrow a live store's scope)")
+    if args.user is not None:
+        if args.memory is not None:
+            raise ValueError("give --memory or --user, not both")
+        from ..engine.engine import scope_key
+
+        key = scope_key(args.user, args.agent, args.run)
+        if key not in ids:
+            raise ValueError(f"{args.store}: no memory for --user {args.user!r}"
+                             + (f" --agent {args.agent!r}" if args.agent else "") + (f" --run {args.run!r}" if args.run else ""))
+        return key, ""
+    if args.memory is not None or len(ids) == 1:
+        return args.memory if args.memory is not None else ids[0], ""
+    users = [_user_of(m) for m in ids[:3]]
+    examples = ", ".join(f"--user {u}" if u is not None else f"--memory {m}" for m, u in zip(ids[:3], users))
+    return None, f"the store holds {len(ids)} memories: choose one with --memory ID or --user ID (e.g. {examples})"
+
+
+def _user_of(memory_id: str) -> str | None:
+    """The user id of a live store's memory id (its scope as a JSON array), else None."""
+    try:
+        scope = json.loads(memory_id)
+    except ValueError:
+        return None
+    return scope[0] if isinstance(scope, list) and len(scope) == 3 and isinstance(scope[0], str) else None
+
+
 def run(args: argparse.Namespace) -> int:
     from ..memory.store import Store
     from ..retrieve import Retriever
+    from .evaluate import retrieval_config
 
     store = Store.open(args.store)
     ids = store.memory_ids()
     store.close()
     if not ids:
         raise ValueError(f"{args.store}: the store holds no memories")
-    memory = args.memory if args.memory is not None else ids[0]
+    config = retrieval_config(args, args.store)
+    memory, choice = _memory(args, ids)
     if args.batch:
-        questions, mems = _batch(args.batch, memory)
+        questions, mems = _batch(args.batch, memory, choice)
     elif args.question:
+        if memory is None:
+            raise ValueError(f"{args.store}: {choice}")
         questions, mems = [args.question], [memory]
     else:
         raise ValueError("search: give a question or --batch FILE")
     missing = sorted(set(mems) - set(ids))
     if missing:
         raise ValueError(f"{args.store}: no memory {missing[0]!r} (the store holds {len(ids)}: {', '.join(ids[:5])}...)")
-    from .evaluate import retrieval_config
-
-    config = retrieval_config(args, args.store)
     reader = None
     if args.reader:
         from ..llm import load_reader

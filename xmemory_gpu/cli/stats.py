@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from ..memory.summary import COLUMNS, collect
+
+if TYPE_CHECKING:
+    from ..memory.store import Store
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,21 +25,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..memory.store import Store
 
-    store = Store.open(args.store)
     if args.drop_damaged and not args.check:
         raise ValueError("--drop-damaged needs --check")
+    store = Store.open(args.store)
     if args.check:
-        report = store.check_all()
-        bad = {m: r for m, r in report.items() if r is not None}
-        for m, r in report.items():
-            print(f"{m or '(database)':24s} {'ok' if r is None else 'DAMAGED: ' + r}")
-        if args.drop_damaged:
-            for m in bad:
-                if m:
-                    store.delete(m)
-                    print(f"deleted damaged memory {m}")
-        print(f"{len(report) - 1} memories, {len([m for m in bad if m])} damaged" + (", database damaged" if "" in bad else ""))
-        return 1 if bad and not args.drop_damaged else 0
+        if not args.drop_damaged:
+            return _check(store, drop=False)
+        from ..memory.locks import WriterLock, WriterLockError
+
+        lock = WriterLock(store.path)
+        try:
+            lock.acquire()  # deleting is writing: not while a server or an add holds the store
+        except WriterLockError:
+            raise RuntimeError(f"--drop-damaged: {store.path}: another process is writing this store (it holds "
+                               f"{lock.path.name}); stop it (the server, an add or a build), then run this again") from None
+        try:
+            return _check(store, drop=True)
+        finally:
+            lock.release()
     if args.ids:
         print("\n".join(store.memory_ids()))
         return 0
@@ -63,3 +70,18 @@ def run(args: argparse.Namespace) -> int:
         for mid, stage, c in llm_rows:
             print(f"{mid:16s}{stage:>12s}" + "".join(f"{c.get(k, 0):15d}" for k in keys))
     return 0
+
+
+def _check(store: Store, drop: bool) -> int:
+    """``--check``: every memory's state; with ``drop`` (the write lock held) damaged ones deleted."""
+    report = store.check_all()
+    bad = {m: r for m, r in report.items() if r is not None}
+    for m, r in report.items():
+        print(f"{m or '(database)':24s} {'ok' if r is None else 'DAMAGED: ' + r}")
+    if drop:
+        for m in bad:
+            if m:
+                store.delete(m)
+                print(f"deleted damaged memory {m}")
+    print(f"{len(report) - 1} memories, {len([m for m in bad if m])} damaged" + (", database damaged" if "" in bad else ""))
+    return 1 if bad and not drop else 0

@@ -169,30 +169,77 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
     return out
 
 
+# rows of new statements compared at once in de-duplication; memory is O(DEDUP_BLOCK * (DEDUP_BLOCK + d))
+DEDUP_BLOCK = 512
+
+
+def _best_prior(rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the largest cosine against the columns (``cols``, or ``cols[idx]``) and its first
+    position, computed ``block`` columns at a time (-inf and -1 when there are none)."""
+    best = np.full(len(rows), -np.inf, np.float32)
+    arg = np.full(len(rows), -1, np.int64)
+    n = len(cols) if idx is None else len(idx)
+    for c0 in range(0, n, block):
+        chunk = cols[c0 : c0 + block] if idx is None else cols[idx[c0 : c0 + block]]
+        sims = rows @ chunk.T
+        j = np.argmax(sims, axis=1)
+        v = sims[np.arange(len(rows)), j]
+        better = v > best  # strictly: a tie keeps the earlier column, as one argmax over all would
+        best[better], arg[better] = v[better], c0 + j[better]
+    return best, arg
+
+
+def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK) -> np.ndarray:
+    """The de-duplication rule, in blocks: in order, each new row merges into its most similar
+    earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie) when the
+    cosine exceeds ``threshold``, else it is kept. Returns, per new row, the position it merges into
+    among the old rows followed by the kept new rows, or -1 when kept. Memory is O(block * (block + d))
+    whatever the sizes; work is O(new * (old + new) * d), the dense rule's."""
+    n_old = len(old_x)
+    target = np.full(len(new_x), -1, np.int64)
+    kept: list[int] = []  # new rows kept so far
+    for a in range(0, len(new_x), block):
+        rows = new_x[a : a + block]
+        best, arg = _best_prior(rows, old_x, None, block)
+        n_prev = len(kept)
+        if n_prev:
+            v, j = _best_prior(rows, new_x, np.asarray(kept), block)
+            better = v > best
+            best[better], arg[better] = v[better], n_old + j[better]
+        inner = rows @ rows.T
+        local: list[int] = []  # rows of this block kept so far
+        for li in range(len(rows)):
+            b, t = best[li], arg[li]
+            if local:
+                w = inner[li, local]
+                k = int(np.argmax(w))
+                if w[k] > b:
+                    b, t = w[k], n_old + n_prev + k
+            if t >= 0 and b > threshold:
+                target[a + li] = t
+            else:
+                local.append(li)
+                kept.append(a + li)
+    return target
+
+
 def _dedup_into(mem: Memory, raw: list[SemanticNode], raw_x: np.ndarray, threshold: float
                 ) -> tuple[list[SemanticNode], np.ndarray, int]:
     """The memory's nodes plus the new statements, de-duplicated exactly as the bulk build does
-    (``semantic.merge_duplicates``): in order, each new statement merges into its most similar
-    earlier kept node (the memory's nodes, then the new ones kept so far) when the cosine exceeds
-    ``threshold``, keeping every source; otherwise it is kept. Returns nodes, their rows of x, and
-    how many are new."""
+    (``semantic.merge_duplicates``; :func:`match_duplicates`): in order, each new statement merges
+    into its most similar earlier kept node (the memory's nodes, then the new ones kept so far) when
+    the cosine exceeds ``threshold``, keeping every source; otherwise it is kept. Returns nodes,
+    their rows of x, and how many are new."""
     semantics = [SemanticNode(s.id, s.text, list(s.episode_ids), list(s.message_ids), s.timestamp) for s in mem.semantics]
-    n_old = len(semantics)
-    kept_x = [mem.sem_x]
+    target = match_duplicates(mem.sem_x, raw_x, threshold, block=DEDUP_BLOCK) if len(raw) else np.zeros(0, np.int64)
     new_rows: list[int] = []  # rows of raw kept as new nodes
-    old_sims = raw_x @ mem.sem_x.T if n_old and len(raw) else np.zeros((len(raw), n_old), np.float32)
-    new_sims = raw_x @ raw_x.T if len(raw) else np.zeros((0, 0), np.float32)
     for i, node in enumerate(raw):
-        cand = np.concatenate([old_sims[i], new_sims[i, new_rows]]) if new_rows else old_sims[i]
-        if cand.size:
-            j = int(np.argmax(cand))
-            if cand[j] > threshold:
-                target = semantics[j]  # the existing nodes, then the new kept ones, in order
-                target.message_ids = list(dict.fromkeys(target.message_ids + node.message_ids))
-                continue
+        t = int(target[i])
+        if t >= 0:
+            into = semantics[t]  # the existing nodes, then the new kept ones, in order
+            into.message_ids = list(dict.fromkeys(into.message_ids + node.message_ids))
+            continue
         new_rows.append(i)
         semantics.append(SemanticNode(len(semantics), node.text, list(node.episode_ids), list(node.message_ids), node.timestamp))
-    keep = np.zeros(len(raw), bool)
-    keep[new_rows] = True
-    sem_x = np.concatenate(kept_x + [raw_x[new_rows]]) if new_rows else mem.sem_x
-    return semantics, sem_x.astype(np.float32), int(keep.sum())
+    sem_x = np.concatenate([mem.sem_x, raw_x[new_rows]]) if new_rows else mem.sem_x
+    return semantics, sem_x.astype(np.float32), len(new_rows)

@@ -115,8 +115,11 @@ def _conversation(f: Path, i: int, item: object) -> Conversation:
             if mid in seen:
                 raise DatasetError(f"{tw}.dia_id: duplicate id {mid!r}")
             seen.add(mid)
-            text = turn.get("text") if isinstance(turn.get("text"), str) else ""
-            caption = turn.get("blip_caption")
+            text, caption = turn.get("text"), turn.get("blip_caption")
+            for field, value in (("text", text), ("blip_caption", caption)):
+                if value is not None and not isinstance(value, str):
+                    raise DatasetError(f"{tw}.{field}: expected a string, got {type(value).__name__} {value!r:.40} (dia_id {mid})")
+            text = text or ""  # a photo turn may have only its caption
             if isinstance(caption, str) and caption.strip():
                 text = f"{text} [shares a photo: {caption.strip()}]".strip()
             if not text.strip():

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..config import XMemoryConfig
-from ..construct.pipeline import BuildReport, Timings, first_sessions
+from ..construct.pipeline import BuildReport, Timings
 from ..memory.bank import COLUMNS, LEVELS, MemorySlice
 from ..memory.records import QA, Conversation, Message
 
@@ -248,13 +248,14 @@ def build_store_ray(
 ) -> RayBuildReport:
     """Build (or resume building) a store on Ray: the same memories as ``build_store``.
 
-    ``address``: ``"local"`` starts a local Ray instance (``init_kwargs`` go to ``ray.init``, e.g.
-    ``num_cpus``, ``object_store_memory``), any other string joins that cluster (``"auto"``, or
-    ``ray://host:10001``); either is shut down at the end. When Ray is already initialised in this
-    process it is used as it is (and left running). ``embedder``: only read on the driver, for the
-    store's name and dimension; actors load ``config.embed.model`` themselves. ``workers``: actors in
-    the pool (default: one per GPU when the cluster has GPUs, else one per CPU). ``gpus_per_worker``:
-    default 1 when the cluster has GPUs, else 0 (the embedder then runs on ``cuda``).
+    ``address``: ``"local"`` starts a local Ray instance listening on 127.0.0.1 only (``init_kwargs`` go
+    to ``ray.init``, e.g. ``num_cpus``, ``object_store_memory``), any other string joins that cluster
+    (``"auto"``, or ``ray://host:10001``); either is shut down at the end, on an error, Ctrl-C or SIGTERM
+    too. When Ray is already initialised in this process it is used as it is (and left running).
+    ``embedder``: only read on the driver, for the store's name and dimension; actors load
+    ``config.embed.model`` themselves. ``workers``: actors in the pool (default: one per GPU when the
+    cluster has GPUs, else one per CPU). ``gpus_per_worker``: default 1 when the cluster has GPUs, else
+    0 (the embedder then runs on ``cuda``).
     ``max_retries``: restarts of a dead actor and retries of its shard before the build fails (default:
     Ray Data's, without bound).
     """
@@ -286,13 +287,14 @@ def build_store_ray(
             report = RayBuildReport(built=[], skipped=skipped, timings={}, wall_s=0.0)
             if todo:
                 if not ray.is_initialized():
+                    started = True  # from here on Ray is shut down however this ends (Ctrl-C, SIGTERM, an error)
                     with tm.stage("ray_start"):
                         kw = dict(init_kwargs or {})
                         kw.setdefault("include_dashboard", False)
                         if address not in (None, "local"):
-                            kw["address"] = address
-                        ray.init(**kw)
-                    started = True
+                            ray.init(address=address, **kw)
+                        else:
+                            _init_local(ray, kw)
                 _run(ray, store, todo, damaged, report, tm, cfg, emb, shard_size=shard_size, progress=progress,
                      backend=backend, llm_spec=llm_spec, llm_kwargs=llm_kwargs, llm_retries=llm_retries,
                      workers=workers, gpus_per_worker=gpus_per_worker, max_retries=max_retries, crash_marker=crash_marker)
@@ -303,6 +305,26 @@ def build_store_ray(
     report.timings = tm.as_dict()
     report.wall_s = time.perf_counter() - t0
     return report
+
+
+def _init_local(ray: Any, kw: dict[str, Any]) -> None:
+    """A local Ray instance that listens on 127.0.0.1 only (GCS, raylet, object manager, workers).
+
+    Ray binds its servers to the node's address, and ``ray.init`` turns ``_node_ip_address="127.0.0.1"``
+    into this host's routable address unless it runs as a single-machine Ray (its Windows / macOS
+    default), so that mode is switched on for the start. The address Ray ended with is checked."""
+    from ray._private import ray_constants
+
+    clusters = getattr(ray_constants, "ENABLE_RAY_CLUSTER", True)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(**{**kw, "_node_ip_address": "127.0.0.1"})
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = clusters
+    ip = ray.util.get_node_ip_address()
+    if ip != "127.0.0.1":
+        raise RuntimeError(f"--ray local: Ray started on {ip}, not 127.0.0.1 (open to the network), so it was stopped; "
+                           "this Ray release is not the one tested (2.60)")
 
 
 def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], report: RayBuildReport, tm: Timings,

@@ -25,7 +25,7 @@ def exact_rerank(q_x: np.ndarray, x: np.ndarray, idx: np.ndarray, k: int, *,
     n_q, kk = idx.shape
     out_i = np.full((n_q, k), -1, np.int32)
     out_s = np.full((n_q, k), -np.inf, np.float32)
-    if n_q == 0 or kk == 0:
+    if n_q == 0 or kk == 0 or x.shape[0] == 0:
         return out_i, out_s
     d = x.shape[1]
     step = max(1, chunk_bytes // max(1, kk * d * 8))
