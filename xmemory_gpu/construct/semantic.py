@@ -2,7 +2,7 @@
 
 Each message is split into sentences (and lines; a title or abbreviation such as "St." or "Dr." ends
 none); a fact said inside a question or request ("My sister Emma is coming on Oct 12, can you remind
-me?") is kept as a statement, other questions and filler (fewer than ``min_words`` words or
+me?") is kept as a statement where the message's plain sentences leave room, other questions and filler (fewer than ``min_words`` words or
 fewer than two content words) are dropped; first- and second-person references are rewritten to
 the speakers' names so a statement reads on its own ("I adopted a puppy" said by Alice ->
 "Alice adopted a puppy"); a shared photo becomes "Alice shared a photo of ...". A message keeps at most ``max_per_message`` statements, its most
@@ -203,11 +203,15 @@ def extract_statements(conv: Conversation, episodes: list[Episode], cfg: Semanti
         photo = _PHOTO.search(text)
         if photo:
             text = text[: photo.start()]
-        sentences = [stated_part(s) for s in split_sentences(text)]
+        sentences = split_sentences(text)
         has_cap = bool(photo and photo.group("cap").strip())
         cands = [s for s in sentences if not is_filler(s, cfg)]
+        # facts said inside questions fill the places the message's plain statements leave
+        asked = [f for f in (stated_part(s) for s in sentences if s.endswith("?")) if not is_filler(f, cfg)]
         n_max = cfg.max_per_message
-        kept = most_specific(cands, n_max - has_cap) if n_max - has_cap > 0 else ([] if n_max else cands)  # the caption counts
+        room = n_max - has_cap  # the caption counts
+        kept = most_specific(cands, room) if room > 0 else ([] if n_max else cands)
+        kept += asked[: max(0, room - len(kept))] if n_max else asked
         out = [decouple(_cut(s, cfg.max_statement_words), m.speaker, other) for s in kept]
         if has_cap:
             caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo.group("cap").strip())
