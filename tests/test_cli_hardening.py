@@ -201,3 +201,17 @@ def test_a_photo_turn_with_only_a_caption_is_kept(tmp_path):
     f = tmp_path / "d.json"
     f.write_text(json.dumps([conv]))
     assert load_locomo(f)[0].messages[0].text == "[shares a photo: a cup of tea]"
+
+
+def test_add_of_a_file_longer_than_one_write(tmp_path, capsys):
+    """The engine bounds one write (``Limits.max_messages``); ``xmemory add`` puts a longer file in as
+    several commits, in order, and prints every id."""
+    from xmemory_gpu.engine.inputs import Limits
+
+    n = Limits().max_messages + 5
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps([{"id": f"m{i}", "role": "user", "content": f"note number {i} about topic {i % 7}"}
+                             for i in range(n)]))
+    assert main(["add", str(tmp_path / "s"), "--user", "u", str(f), "--embedder", "hashing:64"]) == 0
+    out = capsys.readouterr().out.split()
+    assert out == [f"m{i}" for i in range(n)]

@@ -4,6 +4,7 @@ across adversarial scopes, kill -9 during a stream of batches, readers during wr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -110,7 +111,9 @@ def test_delete_forgets_a_planted_token_everywhere(tmp_path, convs):
         assert not any(TOKEN in json.dumps(u) for u in eng.get_all(user_id="alice"))
         for s in STRATEGIES:
             assert all(TOKEN not in r.context for r in eng.search([f"Who is {TOKEN}?", "bees"], user_id="alice", strategy=s))
-        assert eng.history(user_id="alice")[-1] == {"op": "delete", "ids": [planted], "time": pytest.approx(time.time(), abs=60)}
+        digest = "message sha256:" + hashlib.sha256(planted.encode()).hexdigest()[:16]
+        assert eng.history(user_id="alice")[-1] == {"op": "delete", "ids": [digest], "time": pytest.approx(time.time(), abs=60)}
+        assert not any(planted in e["ids"] for e in eng.history(user_id="alice"))  # the deleted id left the log
         n_bob = len(eng.get_all(user_id="bob"))
     for f in store.rglob("*"):
         if f.is_file():

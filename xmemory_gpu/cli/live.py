@@ -72,8 +72,16 @@ def run_add(args: argparse.Namespace) -> int:
 
         cfg = XMemoryConfig()
         embedder = load_embedder(args.embedder or cfg.embed.model, device=encoder_device("auto", cfg.embed.device))
+    ids: list[str] = []
     with MemoryEngine.open(args.store, embedder=embedder) as eng:
-        ids = eng.add(msgs, user_id=args.user, agent_id=args.agent, run_id=args.run)
+        step = eng.limits.max_messages  # a file longer than one write's limit goes in as several commits, in order
+        for a in range(0, max(len(msgs), 1), step):
+            try:
+                ids += eng.add(msgs[a : a + step], user_id=args.user, agent_id=args.agent, run_id=args.run)
+            except ValueError as exc:
+                if a == 0:
+                    raise
+                raise ValueError(f"{args.file}: messages from {a} on (the {a} before were added): {exc}") from None
     print("\n".join(ids))
     return 0
 

@@ -1,6 +1,6 @@
 """The live engine: add, search, delete and scope memories over a store."""
 
 from ..memory.locks import WriterLockError
-from .engine import MemoryEngine, scope_key
+from .engine import Limits, MemoryEngine, QuarantinedError, scope_key
 
-__all__ = ["MemoryEngine", "WriterLockError", "scope_key"]
+__all__ = ["Limits", "MemoryEngine", "QuarantinedError", "WriterLockError", "scope_key"]

@@ -12,23 +12,29 @@ Deleting forgets: the memory is re-derived from its remaining messages (their st
 statements re-extracted and re-embedded), so no episode, statement, theme summary or graph row
 built from the deleted text survives; a deleted statement's hash is kept so re-derivation does not
 bring it back; the database is written with ``secure_delete`` and vacuumed, and array files are
-rewritten.
+rewritten. A deleted message's id leaves the operations log (its deletion is logged with a digest
+of the id); ``delete_all`` erases the scope's log but for one ``delete_all`` entry.
+
+Unit ids: a message keeps the id it was added with (an id shaped like a derived unit's,
+``episode:N`` / ``semantic:N`` / ``theme:N``, is refused); derived ids are stable across growth and
+re-derivation (``engine.ids``), and every id ``get_all`` lists or a search result carries works with
+``get`` and ``delete``. Input is bounded (``engine.inputs``: ``Limits``, timestamps within years
+1-9999, sessions within int64). A memory that fails to load is quarantined, not fatal.
 """
 
 from __future__ import annotations
 
-import json
-import math
+import hashlib
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import ops
 from ..config import XMemoryConfig, resolve_config
 from ..construct.incremental import EngineState, empty_memory, grow, statement_hash
 from ..construct.semantic import extract_statements
@@ -40,89 +46,57 @@ from ..memory.records import Conversation, Episode, Message
 from ..memory.store import DB_NAME, Store
 from ..ops._dispatch import encoder_device
 from ..retrieve.result import RetrievalResult
-from ..retrieve.retriever import Retriever, as_queries
+from ..retrieve.retriever import Retriever
+from . import ids as unit_ids
+from . import inputs
+from .inputs import MAX_ID_CHARS, Limits, scope_key, scope_of
 
-MAX_ID_CHARS = 512
-
-
-def scope_key(user_id: Any, agent_id: Any = None, run_id: Any = None) -> str:
-    """The store id of a memory: its scope as a JSON array (an exact, unambiguous encoding)."""
-    parts = []
-    for name, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)):
-        if v is None and name != "user_id":
-            parts.append(None)
-            continue
-        if not isinstance(v, str) or not v or len(v) > MAX_ID_CHARS or "\x00" in v:
-            raise ValueError(f"{name}: expected a non-empty string of at most {MAX_ID_CHARS} characters without NUL, got {v!r}")
-        parts.append(v)
-    return json.dumps(parts, ensure_ascii=False)
+__all__ = ["MAX_ID_CHARS", "Limits", "MemoryEngine", "QuarantinedError", "scope_key", "scope_of"]
 
 
-def scope_of(memory_id: str) -> dict[str, str | None]:
-    user, agent, run = json.loads(memory_id)
-    return {"user_id": user, "agent_id": agent, "run_id": run}
-
-
-def _timestamp(v: Any, where: str) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        raise ValueError(f"{where}: timestamp: expected an ISO date-time or epoch seconds, got {v!r}")
-    if isinstance(v, (int, float)):
-        if not math.isfinite(v):
-            raise ValueError(f"{where}: timestamp: expected finite epoch seconds, got {v!r}")
-        return float(v)
-    if isinstance(v, str):
-        try:
-            dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(f"{where}: timestamp: expected an ISO date-time or epoch seconds, got {v!r}") from None
-        if dt.tzinfo is None:
-            from datetime import timezone
-
-            dt = dt.replace(tzinfo=timezone.utc)
-        return dt.timestamp()
-    raise ValueError(f"{where}: timestamp: expected an ISO date-time or epoch seconds, got {type(v).__name__}")
-
-
-def _text(d: dict, keys: tuple[str, ...], where: str) -> str:
-    for k in keys:
-        if k in d:
-            v = d[k]
-            if not isinstance(v, str):
-                raise ValueError(f"{where}: {k}: expected a string, got {type(v).__name__}")
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError(f"{where}: {k}: not valid Unicode text (lone surrogate)") from None
-            return v
-    raise ValueError(f"{where}: expected one of the fields {list(keys)}")
+class QuarantinedError(RuntimeError):
+    """A request for a memory that failed to load when the engine opened (damaged); names it."""
 
 
 class MemoryEngine:
     """Live memories: ``add`` / ``add_batch`` / ``search`` / ``get_all`` / ``get`` / ``delete`` /
-    ``delete_all`` / ``history``, scoped by ``(user_id, agent_id, run_id)``."""
+    ``delete_all`` / ``history``, scoped by ``(user_id, agent_id, run_id)``.
+
+    A memory that fails to load when the engine opens (a damaged arrays file) is quarantined: the
+    others load and serve, ``quarantined`` names it and why, and every request for it raises
+    ``QuarantinedError`` (``delete_all`` removes it). ``limits`` bounds the size of a write."""
 
     def __init__(self, store: Store, embedder: Embedder, config: XMemoryConfig, *, backend: str = "auto",
-                 read_only: bool = False, lock: WriterLock | None = None) -> None:
+                 read_only: bool = False, lock: WriterLock | None = None, limits: Limits | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.config = config
         self.backend = backend
         self.read_only = read_only
+        self.limits = limits or Limits()
         self._lock = lock
         self._rw = ReadWriteLock()  # readers vs the (short) in-memory apply of a committed batch
         self._writer = threading.RLock()  # one write at a time; its heavy work runs outside the rw lock
-        self.bank = store.load_bank()
+        self.bank = store.load_bank(quarantine=True)
+        self.quarantined: dict[str, str] = dict(store.quarantined)
+        self._loaded = self._arrays_files()
         self.retriever = Retriever(self.bank, embedder, config, backend=backend)
         self._closed = False
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """What the first add or search would otherwise set up lazily (kernel backends probed, the
+        embedder's first call), so the first request costs what the next ones do."""
+        ops.available_backends()
+        self.embedder.encode(["warm up"])
 
     # -- opening and closing -----------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, *, embedder: Embedder | str | None = None, config: XMemoryConfig | None = None,
-             backend: str = "auto", read_only: bool = False) -> MemoryEngine:
+             backend: str = "auto", read_only: bool = False, limits: Limits | None = None) -> MemoryEngine:
         """Create or reopen the store at ``path``. ``embedder``: an Embedder or a spec (default: the
-        store's, or all-MiniLM-L6-v2 for a new store)."""
+        store's, or all-MiniLM-L6-v2 for a new store). ``read_only``: searching only; ``refresh()``
+        loads what writers committed since."""
         root = Path(path)
         exists = (root / DB_NAME).exists()
         if read_only and not exists:
@@ -157,7 +131,13 @@ class MemoryEngine:
             if lock is not None:
                 lock.release()
             raise
-        return cls(store, emb, cfg, backend=backend, read_only=read_only, lock=lock)
+        try:
+            return cls(store, emb, cfg, backend=backend, read_only=read_only, lock=lock, limits=limits)
+        except BaseException:
+            store.close()
+            if lock is not None:
+                lock.release()
+            raise
 
     def close(self) -> None:
         if self._closed:
@@ -184,6 +164,48 @@ class MemoryEngine:
         if write and self.read_only:
             raise RuntimeError("MemoryEngine: opened read_only; open without read_only=True to write")
 
+    def refresh(self) -> list[str]:
+        """Load what other processes committed since this engine opened or last refreshed (a
+        ``read_only`` engine sees no later write without it): memories added, changed or deleted.
+        Returns the memory ids that changed."""
+        self._check_open()
+        with self._writer:
+            now = self._arrays_files()
+            changed = [m for m, f in now.items() if self._loaded.get(m) != f]
+            gone = [m for m in self._loaded if m not in now]
+            if not changed and not gone:
+                return []
+            slices, quarantined = [], {m: r for m, r in self.quarantined.items() if m in now and m not in changed}
+            for m in changed:
+                reason = self.store.check(m)
+                if reason is None:
+                    slices.append(slice_from_memory(self.store.get(m)))
+                else:
+                    quarantined[m] = reason
+            with self._rw.write():
+                for sl in slices:
+                    self.bank.put_slice(sl)
+                drop = set(gone) | (set(quarantined) & set(self.bank.index))
+                if drop:
+                    keep = [b for b, m in enumerate(self.bank.memory_ids) if m not in drop]
+                    self.bank = Bank.from_slices([self.bank.slice(b) for b in keep], self.bank.dim)
+                    self.retriever.bank = self.bank
+                self.retriever._chunks = None
+                self.quarantined = quarantined
+                self._loaded = now
+            return sorted(set(changed) | set(gone))
+
+    def _arrays_files(self) -> dict[str, str]:
+        """Memory id -> its arrays file (content-addressed: a new name is a new commit)."""
+        return dict(self.store._conn.execute("SELECT memory_id, arrays_file FROM memories").fetchall())
+
+    def _usable(self, key: str) -> str:
+        """``key``, unless its memory is quarantined."""
+        if key in self.quarantined:
+            raise QuarantinedError(f"memory {key}: quarantined, it failed to load when the store was opened "
+                                   f"({self.quarantined[key]}); the other memories are served; delete_all removes it")
+        return key
+
     # -- writing -----------------------------------------------------------------------------------
     def add(self, messages: Sequence[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[str]:
         """Add messages to one memory; returns their ids (given, or assigned)."""
@@ -191,12 +213,16 @@ class MemoryEngine:
 
     def add_batch(self, items: Sequence[dict]) -> list[list[str]]:
         """Add messages to many memories at once: one embedding call for all new messages, one for
-        all new statements, one kernel launch per stage, one atomic commit. Returns the ids per item."""
+        all new statements, one kernel launch per stage, one atomic commit. Returns the ids per item.
+        Sizes are bounded by ``limits`` (checked before any work)."""
         self._check_open(write=True)
         if isinstance(items, dict) or not isinstance(items, Sequence):
             raise ValueError("add_batch: items: expected a list of {'messages': [...], 'user_id': ...}")
+        lim = self.limits
+        if len(items) > lim.max_items:
+            raise ValueError(f"add_batch: items: {len(items)} items, more than the limit of {lim.max_items}")
         with self._writer:
-            keys, batches, ids_out = [], {}, []
+            keys, batches, ids_out, total = [], {}, [], 0
             for n, item in enumerate(items):
                 where = f"add_batch: items[{n}]"
                 if not isinstance(item, dict):
@@ -204,10 +230,17 @@ class MemoryEngine:
                 unknown = set(item) - {"messages", "user_id", "agent_id", "run_id"}
                 if unknown:
                     raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
-                key = scope_key(item.get("user_id"), item.get("agent_id"), item.get("run_id"))
+                key = self._usable(scope_key(item.get("user_id"), item.get("agent_id"), item.get("run_id")))
                 msgs = item.get("messages")
                 if isinstance(msgs, dict) or not isinstance(msgs, Sequence) or isinstance(msgs, str):
                     raise ValueError(f"{where}: messages: expected a list of message objects")
+                if len(msgs) > lim.max_messages:
+                    raise ValueError(f"{where}: messages: {len(msgs)} messages, more than the limit of {lim.max_messages} "
+                                     "per memory per call (add them in several calls)")
+                total += len(msgs)
+                if total > lim.max_batch_messages:
+                    raise ValueError(f"{where}: messages: more than {lim.max_batch_messages} messages in one add_batch "
+                                     "(add them in several calls)")
                 keys.append(key)
                 batches.setdefault(key, [])
                 ids_out.append(self._parse(key, msgs, batches[key], where))
@@ -215,6 +248,8 @@ class MemoryEngine:
                 return ids_out
             mems = [self._current(k) for k in batches]
             grown = grow(mems, list(batches.values()), self.embedder, self.config, backend=self.backend)
+            for old, new in zip(mems, grown):
+                unit_ids.assign(old, new, set(), rederived=False)
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
             return ids_out
 
@@ -231,21 +266,15 @@ class MemoryEngine:
             unknown = set(d) - {"speaker", "role", "content", "text", "timestamp", "id", "session"}
             if unknown:
                 raise ValueError(f"{w}: unknown fields {sorted(unknown)}")
-            speaker = _text(d, ("speaker", "role"), w)
-            text = _text(d, ("content", "text"), w)
-            mid = d.get("id")
-            if mid is None:
-                mid = uuid.uuid4().hex
-            elif not isinstance(mid, str) or not mid or len(mid) > MAX_ID_CHARS:
-                raise ValueError(f"{w}: id: expected a non-empty string of at most {MAX_ID_CHARS} characters, got {mid!r}")
+            speaker = inputs.text(d, ("speaker", "role"), w, MAX_ID_CHARS)
+            text = inputs.text(d, ("content", "text"), w, self.limits.max_text_chars)
+            mid = uuid.uuid4().hex if d.get("id") is None else inputs.message_id(d["id"], w)
             if mid in taken:
                 raise ValueError(f"{w}: id {mid!r} is already used in this memory")
-            session = d.get("session", last_session)
-            if isinstance(session, bool) or not isinstance(session, int) or session < 0:
-                raise ValueError(f"{w}: session: expected an integer >= 0, got {session!r}")
+            session = inputs.session(d.get("session", last_session), w)
             last_session = session
             taken.add(mid)
-            out.append(Message(mid, speaker, text, session, _timestamp(d.get("timestamp"), w)))
+            out.append(Message(mid, speaker, text, session, inputs.timestamp(d.get("timestamp"), w)))
             ids.append(mid)
         return ids
 
@@ -255,36 +284,49 @@ class MemoryEngine:
             return empty_memory(key, self.embedder.dim, self.config.knn.k_semantics)
         return self.bank.view(b)
 
-    def _commit(self, memories: list[Memory], log: list[tuple[str, str, list[str]]], delete: list[str] = ()) -> None:
+    def _commit(self, memories: list[Memory], log: list[tuple[str, str, list[str]]], delete: list[str] = (),
+                redact: dict[str, set[str]] | None = None) -> None:
         """Store first (atomic), then the bank under the write lock: readers never see half a batch."""
-        self.store.commit(memories, replace=True, delete=list(delete), log=log)
+        self.store.commit(memories, replace=True, delete=list(delete), log=log, redact=redact)
         slices = [slice_from_memory(m) for m in memories]
+        files = self._arrays_files()
         with self._rw.write():
             for sl in slices:
                 self.bank.put_slice(sl)
-            if delete:
-                keep = [b for b, m in enumerate(self.bank.memory_ids) if m not in set(delete)]
+            gone = set(delete) & set(self.bank.index)
+            if gone:
+                keep = [b for b, m in enumerate(self.bank.memory_ids) if m not in gone]
                 self.bank = Bank.from_slices([self.bank.slice(b) for b in keep], self.bank.dim)
                 self.retriever.bank = self.bank
+            for m in delete:
+                self.quarantined.pop(m, None)
             self.retriever._chunks = None  # naive-RAG chunks follow the messages
+            self._loaded = files
 
     def delete(self, unit_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> None:
-        """Forget one unit: a message id, ``episode:N`` or ``semantic:N`` (with the scope; a message id
-        unique in the store needs none). Derived episodes, statements, themes and graphs follow."""
+        """Forget one unit: a message id, ``episode:N``, ``semantic:N`` or ``theme:N`` (its
+        statements) with the scope (a message id unique in the store needs none). Derived
+        episodes, statements, themes and graphs follow. The message ids it removes leave the
+        operations log too; the log keeps the deletion with a digest of a deleted message's id."""
         self._check_open(write=True)
         with self._writer:
-            key, kind, local = self._locate(unit_id, user_id, agent_id, run_id)
+            key, kind, row = self._locate(unit_id, user_id, agent_id, run_id)
             mem = self.bank.view(self.bank.index[key])
-            if kind == "message":
-                drop = {local}
-            elif kind == "episode":
-                drop = set(mem.episodes[local].message_ids)
-            else:
-                drop = set()
+            drop: set[str] = set()
             forgotten = list(EngineState.of(mem).forgotten)
-            if kind == "semantic":
-                forgotten += self._statement_hashes(mem, local)
-            self._rederive([mem], [drop], [forgotten], op=("delete", [unit_id]))
+            if kind == "message":
+                drop = {unit_id}
+                logged = "message sha256:" + hashlib.sha256(unit_id.encode()).hexdigest()[:16]
+            else:
+                logged = unit_id
+                if kind == "episode":
+                    drop = set(mem.episodes[row].message_ids)
+                elif kind == "semantic":
+                    forgotten += self._statement_hashes(mem, row)
+                else:
+                    for r in np.flatnonzero(mem.theme_of == row).tolist():
+                        forgotten += self._statement_hashes(mem, r)
+            self._rederive([mem], [drop], [forgotten], op=("delete", [logged]))
 
     def _statement_hashes(self, mem: Memory, row: int) -> list[str]:
         """Hashes of every raw statement that became semantic node ``row``: its sources' statements
@@ -314,18 +356,23 @@ class MemoryEngine:
             keep_msgs.append([mem.messages[i] for i in rows])
             keep_x.append(mem.msg_x[rows])
         grown = grow(empties, keep_msgs, self.embedder, self.config, new_x=keep_x, backend=self.backend)
-        self._commit(grown, [(m.memory_id, op[0], op[1]) for m in grown])
+        for old, new, drop in zip(mems, grown, drops):
+            unit_ids.assign(old, new, drop, rederived=True)
+        self._commit(grown, [(m.memory_id, op[0], op[1]) for m in grown],
+                     redact={m.memory_id: drop for m, drop in zip(mems, drops) if drop})
         self.store.vacuum()
 
     def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
-        """Forget a whole memory; returns the number of messages it held (0 if none)."""
+        """Forget a whole memory and its operations log (one ``delete_all`` entry with no ids
+        stays); returns the number of messages it held (0 if none). A quarantined memory is
+        removed too."""
         self._check_open(write=True)
         key = scope_key(user_id, agent_id, run_id)
         with self._writer:
             b = self.bank.index.get(key)
-            if b is None:
+            if b is None and key not in self.quarantined:
                 return 0
-            n = int(self.bank.msg.seg.lengths[b])
+            n = int(self.bank.msg.seg.lengths[b]) if b is not None else self.store.counts(key)["msg"]
             self._commit([], [(key, "delete_all", [])], delete=[key])
             self.store.vacuum()
             return n
@@ -334,16 +381,18 @@ class MemoryEngine:
     def search(self, query_or_queries: str | Sequence[str], *, user_id: str, agent_id: str | None = None,
                run_id: str | None = None, strategy: str = "xmemory", budget_tokens: int | None = None) -> list[RetrievalResult]:
         """One ``RetrievalResult`` per query against this scope's memory (empty results when the
-        scope holds nothing)."""
+        scope holds nothing). Every unit id a result carries works with ``get`` and ``delete``
+        (``semantic:N``, ``episode:N``, ``theme:N``, a message id), except naive-RAG chunks and
+        TIR sessions, which are views over the messages their ``message_ids`` name."""
         self._check_open()
-        queries = as_queries(query_or_queries, "query_or_queries")
-        key = scope_key(user_id, agent_id, run_id)
+        queries = inputs.queries(query_or_queries, "query_or_queries")
+        key = self._usable(scope_key(user_id, agent_id, run_id))
         with self._rw.read():
             if key not in self.bank.index:
                 self.retriever.search([], [], strategy=strategy, budget_tokens=budget_tokens)  # validates the arguments
                 return [RetrievalResult(q, key, strategy, [], "", 0, self.retriever.budget.name, notes=["no memory for this scope"])
                         for q in queries]
-            return self.retriever.search(queries, key, strategy=strategy, budget_tokens=budget_tokens)
+            return [_public_ids(r) for r in self.retriever.search(queries, key, strategy=strategy, budget_tokens=budget_tokens)]
 
     def search_batch(self, items: Sequence[dict]) -> list[list[RetrievalResult]]:
         """Many searches at once (the server's coalescing): items ``{"queries": [...] | "query": str,
@@ -356,8 +405,8 @@ class MemoryEngine:
             where = f"search_batch: items[{n}]"
             if not isinstance(it, dict):
                 raise ValueError(f"{where}: expected an object")
-            qs = as_queries(it["queries"] if "queries" in it else it.get("query", ""), f"{where}: queries")
-            key = scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id"))
+            qs = inputs.queries(it["queries"] if "queries" in it else it.get("query"), f"{where}: queries")
+            key = self._usable(scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id")))
             parsed.append((qs, key, it.get("strategy", "xmemory"), it.get("budget_tokens")))
         out: list[list[RetrievalResult] | None] = [None] * len(parsed)
         with self._rw.read():
@@ -372,7 +421,7 @@ class MemoryEngine:
                 res = iter(self.retriever.search(qs, mids, strategy=strategy, budget_tokens=budget) if qs else [])
                 for n in members:
                     if n in live:
-                        out[n] = [next(res) for _ in parsed[n][0]]
+                        out[n] = [_public_ids(next(res)) for _ in parsed[n][0]]
                     else:
                         out[n] = [RetrievalResult(q, parsed[n][1], strategy, [], "", 0, self.retriever.budget.name,
                                                   notes=["no memory for this scope"]) for q in parsed[n][0]]
@@ -381,60 +430,88 @@ class MemoryEngine:
     def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
         """Every unit of the scope's memory: messages, episodes, semantic statements, themes."""
         self._check_open()
-        key = scope_key(user_id, agent_id, run_id)
+        key = self._usable(scope_key(user_id, agent_id, run_id))
         with self._rw.read():
             b = self.bank.index.get(key)
             return [] if b is None else _units(self.bank.view(b))
 
     def get(self, unit_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> dict:
+        """One unit by the id ``get_all`` or a search result gives it."""
         self._check_open()
         with self._rw.read():
-            key, kind, local = self._locate(unit_id, user_id, agent_id, run_id)
+            key, kind, _ = self._locate(unit_id, user_id, agent_id, run_id)
             mem = self.bank.view(self.bank.index[key])
-            ref = local if kind == "message" else f"{kind}:{local}"
-            return next(u for u in _units(mem) if u["id"] == ref)
+            return next(u for u in _units(mem) if u["id"] == unit_id and (u["type"] == "message") == (kind == "message"))
 
     def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
+        """The scope's operations log, oldest first: ``{"op", "ids", "time"}``. A deleted message's
+        id leaves every entry (its deletion is logged with a digest of the id); ``delete_all``
+        leaves one entry with no ids."""
         self._check_open()
+        key = scope_key(user_id, agent_id, run_id)
         with self._rw.read():
-            return self.store.history(scope_key(user_id, agent_id, run_id))
+            return self.store.history(key)
 
     def scopes(self) -> list[dict[str, str | None]]:
         with self._rw.read():
             return [scope_of(m) for m in self.bank.memory_ids]
 
-    def _locate(self, unit_id: str, user_id, agent_id, run_id) -> tuple[str, str, Any]:
-        """(memory key, kind, local id): ``episode:N`` / ``semantic:N`` need the scope; a message id
-        without a scope must name exactly one message of the store."""
+    def _locate(self, unit_id: str, user_id, agent_id, run_id) -> tuple[str, str, int]:
+        """(memory key, kind, local row; -1 for a message): ``episode:N`` / ``semantic:N`` /
+        ``theme:N`` need the scope; a message id without a scope must name exactly one message of the
+        store."""
         if not isinstance(unit_id, str) or not unit_id:
-            raise ValueError(f"unit_id: expected a non-empty string, got {unit_id!r}")
-        kind, _, num = unit_id.partition(":")
+            raise ValueError(f"unit_id: expected a non-empty string, got {unit_id!r:.80}")
+        inputs.check_id(unit_id, "unit_id")
+        unit = unit_ids.parse_unit_id(unit_id)
         if user_id is None:
-            if kind in ("episode", "semantic") and num.isdigit():
-                raise ValueError(f"unit_id {unit_id!r}: episode and semantic ids need user_id (and agent_id, run_id)")
+            if unit is not None:
+                raise ValueError(f"unit_id {unit_id!r}: episode, semantic and theme ids need user_id (and agent_id, run_id)")
             rows = np.flatnonzero(self.bank.msg["id"][: self.bank.msg.seg.size] == unit_id)
             owners = sorted({int(b) for b in self.bank.msg.seg.memory_of(rows) if b >= 0})
             if len(owners) != 1:
                 raise KeyError(f"unit {unit_id!r}: {'no such message' if not owners else 'ambiguous: give user_id'}")
-            return self.bank.memory_ids[owners[0]], "message", unit_id
-        key = scope_key(user_id, agent_id, run_id)
+            return self.bank.memory_ids[owners[0]], "message", -1
+        key = self._usable(scope_key(user_id, agent_id, run_id))
         b = self.bank.index.get(key)
         if b is None:
             raise KeyError(f"unit {unit_id!r}: no memory for this scope")
-        mem_view_sizes = {"episode": int(self.bank.epi.seg.lengths[b]), "semantic": int(self.bank.sem.seg.lengths[b])}
-        if kind in mem_view_sizes and num.isdigit():
-            if int(num) >= mem_view_sizes[kind]:
-                raise KeyError(f"unit {unit_id!r}: this memory has {mem_view_sizes[kind]} {kind} units")
-            return key, kind, int(num)
-        if unit_id not in set(self.bank.msg["id"][self.bank.msg.seg.rows(b)].tolist()):
-            raise KeyError(f"unit {unit_id!r}: no such message in this memory")
-        return key, "message", unit_id
+        is_message = unit_id in set(self.bank.msg["id"][self.bank.msg.seg.rows(b)].tolist())
+        if unit is None:
+            if not is_message:
+                raise KeyError(f"unit {unit_id!r}: no such message in this memory")
+            return key, "message", -1
+        if is_message:  # a message id of this form was accepted before such ids were refused
+            raise KeyError(f"unit {unit_id!r}: ambiguous, it names a message and a derived unit id; "
+                           "delete_all the scope or re-add its messages under other ids")
+        kind, num = unit
+        level = {"episode": self.bank.epi, "semantic": self.bank.sem, "theme": self.bank.theme}[kind]
+        hit = np.flatnonzero(level["id"][level.seg.rows(b)] == num)
+        if not len(hit):
+            raise KeyError(f"unit {unit_id!r}: no {kind} {num} in this memory")
+        return key, kind, int(hit[0])
 
     def stats(self) -> dict[str, Any]:
         with self._rw.read():
             return {"memories": self.bank.n_memories, "messages": int(self.bank.msg.seg.lengths.sum()),
                     "semantics": int(self.bank.sem.seg.lengths.sum()), "themes": int(self.bank.theme.seg.lengths.sum()),
-                    "time": time.time()}
+                    "quarantined": len(self.quarantined), "time": time.time()}
+
+
+def _public_ids(r: RetrievalResult) -> RetrievalResult:
+    """The result with unit ids ``get`` and ``delete`` take: ``semantic:N``, ``episode:N``,
+    ``theme:N``; an expanded episode's messages (``episode-N``) as ``episode:N``; a passage of a
+    message (``ID#pK``) as its message id."""
+    for u in r.units:
+        if u.type in unit_ids.UNIT_KINDS:
+            u.id = f"{u.type}:{u.id}"
+        elif u.type == "message":
+            head, _, num = u.id.partition("-")
+            if head == "episode" and num.isascii() and num.isdigit() and u.id not in u.message_ids:
+                u.id = f"episode:{num}"
+            elif len(u.message_ids) == 1 and u.id != u.message_ids[0] and u.id.startswith(u.message_ids[0] + "#p"):
+                u.id = u.message_ids[0]
+    return r
 
 
 def _units(mem: Memory) -> list[dict]:

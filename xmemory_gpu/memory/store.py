@@ -5,12 +5,20 @@ are written to a temporary file, fsynced and renamed into place under a content-
 then its records and the file's sha256 are inserted in one SQLite transaction. A crash between
 the two leaves an unreferenced file that is ignored. Loading validates the schema version, the
 dimension, every array's presence, dtype and shape, and the checksum; nothing is unpickled.
+
+Schema 2 (this release) adds a ``row`` column to episodes and semantics: their ids are stable
+(they survive re-derivation, see ``engine.ids``) and no longer their positions, so records are
+ordered by ``row``. A schema-1 store is read as it is (its ids are its rows) and upgraded by its
+first commit. ``load_bank(quarantine=True)`` leaves out a memory that fails to load (recorded in
+``Store.quarantined``), so one damaged memory never keeps the others from loading.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
 import os
 import sqlite3
 import time
@@ -24,8 +32,13 @@ from .bank import LEVELS, Bank, MemorySlice
 from .hierarchy import ARRAY_FIELDS, Memory, memory_from_slice, slice_from_memory
 from .records import Episode, Message, SemanticNode, Theme
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # schema 1 is read as is and upgraded by the first commit
 DB_NAME = "memory.sqlite"
+# timestamps are POSIX seconds of years 1-9999 (what datetime can represent)
+MIN_TIME = -62135596800.0  # 0001-01-01T00:00:00Z
+MAX_TIME = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -35,9 +48,11 @@ CREATE TABLE messages (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON
   id TEXT NOT NULL, speaker TEXT NOT NULL, text TEXT NOT NULL, session INTEGER NOT NULL, timestamp REAL,
   PRIMARY KEY (memory_id, pos));
 CREATE TABLE episodes (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, id INTEGER NOT NULL,
-  title TEXT NOT NULL, text TEXT NOT NULL, message_ids TEXT NOT NULL, start REAL, end REAL, PRIMARY KEY (memory_id, id));
+  title TEXT NOT NULL, text TEXT NOT NULL, message_ids TEXT NOT NULL, start REAL, end REAL, row INTEGER,
+  PRIMARY KEY (memory_id, id));
 CREATE TABLE semantics (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, id INTEGER NOT NULL,
-  text TEXT NOT NULL, episode_ids TEXT NOT NULL, message_ids TEXT NOT NULL, timestamp REAL, PRIMARY KEY (memory_id, id));
+  text TEXT NOT NULL, episode_ids TEXT NOT NULL, message_ids TEXT NOT NULL, timestamp REAL, row INTEGER,
+  PRIMARY KEY (memory_id, id));
 CREATE TABLE themes (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, row INTEGER NOT NULL,
   id INTEGER NOT NULL, summary TEXT NOT NULL, PRIMARY KEY (memory_id, row));
 CREATE TABLE lineage (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, theme_id INTEGER NOT NULL,
@@ -72,6 +87,30 @@ class StoreError(ValueError):
     """A store that is missing, of another schema or dimension, or damaged; names path and field."""
 
 
+class _Damaged(Exception):
+    """One memory failed to load (``load_bank`` quarantines it)."""
+
+    def __init__(self, memory_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.memory_id, self.reason = memory_id, reason
+
+
+def _time(v: Any) -> float | None:
+    """A stored timestamp, or None when it is not one datetime can represent (years 1-9999): a
+    value stored by an older release never makes a search fail."""
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) and MIN_TIME <= v < MAX_TIME else None
+
+
+def _json(v: Any, where: str, table: str, field: str) -> Any:
+    """A JSON cell of a record, its damage reported with table and field."""
+    try:
+        return json.loads(v)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{where}: table {table}, field {field}: not valid JSON ({exc})") from None
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -92,10 +131,26 @@ class Store:
             self.config: dict[str, Any] = json.loads(meta["config"])
         except (KeyError, ValueError) as exc:
             raise StoreError(f"{path / DB_NAME}: meta table is incomplete or damaged ({exc})") from None
-        if self.schema_version != SCHEMA_VERSION:
+        if self.schema_version not in READABLE_VERSIONS:
             raise StoreError(
                 f"{path / DB_NAME}: schema_version is {self.schema_version}, this xmemory_gpu reads {SCHEMA_VERSION}"
             )
+        self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (set by load_bank)
+
+    def _order(self) -> str:
+        """The column that orders episodes and semantics (schema 1: their ids are their rows)."""
+        return "row" if self.schema_version >= 2 else "id"
+
+    def upgrade(self) -> None:
+        """Bring a schema-1 store to schema 2 (``row`` columns, filled from the ids) in one transaction."""
+        if self.schema_version == SCHEMA_VERSION:
+            return
+        with self._conn as c:
+            for table in ("episodes", "semantics"):
+                c.execute(f"ALTER TABLE {table} ADD COLUMN row INTEGER")
+                c.execute(f"UPDATE {table} SET row = id")
+            c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        self.schema_version = SCHEMA_VERSION
 
     # -- opening -------------------------------------------------------------------------------
     @staticmethod
@@ -235,13 +290,15 @@ class Store:
         return name, digest
 
     def commit(self, memories: list[Memory], *, replace: bool = False, delete: list[str] = (),
-               log: list[tuple[str, str, list[str]]] = ()) -> None:
+               log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
         """One atomic commit: ``memories`` written (new, or replacing the stored ones when
-        ``replace``), ``delete`` removed, ``log`` entries (memory id, operation, unit ids) appended to
-        the operations log. Arrays go to new files first; the records, the files' names and
+        ``replace``), ``delete`` removed with their operations log, ``redact`` (memory id -> unit
+        ids) removed from the earlier entries of the log, ``log`` entries (memory id, operation,
+        unit ids) appended to it. Arrays go to new files first; the records, the files' names and
         checksums, and the log change in one SQLite transaction; replaced files are removed after
         it. A crash at any point leaves the store as before or as after."""
         c = self._conn
+        self.upgrade()
         olds = {}
         for mem in memories:
             row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (mem.memory_id,)).fetchone()
@@ -261,6 +318,9 @@ class Store:
                 pos = c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0]
                 for mid in delete:
                     c.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
+                    c.execute("DELETE FROM oplog WHERE memory_id = ?", (mid,))
+                for mid, gone in (redact or {}).items():
+                    self._redact(mid, set(gone))
                 for mem, (name, digest) in zip(memories, written):
                     old = olds[mem.memory_id]
                     if old is not None:
@@ -280,22 +340,35 @@ class Store:
             if old is not None and old[0] not in new_names:
                 (self.path / "arrays" / old[0]).unlink(missing_ok=True)
 
+    def _redact(self, memory_id: str, gone: set[str]) -> None:
+        """Remove ``gone`` from the unit ids of the memory's log entries (a deleted id leaves the log)."""
+        c = self._conn
+        rows = c.execute("SELECT seq, ids FROM oplog WHERE memory_id = ?", (memory_id,)).fetchall()
+        for seq, ids in rows:
+            old = json.loads(ids)
+            new = [i for i in old if i not in gone]
+            if new != old:
+                c.execute("UPDATE oplog SET ids = ? WHERE seq = ?", (json.dumps(new), seq))
+
     def _insert(self, memory: Memory, pos: int, name: str, digest: str) -> None:
         c, mid = self._conn, memory.memory_id
         c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?)", (mid, pos, name, digest, json.dumps(memory.stats), time.time()))
         c.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
                       [(mid, i, m.id, m.speaker, m.text, m.session, m.timestamp) for i, m in enumerate(memory.messages)])
-        c.executemany("INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      [(mid, e.id, e.title, e.text, json.dumps(e.message_ids), e.start, e.end) for e in memory.episodes])
-        c.executemany("INSERT INTO semantics VALUES (?, ?, ?, ?, ?, ?)",
-                      [(mid, s.id, s.text, json.dumps(s.episode_ids), json.dumps(s.message_ids), s.timestamp) for s in memory.semantics])
+        c.executemany("INSERT INTO episodes (memory_id, id, title, text, message_ids, start, end, row) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      [(mid, e.id, e.title, e.text, json.dumps(e.message_ids), e.start, e.end, r)
+                       for r, e in enumerate(memory.episodes)])
+        c.executemany("INSERT INTO semantics (memory_id, id, text, episode_ids, message_ids, timestamp, row) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      [(mid, s.id, s.text, json.dumps(s.episode_ids), json.dumps(s.message_ids), s.timestamp, r)
+                       for r, s in enumerate(memory.semantics)])
         c.executemany("INSERT INTO themes VALUES (?, ?, ?, ?)", [(mid, r, t.id, t.summary) for r, t in enumerate(memory.themes)])
         c.executemany("INSERT INTO lineage VALUES (?, ?, ?)", [(mid, t.id, p) for t in memory.themes for p in t.parents])
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         """The operations log of one memory, oldest first: operation, unit ids, time (POSIX s)."""
-        return [{"op": op, "ids": json.loads(ids), "time": t} for op, ids, t in self._conn.execute(
-            "SELECT op, ids, time FROM oplog WHERE memory_id = ? ORDER BY seq", (memory_id,))]
+        return [{"op": op, "ids": _json(ids, f"{self.path}: memory {memory_id}", "oplog", "ids"), "time": t}
+                for op, ids, t in self._conn.execute("SELECT op, ids, time FROM oplog WHERE memory_id = ? ORDER BY seq",
+                                                     (memory_id,))]
 
     def vacuum(self) -> None:
         """Rewrite the database file so freed pages (deleted text) leave the disk."""
@@ -336,12 +409,15 @@ class Store:
                 arrays = {k: npz[k] for k in npz.files}
         except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
             raise StoreError(f"{where}: cannot read {apath}: {exc}") from None
-        messages = [Message(*r) for r in c.execute(
+        order = self._order()
+        messages = [Message(i, sp, t, s, _time(ts)) for i, sp, t, s, ts in c.execute(
             "SELECT id, speaker, text, session, timestamp FROM messages WHERE memory_id = ? ORDER BY pos", (memory_id,))]
-        episodes = [Episode(i, t, x, json.loads(m), s, e) for i, t, x, m, s, e in c.execute(
-            "SELECT id, title, text, message_ids, start, end FROM episodes WHERE memory_id = ? ORDER BY id", (memory_id,))]
-        semantics = [SemanticNode(i, t, json.loads(e), json.loads(m), ts) for i, t, e, m, ts in c.execute(
-            "SELECT id, text, episode_ids, message_ids, timestamp FROM semantics WHERE memory_id = ? ORDER BY id", (memory_id,))]
+        episodes = [Episode(i, t, x, _json(m, where, "episodes", "message_ids"), _time(s), _time(e)) for i, t, x, m, s, e in c.execute(
+            f"SELECT id, title, text, message_ids, start, end FROM episodes WHERE memory_id = ? ORDER BY {order}", (memory_id,))]
+        semantics = [SemanticNode(i, t, _json(e, where, "semantics", "episode_ids"), _json(m, where, "semantics", "message_ids"),
+                                  _time(ts)) for i, t, e, m, ts in c.execute(
+            f"SELECT id, text, episode_ids, message_ids, timestamp FROM semantics WHERE memory_id = ? ORDER BY {order}",
+            (memory_id,))]
         parents: dict[int, list[int]] = {}
         for tid, pid in c.execute("SELECT theme_id, parent_id FROM lineage WHERE memory_id = ? ORDER BY rowid", (memory_id,)):
             parents.setdefault(tid, []).append(pid)
@@ -359,13 +435,18 @@ class Store:
                 raise StoreError(f"{where}: field {name}: dimension {a.shape[1]} != store dim {self.dim}")
         _check_arrays(where, arrays, len(semantics), len(themes))
         return Memory(memory_id=memory_id, messages=messages, episodes=episodes, semantics=semantics, themes=themes,
-                      stats=json.loads(stats), **arrays)
+                      stats=_json(stats, where, "memories", "stats"), **arrays)
 
     def _arrays_path(self, fname: str, where: str) -> Path:
-        """The arrays file a record names, confined to the store's ``arrays/`` folder."""
+        """The arrays file a record names, confined to the store's ``arrays/`` folder (a link is
+        never followed: it could point outside the store)."""
+        folder = self.path / "arrays"
         if not isinstance(fname, str) or not fname or "/" in fname or "\\" in fname or fname.startswith(".") or "\x00" in fname:
-            raise StoreError(f"{where}: arrays_file {fname!r} is not a plain file name inside {self.path / 'arrays'}")
-        return self.path / "arrays" / fname
+            raise StoreError(f"{where}: arrays_file {fname!r} is not a plain file name inside {folder}")
+        path = folder / fname
+        if path.is_symlink() or folder.is_symlink():
+            raise StoreError(f"{where}: arrays file {path} is a symbolic link (refused: it could point outside the store)")
+        return path
 
     def counts(self, memory_id: str) -> dict[str, int]:
         """Rows per level of one memory, from the records (no arrays read)."""
@@ -374,15 +455,38 @@ class Store:
         return {lv: int(c.execute(q.format(t), (memory_id,)).fetchone()[0])
                 for lv, t in zip(LEVELS, ("messages", "episodes", "semantics", "themes"))}
 
-    def load_bank(self, memory_ids: list[str] | None = None) -> Bank:
+    def load_bank(self, memory_ids: list[str] | None = None, *, quarantine: bool = False) -> Bank:
         """The bank of ``memory_ids`` (default: all), read memory by memory straight into
-        preallocated columns, so each embedding matrix is held once."""
+        preallocated columns, so each embedding matrix is held once. A memory that fails to load
+        (damaged arrays, records or checksum) raises ``StoreError``; with ``quarantine`` it is left
+        out and recorded in ``self.quarantined`` (memory id -> reason), so the others still load."""
         ids = self.memory_ids() if memory_ids is None else list(memory_ids)
         for m in ids:
             if not self.has(m):
                 raise KeyError(f"{self.path}: no memory {m!r}")
-        lengths = {lv: [] for lv in LEVELS}
+        self.quarantined = {}
+        while True:  # bounded: each pass quarantines one more memory or returns
+            live = [m for m in ids if m not in self.quarantined]
+            try:
+                return self._load(live)
+            except _Damaged as exc:
+                if not quarantine:
+                    raise StoreError(exc.reason) from None
+                log.warning("%s: memory %s quarantined: %s", self.path, exc.memory_id, exc.reason)
+                self.quarantined[exc.memory_id] = exc.reason
+
+    def _load(self, ids: list[str]) -> Bank:
+        lengths: dict[str, list[int]] = {lv: [] for lv in LEVELS}
         for m in ids:
             for lv, n in self.counts(m).items():
                 lengths[lv].append(n)
-        return Bank.from_slices((slice_from_memory(self.get(m)) for m in ids), self.dim, lengths=lengths, memory_ids=ids)
+
+        def slices():
+            for m in ids:
+                try:
+                    sl = slice_from_memory(self.get(m))
+                except (StoreError, KeyError, ValueError, sqlite3.DatabaseError) as exc:
+                    raise _Damaged(m, str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)) from None
+                yield sl
+
+        return Bank.from_slices(slices(), self.dim, lengths=lengths, memory_ids=ids)

@@ -1,0 +1,137 @@
+"""What the engine accepts: scopes, message fields, timestamps, queries and the size limits of a
+write (the HTTP service's limits, so a caller of the engine cannot ask more than a client can).
+Every refusal is a one-line ``ValueError`` naming the field."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..memory.store import MAX_TIME, MIN_TIME
+from .ids import parse_unit_id
+
+MAX_ID_CHARS = 512
+MAX_INT64 = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits of one write: characters per message text, messages per memory per call, items
+    per ``add_batch`` and messages per ``add_batch`` (one write holds every other write behind it,
+    so its size is bounded)."""
+
+    max_text_chars: int = 100_000  # the service's MAX_TEXT
+    max_messages: int = 1000  # per memory per call: the service's max_messages per add request
+    max_items: int = 256  # the service's max_items per batch request
+    max_batch_messages: int = 10_000
+
+
+def _unicode(v: str, name: str) -> str:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name}: not valid Unicode text (lone surrogate)") from None
+    return v
+
+
+def check_id(v: Any, name: str) -> str:
+    """A scope part or message id: a non-empty string of at most MAX_ID_CHARS characters, no NUL."""
+    if not isinstance(v, str) or not v or len(v) > MAX_ID_CHARS or "\x00" in v:
+        raise ValueError(f"{name}: expected a non-empty string of at most {MAX_ID_CHARS} characters without NUL, got {v!r:.80}")
+    return _unicode(v, name)
+
+
+def scope_key(user_id: Any, agent_id: Any = None, run_id: Any = None) -> str:
+    """The store id of a memory: its scope as a JSON array (an exact, unambiguous encoding)."""
+    parts = []
+    for name, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)):
+        parts.append(None if v is None and name != "user_id" else check_id(v, name))
+    return json.dumps(parts, ensure_ascii=False)
+
+
+def scope_of(memory_id: str) -> dict[str, str | None]:
+    user, agent, run = json.loads(memory_id)
+    return {"user_id": user, "agent_id": agent, "run_id": run}
+
+
+def message_id(v: Any, where: str) -> str:
+    """A caller's message id; one shaped like a derived unit's (``episode:0``) is refused, so an id
+    always names one thing."""
+    mid = check_id(v, f"{where}: id")
+    if parse_unit_id(mid) is not None:
+        raise ValueError(f"{where}: id: {mid!r} has the form of a derived unit id (episode:N, semantic:N, theme:N); "
+                         "choose another message id")
+    return mid
+
+
+def timestamp(v: Any, where: str) -> float | None:
+    """Epoch seconds or an ISO date-time (UTC when it names no zone), within years 1-9999."""
+    if v is None:
+        return None
+    name = f"{where}: timestamp"
+    if isinstance(v, bool):
+        raise ValueError(f"{name}: expected an ISO date-time or epoch seconds, got {v!r}")
+    if isinstance(v, int):
+        if not MIN_TIME <= v < MAX_TIME:
+            shown = str(v) if abs(v) < 10**20 else f"an integer of {v.bit_length()} bits"
+            raise ValueError(f"{name}: epoch seconds outside years 1-9999, got {shown}")
+        return float(v)
+    if isinstance(v, float):
+        if not math.isfinite(v) or not MIN_TIME <= v < MAX_TIME:
+            raise ValueError(f"{name}: expected finite epoch seconds within years 1-9999, got {v!r}")
+        return v
+    if isinstance(v, str):
+        try:
+            dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{name}: expected an ISO date-time or epoch seconds, got {v!r:.80}") from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        t = dt.timestamp()
+        if not MIN_TIME <= t < MAX_TIME:
+            raise ValueError(f"{name}: {v!r} is outside years 1-9999 in UTC")
+        return t
+    raise ValueError(f"{name}: expected an ISO date-time or epoch seconds, got {type(v).__name__}")
+
+
+def session(v: Any, where: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_INT64:
+        shown = f"an integer of {v.bit_length()} bits" if isinstance(v, int) and abs(v) >= 10**20 else repr(v)[:40]
+        raise ValueError(f"{where}: session: expected an integer from 0 to 2**63-1, got {shown}")
+    return v
+
+
+def text(d: dict, keys: tuple[str, ...], where: str, max_chars: int) -> str:
+    for k in keys:
+        if k in d:
+            v = d[k]
+            if not isinstance(v, str):
+                raise ValueError(f"{where}: {k}: expected a string, got {type(v).__name__}")
+            if len(v) > max_chars:
+                raise ValueError(f"{where}: {k}: {len(v)} characters, more than the limit of {max_chars}")
+            return _unicode(v, f"{where}: {k}")
+    raise ValueError(f"{where}: expected one of the fields {list(keys)}")
+
+
+def queries(v: Any, name: str) -> list[str]:
+    """One query (a string) or a list of them; each a non-empty string of valid Unicode."""
+    if isinstance(v, str):
+        out = [v]
+    elif isinstance(v, Sequence) and not isinstance(v, (bytes, bytearray)):
+        out = list(v)
+        if not out:
+            raise ValueError(f"{name}: expected at least one query")
+    else:
+        raise ValueError(f"{name}: expected a string or a list of strings, got {type(v).__name__}")
+    for i, q in enumerate(out):
+        where = name if isinstance(v, str) else f"{name}[{i}]"
+        if not isinstance(q, str):
+            raise ValueError(f"{where}: expected a string, got {type(q).__name__}")
+        if not q:
+            raise ValueError(f"{where}: expected a non-empty query")
+        _unicode(q, where)
+    return out
