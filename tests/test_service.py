@@ -135,7 +135,7 @@ def test_validation_limits_name_the_field(server):
                                                                                       "timestamp": "soon"}]}).encode())
     assert code == 422 and "timestamp" in body["detail"]
     code, body = _post(u, "/v1/search", json.dumps({"user_id": "a", "query": "q", "strategy": "nope"}).encode())
-    assert code == 422 and "unknown strategy" in body["detail"]
+    assert code == 422 and body["detail"].startswith("strategy:") and "xmemory" in body["detail"]
     code, body = _post(u, "/v1/search", json.dumps({"user_id": "", "query": "q"}).encode())
     assert code == 422 and body["detail"].startswith("user_id:")
 
@@ -211,7 +211,7 @@ def test_sigterm_drains_in_flight_requests(tmp_path, keys):
     for t in threads:
         t.start()
     time.sleep(0.02)
-    assert s.kill(signal.SIGTERM) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after a graceful shutdown
+    assert s.kill(signal.SIGTERM) == 0  # drained, committed, and a requested stop is no failure
     for t in threads:
         t.join(timeout=60)
     assert len(out) == 4  # every in-flight request was answered before the process ended

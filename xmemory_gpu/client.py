@@ -5,7 +5,8 @@ in-process and remote is one line::
     mem = MemoryClient("http://127.0.0.1:8000", api_key="...")   # remote, same calls
 
 Search results come back as dicts (``context``, ``units``, ``message_ids``, ``context_tokens``).
-Only the standard library is used.
+Redirects are not followed (a redirect to another host would carry the API key there): a 3xx answer
+is a ``ServiceError`` naming where it pointed. Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -25,11 +26,20 @@ class ServiceError(RuntimeError):
         self.status, self.detail = status, detail
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Every redirect answered as the error it is, never followed with the key."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        return None
+
+
 class MemoryClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0) -> None:
         self.base = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirect)
 
     def _call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         q = {k: v for k, v in params.items() if v is not None}
@@ -41,10 +51,13 @@ class MemoryClient:
         if self.api_key:
             req.add_header("Authorization", f"Bearer {self.api_key}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with self._opener.open(req, timeout=self.timeout) as resp:
                 raw = resp.read()
                 return json.loads(raw) if resp.headers.get_content_type() == "application/json" else raw.decode()
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                raise ServiceError(exc.code, f"redirect to {exc.headers.get('Location')!r} not followed "
+                                             "(MemoryClient sends its key only to base_url)") from None
             try:
                 detail = json.loads(exc.read()).get("detail", "")
             except (ValueError, AttributeError):

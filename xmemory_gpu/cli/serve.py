@@ -1,12 +1,43 @@
 """``xmemory serve STORE``: the live engine behind HTTP on 127.0.0.1 (FastAPI + uvicorn; the
-``serve`` extra). SIGTERM drains in-flight requests and commits before exiting."""
+``serve`` extra). Unsafe or broken settings are refused before the store is opened: an address
+other than loopback without an API key, a key shorter than 16 characters, a coalescing window that
+is not a finite number of milliseconds up to 1000, a port outside 1-65535, a backend that is
+unknown or not usable here. SIGTERM drains in-flight requests, commits and exits with status 0."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
+import math
 import os
+import signal
 from pathlib import Path
+
+MIN_KEY = 16  # characters of an API key
+MAX_COALESCE_MS = 1000.0
+
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if not 1 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
+    return v
+
+
+def coalesce_ms(text: str) -> float:
+    """An argparse type: a window in milliseconds, finite, 0 (off) to MAX_COALESCE_MS."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and 0 <= v <= MAX_COALESCE_MS):
+        raise argparse.ArgumentTypeError(f"expected milliseconds from 0 (off) to {MAX_COALESCE_MS:g}, got {text!r}")
+    return v
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,15 +45,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("serve", help="serve a live memory store over HTTP")
     p.add_argument("store")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=integer(0), default=8000)
-    p.add_argument("--api-key-env", default="XMEMORY_API_KEY", help="environment variable holding the API key (all scopes)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only; any other needs an API key)")
+    p.add_argument("--port", type=port, default=8000)
+    p.add_argument("--api-key-env", default="XMEMORY_API_KEY",
+                   help=f"environment variable holding the API key (all scopes; at least {MIN_KEY} characters)")
     p.add_argument("--keys-file", default=None, help='JSON {"KEY": ["user", ...] or "*"}: keys bound to user ids')
-    p.add_argument("--coalesce-ms", type=float, default=2.0, help="window in which concurrent requests share one engine call (0: off)")
+    p.add_argument("--coalesce-ms", type=coalesce_ms, default=2.0,
+                   help=f"window in which concurrent requests share one engine call (0: off; at most {MAX_COALESCE_MS:g})")
     p.add_argument("--max-batch", type=integer(1), default=64)
     p.add_argument("--embedder", default=None, help="embedder for a new store (default all-MiniLM-L6-v2)")
     p.add_argument("--backend", default="auto",
-                   help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on the GPU)")
+                   help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on "
+                        "the GPU); one not usable here is refused, naming why")
     p.add_argument("--log-level", default="warning")
     p.set_defaults(func=run)
 
@@ -31,6 +66,8 @@ def load_keys(args: argparse.Namespace) -> dict[str, frozenset[str] | None]:
     keys: dict[str, frozenset[str] | None] = {}
     env = os.environ.get(args.api_key_env, "")
     if env:
+        if len(env) < MIN_KEY:
+            raise ValueError(f"{args.api_key_env}: the API key has {len(env)} characters; expected at least {MIN_KEY}")
         keys[env] = None
     if args.keys_file:
         try:
@@ -40,8 +77,8 @@ def load_keys(args: argparse.Namespace) -> dict[str, frozenset[str] | None]:
         if not isinstance(data, dict):
             raise ValueError(f"--keys-file {args.keys_file}: expected a JSON object {{key: [user ids] or \"*\"}}")
         for k, v in data.items():
-            if not isinstance(k, str) or len(k) < 16:
-                raise ValueError(f"--keys-file {args.keys_file}: key {k[:4]!r}...: expected at least 16 characters")
+            if not isinstance(k, str) or len(k) < MIN_KEY:
+                raise ValueError(f"--keys-file {args.keys_file}: key {k[:4]!r}...: expected at least {MIN_KEY} characters")
             if v == "*":
                 keys[k] = None
             elif isinstance(v, list) and all(isinstance(u, str) and u for u in v):
@@ -49,6 +86,31 @@ def load_keys(args: argparse.Namespace) -> dict[str, frozenset[str] | None]:
             else:
                 raise ValueError(f"--keys-file {args.keys_file}: the value of a key must be a list of user ids or \"*\"")
     return keys
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost: wherever it resolves
+        return False
+
+
+def check_backend(name: str) -> None:
+    """Refuse a backend that is unknown (``XMEMORY_BACKEND`` under auto) or not usable here, with why."""
+    from ..ops import available_backends
+
+    statuses = available_backends()
+    source = "--backend"
+    if name == "auto" and os.environ.get("XMEMORY_BACKEND", "auto") not in ("", "auto"):
+        name, source = os.environ["XMEMORY_BACKEND"], "XMEMORY_BACKEND"
+    if name == "auto":
+        return
+    if name not in statuses:
+        raise ValueError(f"{source}: unknown backend {name!r}; expected auto or one of {', '.join(statuses)}")
+    if not statuses[name].available:
+        raise ValueError(f"{source}: backend {name!r} is not usable here: {statuses[name].reason}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,12 +121,28 @@ def run(args: argparse.Namespace) -> int:
     from ..engine import MemoryEngine
     from ..service import ServiceConfig, create_app
 
-    if args.coalesce_ms < 0:
-        raise ValueError(f"--coalesce-ms: expected a number >= 0, got {args.coalesce_ms}")
-    cfg = ServiceConfig(api_keys=load_keys(args), coalesce_ms=args.coalesce_ms, max_batch=args.max_batch)
+    keys = load_keys(args)
+    if not keys and not is_loopback(args.host):
+        raise ValueError(f"--host {args.host}: not a loopback address, and no API key: anyone who can reach it could "
+                         f"read and delete every memory; set {args.api_key_env} or --keys-file, or bind 127.0.0.1")
+    check_backend(args.backend)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            if sig == signal.SIGTERM:  # drain, commit and exit 0: a requested stop is no failure
+                self.should_exit = True
+            else:
+                super().handle_exit(sig, frame)
+
+    cfg = ServiceConfig(api_keys=keys, coalesce_ms=args.coalesce_ms, max_batch=args.max_batch)
     engine = MemoryEngine.open(args.store, embedder=args.embedder, backend=args.backend)  # fails here, before binding, if the store is locked
     app = create_app(engine, cfg)
     print(f"xmemory serve: {args.store} on http://{args.host}:{args.port} "
-          f"({'keys required' if cfg.api_keys else 'no API key: open to this host'}, coalescing {args.coalesce_ms} ms)", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=30)
+          f"({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, coalescing {args.coalesce_ms:g} ms)",
+          flush=True)
+    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                                   timeout_graceful_shutdown=30))
+    server.run()
+    if not server.started:
+        raise RuntimeError(f"the server did not start on {args.host}:{args.port} (see the log above)")
     return 0

@@ -1,14 +1,16 @@
 """The HTTP API over a ``MemoryEngine`` (FastAPI). Routes mirror the engine:
 
 ``POST /v1/memories`` (add), ``POST /v1/memories/batch``, ``POST /v1/search``, ``GET /v1/memories``
-(a scope's units), ``GET /v1/memories/{id}``, ``DELETE /v1/memories/{id}``, ``DELETE /v1/memories``
-(a whole scope), ``GET /v1/history``, ``GET /health`` (no auth), ``GET /metrics`` (Prometheus).
+(a scope's units), ``GET /v1/memories/{id}``, ``DELETE /v1/memories/{id}`` (an id may hold ``/``),
+``DELETE /v1/memories`` (a whole scope), ``GET /v1/history``, ``GET /health`` (no key: the status
+only; store-wide counts for a key of every scope), ``GET /metrics`` (Prometheus; a key of every
+scope), ``GET /docs`` (an offline page over ``/openapi.json``).
 
 Concurrent searches (and adds) within ``coalesce_ms`` are answered by one batched engine call;
 with ``coalesce_ms=0`` every request is its own call. Keys: ``Authorization: Bearer KEY``, compared
 in constant time; a key may be bound to a set of user ids (403 outside them). Bad requests get
-422 naming the field; bodies over the limit 413; internal errors 500 with a request id (the
-traceback goes to the server's log, never to the client).
+422 ``{"detail": "FIELD: ERROR", "errors": [{"field", "error"}]}``; bodies over the limit 413;
+internal errors 500 with a request id (the traceback goes to the server's log, never to the client).
 """
 
 
@@ -17,6 +19,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -24,17 +27,26 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ..engine import MemoryEngine
 from ..memory.store import StoreError
+from . import docs
 from .coalesce import Coalescer
 from .metrics import Metrics
-from .schemas import MAX_ID, limited_add, limited_batch, limited_search
+from .schemas import MAX_ID, ErrorBody, ValidationErrorBody, limited_add, limited_batch, limited_search
 
 log = logging.getLogger("xmemory.serve")
+UNMATCHED = "<unmatched>"  # the route label of a request no route matches: metric labels stay a fixed set
+_FIELD = re.compile(r"([A-Za-z_]\w*(?:\[\d+\])*): ")
+_DESCRIBED = {401: "no valid API key", 403: "the key may not access this user_id (or service-wide data)",
+              404: "no such unit or memory", 413: "body larger than the limit",
+              503: "the server is shutting down, or the memory is quarantined (damaged)"}
 
 
 @dataclass
@@ -55,8 +67,34 @@ def _result(r) -> dict[str, Any]:
             "context_tokens": d["context_tokens"], "tokenizer": d["tokenizer"], "notes": d["notes"]}
 
 
-async def _mapped(aw) -> Any:
-    """Await ``aw``; the engine's errors become HTTP statuses (store damage stays a 500)."""
+def _field_error(detail: str) -> dict[str, str]:
+    """An engine refusal ``'messages[0]: timestamp: expected ...'`` as ``{"field": "messages.0.timestamp",
+    "error": "expected ..."}`` (the field ``body`` when the message names none)."""
+    parts, rest = [], detail
+    while m := _FIELD.match(rest):
+        parts.append(m.group(1))
+        rest = rest[m.end():]
+    return {"field": re.sub(r"\[(\d+)\]", r".\1", ".".join(parts)) or "body", "error": rest}
+
+
+def _pydantic_error(e: dict) -> dict[str, str]:
+    """One of pydantic's errors as ``{"field", "error"}``; unparsable JSON is the body's error."""
+    if e["type"] == "json_invalid":
+        where = f" at character {e['loc'][1]}" if len(e["loc"]) > 1 else ""
+        return {"field": "body", "error": f"invalid JSON{where}: {e.get('ctx', {}).get('error', 'cannot parse')}"}
+    return {"field": ".".join(str(x) for x in e["loc"][1:]) or "body", "error": e["msg"].removeprefix("Value error, ")}
+
+
+def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI responses of a route: its error statuses and the service's 422 body."""
+    out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorBody, "description": _DESCRIBED[c]} for c in codes}
+    out[422] = {"model": ValidationErrorBody, "description": "refused: each field and why"}
+    return out
+
+
+async def _mapped(aw, prefix: str = "") -> Any:
+    """Await ``aw``; the engine's errors become HTTP statuses (store damage stays a 500). ``prefix``:
+    the engine's name for a request's place in its batch, left out of a 422's message."""
     try:
         return await aw
     except StoreError:
@@ -64,7 +102,7 @@ async def _mapped(aw) -> Any:
     except KeyError as exc:
         raise HTTPException(404, str(exc.args[0] if exc.args else exc)) from None
     except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
+        raise HTTPException(422, str(exc).removeprefix(prefix)) from None
     except RuntimeError as exc:
         raise HTTPException(503, str(exc)) from None
 
@@ -112,7 +150,7 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
                 await state[name].drain()
         state["engine"].close()
 
-    app = FastAPI(title="xmemory_gpu", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="xmemory_gpu", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="xMemory agent memory: add, search, delete and scope live memories.")
 
     async def run(kind: str, item: dict) -> Any:
@@ -121,12 +159,21 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
             return await state[kind].submit(item)
         return (await asyncio.to_thread(do_search if kind == "search" else do_add, [item]))[0]
 
+    def route_of(request: Request) -> str:
+        """The route template a request goes to (a method it lacks included), else UNMATCHED."""
+        found = [(r.matches(request.scope)[0], r.path) for r in app.router.routes if getattr(r, "path", None)]
+        for want in (Match.FULL, Match.PARTIAL):
+            for match, path in found:
+                if match == want:
+                    return path
+        return UNMATCHED
+
     @app.middleware("http")
     async def frame(request: Request, call_next):
         rid = uuid.uuid4().hex[:16]
         request.state.rid = rid
         t0 = time.perf_counter()
-        route = request.url.path
+        route = route_of(request)
         if request.method in ("POST", "PUT", "PATCH"):
             length = request.headers.get("content-length")
             if length is None:
@@ -143,37 +190,47 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
         except Exception:  # noqa: BLE001 - logged with its id; the client gets the id only
             log.exception("request %s %s %s failed", rid, request.method, route)
             resp = JSONResponse({"detail": "internal error", "request_id": rid}, status_code=500)
-        for r in request.app.routes:  # the route template, not the concrete path (bounded metric labels)
-            if getattr(r, "path", None) and r.matches(request.scope)[0].value == 2:
-                route = r.path
-                break
         metrics.observe(request.method, route, resp.status_code, time.perf_counter() - t0)
         resp.headers["X-Request-Id"] = rid
         return resp
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        errs = [{"field": ".".join(str(x) for x in e["loc"][1:]) or "body", "error": e["msg"]} for e in exc.errors()]
-        first = errs[0] if errs else {"field": "body", "error": "invalid"}
-        return JSONResponse({"detail": f"{first['field']}: {first['error']}", "errors": errs}, status_code=422)
+        errs = [_pydantic_error(e) for e in exc.errors()] or [{"field": "body", "error": "invalid"}]
+        return JSONResponse({"detail": f"{errs[0]['field']}: {errs[0]['error']}", "errors": errs}, status_code=422)
 
-    def scoped(request: Request) -> frozenset[str] | None:
-        """The caller's allowed user ids (None: all); 401 without a valid key when keys are configured."""
-        if not cfg.api_keys:
-            return None
-        auth = request.headers.get("authorization", "")
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise HTTPException(401, "missing API key (Authorization: Bearer KEY)", headers={"WWW-Authenticate": "Bearer"})
+    @app.exception_handler(StarletteHTTPException)
+    async def refused(request: Request, exc: StarletteHTTPException):
+        body: dict[str, Any] = {"detail": exc.detail}
+        if exc.status_code == 422:  # the engine's refusals get the same body as the schema's
+            body["errors"] = [_field_error(str(exc.detail))]
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    bearer = HTTPBearer(auto_error=False, scheme_name="bearer", description="an API key: Authorization: Bearer KEY")
+
+    def key_scope(token: str) -> tuple[bool, frozenset[str] | None]:
+        """(whether ``token`` is a key, the user ids it may access: None for all)."""
         found, allowed = False, None
         for key, users in cfg.api_keys.items():  # every key compared, in constant time
             if hmac.compare_digest(key.encode(), token.encode()):
                 found, allowed = True, users
+        return found, allowed
+
+    def scoped(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> frozenset[str] | None:
+        """The caller's allowed user ids (None: all); 401 without a valid key."""
+        if creds is None:
+            raise HTTPException(401, "missing API key (Authorization: Bearer KEY)", headers={"WWW-Authenticate": "Bearer"})
+        found, allowed = key_scope(creds.credentials)
         if not found:
             raise HTTPException(401, "invalid API key", headers={"WWW-Authenticate": "Bearer"})
         return allowed
 
-    Allowed = Annotated[frozenset[str] | None, Depends(scoped)]
+    def open_scope() -> None:
+        """No keys configured: every caller may access every scope."""
+        return None
+
+    Allowed = Annotated[frozenset[str] | None, Depends(scoped if cfg.api_keys else open_scope)]
+    auth = (401, 403) if cfg.api_keys else ()
 
     def check_scope(allowed: frozenset[str] | None, user_id: str) -> None:
         if allowed is not None and user_id not in allowed:
@@ -184,24 +241,39 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
         return await _mapped(asyncio.to_thread(fn))
 
     async def engine_async(kind: str, item: dict) -> Any:
-        return await _mapped(run(kind, item))
+        return await _mapped(run(kind, item), prefix=f"{kind}_batch: items[0]: ")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs_page() -> HTMLResponse:
+        return HTMLResponse(docs.PAGE, headers={"Content-Security-Policy": docs.CSP})
 
     @app.get("/health")
-    async def health() -> dict:
+    async def health(request: Request) -> dict:
+        """The status; the store-wide counts too for a key of every scope (or when the server has no keys)."""
+        if cfg.api_keys:
+            creds = await bearer(request)
+            if creds is None or key_scope(creds.credentials) != (True, None):
+                return {"status": "ok"}
         return {"status": "ok", **eng().stats()}
 
-    @app.get("/metrics", response_class=PlainTextResponse)
+    json_error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}  # declared by the routes below
+
+    @app.get("/metrics", response_class=PlainTextResponse,
+             responses={c: {"description": _DESCRIBED[c], "content": json_error} for c in auth})
     async def metrics_route(allowed: Allowed) -> str:
+        """Prometheus metrics of the whole service: a key of every scope."""
+        if allowed is not None:
+            raise HTTPException(403, "/metrics: this key is bound to user ids; the service's metrics need a key of every scope")
         return metrics.render()
 
-    @app.post("/v1/memories")
+    @app.post("/v1/memories", responses=_responses(*auth, 413, 503))
     async def add(req: AddRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
         check_scope(allowed, req.user_id)
         item = {"user_id": req.user_id, "agent_id": req.agent_id, "run_id": req.run_id,
                 "messages": [m.as_engine() for m in req.messages]}
         return {"ids": await engine_async("add", item)}
 
-    @app.post("/v1/memories/batch")
+    @app.post("/v1/memories/batch", responses=_responses(*auth, 413, 503))
     async def add_batch(req: AddBatchRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
         for it in req.items:
             check_scope(allowed, it.user_id)
@@ -211,11 +283,9 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
         metrics.inc("ingested_messages_total", sum(len(i) for i in ids))
         return {"ids": ids}
 
-    @app.post("/v1/search")
+    @app.post("/v1/search", responses=_responses(*auth, 413, 503))
     async def search(req: SearchRequest, allowed: Allowed) -> Response:  # type: ignore[valid-type]
         check_scope(allowed, req.user_id)
-        if (req.query is None) == (req.queries is None):
-            raise HTTPException(422, "give exactly one of query and queries")
         item = {"queries": [req.query] if req.query is not None else req.queries, "user_id": req.user_id,
                 "agent_id": req.agent_id, "run_id": req.run_id, "strategy": req.strategy, "budget_tokens": req.budget_tokens}
         results = await engine_async("search", item)  # plain JSON types: serialised directly, not re-encoded by FastAPI
@@ -227,30 +297,31 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
         return {"user_id": user_id, "agent_id": agent_id or None, "run_id": run_id or None}
 
     ScopeQ = Annotated[dict, Depends(scope_params)]
+    UnitId = Annotated[str, Path(min_length=1, max_length=MAX_ID, description="a unit or message id ('/' allowed)")]
 
-    @app.get("/v1/memories")
+    @app.get("/v1/memories", responses=_responses(*auth, 503))
     async def get_all(scope: ScopeQ, allowed: Allowed) -> dict:
         check_scope(allowed, scope["user_id"])
         return {"units": await engine_call(lambda: eng().get_all(**scope))}
 
-    @app.get("/v1/memories/{unit_id}")
-    async def get(unit_id: str, scope: ScopeQ, allowed: Allowed) -> dict:
+    @app.get("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 503))
+    async def get(unit_id: UnitId, scope: ScopeQ, allowed: Allowed) -> dict:
         check_scope(allowed, scope["user_id"])
         return await engine_call(lambda: eng().get(unit_id, **scope))
 
-    @app.delete("/v1/memories/{unit_id}")
-    async def delete(unit_id: str, scope: ScopeQ, allowed: Allowed) -> dict:
+    @app.delete("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 503))
+    async def delete(unit_id: UnitId, scope: ScopeQ, allowed: Allowed) -> dict:
         check_scope(allowed, scope["user_id"])
         await engine_call(lambda: eng().delete(unit_id, **scope))
         return {"deleted": unit_id}
 
-    @app.delete("/v1/memories")
+    @app.delete("/v1/memories", responses=_responses(*auth, 503))
     async def delete_all(scope: ScopeQ, allowed: Allowed) -> dict:
         check_scope(allowed, scope["user_id"])
         n = await engine_call(lambda: eng().delete_all(**scope))
         return {"deleted_messages": n}
 
-    @app.get("/v1/history")
+    @app.get("/v1/history", responses=_responses(*auth, 503))
     async def history(scope: ScopeQ, allowed: Allowed) -> dict:
         check_scope(allowed, scope["user_id"])
         return {"history": await engine_call(lambda: eng().history(**scope))}

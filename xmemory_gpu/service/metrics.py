@@ -1,5 +1,6 @@
 """Prometheus text-format metrics: requests and latencies per route, ingest rate, queue depth,
-coalesced batch sizes."""
+coalesced batch sizes. Labels come from fixed sets (the app's route templates, the HTTP methods
+below, status codes), so no request can add a label value of its own choosing."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 from collections import defaultdict
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})  # any other: "OTHER"
 
 
 class Metrics:
@@ -18,6 +20,8 @@ class Metrics:
         self.gauges: dict[str, callable] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """One request; ``route`` a route template (the caller's fixed set)."""
+        method = method if method in METHODS else "OTHER"
         with self._lock:
             self.requests[(method, route, status)] += 1
             h = self.latency.setdefault((method, route), [0.0] * (len(BUCKETS) + 2))
