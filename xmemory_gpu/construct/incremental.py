@@ -30,7 +30,7 @@ from ..ops._dispatch import host, to_backend
 from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
 from .segment import boundary_runs, cap_runs, embed_messages, episode_embeddings, make_episodes
-from .semantic import extract_statements
+from .semantic import DEDUP_BLOCK, extract_statements, match_duplicates
 from .themes import ThemeState, grow_themes
 
 
@@ -167,60 +167,6 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
         out.append(m)
     _record_objective(out, all_sem, offs, cfg, backend)
     return out
-
-
-# rows of new statements compared at once in de-duplication; memory is O(DEDUP_BLOCK * (DEDUP_BLOCK + d))
-DEDUP_BLOCK = 512
-
-
-def _best_prior(rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: the largest cosine against the columns (``cols``, or ``cols[idx]``) and its first
-    position, computed ``block`` columns at a time (-inf and -1 when there are none)."""
-    best = np.full(len(rows), -np.inf, np.float32)
-    arg = np.full(len(rows), -1, np.int64)
-    n = len(cols) if idx is None else len(idx)
-    for c0 in range(0, n, block):
-        chunk = cols[c0 : c0 + block] if idx is None else cols[idx[c0 : c0 + block]]
-        sims = rows @ chunk.T
-        j = np.argmax(sims, axis=1)
-        v = sims[np.arange(len(rows)), j]
-        better = v > best  # strictly: a tie keeps the earlier column, as one argmax over all would
-        best[better], arg[better] = v[better], c0 + j[better]
-    return best, arg
-
-
-def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK) -> np.ndarray:
-    """The de-duplication rule, in blocks: in order, each new row merges into its most similar
-    earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie) when the
-    cosine exceeds ``threshold``, else it is kept. Returns, per new row, the position it merges into
-    among the old rows followed by the kept new rows, or -1 when kept. Memory is O(block * (block + d))
-    whatever the sizes; work is O(new * (old + new) * d), the dense rule's."""
-    n_old = len(old_x)
-    target = np.full(len(new_x), -1, np.int64)
-    kept: list[int] = []  # new rows kept so far
-    for a in range(0, len(new_x), block):
-        rows = new_x[a : a + block]
-        best, arg = _best_prior(rows, old_x, None, block)
-        n_prev = len(kept)
-        if n_prev:
-            v, j = _best_prior(rows, new_x, np.asarray(kept), block)
-            better = v > best
-            best[better], arg[better] = v[better], n_old + j[better]
-        inner = rows @ rows.T
-        local: list[int] = []  # rows of this block kept so far
-        for li in range(len(rows)):
-            b, t = best[li], arg[li]
-            if local:
-                w = inner[li, local]
-                k = int(np.argmax(w))
-                if w[k] > b:
-                    b, t = w[k], n_old + n_prev + k
-            if t >= 0 and b > threshold:
-                target[a + li] = t
-            else:
-                local.append(li)
-                kept.append(a + li)
-    return target
 
 
 def _dedup_into(mem: Memory, raw: list[SemanticNode], raw_x: np.ndarray, threshold: float

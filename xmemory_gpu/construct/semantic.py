@@ -221,30 +221,77 @@ def extract_statements(conv: Conversation, episodes: list[Episode], cfg: Semanti
     return nodes
 
 
+# rows of new statements compared at once in de-duplication; memory is O(DEDUP_BLOCK * (DEDUP_BLOCK + d))
+DEDUP_BLOCK = 512
+
+
+def _best_prior(rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the largest cosine against the columns (``cols``, or ``cols[idx]``) and its first
+    position, computed ``block`` columns at a time (-inf and -1 when there are none)."""
+    best = np.full(len(rows), -np.inf, np.float32)
+    arg = np.full(len(rows), -1, np.int64)
+    n = len(cols) if idx is None else len(idx)
+    for c0 in range(0, n, block):
+        chunk = cols[c0 : c0 + block] if idx is None else cols[idx[c0 : c0 + block]]
+        sims = rows @ chunk.T
+        j = np.argmax(sims, axis=1)
+        v = sims[np.arange(len(rows)), j]
+        better = v > best  # strictly: a tie keeps the earlier column, as one argmax over all would
+        best[better], arg[better] = v[better], c0 + j[better]
+    return best, arg
+
+
+def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK) -> np.ndarray:
+    """The de-duplication rule, in blocks: in order, each new row merges into its most similar
+    earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie) when the
+    cosine exceeds ``threshold``, else it is kept. Returns, per new row, the position it merges into
+    among the old rows followed by the kept new rows, or -1 when kept. Memory is O(block * (block + d))
+    whatever the sizes; work is O(new * (old + new) * d), the dense rule's."""
+    n_old = len(old_x)
+    target = np.full(len(new_x), -1, np.int64)
+    kept: list[int] = []  # new rows kept so far
+    for a in range(0, len(new_x), block):
+        rows = new_x[a : a + block]
+        best, arg = _best_prior(rows, old_x, None, block)
+        n_prev = len(kept)
+        if n_prev:
+            v, j = _best_prior(rows, new_x, np.asarray(kept), block)
+            better = v > best
+            best[better], arg[better] = v[better], n_old + j[better]
+        inner = rows @ rows.T
+        local: list[int] = []  # rows of this block kept so far
+        for li in range(len(rows)):
+            b, t = best[li], arg[li]
+            if local:
+                w = inner[li, local]
+                k = int(np.argmax(w))
+                if w[k] > b:
+                    b, t = w[k], n_old + n_prev + k
+            if t >= 0 and b > threshold:
+                target[a + li] = t
+            else:
+                local.append(li)
+                kept.append(a + li)
+    return target
+
+
 def merge_duplicates(nodes: list[SemanticNode], x: np.ndarray, threshold: float) -> tuple[list[SemanticNode], np.ndarray]:
-    """Merge statements whose cosine exceeds ``threshold`` into the earliest one, keeping all sources.
+    """Merge statements whose cosine exceeds ``threshold`` into the earliest one, keeping all sources
+    (:func:`match_duplicates` with no earlier rows: the live engine's rule, in blocks).
 
     x: [n, d] float32 unit rows. Returns the kept nodes (re-numbered) and their rows of x.
     """
-    n = len(nodes)
-    if n == 0:
+    if not nodes:
         return [], x[:0]
-    sims = x @ x.T
-    keep_of = np.arange(n)
-    kept: list[int] = []
-    for i in range(n):
-        if kept:
-            prior = np.asarray(kept)
-            j = int(prior[np.argmax(sims[i, prior])])
-            if sims[i, j] > threshold:
-                keep_of[i] = j
-                continue
-        kept.append(i)
+    target = match_duplicates(x[:0], x, threshold)
+    kept = np.flatnonzero(target < 0)
+    members: list[list[int]] = [[int(i)] for i in kept]  # per kept node: itself, then what merged into it
+    for i in np.flatnonzero(target >= 0):
+        members[int(target[i])].append(int(i))
     out: list[SemanticNode] = []
-    for new_id, i in enumerate(kept):
-        node = nodes[i]
-        dup = np.flatnonzero(keep_of == i)
-        mids = list(dict.fromkeys(mid for j in dup for mid in nodes[j].message_ids))
+    for new_id, (i, dup) in enumerate(zip(kept, members)):
+        node = nodes[int(i)]
+        mids = list(dict.fromkeys(mid for j in sorted(dup) for mid in nodes[j].message_ids))
         eids = sorted({e for j in dup for e in nodes[j].episode_ids})
         out.append(SemanticNode(id=new_id, text=node.text, episode_ids=eids, message_ids=mids, timestamp=node.timestamp))
-    return out, x[np.asarray(kept)]
+    return out, x[kept]
