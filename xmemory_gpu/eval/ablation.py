@@ -57,7 +57,7 @@ def run_construction_ablation(
             "construction": label, "store": str(root / folder), "built_now": len(build.built), "build_seconds": build.wall_s,
             "themes": t["n_themes"], "max_theme_size": t["max_theme_size"], "mean_theme_size": t["mean_mean_theme_size"],
             "semantics": t["n_semantics"], "mean_f_P": t["mean_f_P"], "mean_reassignment_ratio": t["mean_reassignment_ratio"],
-            "recall": s["recall"]["micro"], "context_tokens": s["context_tokens"]["micro"], "covered": s["covered"]["micro"],
+            "recall": s["recall"]["micro"], "evidence_word_recall": s["evidence_word_recall"]["micro"], "context_tokens": s["context_tokens"]["micro"], "covered": s["covered"]["micro"],
             **({"f1_authors": s["f1_authors"]["micro"]} if "f1_authors" in s else {}),
         })
     result = {"strategy": strategy, "questions": rep["meta"]["questions"], "rows": rows, "provenance": rep["meta"]["provenance"]}
@@ -68,12 +68,12 @@ def run_construction_ablation(
 
 def construction_markdown(result: dict) -> str:
     qa = any("f1_authors" in r for r in result["rows"])
-    head = ("| construction | themes | max theme size | mean f(P) | mean reassignment ratio | evidence recall | context tokens "
-            "| answer covered |" + (" F1 (authors) |" if qa else ""))
+    head = ("| construction | themes | max theme size | mean f(P) | mean reassignment ratio | evidence recall | evidence-word recall "
+            "| context tokens | answer covered |" + (" F1 (authors) |" if qa else ""))
     lines = [f"Construction ablation, `{result['strategy']}` retrieval, {result['questions']} questions (micro over categories).", "",
-             head, "|" + "---|" * (8 + qa)]
+             head, "|" + "---|" * (9 + qa)]
     for r in result["rows"]:
         lines.append(f"| {r['construction']} | {r['themes']} | {r['max_theme_size']} | {fmt(r['mean_f_P'], 4)} | "
-                     f"{fmt(r['mean_reassignment_ratio'])} | {fmt(r['recall'])} | {fmt(r['context_tokens'], 0)} | "
+                     f"{fmt(r['mean_reassignment_ratio'])} | {fmt(r['recall'])} | {fmt(r.get('evidence_word_recall'))} | {fmt(r['context_tokens'], 0)} | "
                      f"{fmt(r['covered'])} |" + (f" {fmt(r.get('f1_authors'))} |" if qa else ""))
     return "\n".join(lines) + "\n"

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 # the paper's names for the retrieval ablation rows (Table: Naive RAG / Memory-only / +RepSel / +UncSion / Full)
 ABLATION_LABELS = {"naive-rag": "Naive RAG", "memory-only": "Memory-only", "xmemory-stage1": "+RepSel",
                    "xmemory-stage2": "+UncSion", "xmemory": "Full"}
@@ -41,6 +43,9 @@ def versions() -> dict[str, str | None]:
 
 RETRIEVAL_DEFINITIONS: dict[str, str] = {
     "recall": "evidence recall: share of the question's distinct gold dia_ids among the context's message ids",
+    "evidence_word_recall": "evidence-word recall: per gold message, the share of its words the context shows (a "
+                            "fragment its share, words shown twice once; a statement or LLM episode credits its sources "
+                            "with its own words split evenly, capped at 1), averaged over the gold messages",
     "precision": "evidence precision: share of the context's distinct message ids that are gold evidence",
     "context_tokens": "tokens of the assembled context (the run's tokenizer, named in the summary)",
     "covered": "1 when every content word of the answer (SQuAD-normalised tokens minus stopwords) is in the "
@@ -88,12 +93,12 @@ def summary_markdown(summary: dict[str, dict], meta: dict, labels: dict[str, str
     lines = [f"# LoCoMo evaluation: {meta['questions']} questions (categories {cats})", "",
              f"Micro-averaged over the questions; tokens in {meta['tokenizer']}; embedder {meta['embedder']}; "
              f"budget {meta['budget_tokens'] or 'none'}; reader {meta['reader'] or 'none'}.", "",
-             "| strategy | evidence recall | precision | context tokens | answer covered | blocks to cover | "
-             "tokens to cover | density 1 / 2 / 3+ | LLM calls | q/s |", "|" + "---|" * 10]
+             "| strategy | evidence recall | evidence-word recall | precision | context tokens | answer covered | "
+             "blocks to cover | tokens to cover | density 1 / 2 / 3+ | LLM calls | q/s |", "|" + "---|" * 11]
     for s, v in summary.items():
         m = {k: (x["micro"] if isinstance(x, dict) and "micro" in x else x) for k, x in v.items()}
         dens = " / ".join(fmt(m[f"density_{k}"], 2) for k in ("1", "2", "3+"))
-        lines.append(f"| {name(s)} | {fmt(m['recall'])} | {fmt(m['precision'])} | {fmt(m['context_tokens'], 0)} | "
+        lines.append(f"| {name(s)} | {fmt(m['recall'])} | {fmt(m.get('evidence_word_recall'))} | {fmt(m['precision'])} | {fmt(m['context_tokens'], 0)} | "
                      f"{fmt(m['covered'])} | {fmt(m['blocks_to_cover'], 1)} | {fmt(m['tokens_to_cover'], 0)} | {dens} | "
                      f"{fmt(m['llm_calls'], 1)} | {fmt(m['queries_per_second'], 1)} |")
     if any("f1_authors" in v for v in summary.values()):
@@ -117,12 +122,16 @@ def summary_markdown(summary: dict[str, dict], meta: dict, labels: dict[str, str
 
 
 def sweep_markdown(sweep: dict, labels: dict[str, str] | None = None) -> str:
+    """One row per strategy: evidence recall, evidence-word recall, answer words covered and mean
+    context tokens at each budget."""
     labels = labels or {}
     budgets = sweep["budgets"]
-    lines = ["| strategy | " + " | ".join(f"recall@{b} | covered@{b} | tokens@{b}" for b in budgets) + " |",
-             "|" + "---|" * (3 * len(budgets) + 1)]
+    lines = ["| strategy | " + " | ".join(f"recall@{b} | word recall@{b} | covered@{b} | tokens@{b}" for b in budgets) + " |",
+             "|" + "---|" * (4 * len(budgets) + 1)]
     for s, r in sweep["strategies"].items():
-        cells = [f"{fmt(a)} | {fmt(c)} | {fmt(t, 0)}" for a, c, t in zip(r["recall"], r["covered"], r["context_tokens"])]
+        words = r.get("evidence_word_recall", [None] * len(budgets))
+        cells = [f"{fmt(a)} | {fmt(w)} | {fmt(c)} | {fmt(t, 0)}"
+                 for a, w, c, t in zip(r["recall"], words, r["covered"], r["context_tokens"])]
         lines.append(f"| {labels.get(s, s)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -137,22 +146,25 @@ def _pyplot():
 
 
 def plot_recall_vs_tokens(summary: dict[str, dict], sweep: dict | None, path: Path, labels: dict[str, str] | None = None) -> None:
-    """Evidence recall against mean context tokens: one point per strategy at the run's budget,
-    and the budget sweep's curve when one was run."""
+    """Evidence recall and evidence-word recall against mean context tokens: one point per strategy
+    at the run's budget, and the budget sweep's curve when one was run."""
     plt = _pyplot()
     labels = labels or {}
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for i, (s, v) in enumerate(summary.items()):
-        color = f"C{i % 10}"
-        if sweep and s in sweep["strategies"]:
-            r = sweep["strategies"][s]
-            ax.plot(r["context_tokens"], r["recall"], marker="o", color=color, alpha=0.8)
-        ax.scatter([v["context_tokens"]["micro"]], [v["recall"]["micro"]], s=80, marker="*", color=color, label=labels.get(s, s), zorder=3)
-    ax.set_xlabel("mean context tokens")
-    ax.set_ylabel("evidence recall (micro)")
-    ax.set_title("Evidence recall vs context tokens" + (" (lines: budget sweep)" if sweep else ""))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, key, title in zip(axes, ("recall", "evidence_word_recall"), ("evidence recall", "evidence-word recall")):
+        for i, (s, v) in enumerate(summary.items()):
+            color = f"C{i % 10}"
+            if sweep and s in sweep["strategies"] and key in sweep["strategies"][s]:
+                r = sweep["strategies"][s]
+                ax.plot(r["context_tokens"], [np.nan if y is None else y for y in r[key]], marker="o", color=color, alpha=0.8)
+            y = v.get(key, {}).get("micro")
+            ax.scatter([v["context_tokens"]["micro"]], [np.nan if y is None else y], s=80, marker="*", color=color,
+                       label=labels.get(s, s), zorder=3)
+        ax.set_xlabel("mean context tokens")
+        ax.set_ylabel(f"{title} (micro)")
+        ax.set_title(f"{title.capitalize()} vs context tokens" + (" (lines: budget sweep)" if sweep else ""))
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -201,14 +213,16 @@ def plot_density(summary: dict[str, dict], path: Path, labels: dict[str, str] | 
 
 
 def plot_sweep(sweep: dict, path: Path, labels: dict[str, str] | None = None) -> None:
-    """Recall and answer-word coverage against the token budget, per strategy."""
+    """Evidence recall, evidence-word recall and answer-word coverage against the token budget, per strategy."""
     plt = _pyplot()
     labels = labels or {}
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    keys = ("recall", "evidence_word_recall", "covered")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for s, r in sweep["strategies"].items():
-        axes[0].plot(sweep["budgets"], r["recall"], marker="o", label=labels.get(s, s))
-        axes[1].plot(sweep["budgets"], r["covered"], marker="o", label=labels.get(s, s))
-    for ax, title in zip(axes, ("evidence recall", "answer words covered")):
+        for ax, key in zip(axes, keys):
+            ys = r.get(key, [None] * len(sweep["budgets"]))
+            ax.plot(sweep["budgets"], [np.nan if y is None else y for y in ys], marker="o", label=labels.get(s, s))
+    for ax, title in zip(axes, ("evidence recall", "evidence-word recall", "answer words covered")):
         ax.set_xlabel("context budget (tokens)")
         ax.set_title(title)
         ax.grid(alpha=0.3)

@@ -3,6 +3,10 @@
 A retrieved block is a ranked unit of context: ``(text, message_ids, n_tokens)`` (a ``Block`` or
 any 3-tuple). Gold evidence is a list of LoCoMo ``dia_id`` s (``"D1:3"``).
 
+Evidence recall counts an evidence message once any unit of it is in the context, so the narrower
+the units, the more messages a budget touches; ``evidence_word_recall`` counts the share of each
+evidence message's words the context shows, which a fragment cannot game.
+
 Answer words are the answer's SQuAD-normalised tokens (``metrics.tokens``) minus ``STOPWORDS``;
 a block *holds* a word when the word is one of the block text's normalised tokens (exact token
 match; numbers compare as strings, so ``"2023"`` matches ``"2023"`` but not ``"2023s"``).
@@ -11,9 +15,9 @@ match; numbers compare as strings, so ``"2023"`` matches ``"2023"`` but not ``"2
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .metrics import tokens
 
@@ -23,6 +27,7 @@ __all__ = [
     "normalize_evidence",
     "evidence_recall",
     "evidence_precision",
+    "evidence_word_recall",
     "answer_words",
     "answer_coverage",
     "evidence_density",
@@ -76,6 +81,84 @@ def evidence_recall(retrieved_ids: Iterable[str], evidence: Iterable[str]) -> fl
     """Share of the distinct evidence ids that were retrieved; None when there is no evidence."""
     ev = normalize_evidence(evidence)
     return len(ev & normalize_evidence(retrieved_ids)) / len(ev) if ev else None
+
+
+CUT_MARK = " ..."  # what ends the text of a unit cut to fit a budget (``context.TokenBudget``)
+
+
+def _run_at(words: list[str], run: list[str]) -> int:
+    """Where ``run`` first stands in ``words`` as a contiguous run; -1 when it does not."""
+    if not run:
+        return -1
+    for i in range(len(words) - len(run) + 1):
+        if words[i] == run[0] and words[i : i + len(run)] == run:
+            return i
+    return -1
+
+
+def _body(line: str, speaker: str) -> str:
+    """A message line (``speaker: text``, perhaps cut short) without its speaker."""
+    head = f"{speaker}: "
+    if line.startswith(head):
+        return line[len(head) :]
+    return "" if head.startswith(line) else line
+
+
+def evidence_word_recall(units: Sequence[Any], evidence: Iterable[str], messages: Mapping[str, tuple[str, str]]) -> float | None:
+    """Mean over the distinct evidence messages of the share of each one's words (``str.split``)
+    that the context shows; None when there is no evidence.
+
+    ``units``: the context's units (``RetrievedUnit``: ``type``, ``text``, ``message_ids``,
+    ``scores``, ``message_ends``; themes are not context and are skipped); ``messages``: evidence
+    id -> (speaker, text), ids written as ``normalize_evidence`` writes them (an evidence message
+    missing there earns 0, as it cannot be retrieved). A block of raw message lines shows each
+    line's words (a unit cut to fit shows the words before its cut; a message it shows less than half
+of is out of its provenance and earns nothing, as for evidence recall); a passage of a message shows
+    its run of the message's words; the same words shown twice count once. Any other unit (a
+    statement, an LLM-written episode) is derived: it credits each of its source messages with its
+    own word count divided by the number of sources. A message's share is capped at 1; a message
+    without words counts 1 when any unit names it."""
+    ev = normalize_evidence(evidence)
+    if not ev:
+        return None
+    shown: dict[str, set[int]] = {m: set() for m in ev}
+    credit = dict.fromkeys(ev, 0.0)
+    named: set[str] = set()
+    for u in units:
+        if u.type == "theme":
+            continue
+        ids = [next(iter(normalize_evidence([m])), m) for m in u.message_ids]
+        named.update(ids)
+        if not ev.intersection(ids):
+            continue
+        text = u.text.removesuffix(CUT_MARK) if u.scores.get("cut") else u.text
+        if u.message_ends is not None:  # raw lines, one per message, perhaps cut short
+            start = 0
+            for mid, end in zip(ids, u.message_ends):
+                if mid in ev and mid in messages:
+                    n = len(messages[mid][1].split())
+                    shown[mid].update(range(min(n, len(_body(text[start:end], messages[mid][0]).split()))))
+                start = end + 1
+                if start >= len(text):
+                    break
+            continue
+        if len(ids) == 1 and ids[0] in messages and u.scores.get("passage"):  # a passage: find its words
+            speaker, full = messages[ids[0]]
+            words, run = full.split(), _body(text, speaker).split()
+            at = _run_at(words, run)
+            if at >= 0:
+                shown[ids[0]].update(range(at, at + len(run)))
+                continue
+        for mid in ids:  # derived: its words, split evenly over its sources
+            if mid in credit:
+                credit[mid] += len(text.split()) / len(ids)
+    total = 0.0
+    for mid in ev:
+        if mid not in messages:
+            continue
+        n = len(messages[mid][1].split())
+        total += (mid in named) if n == 0 else min(1.0, (len(shown[mid]) + credit[mid]) / n)
+    return total / len(ev)
 
 
 def evidence_precision(retrieved_ids: Iterable[str], evidence: Iterable[str]) -> float | None:

@@ -39,7 +39,9 @@ from .retrieval_metrics import (
     evidence_density,
     evidence_precision,
     evidence_recall,
+    evidence_word_recall,
     mean,
+    normalize_evidence,
 )
 
 DEFAULT_STRATEGIES = strategy_names()
@@ -48,23 +50,28 @@ ABLATION_STRATEGIES = ("naive-rag", "memory-only", "xmemory-stage1", "xmemory-st
 
 def load_questions(data: str | Path, memory_ids: Sequence[str], categories: Sequence[int], limit: int | None) -> list[dict]:
     """Questions of the conversations present in the store, of the given categories, in file order;
-    ``qa_index`` is the question's position in its sample's ``qa`` list (all categories counted)."""
+    ``qa_index`` is the question's position in its sample's ``qa`` list (all categories counted);
+    ``evidence_messages``: evidence id (normalised) -> (speaker, text) of the evidence messages
+    the conversation holds (for ``evidence_word_recall``)."""
     have = set(memory_ids)
     qs = []
     for conv in load_locomo(data):
         if conv.sample_id not in have:
             continue
+        by_id = {i: (m.speaker, m.text) for m in conv.messages for i in normalize_evidence([m.id])}
         for i, qa in enumerate(conv.qa):
             if qa.category in categories:
+                ev = {e: by_id[e] for e in sorted(normalize_evidence(qa.evidence)) if e in by_id}
                 qs.append({"sample_id": conv.sample_id, "qa_index": i, "question": qa.question, "answer": qa.answer,
-                           "evidence": list(qa.evidence), "category": int(qa.category)})
+                           "evidence": list(qa.evidence), "category": int(qa.category), "evidence_messages": ev})
     if not qs:
         raise ValueError(f"{data}: no questions of categories {list(categories)} for the store's memories")
     return qs[:limit] if limit else qs
 
 
 def score(result: RetrievalResult, q: dict) -> dict:
-    """One row of per-question retrieval metrics, with the context's provenance."""
+    """One row of per-question retrieval metrics, with the context's provenance; evidence-word
+    recall needs ``q["evidence_messages"]`` (``load_questions``) and is None without it."""
     blocks = [Block(u.text, u.message_ids, u.tokens) for u in result.units if u.type != "theme"]
     cov = answer_coverage(blocks, q["answer"])
     dens = evidence_density(blocks, q["answer"])
@@ -76,6 +83,8 @@ def score(result: RetrievalResult, q: dict) -> dict:
         "units": [{"type": u.type, "id": u.id, "tokens": u.tokens, "message_ids": u.message_ids} for u in result.units],
         "answer": None,
         "recall": evidence_recall(ids, q["evidence"]), "precision": evidence_precision(ids, q["evidence"]),
+        "evidence_word_recall": (evidence_word_recall(result.units, q["evidence"], q["evidence_messages"])
+                                 if "evidence_messages" in q else None),
         "blocks": len(blocks), "llm_calls": result.llm_calls, "llm_tokens": result.llm_tokens,
         "covered": float(cov["covered"]) if cov["words"] else None, "covered_share": cov["covered_share"],
         "blocks_to_cover": cov["blocks_to_cover"], "tokens_to_cover": cov["tokens_to_cover"],
@@ -84,7 +93,7 @@ def score(result: RetrievalResult, q: dict) -> dict:
 
 
 def summarise(rows: list[dict], seconds: float, categories: Sequence[int]) -> dict:
-    keys = ["recall", "precision", "context_tokens", "covered", "covered_share", "blocks_to_cover", "tokens_to_cover",
+    keys = ["recall", "evidence_word_recall", "precision", "context_tokens", "covered", "covered_share", "blocks_to_cover", "tokens_to_cover",
             "density_0", "density_1", "density_2", "density_3+", "llm_calls", "llm_tokens"]
     keys += [k for k in QA_KEYS if rows and k in rows[0]]
     return {
@@ -176,15 +185,17 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def run_sweep(retriever: Retriever, qs: list[dict], q_x: np.ndarray, strategies: Sequence[str], budgets: Sequence[int],
               categories: Sequence[int]) -> dict:
-    """Evidence recall, answer-word coverage and mean context tokens against the token budget, per strategy."""
+    """Evidence recall, evidence-word recall, answer-word coverage and mean context tokens against
+    the token budget, per strategy."""
     questions, mems = [q["question"] for q in qs], [q["sample_id"] for q in qs]
     res: dict[str, dict[str, list]] = {}
     for name in strategies:
-        rec, cov, tok = [], [], []
+        rec, words, cov, tok = [], [], [], []
         for b in budgets:
             rows = [score(r, q) for r, q in zip(retriever.search(questions, mems, strategy=name, budget_tokens=b, query_x=q_x), qs)]
             rec.append(aggregate(rows, "recall", categories)["micro"])
+            words.append(aggregate(rows, "evidence_word_recall", categories)["micro"])
             cov.append(aggregate(rows, "covered", categories)["micro"])
             tok.append(mean(r["context_tokens"] for r in rows))
-        res[name] = {"recall": rec, "covered": cov, "context_tokens": tok}
+        res[name] = {"recall": rec, "evidence_word_recall": words, "covered": cov, "context_tokens": tok}
     return {"budgets": list(budgets), "strategies": res}

@@ -3,6 +3,7 @@
 ``memory-only``: similarity top-k over the hierarchy's semantics and episodes (no selection).
 ``naive-rag``: top-k chunks of raw messages (``chunk_messages`` consecutive turns of one session;
 a chunk's embedding is the normalised mean of its messages' embeddings).
+``chunk-rag``: messages cut into passages of at most N words (``chunk_rag.py``).
 ``tir``: Nano-Memory's turn-isolation retrieval: each session scored by its single best turn,
 the top sessions returned whole.
 """

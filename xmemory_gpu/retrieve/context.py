@@ -259,6 +259,28 @@ class TokenBudget:
                 break
         return [taken[i] for i in sorted(taken)]
 
+    def greedy(self, units: list[RetrievedUnit], budget: int | None) -> list[RetrievedUnit]:
+        """Take units whole, in order, while they fit (the plain RAG rule): a unit that does not fit
+        is skipped and the next ones are tried; nothing is cut and no part stands in for a unit.
+        Counted exactly with an additive counter (texts, date lines, the section headers opened);
+        otherwise texts and date lines within the budget less ``HEADER_ALLOWANCE`` (``contexts``
+        trims what still does not fit). With no budget: every unit but the budget-only ones."""
+        if budget is None:
+            return [u for u in units if not (part_level(u) or is_fill(u))]
+        used = 0 if self.tokens.additive else HEADER_ALLOWANCE
+        opened: set[str] = set()
+        out = []
+        for u in units:
+            if u.type == "theme":
+                out.append(u)
+                continue
+            cost = self._head(u) + u.tokens + (self._header(u, opened) if self.tokens.additive else 0)
+            if used + cost <= budget:
+                out.append(u)
+                used += cost
+                opened.add(_section(u))
+        return out
+
     def _header(self, u: RetrievedUnit, opened: set[str]) -> int:
         """Tokens of the section header ``u`` opens (0 when its section already has a unit)."""
         sec = _section(u)
@@ -292,12 +314,14 @@ class TokenBudget:
                 return kept, ctx, n_tok
             kept = [u for i, u in enumerate(kept) if i != max(j for j, v in enumerate(kept) if v.type != "theme")]
 
-    def contexts(self, units: list[list[RetrievedUnit]], budget: int | None) -> list[tuple[list[RetrievedUnit], str, int]]:
-        """Per query: (units kept, context, context tokens) under ``budget``; unit tokens filled in."""
+    def contexts(self, units: list[list[RetrievedUnit]], budget: int | None, *,
+                 greedy: bool = False) -> list[tuple[list[RetrievedUnit], str, int]]:
+        """Per query: (units kept, context, context tokens) under ``budget``; unit tokens filled in.
+        ``greedy``: units are fitted by ``greedy`` (whole, in order), else by ``fit``."""
         flat = [u for us in units for u in us]
         for u, c in zip(flat, self.count([u.text for u in flat])):
             u.tokens = c
-        kept = [self.fit(us, budget) for us in units]
+        kept = [(self.greedy if greedy else self.fit)(us, budget) for us in units]
         contexts = [assemble(k) for k in kept]
         if self.tokens.additive:  # exact: the sum over the context's whitespace-separated pieces
             pieces = [[p for _, p in context_pieces(k)] for k in kept]

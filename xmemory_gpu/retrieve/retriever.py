@@ -21,6 +21,7 @@ from ..memory.store import Store
 from ..ops._dispatch import encoder_device
 from ..tokens import TokenCounter, default_counter
 from .baselines import Chunks
+from .chunk_rag import PassageCache
 from .context import TokenBudget
 from .result import RetrievalResult
 from .strategies import get_strategy, strategy_names
@@ -57,6 +58,7 @@ class Retriever:
         self.reader = reader  # a Reader (xmemory_gpu.llm): enables Stage II's uncertainty gate
         self.budget = TokenBudget(tokens or (reader if reader is not None else default_counter()))
         self._chunks: Chunks | None = None
+        self._passages = PassageCache()  # chunk-rag's passages per width (each follows the bank)
         self._summary_x: dict[str, np.ndarray] = {}  # theme summary text -> its embedding (theme_relevance = "summary")
 
     def theme_vectors(self, rows: np.ndarray) -> np.ndarray | None:
@@ -119,7 +121,7 @@ class Retriever:
             raise ValueError(f"search: query embeddings must be [{len(queries)}, {self.bank.dim}], got {q_x.shape}")
         out = fn(self, queries, q_x, mem_idx)
         t1 = time.perf_counter()
-        fitted = self.budget.contexts(out.units, budget_tokens)
+        fitted = self.budget.contexts(out.units, budget_tokens, greedy=out.greedy)
         results = [RetrievalResult(queries[q], mids[q], strategy, k, ctx, n_tok, self.budget.name, llm_calls=out.costs[q][0],
                                    llm_tokens=out.costs[q][1], notes=list(out.notes[q]))
                    for q, (k, ctx, n_tok) in enumerate(fitted)]

@@ -8,6 +8,7 @@ A strategy takes the retriever, the queries, their unit embeddings [Q, d] and ba
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .baselines import Chunks, memory_only, naive_rag, tir
+from .chunk_rag import DEFAULT_WORDS, NAME, candidates, width_of
 from .context import answer_context, as_fill, episode_unit, messages_unit, semantic_unit, theme_unit
 from .gate import gate_episodes
 from .grouped import search_by_memory
@@ -35,6 +37,7 @@ class StrategyOutput:
     times: dict[str, float]
     notes: list[list[str]]
     costs: list[tuple[int, int]] = field(default_factory=list)
+    greedy: bool = False  # under a budget: units taken whole, in order, while they fit (``TokenBudget.greedy``)
 
 
 Strategy = Callable[..., StrategyOutput]
@@ -50,14 +53,31 @@ def register(name: str, description: str) -> Callable[[Strategy], Strategy]:
 
 
 def get_strategy(name: str) -> Strategy:
+    """The strategy registered as ``name``; ``chunk-rag:N`` is ``chunk-rag`` at N words."""
+    width = width_of(name) if isinstance(name, str) else None
+    if width is not None:
+        return functools.partial(chunk_rag_strategy, width=width)
     try:
         return _REGISTRY[name][0]
-    except KeyError:
-        raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(_REGISTRY)}") from None
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(_REGISTRY)} (or chunk-rag:N)") from None
 
 
-def strategy_names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
+class StrategyNames(tuple):
+    """The registered names, in registration order; ``in`` also holds a parametrised name
+    (``chunk-rag:N``), so a check by membership (argparse's ``choices``) takes what ``get_strategy`` takes."""
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str) and name.startswith(f"{NAME}:"):
+            try:
+                return width_of(name) is not None
+            except ValueError:
+                return False
+        return tuple.__contains__(self, name)
+
+
+def strategy_names() -> StrategyNames:
+    return StrategyNames(_REGISTRY)
 
 
 def describe() -> dict[str, str]:
@@ -203,6 +223,22 @@ def naive_rag_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
     return StrategyOutput(units, times, _same(len(queries), []), [(0, 0)] * len(queries))
 
 
+def chunk_rag_strategy(r, queries, q_x, mem_idx, width: int = DEFAULT_WORDS) -> StrategyOutput:
+    """Passages of at most ``width`` words by cosine: the top ``naive_rag_k`` without a budget; under
+    one, down to rank ``chunk_rag.candidates`` while they fit, whole (``StrategyOutput.greedy``)."""
+    cfg = r.config.baselines
+    t0 = time.perf_counter()
+    lv = r._passages.level(r.bank, r.embedder, width, r.config.semantic.passage_words)
+    t1 = time.perf_counter()
+    pi, ps = search_by_memory(q_x, mem_idx, lv.level, candidates(width, cfg.naive_rag_k, cfg.naive_rag_fill), backend=r.backend)
+    units = []
+    for q in range(len(queries)):
+        mine = [lv.unit(r.bank, int(p), float(s)) for p, s in zip(pi[q], ps[q]) if p >= 0]
+        units.append([u if j < cfg.naive_rag_k else as_fill(u) for j, u in enumerate(mine)])
+    times = {"passages": t1 - t0, "retrieve": time.perf_counter() - t1}
+    return StrategyOutput(units, times, _same(len(queries), []), [(0, 0)] * len(queries), greedy=True)
+
+
 def tir_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
     cfg = r.config.baselines
     t0 = time.perf_counter()
@@ -226,6 +262,8 @@ def higmem_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
 
 # registration order = the eval's default order (peers first, then the paper's xMemory rows)
 register('naive-rag', 'top-k chunks of raw messages')(naive_rag_strategy)
+register(NAME, f'messages cut into passages of at most {DEFAULT_WORDS} words (chunk-rag:N: N words), speaker-prefixed, '
+         'ranked by cosine, taken whole while they fit')(chunk_rag_strategy)
 register('tir', 'Nano-Memory turn isolation: sessions by their best turn, returned whole (pruned by the reader with tir_prune)')(tir_strategy)
 register('higmem', 'HiGMem event -> turn selection (by the reader; most similar turns without one)')(higmem_strategy)
 register('memory-only', 'similarity top-k semantics and episodes over the hierarchy')(memory_only_strategy)
