@@ -134,8 +134,13 @@ def test_a_crafted_store_cannot_read_outside_its_folder(built, tmp_path, capsys)
     with conn:
         conn.execute("UPDATE memories SET arrays_file = ?", ("../../outside/b.npz",))
     conn.close()
+    mid = Store.open(copy).memory_ids()[0]
     with pytest.raises(ValueError, match="not a plain file name"):
-        Retriever.from_store(copy)
+        Retriever.from_store(copy, [mid])
+    r = Retriever.from_store(copy)  # all memories: the crafted one is quarantined, never read
+    assert "not a plain file name" in r.quarantined[mid] and r.bank.n_memories == 0
+    with pytest.raises(ValueError, match="damaged and was not loaded: .*not a plain file name"):
+        r.search("q", mid)
     assert main(["search", str(copy), "--memory", Store.open(copy).memory_ids()[0], "q"]) == 2
     assert "not a plain file name" in capsys.readouterr().err
     assert Path(store / "memory.sqlite").exists()

@@ -329,3 +329,11 @@ def test_the_first_add_after_open_costs_what_the_next_one_does():
     assert p.returncode == 0, p.stderr
     first, second = map(float, p.stdout.split())
     assert first <= 2 * second + 0.25, (first, second)
+
+
+def test_search_batch_refuses_unknown_item_fields(tmp_path):
+    with MemoryEngine.open(tmp_path / "s", embedder="hashing:64") as eng:
+        eng.add([{"role": "user", "content": "I moved to Lisbon in May."}], user_id="u")
+        with pytest.raises(ValueError, match=r"items\[0\]: unknown fields \['top_k'\]"):
+            eng.search_batch([{"query": "where", "user_id": "u", "top_k": 3}])
+        assert eng.search_batch([{"query": "where", "user_id": "u"}])[0][0].units

@@ -58,6 +58,8 @@ class QuarantinedError(RuntimeError):
     """A request for a memory that failed to load when the engine opened (damaged); names it."""
 
 
+SEARCH_ITEM_FIELDS = frozenset({"queries", "query", "user_id", "agent_id", "run_id", "strategy", "budget_tokens"})
+
 class MemoryEngine:
     """Live memories: ``add`` / ``add_batch`` / ``search`` / ``get_all`` / ``get`` / ``delete`` /
     ``delete_all`` / ``history``, scoped by ``(user_id, agent_id, run_id)``.
@@ -405,6 +407,9 @@ class MemoryEngine:
             where = f"search_batch: items[{n}]"
             if not isinstance(it, dict):
                 raise ValueError(f"{where}: expected an object")
+            unknown = set(it) - SEARCH_ITEM_FIELDS
+            if unknown:
+                raise ValueError(f"{where}: unknown fields {sorted(unknown)}; expected some of {sorted(SEARCH_ITEM_FIELDS)}")
             qs = inputs.queries(it["queries"] if "queries" in it else it.get("query"), f"{where}: queries")
             key = self._usable(scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id")))
             parsed.append((qs, key, it.get("strategy", "xmemory"), it.get("budget_tokens")))

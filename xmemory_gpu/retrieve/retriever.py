@@ -53,6 +53,7 @@ class Retriever:
             raise ValueError(f"embedder {embedder.name!r} gives dim {embedder.dim}, the memories hold {bank.dim}")
         self.bank = bank
         self.embedder = embedder
+        self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (from_store)
         self.config = config or XMemoryConfig()
         self.backend = backend
         self.reader = reader  # a Reader (xmemory_gpu.llm): enables Stage II's uncertainty gate
@@ -80,16 +81,22 @@ class Retriever:
 
     @classmethod
     def from_store(cls, path: str | Path, memory_ids: Sequence[str] | None = None, **kw) -> Retriever:
-        """Load the store's memories (all, or ``memory_ids``) and the embedder it was built with."""
+        """Load the store's memories (all, or ``memory_ids``) and the embedder it was built with. Loading
+        all of them, a memory that fails its checks is left out and listed in ``quarantined`` (a search
+        of it names it and why), so one damaged memory never keeps the others from being searched;
+        named ``memory_ids`` must all load."""
         store = Store.open(path)
         try:
-            bank = store.load_bank(list(memory_ids) if memory_ids is not None else None)
+            bank = store.load_bank(list(memory_ids) if memory_ids is not None else None, quarantine=memory_ids is None)
+            quarantined = dict(store.quarantined)
             config = kw.pop("config", None) or resolve_config(store.config)
             device = encoder_device(kw.get("backend", "auto"), config.embed.device)
             embedder = kw.pop("embedder", None) or embedder_for_store(store.embedder, device=device)
         finally:
             store.close()
-        return cls(bank, embedder, config, **kw)
+        out = cls(bank, embedder, config, **kw)
+        out.quarantined = quarantined
+        return out
 
     def search(
         self, queries: Sequence[str] | str, memory_ids: Sequence[str] | str, *, strategy: str = "xmemory",
@@ -112,6 +119,9 @@ class Retriever:
         fn = get_strategy(strategy)
         if not queries:
             return []
+        for m in mids:
+            if m in self.quarantined:
+                raise ValueError(f"search: memory {m!r} is damaged and was not loaded: {self.quarantined[m]}")
         mem_idx = np.array([self.bank.index_of(m) for m in mids], dtype=np.int64)
         n = max(len(queries), 1)
         t0 = time.perf_counter()
