@@ -86,14 +86,37 @@ def labelled():
     return x.astype(np.float32), lab, off
 
 
+def _on_isa(isa: str, fn):
+    """``fn`` with the CPU kernels capped at ``isa`` (XMEM_CPU_ISA is read on every call)."""
+    import os
+
+    def run():
+        old = os.environ.get("XMEM_CPU_ISA")
+        os.environ["XMEM_CPU_ISA"] = isa
+        try:
+            return fn()
+        finally:
+            os.environ.pop("XMEM_CPU_ISA") if old is None else os.environ.__setitem__("XMEM_CPU_ISA", old)
+    return run
+
+
 def test_partition_objective_interleaved(benchmark, labelled):
-    """Ours and the NumPy closed form alternated for 7 rounds on the same float32 input."""
+    """Ours (on each ISA this CPU runs: ``scalar`` is the loop a portable build ran before it was
+    compiled per ISA) and the NumPy closed form alternated for 7 rounds on the same float32 input."""
     import statistics
     import time
 
+    from xmemory_gpu import _C
+
     x, lab, off = labelled
-    impls = {"cpu": lambda: partition_objective(x, lab, off, backend="cpu"), "numpy closed form": lambda: numpy_closed_form(x, lab, off)}
+    ours = lambda: partition_objective(x, lab, off, backend="cpu")  # noqa: E731
+    impls = {"cpu": ours}
+    for isa in ("avx2", "scalar"):
+        if _on_isa(isa, _C.cpu_isa)() == isa and isa != _C.cpu_isa():
+            impls[f"cpu {isa}"] = _on_isa(isa, ours)
+    impls["numpy closed form"] = lambda: numpy_closed_form(x, lab, off)
     np.testing.assert_allclose(impls["cpu"](), impls["numpy closed form"](), rtol=1e-6, atol=1e-6)
+    benchmark.extra_info["cpu_isa"] = _C.cpu_isa()
     times: dict[str, list[float]] = {n: [] for n in impls}
     for _ in range(7):
         for n, fn in impls.items():
@@ -101,8 +124,11 @@ def test_partition_objective_interleaved(benchmark, labelled):
             fn()
             times[n].append(time.perf_counter() - t0)
     info = {f"{n} {stat}": round(f(t), 4) for n, t in times.items() for stat, f in (("min_s", min), ("median_s", statistics.median))}
-    info.update(speedup_min=round(min(times["numpy closed form"]) / min(times["cpu"]), 2),
-                speedup_median=round(statistics.median(times["numpy closed form"]) / statistics.median(times["cpu"]), 2))
+    for n in impls:
+        if n.startswith("cpu"):
+            tag = "" if n == "cpu" else f" ({n[4:]})"
+            info[f"speedup_min{tag}"] = round(min(times["numpy closed form"]) / min(times[n]), 2)
+            info[f"speedup_median{tag}"] = round(statistics.median(times["numpy closed form"]) / statistics.median(times[n]), 2)
     benchmark.group = "partition_objective: 1000 segments x 200-400 rows, 64 labels, d=384"
     benchmark.extra_info.update(info)
     benchmark.pedantic(impls["cpu"], rounds=1, iterations=1)

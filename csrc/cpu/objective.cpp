@@ -72,18 +72,20 @@ namespace isa_base {
 
 // The per-segment loop compiled for the best ISA this CPU runs (capped by XMEM_CPU_ISA).
 template <typename T>
-void objective_segments(const T* X, const int64_t* L, const int64_t* O, int64_t nseg, int64_t d, double eps, double* F) {
+void objective_segments(const T* X, const int64_t* L, const int64_t* O, int64_t nseg, int64_t d, double eps, double* F,
+                        int64_t* nonfinite) {
 #ifdef XMEM_X86
   switch (xmem::cpu_isa()) {
-    case xmem::Isa::Avx512: return isa_avx512::objective_segments(X, L, O, nseg, d, eps, F);
-    case xmem::Isa::Avx2: return isa_avx2::objective_segments(X, L, O, nseg, d, eps, F);
+    case xmem::Isa::Avx512: return isa_avx512::objective_segments(X, L, O, nseg, d, eps, F, nonfinite);
+    case xmem::Isa::Avx2: return isa_avx2::objective_segments(X, L, O, nseg, d, eps, F, nonfinite);
     default: break;
   }
 #endif
-  isa_base::objective_segments(X, L, O, nseg, d, eps, F);
+  isa_base::objective_segments(X, L, O, nseg, d, eps, F, nonfinite);
 }
 
-py::array_t<double> partition_objective(py::array x, i64arr labels, i64arr offsets, double eps) {
+// (f [B], rows of x with a non-finite entry): the caller names the rows when the count is not 0.
+py::tuple partition_objective(py::array x, i64arr labels, i64arr offsets, double eps) {
   if (x.ndim() != 2) throw std::invalid_argument("x must be [N, d]");
   const int64_t d = x.shape(1), nseg = offsets.shape(0) - 1;
   if (labels.size() != x.shape(0)) throw std::invalid_argument("labels must be [N]");
@@ -92,17 +94,18 @@ py::array_t<double> partition_objective(py::array x, i64arr labels, i64arr offse
   if (nseg < 0 || O[nseg] != x.shape(0)) throw std::invalid_argument("offsets must end at the row count");
   py::array_t<double> out(nseg);
   double* F = out.mutable_data();
+  int64_t nonfinite = 0;
   if (py::isinstance<py::array_t<float>>(x)) {
     auto xf = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(x);
     py::gil_scoped_release release;
-    objective_segments(xf.data(), L, O, nseg, d, eps, F);
+    objective_segments(xf.data(), L, O, nseg, d, eps, F, &nonfinite);
   } else {
     f64arr xd = f64arr::ensure(x);
     if (!xd) throw std::invalid_argument("x must be a real array");
     py::gil_scoped_release release;
-    objective_segments(xd.data(), L, O, nseg, d, eps, F);
+    objective_segments(xd.data(), L, O, nseg, d, eps, F, &nonfinite);
   }
-  return out;
+  return py::make_tuple(out, nonfinite);
 }
 
 // f after each candidate edit; only the changed themes are recomputed (see objective/state.py).
@@ -181,6 +184,6 @@ py::array_t<double> score_candidates(f64arr x, f64arr theme_sum, i64arr theme_co
 
 void register_objective(py::module_& m) {
   m.def("partition_objective", &partition_objective, py::arg("x"), py::arg("labels"), py::arg("offsets"), py::arg("eps"),
-        "f(P) per CSR segment (float64)");
+        "(f(P) per CSR segment (float64), rows of x with a non-finite entry)");
   m.def("score_candidates", &score_candidates, "f(P) after each candidate edit (incremental closed form)");
 }

@@ -642,3 +642,17 @@ def _closed(x, lab, off, item):
     for i, g in enumerate(item[2]):
         lab[g] = fresh + i
     return float(PartitionState.from_labels(x[: off[1]], lab, off[:2]).f[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cpu_kernel_pass_is_the_finiteness_check(rng, dtype):
+    """The C++ path checks finiteness in its own pass over x (no separate pass): NaN / inf rows are
+    named as the dispatcher names them; finite float64 rows whose squares overflow pass, as before."""
+    x, lab, off = random_partition(rng, [40, 0, 25], [3, 1, 4], 9)
+    x = x.astype(dtype)
+    x[5, 2], x[50, 0] = np.nan, -np.inf
+    with pytest.raises(ValueError, match=r"x: NaN or inf in rows \[5, 50\]"):
+        partition_objective(x, lab, off, backend="cpu")
+    big = np.full((3, 2), 1e200)
+    np.testing.assert_array_equal(partition_objective(big, np.zeros(3, int), [0, 3], backend="cpu"),
+                                  partition_objective(big, np.zeros(3, int), [0, 3], backend="reference"))

@@ -320,14 +320,15 @@ def check_finite(name: str, x: Any, *, max_report: int = 5) -> Any:
     raise ValueError(f"{name}: NaN or inf in {where} {first}{more}; inputs must be finite")
 
 
-def check_float_matrix(name: str, x: Any, *, ndim: int = 2) -> Any:
+def check_float_matrix(name: str, x: Any, *, ndim: int = 2, finite: bool = True) -> Any:
     """Real (int or float) and finite, with ``ndim`` dimensions: the check for embedding inputs.
-    Returns ``array(x)`` (lists become NumPy)."""
+    Returns ``array(x)`` (lists become NumPy). ``finite=False`` leaves finiteness to a kernel whose own
+    pass over ``x`` counts non-finite rows (its caller then calls ``check_finite`` to name them)."""
     x = array(x)
     if x.ndim != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D array, got shape {tuple(x.shape)}")
     check_real(name, x)
-    return check_finite(name, x)
+    return check_finite(name, x) if finite else x
 
 
 def check_int(name: str, v: Any, *, lo: int | None = None, hi: int | None = None) -> int:

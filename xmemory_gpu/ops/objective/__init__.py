@@ -39,12 +39,17 @@ def partition_objective(x: Any, labels: Any, offsets: Any, *, eps: float = 1e-8,
     ignored); offsets [B+1] CSR; eps > 0. Bad input raises ``ValueError`` naming the argument.
     """
     name = dp.resolve_backend("partition_objective", backend, tuple(_OBJECTIVE), on_cuda=dp.is_cuda_tensor(x))
-    x = dp.check_float_matrix("x", x)
+    host_cpu = name == "cpu" and not dp.is_torch(x)
+    x = dp.check_float_matrix("x", x, finite=not host_cpu)  # the C++ kernel's pass over x checks it
     n = int(x.shape[0])
     lab = dp.check_labels("labels", labels, n)
     off = dp.check_offsets("offsets", offsets, n)
     eps = dp.check_positive("eps", eps)
-    if name == "triton" or (name == "cuda" and dp.is_cuda_tensor(x)):  # device tensors stay on the device
+    if host_cpu:
+        f, nonfinite = cpu.partition_objective_counted(x, lab, off, eps=eps)
+        if nonfinite:
+            dp.check_finite("x", x)  # names the rows (a float64 overflow of finite rows passes, as before)
+    elif name == "triton" or (name == "cuda" and dp.is_cuda_tensor(x)):  # device tensors stay on the device
         dev = dp.gpu_device(name, x)
         f = _OBJECTIVE[name](dp.to_backend(x, name, device=dev), dp.to_backend(lab, name, device=dev), off, eps=eps)
     elif name == "cpu":  # float32 or float64 read in place, accumulated in float64 inside the kernel

@@ -21,9 +21,17 @@ def _real(x) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32 if x.dtype == np.float32 else np.float64)
 
 
+def partition_objective_counted(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *,
+                                eps: float = 1e-8) -> tuple[np.ndarray, int]:
+    """(f [B] float64 per CSR segment, the number of rows of x holding a NaN or inf): the kernel's one
+    pass over x is also the finiteness check (the dispatcher names the rows when the count is not 0)."""
+    f, nonfinite = _c().partition_objective(_real(x), np.asarray(labels, np.int64), np.asarray(offsets, np.int64), eps)
+    return f, int(nonfinite)
+
+
 def partition_objective(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, eps: float = 1e-8) -> np.ndarray:
     """f [B] float64 per CSR segment (labels local to each segment)."""
-    return _c().partition_objective(_real(x), np.asarray(labels, np.int64), np.asarray(offsets, np.int64), eps)
+    return partition_objective_counted(x, labels, offsets, eps=eps)[0]
 
 
 def score_candidates(state, cands) -> np.ndarray:
