@@ -25,7 +25,9 @@ ALLOWED: dict[str, set[str]] = {
     "dist": {"ops", "memory", "embed", "llm", "datasets", "construct"},
     "engine": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve"},
     "service": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "engine"},
-    "cli": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "eval", "dist", "engine", "service"},
+    "integrations": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "engine", "service"},
+    "cli": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "eval", "dist", "engine", "service",
+            "integrations"},
 }
 
 

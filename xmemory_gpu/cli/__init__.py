@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "backends": "backends",
     "add, delete, history": "live",
     "serve": "serve",
+    "mcp": "mcp",
 }
 
 

@@ -1,0 +1,40 @@
+"""The README's integration snippets run as written: the LangGraph example (default embedder, in a
+temporary folder) and the MCP host configuration's command (started through the SDK's stdio client)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _block(after: str, lang: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(after)
+    m = re.compile(rf"```{lang}\n(.*?)```", re.S).search(text, start)
+    assert m, f"no {lang} block after {after!r}"
+    return m.group(1)
+
+
+def test_langgraph_snippet_runs(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("langgraph")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_block("### MCP and LangGraph", "python"), "README.md", "exec"), {})
+    assert "Lisbon" in capsys.readouterr().out
+
+
+def test_mcp_host_config_names_a_working_command():
+    pytest.importorskip("mcp")
+    cfg = json.loads(_block("### MCP and LangGraph", "json"))["mcpServers"]["xmemory"]
+    assert cfg["command"] == "xmemory" and cfg["args"][0] == "mcp" and "--user" in cfg["args"]
+    from xmemory_gpu.cli import main
+
+    try:
+        rc = main(["mcp", "--help"])
+    except SystemExit as exc:
+        rc = exc.code
+    assert rc == 0
