@@ -20,6 +20,8 @@ from pydantic import (
 from ..memory.store import MAX_TIME, MIN_TIME
 from ..retrieve.strategies import strategy_names
 
+CHUNK_RAG_WIDTHS = ("chunk-rag:16", "chunk-rag:32", "chunk-rag:128")  # beside chunk-rag (64 words)
+
 MAX_ID = 512
 MAX_QUERY = 4000  # characters of one query
 MAX_TEXT = 100_000  # characters of one message
@@ -102,7 +104,8 @@ def limited_batch(add_model: type[BaseModel], max_items: int) -> type[BaseModel]
 
 
 def limited_search(max_queries: int) -> type[BaseModel]:
-    Strategy = Literal[strategy_names()]  # type: ignore[valid-type]
+    # chunk-rag's other widths are named, not any N: each width embeds a memory's passages once more
+    Strategy = Literal[(*strategy_names(), *CHUNK_RAG_WIDTHS)]  # type: ignore[valid-type]
 
     class SearchRequest(Scope):
         """Exactly one of ``query`` and ``queries``."""
