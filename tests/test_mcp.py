@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -276,3 +278,31 @@ def test_http_without_a_key_is_refused_before_the_store_opens(tmp_path, monkeypa
     assert "XMEMORY_API_KEY: the API key has 5 characters; expected at least 16" in capsys.readouterr().err
     assert main([str(tmp_path / "store"), "--port", "0"]) == 2
     assert "--port" in capsys.readouterr().err
+    # HTTP binds 127.0.0.1 only: no option opens it to other machines
+    assert main([str(tmp_path / "store"), "--transport", "http", "--host", "0.0.0.0"]) == 2
+    assert "unrecognized arguments: --host" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()
+
+
+def test_the_readme_host_configuration_runs_as_written(tmp_path):
+    """The README's MCP host snippet, started as a host starts it: its command (the installed ``xmemory``),
+    its arguments (the store path moved to a temporary folder), the default embedder."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```json\n(.*?)```", text[text.index("### MCP and LangGraph") :], re.S)
+    cfg = json.loads(block.group(1))["mcpServers"]["xmemory"]
+    command = shutil.which(cfg["command"], path=str(Path(sys.executable).parent))
+    assert command, f"{cfg['command']} is not installed beside {sys.executable}"
+    args = [str(tmp_path / "store") if a == "/home/me/agent-memory" else a for a in cfg["args"]]
+    assert str(tmp_path / "store") in args
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+
+    async def scenario() -> None:
+        with anyio.fail_after(TIMEOUT), (tmp_path / "server.log").open("w") as log:
+            params = StdioServerParameters(command=command, args=args, cwd=str(tmp_path), env=env)
+            async with stdio_client(params, errlog=log) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                await _ok(s, "add", {"messages": "I keep my bike in the blue shed behind the house."})
+                found = await _ok(s, "search", {"query": "Where do I keep my bike?"})
+                assert "blue shed" in found["context"]
+
+    anyio.run(scenario)

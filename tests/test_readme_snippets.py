@@ -1,5 +1,6 @@
 """The README's integration snippets run as written: the LangGraph example (default embedder, in a
-temporary folder) and the MCP host configuration's command (started through the SDK's stdio client)."""
+temporary folder) and the MCP host configuration's command line (tests/test_mcp.py starts it through
+the SDK's stdio client)."""
 
 from __future__ import annotations
 

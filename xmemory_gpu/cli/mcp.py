@@ -1,5 +1,5 @@
 """``xmemory mcp STORE``: the live engine as an MCP server (the ``mcp`` extra) for agent hosts, over
-stdio (default: the host starts the process) or streamable HTTP on 127.0.0.1 (``/mcp``). HTTP
+stdio (default: the host starts the process) or streamable HTTP on 127.0.0.1 only (``/mcp``). HTTP
 always needs an API key, as ``xmemory serve`` reads them (``XMEMORY_API_KEY``, ``--keys-file``):
 every request carries ``Authorization: Bearer KEY``. ``--user ID`` serves that user only."""
 
@@ -10,7 +10,9 @@ import contextlib
 import signal
 import sys
 
-from .serve import MIN_KEY, check_backend, is_loopback, load_keys, port
+from .serve import MIN_KEY, check_backend, load_keys, port
+
+HOST = "127.0.0.1"  # HTTP: this machine only
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,10 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="stdio",
         help="stdio (default: the MCP host runs this command) or streamable HTTP at /mcp",
     )
-    p.add_argument(
-        "--host", default="127.0.0.1", help="HTTP: address to bind (default 127.0.0.1: this machine only)"
-    )
-    p.add_argument("--port", type=port, default=8765, help="HTTP: port (default 8765)")
+    p.add_argument("--port", type=port, default=8765, help="HTTP: port on 127.0.0.1 (default 8765)")
     p.add_argument(
         "--api-key-env",
         default="XMEMORY_API_KEY",
@@ -81,17 +80,16 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     super().handle_exit(sig, frame)
 
-        app = RequireKey(server.streamable_http_app(host=args.host), keys)
-        where = "this machine only" if is_loopback(args.host) else "reachable from other machines"
+        app = RequireKey(server.streamable_http_app(host=HOST), keys)
         print(
-            f"xmemory mcp: {args.store} on http://{args.host}:{args.port}/mcp ({where}; keys required)",
+            f"xmemory mcp: {args.store} on http://{HOST}:{args.port}/mcp (this machine only; keys required)",
             file=sys.stderr,
             flush=True,
         )
-        uv = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+        uv = Server(uvicorn.Config(app, host=HOST, port=args.port, log_level="warning"))
         anyio.run(uv.serve)
         if not uv.started:
-            raise RuntimeError(f"the server did not start on {args.host}:{args.port} (see the log above)")
+            raise RuntimeError(f"the server did not start on {HOST}:{args.port} (see the log above)")
     return 0
 
 
