@@ -122,9 +122,14 @@ py::array_t<double> score_candidates(f64arr x, f64arr theme_sum, i64arr theme_co
   for (int64_t t = 0; t < K; ++t) tnorm[t] = std::sqrt(dot(TS + t * d, TS + t * d, d));
   py::array_t<double> out(C);
   double* F = out.mutable_data();
+  // Threads only for a batch worth waking them (about a millisecond of dots): a theme-stage round of
+  // small memories is not, and on a shared machine each parallel region waits for a descheduled thread.
+  constexpr double kParallelWork = 4e6;
+  double work = 0.0;
+  for (int64_t c = 0; c < C; ++c) work += static_cast<double>(TO[MEM[c] + 1] - TO[MEM[c]]) * static_cast<double>(d);
   {
     py::gil_scoped_release release;
-#pragma omp parallel for schedule(dynamic, 16)
+#pragma omp parallel for schedule(dynamic, 16) if (work >= kParallelWork)
     for (int64_t c = 0; c < C; ++c) {
       const int64_t b = MEM[c], t0 = TO[b], t1 = TO[b + 1], kb = t1 - t0;
       std::vector<char> removed(kb, 0);
@@ -180,10 +185,106 @@ py::array_t<double> score_candidates(f64arr x, f64arr theme_sum, i64arr theme_co
   return out;
 }
 
+// Theme construction's kNN upkeep (ops/knn/graph.py): the k best of each row of float32 sims [r, c]
+// by (sim desc, id asc), ids per row [r, c] or shared [c]; an entry is kept when its sim is finite, its
+// id >= 0 and (drop_nonpositive) its sim > 0; rows padded with -1 / -inf. The selection only: the sims
+// come from the caller's own products, so the graph's values are unchanged to the bit.
+py::tuple topk_select(py::array_t<float, py::array::c_style | py::array::forcecast> sims, i64arr ids, int64_t k,
+                      bool drop_nonpositive) {
+  if (sims.ndim() != 2 || k < 1) throw std::invalid_argument("topk_select: sims must be [r, c] and k >= 1");
+  const int64_t r = sims.shape(0), c = sims.shape(1);
+  const bool shared = ids.ndim() == 1;
+  if (shared ? ids.shape(0) != c : (ids.ndim() != 2 || ids.shape(0) != r || ids.shape(1) != c))
+    throw std::invalid_argument("topk_select: ids must be [c] or [r, c]");
+  py::array_t<int32_t> idx({r, k});
+  py::array_t<float> out({r, k});
+  const float* S = sims.data();
+  const int64_t* I = ids.data();
+  int32_t* OI = idx.mutable_data();
+  float* OS = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    std::vector<std::pair<float, int64_t>> row;
+    for (int64_t i = 0; i < r; ++i) {
+      row.clear();
+      const float* s = S + i * c;
+      const int64_t* id = shared ? I : I + i * c;
+      for (int64_t j = 0; j < c; ++j)
+        if (std::isfinite(s[j]) && id[j] >= 0 && (!drop_nonpositive || s[j] > 0.0f)) row.emplace_back(s[j], id[j]);
+      const int64_t m = std::min<int64_t>(k, static_cast<int64_t>(row.size()));
+      std::partial_sort(row.begin(), row.begin() + m, row.end(), [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+      });
+      for (int64_t q = 0; q < k; ++q) {
+        OI[i * k + q] = q < m ? static_cast<int32_t>(row[q].second) : -1;
+        OS[i * k + q] = q < m ? row[q].first : -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+  return py::make_tuple(idx, out);
+}
+
+// The offer step of the kNN upkeep (ops/knn/graph.py ``KnnGraph._offer``), in place: rows ``others``
+// [O] see the new rows ``cand`` [C] at float32 sims s [O, C]; a row that one of them beats at its k-th
+// entry (sim greater, or equal with the lower id) keeps its listed entries that are not candidates
+// and takes the k best of those and all candidates (sim desc, id asc; finite, id >= 0, > 0 when
+// drop_nonpositive). idx [n, k] int32 and sim [n, k] float32 are the graph's own buffers.
+void offer_rows(py::array_t<float, py::array::c_style | py::array::forcecast> s, i64arr others, i64arr cand, py::array idx_buf,
+                py::array sim_buf, bool drop_nonpositive) {
+  const int64_t O = others.shape(0), C = cand.shape(0);
+  if (s.ndim() != 2 || s.shape(0) != O || s.shape(1) != C) throw std::invalid_argument("offer_rows: s must be [len(others), len(cand)]");
+  if (!py::isinstance<py::array_t<int32_t>>(idx_buf) || !py::isinstance<py::array_t<float>>(sim_buf) || idx_buf.ndim() != 2 ||
+      sim_buf.ndim() != 2 || !(idx_buf.flags() & py::array::c_style) || !(sim_buf.flags() & py::array::c_style) ||
+      !idx_buf.writeable() || !sim_buf.writeable() || idx_buf.shape(1) != sim_buf.shape(1) || idx_buf.shape(0) != sim_buf.shape(0))
+    throw std::invalid_argument("offer_rows: idx / sim must be writable C-contiguous int32 / float32 [n, k] buffers");
+  const int64_t k = idx_buf.shape(1), n = idx_buf.shape(0);
+  int32_t* IDX = static_cast<int32_t*>(idx_buf.mutable_data());
+  float* SIM = static_cast<float*>(sim_buf.mutable_data());
+  const float* S = s.data();
+  const int64_t *OT = others.data(), *CA = cand.data();
+  for (int64_t o = 0; o < O; ++o)
+    if (OT[o] < 0 || OT[o] >= n) throw std::invalid_argument("offer_rows: a row of others is outside the buffers");
+  constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
+  py::gil_scoped_release release;
+  std::vector<int64_t> sorted_cand(CA, CA + C);
+  std::sort(sorted_cand.begin(), sorted_cand.end());
+  std::vector<std::pair<float, int64_t>> row;
+  for (int64_t o = 0; o < O; ++o) {
+    int32_t* li = IDX + OT[o] * k;
+    float* ls = SIM + OT[o] * k;
+    const float kth = ls[k - 1];
+    const int64_t kth_id = li[k - 1] < 0 ? std::numeric_limits<int32_t>::max() : li[k - 1];
+    const float* so = S + o * C;
+    auto val = [&](int64_t c) { return (drop_nonpositive && so[c] <= 0.0f) ? kNegInfF : so[c]; };
+    bool hit = false;
+    for (int64_t c = 0; c < C && !hit; ++c) hit = val(c) > kth || (val(c) == kth && CA[c] < kth_id);
+    if (!hit) continue;
+    row.clear();
+    auto keep = [&](float v, int64_t id) {
+      if (std::isfinite(v) && id >= 0 && (!drop_nonpositive || v > 0.0f)) row.emplace_back(v, id);
+    };
+    for (int64_t q = 0; q < k; ++q)
+      if (li[q] >= 0 && !std::binary_search(sorted_cand.begin(), sorted_cand.end(), static_cast<int64_t>(li[q]))) keep(ls[q], li[q]);
+    for (int64_t c = 0; c < C; ++c) keep(val(c), CA[c]);
+    const int64_t m = std::min<int64_t>(k, static_cast<int64_t>(row.size()));
+    std::partial_sort(row.begin(), row.begin() + m, row.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    for (int64_t q = 0; q < k; ++q) {
+      li[q] = q < m ? static_cast<int32_t>(row[q].second) : -1;
+      ls[q] = q < m ? row[q].first : kNegInfF;
+    }
+  }
+}
+
 }  // namespace
 
 void register_objective(py::module_& m) {
   m.def("partition_objective", &partition_objective, py::arg("x"), py::arg("labels"), py::arg("offsets"), py::arg("eps"),
         "(f(P) per CSR segment (float64), rows of x with a non-finite entry)");
+  m.def("topk_select", &topk_select, py::arg("sims"), py::arg("ids"), py::arg("k"), py::arg("drop_nonpositive"),
+        "the k best of each row of float32 sims by (sim desc, id asc), padded with -1 / -inf");
+  m.def("offer_rows", &offer_rows, py::arg("s"), py::arg("others"), py::arg("cand"), py::arg("idx"), py::arg("sim"),
+        py::arg("drop_nonpositive"), "the kNN upkeep's offer step, in place (ops/knn/graph.py)");
   m.def("score_candidates", &score_candidates, "f(P) after each candidate edit (incremental closed form)");
 }

@@ -204,6 +204,32 @@ class ThemeState:
         idx, sim = self.graph.neighbors(int(self.graph_row[self.slot_of[t]]))
         return [(int(self.ids[self._row_slot[int(r)]]), float(s)) for r, s in zip(idx[:n], sim[:n]) if r >= 0]
 
+    def merge_pairs(self, cfg: ThemeConfig) -> tuple[np.ndarray, np.ndarray]:
+        """Slots (t [P], j [P]) of the merge candidates from the synced graph, in the order the
+        per-theme rule meets them: t in opening order offers its neighbours j in graph order (the
+        first ``merge_candidates`` when t is tiny, else all), a pair counts when the two fit under the
+        cap and t is tiny or the cosine reaches ``merge_pair_threshold``; each unordered pair once,
+        as first met."""
+        live = np.flatnonzero(self.alive[: self.n_slots])
+        empty = np.zeros(0, np.int64)
+        if live.size == 0 or self.graph.n_rows == 0:
+            return empty, empty
+        gr = self.graph_row[live]
+        idx = self.graph.idx[gr].astype(np.int64)  # [L, k] graph rows, -1 none
+        sim = self.graph.sim[gr].astype(np.float64)  # compared in float64, as float(sim) is
+        j = np.where(idx >= 0, np.asarray(self._row_slot, np.int64)[np.maximum(idx, 0)], -1)
+        cnt = self.counts[live]
+        tiny = cnt <= cfg.tiny_size
+        lim = np.where(tiny, max(cfg.merge_candidates, 1), self.k)
+        ok = (np.arange(idx.shape[1])[None, :] < lim[:, None]) & (idx >= 0)
+        ok &= cnt[:, None] + self.counts[np.maximum(j, 0)] <= cfg.size_cap
+        ok &= tiny[:, None] | (sim >= cfg.merge_pair_threshold)
+        ti, ri = np.nonzero(ok)  # row-major: t in opening order, then graph order
+        t_s, j_s = live[ti], j[ti, ri]
+        key = np.minimum(t_s, j_s) * self.n_slots + np.maximum(t_s, j_s)
+        first = np.sort(np.unique(key, return_index=True)[1])
+        return t_s[first], j_s[first]
+
     def final(self) -> tuple[list[int], list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
         """The finished themes, in opening order: ids [K], their parents, each node's theme row
         ``theme_of [n]`` int32, and the compacted theme graph ``knn_idx, knn_sim [K, k]``.

@@ -11,15 +11,22 @@ graph) when the merge raises f(P). Theme ids are stable; a split or merge create
 lineage names their parents. A node counts as reassigned when a split moves it out of the largest
 part, or a merge moves it out of the larger theme (membership, not ids).
 
-Here: the session steps over a batch (``grow_themes``). One ``PartitionState`` over the attached
-nodes of every memory of the batch is kept for the whole run: ``extend`` adds each step's attached
-nodes, ``apply`` each round's splits or merges, so no round rebuilds it from labels. A memory's
+Here: the session steps over a batch in lockstep (``grow_themes``): step s of every memory that has
+one runs together. One ``PartitionState`` over the attached nodes of every memory of the batch is
+kept for the whole run: ``extend`` adds each step's attached nodes, ``apply`` each round's splits or
+merges (every touched memory's block in one call), so no round rebuilds it from labels; each round's
+split or merge candidates of all memories are one CSR batch and one scoring call. A memory's
 candidates are scored against its own block only, so its themes never depend on what else is in
-the batch. ``theme_state.py`` holds one memory's themes as columns (attach, split, merge, the theme
-graph), ``theme_split.py`` the split proposals.
+the batch. Every decision is the per-conversation rule's to the last tie (tests/test_theme_lockstep.py
+keeps that path as the reference): the values a decision reads are computed with the operations and
+shapes the per-memory code used. ``theme_state.py`` holds one memory's themes as columns (attach,
+split, merge, the theme graph), ``theme_split.py`` the split proposals.
 """
 
 from __future__ import annotations
+
+import contextlib
+import functools
 
 import numpy as np
 
@@ -31,7 +38,33 @@ from .theme_state import ThemeState
 
 def grow_themes(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, *, backend: str = "auto") -> None:
     """Attach memory b's rows ``steps[b][s]`` at step s (a session), for every memory at once; after
-    each step split the overfull themes and merge the small ones of the memories that took it."""
+    each step split the overfull themes and merge the small ones of the memories that took it.
+    NumPy's BLAS runs on one thread meanwhile (``_one_blas_thread``)."""
+    with _one_blas_thread():
+        _grow(states, steps, cfg, backend)
+
+
+@functools.cache
+def _blas_controller():
+    """threadpoolctl's controller of the loaded BLAS libraries (scanned once), or None without it."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController()
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager:
+    """BLAS limited to one thread: the stage's products are per memory and small (at most a few
+    hundred rows), where a thread pool only adds hand-offs, and on a shared machine its spinning
+    threads cost the stage 2x (dev split, 2 busy cores). Every product splits its output, never
+    its sums, across threads, so the values, and every decision, are the same either way."""
+    ctl = _blas_controller()
+    return ctl.limit(limits=1, user_api="blas") if ctl is not None else contextlib.nullcontext()
+
+
+def _grow(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, backend: str) -> None:
+    """``grow_themes``' steps: attach, then the split rounds and the merge round over the active memories."""
     part: PartitionState | None = None
     for step in range(max((len(s) for s in steps), default=0)):
         active = [b for b, rows in enumerate(steps) if step < len(rows)]
@@ -98,6 +131,65 @@ def merge_small(states: list[ThemeState], part: PartitionState, active: list[int
                 backend: str = "auto") -> None:
     """Merge tiny themes, and pairs closer than ``merge_pair_threshold``, into one of their nearest
     themes (theme kNN graph) when f(P) rises; the best gains first, a theme in one merge per call."""
+    cands, pairs = merge_candidates(states, part, active, cfg)
+    if not pairs:
+        return
+    gains = score_candidates(part, cands, backend=backend) - part.f[cands.memory]
+    used: set[tuple[int, int]] = set()
+    edits = []
+    go, mo = cands.group_offsets, cands.members
+    for c in np.argsort(-gains, kind="stable").tolist():
+        b, t, j = pairs[c]
+        if gains[c] <= 0:
+            break
+        if (b, t) in used or (b, j) in used:
+            continue
+        used.update({(b, t), (b, j)})
+        edits.append((b, [t, j], [mo[go[c] : go[c + 1]]], [states[b].merge(t, j)]))
+    part.apply(edits)
+
+
+def merge_candidates(states: list[ThemeState], part: PartitionState, active: list[int],
+                     cfg: ThemeConfig) -> tuple[Candidates, list[tuple[int, int, int]]]:
+    """The merge candidates of the active memories, as one CSR batch, and their (memory, t, j).
+
+    Theme t (in opening order) offers its nearest themes j in graph order, the first
+    ``merge_candidates`` when t is tiny, else all k: a pair joins when the two fit under the cap and
+    t is tiny or their cosine reaches ``merge_pair_threshold``, the first time either side offers it.
+    The candidate removes t and j and adds one group, t's members then j's (ascending within each).
+    Equal to ``merge_candidates_reference`` (the per-theme loop), vectorised per memory."""
+    mem, rem, pairs = [], [], []
+    for b in active:
+        s = states[b]
+        s.sync_graph()
+        t_slot, j_slot = s.merge_pairs(cfg)
+        if t_slot.size == 0:
+            continue
+        ids = s.ids
+        ts, te = int(part.theme_offsets[b]), int(part.theme_offsets[b + 1])
+        lab = part.theme_label[ts:te]
+        rows = ts + np.searchsorted(lab, np.stack([ids[t_slot], ids[j_slot]], axis=1))
+        mem.append(np.full(t_slot.size, b, np.int64))
+        rem.append(rows)
+        pairs.extend(zip([b] * t_slot.size, ids[t_slot].tolist(), ids[j_slot].tolist()))
+    if not pairs:
+        return Candidates.from_lists(part, []), []
+    rem_rows = np.concatenate(rem).reshape(-1)  # [2C]: t's row, j's row
+    starts, sizes = part.member_offsets[rem_rows], np.diff(part.member_offsets)[rem_rows]
+    group_offsets = np.zeros(len(pairs) + 1, np.int64)
+    np.cumsum(sizes.reshape(-1, 2).sum(axis=1), out=group_offsets[1:])
+    seg_start = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    members = part.member_rows[np.repeat(starts, sizes) + np.arange(int(sizes.sum())) - seg_start]
+    n = len(pairs)
+    cands = Candidates(memory=np.concatenate(mem), rem_offsets=np.arange(0, 2 * n + 1, 2, dtype=np.int64), rem_rows=rem_rows,
+                       add_offsets=np.arange(n + 1, dtype=np.int64), group_offsets=group_offsets, members=members)
+    return cands, pairs
+
+
+def merge_candidates_reference(states: list[ThemeState], part: PartitionState, active: list[int],
+                               cfg: ThemeConfig) -> tuple[Candidates, list[tuple[int, int, int]]]:
+    """``merge_candidates`` as a loop over each memory's themes and their graph neighbours (the
+    rule as first written; the equality tests compare the two)."""
     items, pairs = [], []
     for b in active:
         s = states[b]
@@ -114,20 +206,7 @@ def merge_small(states: list[ThemeState], part: PartitionState, active: list[int
                     rows = np.concatenate([part.members_of(part.theme_row(b, t)), part.members_of(part.theme_row(b, j))])
                     items.append((b, [t, j], [rows]))
                     pairs.append((b, t, j))
-    if not items:
-        return
-    gains = score_candidates(part, Candidates.from_lists(part, items), backend=backend) - part.f[[p[0] for p in pairs]]
-    used: set[tuple[int, int]] = set()
-    edits = []
-    for c in np.argsort(-gains, kind="stable"):
-        b, t, j = pairs[c]
-        if gains[c] <= 0:
-            break
-        if (b, t) in used or (b, j) in used:
-            continue
-        used.update({(b, t), (b, j)})
-        edits.append((b, [t, j], items[c][2], [states[b].merge(t, j)]))
-    part.apply(edits)
+    return Candidates.from_lists(part, items), pairs
 
 
-__all__ = ["ThemeState", "grow_themes", "merge_small", "split_overfull"]
+__all__ = ["ThemeState", "grow_themes", "merge_candidates", "merge_candidates_reference", "merge_small", "split_overfull"]

@@ -3,10 +3,14 @@
 Rows keep their ids; removed rows become dead (no neighbours, in nobody's list) until
 ``compact()``. Every operation costs O(rows of the touched segment x d) per changed row:
 never a from-scratch rebuild. Host NumPy state; similarities are float32 dot products of
-unit rows, ties to the lower row id (as the reference).
+unit rows (NumPy products), ties to the lower row id (as the reference). The selection of each
+list and the offer of new rows to the others run in the compiled module (``_C.topk_select``,
+``_C.offer_rows``) on those products, so the lists are the NumPy steps' to the bit.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -36,6 +40,29 @@ def _topk_per_row(sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: b
     idx[:, :m] = np.where(valid, top_ids, -1)
     out[:, :m] = np.where(valid, top, -np.inf)
     return idx, out
+
+
+@functools.cache
+def _native(name: str):
+    """``_C.<name>`` (the upkeep's selection and offer steps) when the compiled module is built, else None
+    (their NumPy forms)."""
+    try:
+        from ... import _C
+    except ImportError:
+        return None
+    return getattr(_C, name)
+
+
+def _select(sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The k best of each row of float32 ``sims [r, c]`` (ids ``[c]`` shared or ``[r, c]``, -1 empty), ties
+    to the lower id, as (idx [r, k] int32, sim [r, k] float32): one native call, else ``topk_rows`` /
+    ``_topk_per_row`` (the same selection; the sims are the caller's, so their bits are kept)."""
+    native = _native("topk_select")
+    if native is not None:
+        return native(np.ascontiguousarray(sims, np.float32), np.ascontiguousarray(ids, np.int64), k, drop_nonpositive)
+    if ids.ndim == 1:
+        return topk_rows(sims.astype(np.float64), ids, k, drop_nonpositive)
+    return _topk_per_row(sims, ids, k, drop_nonpositive)
 
 
 class KnnGraph:
@@ -96,27 +123,44 @@ class KnnGraph:
             return (self._x[: self._n] @ self._x[rows].T)[peers]
         return self._x[peers] @ self._x[rows].T
 
+    def _mask(self, rows: np.ndarray) -> np.ndarray:
+        """[n + 1] bool, True at ``rows`` (the last entry, False, is what id -1 reads)."""
+        m = np.zeros(self._n + 1, dtype=bool)
+        m[rows] = True
+        return m
+
+    def _segments(self, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(segment, its rows) of ``rows`` in ascending segment order; one pass when they share one."""
+        seg = self._seg[rows]
+        if seg.size == 0 or (seg == seg[0]).all():
+            return [(int(seg[0]), rows)] if seg.size else []
+        return [(int(g), rows[seg == g]) for g in np.unique(seg)]
+
     def _recompute(self, rows: np.ndarray) -> None:
         """Exact top-k of ``rows`` against the alive rows of their segments."""
         rows = np.asarray(rows, dtype=np.int64)
-        for seg in np.unique(self._seg[rows]):
-            r = rows[self._seg[rows] == seg]
+        for seg, r in self._segments(rows):
             r = r[self._alive[r]]
             if r.size == 0:
                 continue
-            peers = self._peers(int(seg))
+            peers = self._peers(seg)
             sims = self._dots(peers, r).T
             sims[peers[None, :] == r[:, None]] = -np.inf  # self excluded
-            self._idx[r], self._sim[r] = topk_rows(sims.astype(np.float64), peers, self.k, self.drop_nonpositive)
+            self._idx[r], self._sim[r] = _select(sims, peers, self.k, self.drop_nonpositive)
 
     def _offer(self, new_rows: np.ndarray) -> None:
         """Let alive rows not in ``new_rows`` take any of ``new_rows`` that beat their k-th neighbour."""
-        for seg in np.unique(self._seg[new_rows]):
-            cand = new_rows[(self._seg[new_rows] == seg) & self._alive[new_rows]]
-            peers = self._peers(int(seg))
-            keep = ~np.isin(peers, cand)
+        native = _native("offer_rows")
+        for seg, cand in self._segments(np.asarray(new_rows, dtype=np.int64)):
+            cand = cand[self._alive[cand]]
+            peers = self._peers(seg)
+            is_cand = self._mask(cand)
+            keep = ~is_cand[peers]
             others = peers[keep]
             if cand.size == 0 or others.size == 0:
+                continue
+            if native is not None:  # the merge below, one native pass writing the lists in place
+                native(self._dots(peers, cand)[keep], others, cand, self._idx, self._sim, self.drop_nonpositive)
                 continue
             s = self._dots(peers, cand)[keep].astype(np.float64)
             if self.drop_nonpositive:
@@ -129,7 +173,7 @@ class KnnGraph:
                 continue
             rows = others[hit]
             listed = self._idx[rows].astype(np.int64)
-            stale = (listed < 0) | np.isin(listed, cand)  # a listed candidate comes back with its fresh sim
+            stale = (listed < 0) | is_cand[listed]  # a listed candidate comes back with its fresh sim (-1 reads False)
             ids = np.concatenate([np.where(stale, -1, listed), np.broadcast_to(cand, (rows.size, cand.size))], axis=1)
             sims = np.concatenate([np.where(stale, -np.inf, self._sim[rows].astype(np.float64)), s[hit]], axis=1)
             self._idx[rows], self._sim[rows] = _topk_per_row(sims, ids, self.k, self.drop_nonpositive)
@@ -137,7 +181,7 @@ class KnnGraph:
     def _holders(self, rows: np.ndarray) -> np.ndarray:
         """Alive rows whose neighbour list contains any of ``rows``."""
         n = self._n
-        return np.flatnonzero(self._alive[:n] & np.isin(self._idx[:n], rows).any(axis=1))
+        return np.flatnonzero(self._alive[:n] & self._mask(rows)[self._idx[:n]].any(axis=1))
 
     # -- updates ---------------------------------------------------------------------------------
     def insert(self, new_x: np.ndarray, segment: int | np.ndarray = 0) -> np.ndarray:

@@ -56,53 +56,143 @@ def _unit_rows(x) -> np.ndarray:
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
+_KEY = 32  # (block, label) sort keys: block << 32 | label (labels are below 2**31)
+
+
 @dataclass
-class _Block:
-    """One memory's part of a PartitionState; theme and node rows local to the memory."""
+class _Blocks:
+    """Blocks of nb memories, as CSR: rows ``row_off``, themes ``theme_off``; node and theme rows
+    local to each memory (the columns of a PartitionState, before they are made global)."""
 
-    labels: np.ndarray  # [n]
-    theme_label: np.ndarray  # [k] ascending
-    theme_sum: np.ndarray  # [k, d]
-    theme_count: np.ndarray  # [k]
-    members: np.ndarray  # [n] node rows grouped by theme, ascending within a theme
-    top_idx: np.ndarray  # [k, 2] theme rows (-1 none)
-    top_cos: np.ndarray  # [k, 2]
-    f: float
+    row_off: np.ndarray  # [nb+1]
+    theme_off: np.ndarray  # [nb+1]
+    labels: np.ndarray  # [M]
+    theme_label: np.ndarray  # [T] ascending within a block
+    theme_sum: np.ndarray  # [T, d]
+    theme_count: np.ndarray  # [T]
+    members: np.ndarray  # [M] local node rows grouped by theme, ascending within a theme
+    top_idx: np.ndarray  # [T, 2] local theme rows (-1 none)
+    top_cos: np.ndarray  # [T, 2]
+    f: np.ndarray  # [nb]
 
 
-def _block(x: np.ndarray, labels: np.ndarray, eps: float, start: dict[int, np.ndarray] | None = None, tail: int = 0) -> _Block:
-    """The block of one memory: x [n, d] unit float64 rows, labels [n] >= 0. A theme named in
-    ``start`` begins from that sum and adds its rows from ``tail`` on; any other theme sums all its
-    rows. Rows are added in ascending order, so the sums equal fresh ones bit for bit."""
-    n, d = x.shape
-    uniq, inv = np.unique(labels, return_inverse=True)
-    k = len(uniq)
-    sm = np.zeros((k, d))
-    add = np.ones(n, dtype=bool)  # the rows still to add
-    if start:
-        has = np.array([t in start for t in uniq.tolist()], dtype=bool)
-        for j in np.flatnonzero(has):
-            sm[j] = start[int(uniq[j])]
-        add = ~has[inv] | (np.arange(n) >= tail)
-    np.add.at(sm, inv[add], x[add])
-    cnt = np.bincount(inv, minlength=k).astype(np.int64)
-    nrm = np.linalg.norm(sm, axis=1)
-    unit = np.divide(sm, nrm[:, None], out=np.zeros_like(sm), where=nrm[:, None] > 0)
+@dataclass
+class _Kept:
+    """What the blocks keep from before an edit: their old themes (CSR ``theme_off``) with labels and
+    sums, which of them stay (``keep``), and ``tail [nb]``: the local row from which a kept theme's
+    rows are new (the rows before it are in its sum)."""
+
+    theme_off: np.ndarray
+    theme_label: np.ndarray
+    theme_sum: np.ndarray
+    keep: np.ndarray
+    tail: np.ndarray
+
+
+def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.ndarray, eps: float,
+            kept: _Kept | None = None) -> _Blocks:
+    """The blocks of nb memories: their M node rows are ``x[rows]`` (x unit float64 rows; only the
+    rows a sum takes are read), labels [M] >= 0, row_off [nb+1].
+
+    Themes, members and sums of all blocks at once (one ``np.add.at`` in row order: a kept theme
+    continues its sum with its rows from ``kept.tail`` on, any other sums all its rows, so every sum
+    equals a fresh one bit for bit); then per block the centroid cosines (one product), top-2 and f,
+    the operations and shapes of the per-memory code they replace (tests/test_theme_lockstep.py), so the
+    values are its bits and the build's decisions, to the last tie, are unchanged."""
+    nb, d = len(row_off) - 1, x.shape[1]
+    if labels.size and int(labels.max()) >= 2**31:
+        raise ValueError(f"labels must be below 2**31, got {int(labels.max())}")
+    blk = np.repeat(np.arange(nb, dtype=np.int64), np.diff(row_off))
+    uniq, inv = np.unique((blk << _KEY) | labels, return_inverse=True)
+    inv = inv.reshape(-1)
+    theme_off = np.searchsorted(uniq >> _KEY, np.arange(nb + 1)).astype(np.int64)
+    sums = np.zeros((len(uniq), d))
+    add = np.ones(len(inv), bool)
+    if kept is not None and len(uniq):
+        o_key = (np.repeat(np.arange(nb, dtype=np.int64), np.diff(kept.theme_off)) << _KEY) | kept.theme_label
+        pos = np.minimum(np.searchsorted(uniq, o_key), len(uniq) - 1)
+        old = np.flatnonzero(kept.keep & (uniq[pos] == o_key))
+        has = np.zeros(len(uniq), bool)
+        has[pos[old]] = True
+        sums[pos[old]] = kept.theme_sum[old]
+        add = ~has[inv] | (np.arange(len(inv)) - row_off[blk] >= kept.tail[blk])
+    np.add.at(sums, inv[add], x[rows[add]])
+    counts = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
+    nrm = np.linalg.norm(sums, axis=1)  # row by row: each row's bits as a block's own call
+    unit = np.divide(sums, nrm[:, None], out=np.zeros_like(sums), where=nrm[:, None] > 0)
+    top_idx = np.full((len(uniq), 2), -1, np.int64)
+    top_cos = np.full((len(uniq), 2), -np.inf)
+    for b in range(nb):
+        t0, t1 = int(theme_off[b]), int(theme_off[b + 1])
+        if t1 - t0 > 1:
+            top_idx[t0:t1], top_cos[t0:t1] = _top2(unit[t0:t1])
+    members = np.argsort(inv, kind="stable").astype(np.int64)
+    return _Blocks(row_off, theme_off, labels, uniq & (2**_KEY - 1), sums, counts, members - row_off[blk[members]],
+                   top_idx, top_cos, _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
+
+
+def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One block's two nearest other centroids (local rows, ties to the lower row, as a stable sort of
+    -cos; -1 / -inf none) from its unit centroids [k, d], k >= 2: one product, as the per-memory code."""
+    k = unit.shape[0]
     cos = unit @ unit.T
     np.fill_diagonal(cos, -np.inf)
-    ti = np.full((k, 2), -1, np.int64)
-    tc = np.full((k, 2), -np.inf)
-    if k > 1:  # the two largest per row, ties to the lower row (as a stable sort of -cos)
-        rows = np.arange(k)
-        ti[:, 0] = np.argmax(cos, axis=1)
-        tc[:, 0] = cos[rows, ti[:, 0]]
-        rest = cos.copy()
-        rest[rows, ti[:, 0]] = -np.inf
-        ti[:, 1] = np.argmax(rest, axis=1)
-        tc[:, 1] = rest[rows, ti[:, 1]]
-        ti[~np.isfinite(tc)] = -1
-    f = _f(nrm, cnt, tc[:, 0] if k > 1 else np.zeros(1), n, eps)  # tc[:, 0] is cos.max(axis=1), as closed_form
-    return _Block(labels, uniq.astype(np.int64), sm, cnt, np.argsort(inv, kind="stable").astype(np.int64), ti, tc, f)
+    rows = np.arange(k)
+    ti = np.empty((k, 2), np.int64)
+    tc = np.empty((k, 2))
+    ti[:, 0] = np.argmax(cos, axis=1)
+    tc[:, 0] = cos[rows, ti[:, 0]]
+    cos[rows, ti[:, 0]] = -np.inf
+    ti[:, 1] = np.argmax(cos, axis=1)
+    tc[:, 1] = cos[rows, ti[:, 1]]
+    ti[~np.isfinite(tc)] = -1
+    return ti, tc
+
+
+def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray,
+              eps: float) -> np.ndarray:
+    """``_f`` of every block at once, bit for bit: norms [T], counts [T], s [T] each theme's nearest
+    cosine (its block's s is 0 where the block has one theme), theme_off [nb+1], n [nb] node counts.
+    Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
+    elementwise, and each block's mean one ``sum`` over its slice, as ``np.mean`` sums."""
+    nb = len(theme_off) - 1
+    k = np.diff(theme_off)
+    f = np.zeros(nb)
+    live = np.flatnonzero((k > 0) & (n > 0))
+    if live.size == 0:
+        return f
+    t_blk = np.repeat(np.arange(nb), k)
+    s = np.where(k[t_blk] > 1, s, 0.0)
+
+    def median(v: np.ndarray) -> np.ndarray:
+        srt = v[np.lexsort((v, t_blk))]
+        lo, hi = srt[theme_off[live] + (k[live] - 1) // 2], srt[theme_off[live] + k[live] // 2]
+        out = np.zeros(nb)
+        out[live] = np.where(k[live] % 2 == 1, hi, (lo + hi) / 2)
+        return out
+
+    m = median(s)
+    sigma = median(np.abs(s - m[t_blk])) + eps
+    den = np.array([2 * float(v) ** 2 for v in sigma.tolist()])  # Python float powers, as _f takes them
+    term = norms / counts * np.exp(-((s - m[t_blk]) ** 2) / den[t_blk])
+    sumsq = np.add.reduceat((counts.astype(np.float64) ** 2), theme_off[live])  # integers: exact in any order
+    for j, b in enumerate(live.tolist()):
+        t0, t1 = int(theme_off[b]), int(theme_off[b + 1])
+        f[b] = int(n[b]) * int(n[b]) / (int(k[b]) * float(sumsq[j])) + float(term[t0:t1].sum() / (t1 - t0))
+    return f
+
+
+def _covers(lab: np.ndarray, remove: list[int], size: int, groups: list[np.ndarray]) -> bool:
+    """Whether the local rows ``groups`` are exactly the ``size`` rows of ``lab`` labelled in ``remove``."""
+    rows = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+    if rows.size != size:
+        return False
+    if size == 0:
+        return True
+    if rows.min() < 0 or rows.max() >= lab.size or np.unique(rows).size != size:
+        return False
+    got = lab[rows]
+    return bool(np.logical_or.reduce([got == t for t in remove]).all())
 
 
 @dataclass
@@ -143,8 +233,12 @@ class PartitionState:
         off = check_offsets(to_numpy(offsets), x.shape[0])
         if labels.shape != (x.shape[0],) or (labels.size and labels.min() < 0):
             raise ValueError(f"labels must be [N] non-negative ints, got shape {labels.shape}")
-        blocks = [_block(x[s:e], labels[s:e], eps) for s, e in zip(off[:-1].tolist(), off[1:].tolist())]
-        return cls(**_pack(x, blocks, eps))
+        st = cls(x=x, labels=labels, offsets=off, theme_offsets=np.zeros(len(off), np.int64), theme_label=np.zeros(0, np.int64),
+                 theme_sum=np.zeros((0, x.shape[1])), theme_count=np.zeros(0, np.int64), member_offsets=np.zeros(1, np.int64),
+                 member_rows=np.zeros(0, np.int64), top_idx=np.zeros((0, 2), np.int64), top_cos=np.zeros((0, 2)),
+                 f=np.zeros(len(off) - 1), eps=eps)
+        st._replace(list(range(len(off) - 1)), _blocks(x, np.arange(x.shape[0]), labels, off, eps))
+        return st
 
     def theme_row(self, b: int, label: int) -> int:
         s, e = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
@@ -161,93 +255,136 @@ class PartitionState:
         """Apply edits in place, each ``(memory b, labels of the themes removed, groups of GLOBAL node
         rows, the new label of each group)``: a split, merge or move. The groups cover exactly the
         removed themes' members; a new label is not one of the memory's remaining themes. Edits of one
-        memory apply in order. Kept themes keep their sums; new ones are summed; top-2 and f of the
-        touched memories are recomputed: the state equals ``from_labels`` on the edited labels."""
+        memory apply in order. Kept themes keep their sums; new ones are summed; the touched memories'
+        blocks are redone in one ``_blocks`` call: the state equals ``from_labels`` on the edited labels."""
         if not edits:
             return
         labels: dict[int, np.ndarray] = {}
         removed: dict[int, set[int]] = {}
+        count: dict[int, dict[int, int]] = {}  # memory -> its current themes' sizes
         for c, (b, remove, groups, new) in enumerate(edits):
             s = int(self.offsets[b])
-            lab = labels.setdefault(b, self.labels[s : int(self.offsets[b + 1])].copy())
-            gone = removed.setdefault(b, set())
+            if b not in labels:
+                labels[b] = self.labels[s : int(self.offsets[b + 1])].copy()
+                removed[b] = set()
+                ts, te = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
+                count[b] = dict(zip(self.theme_label[ts:te].tolist(), self.theme_count[ts:te].tolist()))
+            lab, have = labels[b], count[b]
             remove = [int(t) for t in remove]
-            if not set(remove) <= set(lab.tolist()):
-                raise ValueError(f"edit {c}: memory {b} has no theme labelled {sorted(set(remove) - set(lab.tolist()))}")
+            if any(t not in have for t in remove):
+                raise ValueError(f"edit {c}: memory {b} has no theme labelled {sorted(set(remove) - set(have))}")
             groups = [np.asarray(g, dtype=np.int64) - s for g in groups]
-            got = np.sort(np.concatenate(groups)) if groups else np.zeros(0, np.int64)
-            if not np.array_equal(np.flatnonzero(np.isin(lab, remove)), got):
+            if not _covers(lab, remove, sum(have[t] for t in remove), groups):
                 raise ValueError(f"edit {c} (memory {b}): the groups must cover exactly the members of the removed themes")
             new = [int(t) for t in new]
             if len(new) != len(groups) or len(set(new)) != len(new) or min(new, default=0) < 0 \
-                    or set(new) & (set(lab.tolist()) - set(remove)):
+                    or any(t in have and t not in remove for t in new):
                 raise ValueError(f"edit {c} (memory {b}): one new non-negative label per group, none a remaining theme's")
+            for t in remove:
+                del have[t]
             for g, t in zip(groups, new):
                 lab[g] = t
-            gone.update(remove)
-        blocks = {}
-        for b, lab in labels.items():
-            s, e = int(self.offsets[b]), int(self.offsets[b + 1])
-            ts, te = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
-            keep = {t: self.theme_sum[ts + j] for j, t in enumerate(self.theme_label[ts:te].tolist()) if t not in removed[b]}
-            blocks[b] = _block(self.x[s:e], lab, self.eps, keep, tail=e - s)
-        self._replace(blocks)
+                if g.size:
+                    have[t] = int(g.size)
+            removed[b].update(remove)
+        bs = sorted(labels)
+        sizes = [int(self.offsets[b + 1] - self.offsets[b]) for b in bs]
+        rows = np.concatenate([np.arange(int(self.offsets[b]), int(self.offsets[b + 1])) for b in bs])
+        kept = self._kept(bs, sizes, removed)
+        self._replace(bs, _blocks(self.x, rows, np.concatenate([labels[b] for b in bs]), csr_offsets(sizes), self.eps, kept))
 
     def extend(self, nodes: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         """Append nodes in place: memory b gains ``x [m, d]`` (any norms) at the end of its rows, with
         ``labels [m]`` (its themes' or new ones). The themes they join continue their sums, new ones
-        are summed, top-2 and f of the touched memories are recomputed; later memories' rows shift.
-        The state equals ``from_labels`` on the longer rows."""
+        are summed, the touched memories' blocks are redone in one ``_blocks`` call; later memories'
+        rows shift (the node rows are re-packed once). The state equals ``from_labels`` on the longer
+        rows."""
         if not nodes:
             return
-        blocks, xs = {}, {}
-        for b, (xn, ln) in nodes.items():
-            s, e = int(self.offsets[b]), int(self.offsets[b + 1])
-            ts, te = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
+        bs = sorted(nodes)
+        add: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for b in bs:
+            xn, ln = nodes[b]
             xn = _unit_rows(xn)
             ln = np.asarray(to_numpy(ln), dtype=np.int64)
             if ln.shape != (xn.shape[0],) or (ln.size and ln.min() < 0):
                 raise ValueError(f"memory {b}: labels must be [{xn.shape[0]}] non-negative ints, got shape {ln.shape}")
-            xs[b] = np.concatenate([self.x[s:e], xn])
-            start = {t: self.theme_sum[ts + j] for j, t in enumerate(self.theme_label[ts:te].tolist())}
-            blocks[b] = _block(xs[b], np.concatenate([self.labels[s:e], ln]), self.eps, start, tail=e - s)
-        self._replace(blocks, xs)
-
-    def _replace(self, blocks: dict[int, _Block], xs: dict[int, np.ndarray] | None = None) -> None:
-        """Swap in the touched memories' blocks (and node rows ``xs``); the others are kept as they are."""
-        parts, x_parts = [], []
-        for b in range(len(self.offsets) - 1):
+            add[b] = (xn, ln)
+        n_mem = len(self.offsets) - 1
+        pieces, sizes = [], []
+        for b in range(n_mem):
             s, e = int(self.offsets[b]), int(self.offsets[b + 1])
-            x_parts.append(xs[b] if xs and b in xs else self.x[s:e])
-            if b in blocks:
-                parts.append(blocks[b])
-                continue
+            pieces.append(self.x[s:e])
+            if b in add:
+                pieces.append(add[b][0])
+            sizes.append(e - s + (len(add[b][1]) if b in add else 0))
+        new_off = csr_offsets(sizes)
+        x = np.concatenate(pieces) if pieces else self.x
+        tails = [int(self.offsets[b + 1] - self.offsets[b]) for b in bs]
+        rows = np.concatenate([np.arange(int(new_off[b]), int(new_off[b + 1])) for b in bs])
+        ls = np.concatenate([np.concatenate([self.labels[int(self.offsets[b]) : int(self.offsets[b + 1])], add[b][1]]) for b in bs])
+        kept = self._kept(bs, tails)
+        self._replace(bs, _blocks(x, rows, ls, csr_offsets([sizes[b] for b in bs]), self.eps, kept), x)
+
+    def _kept(self, bs: list[int], tails: list[int], removed: dict[int, set[int]] | None = None) -> _Kept:
+        """The old themes of memories ``bs`` as ``_blocks`` takes them, all kept but the ``removed`` labels."""
+        spans = [(int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])) for b in bs]
+        rows = np.concatenate([np.arange(ts, te) for ts, te in spans]) if spans else np.zeros(0, np.int64)
+        lab = self.theme_label[rows]
+        gone = [(i << _KEY) | t for i, b in enumerate(bs) for t in (removed or {}).get(b, ())]
+        keep = ~np.isin((np.repeat(np.arange(len(bs), dtype=np.int64), [te - ts for ts, te in spans]) << _KEY) | lab,
+                        np.array(gone, np.int64))
+        return _Kept(csr_offsets([te - ts for ts, te in spans]), lab, self.theme_sum[rows], keep, np.array(tails, np.int64))
+
+    def _replace(self, bs: list[int], blocks: _Blocks, x: np.ndarray | None = None) -> None:
+        """Swap in the blocks of memories ``bs`` (and ``x``, the node rows re-packed for their new sizes);
+        the other memories' columns are kept as they are."""
+        at = {b: i for i, b in enumerate(bs)}
+        n_mem = len(self.offsets) - 1
+        cols: dict[str, list[np.ndarray]] = {k: [] for k in ("labels", "theme_label", "theme_sum", "theme_count", "members",
+                                                                 "top_idx", "top_cos")}
+        n_sizes, t_sizes, f = [], [], np.array(self.f, np.float64)
+        for b in range(n_mem):
+            s, e = int(self.offsets[b]), int(self.offsets[b + 1])
             ts, te = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
+            if b in at:
+                i = at[b]
+                r0, r1 = int(blocks.row_off[i]), int(blocks.row_off[i + 1])
+                t0, t1 = int(blocks.theme_off[i]), int(blocks.theme_off[i + 1])
+                cols["labels"].append(blocks.labels[r0:r1])
+                cols["members"].append(blocks.members[r0:r1])
+                for name in ("theme_label", "theme_sum", "theme_count", "top_idx", "top_cos"):
+                    cols[name].append(getattr(blocks, name)[t0:t1])
+                f[b] = blocks.f[i]
+                n_sizes.append(r1 - r0)
+                t_sizes.append(t1 - t0)
+                continue
             ti = self.top_idx[ts:te]
-            parts.append(_Block(self.labels[s:e], self.theme_label[ts:te], self.theme_sum[ts:te], self.theme_count[ts:te],
-                                self.member_rows[s:e] - s, np.where(ti >= 0, ti - ts, -1), self.top_cos[ts:te], float(self.f[b])))
-        x = np.concatenate(x_parts) if xs else self.x
-        for name, value in _pack(x, parts, self.eps).items():
-            setattr(self, name, value)
-
-
-def _pack(x: np.ndarray, blocks: list[_Block], eps: float) -> dict:
-    """The PartitionState columns of per-memory blocks, rows made global."""
-    d = x.shape[1]
-    n_sizes = [len(bl.labels) for bl in blocks]
-    t_sizes = [len(bl.theme_label) for bl in blocks]
-    off, t_off = csr_offsets(n_sizes), csr_offsets(t_sizes)
-    cat = lambda a, shape, dt: np.concatenate(a).astype(dt, copy=False) if a else np.zeros(shape, dt)  # noqa: E731
-    counts = cat([bl.theme_count for bl in blocks], (0,), np.int64)
-    return dict(
-        x=x, labels=cat([bl.labels for bl in blocks], (0,), np.int64), offsets=off, theme_offsets=t_off,
-        theme_label=cat([bl.theme_label for bl in blocks], (0,), np.int64),
-        theme_sum=cat([bl.theme_sum for bl in blocks], (0, d), np.float64), theme_count=counts,
-        member_offsets=csr_offsets(counts), member_rows=cat([bl.members + off[b] for b, bl in enumerate(blocks)], (0,), np.int64),
-        top_idx=cat([np.where(bl.top_idx >= 0, bl.top_idx + t_off[b], -1) for b, bl in enumerate(blocks)], (0, 2), np.int64),
-        top_cos=cat([bl.top_cos for bl in blocks], (0, 2), np.float64), f=np.array([bl.f for bl in blocks], dtype=np.float64),
-        eps=eps,
-    )
+            cols["labels"].append(self.labels[s:e])
+            cols["members"].append(self.member_rows[s:e] - s)
+            for name in ("theme_label", "theme_sum", "theme_count", "top_cos"):
+                cols[name].append(getattr(self, name)[ts:te])
+            cols["top_idx"].append(np.where(ti >= 0, ti - ts, -1))
+            n_sizes.append(e - s)
+            t_sizes.append(te - ts)
+        off, t_off = csr_offsets(n_sizes), csr_offsets(t_sizes)
+        d = self.x.shape[1]
+        cat = lambda a, shape, dt: np.concatenate(a).astype(dt, copy=False) if a else np.zeros(shape, dt)  # noqa: E731
+        if x is not None:
+            self.x = x
+        self.labels = cat(cols["labels"], (0,), np.int64)
+        self.offsets, self.theme_offsets = off, t_off
+        self.theme_label = cat(cols["theme_label"], (0,), np.int64)
+        self.theme_sum = cat(cols["theme_sum"], (0, d), np.float64)
+        self.theme_count = cat(cols["theme_count"], (0,), np.int64)
+        self.member_offsets = csr_offsets(self.theme_count)
+        node_start = np.repeat(off[:-1], n_sizes)
+        self.member_rows = cat(cols["members"], (0,), np.int64) + node_start
+        theme_start = np.repeat(t_off[:-1], t_sizes)[:, None]
+        top = cat(cols["top_idx"], (0, 2), np.int64)
+        self.top_idx = np.where(top >= 0, top + theme_start, -1)
+        self.top_cos = cat(cols["top_cos"], (0, 2), np.float64)
+        self.f = f
 
 
 @dataclass

@@ -1,0 +1,109 @@
+"""Bulk construction, stage by stage: ``xmemory build`` on a LoCoMo file or on synthetic
+conversations, each run a fresh process and a fresh store, its per-stage timings parsed from the
+CLI's own report; min and median over the runs. With ``--before DIR`` (a copy of another commit's
+``xmemory_gpu`` package, e.g. ``git archive <commit> xmemory_gpu | tar -x -C DIR`` plus a link to
+the built ``_C`` module) the runs of the two trees alternate (the machine may be shared: interleaved
+rounds keep the comparison fair). ``--profile`` adds one in-process run under cProfile and reports the
+share of the non-encoder time spent inside the compiled module (``xmemory_gpu._C``).
+
+    python benchmarks/bench_build.py --data ../shared/data/locomo/locomo_dev.json --runs 3
+    python benchmarks/bench_build.py --synthetic 1000 --seed 11 --runs 3 --before /tmp/old --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_LINE = re.compile(r"^\s+(\w+)\s+([0-9.]+) s$")
+_RUN = ("import sys; src = sys.argv.pop(1)\n"
+        "if src:\n"
+        "    sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+        "    sys.path.insert(0, src)\n"
+        "from xmemory_gpu.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n")
+
+
+def build_once(data: Path, embedder: str, src: str = "") -> dict[str, float]:
+    """One ``xmemory build`` in a fresh process and store: {stage: seconds, 'wall': process seconds}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-c", _RUN, src, "build", str(data), "--out", f"{tmp}/store", "--embedder", embedder,
+               "--no-progress"]
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        wall = time.perf_counter() - t0
+    stages = {m.group(1): float(m.group(2)) for m in map(_LINE.match, out.splitlines()) if m}
+    built = re.search(r"built \d+ memories.*?([0-9.]+) s$", out, re.M)
+    return {**stages, "build": float(built.group(1)) if built else float("nan"), "wall": wall}
+
+
+def native_share(data: Path, embedder: str) -> dict[str, float]:
+    """One in-process build under cProfile: seconds in ``xmemory_gpu._C`` kernels, in the encoder, in all."""
+    from xmemory_gpu.construct.pipeline import build_store
+    from xmemory_gpu.embed import load_embedder
+
+    emb = load_embedder(embedder)
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = cProfile.Profile()
+        prof.enable()
+        build_store(data, f"{tmp}/store", embedder=emb, progress=False)
+        prof.disable()
+    stats = pstats.Stats(prof).stats
+    total = max(v[3] for v in stats.values())
+    native = sum(v[2] for (_, _, name), v in stats.items() if name.startswith("<built-in method xmemory_gpu._C."))
+    encode = sum(v[3] for (path, _, name), v in stats.items() if name == "encode" and "/embed/" in path)
+    return {"total_s": total, "encoder_s": encode, "native_s": native, "native_share_of_non_encoder": native / max(total - encode, 1e-9)}
+
+
+def _table(rows: dict[str, list[dict[str, float]]]) -> str:
+    stages = list(dict.fromkeys(k for runs in rows.values() for r in runs for k in r))
+    head = "| stage | " + " | ".join(f"{name} min | {name} median" for name in rows) + " |"
+    lines = [head, "|---" * (1 + 2 * len(rows)) + "|"]
+    for s in stages:
+        cells = []
+        for runs in rows.values():
+            v = [r[s] for r in runs if s in r]
+            cells += [f"{min(v):.2f}", f"{statistics.median(v):.2f}"] if v else ["", ""]
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", type=Path, help="a LoCoMo-format JSON file or folder")
+    src.add_argument("--synthetic", type=int, metavar="N", help="N synthetic conversations (datasets.synthetic)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic conversations")
+    ap.add_argument("--embedder", default="hashing:384")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--before", default="", help="a copy of another tree's xmemory_gpu package: its runs alternate with these")
+    ap.add_argument("--profile", action="store_true", help="also measure the share of non-encoder time in xmemory_gpu._C")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        data = args.data
+        if data is None:
+            from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+
+            data = write_json(generate_conversations(args.synthetic, seed=args.seed), Path(tmp) / "synthetic.json")
+        trees = {"after": ""} if not args.before else {"before": args.before, "after": ""}
+        rows: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        for _ in range(args.runs):
+            for name, path in trees.items():
+                rows[name].append(build_once(data, args.embedder, path))
+        print(_table(rows))
+        print(json.dumps(rows))
+        if args.profile:
+            print(json.dumps(native_share(data, args.embedder)))
+
+
+if __name__ == "__main__":
+    main()
