@@ -234,7 +234,8 @@ with MemoryEngine.open(store, embedder=HashingEmbedder(128)) as eng:
     for i in range(start, stop):
         eng.add_batch([{"user_id": f"user{u}", "messages": [
             {"id": f"b{i}-u{u}-{j}", "speaker": "U" if j % 2 == 0 else "A",
-             "content": f"Batch {i} message {j}: I visited city number {(i * 7 + u) % 13} and met friend {j}."}
+             "content": f"Batch {i} message {j}: I visited city number {(i * 7 + u) % 13} and met friend {j}.",
+             "timestamp": 1_700_000_000 + 60 * i + j}
             for j in range(3)]} for u in range(4)])
         print(i, flush=True)
 """

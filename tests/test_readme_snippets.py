@@ -1,5 +1,5 @@
 """The README's integration snippets run as written: the LangGraph example (default embedder, in a
-temporary folder) and the MCP host configuration's command line (tests/test_mcp.py starts it through
+temporary folder), the mem0 example, and the MCP host configuration's command line (tests/test_mcp.py starts it through
 the SDK's stdio client)."""
 
 from __future__ import annotations
@@ -39,3 +39,11 @@ def test_mcp_host_config_names_a_working_command():
     except SystemExit as exc:
         rc = exc.code
     assert rc == 0
+
+
+def test_mem0_snippet_runs(capsys):
+    exec(compile(_block("### Coming from mem0", "python"), "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    context, hobby = out.split("\n")[:-2], out.split("\n")[-2]
+    assert "Lisbon" in "\n".join(context) and "violin" not in out and "cello" not in "\n".join(context)
+    assert hobby == "['I bought a cello.']"

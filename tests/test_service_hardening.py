@@ -237,14 +237,17 @@ def test_openapi_declares_the_error_model_and_the_bearer_scheme(app):
             keyed += 1
             assert op["security"] == [{"bearer": []}], (method, path)
             assert {"401", "403"} <= set(responses), (method, path)
-            if path != "/metrics":  # the one keyed route without input
+            if path not in ("/metrics", "/v1/reset"):  # the keyed routes without input
                 assert responses["422"]["content"]["application/json"]["schema"] == {
                     "$ref": "#/components/schemas/ValidationErrorBody"}
             for code in ("401", "403"):
                 assert responses[code]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
             if "{unit_id}" in path:
                 assert "404" in responses
-    assert keyed == 9
+    assert keyed == 11
+    assert spec["paths"]["/v1/reset"]["post"]["responses"].keys() == {"200", "401", "403", "503"}
+    (param,) = [p for p in spec["paths"]["/v1/memories"]["get"]["parameters"] if p["name"] == "filters"]
+    assert param["in"] == "query" and param["content"]["application/json"]["schema"]["type"] == "object"
 
 
 def test_the_service_refuses_what_the_schema_refuses_and_no_more(app, http):
@@ -269,9 +272,38 @@ def test_the_service_refuses_what_the_schema_refuses_and_no_more(app, http):
                 {"user_id": "schema", "query": "q", "queries": ["q"]}, {"user_id": "schema", "query": None, "queries": ["q"]},
                 {"user_id": "schema", "query": "q", "budget_tokens": "600"}, {"user_id": "schema", "query": "q", "budget_tokens": 600},
                 {"user_id": "schema", "query": "q", "strategy": "nope"}, {"user_id": "schema", "query": "q", "top_k": 3}]
+    searches += [{"user_id": "schema", "query": "q", **extra} for extra in (
+        {"limit": 1}, {"limit": 0}, {"limit": 10_001}, {"limit": True}, {"limit": "3"}, {"threshold": 0.3}, {"threshold": 1},
+        {"threshold": "0.3"}, {"threshold": None}, {"filters": {"topic": "x", "n": 1, "f": 1.5, "b": False, "z": None}},
+        {"filters": {}}, {"filters": {"a": [1]}}, {"filters": {"a": {"b": 1}}}, {"filters": {"": 1}}, {"filters": []},
+        {"filters": "topic=x"})]
     for s in searches:
         code, body = _post(http, "/v1/search", s)
         assert valid("SearchRequest", s) == (code == 200), (s, code, body)
+    adds = [{"metadata": {"topic": "x", "deep": {"a": [1, None]}}}, {"metadata": {}}, {"metadata": None},
+            {"metadata": []}, {"metadata": "x"}, {"metadata": {"": 1}}, {"user_name": "Maya"}, {"user_name": ""},
+            {"user_name": 3}, {"messages": [{"role": "user", "name": "Maya", "content": "x"}]},
+            {"messages": [{"role": "user", "name": 3, "content": "x"}]}, {"messages": [{"role": "user", "name": "", "content": "x"}]}]
+    for n, extra in enumerate(adds):
+        a = {"user_id": "schema", "messages": [{"role": "u", "content": "x", "id": f"a{n}"}], **extra}
+        code, body = _post(http, "/v1/memories", a)
+        assert valid("AddRequest", a) == (code == 200), (a, code, body)
+    http.post("/v1/memories", json={"user_id": "schema", "messages": [{"role": "u", "content": "old", "id": "up"}]},
+              headers=AUTH)
+    for u in ({"user_id": "schema", "text": "new"}, {"user_id": "schema", "text": ""}, {"user_id": "schema"},
+              {"user_id": "schema", "text": None}, {"user_id": "schema", "text": 3}, {"text": "new"},
+              {"user_id": "schema", "text": "new", "agent_id": None}, {"user_id": "schema", "text": "new", "x": 1}):
+        r = http.put("/v1/memories/up", json=u, headers=AUTH)
+        assert valid("UpdateRequest", u) == (r.status_code == 200), (u, r.status_code, r.json())
+    filters_schema = {**spec["paths"]["/v1/memories"]["get"]["parameters"][-1]["content"]["application/json"]["schema"],
+                      "components": spec["components"]}
+    for f in ('{"topic": "x"}', "{}", '{"n": 1, "b": true, "z": null}', '{"a": [1]}', "[]", '"x"', "{topic: 1}", '{"": 1}'):
+        r = http.get("/v1/memories", params={"user_id": "schema", "filters": f}, headers=AUTH)
+        try:
+            ok = jsonschema.Draft202012Validator(filters_schema).is_valid(json.loads(f))
+        except ValueError:
+            ok = False
+        assert ok == (r.status_code == 200), (f, r.status_code, r.json())
 
 
 def test_docs_page_works_offline(http):

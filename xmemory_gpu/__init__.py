@@ -1,6 +1,7 @@
 """xmemory_gpu: xMemory hierarchical agent memory with batched GPU/CPU kernels.
 
 The public surface, imported lazily (``import xmemory_gpu`` needs no GPU, model or compiled module):
+``MemoryEngine`` (the live memory), ``MemoryClient`` / ``AsyncMemoryClient`` (the same calls over HTTP),
 ``Retriever``, ``Store``, ``Bank``, ``XMemoryConfig``, ``build_store``; kernels under ``xmemory_gpu.ops``.
 """
 
@@ -12,6 +13,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "MemoryEngine": "xmemory_gpu.engine.engine",
+    "MemoryClient": "xmemory_gpu.client",
+    "AsyncMemoryClient": "xmemory_gpu.client",
     "Retriever": "xmemory_gpu.retrieve.retriever",
     "RetrievalResult": "xmemory_gpu.retrieve.result",
     "Store": "xmemory_gpu.memory.store",

@@ -1,8 +1,9 @@
-"""``MemoryClient``: the live engine's methods over HTTP (``xmemory serve``), so switching between
-in-process and remote is one line::
+"""``MemoryClient`` and ``AsyncMemoryClient``: the live engine's methods over HTTP (``xmemory serve``),
+so switching between in-process and remote is one line::
 
     mem = MemoryEngine.open("stores/live")            # in process
     mem = MemoryClient("http://127.0.0.1:8000", api_key="...")   # remote, same calls
+    mem = AsyncMemoryClient("http://127.0.0.1:8000", api_key="...")   # remote, the same calls awaited
 
 Search results come back as dicts (``context``, ``units``, ``message_ids``, ``context_tokens``).
 Redirects are not followed (a redirect to another host would carry the API key there): a 3xx answer
@@ -11,10 +12,13 @@ is a ``ServiceError`` naming where it pointed. Only the standard library is used
 
 from __future__ import annotations
 
+import asyncio
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -26,6 +30,138 @@ class ServiceError(RuntimeError):
         self.status, self.detail = status, detail
 
 
+@dataclass(frozen=True)
+class _Req:
+    """One call as HTTP: ``field`` names the part of the JSON answer the method returns (None: all of it)."""
+
+    method: str
+    path: str
+    body: dict | None = None
+    params: dict | None = None
+    field: str | None = None
+
+    def target(self, base_path: str) -> str:
+        q = {k: v for k, v in (self.params or {}).items() if v is not None}
+        return base_path + self.path + ("?" + urllib.parse.urlencode(q) if q else "")
+
+    def data(self) -> bytes | None:
+        return None if self.body is None else json.dumps({k: v for k, v in self.body.items() if v is not None}).encode()
+
+
+def _answer(req: _Req, status: int, content_type: str, raw: bytes, location: str | None) -> Any:
+    """The method's value from an HTTP answer, or the ``ServiceError`` it is."""
+    if 300 <= status < 400:
+        raise ServiceError(status, f"redirect to {location!r} not followed (the client sends its key only to base_url)")
+    if status >= 400:
+        try:
+            detail = json.loads(raw).get("detail", "")
+        except (ValueError, AttributeError):
+            detail = raw.decode(errors="replace")[:200]
+        raise ServiceError(status, str(detail))
+    out = json.loads(raw) if content_type == "application/json" else raw.decode()
+    return out if req.field is None else out[req.field]
+
+
+def _unit(unit_id: str) -> str:
+    return "/v1/memories/" + urllib.parse.quote(unit_id, safe="")
+
+
+def _scope(user_id: str, agent_id: str | None, run_id: str | None) -> dict:
+    return {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+
+
+def _filters(filters: dict | None) -> str | None:
+    return None if filters is None else json.dumps(filters)
+
+
+class _Requests:
+    """The request of each method, shared by both clients (their signatures are the engine's)."""
+
+    @staticmethod
+    def add(messages: list[dict], scope: dict, metadata: dict | None, user_name: str | None) -> _Req:
+        return _Req("POST", "/v1/memories", {"messages": messages, **scope, "metadata": metadata, "user_name": user_name},
+                    field="ids")
+
+    @staticmethod
+    def search(query_or_queries: str | list[str], scope: dict, strategy: str, budget_tokens: int | None,
+               limit: int | None, threshold: float | None, filters: dict | None) -> _Req:
+        key = "query" if isinstance(query_or_queries, str) else "queries"
+        return _Req("POST", "/v1/search", {key: query_or_queries if key == "query" else list(query_or_queries),
+                                           **scope, "strategy": strategy, "budget_tokens": budget_tokens,
+                                           "limit": limit, "threshold": threshold, "filters": filters}, field="results")
+
+    @staticmethod
+    def update(unit_id: str, text: str, scope: dict) -> _Req:
+        return _Req("PUT", _unit(unit_id), {"text": text, **scope})
+
+
+class MemoryClient:
+    """The engine's calls against ``xmemory serve`` (blocking; urllib)."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0) -> None:
+        self.base = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirect)
+
+    def _call(self, req: _Req) -> Any:
+        data = req.data()
+        r = urllib.request.Request(self.base + req.target(""), data=data, method=req.method)
+        if data is not None:
+            r.add_header("Content-Type", "application/json")
+        if self.api_key:
+            r.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with self._opener.open(r, timeout=self.timeout) as resp:
+                return _answer(req, resp.status, resp.headers.get_content_type(), resp.read(), None)
+        except urllib.error.HTTPError as exc:
+            return _answer(req, exc.code, exc.headers.get_content_type(), exc.read(), exc.headers.get("Location"))
+
+    def add(self, messages: list[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
+            metadata: dict | None = None, user_name: str | None = None) -> list[str]:
+        return self._call(_Requests.add(messages, _scope(user_id, agent_id, run_id), metadata, user_name))
+
+    def add_batch(self, items: list[dict]) -> list[list[str]]:
+        return self._call(_Req("POST", "/v1/memories/batch", {"items": items}, field="ids"))
+
+    def search(self, query_or_queries: str | list[str], *, user_id: str, agent_id: str | None = None,
+               run_id: str | None = None, strategy: str = "xmemory", budget_tokens: int | None = None,
+               limit: int | None = None, threshold: float | None = None, filters: dict | None = None) -> list[dict]:
+        return self._call(_Requests.search(query_or_queries, _scope(user_id, agent_id, run_id), strategy, budget_tokens,
+                                           limit, threshold, filters))
+
+    def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
+                filters: dict | None = None) -> list[dict]:
+        return self._call(_Req("GET", "/v1/memories", params={**_scope(user_id, agent_id, run_id),
+                                                              "filters": _filters(filters)}, field="units"))
+
+    def get(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> dict:
+        return self._call(_Req("GET", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
+
+    def update(self, unit_id: str, text: str, *, user_id: str, agent_id: str | None = None,
+               run_id: str | None = None) -> dict:
+        return self._call(_Requests.update(unit_id, text, _scope(user_id, agent_id, run_id)))
+
+    def delete(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> None:
+        self._call(_Req("DELETE", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
+
+    def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
+        return self._call(_Req("DELETE", "/v1/memories", params=_scope(user_id, agent_id, run_id), field="deleted_messages"))
+
+    def reset(self) -> int:
+        """Delete every memory of the store (a key of every scope); returns the number of memories deleted."""
+        return self._call(_Req("POST", "/v1/reset", field="deleted_memories"))
+
+    def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
+        return self._call(_Req("GET", "/v1/history", params=_scope(user_id, agent_id, run_id), field="history"))
+
+    def health(self) -> dict:
+        return self._call(_Req("GET", "/health"))
+
+    def metrics(self) -> str:
+        return self._call(_Req("GET", "/metrics"))
+
+
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Every redirect answered as the error it is, never followed with the key."""
 
@@ -34,70 +170,117 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-class MemoryClient:
+class AsyncMemoryClient:
+    """``MemoryClient``'s calls as coroutines, on asyncio's streams: one HTTP/1.1 connection per call
+    (no pool, no proxy); ``timeout`` bounds a whole call (``TimeoutError``); cancelling a call closes
+    its connection."""
+
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0) -> None:
+        url = urllib.parse.urlsplit(base_url.rstrip("/"))
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"base_url: expected http://HOST[:PORT][/PATH] or https://..., got {base_url!r}")
         self.base = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
-        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._tls = url.scheme == "https"
+        self._host, self._port = url.hostname, url.port or (443 if self._tls else 80)
+        self._netloc, self._path = url.netloc, url.path
 
-    def _call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
-        q = {k: v for k, v in params.items() if v is not None}
-        url = self.base + path + ("?" + urllib.parse.urlencode(q) if q else "")
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.api_key:
-            req.add_header("Authorization", f"Bearer {self.api_key}")
+    async def _call(self, req: _Req) -> Any:
         try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-                return json.loads(raw) if resp.headers.get_content_type() == "application/json" else raw.decode()
-        except urllib.error.HTTPError as exc:
-            if 300 <= exc.code < 400:
-                raise ServiceError(exc.code, f"redirect to {exc.headers.get('Location')!r} not followed "
-                                             "(MemoryClient sends its key only to base_url)") from None
-            try:
-                detail = json.loads(exc.read()).get("detail", "")
-            except (ValueError, AttributeError):
-                detail = exc.reason
-            raise ServiceError(exc.code, str(detail)) from None
+            return await asyncio.wait_for(self._exchange(req), self.timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"{req.method} {self.base}{req.path}: no answer within {self.timeout} s") from None
 
-    @staticmethod
-    def _scope(user_id: str, agent_id: str | None, run_id: str | None) -> dict:
-        return {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    async def _exchange(self, req: _Req) -> Any:
+        data = req.data() or b""
+        head = [f"{req.method} {req.target(self._path)} HTTP/1.1", f"Host: {self._netloc}", "Connection: close",
+                "Accept: application/json", f"Content-Length: {len(data)}"]
+        if req.body is not None:
+            head.append("Content-Type: application/json")
+        if self.api_key:
+            head.append(f"Authorization: Bearer {self.api_key}")
+        reader, writer = await asyncio.open_connection(self._host, self._port,
+                                                       ssl=ssl.create_default_context() if self._tls else None)
+        try:
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+            await writer.drain()
+            status, headers = await _read_head(reader)
+            raw = await _read_body(reader, headers)
+        finally:
+            writer.close()
+        ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+        return _answer(req, status, ctype, raw, headers.get("location"))
 
-    def add(self, messages: list[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[str]:
-        return self._call("POST", "/v1/memories", {"messages": messages, **self._scope(user_id, agent_id, run_id)})["ids"]
+    async def add(self, messages: list[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
+                  metadata: dict | None = None, user_name: str | None = None) -> list[str]:
+        return await self._call(_Requests.add(messages, _scope(user_id, agent_id, run_id), metadata, user_name))
 
-    def add_batch(self, items: list[dict]) -> list[list[str]]:
-        return self._call("POST", "/v1/memories/batch", {"items": items})["ids"]
+    async def add_batch(self, items: list[dict]) -> list[list[str]]:
+        return await self._call(_Req("POST", "/v1/memories/batch", {"items": items}, field="ids"))
 
-    def search(self, query_or_queries: str | list[str], *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-               strategy: str = "xmemory", budget_tokens: int | None = None) -> list[dict]:
-        key = "query" if isinstance(query_or_queries, str) else "queries"
-        body = {key: query_or_queries if key == "query" else list(query_or_queries), "strategy": strategy,
-                "budget_tokens": budget_tokens, **self._scope(user_id, agent_id, run_id)}
-        return self._call("POST", "/v1/search", {k: v for k, v in body.items() if v is not None})["results"]
+    async def search(self, query_or_queries: str | list[str], *, user_id: str, agent_id: str | None = None,
+                     run_id: str | None = None, strategy: str = "xmemory", budget_tokens: int | None = None,
+                     limit: int | None = None, threshold: float | None = None, filters: dict | None = None) -> list[dict]:
+        return await self._call(_Requests.search(query_or_queries, _scope(user_id, agent_id, run_id), strategy,
+                                                 budget_tokens, limit, threshold, filters))
 
-    def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
-        return self._call("GET", "/v1/memories", **self._scope(user_id, agent_id, run_id))["units"]
+    async def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
+                      filters: dict | None = None) -> list[dict]:
+        return await self._call(_Req("GET", "/v1/memories", params={**_scope(user_id, agent_id, run_id),
+                                                                    "filters": _filters(filters)}, field="units"))
 
-    def get(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> dict:
-        return self._call("GET", f"/v1/memories/{urllib.parse.quote(unit_id, safe='')}", **self._scope(user_id, agent_id, run_id))
+    async def get(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> dict:
+        return await self._call(_Req("GET", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
-    def delete(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> None:
-        self._call("DELETE", f"/v1/memories/{urllib.parse.quote(unit_id, safe='')}", **self._scope(user_id, agent_id, run_id))
+    async def update(self, unit_id: str, text: str, *, user_id: str, agent_id: str | None = None,
+                     run_id: str | None = None) -> dict:
+        return await self._call(_Requests.update(unit_id, text, _scope(user_id, agent_id, run_id)))
 
-    def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
-        return self._call("DELETE", "/v1/memories", **self._scope(user_id, agent_id, run_id))["deleted_messages"]
+    async def delete(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> None:
+        await self._call(_Req("DELETE", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
-    def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
-        return self._call("GET", "/v1/history", **self._scope(user_id, agent_id, run_id))["history"]
+    async def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
+        return await self._call(_Req("DELETE", "/v1/memories", params=_scope(user_id, agent_id, run_id),
+                                     field="deleted_messages"))
 
-    def health(self) -> dict:
-        return self._call("GET", "/health")
+    async def reset(self) -> int:
+        """Delete every memory of the store (a key of every scope); returns the number of memories deleted."""
+        return await self._call(_Req("POST", "/v1/reset", field="deleted_memories"))
 
-    def metrics(self) -> str:
-        return self._call("GET", "/metrics")
+    async def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
+        return await self._call(_Req("GET", "/v1/history", params=_scope(user_id, agent_id, run_id), field="history"))
+
+    async def health(self) -> dict:
+        return await self._call(_Req("GET", "/health"))
+
+    async def metrics(self) -> str:
+        return await self._call(_Req("GET", "/metrics"))
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    """The status and the headers (names lower-cased) of an HTTP/1.x answer."""
+    line = (await reader.readline()).decode("latin-1")
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise ConnectionError(f"not an HTTP/1.x answer: {line[:80]!r}")
+    headers: dict[str, str] = {}
+    for _ in range(256):  # bounded: a server sending more headers is not one we talk to
+        line = (await reader.readline()).decode("latin-1")
+        if line in ("\r\n", "\n", ""):
+            return int(parts[1]), headers
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    raise ConnectionError("more than 256 header lines in an answer")
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks = []
+        while size := int((await reader.readline()).split(b";")[0].strip() or b"0", 16):
+            chunks.append(await reader.readexactly(size))
+            await reader.readline()  # the CRLF after each chunk
+        return b"".join(chunks)
+    if "content-length" in headers:
+        return await reader.readexactly(int(headers["content-length"]))
+    return await reader.read()

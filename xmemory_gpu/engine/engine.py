@@ -1,5 +1,6 @@
-"""``MemoryEngine``: live memories over a store: add, search, delete and scope, batched across
-users (DESIGN section 3b).
+"""``MemoryEngine``: live memories over a store: add, search, update, delete and scope, batched
+across users, with mem0's names (``metadata`` / ``filters``: ``engine.metadata``; ``limit`` /
+``threshold``: ``engine.results``; ``update``, ``reset``).
 
 A memory is keyed by ``(user_id, agent_id, run_id)``; its store id is that key as a JSON array,
 so ids with path or SQL characters are plain data (SQL is parameterised, file names are hashes).
@@ -37,6 +38,8 @@ import numpy as np
 from .. import ops
 from ..config import XMemoryConfig, resolve_config
 from ..construct.incremental import EngineState, empty_memory, grow, statement_hash
+from ..construct.pipeline import theme_summary
+from ..construct.segment import embed_messages
 from ..construct.semantic import extract_statements
 from ..embed import Embedder, embedder_for_store, load_embedder
 from ..memory.bank import Bank
@@ -44,12 +47,15 @@ from ..memory.hierarchy import Memory, slice_from_memory
 from ..memory.locks import ReadWriteLock, WriterLock
 from ..memory.records import Conversation, Episode, Message
 from ..memory.store import DB_NAME, Store
+from ..memory.subset import restrict
 from ..ops._dispatch import encoder_device
 from ..retrieve.result import RetrievalResult
 from ..retrieve.retriever import Retriever
 from . import ids as unit_ids
 from . import inputs
+from . import metadata as meta
 from .inputs import MAX_ID_CHARS, Limits, scope_key, scope_of
+from .results import check_limit, check_threshold, limit_units
 
 __all__ = ["MAX_ID_CHARS", "Limits", "MemoryEngine", "QuarantinedError", "scope_key", "scope_of"]
 
@@ -58,7 +64,12 @@ class QuarantinedError(RuntimeError):
     """A request for a memory that failed to load when the engine opened (damaged); names it."""
 
 
-SEARCH_ITEM_FIELDS = frozenset({"queries", "query", "user_id", "agent_id", "run_id", "strategy", "budget_tokens"})
+SEARCH_ITEM_FIELDS = frozenset({"queries", "query", "user_id", "agent_id", "run_id", "strategy", "budget_tokens", "limit",
+                                "threshold", "filters"})
+ADD_ITEM_FIELDS = frozenset({"messages", "user_id", "agent_id", "run_id", "metadata", "user_name"})
+MESSAGE_FIELDS = frozenset({"speaker", "role", "name", "content", "text", "timestamp", "id", "session"})
+USER_NAME = "user_name"  # stats key: the name role "user" messages are attributed to
+STAMPED = "stamped"  # stats key: ids of the messages the engine stamped with their arrival time
 
 class MemoryEngine:
     """Live memories: ``add`` / ``add_batch`` / ``search`` / ``get_all`` / ``get`` / ``delete`` /
@@ -69,8 +80,10 @@ class MemoryEngine:
     ``QuarantinedError`` (``delete_all`` removes it). ``limits`` bounds the size of a write."""
 
     def __init__(self, store: Store, embedder: Embedder, config: XMemoryConfig, *, backend: str = "auto",
-                 read_only: bool = False, lock: WriterLock | None = None, limits: Limits | None = None) -> None:
+                 read_only: bool = False, lock: WriterLock | None = None, limits: Limits | None = None,
+                 stamp_arrival: bool = True) -> None:
         self.store = store
+        self.stamp_arrival = stamp_arrival
         self.embedder = embedder
         self.config = config
         self.backend = backend
@@ -95,10 +108,12 @@ class MemoryEngine:
     # -- opening and closing -----------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, *, embedder: Embedder | str | None = None, config: XMemoryConfig | None = None,
-             backend: str = "auto", read_only: bool = False, limits: Limits | None = None) -> MemoryEngine:
+             backend: str = "auto", read_only: bool = False, limits: Limits | None = None,
+             stamp_arrival: bool = True) -> MemoryEngine:
         """Create or reopen the store at ``path``. ``embedder``: an Embedder or a spec (default: the
         store's, or all-MiniLM-L6-v2 for a new store). ``read_only``: searching only; ``refresh()``
-        loads what writers committed since."""
+        loads what writers committed since. ``stamp_arrival``: a message added without a timestamp
+        gets the time it arrived (UTC), and ``get_all`` says so (``"timestamp_source": "arrival"``)."""
         root = Path(path)
         exists = (root / DB_NAME).exists()
         if read_only and not exists:
@@ -134,7 +149,8 @@ class MemoryEngine:
                 lock.release()
             raise
         try:
-            return cls(store, emb, cfg, backend=backend, read_only=read_only, lock=lock, limits=limits)
+            return cls(store, emb, cfg, backend=backend, read_only=read_only, lock=lock, limits=limits,
+                       stamp_arrival=stamp_arrival)
         except BaseException:
             store.close()
             if lock is not None:
@@ -209,9 +225,18 @@ class MemoryEngine:
         return key
 
     # -- writing -----------------------------------------------------------------------------------
-    def add(self, messages: Sequence[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[str]:
-        """Add messages to one memory; returns their ids (given, or assigned)."""
-        return self.add_batch([{"messages": messages, "user_id": user_id, "agent_id": agent_id, "run_id": run_id}])[0]
+    def add(self, messages: Sequence[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
+            metadata: dict | None = None, user_name: str | None = None) -> list[str]:
+        """Add messages to one memory; returns their ids (given, or assigned).
+
+        A message is ``{"role" | "speaker", "content" | "text", "name"?, "timestamp"?, "id"?,
+        "session"?}``. ``metadata``: a JSON object stored with each of these messages (``get_all``
+        returns it, ``filters`` select by it). Who speaks: a message's ``name``, else its
+        ``speaker``, else its role, where role ``user`` is the memory's user name when one was
+        given (``user_name`` here or at an earlier add; it is remembered)."""
+        item = {"messages": messages, "user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+        item |= {k: v for k, v in (("metadata", metadata), ("user_name", user_name)) if v is not None}
+        return self.add_batch([item])[0]
 
     def add_batch(self, items: Sequence[dict]) -> list[list[str]]:
         """Add messages to many memories at once: one embedding call for all new messages, one for
@@ -225,11 +250,15 @@ class MemoryEngine:
             raise ValueError(f"add_batch: items: {len(items)} items, more than the limit of {lim.max_items}")
         with self._writer:
             keys, batches, ids_out, total = [], {}, [], 0
+            added: dict[str, dict[str, dict]] = {}  # memory -> message id -> metadata
+            names: dict[str, str] = {}  # memory -> user name given now
+            stamped: dict[str, list[str]] = {}  # memory -> ids stamped with their arrival time
+            now = time.time()  # the arrival time of every message of the call
             for n, item in enumerate(items):
                 where = f"add_batch: items[{n}]"
                 if not isinstance(item, dict):
                     raise ValueError(f"{where}: expected an object, got {type(item).__name__}")
-                unknown = set(item) - {"messages", "user_id", "agent_id", "run_id"}
+                unknown = set(item) - ADD_ITEM_FIELDS
                 if unknown:
                     raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
                 key = self._usable(scope_key(item.get("user_id"), item.get("agent_id"), item.get("run_id")))
@@ -243,19 +272,32 @@ class MemoryEngine:
                 if total > lim.max_batch_messages:
                     raise ValueError(f"{where}: messages: more than {lim.max_batch_messages} messages in one add_batch "
                                      "(add them in several calls)")
+                md = meta.metadata(item.get("metadata"), f"{where}: metadata")
+                name = None if item.get("user_name") is None else inputs.check_id(item["user_name"], f"{where}: user_name")
+                if name is not None:
+                    names[key] = name
                 keys.append(key)
                 batches.setdefault(key, [])
-                ids_out.append(self._parse(key, msgs, batches[key], where))
+                ids_out.append(self._parse(key, msgs, batches[key], where, names.get(key) or self._user_name(key), stamped, now))
+                if md is not None:
+                    added.setdefault(key, {}).update(dict.fromkeys(ids_out[-1], md))
             if not batches:
                 return ids_out
             mems = [self._current(k) for k in batches]
             grown = grow(mems, list(batches.values()), self.embedder, self.config, backend=self.backend)
             for old, new in zip(mems, grown):
                 unit_ids.assign(old, new, set(), rederived=False)
+                _carry(old, new, set(), added.get(old.memory_id, {}), names.get(old.memory_id),
+                       stamped.get(old.memory_id, []))
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
             return ids_out
 
-    def _parse(self, key: str, msgs: Sequence[dict], out: list[Message], where: str) -> list[str]:
+    def _user_name(self, key: str) -> str | None:
+        b = self.bank.index.get(key)
+        return None if b is None else self.bank.stats[b].get(USER_NAME)
+
+    def _parse(self, key: str, msgs: Sequence[dict], out: list[Message], where: str, user_name: str | None,
+               stamped: dict[str, list[str]], now: float) -> list[str]:
         b = self.bank.index.get(key)
         taken = set(self.bank.msg["id"][self.bank.msg.seg.rows(b)].tolist()) if b is not None else set()
         taken |= {m.id for m in out}
@@ -265,10 +307,14 @@ class MemoryEngine:
             w = f"{where}: messages[{j}]"
             if not isinstance(d, dict):
                 raise ValueError(f"{w}: expected an object, got {type(d).__name__}")
-            unknown = set(d) - {"speaker", "role", "content", "text", "timestamp", "id", "session"}
+            unknown = set(d) - MESSAGE_FIELDS
             if unknown:
                 raise ValueError(f"{w}: unknown fields {sorted(unknown)}")
             speaker = inputs.text(d, ("speaker", "role"), w, MAX_ID_CHARS)
+            if d.get("name") is not None:
+                speaker = inputs.check_id(d["name"], f"{w}: name")
+            elif "speaker" not in d and speaker == "user" and user_name:
+                speaker = user_name
             text = inputs.text(d, ("content", "text"), w, self.limits.max_text_chars)
             mid = uuid.uuid4().hex if d.get("id") is None else inputs.message_id(d["id"], w)
             if mid in taken:
@@ -276,7 +322,11 @@ class MemoryEngine:
             session = inputs.session(d.get("session", last_session), w)
             last_session = session
             taken.add(mid)
-            out.append(Message(mid, speaker, text, session, inputs.timestamp(d.get("timestamp"), w)))
+            ts = inputs.timestamp(d.get("timestamp"), w)
+            if ts is None and self.stamp_arrival:
+                ts = now
+                stamped.setdefault(key, []).append(mid)
+            out.append(Message(mid, speaker, text, session, ts))
             ids.append(mid)
         return ids
 
@@ -346,8 +396,12 @@ class MemoryEngine:
             hashes |= {statement_hash(r.text) for r, s in zip(raw, sims) if s > self.config.semantic.dedup_threshold}
         return sorted(hashes)
 
-    def _rederive(self, mems: list[Memory], drops: list[set[str]], forgotten: list[list[str]], op: tuple[str, list[str]]) -> None:
+    def _rederive(self, mems: list[Memory], drops: list[set[str]], forgotten: list[list[str]], op: tuple[str, list[str]],
+                  texts: dict[str, str] | None = None) -> None:
+        """Re-derive each memory from its messages but the dropped ones; ``texts`` (message id ->
+        text) replaces the text of messages (embedded again)."""
         empties, keep_msgs, keep_x = [], [], []
+        texts = texts or {}
         for mem, drop, fg in zip(mems, drops, forgotten):
             rows = [i for i, m in enumerate(mem.messages) if m.id not in drop]
             st = EngineState.of(mem)
@@ -355,11 +409,19 @@ class MemoryEngine:
             e.stats["engine"]["forgotten"] = sorted(set(fg))
             e.stats["engine"]["speakers"] = list(st.speakers)
             empties.append(e)
-            keep_msgs.append([mem.messages[i] for i in rows])
-            keep_x.append(mem.msg_x[rows])
+            msgs = [mem.messages[i] for i in rows]
+            x = mem.msg_x[rows]
+            changed = [j for j, m in enumerate(msgs) if m.id in texts]
+            if changed:
+                msgs = [Message(m.id, m.speaker, texts[m.id], m.session, m.timestamp) if m.id in texts else m for m in msgs]
+                x = x.copy()
+                x[changed] = embed_messages(self.embedder, [msgs[j] for j in changed], self.config.semantic.passage_words)
+            keep_msgs.append(msgs)
+            keep_x.append(x)
         grown = grow(empties, keep_msgs, self.embedder, self.config, new_x=keep_x, backend=self.backend)
         for old, new, drop in zip(mems, grown, drops):
             unit_ids.assign(old, new, drop, rederived=True)
+            _carry(old, new, drop, {}, None, [])
         self._commit(grown, [(m.memory_id, op[0], op[1]) for m in grown],
                      redact={m.memory_id: drop for m, drop in zip(mems, drops) if drop})
         self.store.vacuum()
@@ -379,28 +441,67 @@ class MemoryEngine:
             self.store.vacuum()
             return n
 
+    def update(self, unit_id: str, text: str, *, user_id: str | None = None, agent_id: str | None = None,
+               run_id: str | None = None) -> dict:
+        """Give a message new text (mem0's ``update``): what was derived from the old text is derived
+        again, as after a delete, and the old text leaves the store. Derived units (``semantic:N``,
+        ...) are not edited: update the message they came from. Returns the updated message."""
+        self._check_open(write=True)
+        new = inputs.text({"text": text}, ("text",), "update", self.limits.max_text_chars)
+        with self._writer:
+            key, kind, _ = self._locate(unit_id, user_id, agent_id, run_id)
+            if kind != "message":
+                raise ValueError(f"update: {unit_id!r} is a derived {kind}; update the messages it came from "
+                                 "(its message_ids) or delete it")
+            mem = self.bank.view(self.bank.index[key])
+            self._rederive([mem], [set()], [list(EngineState.of(mem).forgotten)], op=("update", [unit_id]),
+                           texts={unit_id: new})
+            unit = self._message_unit(key, unit_id)
+        return unit
+
+    def _message_unit(self, key: str, mid: str) -> dict:
+        with self._rw.read():
+            mem = self.bank.view(self.bank.index[key])
+            return next(u for u in _units(mem) if u["type"] == "message" and u["id"] == mid)
+
+    def reset(self) -> int:
+        """Forget every memory of the store (mem0's ``reset``), each as ``delete_all`` would; returns
+        the number of memories removed."""
+        self._check_open(write=True)
+        with self._writer:
+            keys = sorted(set(self.bank.memory_ids) | set(self.quarantined))
+            if not keys:
+                return 0
+            self._commit([], [(k, "reset", []) for k in keys], delete=keys)
+            self.store.vacuum()
+            return len(keys)
+
     # -- reading -----------------------------------------------------------------------------------
     def search(self, query_or_queries: str | Sequence[str], *, user_id: str, agent_id: str | None = None,
-               run_id: str | None = None, strategy: str = "xmemory", budget_tokens: int | None = None) -> list[RetrievalResult]:
+               run_id: str | None = None, strategy: str = "xmemory", budget_tokens: int | None = None,
+               limit: int | None = None, threshold: float | None = None, filters: dict | None = None) -> list[RetrievalResult]:
         """One ``RetrievalResult`` per query against this scope's memory (empty results when the
         scope holds nothing). Every unit id a result carries works with ``get`` and ``delete``
         (``semantic:N``, ``episode:N``, ``theme:N``, a message id), except naive-RAG chunks and
-        TIR sessions, which are views over the messages their ``message_ids`` name."""
+        TIR sessions, which are views over the messages their ``message_ids`` name.
+
+        mem0's options: ``filters`` (metadata equality, ``engine.metadata``) restricts the memory
+        before retrieval: only units all of whose source messages match are candidates;
+        ``threshold`` leaves out units less relevant than it (a cosine), ``limit`` keeps the
+        ``limit`` most relevant (``engine.results``); the context shows the kept units only."""
         self._check_open()
         queries = inputs.queries(query_or_queries, "query_or_queries")
-        key = self._usable(scope_key(user_id, agent_id, run_id))
-        with self._rw.read():
-            if key not in self.bank.index:
-                self.retriever.search([], [], strategy=strategy, budget_tokens=budget_tokens)  # validates the arguments
-                return [RetrievalResult(q, key, strategy, [], "", 0, self.retriever.budget.name, notes=["no memory for this scope"])
-                        for q in queries]
-            return [_public_ids(r) for r in self.retriever.search(queries, key, strategy=strategy, budget_tokens=budget_tokens)]
+        item = {"queries": queries, "user_id": user_id, "agent_id": agent_id, "run_id": run_id, "strategy": strategy,
+                "budget_tokens": budget_tokens, "limit": limit, "threshold": threshold, "filters": filters}
+        return self.search_batch([item])[0]
 
     def search_batch(self, items: Sequence[dict]) -> list[list[RetrievalResult]]:
         """Many searches at once (the server's coalescing): items ``{"queries": [...] | "query": str,
-        "user_id", "agent_id"?, "run_id"?, "strategy"?, "budget_tokens"?}``. Queries of every item
-        with the same strategy and budget go to one batched ``Retriever.search`` (one embedding call,
-        one launch per stage), each query against its own scope. Returns results per item."""
+        "user_id", "agent_id"?, "run_id"?, "strategy"?, "budget_tokens"?, "limit"?, "threshold"?,
+        "filters"?}``. Queries of every unfiltered item with the same strategy and budget go to one
+        batched ``Retriever.search`` (one embedding call, one launch per stage), each query against
+        its own scope; a filtered item searches its scope restricted to the matching messages.
+        Returns results per item."""
         self._check_open()
         parsed = []
         for n, it in enumerate(items):
@@ -412,33 +513,65 @@ class MemoryEngine:
                 raise ValueError(f"{where}: unknown fields {sorted(unknown)}; expected some of {sorted(SEARCH_ITEM_FIELDS)}")
             qs = inputs.queries(it["queries"] if "queries" in it else it.get("query"), f"{where}: queries")
             key = self._usable(scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id")))
-            parsed.append((qs, key, it.get("strategy", "xmemory"), it.get("budget_tokens")))
+            opts = (check_limit(it.get("limit"), f"{where}: limit"), check_threshold(it.get("threshold"), f"{where}: threshold"),
+                    meta.filters(it.get("filters"), f"{where}: filters"))
+            parsed.append((qs, key, it.get("strategy", "xmemory"), it.get("budget_tokens"), opts))
         out: list[list[RetrievalResult] | None] = [None] * len(parsed)
         with self._rw.read():
             groups: dict[tuple, list[int]] = {}
-            for n, (_, _, strategy, budget) in enumerate(parsed):
+            for n, (_, _, strategy, budget, _) in enumerate(parsed):
                 groups.setdefault((strategy, budget), []).append(n)
             for (strategy, budget), members in groups.items():
                 self.retriever.search([], [], strategy=strategy, budget_tokens=budget)  # validates both
-                live = [n for n in members if parsed[n][1] in self.bank.index]
+                live = [n for n in members if parsed[n][1] in self.bank.index and parsed[n][4][2] is None]
                 qs = [q for n in live for q in parsed[n][0]]
                 mids = [parsed[n][1] for n in live for _ in parsed[n][0]]
                 res = iter(self.retriever.search(qs, mids, strategy=strategy, budget_tokens=budget) if qs else [])
                 for n in members:
+                    queries, key, _, _, (limit, threshold, flt) = parsed[n]
                     if n in live:
-                        out[n] = [_public_ids(next(res)) for _ in parsed[n][0]]
+                        got = [next(res) for _ in queries]
+                    elif key in self.bank.index:
+                        got = self._filtered(queries, key, strategy, budget, flt)
                     else:
-                        out[n] = [RetrievalResult(q, parsed[n][1], strategy, [], "", 0, self.retriever.budget.name,
-                                                  notes=["no memory for this scope"]) for q in parsed[n][0]]
+                        got = [self._empty(q, key, strategy, "no memory for this scope") for q in queries]
+                    out[n] = [limit_units(_public_ids(r), self.retriever.budget.count, limit, threshold) for r in got]
         return out  # type: ignore[return-value]
 
-    def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
-        """Every unit of the scope's memory: messages, episodes, semantic statements, themes."""
+    def _empty(self, query: str, key: str, strategy: str, note: str) -> RetrievalResult:
+        return RetrievalResult(query, key, strategy, [], "", 0, self.retriever.budget.name, notes=[note])
+
+    def _filtered(self, queries: list[str], key: str, strategy: str, budget: int | None, flt: dict) -> list[RetrievalResult]:
+        """The queries against the scope's memory restricted to the messages matching ``flt``."""
+        mem = self.bank.view(self.bank.index[key])
+        ok = meta.matching(mem, flt)
+        if not ok:
+            return [self._empty(q, key, strategy, "no message matches the filters") for q in queries]
+        sub = restrict(mem, ok, theme_summary)
+        retriever = Retriever(Bank.from_slices([slice_from_memory(sub)], self.bank.dim), self.embedder, self.config,
+                              backend=self.backend, tokens=self.retriever.budget.tokens)
+        return retriever.search(queries, key, strategy=strategy, budget_tokens=budget)
+
+    def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
+                filters: dict | None = None) -> list[dict]:
+        """Every unit of the scope's memory: messages, episodes, semantic statements, themes;
+        ``filters``: only the units all of whose source messages match (``engine.metadata``)."""
         self._check_open()
         key = self._usable(scope_key(user_id, agent_id, run_id))
+        flt = meta.filters(filters, "filters")
         with self._rw.read():
             b = self.bank.index.get(key)
-            return [] if b is None else _units(self.bank.view(b))
+            if b is None:
+                return []
+            mem = self.bank.view(b)
+            units = _units(mem)
+            if flt is None:
+                return units
+            ok = meta.matching(mem, flt)
+            theme_src: dict[str, set[str]] = {}
+            for s, r in zip(mem.semantics, np.asarray(mem.theme_of).tolist()):
+                theme_src.setdefault(f"theme:{mem.themes[r].id}", set()).update(s.message_ids)
+            return [u for u in units if meta.matches_unit(u, ok, theme_src)]
 
     def get(self, unit_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> dict:
         """One unit by the id ``get_all`` or a search result gives it."""
@@ -519,8 +652,27 @@ def _public_ids(r: RetrievalResult) -> RetrievalResult:
     return r
 
 
+def _carry(old: Memory, new: Memory, dropped: set[str], added: dict[str, dict], user_name: str | None,
+           stamped: list[str]) -> None:
+    """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
+    metadata, the user's name, the ids of messages stamped at arrival; the dropped ids leave."""
+    meta.carry(old, new, added, dropped)
+    name = user_name or old.stats.get(USER_NAME)
+    if name:
+        new.stats[USER_NAME] = name
+    alive = {m.id for m in new.messages}
+    ids = [i for i in list(old.stats.get(STAMPED, ())) + stamped if i in alive and i not in dropped]
+    if ids:
+        new.stats[STAMPED] = ids
+    else:
+        new.stats.pop(STAMPED, None)
+
+
 def _units(mem: Memory) -> list[dict]:
-    out = [{"id": m.id, "type": "message", "speaker": m.speaker, "text": m.text, "timestamp": m.timestamp} for m in mem.messages]
+    md, stamped = meta.of_memory(mem), set(mem.stats.get(STAMPED, ()))
+    out = [{"id": m.id, "type": "message", "speaker": m.speaker, "text": m.text, "timestamp": m.timestamp,
+            "timestamp_source": None if m.timestamp is None else "arrival" if m.id in stamped else "given"}
+           | ({"metadata": md[m.id]} if m.id in md else {}) for m in mem.messages]
     out += [{"id": f"episode:{e.id}", "type": "episode", "title": e.title, "text": e.text, "message_ids": e.message_ids,
              "timestamp": e.start} for e in mem.episodes]
     out += [{"id": f"semantic:{s.id}", "type": "semantic", "text": s.text, "message_ids": s.message_ids, "timestamp": s.timestamp}

@@ -2,7 +2,8 @@
 
 ``POST /v1/memories`` (add), ``POST /v1/memories/batch``, ``POST /v1/search``, ``GET /v1/memories``
 (a scope's units), ``GET /v1/memories/{id}``, ``DELETE /v1/memories/{id}`` (an id may hold ``/``),
-``DELETE /v1/memories`` (a whole scope), ``GET /v1/history``, ``GET /health`` (no key: the status
+``PUT /v1/memories/{id}`` (a message's new text), ``DELETE /v1/memories`` (a whole scope),
+``POST /v1/reset`` (every memory; a key of every scope), ``GET /v1/history``, ``GET /health`` (no key: the status
 only; store-wide counts for a key of every scope), ``GET /metrics`` (Prometheus; a key of every
 scope), ``GET /docs`` (an offline page over ``/openapi.json``).
 
@@ -31,6 +32,7 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -39,7 +41,17 @@ from ..memory.store import StoreError
 from . import docs
 from .coalesce import Coalescer
 from .metrics import Metrics
-from .schemas import MAX_ID, ErrorBody, ValidationErrorBody, limited_add, limited_batch, limited_search
+from .schemas import (
+    MAX_ID,
+    MAX_QUERY,
+    ErrorBody,
+    Filters,
+    UpdateRequest,
+    ValidationErrorBody,
+    limited_add,
+    limited_batch,
+    limited_search,
+)
 
 log = logging.getLogger("xmemory.serve")
 UNMATCHED = "<unmatched>"  # the route label of a request no route matches: metric labels stay a fixed set
@@ -85,11 +97,31 @@ def _pydantic_error(e: dict) -> dict[str, str]:
     return {"field": ".".join(str(x) for x in e["loc"][1:]) or "body", "error": e["msg"].removeprefix("Value error, ")}
 
 
-def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """The OpenAPI responses of a route: its error statuses and the service's 422 body."""
+def _responses(*codes: int, invalid: bool = True) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI responses of a route: its error statuses and (``invalid``: it takes input) the service's 422 body."""
     out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorBody, "description": _DESCRIBED[c]} for c in codes}
-    out[422] = {"model": ValidationErrorBody, "description": "refused: each field and why"}
+    if invalid:
+        out[422] = {"model": ValidationErrorBody, "description": "refused: each field and why"}
     return out
+
+
+_FILTERS = TypeAdapter(Filters)
+FILTERS_PARAM = {"name": "filters", "in": "query", "required": False, "content": {"application/json": {
+    "schema": _FILTERS.json_schema()}}, "description": "metadata equality as a JSON object (URL-encoded, at most "
+    f'{MAX_QUERY} characters): ?filters={{"topic":"travel"}} keeps the units whose source messages were added '
+    'with metadata topic "travel"'}
+
+
+def _filters(raw: str | None) -> dict | None:
+    """The ``filters`` query parameter: a JSON object of metadata key -> value (422 naming it otherwise)."""
+    if raw is None:
+        return None
+    try:
+        return _FILTERS.validate_json(raw)
+    except ValidationError as exc:
+        errs = [{"type": "value_error", "loc": ("query", "filters", *e["loc"]),
+                 "msg": f"invalid JSON: {e.get('ctx', {}).get('error', 'cannot parse')}" if e["type"] == "json_invalid" else e["msg"]} for e in exc.errors()]
+        raise RequestValidationError(errs) from None
 
 
 async def _mapped(aw, prefix: str = "") -> Any:
@@ -269,16 +301,13 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
     @app.post("/v1/memories", responses=_responses(*auth, 413, 503))
     async def add(req: AddRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
         check_scope(allowed, req.user_id)
-        item = {"user_id": req.user_id, "agent_id": req.agent_id, "run_id": req.run_id,
-                "messages": [m.as_engine() for m in req.messages]}
-        return {"ids": await engine_async("add", item)}
+        return {"ids": await engine_async("add", req.as_engine())}
 
     @app.post("/v1/memories/batch", responses=_responses(*auth, 413, 503))
     async def add_batch(req: AddBatchRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
         for it in req.items:
             check_scope(allowed, it.user_id)
-        items = [{"user_id": it.user_id, "agent_id": it.agent_id, "run_id": it.run_id,
-                  "messages": [m.as_engine() for m in it.messages]} for it in req.items]
+        items = [it.as_engine() for it in req.items]
         ids = await engine_call(lambda: eng().add_batch(items))
         metrics.inc("ingested_messages_total", sum(len(i) for i in ids))
         return {"ids": ids}
@@ -288,6 +317,7 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
         check_scope(allowed, req.user_id)
         item = {"queries": [req.query] if req.query is not None else req.queries, "user_id": req.user_id,
                 "agent_id": req.agent_id, "run_id": req.run_id, "strategy": req.strategy, "budget_tokens": req.budget_tokens}
+        item |= {k: v for k in ("limit", "threshold", "filters") if (v := getattr(req, k)) is not None}
         results = await engine_async("search", item)  # plain JSON types: serialised directly, not re-encoded by FastAPI
         return Response(json.dumps({"results": results}, ensure_ascii=False).encode(), media_type="application/json")
 
@@ -299,15 +329,25 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
     ScopeQ = Annotated[dict, Depends(scope_params)]
     UnitId = Annotated[str, Path(min_length=1, max_length=MAX_ID, description="a unit or message id ('/' allowed)")]
 
-    @app.get("/v1/memories", responses=_responses(*auth, 503))
-    async def get_all(scope: ScopeQ, allowed: Allowed) -> dict:
+    @app.get("/v1/memories", responses=_responses(*auth, 503), openapi_extra={"parameters": [FILTERS_PARAM]})
+    async def get_all(scope: ScopeQ, allowed: Allowed,
+                      filters: Annotated[str | None, Query(include_in_schema=False, max_length=MAX_QUERY)] = None) -> dict:
         check_scope(allowed, scope["user_id"])
-        return {"units": await engine_call(lambda: eng().get_all(**scope))}
+        given = _filters(filters)
+        return {"units": await engine_call(lambda: eng().get_all(**scope, filters=given))}
 
     @app.get("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 503))
     async def get(unit_id: UnitId, scope: ScopeQ, allowed: Allowed) -> dict:
         check_scope(allowed, scope["user_id"])
         return await engine_call(lambda: eng().get(unit_id, **scope))
+
+    @app.put("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 413, 503))
+    async def update(unit_id: UnitId, req: UpdateRequest, allowed: Allowed) -> dict:
+        """A message's new text; what was derived from the old text is derived again (as after a delete)."""
+        check_scope(allowed, req.user_id)
+        await engine_call(lambda: eng().update(unit_id, req.text, user_id=req.user_id, agent_id=req.agent_id,
+                                               run_id=req.run_id))
+        return {"updated": unit_id}
 
     @app.delete("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 503))
     async def delete(unit_id: UnitId, scope: ScopeQ, allowed: Allowed) -> dict:
@@ -320,6 +360,13 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
         check_scope(allowed, scope["user_id"])
         n = await engine_call(lambda: eng().delete_all(**scope))
         return {"deleted_messages": n}
+
+    @app.post("/v1/reset", responses=_responses(*auth, 503, invalid=False))
+    async def reset(allowed: Allowed) -> dict:
+        """Delete every memory of the store: a key of every scope."""
+        if allowed is not None:
+            raise HTTPException(403, "/v1/reset: this key is bound to user ids; a reset needs a key of every scope")
+        return {"deleted_memories": await engine_call(lambda: eng().reset())}
 
     @app.get("/v1/history", responses=_responses(*auth, 503))
     async def history(scope: ScopeQ, allowed: Allowed) -> dict:

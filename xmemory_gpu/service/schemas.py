@@ -4,6 +4,7 @@ schema allows is what the service accepts."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -11,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    StrictFloat,
     StrictInt,
     StrictStr,
     WithJsonSchema,
@@ -19,8 +21,6 @@ from pydantic import (
 
 from ..memory.store import MAX_TIME, MIN_TIME
 from ..retrieve.strategies import strategy_names
-
-CHUNK_RAG_WIDTHS = ("chunk-rag:16", "chunk-rag:32", "chunk-rag:128")  # beside chunk-rag (64 words)
 
 MAX_ID = 512
 MAX_QUERY = 4000  # characters of one query
@@ -31,6 +31,47 @@ MAX_ISO = 64  # characters of an ISO date-time
 MAX_SESSION = 2**63 - 1024
 Id = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
 Query = Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY)]
+Text = Annotated[StrictStr, Field(max_length=MAX_TEXT)]
+CHUNK_RAG_WIDTHS = ("chunk-rag:16", "chunk-rag:32", "chunk-rag:128")  # beside chunk-rag (64 words)
+MAX_LIMIT = 10_000  # units of one search result
+_KINDS = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)
+    return _KINDS.get(type(v), type(v).__name__)
+
+
+def _finite(v: Any, where: str) -> None:
+    """Refuse NaN and infinities anywhere in ``v`` (Python's JSON reads them; JSON cannot write them)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"{where}: expected a finite number, got {v!r}")
+    for k, x in v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ():
+        _finite(x, f"{where}[{k!r}]")
+
+
+def _object(scalars: bool) -> Any:
+    """A JSON object with keys of 1-MAX_ID characters: values any JSON (``scalars``: strings, finite
+    numbers, booleans or null)."""
+    def validate(v: Any) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise ValueError(f"expected a JSON object, got {_kind(v)}")
+        for k, x in v.items():
+            if not 0 < len(k) <= MAX_ID:
+                raise ValueError(f"key {k[:40]!r}: expected 1-{MAX_ID} characters, got {len(k)}")
+            if scalars and not (x is None or isinstance(x, (str, int)) or isinstance(x, float) and math.isfinite(x)):
+                raise ValueError(f"key {k[:40]!r}: expected a string, a number, a boolean or null, got {_kind(x)}")
+            _finite(x, f"key {k[:40]!r}")
+        return v
+
+    values = {"type": ["string", "number", "boolean", "null"]} if scalars else {}
+    return Annotated[dict, PlainValidator(validate), WithJsonSchema({
+        "type": "object", "propertyNames": {"minLength": 1, "maxLength": MAX_ID}, "additionalProperties": values})]
+
+
+Metadata = _object(scalars=False)
+Filters = _object(scalars=True)
 
 
 def _timestamp(v: Any) -> float | str:
@@ -63,8 +104,9 @@ class Message(BaseModel):
         "allOf": [{"anyOf": _given("speaker", "role")}, {"anyOf": _given("content", "text")}]})
     speaker: Id | None = None
     role: Id | None = None
-    content: Annotated[StrictStr, Field(max_length=MAX_TEXT)] | None = None
-    text: Annotated[StrictStr, Field(max_length=MAX_TEXT)] | None = None
+    content: Text | None = None
+    text: Text | None = None
+    name: Id | None = Field(None, description="the speaker's name in a role chat (with role)")
     timestamp: Timestamp | None = None
     id: Id | None = None
     session: Annotated[StrictInt, Field(ge=0, le=MAX_SESSION)] | None = None
@@ -91,6 +133,13 @@ class Scope(BaseModel):
 def limited_add(max_messages: int) -> type[BaseModel]:
     class AddRequest(Scope):
         messages: list[Message] = Field(min_length=1, max_length=max_messages)
+        metadata: Metadata | None = Field(None, description="a JSON object stored with the messages (get, get_all)")
+        user_name: Id | None = Field(None, description="the user's name in a role chat")
+
+        def as_engine(self) -> dict[str, Any]:
+            item = {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": self.run_id,
+                    "messages": [m.as_engine() for m in self.messages]}
+            return item | {k: v for k in ("metadata", "user_name") if (v := getattr(self, k)) is not None}
 
     return AddRequest
 
@@ -115,6 +164,10 @@ def limited_search(max_queries: int) -> type[BaseModel]:
         queries: list[Query] | None = Field(None, min_length=1, max_length=max_queries)
         strategy: Strategy = "xmemory"  # type: ignore[valid-type]
         budget_tokens: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
+        limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] | None = Field(None, description="at most this many units")
+        threshold: Annotated[StrictFloat, Field(ge=-1.0, le=1.0)] | None = Field(
+            None, description="units less relevant than it (a query-unit cosine) are left out")
+        filters: Filters | None = Field(None, description="metadata equality: a unit counts when its messages match")
 
         @model_validator(mode="after")
         def _one_query_field(self) -> SearchRequest:
@@ -123,6 +176,12 @@ def limited_search(max_queries: int) -> type[BaseModel]:
             return self
 
     return SearchRequest
+
+
+class UpdateRequest(Scope):
+    """The new text of a message (what was derived from the old text is derived again)."""
+
+    text: Text
 
 
 class FieldError(BaseModel):

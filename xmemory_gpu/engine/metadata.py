@@ -1,0 +1,107 @@
+"""Metadata on messages and the filters that select by it (mem0's ``metadata`` and ``filters``).
+
+``add(..., metadata={...})`` stores one JSON object with every message of the call, kept in the
+memory's stats (``stats["message_metadata"]``: message id -> object, written in the same atomic
+commit as the messages and dropped with them). A filter is equality on keys: ``{"topic": "travel",
+"year": 2024}`` matches a message whose metadata has both, with the same JSON type (``1`` is not
+``true``); a message without metadata matches no non-empty filter. A derived unit matches when all
+of its source messages do (``memory.subset.restrict``), so a filtered result shows no text of a
+message that does not match.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ..memory.hierarchy import Memory
+from .inputs import MAX_ID_CHARS
+
+MAX_METADATA_CHARS = 16_384  # one add's metadata as JSON
+STATS_KEY = "message_metadata"
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, (str, bool, int)) or (isinstance(v, float) and math.isfinite(v))
+
+
+def _keys(d: dict, name: str) -> None:
+    for k in d:
+        if not isinstance(k, str) or not 0 < len(k) <= MAX_ID_CHARS:
+            raise ValueError(f"{name}: keys must be strings of 1-{MAX_ID_CHARS} characters, got {k!r:.80}")
+
+
+def metadata(v: Any, name: str) -> dict | None:
+    """A JSON object of at most MAX_METADATA_CHARS characters as JSON (finite numbers), or None."""
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise ValueError(f"{name}: expected a JSON object, got {type(v).__name__}")
+    _keys(v, name)
+    try:
+        raw = json.dumps(v, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: not JSON (finite numbers, strings, booleans, null, lists, objects): {exc}") from None
+    if len(raw) > MAX_METADATA_CHARS:
+        raise ValueError(f"{name}: {len(raw)} characters as JSON, more than the limit of {MAX_METADATA_CHARS}")
+    return json.loads(raw)
+
+
+def filters(v: Any, name: str) -> dict | None:
+    """Equality filters: a JSON object of keys to strings, finite numbers, booleans or null; None or
+    ``{}`` is no filter."""
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise ValueError(f"{name}: expected a JSON object of metadata key -> value, got {type(v).__name__}")
+    _keys(v, name)
+    for k, x in v.items():
+        if not _scalar(x):
+            raise ValueError(f"{name}: {k}: expected a string, a finite number, a boolean or null, got {x!r:.80}")
+    return v or None
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality: booleans equal booleans only, numbers numbers (1 == 1.0), strings strings."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def of_memory(mem: Memory) -> dict[str, dict]:
+    """Message id -> its metadata object."""
+    return dict(mem.stats.get(STATS_KEY) or {})
+
+
+def carry(old: Memory, new: Memory, added: dict[str, dict], dropped: set[str] = frozenset()) -> None:
+    """``new``'s metadata: ``old``'s without the ``dropped`` message ids, plus ``added`` (in place)."""
+    md = {k: v for k, v in of_memory(old).items() if k not in dropped} | added
+    alive = {m.id for m in new.messages}
+    md = {k: v for k, v in md.items() if k in alive}
+    if md:
+        new.stats[STATS_KEY] = md
+    else:
+        new.stats.pop(STATS_KEY, None)
+
+
+def matching(mem: Memory, flt: dict) -> set[str]:
+    """The ids of the memory's messages whose metadata matches every key of ``flt``."""
+    md = of_memory(mem)
+    return {m.id for m in mem.messages if m.id in md and all(k in md[m.id] and _equal(md[m.id][k], v) for k, v in flt.items())}
+
+
+def matches_unit(unit: dict, ok: set[str], theme_sources: dict[str, set[str]]) -> bool:
+    """Whether a ``get_all`` unit passes: a message when it matches, a derived unit when all its
+    source messages do (a theme: all its statements' sources)."""
+    if unit["type"] == "message":
+        return unit["id"] in ok
+    src = unit.get("message_ids")
+    if src is None:
+        src = theme_sources.get(unit["id"], set())
+    return bool(src) and set(src) <= ok
+
+
+__all__ = ["MAX_METADATA_CHARS", "carry", "filters", "matches_unit", "matching", "metadata", "of_memory"]
