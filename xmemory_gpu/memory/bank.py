@@ -16,7 +16,7 @@ segment's capacity, else moves it to the arena's end (other memories' rows never
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,53 @@ class MemorySlice:
         return int(next(iter(self.cols[level].values())).shape[0])
 
 
+class RowCache:
+    """Values derived from a level's rows (a message's rendered line, an episode's line ends),
+    computed lazily per row and dropped for the rows the bank writes (``Bank.put_slice`` notes
+    them in the level's :class:`WriteLog`). A replaced column (the arena grew, a ragged column
+    widened), a log that no longer reaches back, or any write to a level in ``depends`` drops them
+    all. ``sync`` before a batch of reads (``Level.rows_cache`` does); rows are global."""
+
+    def __init__(self, level: Level, fn: Callable[[int], Any], depends: tuple[Level, ...] = ()) -> None:
+        self.fn, self._level, self._depends = fn, level, depends
+        self._cols, self._deps = self._columns(), self._dep_state()
+        self._cursor = level.writes.count
+        self.values: list[Any] = [_MISSING] * level.rows_allocated
+
+    def _columns(self) -> list[np.ndarray]:
+        return list(self._level.cols.values())
+
+    def _dep_state(self) -> list[tuple[int, list[np.ndarray]]]:
+        return [(d.writes.count, list(d.cols.values())) for d in self._depends]
+
+    @staticmethod
+    def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+        return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+    def sync(self) -> RowCache:
+        lv = self._level
+        cols, deps = self._columns(), self._dep_state()
+        same = self._same(cols, self._cols) and len(deps) == len(self._deps) and all(
+            n == m and self._same(c, d) for (n, c), (m, d) in zip(deps, self._deps))
+        todo = lv.writes.since(self._cursor) if same else None
+        if todo is None or len(self.values) != lv.rows_allocated:
+            self.values = [_MISSING] * lv.rows_allocated
+        else:
+            for start, stop in todo:
+                self.values[start:stop] = [_MISSING] * (stop - start)
+        self._cols, self._deps, self._cursor = cols, deps, lv.writes.count
+        return self
+
+    def __getitem__(self, row: int) -> Any:
+        v = self.values[row]
+        if v is _MISSING:
+            v = self.values[row] = self.fn(row)
+        return v
+
+
+_MISSING = object()
+
+
 @dataclass
 class Level:
     """Row-aligned columns of one level in one arena, with the memories' segments."""
@@ -90,6 +137,17 @@ class Level:
     seg: Segments
     writes: WriteLog = field(default_factory=WriteLog, repr=False)  # rows rewritten in place (device mirrors sync them)
     mirrors: DeviceMirrors = field(default_factory=DeviceMirrors, repr=False)
+    derived: dict = field(default_factory=dict, repr=False, compare=False)  # name -> RowCache (``Level.rows_cache``)
+
+    def rows_cache(self, name: str, fn: Callable[[int], Any], depends: tuple[Level, ...] = ()) -> RowCache:
+        """The values ``fn(row)`` of this level's rows, computed on first use and kept until the bank
+        rewrites the row (``RowCache``); ``depends``: other levels the values read (any write there
+        drops them all)."""
+        rc = self.derived.get(name)
+        if rc is None:
+            rc = self.derived[name] = RowCache(self, fn, depends)
+        rc.fn = fn  # the same values by name; the newest closure reads the current columns
+        return rc.sync()
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.cols[name]

@@ -16,7 +16,15 @@ from ..config import BaselinesConfig
 from ..embed.base import normalize_rows
 from ..memory.bank import Bank, Level
 from ..memory.segments import Segments
-from .context import as_fill, episode_unit, messages_unit, semantic_unit
+from .context import (
+    as_fill,
+    episode_rows,
+    episode_unit,
+    message_rows,
+    messages_unit,
+    semantic_rows,
+    semantic_unit,
+)
 from .grouped import search_by_memory
 from .result import RetrievedUnit
 
@@ -24,10 +32,10 @@ from .result import RetrievedUnit
 def memory_only(bank: Bank, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto") -> list[list[RetrievedUnit]]:
     si, ss = search_by_memory(q_x, mem_idx, bank.sem, cfg.memory_only_semantics, backend=backend)
     ei, es = search_by_memory(q_x, mem_idx, bank.epi, cfg.memory_only_episodes, backend=backend)
-    out = []
+    out, sem_rows, epi_rows = [], semantic_rows(bank), episode_rows(bank)
     for q in range(len(mem_idx)):
-        units = [semantic_unit(bank, int(r), float(s), {"relevance": float(s)}) for r, s in zip(si[q], ss[q]) if r >= 0]
-        units += [episode_unit(bank, int(r), float(s), {"similarity": float(s)}) for r, s in zip(ei[q], es[q]) if r >= 0]
+        units = [semantic_unit(bank, int(r), float(s), {"relevance": float(s)}, sem_rows) for r, s in zip(si[q], ss[q]) if r >= 0]
+        units += [episode_unit(bank, int(r), float(s), {"similarity": float(s)}, epi_rows) for r, s in zip(ei[q], es[q]) if r >= 0]
         out.append(units)
     return out
 
@@ -69,7 +77,7 @@ def naive_rag(bank: Bank, chunks: Chunks, q_x, mem_idx, cfg: BaselinesConfig, ba
     k = max(cfg.naive_rag_k, cfg.naive_rag_fill)
     ci, cs = search_by_memory(q_x, mem_idx, chunks.level, k, backend=backend)
     starts = chunks.level.seg.starts
-    out = []
+    out, lines = [], message_rows(bank)
     for q, b in enumerate(mem_idx):
         c0 = int(starts[b])
         units: list[RetrievedUnit] = []
@@ -77,16 +85,17 @@ def naive_rag(bank: Bank, chunks: Chunks, q_x, mem_idx, cfg: BaselinesConfig, ba
             if r < 0:
                 continue
             rows = chunks.rows[b][int(r) - c0]
-            u = messages_unit("chunk", str(int(r) - c0), bank, rows, float(s), {"similarity": float(s)})
+            u = messages_unit("chunk", str(int(r) - c0), bank, rows, float(s), {"similarity": float(s)}, lines)
             units.append(u if j < cfg.naive_rag_k else as_fill(u))
             if parts is not None and len(rows) == 1:
-                units += parts.message(int(rows[0]), q_x[q], q, 0, float(s))[1:]  # its passages, best first
+                units += parts.passage_parts(int(rows[0]), q_x[q], q, 0)  # its passages, best first (built where the chunk does not fit)
         out.append(units)
     return out
 
 
 def tir(bank: Bank, q_x, mem_idx, cfg: BaselinesConfig) -> list[list[RetrievedUnit]]:
     out: list[list[RetrievedUnit]] = [[] for _ in range(len(mem_idx))]
+    lines = message_rows(bank)
     for b in np.unique(mem_idx):
         starts, ends = session_runs(bank, int(b))
         if not len(starts):
@@ -99,7 +108,7 @@ def tir(bank: Bank, q_x, mem_idx, cfg: BaselinesConfig) -> list[list[RetrievedUn
             top = np.lexsort((np.arange(len(starts)), -best[j]))[: cfg.tir_sessions]
             out[q] = [
                 messages_unit("session", str(int(bank.msg["session"][starts[s]])), bank, np.arange(starts[s], ends[s]),
-                              float(best[j, s]), {"best_turn": float(best[j, s])})
+                              float(best[j, s]), {"best_turn": float(best[j, s])}, lines)
                 for s in top
             ]
     return out

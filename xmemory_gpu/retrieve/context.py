@@ -29,8 +29,54 @@ def _ts(v: float) -> float | None:
     return None if math.isnan(v) else float(v)
 
 
+_DATES: dict[float | None, str] = {}  # timestamp -> ``fmt_date`` (a pure function of it)
+_DATES_MAX = 1 << 16
+
+
+def date_of(ts: float | None) -> str:
+    """``fmt_date(ts)``, remembered per timestamp (a context dates every unit it holds)."""
+    d = _DATES.get(ts)
+    if d is None:
+        if len(_DATES) >= _DATES_MAX:
+            _DATES.clear()
+        d = _DATES[ts] = fmt_date(ts)
+    return d
+
+
 def _ids(bank: Bank, rows: np.ndarray) -> list[str]:
     return [bank.msg["id"][int(r)] for r in rows if r >= 0]
+
+
+def message_rows(bank: Bank):
+    """Per global message row, computed once until the bank rewrites it (``Level.rows_cache``):
+    (``speaker: text`` line, message id, timestamp or None)."""
+    msg = bank.msg
+    ids, speaker, text, time = msg["id"], msg["speaker"], msg["text"], msg["time"]
+    return msg.rows_cache("retrieve.message", lambda r: (f"{speaker[r]}: {text[r]}", ids[r], _ts(time[r])))
+
+
+def episode_rows(bank: Bank):
+    """Per global episode row: (text, source message ids, their line ends or None, start or None)."""
+    e, lines = bank.epi, message_rows(bank)
+
+    def fn(row: int) -> tuple:
+        text = e["text"][row]
+        rows = [int(r) for r in e["msgs"][row] if r >= 0]
+        ls = [lines[r][0] for r in rows]
+        ends = _line_ends(ls) if "\n".join(ls) == text else None
+        return text, [lines[r][1] for r in rows], ends, _ts(e["start"][row])
+
+    return e.rows_cache("retrieve.episode", fn, (bank.msg,))
+
+
+def semantic_rows(bank: Bank):
+    """Per global semantic row: (text, source message ids, time or None)."""
+    s, lines = bank.sem, message_rows(bank)
+
+    def fn(row: int) -> tuple:
+        return s["text"][row], [lines[int(r)][1] for r in s["msgs"][row] if r >= 0], _ts(s["time"][row])
+
+    return s.rows_cache("retrieve.semantic", fn, (bank.msg,))
 
 
 def theme_unit(bank: Bank, row: int, score: float, rel: float) -> RetrievedUnit:
@@ -40,10 +86,10 @@ def theme_unit(bank: Bank, row: int, score: float, rel: float) -> RetrievedUnit:
                          {"relevance": rel, "coverage_value": score})
 
 
-def semantic_unit(bank: Bank, row: int, score: float, scores: dict[str, float]) -> RetrievedUnit:
-    s = bank.sem
-    return RetrievedUnit("semantic", str(int(s["id"][row])), s["text"][row], 0, score, _ids(bank, s["msgs"][row]),
-                         _ts(s["time"][row]), scores)
+def semantic_unit(bank: Bank, row: int, score: float, scores: dict[str, float], rows=None) -> RetrievedUnit:
+    """``rows``: ``semantic_rows(bank)`` when the caller builds many (synced once)."""
+    text, ids, ts = (rows or semantic_rows(bank))[row]
+    return RetrievedUnit("semantic", str(int(bank.sem["id"][row])), text, 0, score, list(ids), ts, scores)
 
 
 def _line_ends(lines: list[str]) -> list[int]:
@@ -55,15 +101,12 @@ def _line_ends(lines: list[str]) -> list[int]:
     return ends
 
 
-def episode_unit(bank: Bank, row: int, score: float, scores: dict[str, float]) -> RetrievedUnit:
-    """An episode; its ``message_ends`` are set when its text is its messages' lines (the LLM-free builder)."""
-    e = bank.epi
-    text = e["text"][row]
-    rows = [int(r) for r in e["msgs"][row] if r >= 0]
-    lines = [message_line_at(bank, r) for r in rows]
-    ends = _line_ends(lines) if "\n".join(lines) == text else None
-    return RetrievedUnit("episode", str(int(e["id"][row])), text, 0, score, _ids(bank, e["msgs"][row]),
-                         _ts(e["start"][row]), scores, ends)
+def episode_unit(bank: Bank, row: int, score: float, scores: dict[str, float], rows=None) -> RetrievedUnit:
+    """An episode; its ``message_ends`` are set when its text is its messages' lines (the LLM-free builder).
+    ``rows``: ``episode_rows(bank)`` when the caller builds many (synced once)."""
+    text, ids, ends, ts = (rows or episode_rows(bank))[row]
+    return RetrievedUnit("episode", str(int(bank.epi["id"][row])), text, 0, score, list(ids), ts, scores,
+                         message_ends=None if ends is None else list(ends))
 
 
 def message_line_at(bank: Bank, row: int) -> str:
@@ -72,12 +115,17 @@ def message_line_at(bank: Bank, row: int) -> str:
 
 
 def messages_unit(kind: str, uid: str, bank: Bank, rows: np.ndarray | list[int], score: float,
-                  scores: dict[str, float]) -> RetrievedUnit:
-    """A block of raw messages by global rows (a naive-RAG chunk, a TIR session, a turn)."""
-    rows = [int(r) for r in rows]
-    lines = [message_line_at(bank, r) for r in rows]
-    ts = _ts(bank.msg["time"][rows[0]]) if rows else None
-    return RetrievedUnit(kind, uid, "\n".join(lines), 0, score, [bank.msg["id"][r] for r in rows], ts, scores, _line_ends(lines))
+                  scores: dict[str, float], lines=None) -> RetrievedUnit:
+    """A block of raw messages by global rows (a naive-RAG chunk, a TIR session, a turn). ``lines``:
+    ``message_rows(bank)`` when the caller builds many (synced once)."""
+    lines = lines or message_rows(bank)
+    if len(rows) == 1:
+        line, mid, ts = lines[int(rows[0])]
+        return RetrievedUnit(kind, uid, line, 0, score, [mid], ts, scores, message_ends=[len(line)])
+    got = [lines[int(r)] for r in rows]
+    ls = [g[0] for g in got]
+    return RetrievedUnit(kind, uid, "\n".join(ls), 0, score, [g[1] for g in got], got[0][2] if got else None, scores,
+                         message_ends=_line_ends(ls))
 
 
 def context_pieces(units: list[RetrievedUnit], *, resolve_dates: bool = False) -> list[tuple[str, str]]:
@@ -98,11 +146,11 @@ def context_pieces(units: list[RetrievedUnit], *, resolve_dates: bool = False) -
     if sem:
         out.append(("", SECTIONS["semantic"]))
         for u in sem:
-            out += [("\n", f"- ({fmt_date(u.timestamp)})"), (" ", body(u))]
+            out += [("\n", f"- ({date_of(u.timestamp)})"), (" ", body(u))]
     if epi:
         out.append(("\n\n" if sem else "", SECTIONS["episodic"]))
         for i, u in enumerate(epi):
-            out += [("\n" if i == 0 else "\n\n", f"[{fmt_date(u.timestamp)}]"), ("\n", body(u))]
+            out += [("\n" if i == 0 else "\n\n", f"[{date_of(u.timestamp)}]"), ("\n", body(u))]
     return out
 
 
@@ -114,6 +162,19 @@ def assemble(units: list[RetrievedUnit]) -> str:
 def answer_context(units: list[RetrievedUnit]) -> str:
     """The context an answer prompt gets: relative times resolved against each unit's date."""
     return "".join(sep + piece for sep, piece in context_pieces(units, resolve_dates=True))
+
+
+class Deferred:
+    """Parts of the unit before it, not built yet (``passages.Parts``): under a budget the fit builds
+    them (``expand``: units and further deferred groups, in context order) only where that unit did
+    not fit, and otherwise ``skip``s them unbuilt; with no budget they are skipped (parts are
+    budget-only). ``level``: the part level of its first units; ``levels``: every part level its
+    units would have. Either call is made once, in the units' order."""
+
+    __slots__ = ("level", "levels", "expand", "skip")
+
+    def __init__(self, level: int, levels: tuple[int, ...], expand, skip) -> None:
+        self.level, self.levels, self.expand, self.skip = level, levels, expand, skip
 
 
 def as_part(u: RetrievedUnit, level: int = 1) -> RetrievedUnit:
@@ -172,6 +233,17 @@ def shown_messages(u: RetrievedUnit, shown: str) -> list[str]:
     return out
 
 
+def _whole_units(units: list) -> list[RetrievedUnit]:
+    """With no budget: every unit but the budget-only ones (parts and fill); deferred parts skipped."""
+    out = []
+    for u in units:
+        if type(u) is Deferred:
+            u.skip()
+        elif not (part_level(u) or is_fill(u)):
+            out.append(u)
+    return out
+
+
 class TokenBudget:
     """Token counts in one tokenizer (cached: memories' texts recur across queries) and the fitting
     of units into a budget."""
@@ -179,6 +251,7 @@ class TokenBudget:
     def __init__(self, tokens: TokenCounter) -> None:
         self.tokens = tokens
         self._cache: dict[str, int] = {}
+        self._heads: dict[tuple[bool, float | None], int] = {}  # (statement?, timestamp) -> tokens of its date line
 
     @property
     def name(self) -> str:
@@ -207,7 +280,8 @@ class TokenBudget:
         is passed over: its parts were tried in its place). The units taken in the first pass are
         the same as without it."""
         if budget is None:
-            return [u for u in units if not (part_level(u) or is_fill(u))]
+            return _whole_units(units)
+        units = list(units)
         taken: dict[int, RetrievedUnit] = {}  # position in ``units`` -> the unit taken there
         total = HEADER_ALLOWANCE
         used = 0  # what the taken units add to the context: texts, date lines, section headers
@@ -215,7 +289,19 @@ class TokenBudget:
         whole: set[str] = set()  # message ids whose full text is in the context
         handled: dict[int, bool] = {}  # level -> the last unit there was taken, covered or not needed
         skipped: list[int] = []  # units tried that did not fit
-        for i, u in enumerate(units):
+        i = -1
+        while i + 1 < len(units):
+            i += 1
+            u = units[i]
+            if type(u) is Deferred:  # parts: skipped unbuilt where their unit is in (as each part would be)
+                if handled.get(u.level - 1, True):
+                    handled.update(dict.fromkeys(u.levels, True))
+                    u.skip()
+                    del units[i]
+                else:
+                    units[i : i + 1] = self._expand(u)
+                i -= 1
+                continue
             if u.type == "theme":
                 taken[i] = u
                 continue
@@ -266,7 +352,8 @@ class TokenBudget:
         otherwise texts and date lines within the budget less ``HEADER_ALLOWANCE`` (``contexts``
         trims what still does not fit). With no budget: every unit but the budget-only ones."""
         if budget is None:
-            return [u for u in units if not (part_level(u) or is_fill(u))]
+            return _whole_units(units)
+        units = self._resolve(units)
         used = 0 if self.tokens.additive else HEADER_ALLOWANCE
         opened: set[str] = set()
         out = []
@@ -281,6 +368,27 @@ class TokenBudget:
                 opened.add(_section(u))
         return out
 
+    def _expand(self, d: Deferred) -> list:
+        """The units (and deferred groups) of ``d``, their tokens counted."""
+        out = d.expand()
+        units = [u for u in out if type(u) is not Deferred]
+        for u, c in zip(units, self.count([u.text for u in units])):
+            u.tokens = c
+        return out
+
+    def _resolve(self, units: list) -> list[RetrievedUnit]:
+        """Every deferred group in ``units`` built, in order."""
+        if not any(type(u) is Deferred for u in units):
+            return units
+        out, todo = [], list(reversed(units))
+        while todo:
+            u = todo.pop()
+            if type(u) is Deferred:
+                todo += reversed(self._expand(u))
+            else:
+                out.append(u)
+        return out
+
     def _header(self, u: RetrievedUnit, opened: set[str]) -> int:
         """Tokens of the section header ``u`` opens (0 when its section already has a unit)."""
         sec = _section(u)
@@ -288,8 +396,12 @@ class TokenBudget:
 
     def _head(self, u: RetrievedUnit) -> int:
         """Tokens of the date line a unit brings into the context (``context_pieces``)."""
-        date = fmt_date(u.timestamp)
-        return self.count([f"- ({date})" if u.type == "semantic" else f"[{date}]"])[0]
+        key = (u.type == "semantic", u.timestamp)
+        n = self._heads.get(key)
+        if n is None:
+            date = date_of(u.timestamp)
+            n = self._heads[key] = self.count([f"- ({date})" if key[0] else f"[{date}]"])[0]
+        return n
 
     def _cut(self, u: RetrievedUnit, room: int) -> RetrievedUnit:
         """A copy of ``u`` cut at a word boundary to at most ``room`` tokens ("..." marks the cut); ``u``
@@ -318,7 +430,7 @@ class TokenBudget:
                  greedy: bool = False) -> list[tuple[list[RetrievedUnit], str, int]]:
         """Per query: (units kept, context, context tokens) under ``budget``; unit tokens filled in.
         ``greedy``: units are fitted by ``greedy`` (whole, in order), else by ``fit``."""
-        flat = [u for us in units for u in us]
+        flat = [u for us in units for u in us if type(u) is not Deferred]
         for u, c in zip(flat, self.count([u.text for u in flat])):
             u.tokens = c
         kept = [(self.greedy if greedy else self.fit)(us, budget) for us in units]

@@ -2,7 +2,12 @@
 message's passages (``text.passages``, embedded as the build embeds messages). Under a
 token budget (``context.TokenBudget.fit``) a unit that does not fit gives way to its parts, so an
 episode larger than what is left contributes its most relevant messages, and a message larger than
-the whole budget its best passage; with no budget the parts are dropped."""
+the whole budget its best passage; with no budget the parts are dropped.
+
+The parts a strategy offers are :class:`~.context.Deferred` groups (``Parts.episode_parts``,
+``Parts.passage_parts``): built by the fit only where their unit did not fit, skipped unbuilt
+elsewhere, with the same passage ranking (the first ``embed_messages`` long messages a query
+offers, in order, built or not) and the same encoder calls as building them all."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import numpy as np
 
 from ..memory.bank import Bank
 from ..text import PASSAGE_WORDS, embedding_text, passages
-from .context import as_part, messages_unit
+from .context import Deferred, as_part, message_rows, messages_unit
 from .result import RetrievedUnit
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> {text: unit row}
@@ -34,39 +39,107 @@ class Parts:
     def __init__(self, bank: Bank, embedder, max_words: int = PASSAGE_WORDS, embed_messages: int = 4) -> None:
         self.bank, self.embedder, self.max_words, self.embed_messages = bank, embedder, max_words, embed_messages
         self._ranked: dict[int, int] = {}
+        self._lines = message_rows(bank)
+        text, speaker = bank.msg["text"], bank.msg["speaker"]
+
+        def split(r: int) -> tuple[list[str], list[str]] | None:
+            parts = passages(text[r], max_words)
+            if len(parts) == 1:
+                return None
+            return parts, [f"{speaker[r]}: {p}" for p in parts]
+
+        self._passages = bank.msg.rows_cache(f"retrieve.passages.{int(max_words)}", split)
+
+    def _unit(self, row: int, level: int, score: float) -> RetrievedUnit:
+        unit = messages_unit("message", str(self._lines[row][1]), self.bank, [row], score, {"similarity": score}, self._lines)
+        return as_part(unit, level) if level else unit
+
+    def _rank(self, row: int, qi: int) -> tuple[list[str], list[str]] | None:
+        """Row ``row``'s passages (None for a short message) counted against the query's ranking
+        allowance; returns them with the texts to embed when this one is ranked."""
+        got = self._passages[row]
+        if got is None or self._ranked.get(qi, 0) >= self.embed_messages:
+            return None
+        self._ranked[qi] = self._ranked.get(qi, 0) + 1
+        sp = self.bank.msg["speaker"][row]
+        return got[0], [embedding_text(sp, p) for p in got[0]]
+
+    def _passage_units(self, row: int, q: np.ndarray, qi: int, level: int) -> list[RetrievedUnit]:
+        got = self._passages[row]
+        if got is None:
+            return []
+        parts, texts = got
+        order = np.arange(len(parts))
+        sims = np.zeros(len(parts))
+        ranked = self._rank(row, qi)
+        if ranked is not None:
+            sims = _embed(self.embedder, ranked[1]) @ q.astype(np.float32)
+            order = np.lexsort((order, -sims))
+        mid, ts = self._lines[row][1], self._lines[row][2]
+        return [as_part(RetrievedUnit("message", f"{mid}#p{int(i) + 1}", texts[i], 0, float(sims[i]), [str(mid)], ts,
+                                      {"similarity": float(sims[i]), "passage": float(i + 1)}), level + 1)
+                for i in order]
+
+    def _skip_passages(self, row: int, qi: int) -> None:
+        """What building the passages of ``row`` would have done besides the units: its place in the
+        query's ranking allowance, and the encoder call for the embeddings of its passages."""
+        ranked = self._rank(row, qi)
+        if ranked is not None:
+            _embed(self.embedder, ranked[1])
 
     def message(self, row: int, q: np.ndarray, qi: int, level: int, score: float) -> list[RetrievedUnit]:
         """The message at global ``row`` as a unit of ``level``, followed (when it is long) by its
         passages one level deeper, best first."""
-        bank = self.bank
-        unit = messages_unit("message", str(bank.msg["id"][row]), bank, [row], score, {"similarity": score})
-        out = [as_part(unit, level) if level else unit]
-        parts = passages(bank.msg["text"][row], self.max_words)
-        if len(parts) == 1:
-            return out
-        order = np.arange(len(parts))
-        sims = np.zeros(len(parts))
-        if self._ranked.get(qi, 0) < self.embed_messages:
-            self._ranked[qi] = self._ranked.get(qi, 0) + 1
-            sp = bank.msg["speaker"][row]
-            sims = _embed(self.embedder, [embedding_text(sp, p) for p in parts]) @ q.astype(np.float32)
-            order = np.lexsort((order, -sims))
-        for i in order:
-            pu = RetrievedUnit("message", f"{bank.msg['id'][row]}#p{int(i) + 1}", f"{bank.msg['speaker'][row]}: {parts[i]}", 0,
-                               float(sims[i]), [str(bank.msg["id"][row])], unit.timestamp,
-                               {"similarity": float(sims[i]), "passage": float(i + 1)})
-            out.append(as_part(pu, level + 1))
-        return out
+        return [self._unit(row, level, score)] + self._passage_units(row, q, qi, level)
+
+    def passage_parts(self, row: int, q: np.ndarray, qi: int, level: int) -> list[Deferred]:
+        """The passages of the message at ``row`` (a unit of ``level``) as a deferred group; none
+        for a short message."""
+        if self._passages[row] is None:
+            return []
+        return [Deferred(level + 1, (level + 1,), lambda: self._passage_units(row, q, qi, level),
+                         lambda: self._skip_passages(row, qi))]
+
+    def _order(self, row: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = self.bank.epi["msgs"][row]
+        rows = rows[rows >= 0]
+        if len(rows) == 0:
+            return rows, np.zeros(0), rows
+        sims = self.bank.msg["x"][rows].astype(np.float64) @ q.astype(np.float64)
+        return rows, sims, np.lexsort((rows, -sims))
 
     def episode(self, row: int, q: np.ndarray, qi: int) -> list[RetrievedUnit]:
         """Parts of episode ``row`` (level 1): its messages by descending cosine to the query, each
         followed by its passages."""
-        rows = self.bank.epi["msgs"][row]
-        rows = rows[rows >= 0]
-        if len(rows) == 0:
-            return []
-        sims = self.bank.msg["x"][rows].astype(np.float64) @ q.astype(np.float64)
+        rows, sims, order = self._order(row, q)
         out: list[RetrievedUnit] = []
-        for i in np.lexsort((rows, -sims)):
+        for i in order:
             out += self.message(int(rows[i]), q, qi, 1, float(sims[i]))
         return out
+
+    def episode_parts(self, row: int, q: np.ndarray, qi: int) -> list[Deferred]:
+        """``episode``'s parts as a deferred group (none for an episode without messages): its
+        messages built when expanded, each followed by its passages, deferred in turn."""
+        rows = self.bank.epi["msgs"][row]
+        rows = [int(r) for r in rows[rows >= 0]]
+        if not rows:
+            return []
+        long = [r for r in rows if self._passages[r] is not None]
+
+        def expand() -> list:
+            msgs, sims, order = self._order(row, q)
+            out: list = []
+            for i in order:
+                r = int(msgs[i])
+                out.append(self._unit(r, 1, float(sims[i])))
+                out += self.passage_parts(r, q, qi, 1)
+            return out
+
+        def skip() -> None:
+            if not long or self._ranked.get(qi, 0) >= self.embed_messages:
+                return
+            msgs, _, order = self._order(row, q)
+            for i in order:
+                self._skip_passages(int(msgs[i]), qi)
+
+        return [Deferred(1, (1, 2) if long else (1,), expand, skip)]

@@ -17,7 +17,16 @@ import numpy as np
 
 from .baselines import Chunks, memory_only, naive_rag, tir
 from .chunk_rag import DEFAULT_WORDS, NAME, candidates, width_of
-from .context import answer_context, as_fill, episode_unit, messages_unit, semantic_unit, theme_unit
+from .context import (
+    answer_context,
+    as_fill,
+    episode_rows,
+    episode_unit,
+    messages_unit,
+    semantic_rows,
+    semantic_unit,
+    theme_unit,
+)
 from .gate import gate_episodes
 from .grouped import search_by_memory
 from .llm_select import higmem, prune_sessions
@@ -154,11 +163,12 @@ def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, sta
     times = {"stage1": time.perf_counter() - t0}
     notes = [[STAGE1_FALLBACK] if (not similarity and s1.fallback[q]) else [] for q in range(n)]
     out, costs = [], [(0, 0)] * n
+    sem_rows = semantic_rows(bank)
     for q in range(n):
         ts, te = s1.theme_offsets[q], s1.theme_offsets[q + 1]
         units = [theme_unit(bank, int(t), float(v), float(rel)) for t, v, rel in zip(s1.themes[ts:te], s1.theme_value[ts:te], s1.theme_rel[ts:te])]
         ss, se = s1.sem_offsets[q], s1.sem_offsets[q + 1]
-        units += [semantic_unit(bank, int(s), float(v), {"relevance": float(rel), "coverage_value": float(v)})
+        units += [semantic_unit(bank, int(s), float(v), {"relevance": float(rel), "coverage_value": float(v)}, sem_rows)
                   for s, v, rel in zip(s1.semantics[ss:se], s1.sem_value[ss:se], s1.sem_rel[ss:se])]
         out.append(units)
     if stage2:
@@ -167,14 +177,15 @@ def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, sta
         pools = episode_pools(bank, q_x, mem_idx, s1, cfg, backend=r.backend)
         if r.reader is None:
             parts = Parts(bank, r.embedder, r.config.semantic.passage_words) if cfg.fill else None
+            epi_rows = episode_rows(bank)
             for q in range(n):
                 for j, p in enumerate(pools[q]):
                     if j >= cfg.episode_budget and not cfg.fill:
                         break
-                    u = episode_unit(bank, p.row, p.priority, _pick_scores(p))
+                    u = episode_unit(bank, p.row, p.priority, _pick_scores(p), epi_rows)
                     out[q].append(u if j < cfg.episode_budget else as_fill(u))
                     if parts is not None:
-                        out[q] += parts.episode(p.row, q_x[q], q)
+                        out[q] += parts.episode_parts(p.row, q_x[q], q)  # built by the fit only where the episode does not fit
                 notes[q].append(NO_READER_NOTE)
         else:
             coarse = [answer_context(u) for u in out]

@@ -1,0 +1,102 @@
+"""Host time of a batched search per strategy (issue 27): every LoCoMo question of the store's
+conversations (categories 1-4, as ``xmemory eval`` asks them) in one ``Retriever.search`` call
+with the query embeddings given, so the figure is retrieval alone (kernels, unit building, the
+budget fit and context assembly), in ms per query.
+
+Needs a built store and the dev split (paths are parameters):
+  xmemory build ../shared/data/locomo/locomo_dev.json --out stores/locomo_dev
+  XMEM_STORE=stores/locomo_dev python -m pytest benchmarks/bench_search.py --benchmark-columns=min,median,rounds
+XMEM_BENCH_BUDGETS (default 600): comma-separated token budgets, ``none`` for no budget.
+
+As a script (interleaved comparisons of two source trees run it once per tree and round):
+  python benchmarks/bench_search.py STORE [--budgets 300,600] [--strategies xmemory,naive-rag] [--repeat 5]
+prints one JSON line per (strategy, budget): min and median ms per query over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+STORE = os.environ.get("XMEM_STORE", "")
+LOCOMO = os.environ.get("XMEM_LOCOMO", str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"))
+BUDGETS = os.environ.get("XMEM_BENCH_BUDGETS", "600")
+
+
+def _budgets(s: str) -> list[int | None]:
+    return [None if b.strip().lower() == "none" else int(b) for b in s.split(",") if b.strip()]
+
+
+def load_batch(store: str, data: str):
+    """(retriever, questions, memory ids, query embeddings) for every question ``xmemory eval`` asks."""
+    from xmemory_gpu.eval.runner import load_questions
+    from xmemory_gpu.memory.store import Store
+    from xmemory_gpu.retrieve import Retriever
+
+    st = Store.open(store)
+    try:
+        ids = st.memory_ids()
+    finally:
+        st.close()
+    qs = load_questions(data, ids, [1, 2, 3, 4], None)
+    r = Retriever.from_store(store, sorted({q["sample_id"] for q in qs}))
+    questions, mems = [q["question"] for q in qs], [q["sample_id"] for q in qs]
+    return r, questions, mems, r.embedder.encode(questions)
+
+
+def ms_per_query(r, questions, mems, q_x, strategy: str, budget: int | None) -> float:
+    t0 = time.perf_counter()
+    res = r.search(questions, mems, strategy=strategy, budget_tokens=budget, query_x=q_x)
+    dt = time.perf_counter() - t0
+    assert len(res) == len(questions)
+    return 1000 * dt / len(questions)
+
+
+if __name__ != "__main__":
+    from xmemory_gpu.retrieve import STRATEGIES
+
+    @pytest.fixture(scope="module")
+    def batch():
+        if not STORE or not Path(STORE).exists():
+            pytest.skip("set XMEM_STORE to a built LoCoMo dev store")
+        return load_batch(STORE, LOCOMO)
+
+    @pytest.mark.parametrize("budget", _budgets(BUDGETS), ids=str)
+    @pytest.mark.parametrize("strategy", STRATEGIES)
+    def test_batched_search(benchmark, batch, strategy, budget):
+        r, questions, mems, q_x = batch
+        benchmark.group = f"one batched search of {len(questions)} LoCoMo dev questions, query embeddings given (host)"
+        times: list[float] = []
+        benchmark.pedantic(lambda: times.append(ms_per_query(r, questions, mems, q_x, strategy, budget)),
+                           rounds=5, iterations=1, warmup_rounds=1)
+        benchmark.extra_info.update(questions=len(questions), budget_tokens=budget,
+                                    ms_per_query_min=min(times), ms_per_query_median=statistics.median(times))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("store")
+    p.add_argument("--data", default=LOCOMO)
+    p.add_argument("--strategies", default=None)
+    p.add_argument("--budgets", default=BUDGETS)
+    p.add_argument("--repeat", type=int, default=5)
+    args = p.parse_args()
+    from xmemory_gpu.retrieve import STRATEGIES
+
+    r, questions, mems, q_x = load_batch(args.store, args.data)
+    for strategy in args.strategies.split(",") if args.strategies else STRATEGIES:
+        for budget in _budgets(args.budgets):
+            ms_per_query(r, questions, mems, q_x, strategy, budget)  # warm: caches, passage levels
+            t = [ms_per_query(r, questions, mems, q_x, strategy, budget) for _ in range(args.repeat)]
+            print(json.dumps({"strategy": strategy, "budget": budget, "questions": len(questions),
+                              "min_ms": round(min(t), 3), "median_ms": round(statistics.median(t), 3)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Issue 27 (search at the speed of its kernels): what a search caches per bank row (rendered
+message lines, episode line ends, passages; ``Level.rows_cache``) follows the bank as the live
+engine writes it, and the parts a strategy defers (``context.Deferred``: built by the fit only
+where their unit does not fit) give the contexts that building them all gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.pipeline import build_memories
+from xmemory_gpu.datasets.locomo import load_locomo
+from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+from xmemory_gpu.embed.hashing import HashingEmbedder
+from xmemory_gpu.engine import MemoryEngine, scope_key
+from xmemory_gpu.memory.bank import Bank
+from xmemory_gpu.retrieve import STRATEGIES, Retriever
+from xmemory_gpu.retrieve.context import Deferred, episode_unit, message_rows
+from xmemory_gpu.retrieve.passages import Parts
+
+EMB = HashingEmbedder(128)
+LONG = " ".join(f"word{i} of the longest story told, about the lake and the boat." for i in range(40))
+
+
+def _plain(results) -> list[dict]:
+    return [{k: v for k, v in r.to_dict().items() if k != "timings"} for r in results]
+
+
+def _convs(path, n: int, seed: int):
+    write_json(generate_conversations(n, seed=seed), path)
+    return load_locomo(path)
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory):
+    convs = _convs(tmp_path_factory.mktemp("speed") / "synthetic.json", 3, 5)
+    return Bank.from_memories(build_memories(convs, EMB, XMemoryConfig()), EMB.dim), convs
+
+
+def test_row_cache_drops_the_rows_a_put_slice_rewrites(bank):
+    bank, _ = bank
+    bank = bank.compact()
+    calls = []
+    lines = bank.msg.rows_cache("test.lines", lambda r: calls.append(r) or bank.msg["text"][r])
+    r0 = int(bank.msg.seg.starts[0])
+    assert lines[r0] == bank.msg["text"][r0] and lines[r0] == bank.msg["text"][r0] and calls == [r0]  # computed once
+    other = int(bank.msg.seg.starts[1])
+    assert lines[other] == bank.msg["text"][other]
+    sl = bank.slice(0)
+    sl.cols["msg"]["text"] = sl.cols["msg"]["text"].copy()
+    sl.cols["msg"]["text"][0] = "rewritten in place"
+    bank.put_slice(sl)  # same size: in place
+    lines = bank.msg.rows_cache("test.lines", lambda r: calls.append(r) or bank.msg["text"][r])
+    assert lines[r0] == "rewritten in place"
+    n = len(calls)
+    assert lines[other] == bank.msg["text"][other] and len(calls) == n  # another memory's row was kept
+    grown = bank.slice(0)
+    for cols in grown.cols.values():  # twice the rows: the memory moves to the arena's end
+        for name, a in cols.items():
+            cols[name] = np.concatenate([a, a]) if len(a) else a
+    grown.cols["msg"]["text"][-1] = "moved"
+    b = bank.put_slice(grown)
+    last = int(bank.msg.seg.starts[b] + bank.msg.seg.lengths[b] - 1)
+    lines = bank.msg.rows_cache("test.lines", lambda r: bank.msg["text"][r])
+    assert lines[last] == "moved" and lines[r0] == bank.msg["text"][r0]
+
+
+@pytest.mark.parametrize("budget", [None, 40, 120, 300, 600])
+def test_deferred_parts_give_the_contexts_building_them_all_gives(bank, budget):
+    bank, convs = bank
+    r = Retriever(bank, EMB)
+    qs = [q.question for c in convs for q in c.qa][:60]
+    mems = [c.sample_id for c in convs for q in c.qa][:60]
+    q_x = EMB.encode(qs)
+    mem_idx = np.array([bank.index_of(m) for m in mems])
+    lazy, eager = Parts(bank, EMB, 8), Parts(bank, EMB, 8)  # 8-word passages: many long messages
+    lazy_units, eager_units = [], []
+    for q in range(len(qs)):
+        rows = bank.epi.seg.rows(int(mem_idx[q]))
+        sims = bank.epi["x"][rows] @ q_x[q]
+        lu, eu = [], []
+        for e in rows[np.argsort(-sims, kind="stable")][:6]:
+            lu.append(episode_unit(bank, int(e), 1.0, {}))
+            eu.append(episode_unit(bank, int(e), 1.0, {}))
+            lu += lazy.episode_parts(int(e), q_x[q], q)
+            eu += eager.episode(int(e), q_x[q], q)
+        lazy_units.append(lu)
+        eager_units.append(eu)
+    assert any(type(u) is Deferred for us in lazy_units for u in us)
+    got = r.budget.contexts(lazy_units, budget)
+    want = r.budget.contexts(eager_units, budget)
+    assert [(ctx, n, [(u.id, u.text, u.tokens, u.message_ids, u.scores) for u in k]) for k, ctx, n in got] == \
+        [(ctx, n, [(u.id, u.text, u.tokens, u.message_ids, u.scores) for u in k]) for k, ctx, n in want]
+    assert lazy._ranked == eager._ranked  # the same passage rankings were spent, built or not
+
+
+def test_a_search_after_engine_writes_sees_them(tmp_path):
+    conv = _convs(tmp_path / "one.json", 1, 3)[0]
+    msgs = [{"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
+            for m in conv.messages]
+    queries = ["what about the lake and the boat?", conv.qa[0].question]
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        eng.add(msgs[:12], user_id="u")
+        for s in STRATEGIES:  # every per-row cache filled
+            eng.search(queries, user_id="u", strategy=s, budget_tokens=300)
+        new = eng.add([{"speaker": "Alice", "content": LONG}], user_id="u")[0]
+        eng.update(msgs[0]["id"], "Quokka sightings by the lake boat at dawn.", user_id="u")
+        key = scope_key("u")
+        for s in [*STRATEGIES, "chunk-rag:16"]:
+            for b in (None, 150, 600):
+                live = _plain(eng.retriever.search(queries, key, strategy=s, budget_tokens=b))
+                fresh = Retriever(eng.bank.compact(), EMB, eng.config)  # nothing cached
+                assert live == _plain(fresh.search(queries, key, strategy=s, budget_tokens=b)), (s, b)
+        lines = message_rows(eng.bank)
+        b = eng.bank.index[key]
+        texts = [lines[int(r)][0] for r in eng.bank.msg.seg.rows(b)]
+        assert f"Alice: {LONG}" in texts and any("Quokka" in t for t in texts) and new
+        assert sum(msgs[0]["content"] in t for t in texts) == sum(m["content"] == msgs[0]["content"] for m in msgs[1:12])
