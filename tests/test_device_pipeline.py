@@ -20,7 +20,8 @@ from xmemory_gpu.engine import MemoryEngine, scope_key
 from xmemory_gpu.memory.bank import Bank
 from xmemory_gpu.memory.device import LOG_ENTRIES, WriteLog
 from xmemory_gpu.memory.store import Store
-from xmemory_gpu.ops._dispatch import backend_device, interpreting_triton, is_available
+from xmemory_gpu.ops.backends import interpreting_triton, is_available
+from xmemory_gpu.ops.devices import backend_device
 from xmemory_gpu.retrieve import Retriever
 
 pytestmark = pytest.mark.skipif(not is_available("triton"), reason="triton: no GPU and not interpreted")

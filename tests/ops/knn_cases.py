@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from xmemory_gpu.ops._backend import available_backends
-from xmemory_gpu.ops.knn import _GRAPH_IMPLS, _SEARCH_IMPLS
+from xmemory_gpu.ops import available_backends, implemented_backends
 from xmemory_gpu.ops.knn.reference import normalize64
 
 
-def host_backends(table: dict) -> list[str]:
+def host_backends(op: str) -> list[str]:
     """Backends of an op that run on host arrays here (the cuda backend has its own cases in test_knn.py)."""
     st = available_backends()
-    return [b for b in table if b in ("reference", "cpu", "triton") and st[b].available]
+    return [b for b in implemented_backends(op) if b in ("reference", "cpu", "triton") and st[b].available]
 
 
-GRAPH_BACKENDS = host_backends(_GRAPH_IMPLS)
-SEARCH_BACKENDS = host_backends(_SEARCH_IMPLS)
+GRAPH_BACKENDS = host_backends("knn_graph")
+SEARCH_BACKENDS = host_backends("knn_search")
 
 
 def ragged(rng: np.random.Generator, sizes: list[int], d: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:

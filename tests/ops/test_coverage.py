@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmemory_gpu.ops._dispatch import available_backends
-from xmemory_gpu.ops.coverage import _IMPLS, coverage_select
+from xmemory_gpu.ops import available_backends, implemented_backends
+from xmemory_gpu.ops import backends as bk
+from xmemory_gpu.ops.coverage import coverage_select
 from xmemory_gpu.ops.coverage import reference as cov_ref
 
 from .authors_coverage import authors_select
@@ -24,7 +25,7 @@ from .gpu import FakeCuda, cuda_module, has_cuda, requires_cuda, requires_cuda_m
 from .knn_cases import segment_sizes
 
 HOST = [b for b in ("reference", "cpu") if available_backends()[b].available]
-FAST = [b for b in ("cpu", "triton") if b in _IMPLS and available_backends()[b].available]
+FAST = [b for b in ("cpu", "triton") if b in implemented_backends("coverage_select") and available_backends()[b].available]
 if has_cuda() and available_backends()["cuda"].available:
     FAST.append("cuda")
 ALL = ["reference", *FAST]
@@ -211,16 +212,49 @@ def _ok():
         ({}, {"stop": "ratio"}, "stop: expected one of"),
     ],
 )
-@pytest.mark.parametrize("backend", ["reference", *FAST])
+@pytest.mark.parametrize("backend", ["reference", "cpu", "triton", "cuda"])
 def test_bad_inputs_refused_before_any_backend(change, kw, msg, backend, monkeypatch):
     off, idx, w, rel = _ok()
     off, idx, w, rel = change.get("off", off), change.get("idx", idx), change.get("w", w), change.get("rel", rel)
     called = []
-    monkeypatch.setitem(_IMPLS, backend, lambda *a: called.append(a))
+    import xmemory_gpu.ops.coverage as cov
+
+    monkeypatch.setattr(bk, "is_available", lambda name: True)  # every backend, GPU ones too: none is reached
+    monkeypatch.setattr(cov, "implementation", lambda op, name: lambda *a: called.append(a))
     kw = {"budget": 2, **kw}
     with pytest.raises(ValueError, match=msg) as err:
         coverage_select(off, idx, w, rel, backend=backend, **kw)
     assert "\n" not in str(err.value) and not called
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu", "triton", "cuda"])
+def test_device_backends_get_device_tensors(backend, monkeypatch):
+    """The dispatcher checks on the host, then hands triton / cuda nbr_idx, nbr_w and relevance as
+    torch tensors on the device (offsets and budgets stay on the host: they size the launch), and
+    reference / cpu host arrays. The device is the CPU here (no GPU), as for interpreted Triton."""
+    torch = pytest.importorskip("torch")
+    import xmemory_gpu.ops.coverage as cov
+
+    seen = {}
+
+    def spy(off, idx, w, rel, alpha, budgets, target, stop):
+        seen.update(off=off, idx=idx, w=w, rel=rel, budgets=budgets)
+        return np.zeros(len(off), np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64)
+
+    monkeypatch.setattr(bk, "is_available", lambda name: True)
+    monkeypatch.setattr(cov, "implementation", lambda op, name: spy)
+    monkeypatch.setattr(cov, "gpu_device", lambda name, ref=None: torch.device("cpu"))
+    off, idx, w, rel = _ok()
+    sel_off, sel, vals = coverage_select(off, idx[:, 0], w[:, 0], rel, budget=2, backend=backend)  # [M] -> [M, 1]
+    assert sel_off.tolist() == [0, 0, 0] and isinstance(sel, np.ndarray)  # NumPy in, NumPy out
+    assert isinstance(seen["off"], np.ndarray) and isinstance(seen["budgets"], np.ndarray)
+    assert seen["off"].dtype == seen["budgets"].dtype == np.int64
+    kinds = {torch.Tensor} if backend in ("triton", "cuda") else {np.ndarray}
+    assert {type(seen[a]) for a in ("idx", "w", "rel")} == kinds
+    got = {a: str(seen[a].dtype).removeprefix("torch.") for a in ("idx", "w", "rel")}
+    assert got == {"idx": "int32", "w": "float32", "rel": "float64"}
+    assert tuple(seen["idx"].shape) == tuple(seen["w"].shape) == (3, 1)
+    np.testing.assert_array_equal(np.asarray(seen["idx"]), idx)
 
 
 # ---- cuda: the compiled module without a GPU --------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The one dispatcher of the ops (xmemory_gpu/ops/_dispatch.py): the flat public surface, backend
-resolution (validated GPU path first, then Triton), the validated-backends table, and input
-validation done once at the dispatcher for every backend (one-line ValueErrors naming the argument)."""
+"""The one ops contract (xmemory_gpu/ops/backends.py, devices.py, checks.py): the flat public surface,
+what each op implements, backend resolution (validated GPU path first, then Triton), the
+validated-backends table, host/device transfer, and input validation done once at each op's
+dispatcher for every backend (one-line ValueErrors naming the argument)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from xmemory_gpu.ops import _dispatch as dp
+from xmemory_gpu.ops import backends as bk
+from xmemory_gpu.ops import checks as ck
+from xmemory_gpu.ops import devices as dv
 from xmemory_gpu.ops import validated as vt
 
-HOST = [b for b in ("reference", "cpu", "triton") if dp.available_backends()[b].available]
+HOST = [b for b in ("reference", "cpu", "triton") if bk.available_backends()[b].available]
 
 
 def test_flat_surface():
@@ -29,10 +32,35 @@ def test_flat_surface():
     )
 
     assert csr_offsets([2, 0, 3]).tolist() == [0, 2, 2, 5]
-    assert set(available_backends()) == {"reference", "cpu", "triton", "cuda"}
-    from xmemory_gpu.ops._backend import is_cuda_tensor, resolve_backend  # the old import path keeps working
+    assert set(available_backends()) == set(bk.BACKENDS) == {"reference", "cpu", "triton", "cuda"}
 
-    assert resolve_backend is dp.resolve_backend and is_cuda_tensor is dp.is_cuda_tensor
+
+def test_no_compatibility_shims():
+    from pathlib import Path
+
+    import xmemory_gpu.ops
+
+    assert not (Path(xmemory_gpu.ops.__file__).parent / "_backend.py").exists()
+
+
+# ---- what each op implements ---------------------------------------------------------------------
+
+
+def test_implemented_backends():
+    from xmemory_gpu.ops import implemented_backends
+
+    ops = ("knn_graph", "knn_search", "partition_objective", "score_candidates", "coverage_select",
+           "token_entropy_logprob")
+    assert set(bk.registered_ops()) == set(ops)
+    for op in ops:  # every family has all four (entropy's cpu / cuda are torch's compiled kernels)
+        assert implemented_backends(op) == ("reference", "cpu", "triton", "cuda"), op
+    with pytest.raises(ValueError, match="unknown op 'knn'"):
+        implemented_backends("knn")
+    with pytest.raises(ValueError, match="unknown backends"):
+        bk.register("bogus_op", "xmemory_gpu.ops.knn", {"torch": "torch"})
+    assert "bogus_op" not in bk.registered_ops()
+    assert callable(bk.implementation("knn_graph", "reference"))
+    assert bk.gpu_preference("coverage_select") == bk.gpu_preference("coverage_select", ("triton", "cuda"))
 
 
 # ---- resolution ----------------------------------------------------------------------------------
@@ -44,31 +72,31 @@ def _entry(op, backend, ms=1.0, passed=True):
 
 
 def test_resolve_prefers_validated_then_triton(monkeypatch):
-    monkeypatch.setattr(dp, "is_available", lambda name: True)
+    monkeypatch.setattr(bk, "is_available", lambda name: True)
     monkeypatch.delenv("XMEMORY_BACKEND", raising=False)
     impl = ("reference", "cpu", "triton", "cuda")
     monkeypatch.setattr(vt, "table", lambda: ())
-    assert dp.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "triton"  # nothing validated yet
-    assert dp.resolve_backend("knn_graph", "auto", impl, on_cuda=False) == "cpu"
+    assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "triton"  # nothing validated yet
+    assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=False) == "cpu"
     monkeypatch.setattr(vt, "table", lambda: (_entry("knn_graph", "cuda"), _entry("score_candidates", "cuda", passed=False)))
-    assert dp.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "cuda"
-    assert dp.resolve_backend("knn_search", "auto", impl, on_cuda=True) == "triton"  # per op
-    assert dp.resolve_backend("score_candidates", "auto", impl, on_cuda=True) == "triton"  # failed: not preferred
+    assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "cuda"
+    assert bk.resolve_backend("knn_search", "auto", impl, on_cuda=True) == "triton"  # per op
+    assert bk.resolve_backend("score_candidates", "auto", impl, on_cuda=True) == "triton"  # failed: not preferred
     monkeypatch.setattr(vt, "table", lambda: (_entry("knn_graph", "cuda", 2.0), _entry("knn_graph", "triton", 1.0)))
-    assert dp.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "triton"  # both validated: the faster
-    assert dp.resolve_backend("coverage_select", "auto", ("reference", "cpu", "cuda"), on_cuda=True) == "cuda"
+    assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "triton"  # both validated: the faster
+    assert bk.resolve_backend("coverage_select", "auto", ("reference", "cpu", "cuda"), on_cuda=True) == "cuda"
     monkeypatch.setenv("XMEMORY_BACKEND", "reference")
-    assert dp.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "reference"
+    assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "reference"
 
 
 def test_resolve_refuses_unknown_and_unusable(monkeypatch):
     with pytest.raises(ValueError, match="unknown backend"):
-        dp.resolve_backend("knn_graph", "gpu", ("reference",), on_cuda=False)
+        bk.resolve_backend("knn_graph", "gpu", ("reference",), on_cuda=False)
     with pytest.raises(ValueError, match="not implemented"):
-        dp.resolve_backend("knn_graph", "cuda", ("reference",), on_cuda=False)
-    monkeypatch.setattr(dp, "is_available", lambda name: name == "reference")
+        bk.resolve_backend("knn_graph", "cuda", ("reference",), on_cuda=False)
+    monkeypatch.setattr(bk, "is_available", lambda name: name == "reference")
     with pytest.raises(ValueError, match="inputs are CUDA tensors"):
-        dp.resolve_backend("knn_graph", "auto", ("reference", "triton"), on_cuda=True)
+        bk.resolve_backend("knn_graph", "auto", ("reference", "triton"), on_cuda=True)
 
 
 # ---- the validated table -------------------------------------------------------------------------
@@ -110,37 +138,37 @@ def test_backends_cli_shows_the_table(capsys):
 
 def test_check_helpers():
     with pytest.raises(ValueError, match=r"^x: NaN or inf in rows \[1, 3\]"):
-        dp.check_finite("x", np.array([[0.0, 1], [np.nan, 0], [1, 1], [0, np.inf]]))
+        ck.check_finite("x", np.array([[0.0, 1], [np.nan, 0], [1, 1], [0, np.inf]]))
     with pytest.raises(ValueError, match=r"relevance: NaN or inf in entries \[0\]"):
-        dp.check_finite("relevance", np.array([np.inf, 0.0]))
+        ck.check_finite("relevance", np.array([np.inf, 0.0]))
     with pytest.raises(ValueError, match="complex"):
-        dp.check_real("x", np.ones(2, np.complex64))
+        ck.check_real("x", np.ones(2, np.complex64))
     with pytest.raises(ValueError, match="k must be >= 1"):
-        dp.check_k("k", 0)
+        ck.check_k("k", 0)
     for bad in (2.7, 3.0, True, "3", None):
         with pytest.raises(ValueError, match="expected an integer"):
-            dp.check_k("k", bad)
-    assert dp.check_k("k", np.int64(3)) == 3 and dp.check_k("k", np.array(4)) == 4
+            ck.check_k("k", bad)
+    assert ck.check_k("k", np.int64(3)) == 3 and ck.check_k("k", np.array(4)) == 4
     for bad in (0, -1e-3, float("nan"), float("inf"), "1e-8"):
         with pytest.raises(ValueError, match="eps"):
-            dp.check_positive("eps", bad)
+            ck.check_positive("eps", bad)
     with pytest.raises(ValueError, match="non-decreasing"):
-        dp.check_offsets("offsets", [0, 3, 2, 4], 4)
+        ck.check_offsets("offsets", [0, 3, 2, 4], 4)
     with pytest.raises(ValueError, match="end at the row count 5"):
-        dp.check_offsets("offsets", [0, 3], 5)
+        ck.check_offsets("offsets", [0, 3], 5)
     with pytest.raises(ValueError, match="integer offsets"):
-        dp.check_offsets("offsets", [0.0, 3.0], 3)
+        ck.check_offsets("offsets", [0.0, 3.0], 3)
     with pytest.raises(ValueError, match="labels: must be < 2147483648"):
-        dp.check_labels("labels", np.array([0, 10**12]), 2)
+        ck.check_labels("labels", np.array([0, 10**12]), 2)
     with pytest.raises(ValueError, match="labels: must be >= 0"):
-        dp.check_labels("labels", np.array([0, -1]), 2)
+        ck.check_labels("labels", np.array([0, -1]), 2)
     with pytest.raises(ValueError, match=r"nbr_idx: id 7 at \(1, 0\) outside \[0, 4\)"):
-        dp.check_index("nbr_idx", np.array([[0, -1], [7, 1]]), np.array([4, 4]))
+        ck.check_index("nbr_idx", np.array([[0, -1], [7, 1]]), np.array([4, 4]))
     with pytest.raises(ValueError, match="outside"):
-        dp.check_index("nbr_idx", np.array([2**31 + 5]), 10)
+        ck.check_index("nbr_idx", np.array([2**31 + 5]), 10)
     with pytest.raises(ValueError, match="budget: must be >= 0"):
-        dp.check_budgets("budget", [-1, 2], 2)
-    assert dp.check_budgets("budget", 3, 2).tolist() == [3, 3]
+        ck.check_budgets("budget", [-1, 2], 2)
+    assert ck.check_budgets("budget", 3, 2).tolist() == [3, 3]
 
 
 def test_check_helpers_on_torch_tensors():
@@ -148,25 +176,25 @@ def test_check_helpers_on_torch_tensors():
     x = torch.zeros(4, 3)
     x[2, 1] = float("nan")
     with pytest.raises(ValueError, match=r"x: NaN or inf in rows \[2\]"):
-        dp.check_finite("x", x)
+        ck.check_finite("x", x)
     with pytest.raises(ValueError, match="complex"):
-        dp.check_real("x", torch.zeros(2, dtype=torch.complex64))
-    assert dp.check_offsets("offsets", torch.tensor([0, 2, 4]), 4).dtype == np.int64
+        ck.check_real("x", torch.zeros(2, dtype=torch.complex64))
+    assert ck.check_offsets("offsets", torch.tensor([0, 2, 4]), 4).dtype == np.int64
 
 
 def test_tile_table():
-    t = dp.tile_table(np.array([0, 5, 5, 40]), 16, weight=np.array([5, 0, 35]), skip=np.array([False, True, False]))
+    t = dv.tile_table(np.array([0, 5, 5, 40]), 16, weight=np.array([5, 0, 35]), skip=np.array([False, True, False]))
     assert t.seg.tolist() == [2, 2, 2, 0] and t.row0.tolist() == [5, 21, 37, 0] and t.start.tolist() == [0, 1, 1, 4]
-    assert dp.tile_table(np.zeros(1, np.int64), 8).n == 0
+    assert dv.tile_table(np.zeros(1, np.int64), 8).n == 0
 
 
 def test_io_contract_kinds():
     torch = pytest.importorskip("torch")
-    assert isinstance(dp.as_caller(torch.ones(2), np.zeros(1)), np.ndarray)
-    assert isinstance(dp.as_caller(np.ones(2), torch.zeros(1)), torch.Tensor)
-    assert isinstance(dp.to_backend(torch.ones(2), "cpu"), np.ndarray)
-    if dp.available_backends()["triton"].available:
-        assert isinstance(dp.to_backend(np.ones(2), "triton"), torch.Tensor)
+    assert isinstance(dv.as_caller(torch.ones(2), np.zeros(1)), np.ndarray)
+    assert isinstance(dv.as_caller(np.ones(2), torch.zeros(1)), torch.Tensor)
+    assert isinstance(dv.to_backend(torch.ones(2), "cpu"), np.ndarray)
+    if bk.available_backends()["triton"].available:
+        assert isinstance(dv.to_backend(np.ones(2), "triton"), torch.Tensor)
 
 
 # ---- every public op validates once, for every backend -------------------------------------------

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import xmemory_gpu.ops.entropy as ent_mod
+from xmemory_gpu.ops import backends as bk
 from xmemory_gpu.ops.entropy import reference, token_entropy_logprob
 
 from .gpu import requires_cuda
@@ -69,8 +70,8 @@ def test_torch_matches_reference(rng, t, v):
     z = rng.standard_normal((t, v)) * 3
     ids = rng.integers(0, v, t)
     e_ref, l_ref = token_entropy_logprob(z, ids, backend="reference")
-    e_t, l_t = token_entropy_logprob(torch.from_numpy(z).float(), torch.from_numpy(ids))  # auto: torch on CPU
-    assert e_t.dtype == torch.float32
+    e_t, l_t = token_entropy_logprob(torch.from_numpy(z).float(), torch.from_numpy(ids))  # auto: cpu (torch)
+    assert isinstance(e_t, torch.Tensor) and e_t.dtype == torch.float32
     np.testing.assert_allclose(e_t.numpy(), e_ref, **TOL)
     np.testing.assert_allclose(l_t.numpy(), l_ref, **TOL)
 
@@ -190,34 +191,35 @@ def test_triton_banned_tokens_and_nan(rng):
     assert np.isnan(e[3]) and np.isnan(lp[3])
 
 
-def test_triton_empty_and_bad_inputs(rng):
-    kt = _triton()
+def test_triton_empty_inputs():
+    _triton()
     e, lp = _run_triton(torch.zeros((0, 7), device=DEV), [])
     assert e.shape == lp.shape == (0,)
-    z = _logits(rng, 3, 10)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu", "triton", "cuda", "torch"])
+def test_bad_inputs_refused_before_any_backend(rng, backend, monkeypatch):
+    """Checked once at the dispatcher, for every backend (GPU ones too: none is reached)."""
+    called = []
+    monkeypatch.setattr(bk, "is_available", lambda name: True)
+    monkeypatch.setattr(ent_mod, "implementation", lambda op, name: lambda *a: called.append(a))
+    z = torch.from_numpy(rng.standard_normal((3, 10))).float()
     bad = [
-        (z[0], [1]),  # 1-D logits
-        (z[None], [1, 2, 3]),  # 3-D logits
-        (z[:, :0], [0, 0, 0]),  # V = 0
-        (z, [1, 2]),  # wrong length
-        (z, [[1, 2, 3]]),  # 2-D ids
-        (z, [0, 10, 1]),  # id == V
-        (z, [0, -1, 1]),  # negative id
-        (z, [0.0, 1.0, 2.0]),  # float ids
-        (z.int(), [0, 1, 2]),  # integer logits
+        (z[0], [1], r"logits must be \[T, V\]"),  # 1-D logits
+        (z[None], [1, 2, 3], "logits must be"),  # 3-D logits
+        (z[:, :0], [0, 0, 0], "V >= 1"),  # V = 0
+        (z, [1, 2], r"token_ids must be \[T\]"),  # wrong length
+        (z, [[1, 2, 3]], r"token_ids must be \[T\]"),  # 2-D ids
+        (z, [0, 10, 1], r"in \[0, V = 10\)"),  # id == V
+        (z, [0, -1, 1], r"in \[0, V = 10\)"),  # negative id
+        (z, [0.0, 1.0, 2.0], "must be integers"),  # float ids
+        (z.int(), [0, 1, 2], "logits: expected a real floating array"),  # integer logits
+        (z.numpy().astype(np.complex64), [0, 1, 2], "logits: .*complex"),
     ]
-    for logits, ids in bad:
-        with pytest.raises(ValueError):
-            kt.token_entropy_logprob(logits, ids)
-        with pytest.raises(ValueError):
-            token_entropy_logprob(logits, ids, backend="triton")
-        if logits.dtype.is_floating_point:
-            with pytest.raises(ValueError):
-                token_entropy_logprob(logits, ids, backend="torch")
-            with pytest.raises(ValueError):
-                token_entropy_logprob(logits.cpu().numpy(), ids, backend="reference")
-    with pytest.raises(ValueError):
-        kt.token_entropy_logprob(z.cpu().numpy(), [0, 1, 2])  # the kernel wrapper takes tensors only
+    for logits, ids, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            token_entropy_logprob(logits, ids, backend=backend)
+    assert not called
 
 
 # ---- dispatcher ----------------------------------------------------------------------------------
@@ -228,25 +230,61 @@ def test_dispatch_numpy_to_triton(rng):
     z = rng.standard_normal((4, 60)).astype(np.float32)
     ids = rng.integers(0, 60, 4)
     e, lp = token_entropy_logprob(z, ids, backend="triton")
-    assert isinstance(e, torch.Tensor) and e.dtype == torch.float32
-    e_ref, l_ref = token_entropy_logprob(z, ids)  # auto on NumPy: the reference
+    assert isinstance(e, np.ndarray) and e.dtype == np.float32  # NumPy in, NumPy out (as every family)
+    e_ref, l_ref = token_entropy_logprob(z, ids, backend="reference")
     assert isinstance(e_ref, np.ndarray) and e_ref.dtype == np.float64
-    np.testing.assert_allclose(e.cpu().numpy(), e_ref, **TOL)
-    np.testing.assert_allclose(lp.cpu().numpy(), l_ref, **TOL)
+    np.testing.assert_allclose(e, e_ref, **TOL)
+    np.testing.assert_allclose(lp, l_ref, **TOL)
+    e_c, l_c = token_entropy_logprob(z, ids)  # auto on NumPy: cpu (torch on the host) where built
+    assert isinstance(e_c, np.ndarray)
+    np.testing.assert_allclose(e_c, e_ref, **TOL)
+    np.testing.assert_allclose(l_c, l_ref, **TOL)
+
+
+def test_reference_on_torch_returns_torch(rng):
+    z = torch.from_numpy(rng.standard_normal((3, 9)))
+    e, lp = token_entropy_logprob(z, [0, 4, 8], backend="reference")
+    assert isinstance(e, torch.Tensor) and e.dtype == torch.float64 and e.device == z.device
 
 
 def test_auto_backend_choice(monkeypatch):
+    """Entropy resolves like every other family: ``resolve_backend`` and ``XMEMORY_BACKEND``."""
+    from xmemory_gpu.ops import implemented_backends
+
+    assert implemented_backends("token_entropy_logprob") == ("reference", "cpu", "triton", "cuda")
+    monkeypatch.delenv("XMEMORY_BACKEND", raising=False)
+    seen = []
+    real = ent_mod.implementation
+
+    def spy(op, name):
+        seen.append(name)
+        return real(op, name)
+
+    monkeypatch.setattr(ent_mod, "implementation", spy)
     z = torch.zeros(2, 3)
-    assert ent_mod._resolve("auto", z) == "torch"
-    assert ent_mod._resolve("auto", z.numpy()) == "reference"
-    assert ent_mod._resolve("triton", z) == "triton"
-    monkeypatch.setattr(ent_mod, "is_cuda_tensor", lambda x: True)  # as if z were on a GPU
-    monkeypatch.setattr(ent_mod, "_triton_importable", lambda: True)
-    assert ent_mod._resolve("auto", z) == "triton"
-    monkeypatch.setattr(ent_mod, "_triton_importable", lambda: False)
-    assert ent_mod._resolve("auto", z) == "torch"
+    token_entropy_logprob(z, [0, 1])
+    assert seen[-1] == ("cpu" if bk.is_available("cpu") else "reference")
+    monkeypatch.setenv("XMEMORY_BACKEND", "reference")  # honoured, as by every family
+    e, _ = token_entropy_logprob(z, [0, 1])
+    assert seen[-1] == "reference" and isinstance(e, torch.Tensor) and e.dtype == torch.float64
+    e, _ = token_entropy_logprob(z.numpy(), [0, 1])
+    assert seen[-1] == "reference" and isinstance(e, np.ndarray)
+    token_entropy_logprob(z, [0, 1], backend="cpu")  # an explicit backend wins over the variable
+    assert seen[-1] == "cpu"
+    monkeypatch.setenv("XMEMORY_BACKEND", "bogus")
+    with pytest.raises(ValueError, match="unknown backend 'bogus'"):
+        token_entropy_logprob(z, [0, 1])
+    monkeypatch.delenv("XMEMORY_BACKEND")
     with pytest.raises(ValueError, match="unknown backend"):
-        token_entropy_logprob(z, [0, 1], backend="cuda")
+        token_entropy_logprob(z, [0, 1], backend="gpu")
+    # on CUDA tensors: the validated GPU path, else triton, else cuda (torch on the GPU)
+    monkeypatch.setattr(bk, "is_available", lambda name: name != "triton")
+    assert bk.resolve_backend("token_entropy_logprob", "auto", on_cuda=True) == "cuda"
+    monkeypatch.setattr(bk, "is_available", lambda name: True)
+    assert bk.resolve_backend("token_entropy_logprob", "auto", on_cuda=True) == bk.gpu_preference(
+        "token_entropy_logprob")[0]
+    monkeypatch.setenv("XMEMORY_BACKEND", "cuda")
+    assert bk.resolve_backend("token_entropy_logprob", "auto", on_cuda=False) == "cuda"
 
 
 # ---- compiled kernel on a GPU --------------------------------------------------------------------
@@ -257,7 +295,7 @@ def test_auto_backend_choice(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_gpu_compiled_vs_reference(rng, dtype):
     _triton()
-    from xmemory_gpu.ops._backend import interpreting_triton
+    from xmemory_gpu.ops.backends import interpreting_triton
 
     if interpreting_triton():
         pytest.skip("TRITON_INTERPRET is set: this test is for the compiled kernel")

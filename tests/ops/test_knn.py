@@ -349,12 +349,12 @@ def test_triton_empty_inputs_and_bad_k(rng):
     x, xo = ragged(rng, [0, 0], 8)
     idx, sim = _tsearch(q, qo, x, xo, 3)
     assert np.all(idx == -1) and np.all(np.isneginf(sim))
-    with pytest.raises(ValueError):
-        kt.knn_graph(_t(q), qo, 0)
-    with pytest.raises(ValueError):
-        kt.knn_graph(_t(q), qo, 65)
-    with pytest.raises(ValueError):
-        kt.knn_search(_t(q), qo, _t(x), np.array([0, 0, 0, 0]), 2)
+    with pytest.raises(ValueError, match="k must be >= 1"):  # checked by the dispatcher, not the kernel wrapper
+        knn_graph(q, qo, 0, backend="triton")
+    with pytest.raises(ValueError, match="k must be <= 64"):
+        knn_graph(q, qo, 65, backend="triton")
+    with pytest.raises(ValueError, match="same length"):
+        knn_search(q, qo, x, np.array([0, 0, 0, 0]), 2, backend="triton")
 
 
 # ---- cuda: the compiled module without a GPU --------------------------------------------------------
@@ -375,18 +375,28 @@ def test_cuda_knn_wrapper_exists():
     assert callable(knn_cuda.knn_graph) and callable(knn_cuda.knn_search)
 
 
-@requires_cuda_module
-def test_cuda_knn_wrapper_validates_before_launch():
-    from xmemory_gpu.ops.knn import cuda as knn_cuda
+@pytest.mark.parametrize("backend", ["reference", "cpu", "triton", "cuda"])
+def test_dispatcher_checks_before_any_backend(backend, monkeypatch):
+    """k, shapes and offsets are checked once by the dispatcher, for every backend (GPU ones too:
+    none is reached); the kernel wrappers do not check again."""
+    import xmemory_gpu.ops.knn as knn_mod
+    from xmemory_gpu.ops import backends as bk
 
-    x = torch.randn(10, 8)
+    called = []
+    monkeypatch.setattr(bk, "is_available", lambda name: True)
+    monkeypatch.setattr(knn_mod, "implementation", lambda op, name: lambda *a, **kw: called.append(a))
+    x = np.ones((10, 8), np.float32)
     off = np.array([0, 4, 10], np.int64)
-    with pytest.raises(ValueError, match="k must be"):
-        knn_cuda.knn_graph(x, off, 65)
-    with pytest.raises(ValueError, match="k must be"):
-        knn_cuda.knn_graph(x, off, 0)
-    with pytest.raises(ValueError, match="CUDA tensors"):
-        knn_cuda.knn_graph(x, off, 3)  # host tensor
+    gpu = backend in ("triton", "cuda")
+    for k, msg in ((0, "k must be >= 1"), (65, "k must be <= 64" if gpu else None)):
+        if msg:
+            with pytest.raises(ValueError, match=msg):
+                knn_graph(x, off, k, backend=backend)
+    with pytest.raises(ValueError, match="x_offsets"):
+        knn_search(x, off, x, np.array([0, 4, 9]), 3, backend=backend)
+    with pytest.raises(ValueError, match="must agree on d"):
+        knn_search(x, off, x[:, :4], off, 3, backend=backend)
+    assert not called
 
 
 def _knn_args(nq=5, nx=7, d=8, k=4, b=2, **over):

@@ -17,10 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmemory_gpu.ops._backend import available_backends
+from xmemory_gpu.ops import available_backends, implemented_backends
 from xmemory_gpu.ops.objective import (
-    _OBJECTIVE,
-    _SCORE,
     Candidates,
     PartitionState,
     candidate_gains,
@@ -50,8 +48,9 @@ if has_triton():
 
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # interpreter
 
-OBJ_BACKENDS = [b for b in _OBJECTIVE if b in ("cpu", "triton") and available_backends()[b].available]
-SCORE_BACKENDS = [b for b in _SCORE if available_backends()[b].available and b != "cuda"]
+OBJ_BACKENDS = [b for b in implemented_backends("partition_objective")
+                if b in ("cpu", "triton") and available_backends()[b].available]
+SCORE_BACKENDS = [b for b in implemented_backends("score_candidates") if available_backends()[b].available and b != "cuda"]
 HOST_BACKENDS = [b for b in ("reference", "cpu") if available_backends()[b].available]
 DEV = "cuda" if has_cuda() else "cpu"
 TOL = dict(rtol=1e-9, atol=1e-12)

@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..ops import available_backends
-    from ..ops._dispatch import gpu_preference
+    from ..ops.backends import gpu_preference
     from ..ops.validated import OPS, rows
 
     status = available_backends()

@@ -63,7 +63,7 @@ def load_config(path: str | None):
 def run(args: argparse.Namespace) -> int:
     from ..construct.pipeline import build_store
     from ..embed import load_embedder
-    from ..ops._dispatch import encoder_device
+    from ..ops.devices import encoder_device
 
     if args.ray_workers is not None and args.ray is None:
         raise ValueError("--ray-workers needs --ray (it sizes the Ray actor pool)")

@@ -68,7 +68,7 @@ def run_add(args: argparse.Namespace) -> int:
         # a new store: load its embedder before anything is created, so a bad --embedder leaves nothing behind
         from ..config import XMemoryConfig
         from ..embed import load_embedder
-        from ..ops._dispatch import encoder_device
+        from ..ops.devices import encoder_device
 
         cfg = XMemoryConfig()
         embedder = load_embedder(args.embedder or cfg.embed.model, device=encoder_device("auto", cfg.embed.device))

@@ -26,7 +26,7 @@ import numpy as np
 from ..config import XMemoryConfig
 from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Message, SemanticNode
-from ..ops._dispatch import host, to_backend
+from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
 from .segment import boundary_runs, cap_runs, embed_messages, episode_embeddings, make_episodes

@@ -23,7 +23,7 @@ from ..memory.bank import Bank
 from ..memory.hierarchy import Memory, slice_from_memory
 from ..memory.locks import WriterLock
 from ..memory.records import Conversation, Episode, SemanticNode, Theme
-from ..ops._dispatch import host, to_backend
+from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
 from .llm_stages import LLMBuilder

@@ -1,16 +1,26 @@
 """Kernel families (knn, objective, coverage, entropy), each with a float64 NumPy reference, a C++
-CPU path and GPU paths (Triton, CUDA C++), behind one dispatcher (``_dispatch.py``).
+CPU path and GPU paths (Triton, CUDA C++), behind one contract in three modules:
+
+- ``backends``: which backends exist and can run here (``available_backends``), which each op
+  implements (``implemented_backends(op)``) and which one a call runs on (``resolve_backend``,
+  ``XMEMORY_BACKEND``);
+- ``devices``: host/device transfer (``host``, ``to_backend``, ``as_caller``, ``backend_device``,
+  ``encoder_device``) and the tile tables of the GPU launches;
+- ``checks``: the input checks every op runs once before any backend, and ``csr_offsets``.
 
 Flat surface::
 
     from xmemory_gpu.ops import knn_graph, knn_search, KnnGraph, partition_objective, score_candidates
     from xmemory_gpu.ops import coverage_select, token_entropy_logprob, csr_offsets, available_backends
+    from xmemory_gpu.ops import implemented_backends
 
-``available_backends()`` reports which backends are usable here; ``validated_backends()`` the GPU
-paths validated on a real GPU (``validated.json``), which ``backend="auto"`` prefers on CUDA tensors.
+``available_backends()`` reports which backends are usable here; ``implemented_backends(op)`` which
+backends an op has; ``validated_backends()`` the GPU paths validated on a real GPU
+(``validated.json``), which ``backend="auto"`` prefers on CUDA tensors.
 """
 
-from ._dispatch import BackendStatus, available_backends, csr_offsets
+from .backends import BACKENDS, BackendStatus, available_backends, implemented_backends
+from .checks import csr_offsets
 from .coverage import coverage_select
 from .entropy import token_entropy_logprob
 from .knn import KnnGraph, knn_graph, knn_search
@@ -18,7 +28,7 @@ from .objective import Candidates, PartitionState, candidate_gains, partition_ob
 from .validated import rows as validated_backends
 
 __all__ = [
-    "BackendStatus", "Candidates", "KnnGraph", "PartitionState", "available_backends", "candidate_gains",
-    "coverage_select", "csr_offsets", "knn_graph", "knn_search", "partition_objective", "score_candidates",
-    "token_entropy_logprob", "validated_backends",
+    "BACKENDS", "BackendStatus", "Candidates", "KnnGraph", "PartitionState", "available_backends", "candidate_gains",
+    "coverage_select", "csr_offsets", "implemented_backends", "knn_graph", "knn_search", "partition_objective",
+    "score_candidates", "token_entropy_logprob", "validated_backends",
 ]

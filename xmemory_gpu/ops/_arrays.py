@@ -1,7 +1,8 @@
-"""Array plumbing shared by the ops: NumPy or torch in, the same kind out.
-
-Thin aliases over ``_dispatch`` (the one I/O contract), kept for the modules that import them here.
+"""Old import path of ``csr_offsets`` / ``check_offsets`` / ``to_numpy``: use ``xmemory_gpu.ops.checks``
+(``csr_offsets``, ``check_offsets(name, offsets, n)``) and ``xmemory_gpu.ops.devices.host``.
 """
+
+# transitional: retrieve/ and engine/ move to the public names next
 
 from __future__ import annotations
 
@@ -9,22 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _dispatch
-from ._dispatch import csr_offsets, is_torch
-
-__all__ = ["check_offsets", "csr_offsets", "is_torch", "like", "to_numpy"]
-
-
-def to_numpy(x: Any, dtype: Any = None) -> np.ndarray:
-    """A host NumPy view/copy of ``x`` (NumPy array, list or torch tensor on any device)."""
-    return _dispatch.host(x, dtype)
-
-
-def like(result: np.ndarray, ref: Any) -> Any:
-    """Return ``result`` as the same kind as ``ref``: a torch tensor on ref's device, or NumPy."""
-    return _dispatch.as_caller(result, ref)
+from . import checks
+from .checks import csr_offsets  # noqa: F401
+from .devices import host as to_numpy  # noqa: F401
 
 
 def check_offsets(offsets: Any, n_rows: int, name: str = "offsets") -> np.ndarray:
-    """Validate CSR offsets ``[B+1]`` (integers, non-decreasing, 0 .. n_rows); return them as int64."""
-    return _dispatch.check_offsets(name, offsets, n_rows)
+    """The old argument order of ``checks.check_offsets(name, offsets, n_rows)`` (construct/theme_split.py)."""
+    return checks.check_offsets(name, offsets, n_rows)

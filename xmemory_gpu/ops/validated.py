@@ -4,7 +4,7 @@
 ``benchmarks/gpu/run.sh`` validated: the device, date and commit of that run, whether every test of
 that path passed, and its median time on the run's benchmark. ``backend="auto"`` on CUDA tensors
 prefers the validated path of an op (the fastest one when both GPU paths are validated), otherwise
-Triton (``_dispatch.gpu_preference``). ``xmemory backends`` prints the table.
+Triton (``backends.gpu_preference``). ``xmemory backends`` prints the table.
 
 Fill it from a GPU run's JSON with ``python -m xmemory_gpu.ops.validated --merge results.json``.
 """

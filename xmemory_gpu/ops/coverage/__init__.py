@@ -6,30 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import (
-    as_caller,
-    check_budgets,
-    check_finite,
-    check_finite_scalar,
-    check_index,
-    check_offsets,
-    check_real,
-    host,
-    is_cuda_tensor,
-    resolve_backend,
-)
-from . import cpu, cuda, reference
+from ..backends import GPU_BACKENDS, implementation, register, resolve_backend
+from ..checks import check_budgets, check_finite, check_finite_scalar, check_index, check_offsets, check_real
+from ..devices import as_caller, gpu_device, host, is_cuda_tensor, to_backend
 from .reference import STOP_RULES
 
-
-def _triton(*args):
-    from . import triton as _tr  # imports triton only when asked for
-
-    return _tr.coverage_select(*args)
-
-
-_IMPLS = {"reference": reference.coverage_select, "cpu": cpu.coverage_select, "triton": _triton,
-          "cuda": cuda.coverage_select}
+# the table stays importable for benchmarks/gpu/validate.py (transitional: use ops.implemented_backends(op))
+_IMPLS = register("coverage_select", __name__, {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"})
 
 
 def _validate(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop):
@@ -81,15 +64,19 @@ def coverage_select(
     finite raw similarities; budget an integer >= 0, scalar or [Q]; alpha and target in [0, 1];
     stop ``"count"`` (the authors': covered candidates reach ``target`` of all, 1.0 = all covered)
     or ``"weight"`` (credited weight share reaches ``target``). Inputs are validated here, for every
-    backend, before any native code runs (one-line ``ValueError`` naming the argument).
+    backend, before any native code runs (one-line ``ValueError`` naming the argument); the device
+    backends (triton, cuda) then get nbr_idx, nbr_w and relevance as torch tensors on the device.
     Returns sel_offsets [Q+1] int64, selected [S] int32 local positions in pick order, and
     values [S] float32, the objective value of each pick; NumPy, or torch on the caller's device.
     """
-    name = resolve_backend("coverage_select", backend, tuple(_IMPLS), on_cuda=is_cuda_tensor(relevance))
+    name = resolve_backend("coverage_select", backend, on_cuda=is_cuda_tensor(relevance))
     off, idx, w, rel, alpha, budgets, target = _validate(
         cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop
     )
-    sel_off, sel, vals = _IMPLS[name](off, idx, w, rel, alpha, budgets, target, stop)
+    if name in GPU_BACKENDS:  # device backends get device tensors; offsets and budgets size the launch on the host
+        dev = gpu_device(name, relevance)
+        idx, w, rel = (to_backend(a, name, device=dev) for a in (idx, w, rel))
+    sel_off, sel, vals = implementation("coverage_select", name)(off, idx, w, rel, alpha, budgets, target, stop)
     sel_off, sel, vals = host(sel_off, np.int64), host(sel, np.int32), host(vals, np.float32)
     return as_caller(sel_off, relevance), as_caller(sel, relevance), as_caller(vals, relevance)
 

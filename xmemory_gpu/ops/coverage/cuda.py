@@ -1,39 +1,29 @@
 """CUDA backend for Eq. 4 greedy coverage selection: a thin torch wrapper over
 ``xmemory_gpu._cuda.coverage_select`` (one thread block per query; picks equal the reference's).
 
-Takes the validated arrays the dispatcher passes (``ops/coverage/__init__.py``; offsets and budgets
-on the host, the others host or device), runs on the current CUDA device and stream, and returns
-host arrays (sel_offsets int64, selected int32, values float64). The binding checks every tensor's
-device, dtype, shape and contiguity in C++ before the launch (``csrc/include/xmemory/checks.h``).
+Takes the inputs the dispatcher hands it (``ops/coverage/__init__.py``, where they are checked
+once: offsets and budgets on the host; nbr_idx int32, nbr_w float32 [M, k] and relevance float64
+[M] as torch tensors on the device, or host arrays, uploaded here), runs on their CUDA device (or the
+current one) and stream, and returns host arrays (sel_offsets int64, selected int32, values
+float64). The binding checks every tensor's device, dtype, shape and contiguity in C++ before the
+launch (``csrc/include/xmemory/checks.h``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-
-def _host(a: Any, dtype) -> np.ndarray:
-    if type(a).__module__.startswith("torch"):
-        a = a.detach().cpu().numpy()
-    a = np.ascontiguousarray(np.asarray(a, dtype=dtype))
-    return a if a.flags.writeable else a.copy()  # torch.from_numpy warns on read-only arrays
+from ..devices import host, is_torch
 
 
 def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, target, stop="count"):
     """cand_offsets [Q+1] int64, nbr_idx / nbr_w [M, k] int32 / float32, relevance [M] float64,
     budgets [Q] int64 -> (sel_offsets [Q+1] int64, selected [S] int32, values [S] float64)."""
-    off = _host(cand_offsets, np.int64).reshape(-1)
-    rel = _host(relevance, np.float64).reshape(-1)
-    m, q = rel.shape[0], off.shape[0] - 1
-    idx, w = _host(nbr_idx, np.int32), _host(nbr_w, np.float32)
-    if idx.ndim != 2:  # [M] -> [M, 1] (a [M, 0] input must already be 2-D)
-        idx, w = idx.reshape(m, -1), w.reshape(m, -1)
-    bud = np.broadcast_to(_host(budgets, np.int64), (q,))
-    if q < 0 or off[0] != 0 or off[-1] != m or np.any(np.diff(off) < 0) or idx.shape != w.shape:
-        raise ValueError("cuda coverage_select: bad cand_offsets or neighbour shapes")
-    if m >= 2**31 - 1:
+    off = host(cand_offsets, np.int64).reshape(-1)
+    q = off.shape[0] - 1
+    m = int(off[-1])
+    bud = np.broadcast_to(host(budgets, np.int64), (q,))
+    if m >= 2**31 - 1:  # a limit of the kernel's int32 positions, not an input check
         raise ValueError("cuda coverage_select: more than 2^31 - 2 candidates")
     sizes = np.diff(off)
     cap = np.minimum(np.maximum(bud, 0), sizes)  # picks a query can make
@@ -46,13 +36,20 @@ def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, tar
 
     from ... import _cuda
 
-    dev = torch.device("cuda", torch.cuda.current_device())
-    k = idx.shape[1]
+    on_gpu = is_torch(relevance) and relevance.is_cuda
+    dev = relevance.device if on_gpu else torch.device("cuda", torch.cuda.current_device())
+
+    def dev_t(a, dt):  # device tensors stay where they are; host arrays are uploaded
+        t = a if is_torch(a) else torch.from_numpy(np.ascontiguousarray(a))
+        return t.to(device=dev, dtype=dt).contiguous()
+
+    idx_t, w_t = dev_t(nbr_idx, torch.int32), dev_t(nbr_w, torch.float32)
+    if idx_t.ndim != 2:  # [M] -> [M, 1] (a [M, 0] input must already be 2-D)
+        idx_t, w_t = idx_t.reshape(m, -1), w_t.reshape(m, -1)
+    rel_t = dev_t(relevance, torch.float64).reshape(m)
+    k = int(idx_t.shape[1])
     max_n = int(sizes.max())
     meta = torch.from_numpy(np.concatenate([off, cap_off])).to(dev)  # [cand_offsets | cap_offsets]
-    idx_t = torch.from_numpy(idx).to(dev)
-    w_t = torch.from_numpy(w).to(dev)
-    rel_t = torch.from_numpy(rel).to(dev)
     idx2 = torch.empty((m, k), dtype=torch.int32, device=dev)  # deduplicated neighbour ids
     w2 = torch.empty((m, k), dtype=torch.float32, device=dev)  # their largest weights
     state = None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._arrays import csr_offsets
+from ..checks import csr_offsets
 
 STOP_RULES = ("count", "weight")
 

@@ -1,7 +1,7 @@
 """Triton backend for Eq. 4 greedy coverage selection: one program per query (semantics:
 ``reference.py``; picks, values and stop decisions equal the reference's).
 
-The host builds a tile table (``_dispatch.tile_table``: one program per query with something to
+The host builds a tile table (``devices.tile_table``: one program per query with something to
 pick, the largest queries first) and clips each budget to the query's candidate count
 (``cap_offsets``: where each query writes its picks). Each program:
 
@@ -31,7 +31,8 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from .._dispatch import gpu_device, interpreting_triton, tile_table
+from ..backends import interpreting_triton
+from ..devices import gpu_device, is_torch, tile_table
 
 
 @triton.jit
@@ -172,7 +173,8 @@ def coverage_select(
     cand_offsets: np.ndarray, nbr_idx: Any, nbr_w: Any, relevance: Any, alpha: float, budgets: np.ndarray,
     target: float, stop: str = "count",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Validated inputs (offsets and budgets on the host; the arrays host or device) ->
+    """Inputs as the dispatcher hands them, checked there (offsets and budgets on the host; nbr_idx int32,
+    nbr_w float32 [M, k] and relevance float64 [M] torch tensors on the device, or host arrays) ->
     (sel_offsets [Q+1] int64, selected [S] int32, values [S] float64) as host arrays."""
     import torch
 
@@ -184,7 +186,7 @@ def coverage_select(
     np.cumsum(cap, out=cap_off[1:])
     if cap_off[-1] == 0:
         return np.zeros(q + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64)
-    dev = gpu_device("triton", relevance)
+    dev = relevance.device if is_torch(relevance) else gpu_device("triton")
     m = int(off[-1])
 
     def dev_t(a: Any, dt: torch.dtype) -> torch.Tensor:

@@ -1,50 +1,29 @@
 """Per-step uncertainty from logits: entropy of the next-token distribution and the log-probability
 of the chosen token.
 
-Backends: ``reference`` (float64 NumPy), ``torch`` (float32 ``log_softmax`` + entropy + gather on
-the logits' device) and ``triton`` (one fused pass that reads each row of logits once; float32
-accumulation of fp32/bf16/fp16 input; CUDA tensors, or host tensors under ``TRITON_INTERPRET=1``).
-``auto``: triton for CUDA tensors when triton imports (the resolver of ``ops/_dispatch.py`` would
-prefer a validated path, and triton is the family's only one), torch for other torch tensors, the
-reference for NumPy. Triton is imported on first use only. Inputs are checked once here for every
-backend (real dtype, [T, V] shape, integer ids in [0, V)); -inf logits (banned tokens) are allowed.
+Backends, resolved like every other family (``resolve_backend``: ``XMEMORY_BACKEND`` honoured):
+``reference`` (float64 NumPy), ``cpu`` and ``cuda`` (torch's compiled ``log_softmax`` + entropy +
+gather in float32, on the host / on the GPU: ``_torch.py``) and ``triton`` (one fused pass that
+reads each row of logits once; float32 accumulation of fp32/bf16/fp16 input). ``auto``: ``cpu`` for
+host input (``reference`` where the C++ module is not built); for CUDA tensors the GPU path validated
+on a GPU, else triton, else cuda. Triton is imported on first use only. Inputs are checked once here
+for every backend (real dtype, [T, V >= 1] shape, integer ids in [0, V)); -inf logits (banned
+tokens) are allowed. Results come back in the caller's kind (NumPy, or torch on the logits' device):
+float64 from ``reference``, float32 from the others.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
-from .. import _dispatch as dp
-from .._dispatch import interpreting_triton, is_cuda_tensor, is_torch
-from . import reference
+from ..backends import GPU_BACKENDS, implementation, register, resolve_backend
+from ..checks import check_real
+from ..devices import array, as_caller, gpu_device, host, is_cuda_tensor, to_backend
 
-to_numpy = dp.host
-
-BACKENDS = ("auto", "reference", "torch", "triton")
-
-
-@functools.lru_cache(maxsize=1)
-def _triton_importable() -> bool:
-    try:
-        import triton  # noqa: F401
-    except Exception:  # ImportError, or a broken install failing at import time
-        return False
-    return True
-
-
-def _resolve(backend: str, logits: Any) -> str:
-    """The backend ``token_entropy_logprob`` runs on for these logits."""
-    if backend not in BACKENDS:
-        raise ValueError(f"token_entropy_logprob: unknown backend {backend!r}; expected one of {BACKENDS}")
-    if backend != "auto":
-        return backend
-    if is_cuda_tensor(logits) and "triton" in dp.gpu_preference("token_entropy_logprob", ("triton",)) \
-            and _triton_importable():
-        return "triton"
-    return "torch" if is_torch(logits) else "reference"
+OP = "token_entropy_logprob"
+register(OP, __name__, {"reference": "reference", "cpu": "_torch", "triton": "triton", "cuda": "_torch"})
 
 
 def _check(shape: tuple[int, ...], ids: np.ndarray) -> None:
@@ -63,36 +42,31 @@ def _check(shape: tuple[int, ...], ids: np.ndarray) -> None:
 
 
 def token_entropy_logprob(logits: Any, token_ids: Any, *, backend: str = "auto") -> tuple[Any, Any]:
-    """logits [T, V], token_ids [T] -> (entropy [T], logprob [T]) in nats.
+    """logits [T, V], token_ids [T] -> (entropy [T], logprob [T]) in nats, in the kind of ``logits``.
 
-    Results are float64 NumPy for ``reference`` and float32 tensors for ``torch`` / ``triton``
-    (on the logits' device; NumPy logits go to CUDA for triton when a GPU is present). Bad shapes
-    or ids outside [0, V) raise ``ValueError``."""
-    name = _resolve(backend, logits)
-    dp.check_real("logits", logits, integers=False)
+    ``backend="torch"`` (transitional, for benchmarks/gpu/validate.py) runs the torch path on the
+    logits' device: ``cpu`` / ``cuda`` name it now. Bad shapes, dtypes or ids outside [0, V) raise
+    ``ValueError`` before any backend runs."""
+    if backend == "torch":
+        name = "cuda" if is_cuda_tensor(logits) else "cpu"
+    else:
+        name = resolve_backend(OP, backend, on_cuda=is_cuda_tensor(logits))
+    logits = array(logits)
+    check_real("logits", logits, integers=False)
+    ids = host(token_ids)
+    _check(tuple(logits.shape), ids)
+    ids = ids.astype(np.int64, copy=False)
+    impl = implementation(OP, name)
     if name == "reference":
-        z, ids = to_numpy(logits, np.float64), to_numpy(token_ids)
-        _check(z.shape, ids)
-        return reference.token_entropy(z), reference.token_logprob(z, ids)
-    import torch
-
-    if name == "triton":
-        if not _triton_importable():
-            raise ValueError("token_entropy_logprob: backend 'triton' needs the triton package")
-        from . import triton as impl  # imported on first use: importing triton is slow and optional
-
-        if not is_torch(logits) and not torch.cuda.is_available() and not interpreting_triton():
-            raise ValueError("token_entropy_logprob: backend 'triton' needs CUDA tensors (or TRITON_INTERPRET=1)")
-        z = logits if is_torch(logits) else dp.to_backend(logits, "triton")
-        if not z.is_cuda and not interpreting_triton():
-            raise ValueError("token_entropy_logprob: backend 'triton' needs CUDA tensors (or TRITON_INTERPRET=1)")
-        return impl.token_entropy_logprob(z, token_ids)
-    z = logits if is_torch(logits) else torch.from_numpy(np.asarray(logits))
-    ids = token_ids if is_torch(token_ids) else torch.as_tensor(np.asarray(token_ids), device=z.device)
-    _check(tuple(z.shape), to_numpy(ids))
-    lp = torch.log_softmax(z.float(), dim=-1)
-    ent = -(lp.exp() * lp).sum(dim=-1)
-    return ent, lp.gather(-1, ids.to(z.device).long().unsqueeze(-1)).squeeze(-1)
+        ent, lp = impl(host(logits, np.float64), ids)
+    elif backend == "torch":  # the torch path where the logits are
+        ent, lp = impl(logits, ids)
+    elif name in GPU_BACKENDS:  # device backends get device tensors
+        dev = gpu_device(name, logits)
+        ent, lp = impl(to_backend(logits, name, device=dev), to_backend(ids, name, device=dev))
+    else:  # cpu: torch on the host
+        ent, lp = impl(host(logits), ids)
+    return as_caller(ent, logits), as_caller(lp, logits)
 
 
-__all__ = ["BACKENDS", "token_entropy_logprob"]
+__all__ = ["token_entropy_logprob"]

@@ -23,3 +23,8 @@ def token_entropy(logits: np.ndarray) -> np.ndarray:
 def token_logprob(logits: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
     lp = log_softmax(logits)
     return np.take_along_axis(lp, np.asarray(token_ids, np.int64)[..., None], axis=-1)[..., 0]
+
+
+def token_entropy_logprob(logits: np.ndarray, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(entropy [T], logprob [T]) float64 of float64 logits [T, V] and token ids [T] in [0, V)."""
+    return token_entropy(logits), token_logprob(logits, token_ids)

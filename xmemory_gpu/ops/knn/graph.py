@@ -14,7 +14,8 @@ import functools
 
 import numpy as np
 
-from .. import _dispatch as dp
+from ..checks import check_float_matrix, check_index, check_k
+from ..devices import host
 from .reference import topk_rows
 
 
@@ -67,9 +68,9 @@ def _select(sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool) -
 
 class KnnGraph:
     def __init__(self, x: np.ndarray, k: int, *, segment_of: np.ndarray | None = None, drop_nonpositive: bool = False) -> None:
-        self.k = dp.check_k("k", k)
+        self.k = check_k("k", k)
         self.drop_nonpositive = drop_nonpositive
-        self._x = _unit(dp.host(dp.check_float_matrix("x", x)))
+        self._x = _unit(host(check_float_matrix("x", x)))
         n = self._x.shape[0]
         self._seg = np.zeros(n, np.int64) if segment_of is None else np.asarray(segment_of, np.int64).copy()
         if self._seg.shape != (n,):
@@ -186,7 +187,7 @@ class KnnGraph:
     # -- updates ---------------------------------------------------------------------------------
     def insert(self, new_x: np.ndarray, segment: int | np.ndarray = 0) -> np.ndarray:
         """Append rows (in ``segment``); returns their ids. Existing rows they enter are updated."""
-        nx = _unit(dp.host(dp.check_float_matrix("new_x", new_x)))
+        nx = _unit(host(check_float_matrix("new_x", new_x)))
         if nx.shape[1] != self._x.shape[1] and self.n_rows:
             raise ValueError(f"KnnGraph.insert: d = {nx.shape[1]}, graph has d = {self._x.shape[1]}")
         m, start = nx.shape[0], self._n
@@ -207,7 +208,7 @@ class KnnGraph:
 
     def remove(self, rows: np.ndarray) -> None:
         """Kill rows; rows that listed them are repaired exactly."""
-        rows = dp.check_index("rows", rows, self._n, allow_missing=False)
+        rows = check_index("rows", rows, self._n, allow_missing=False)
         self._alive[rows] = False
         self._idx[rows] = -1
         self._sim[rows] = -np.inf
@@ -215,8 +216,8 @@ class KnnGraph:
 
     def update(self, rows: np.ndarray, new_x: np.ndarray) -> None:
         """Move rows to new vectors; their lists, the lists that held them, and lists they now enter are fixed."""
-        rows = dp.check_index("rows", rows, self._n, allow_missing=False)
-        self._x[rows] = _unit(dp.host(dp.check_float_matrix("new_x", np.atleast_2d(dp.host(new_x)))))
+        rows = check_index("rows", rows, self._n, allow_missing=False)
+        self._x[rows] = _unit(host(check_float_matrix("new_x", np.atleast_2d(host(new_x)))))
         self._recompute(np.union1d(rows, self._holders(rows)))
         self._offer(rows)
 

@@ -38,8 +38,8 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from .. import _dispatch as dp
-from ._torch import host_offsets, unit_rows_f32
+from ..devices import host, tile_table
+from ._torch import unit_rows_f32
 
 MAX_K = 64
 _IDMAX = tl.constexpr(2**31 - 1)  # ids are stored as _IDMAX - id in the key's low 32 bits
@@ -182,19 +182,10 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
           input_precision: str):
     import torch
 
+    # q, x on one device, k in 1..MAX_K, offsets: checked once by the dispatcher (ops/knn/__init__.py)
     k = int(k)
-    if not 1 <= k <= MAX_K:
-        raise ValueError(f"triton knn: k must be in 1..{MAX_K}, got {k}")
-    if q.device != x.device:
-        raise ValueError("triton knn: q and x must be on the same device")
-    if q.ndim != 2 or x.ndim != 2 or q.shape[1] != x.shape[1]:
-        raise ValueError(f"triton knn: expected q [Q, d] and x [N, d], got {tuple(q.shape)} and {tuple(x.shape)}")
     nq, nx, d = q.shape[0], x.shape[0], q.shape[1]
-    if len(q_off) != len(x_off) or q_off[0] != 0 or q_off[-1] != nq or x_off[0] != 0 or x_off[-1] != nx:
-        raise ValueError("triton knn: offsets must be [B+1] CSR over the rows of q and x")
-    if np.any(np.diff(q_off) < 0) or np.any(np.diff(x_off) < 0):
-        raise ValueError("triton knn: offsets must be non-decreasing")
-    if max(nq, nx) >= int(_IDMAX):
+    if max(nq, nx) >= int(_IDMAX):  # a limit of the kernel's int32 ids, not an input check
         raise ValueError("triton knn: row ids must fit int32")
     dev = q.device
     idx = torch.full((nq, k), -1, dtype=torch.int32, device=dev)
@@ -209,7 +200,7 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
     kp = max(2, _next_pow2(k))
     block_m, block_n, block_d, warps = _config(kp, d)
     # tile table, heaviest segments first (load balance across SMs); segments with no keys stay padding
-    tiles = dp.tile_table(q_off, block_m, weight=xn_seg, skip=~((qn_seg > 0) & (xn_seg > 0)))
+    tiles = tile_table(q_off, block_m, weight=xn_seg, skip=~((qn_seg > 0) & (xn_seg > 0)))
     tile_seg, tile_q0 = tiles.seg, tiles.row0
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(dev)  # noqa: E731
     grid = (int(tile_seg.size),)
@@ -226,17 +217,18 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
 
 def knn_graph(x, offsets: Any, k: int, *, drop_nonpositive: bool = False, input_precision: str = "ieee"):
     """x [N, d] torch tensor, offsets [B+1] -> idx [N, k] int32 global rows, sim [N, k] float32 (self excluded).
+    Inputs as the dispatcher hands them (checked there: k in 1..64, offsets CSR over the rows).
 
     ``input_precision`` is passed to ``tl.dot``: "ieee" (exact float32, default) or "tf32" (faster on
     tensor cores, ~3e-4 relative error in the similarities).
     """
     xn = unit_rows_f32(x)
-    off = host_offsets(offsets)
+    off = host(offsets, np.int64)
     return _topk(xn, off, xn, off, k, True, drop_nonpositive, input_precision)
 
 
 def knn_search(q, q_offsets: Any, x, x_offsets: Any, k: int, *, drop_nonpositive: bool = False,
                input_precision: str = "ieee"):
     """Queries of segment b against rows of segment b of x -> idx [Q, k] int32 global rows of x, sim [Q, k]."""
-    return _topk(unit_rows_f32(q), host_offsets(q_offsets), unit_rows_f32(x), host_offsets(x_offsets), k, False, drop_nonpositive,
+    return _topk(unit_rows_f32(q), host(q_offsets, np.int64), unit_rows_f32(x), host(x_offsets, np.int64), k, False, drop_nonpositive,
                  input_precision)

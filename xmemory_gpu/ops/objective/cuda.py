@@ -2,8 +2,9 @@
 (``objective_row_norms``, ``objective_group_sums``, ``objective_score_segments`` and
 ``objective_score_candidates``; csrc/cuda/objective.cu).
 
-Same signatures as ``cpu.py``: NumPy in (validated by the dispatcher in ``ops/objective/__init__.py``),
-uploaded to the current CUDA device, run on the current stream, float64 NumPy out. The bindings take
+Same signatures as ``cpu.py``; inputs checked once by the dispatcher (``ops/objective/__init__.py``),
+which hands ``partition_objective`` device tensors; host arrays (``score_candidates``' state) are
+uploaded to the current CUDA device; runs on the current stream. The bindings take
 the torch tensors themselves and check device, dtype, shape and contiguity in C++ before any launch
 (csrc/cuda/objective_bind.cpp); ``objective_score_segments`` and ``objective_score_candidates`` are
 the kernel's two modes. Both ops share one kernel (one thread block per item): a candidate is
@@ -15,6 +16,8 @@ with ``torch.unique``, members in row order as in the CPU path).
 from __future__ import annotations
 
 import numpy as np
+
+from ..devices import is_torch
 
 # gsum rows + per-item global state of one score_candidates launch (larger batches are chunked)
 _CHUNK_BYTES = 512 * 2**20
@@ -72,7 +75,7 @@ def partition_objective(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, 
     no host round trip; a torch f on that device is returned). offsets: host int64 [B+1].
     """
     # validated once by the dispatcher (ops/objective/__init__.py): shapes, finite x, labels, offsets
-    as_torch = type(x).__module__.startswith("torch")
+    as_torch = is_torch(x)
     off = np.ascontiguousarray(np.asarray(offsets, dtype=np.int64)).reshape(-1)
     n, d = (int(v) for v in x.shape)
     nseg = off.size - 1

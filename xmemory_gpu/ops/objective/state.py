@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import check_offsets, csr_offsets, to_numpy
+from ..checks import check_offsets, csr_offsets
+from ..devices import host
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -51,7 +52,7 @@ def _f(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n: int, eps: float)
 
 def _unit_rows(x) -> np.ndarray:
     """[n, d] float64 rows scaled to unit norm (zero rows stay zero)."""
-    x = np.asarray(to_numpy(x), dtype=np.float64)
+    x = np.asarray(host(x), dtype=np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
@@ -229,8 +230,8 @@ class PartitionState:
     @classmethod
     def from_labels(cls, x, labels, offsets, *, eps: float = 1e-8) -> PartitionState:
         x = _unit_rows(x)
-        labels = np.asarray(to_numpy(labels), dtype=np.int64)
-        off = check_offsets(to_numpy(offsets), x.shape[0])
+        labels = np.asarray(host(labels), dtype=np.int64)
+        off = check_offsets("offsets", offsets, x.shape[0])
         if labels.shape != (x.shape[0],) or (labels.size and labels.min() < 0):
             raise ValueError(f"labels must be [N] non-negative ints, got shape {labels.shape}")
         st = cls(x=x, labels=labels, offsets=off, theme_offsets=np.zeros(len(off), np.int64), theme_label=np.zeros(0, np.int64),
@@ -306,7 +307,7 @@ class PartitionState:
         for b in bs:
             xn, ln = nodes[b]
             xn = _unit_rows(xn)
-            ln = np.asarray(to_numpy(ln), dtype=np.int64)
+            ln = np.asarray(host(ln), dtype=np.int64)
             if ln.shape != (xn.shape[0],) or (ln.size and ln.min() < 0):
                 raise ValueError(f"memory {b}: labels must be [{xn.shape[0]}] non-negative ints, got shape {ln.shape}")
             add[b] = (xn, ln)

@@ -39,7 +39,8 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from .. import _dispatch as dp
+from ..checks import csr_offsets
+from ..devices import gpu_device, host, is_torch, tile_table
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -254,14 +255,14 @@ def _finish_kernel(mem_ptr, node_off_ptr, slot_off_ptr, s_ptr, coh_ptr, cnt_ptr,
 
 def _i64(t, a) -> Any:
     torch = _torch()
-    if dp.is_torch(a):
+    if is_torch(a):
         return a.to(device=t, dtype=torch.int64).contiguous()
     return torch.from_numpy(np.ascontiguousarray(np.asarray(a, dtype=np.int64))).to(t)
 
 
 def _f64(t, a) -> Any:
     torch = _torch()
-    if dp.is_torch(a):
+    if is_torch(a):
         return a.to(device=t, dtype=torch.float64).contiguous()
     return torch.from_numpy(np.ascontiguousarray(np.asarray(a, dtype=np.float64))).to(t)
 
@@ -299,13 +300,13 @@ def _score_items(*, candidates: bool, n_items: int, slots: np.ndarray, mem, node
     if n_items == 0:
         return out
     block_t, block_d, _, warps = _config()
-    slot_off = dp.csr_offsets(slots)
+    slot_off = csr_offsets(slots)
     total = int(slot_off[-1])
     s = torch.empty(max(total, 1), dtype=torch.float64, device=dev)
     coh = torch.empty_like(s)
     cnt = torch.zeros_like(s)
     so_t = _i64(dev, slot_off)
-    tiles = dp.tile_table(slot_off, block_t, weight=slots, skip=slots == 0)
+    tiles = tile_table(slot_off, block_t, weight=slots, skip=slots == 0)
     if tiles.n:
         _slot_s_kernel[(tiles.n,)](
             _i64(dev, tiles.seg), _i64(dev, tiles.row0 - slot_off[tiles.seg]), mem, to, ts, tn, tcnt, ti, tcos,
@@ -326,7 +327,7 @@ def partition_objective(x, labels: Any, offsets: Any, *, eps: float = 1e-8):
     """
     torch = _torch()
     dev = x.device
-    off = np.asarray(dp.host(offsets), dtype=np.int64)
+    off = np.asarray(host(offsets), dtype=np.int64)
     nseg = off.size - 1
     n = int(x.shape[0])
     if nseg <= 0 or n == 0:
@@ -355,23 +356,23 @@ def partition_objective(x, labels: Any, offsets: Any, *, eps: float = 1e-8):
 
 
 def score_candidates(state, cands, *, device: Any = None):
-    """f after each candidate edit [C] float64 (torch, on ``device``; default ``dp.gpu_device``).
+    """f after each candidate edit [C] float64 (torch, on ``device``; default ``gpu_device``).
 
     ``state`` / ``cands``: PartitionState / Candidates of objective/state.py (host arrays, uploaded).
     """
     torch = _torch()
-    dev = device if device is not None else dp.gpu_device("triton", state.x)
+    dev = device if device is not None else gpu_device("triton", state.x)
     c_n = cands.n
     if c_n == 0:
         return torch.zeros(0, dtype=torch.float64, device=dev)
-    t_off = np.asarray(dp.host(state.theme_offsets), dtype=np.int64)
-    a_off = np.asarray(dp.host(cands.add_offsets), dtype=np.int64)
-    memory = np.asarray(dp.host(cands.memory), dtype=np.int64)
-    rem_off = np.asarray(dp.host(cands.rem_offsets), dtype=np.int64)
-    rem_rows = np.asarray(dp.host(cands.rem_rows), dtype=np.int64)
+    t_off = np.asarray(host(state.theme_offsets), dtype=np.int64)
+    a_off = np.asarray(host(cands.add_offsets), dtype=np.int64)
+    memory = np.asarray(host(cands.memory), dtype=np.int64)
+    rem_off = np.asarray(host(cands.rem_offsets), dtype=np.int64)
+    rem_rows = np.asarray(host(cands.rem_rows), dtype=np.int64)
     kb = np.diff(t_off)[memory]
     slots = kb + np.diff(a_off)
-    slot_off = dp.csr_offsets(slots)
+    slot_off = csr_offsets(slots)
     # removed flag per slot: slot (rem_row - t0) of the removing candidate
     owner = np.repeat(np.arange(c_n), np.diff(rem_off))
     flags = np.zeros(max(int(slot_off[-1]), 1), dtype=np.int8)
