@@ -47,3 +47,11 @@ def test_mem0_snippet_runs(capsys):
     context, hobby = out.split("\n")[:-2], out.split("\n")[-2]
     assert "Lisbon" in "\n".join(context) and "violin" not in out and "cello" not in "\n".join(context)
     assert hobby == "['I bought a cello.']"
+
+
+def test_chat_app_snippet_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_block("## Memory for a chat app", "python"), "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.index("product designer at Google") < out.index("previously, until")
+    assert 0.0 < float(out.strip().splitlines()[-1]) <= 1.0

@@ -34,12 +34,13 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, store: Path, keys: Path, coalesce_ms: float = 2.0) -> None:
+    def __init__(self, store: Path, keys: Path, coalesce_ms: float = 2.0, extra: list[str] = ()) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "XMEMORY_API_KEY": ""}
         self.proc = subprocess.Popen([sys.executable, "-m", "xmemory_gpu", "serve", str(store), "--port", str(self.port),
-                                      "--keys-file", str(keys), "--embedder", "hashing:64", "--coalesce-ms", str(coalesce_ms)],
+                                      "--keys-file", str(keys), "--embedder", "hashing:64", "--coalesce-ms", str(coalesce_ms),
+                                      *extra],
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.time() + 90
         while time.time() < deadline:  # bounded wait for the port

@@ -113,6 +113,15 @@ class BaselinesConfig:
 
 
 @dataclass
+class LiveConfig:
+    # the live engine's "nothing relevant" gate: a search whose most relevant unit (query-unit cosine)
+    # is below this returns no units and a note. -1: the value calibrated for the store's embedder
+    # (engine.results.CALIBRATED_NO_ANSWER; off for an embedder not calibrated), 0: off; a caller's
+    # own ``threshold`` replaces it
+    no_answer_threshold: float = -1.0
+
+
+@dataclass
 class XMemoryConfig:
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     segment: SegmentConfig = field(default_factory=SegmentConfig)
@@ -122,6 +131,7 @@ class XMemoryConfig:
     stage1: Stage1Config = field(default_factory=Stage1Config)
     stage2: Stage2Config = field(default_factory=Stage2Config)
     baselines: BaselinesConfig = field(default_factory=BaselinesConfig)
+    live: LiveConfig = field(default_factory=LiveConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,7 +202,7 @@ _MINIMUM: dict[str, float] = {
     "early_stop_first": 0, "naive_rag_k": 1, "chunk_messages": 1, "memory_only_semantics": 0, "memory_only_episodes": 0,
     "tir_sessions": 1, "higmem_events": 0, "higmem_turns": 0, "higmem_turns_per_event": 0, "time_gap_s": 0.0, "seed": 0,
     "parent_weight": 0.0, "message_weight": 0.0,
-    "max_per_message": 0, "max_statement_words": 4, "passage_words": 8,
+    "max_per_message": 0, "max_statement_words": 4, "passage_words": 8, "no_answer_threshold": -1.0,
 }
 # the largest value of every integer setting: each sizes a batch, a pool, a graph or a loop, and a
 # larger one only exhausts memory or time (a kNN degree of 10**9 asks n * 10**9 cells)
@@ -204,6 +214,7 @@ _MAXIMUM: dict[str, int] = {
     "probe_tokens": 4096, "episode_sim_topk": 10_000, "early_stop_first": 10_000, "naive_rag_k": 10_000,
     "naive_rag_fill": 10_000, "chunk_messages": 10_000, "memory_only_semantics": 10_000, "memory_only_episodes": 10_000,
     "tir_sessions": 10_000, "higmem_events": 10_000, "higmem_turns": 10_000, "higmem_turns_per_event": 10_000,
+    "no_answer_threshold": 1,
 }
 _SPLIT_KS = (2, 64, 16)  # theme.split_ks: each k in [2, 64], at most 16 of them (none: connected components only)
 _UNIT_INTERVAL = {"alpha", "coverage_target"}

@@ -55,6 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"window in which concurrent requests share one engine call (0: off; at most {MAX_COALESCE_MS:g})")
     p.add_argument("--max-batch", type=integer(1), default=64)
     p.add_argument("--embedder", default=None, help="embedder for a new store (default all-MiniLM-L6-v2)")
+    p.add_argument("--reader", default=None,
+                   help="reader LLM spec (smollm2, hf:PATH[#FILE.gguf], vllm:ID, openai:URL#MODEL): Stage II's "
+                        "uncertainty gate on live searches (default: none, episodes admitted by priority)")
     p.add_argument("--backend", default="auto",
                    help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on "
                         "the GPU); one not usable here is refused, naming why")
@@ -135,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                 super().handle_exit(sig, frame)
 
     cfg = ServiceConfig(api_keys=keys, coalesce_ms=args.coalesce_ms, max_batch=args.max_batch)
-    engine = MemoryEngine.open(args.store, embedder=args.embedder, backend=args.backend)  # fails here, before binding, if the store is locked
+    engine = MemoryEngine.open(args.store, embedder=args.embedder, backend=args.backend, reader=args.reader)  # fails here, before binding, if the store is locked
     app = create_app(engine, cfg)
     print(f"xmemory serve: {args.store} on http://{args.host}:{args.port} "
           f"({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, coalescing {args.coalesce_ms:g} ms)",

@@ -20,6 +20,8 @@ from ..config import SemanticConfig
 from ..memory.records import Conversation, Episode, SemanticNode
 from ..text import content_words, words
 
+ASSISTANT_SPEAKERS = frozenset({"assistant", "system", "tool"})  # chat roles whose turns are answers, not the user's facts
+ASSISTANT_MIN_WORDS = 40  # an assistant turn shorter than this (a reply, small talk) yields no statement
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 # a word ending in "." that does not end a sentence: titles, street and place words, Latin and other
 # abbreviations, initials ("J."); a.m. / p.m. / etc. may end one, so they are not here
@@ -45,7 +47,9 @@ _NO_S = frozenset(
     """can could will would should might must may did was had went got made saw took gave came began cannot
     just also really always never still finally recently already actually used only even""".split()
 )
-_ADVERBS = frozenset("just also really always never still finally recently already actually usually often".split())
+_ADVERBS = frozenset("""just also really always never still finally recently already actually usually often now currently
+    sometimes rarely seldom mostly generally probably definitely almost nearly hardly barely ever once then first later
+    even only""".split())
 _FIRST_VERB = re.compile(r"\bI((?:\s+(?:" + "|".join(sorted(_ADVERBS)) + r"))*\s+[a-z]+)\b")
 _IRREGULAR = {"have": "has", "do": "does", "go": "goes", "am": "is", "are": "is"}
 # irregular past tenses (and verbs whose past is their base form): never given a third-person -s
@@ -153,12 +157,27 @@ REACTION_WORDS = frozenset(
 )
 
 
+# A request to the assistant ("Give me a stretching routine.", "Explain what a Roth IRA is."): an
+# imperative verb first (after an optional "please" / "so" / "ok"), which states no fact.
+_REQUEST = re.compile(
+    r"^(?:(?:please|so|ok|okay|now|also|and)[, ]+)*(?:give|explain|write|summari[sz]e|suggest|tell|show|help|list|make|"
+    r"describe|find|recommend|translate|draft|create|compare|define|calculate|generate|rewrite|outline|convert)\s+"
+    r"(?:me|us|him|her|them|it|this|that|a|an|the|some|my|our|what|how|why|when|where|which|who)\b", re.I)
+# A greeting or pleasantry that names someone ("Nice to meet you, Alice.", "Hi Sam!"): no fact.
+_GREETING = re.compile(
+    r"^(?:(?:hi|hello|hey|good (?:morning|afternoon|evening)|morning|welcome|nice to (?:meet|see|hear from) you|"
+    r"pleased to meet you|great to meet you|thanks|thank you)\b[\s,!.]*)+(?:[A-Z][a-z]+)?[\s,!.]*$", re.I)
+
+
 def is_filler(sentence: str, cfg: SemanticConfig) -> bool:
-    """Questions, very short sentences, and reactions with fewer than two fact-bearing words."""
+    """Questions, very short sentences, reactions with fewer than two fact-bearing words, greetings,
+    and requests to an assistant."""
     return (
         sentence.rstrip().endswith("?")
         or len(words(sentence)) < cfg.min_words
         or len([w for w in content_words(sentence) if w not in REACTION_WORDS]) < 2
+        or bool(_GREETING.match(sentence.strip()))
+        or bool(_REQUEST.match(sentence.strip()))
     )
 
 
@@ -198,6 +217,9 @@ def extract_statements(conv: Conversation, episodes: list[Episode], cfg: Semanti
     a, b = conv.speakers
     nodes: list[SemanticNode] = []
     for m in conv.messages:
+        assistant = m.speaker.lower() in ASSISTANT_SPEAKERS
+        if assistant and len(m.text.split()) < ASSISTANT_MIN_WORDS:  # an assistant's small talk is no memory
+            continue
         other = b if m.speaker == a else a
         text = m.text
         photo = _PHOTO.search(text)
@@ -213,6 +235,8 @@ def extract_statements(conv: Conversation, episodes: list[Episode], cfg: Semanti
         kept = most_specific(cands, room) if room > 0 else ([] if n_max else cands)
         kept += asked[: max(0, room - len(kept))] if n_max else asked
         out = [decouple(_cut(s, cfg.max_statement_words), m.speaker, other) for s in kept]
+        if assistant:  # what an assistant says is its answer, never a fact about the user: attributed to it
+            out = [s if s.startswith(m.speaker) else f"{m.speaker} said: {s.removeprefix(f'{m.speaker} said: ')}" for s in out]
         if has_cap:
             caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo.group("cap").strip())
             out.append(f"{m.speaker} shared a photo of {caption}")

@@ -41,21 +41,32 @@ from ..construct.incremental import EngineState, empty_memory, grow, statement_h
 from ..construct.pipeline import theme_summary
 from ..construct.segment import embed_messages
 from ..construct.semantic import extract_statements
+from ..construct.supersede import supersessions
 from ..embed import Embedder, embedder_for_store, load_embedder
+from ..llm import Reader, load_reader
 from ..memory.bank import Bank
 from ..memory.hierarchy import Memory, slice_from_memory
 from ..memory.locks import ReadWriteLock, WriterLock
 from ..memory.records import Conversation, Episode, Message
 from ..memory.store import DB_NAME, Store
 from ..memory.subset import restrict
-from ..ops._dispatch import encoder_device
-from ..retrieve.result import RetrievalResult
+from ..ops.devices import encoder_device
+from ..retrieve.context import semantic_unit
+from ..retrieve.result import RetrievalResult, RetrievedUnit
 from ..retrieve.retriever import Retriever
 from . import ids as unit_ids
-from . import inputs
+from . import inputs, people
 from . import metadata as meta
 from .inputs import MAX_ID_CHARS, Limits, scope_key, scope_of
-from .results import check_limit, check_threshold, limit_units
+from .results import (
+    check_limit,
+    check_threshold,
+    gate_for,
+    limit_units,
+    mark_relevance,
+    no_answer,
+    show_current,
+)
 
 __all__ = ["MAX_ID_CHARS", "Limits", "MemoryEngine", "QuarantinedError", "scope_key", "scope_of"]
 
@@ -70,6 +81,7 @@ ADD_ITEM_FIELDS = frozenset({"messages", "user_id", "agent_id", "run_id", "metad
 MESSAGE_FIELDS = frozenset({"speaker", "role", "name", "content", "text", "timestamp", "id", "session"})
 USER_NAME = "user_name"  # stats key: the name role "user" messages are attributed to
 STAMPED = "stamped"  # stats key: ids of the messages the engine stamped with their arrival time
+SUPERSEDED = "superseded"  # stats key: semantic id -> [the semantic id that superseded it, its time]
 
 class MemoryEngine:
     """Live memories: ``add`` / ``add_batch`` / ``search`` / ``get_all`` / ``get`` / ``delete`` /
@@ -81,7 +93,7 @@ class MemoryEngine:
 
     def __init__(self, store: Store, embedder: Embedder, config: XMemoryConfig, *, backend: str = "auto",
                  read_only: bool = False, lock: WriterLock | None = None, limits: Limits | None = None,
-                 stamp_arrival: bool = True) -> None:
+                 stamp_arrival: bool = True, reader: Reader | None = None) -> None:
         self.store = store
         self.stamp_arrival = stamp_arrival
         self.embedder = embedder
@@ -95,7 +107,7 @@ class MemoryEngine:
         self.bank = store.load_bank(quarantine=True)
         self.quarantined: dict[str, str] = dict(store.quarantined)
         self._loaded = self._arrays_files()
-        self.retriever = Retriever(self.bank, embedder, config, backend=backend)
+        self.retriever = Retriever(self.bank, embedder, config, backend=backend, reader=reader)
         self._closed = False
         self._warm_up()
 
@@ -109,11 +121,17 @@ class MemoryEngine:
     @classmethod
     def open(cls, path: str | Path, *, embedder: Embedder | str | None = None, config: XMemoryConfig | None = None,
              backend: str = "auto", read_only: bool = False, limits: Limits | None = None,
-             stamp_arrival: bool = True) -> MemoryEngine:
+             stamp_arrival: bool = True, reader: Reader | str | None = None) -> MemoryEngine:
         """Create or reopen the store at ``path``. ``embedder``: an Embedder or a spec (default: the
         store's, or all-MiniLM-L6-v2 for a new store). ``read_only``: searching only; ``refresh()``
         loads what writers committed since. ``stamp_arrival``: a message added without a timestamp
-        gets the time it arrived (UTC), and ``get_all`` says so (``"timestamp_source": "arrival"``)."""
+        gets the time it arrived (UTC), and ``get_all`` says so (``"timestamp_source": "arrival"``).
+        ``reader``: a ``Reader`` or a spec (``hf:PATH``, ``vllm:MODEL``, ``openai:URL#MODEL``,
+        ``smollm2``; ``llm.load_reader``): live searches run Stage II's uncertainty gate with it (its
+        probes batched across the queries of a ``search_batch``); without one, episodes are admitted
+        by priority and results say so."""
+        if isinstance(reader, str):
+            reader = load_reader(reader)
         root = Path(path)
         exists = (root / DB_NAME).exists()
         if read_only and not exists:
@@ -150,7 +168,7 @@ class MemoryEngine:
             raise
         try:
             return cls(store, emb, cfg, backend=backend, read_only=read_only, lock=lock, limits=limits,
-                       stamp_arrival=stamp_arrival)
+                       stamp_arrival=stamp_arrival, reader=reader)
         except BaseException:
             store.close()
             if lock is not None:
@@ -278,7 +296,8 @@ class MemoryEngine:
                     names[key] = name
                 keys.append(key)
                 batches.setdefault(key, [])
-                ids_out.append(self._parse(key, msgs, batches[key], where, names.get(key) or self._user_name(key), stamped, now))
+                ids_out.append(self._parse(key, msgs, batches[key], where, names.get(key) or self._user_name(key), stamped, now,
+                                           names))
                 if md is not None:
                     added.setdefault(key, {}).update(dict.fromkeys(ids_out[-1], md))
             if not batches:
@@ -290,6 +309,14 @@ class MemoryEngine:
                 _carry(old, new, set(), added.get(old.memory_id, {}), names.get(old.memory_id),
                        stamped.get(old.memory_id, []))
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
+            # a name learned now for a memory that called its user "the user": its earlier turns are
+            # the named person's too (statements and questions then use one name); a second commit
+            named = [(self.bank.view(self.bank.index[m.memory_id]), names[m.memory_id]) for m, old in zip(grown, mems)
+                     if names.get(m.memory_id) and not old.stats.get(USER_NAME)
+                     and any(x.speaker == people.NEUTRAL for x in m.messages)]
+            for mem, name in named:
+                self._rederive([mem], [set()], [list(EngineState.of(mem).forgotten)], op=("name", []),
+                               rename={people.NEUTRAL: name}, vacuum=False)
             return ids_out
 
     def _user_name(self, key: str) -> str | None:
@@ -297,7 +324,7 @@ class MemoryEngine:
         return None if b is None else self.bank.stats[b].get(USER_NAME)
 
     def _parse(self, key: str, msgs: Sequence[dict], out: list[Message], where: str, user_name: str | None,
-               stamped: dict[str, list[str]], now: float) -> list[str]:
+               stamped: dict[str, list[str]], now: float, names: dict[str, str]) -> list[str]:
         b = self.bank.index.get(key)
         taken = set(self.bank.msg["id"][self.bank.msg.seg.rows(b)].tolist()) if b is not None else set()
         taken |= {m.id for m in out}
@@ -311,11 +338,14 @@ class MemoryEngine:
             if unknown:
                 raise ValueError(f"{w}: unknown fields {sorted(unknown)}")
             speaker = inputs.text(d, ("speaker", "role"), w, MAX_ID_CHARS)
+            text = inputs.text(d, ("content", "text"), w, self.limits.max_text_chars)
             if d.get("name") is not None:
                 speaker = inputs.check_id(d["name"], f"{w}: name")
-            elif "speaker" not in d and speaker == "user" and user_name:
-                speaker = user_name
-            text = inputs.text(d, ("content", "text"), w, self.limits.max_text_chars)
+            elif "speaker" not in d and speaker == "user":  # the memory's subject (engine.people)
+                user_name = user_name or people.introduced_name(text)
+                if user_name and not names.get(key):
+                    names[key] = user_name
+                speaker = user_name or people.NEUTRAL
             mid = uuid.uuid4().hex if d.get("id") is None else inputs.message_id(d["id"], w)
             if mid in taken:
                 raise ValueError(f"{w}: id {mid!r} is already used in this memory")
@@ -397,23 +427,25 @@ class MemoryEngine:
         return sorted(hashes)
 
     def _rederive(self, mems: list[Memory], drops: list[set[str]], forgotten: list[list[str]], op: tuple[str, list[str]],
-                  texts: dict[str, str] | None = None) -> None:
+                  texts: dict[str, str] | None = None, rename: dict[str, str] | None = None, vacuum: bool = True) -> None:
         """Re-derive each memory from its messages but the dropped ones; ``texts`` (message id ->
-        text) replaces the text of messages (embedded again)."""
+        text) replaces the text of messages and ``rename`` (speaker -> speaker) their speakers (both
+        embedded again)."""
         empties, keep_msgs, keep_x = [], [], []
-        texts = texts or {}
+        texts, rename = texts or {}, rename or {}
         for mem, drop, fg in zip(mems, drops, forgotten):
             rows = [i for i, m in enumerate(mem.messages) if m.id not in drop]
             st = EngineState.of(mem)
             e = empty_memory(mem.memory_id, self.embedder.dim, self.config.knn.k_semantics)
             e.stats["engine"]["forgotten"] = sorted(set(fg))
-            e.stats["engine"]["speakers"] = list(st.speakers)
+            e.stats["engine"]["speakers"] = [rename.get(sp, sp) for sp in st.speakers]
             empties.append(e)
             msgs = [mem.messages[i] for i in rows]
             x = mem.msg_x[rows]
-            changed = [j for j, m in enumerate(msgs) if m.id in texts]
+            changed = [j for j, m in enumerate(msgs) if m.id in texts or m.speaker in rename]
             if changed:
-                msgs = [Message(m.id, m.speaker, texts[m.id], m.session, m.timestamp) if m.id in texts else m for m in msgs]
+                msgs = [Message(m.id, rename.get(m.speaker, m.speaker), texts.get(m.id, m.text), m.session, m.timestamp)
+                        for m in msgs]
                 x = x.copy()
                 x[changed] = embed_messages(self.embedder, [msgs[j] for j in changed], self.config.semantic.passage_words)
             keep_msgs.append(msgs)
@@ -424,7 +456,8 @@ class MemoryEngine:
             _carry(old, new, drop, {}, None, [])
         self._commit(grown, [(m.memory_id, op[0], op[1]) for m in grown],
                      redact={m.memory_id: drop for m, drop in zip(mems, drops) if drop})
-        self.store.vacuum()
+        if vacuum:
+            self.store.vacuum()
 
     def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
         """Forget a whole memory and its operations log (one ``delete_all`` entry with no ids
@@ -524,7 +557,7 @@ class MemoryEngine:
             for (strategy, budget), members in groups.items():
                 self.retriever.search([], [], strategy=strategy, budget_tokens=budget)  # validates both
                 live = [n for n in members if parsed[n][1] in self.bank.index and parsed[n][4][2] is None]
-                qs = [q for n in live for q in parsed[n][0]]
+                qs = [q for n in live for q in self._about_subject(parsed[n][1], parsed[n][0])]
                 mids = [parsed[n][1] for n in live for _ in parsed[n][0]]
                 res = iter(self.retriever.search(qs, mids, strategy=strategy, budget_tokens=budget) if qs else [])
                 for n in members:
@@ -532,11 +565,55 @@ class MemoryEngine:
                     if n in live:
                         got = [next(res) for _ in queries]
                     elif key in self.bank.index:
-                        got = self._filtered(queries, key, strategy, budget, flt)
+                        got = self._filtered(self._about_subject(key, queries), key, strategy, budget, flt)
                     else:
                         got = [self._empty(q, key, strategy, "no memory for this scope") for q in queries]
-                    out[n] = [limit_units(_public_ids(r), self.retriever.budget.count, limit, threshold) for r in got]
+                    sup = self._superseded(key)
+                    successor = self._statement_unit(key) if flt is None else None  # a filter may exclude it
+                    for r, q in zip(got, queries):
+                        r.query = q  # the caller's words (the search may have asked about the subject)
+                    out[n] = [self._finish(r, limit, threshold, sup, budget, successor) for r in got]
         return out  # type: ignore[return-value]
+
+    def _superseded(self, key: str) -> dict[str, tuple[str, float | None]]:
+        b = self.bank.index.get(key)
+        sup = (self.bank.stats[b].get(SUPERSEDED) or {}) if b is not None else {}
+        return {f"semantic:{i}": (f"semantic:{j}", t) for i, (j, t) in sup.items()}
+
+    def _statement_unit(self, key: str):
+        """``semantic:N`` of memory ``key`` -> its unit (None when absent), for ``show_current``."""
+        b = self.bank.index.get(key)
+
+        def make(unit_id: str) -> RetrievedUnit | None:
+            if b is None:
+                return None
+            rows = self.bank.sem.seg.rows(b)
+            hit = rows[self.bank.sem["id"][rows] == int(unit_id.partition(":")[2])]
+            if not len(hit):
+                return None
+            u = semantic_unit(self.bank, int(hit[0]), 0.0, {})
+            u.id = unit_id
+            return u
+
+        return make
+
+    def _finish(self, r: RetrievalResult, limit: int | None, threshold: float | None,
+                superseded: dict[str, tuple[str, float | None]], budget: int | None, successor=None) -> RetrievalResult:
+        """Public ids, relevance marked, changed facts shown as such, then the caller's ``limit`` /
+        ``threshold`` or, without a threshold, the configured no-answer gate (``live.no_answer_threshold``)."""
+        mark_relevance(_public_ids(r))
+        show_current(r, superseded, self.retriever.budget.count, budget, successor)
+        if threshold is None:
+            no_answer(r, gate_for(self.config.live.no_answer_threshold, self.embedder.name))
+        return limit_units(r, self.retriever.budget.count, limit, threshold)
+
+    def _about_subject(self, key: str, queries: list[str]) -> list[str]:
+        """The queries with their first person turned into the memory's subject (a role chat's user:
+        its name, or "the user"); unchanged for a memory of named speakers."""
+        b = self.bank.index.get(key)
+        st = self.bank.stats[b] if b is not None else {}
+        subject = st.get(USER_NAME) or (people.NEUTRAL if people.NEUTRAL in (st.get("engine") or {}).get("speakers", ()) else None)
+        return queries if subject is None else [people.about_subject(q, subject) for q in queries]
 
     def _empty(self, query: str, key: str, strategy: str, note: str) -> RetrievalResult:
         return RetrievalResult(query, key, strategy, [], "", 0, self.retriever.budget.name, notes=[note])
@@ -549,7 +626,7 @@ class MemoryEngine:
             return [self._empty(q, key, strategy, "no message matches the filters") for q in queries]
         sub = restrict(mem, ok, theme_summary)
         retriever = Retriever(Bank.from_slices([slice_from_memory(sub)], self.bank.dim), self.embedder, self.config,
-                              backend=self.backend, tokens=self.retriever.budget.tokens)
+                              backend=self.backend, tokens=self.retriever.budget.tokens, reader=self.retriever.reader)
         return retriever.search(queries, key, strategy=strategy, budget_tokens=budget)
 
     def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
@@ -666,6 +743,15 @@ def _carry(old: Memory, new: Memory, dropped: set[str], added: dict[str, dict], 
         new.stats[STAMPED] = ids
     else:
         new.stats.pop(STAMPED, None)
+    pos = {m.id: n for n, m in enumerate(new.messages)}
+    speaker = {m.id: m.speaker for m in new.messages}
+    firsts = [min(s.message_ids, key=pos.__getitem__) for s in new.semantics]
+    sup = supersessions([s.text for s in new.semantics], new.sem_x, np.array([pos[m] for m in firsts], np.int64),
+                        [speaker[m] for m in firsts])
+    if sup:
+        new.stats[SUPERSEDED] = {str(new.semantics[i].id): [new.semantics[j].id, new.semantics[j].timestamp] for i, j in sup.items()}
+    else:
+        new.stats.pop(SUPERSEDED, None)
 
 
 def _units(mem: Memory) -> list[dict]:
@@ -675,7 +761,9 @@ def _units(mem: Memory) -> list[dict]:
            | ({"metadata": md[m.id]} if m.id in md else {}) for m in mem.messages]
     out += [{"id": f"episode:{e.id}", "type": "episode", "title": e.title, "text": e.text, "message_ids": e.message_ids,
              "timestamp": e.start} for e in mem.episodes]
+    sup = mem.stats.get(SUPERSEDED) or {}
     out += [{"id": f"semantic:{s.id}", "type": "semantic", "text": s.text, "message_ids": s.message_ids, "timestamp": s.timestamp}
+            | ({"superseded_by": f"semantic:{sup[str(s.id)][0]}", "valid_until": sup[str(s.id)][1]} if str(s.id) in sup else {})
             for s in mem.semantics]
     out += [{"id": f"theme:{t.id}", "type": "theme", "text": t.summary} for t in mem.themes]
     return out

@@ -9,6 +9,10 @@ order and the context is assembled again from them, so it never shows a unit the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timezone
+
 from ..retrieve.context import assemble
 from ..retrieve.result import RetrievalResult, RetrievedUnit
 
@@ -16,6 +20,80 @@ from ..retrieve.result import RetrievalResult, RetrievedUnit
 def relevance(u: RetrievedUnit) -> float:
     """The query-unit cosine the unit was ranked by."""
     return float(u.scores.get("relevance", u.scores.get("similarity", u.score)))
+
+
+# the no-answer gate per embedder (benchmarks/no_answer_threshold.py, RESULTS): the largest threshold
+# that costs at most 1 point of evidence recall on the LoCoMo dev split (xmemory, 600 tokens)
+CALIBRATED_NO_ANSWER = {"all-MiniLM-L6-v2": 0.40}
+
+
+def gate_for(setting: float, embedder: str) -> float:
+    """The no-answer threshold in force: ``setting`` (``live.no_answer_threshold``), -1 meaning the
+    embedder's calibrated value (0, off, for one not calibrated)."""
+    return CALIBRATED_NO_ANSWER.get(embedder, 0.0) if setting < 0 else setting
+
+
+def mark_relevance(r: RetrievalResult) -> RetrievalResult:
+    """Each unit's ``relevance`` and the result's ``top_relevance`` (0.0 with no unit), in place."""
+    for u in r.units:
+        u.relevance = relevance(u)
+    r.top_relevance = max((u.relevance for u in r.units), default=0.0)
+    return r
+
+
+def no_answer(r: RetrievalResult, gate: float) -> RetrievalResult:
+    """``r`` with no units and a note when its top relevance is below ``gate`` (0: no gate), in place."""
+    if gate > 0 and r.units and (r.top_relevance or 0.0) < gate:
+        r.units, r.context, r.context_tokens = [], "", 0
+        r.notes.append(f"nothing relevant: the top relevance {r.top_relevance:.3f} is below the no-answer threshold {gate}")
+    return r
+
+
+def show_current(r: RetrievalResult, superseded: dict[str, tuple[str, float | None]], count_tokens,
+                 budget: int | None, successor: Callable[[str], RetrievedUnit | None] | None = None) -> RetrievalResult:
+    """Facts that changed (``construct.supersede``), in place: a superseded statement (``superseded``:
+    unit id -> (the id of the statement that superseded it, when)) reads as earlier ("previously,
+    until 2024-03: ...") and comes after its successor; a successor the search did not return is
+    put in just before it (``successor(id)`` builds it; its relevance is the superseded one's: it
+    takes that place in the ranking). The context is assembled again, and trimmed from the end if
+    the longer text no longer fits ``budget``."""
+    hit = [i for i, u in enumerate(r.units) if u.type == "semantic" and u.id in superseded]
+    if not hit:
+        return r
+    ids = {u.id for u in r.units}
+    added = []
+    for i in hit:
+        new_id = superseded[r.units[i].id][0]
+        if new_id not in ids and successor is not None and (unit := successor(new_id)) is not None:
+            unit.relevance = r.units[i].relevance
+            unit.scores = {"relevance": unit.relevance} if unit.relevance is not None else {}
+            unit.tokens = int(count_tokens([unit.text])[0])
+            added.append((i, unit))
+            ids.add(new_id)
+    for i, unit in reversed(added):
+        r.units.insert(i, unit)
+    hit = [i for i, u in enumerate(r.units) if u.type == "semantic" and u.id in superseded]
+    for i in hit:
+        u = r.units[i]
+        until = superseded[u.id][1]
+        when = datetime.fromtimestamp(until, tz=timezone.utc).strftime("%Y-%m") if until is not None else "a later message"
+        r.units[i] = replace(u, text=f"previously, until {when}: {u.text}")
+    units = list(r.units)
+    for i in hit:
+        old = r.units[i]
+        new_id = superseded[old.id][0]
+        if new_id in ids and units.index(old) < next(k for k, v in enumerate(units) if v.id == new_id):
+            units.remove(old)
+            units.insert(next(k for k, v in enumerate(units) if v.id == new_id) + 1, old)
+    r.units = units
+    r.context = assemble(units)
+    r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
+    while budget is not None and r.context_tokens > budget and any(u.type != "theme" for u in r.units):
+        last = max(k for k, u in enumerate(r.units) if u.type != "theme")
+        r.units = r.units[:last] + r.units[last + 1 :]
+        r.context = assemble(r.units)
+        r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
+    return r
 
 
 def limit_units(r: RetrievalResult, count_tokens, limit: int | None, threshold: float | None) -> RetrievalResult:
@@ -55,4 +133,5 @@ def check_threshold(v, name: str) -> float | None:
     return float(v)
 
 
-__all__ = ["check_limit", "check_threshold", "limit_units", "relevance"]
+__all__ = ["CALIBRATED_NO_ANSWER", "check_limit", "gate_for", "check_threshold", "limit_units", "mark_relevance", "no_answer", "relevance",
+           "show_current"]

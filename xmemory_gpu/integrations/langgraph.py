@@ -308,6 +308,7 @@ class XMemoryStore(BaseStore):
                 **namespace_scope(ns),
                 "strategy": self.strategy,
                 "budget_tokens": self.budget_tokens,
+                "threshold": 0.0,  # BaseStore.search ranks what matches the filter: no "nothing relevant" gate
             }
             for ns in scoped
         ]

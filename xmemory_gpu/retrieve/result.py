@@ -16,13 +16,16 @@ class RetrievedUnit:
     id: str
     text: str
     tokens: int  # in the result's named tokenizer
-    score: float
+    score: float  # the strategy's ranking value (Stage I: the coverage gain; baselines: the cosine)
     message_ids: list[str]  # provenance (LoCoMo dia_ids)
     timestamp: float | None = None
     scores: dict[str, float] = field(default_factory=dict)  # named components (relevance, gain, uncertainty drop)
     # where each source message's line ends in ``text`` (character offsets), for a block of raw messages
     # ("Speaker: text" lines); None for any other text. Used to credit a cut unit; not serialised.
     message_ends: list[int] | None = field(default=None, repr=False)
+    # the query-unit cosine the ranking used (scores' "relevance" or "similarity"): comparable across
+    # queries and memories, unlike ``score``; set on every unit a live search returns
+    relevance: float | None = None
 
 
 @dataclass
@@ -40,6 +43,7 @@ class RetrievalResult:
     llm_tokens: int = 0  # prompt + output tokens spent on retrieval
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage (batch time / batch size)
     notes: list[str] = field(default_factory=list)  # e.g. "no reader configured: episodes admitted by priority"
+    top_relevance: float | None = None  # the largest unit relevance (set by live searches; kept when units are withheld)
 
     @property
     def message_ids(self) -> list[str]:

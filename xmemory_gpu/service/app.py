@@ -76,7 +76,8 @@ class ServiceConfig:
 def _result(r) -> dict[str, Any]:
     d = r.to_dict()
     return {"query": d["query"], "context": d["context"], "units": d["units"], "message_ids": d["message_ids"],
-            "context_tokens": d["context_tokens"], "tokenizer": d["tokenizer"], "notes": d["notes"]}
+            "context_tokens": d["context_tokens"], "tokenizer": d["tokenizer"], "notes": d["notes"],
+            "top_relevance": d["top_relevance"], "llm_calls": d["llm_calls"]}
 
 
 def _field_error(detail: str) -> dict[str, str]:

@@ -1,0 +1,63 @@
+"""Facts that change, without an LLM: which statements a later one supersedes.
+
+A later statement supersedes an earlier one of the same speaker when it says that something changed
+(a change word: "now", "moved", "switched", "instead", "quit", "sold", "got a raise", ...), both are
+about the same attribute (job, home, diet, income, transport, schedule, plans, relationship, health:
+word patterns), and their embeddings are close (cosine >= ``threshold``). The earlier statement is
+kept (history questions still find it); retrieval ranks it after the newer one and shows it as
+earlier ("previously, until 2024-03: ..."). This goes past mem0's UPDATE, which overwrites the old
+fact, and keeps what temporal graph memories (Graphiti / Zep's invalidated edges) keep.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+CHANGE = re.compile(
+    r"\b(?:now|no longer|any ?more|moved|moving|relocat\w*|switched|switching|changed|changing|instead|new|started|"
+    r"starting|began|quit|quitting|left|leaving|joined|joining|sold|raise|promoted|divorced|broke up|engaged|married|"
+    r"is off|called off|cancel+ed|stopped|gave up|update[ds]?|these days|nowadays)\b", re.I)
+ATTRIBUTES: dict[str, re.Pattern] = {name: re.compile(p, re.I) for name, p in {
+    "job": r"\b(?:work\w*|job|jobs|career|hired|employ\w*|company|start-?up|office|position|role|quit|promoted|cto|ceo|"
+           r"nurse|designer|engineer|teach\w*|doctor|manager|developer|hospital|intern\w*)\b",
+    "home": r"\b(?:live[sd]?|living|moved|move|relocat\w*|flat|apartment|house|home|neighbou?rhood)\b",
+    "diet": r"\b(?:vegetarian|vegan|pescatarian|diet|eat\w*|meat|fish|gluten|keto|dairy)\b",
+    "income": r"\b(?:earn\w*|salary|income|take[s]? home|raise|wage|paid \$?\d)\b",
+    "transport": r"\b(?:drive[s]?|driving|car|cycl\w*|bike|commut\w*|bus|train|subway|scooter)\b",
+    "schedule": r"\b(?:mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekly|schedule|days)\b",
+    "plans": r"\b(?:wedding|marathon|trip|plan\w*|training|holiday|vacation|visit\w*|move to)\b",
+    "relationship": r"\b(?:married|engaged|dating|partner|girlfriend|boyfriend|wife|husband|divorc\w*|single|broke up|fianc\w*)\b",
+    "health": r"\b(?:injur\w*|hurt|broke|broken|ankle|knee|shoulder|sick|surgery|pregnan\w*|allerg\w*)\b",
+}.items()}
+THRESHOLD = 0.40  # cosine of the two statements (all-MiniLM-L6-v2: same-attribute pairs 0.41-0.80 on our chats)
+
+
+def attributes(text: str) -> frozenset[str]:
+    """The attributes a statement speaks of."""
+    return frozenset(name for name, pat in ATTRIBUTES.items() if pat.search(text))
+
+
+def supersessions(texts: list[str], x: np.ndarray, order: np.ndarray, speakers: list[str], *,
+                  threshold: float = THRESHOLD) -> dict[int, int]:
+    """Statement i -> the statement j that supersedes it (the first later one that does), for texts [n],
+    unit rows x [n, d], ``order`` [n] (when each was said: message position) and ``speakers`` [n]."""
+    n = len(texts)
+    if n < 2:
+        return {}
+    attrs = [attributes(t) for t in texts]
+    changes = [j for j in range(n) if CHANGE.search(texts[j]) and attrs[j]]
+    if not changes:
+        return {}
+    sims = np.asarray(x, np.float64)[changes] @ np.asarray(x, np.float64).T  # [C, n]
+    out: dict[int, int] = {}
+    for c, j in sorted(enumerate(changes), key=lambda cj: (order[cj[1]], cj[1])):
+        for i in range(n):
+            if (i != j and order[i] < order[j] and speakers[i] == speakers[j] and attrs[i] & attrs[j]
+                    and sims[c, i] >= threshold and i not in out):
+                out[i] = j
+    return out
+
+
+__all__ = ["ATTRIBUTES", "CHANGE", "THRESHOLD", "attributes", "supersessions"]
