@@ -53,7 +53,7 @@ def test_a_unit_the_header_allowance_kept_out_is_taken_whole():
     units = _units(budget, [("semantic", f"s{i}", words, [f"D1:{i}"]) for i in range(6)])
     kept, n_tok = _context(budget, units, b)
     assert [u.id for u in kept] == [f"s{i}" for i in range(6)]  # the sixth fits once only its header is paid
-    assert not any(u.scores.get("cut") for u in kept) and kept[5].text == units[5].text
+    assert not any(u.cut for u in kept) and kept[5].text == units[5].text
     assert 0.9 * b <= n_tok <= b
 
 
@@ -71,7 +71,7 @@ def test_the_room_left_is_filled_by_a_cut_of_the_first_unit_that_did_not_fit():
     kept, n_tok = _context(budget, units, b)
     assert [u.id for u in kept] == ["s0", "s1", "s2", "s3", "s4"] and n_tok <= b
     cut = kept[-1]
-    assert cut.scores.get("cut") and not any(u.scores.get("cut") for u in kept[:-1])  # the first unit skipped, cut
+    assert cut.cut and not any(u.cut for u in kept[:-1])  # the first unit skipped, cut
     assert cut.text.endswith(" ...") and units[4].text.startswith(cut.text.removesuffix(" ..."))  # at a word
     assert cut.tokens >= MIN_CUT_TOKENS and cut.message_ids == ["D1:4"]
     assert 0.9 * b <= n_tok, n_tok
@@ -86,7 +86,7 @@ def test_a_unit_whose_parts_were_tried_is_not_cut_its_part_is():
         as_part(u)
     kept, n_tok = _context(budget, units, b)
     assert [u.id for u in kept] == ["s0", "D2:1", "D2:2"]  # not the episode: its short message whole ...
-    assert kept[2].scores.get("cut") and not kept[1].scores.get("cut")  # ... and its long one's head in the rest
+    assert kept[2].cut and not kept[1].cut  # ... and its long one's head in the rest
     assert 0.9 * b <= n_tok <= b
 
 
@@ -96,7 +96,7 @@ def test_no_cut_below_the_minimum_and_never_past_the_budget():
         units = _units(budget, [("semantic", f"s{i}", 25, [f"D1:{i}"]) for i in range(8)])
         kept, n_tok = _context(budget, units, b)
         assert n_tok <= b
-        cuts = [u for u in kept if u.scores.get("cut")]
+        cuts = [u for u in kept if u.cut]
         assert len(cuts) <= 1 and all(u.tokens >= MIN_CUT_TOKENS for u in cuts) and cuts == [u for u in kept[-1:] if u in cuts]
         assert [u.id for u in kept] == [f"s{i}" for i in range(len(kept))]  # in order: the whole ones, then the cut
         if len(kept) < 8:  # what is left is less than a cut with its date line, its "..." (and the header)
@@ -125,14 +125,14 @@ def test_a_cut_block_of_messages_is_credited_only_with_the_messages_it_shows():
                               (56, ids[:2]), (57, ids[:3]), (len(words), ids)):
         assert shown_messages(ep, " ".join(words[:shown_words])) == want, shown_words
     cut = budget._cut(ep, 30)
-    assert cut.scores.get("cut") and cut.tokens <= 30 and cut.message_ids == ["D1:1"]
+    assert cut.cut and cut.tokens <= 30 and cut.message_ids == ["D1:1"]
     llm = _block(budget, "episode", lines, ids, raw=False)
     assert shown_messages(llm, llm.text) == [] and budget._cut(llm, 30).message_ids == []
     stmt = RetrievedUnit("semantic", "s", _text(20, 0), 0, 1.0, ["D1:1", "D1:2"], TS)
     assert shown_messages(stmt, _text(10, 0)) == ["D1:1", "D1:2"] and shown_messages(stmt, _text(9, 0)) == []
     one = _block(budget, "message", [f"A: {_text(59, 0)}"], ["D1:9"])
     assert budget._cut(one, 40).message_ids == ["D1:9"] and budget._cut(one, 20).message_ids == []
-    part = RetrievedUnit("message", "D1:9#p2", _text(60, 0), 0, 1.0, ["D1:9"], TS, {"passage": 2.0})
+    part = RetrievedUnit("message", "D1:9#p2", _text(60, 0), 0, 1.0, ["D1:9"], TS, passage=2)
     assert shown_messages(part, _text(5, 0)) == ["D1:9"]
 
 
@@ -143,7 +143,7 @@ def test_a_result_counts_only_what_its_cut_unit_shows():
     units = _units(budget, [("semantic", f"s{i}", words, [f"D1:{i}"]) for i in range(3)])
     units.append(_block(budget, "episode", [f"A: {_text(60, i)}" for i in range(6)], [f"D2:{i}" for i in range(6)]))
     (kept, _, n_tok), = budget.contexts([units], 300)
-    assert kept[-1].scores.get("cut") and n_tok <= 300
+    assert kept[-1].cut and n_tok <= 300
     result = RetrievalResult("q", "m", "x", kept, assemble(kept), n_tok, budget.name)
     shown = shown_messages(units[-1], kept[-1].text.removesuffix(" ..."))
     assert shown[:1] == ["D2:0"] and len(shown) < 6  # about 100 tokens left: a message or two of the six

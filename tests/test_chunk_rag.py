@@ -186,12 +186,12 @@ def test_units_without_a_budget_and_under_one(chats):
         for u in res.units:
             assert u.type == "message" and len(u.message_ids) == 1
             mid = u.message_ids[0]
-            if u.scores.get("passage"):  # a passage of a long message: ID#pK, speaker-prefixed, at most 32 words
-                assert u.id == f"{mid}#p{int(u.scores['passage'])}" and len(u.text.split(": ", 1)[1].split()) <= 32
+            if u.passage:  # a passage of a long message: ID#pK, speaker-prefixed, at most 32 words
+                assert u.id == f"{mid}#p{u.passage}" and len(u.text.split(": ", 1)[1].split()) <= 32
             else:
                 assert u.id == mid
     for res in r.search(q, convs[1].sample_id, strategy="chunk-rag:32", budget_tokens=900):
-        assert 800 < res.context_tokens <= 900 and not any(u.scores.get("cut") for u in res.units)
+        assert 800 < res.context_tokens <= 900 and not any(u.cut for u in res.units)
 
 
 # -- embedded once, following the bank ---------------------------------------------------------------

@@ -98,7 +98,7 @@ def test_fit_takes_parts_of_what_does_not_fit_and_fills():
     m2 = as_part(_unit("message", "D1:2", 30, ["D1:2"]))
     m1 = as_part(_unit("message", "D1:1", 400, ["D1:1"]))
     p1 = as_part(_unit("message", "D1:1#p2", 40, ["D1:1"]), 2)
-    p1.scores["passage"] = 2.0
+    p1.passage = 2
     m3 = as_part(_unit("message", "D1:3", 10, ["D1:3"]))
     fill = as_fill(_unit("chunk", "c9", 5, ["D9:9"]))
     units = [sem, epi, m2, m1, p1, m3, fill]

@@ -88,7 +88,7 @@ def _check_units_belong(res, mem):
     assert res.memory_id == mem.memory_id and res.units
     for u in res.units:
         assert set(u.message_ids) <= ids
-        cut = bool(u.scores.get("cut"))  # cut to a budget's last room: the head of its text, then " ..."
+        cut = bool(u.cut)  # cut to a budget's last room: the head of its text, then " ..."
         text = u.text.removesuffix(" ...") if cut else u.text
         if u.type in own:
             assert own[u.type].get(u.id, "").startswith(text) if cut else own[u.type].get(u.id) == text

@@ -29,7 +29,7 @@ def whole(mid: str) -> RetrievedUnit:
 def passage(mid: str, a: int, b: int, k: int = 1) -> RetrievedUnit:
     speaker, text = MSGS[mid]
     return RetrievedUnit("message", f"{mid}#p{k}", f"{speaker}: " + " ".join(text.split()[a:b]), 0, 1.0, [mid], None,
-                         {"passage": float(k)})
+                         passage=k)
 
 
 def statement(text: str, sources: list[str]) -> RetrievedUnit:
@@ -60,7 +60,7 @@ def test_a_block_cut_to_fit_shows_the_words_before_its_cut():
     u = RetrievedUnit("chunk", "0", text, len(text.split()), 1.0, ["D1:2", "D1:1"], None, {}, [len(lines[0]), len(text)])
     for room in (6, 12, 16, 19):
         cut = budget._cut(u, room)
-        assert cut.scores.get("cut") and cut.text.endswith(" ...")
+        assert cut.cut and cut.text.endswith(" ...")
         shown = cut.text.removesuffix(" ...").split("\n")
         first = len(shown[0].split()) - 1  # the words after "Bob:"
         second = len(shown[1].split()) - 1 if len(shown) > 1 else 0

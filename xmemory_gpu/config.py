@@ -1,4 +1,4 @@
-"""Every tunable in one dataclass tree, with the defaults of DESIGN section 9.
+"""Every tunable in one dataclass tree, with the defaults of the paper and the authors' code (each commented).
 
 Values marked "code" come from the authors' released code, "paper" from the paper.
 """

@@ -1,5 +1,5 @@
 """Incremental construction: new messages grow existing memories with the bulk build's own
-functions (DESIGN section 3b), batched across memories.
+functions, batched across memories.
 
 Per memory: the messages from ``open_from`` on form the open episode buffer; boundaries are
 detected over it with ``segment.boundaries`` (the last span stays open unless ``flush``); new

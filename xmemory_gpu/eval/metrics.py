@@ -1,4 +1,4 @@
-"""QA answer metrics (DESIGN section 8), stdlib only: no tokenizer data is downloaded.
+"""QA answer metrics, stdlib only: no tokenizer data is downloaded.
 
 Every metric is ``(prediction, reference) -> float`` in [0, 1]. LoCoMo references may be ints or
 other non-strings: they are coerced with ``str()`` (``None`` becomes ``""``).

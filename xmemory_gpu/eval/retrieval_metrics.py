@@ -1,4 +1,4 @@
-"""LLM-free retrieval metrics for one question (DESIGN section 8).
+"""LLM-free retrieval metrics for one question.
 
 A retrieved block is a ranked unit of context: ``(text, message_ids, n_tokens)`` (a ``Block`` or
 any 3-tuple). Gold evidence is a list of LoCoMo ``dia_id`` s (``"D1:3"``).
@@ -131,7 +131,7 @@ of is out of its provenance and earns nothing, as for evidence recall); a passag
         named.update(ids)
         if not ev.intersection(ids):
             continue
-        text = u.text.removesuffix(CUT_MARK) if u.scores.get("cut") else u.text
+        text = u.text.removesuffix(CUT_MARK) if u.cut else u.text
         if u.message_ends is not None:  # raw lines, one per message, perhaps cut short
             start = 0
             for mid, end in zip(ids, u.message_ends):
@@ -142,7 +142,7 @@ of is out of its provenance and earns nothing, as for evidence recall); a passag
                 if start >= len(text):
                     break
             continue
-        if len(ids) == 1 and ids[0] in messages and u.scores.get("passage"):  # a passage: find its words
+        if len(ids) == 1 and ids[0] in messages and u.passage:  # a passage: find its words
             speaker, full = messages[ids[0]]
             words, run = full.split(), _body(text, speaker).split()
             at = _run_at(words, run)

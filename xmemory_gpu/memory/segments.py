@@ -1,4 +1,4 @@
-"""Per-memory row segments of one level in one arena (DESIGN section 3).
+"""Per-memory row segments of one level in one arena.
 
 Memory ``b`` owns rows ``starts[b] .. starts[b] + lengths[b]`` of the level's arrays and reserves
 ``capacity[b] >= lengths[b]`` rows there, so it can grow in place without moving any other memory's

@@ -154,7 +154,7 @@ class PassageLevel:
         text = " ".join(bank.msg["text"][row].split()[a:e])
         ts = bank.msg["time"][row]
         return RetrievedUnit("message", f"{mid}#p{k}", f"{speaker}: {text}", 0, score, [mid],
-                             None if math.isnan(ts) else float(ts), {"similarity": score, "passage": float(k)})
+                             None if math.isnan(ts) else float(ts), {"similarity": score}, passage=int(k))
 
 
 class PassageCache:

@@ -180,22 +180,22 @@ class Deferred:
 def as_part(u: RetrievedUnit, level: int = 1) -> RetrievedUnit:
     """Mark ``u`` as a part of the nearest unit before it one level up (level 0: whole units): used
     under a budget only where that unit did not fit."""
-    u.scores["part"] = float(level)
+    u.part = level
     return u
 
 
 def as_fill(u: RetrievedUnit) -> RetrievedUnit:
     """Mark ``u`` as budget fill: taken only under a budget, while it fits."""
-    u.scores["fill"] = 1.0
+    u.fill = True
     return u
 
 
 def part_level(u: RetrievedUnit) -> int:
-    return int(u.scores.get("part", 0))
+    return u.part
 
 
 def is_fill(u: RetrievedUnit) -> bool:
-    return bool(u.scores.get("fill"))
+    return u.fill
 
 
 def _section(u: RetrievedUnit) -> str:
@@ -215,7 +215,7 @@ def shown_messages(u: RetrievedUnit, shown: str) -> list[str]:
     message; a statement counts for its sources as a whole; a passage is already a part of its
     message and keeps it. Any other block of several messages (an LLM-written episode) cannot be
     told apart and keeps none."""
-    if u.scores.get("passage"):
+    if u.passage:
         return list(u.message_ids)
     if u.message_ends is None:
         if u.type == "semantic" or len(u.message_ids) <= 1:
@@ -313,7 +313,7 @@ class TokenBudget:
                 handled[lvl] = True
                 continue
             head = self._head(u)
-            if total + head + u.tokens > budget and u.scores.get("passage") and budget - total - head >= MIN_PASSAGE_TOKENS:
+            if total + head + u.tokens > budget and u.passage and budget - total - head >= MIN_PASSAGE_TOKENS:
                 u = self._cut(u, budget - total - head)  # the last passage that fits only in part: its head
             handled[lvl] = total + head + u.tokens <= budget
             if handled[lvl]:
@@ -321,7 +321,7 @@ class TokenBudget:
                 total += head + u.tokens
                 used += head + self._header(u, opened) + u.tokens
                 opened.add(_section(u))
-                if u.type != "semantic" and not u.scores.get("passage"):
+                if u.type != "semantic" and not u.passage:
                     whole.update(u.message_ids)
             else:
                 skipped.append(i)
@@ -336,11 +336,11 @@ class TokenBudget:
             if u.tokens <= room:  # kept out by the allowance only: whole, and the rest goes on
                 taken[i], left = u, room - u.tokens
                 opened.add(_section(u))
-                if u.type != "semantic" and not u.scores.get("passage"):
+                if u.type != "semantic" and not u.passage:
                     whole.update(u.message_ids)
                 continue
             cut = self._cut(u, room) if room >= MIN_CUT_TOKENS else u
-            if cut.scores.get("cut") and MIN_CUT_TOKENS <= cut.tokens <= room:
+            if cut.cut and MIN_CUT_TOKENS <= cut.tokens <= room:
                 taken[i] = cut
                 break
         return [taken[i] for i in sorted(taken)]
@@ -413,7 +413,7 @@ class TokenBudget:
             tok = self.count([text])[0]
             if tok <= room:
                 ids = shown_messages(u, " ".join(ws[:n]))
-                return replace(u, text=text, tokens=tok, message_ids=ids, scores={**u.scores, "cut": 1.0})
+                return replace(u, text=text, tokens=tok, message_ids=ids, cut=True)
             n = min(n - 1, n * room // max(tok, 1))
         return u
 

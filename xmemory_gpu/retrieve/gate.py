@@ -1,4 +1,4 @@
-"""Stage II's uncertainty gate (DESIGN sections 6 and 9): probes of the reader over a query's
+"""Stage II's uncertainty gate: probes of the reader over a query's
 episodes, in the authors' independent mode or sequentially, and the admission walk as a pure
 function (replayable offline)."""
 

@@ -77,7 +77,7 @@ class Parts:
             order = np.lexsort((order, -sims))
         mid, ts = self._lines[row][1], self._lines[row][2]
         return [as_part(RetrievedUnit("message", f"{mid}#p{int(i) + 1}", texts[i], 0, float(sims[i]), [str(mid)], ts,
-                                      {"similarity": float(sims[i]), "passage": float(i + 1)}), level + 1)
+                                      {"similarity": float(sims[i])}, passage=int(i) + 1), level + 1)
                 for i in order]
 
     def _skip_passages(self, row: int, qi: int) -> None:

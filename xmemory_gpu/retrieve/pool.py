@@ -1,4 +1,4 @@
-"""Stage II's episode pool and priority (DESIGN sections 6 and 9), batched over queries.
+"""Stage II's episode pool and priority, batched over queries.
 
 The pool of a query is the source episodes of its selected semantics (a gather through the
 bank's semantic -> episode column) plus its top ``episode_sim_topk`` episodes by cosine;

@@ -19,13 +19,20 @@ class RetrievedUnit:
     score: float  # the strategy's ranking value (Stage I: the coverage gain; baselines: the cosine)
     message_ids: list[str]  # provenance (LoCoMo dia_ids)
     timestamp: float | None = None
-    scores: dict[str, float] = field(default_factory=dict)  # named components (relevance, gain, uncertainty drop)
+    scores: dict[str, float] = field(default_factory=dict)  # named scores only (relevance, similarity, gain, ...)
     # where each source message's line ends in ``text`` (character offsets), for a block of raw messages
     # ("Speaker: text" lines); None for any other text. Used to credit a cut unit; not serialised.
     message_ends: list[int] | None = field(default=None, repr=False)
     # the query-unit cosine the ranking used (scores' "relevance" or "similarity"): comparable across
     # queries and memories, unlike ``score``; set on every unit a live search returns
     relevance: float | None = None
+    # how budget assembly treats the unit (typed, not scores): ``part`` > 0: a part of the nearest unit
+    # before it ``part`` levels up, used only where that unit did not fit; ``fill``: taken only under a
+    # budget, while it fits; ``cut``: its text is the head of the unit's, cut to the budget's last room
+    part: int = 0
+    passage: int = 0  # k > 0: the unit is passage k (1-based) of a long message
+    fill: bool = False
+    cut: bool = False
 
 
 @dataclass
