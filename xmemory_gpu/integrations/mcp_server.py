@@ -1,6 +1,7 @@
 """An MCP server over a ``MemoryEngine`` (the official SDK's ``MCPServer``, called ``FastMCP`` before
-mcp 2; the ``mcp`` extra). Tools: ``add``, ``search`` (the context string and the units with their
-provenance), ``get_all``, ``delete``, ``history``.
+mcp 2; the ``mcp`` extra). Tools: ``add`` (with ``metadata``), ``search`` (the context string and the
+units with their provenance; ``limit``, ``threshold``, ``filters``), ``get_all`` (``filters``), ``update``,
+``delete``, ``history``.
 
 Scope: every tool takes ``user_id`` (and optional ``agent_id``, ``run_id``). A server started with
 a user (``xmemory mcp STORE --user ID``) serves that user only: ``user_id`` may be left out, and
@@ -105,11 +106,14 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="a JSON object kept with these messages "
+                                                         "(search and get_all can filter on it)")] = None,
+        user_name: Annotated[str | None, Field(description="the user's name, for statements about them")] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         msgs = [Message(content=messages)] if isinstance(messages, str) else messages
         try:
-            ids = engine.add([m.model_dump(exclude_none=True) for m in msgs], **where)
+            ids = engine.add([m.model_dump(exclude_none=True) for m in msgs], **where, metadata=metadata, user_name=user_name)
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc, "add_batch: items[0]: ") from None
         return {"ids": ids}
@@ -126,10 +130,16 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         run_id: RunId = None,
         strategy: Annotated[str, Field(description=f"one of {', '.join(STRATEGIES)}")] = "xmemory",
         budget_tokens: Annotated[int | None, Field(ge=1, description="context size in tokens")] = None,
+        limit: Annotated[int | None, Field(ge=1, description="at most this many units, the most relevant")] = None,
+        threshold: Annotated[float | None, Field(ge=-1.0, le=1.0, description="leave out units less relevant "
+                                                 "than this query-unit cosine (0: keep all)")] = None,
+        filters: Annotated[dict[str, Any] | None, Field(description="metadata equality, e.g. {\"topic\": \"travel\"}: "
+                                                        "only units whose source messages match")] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
-            r = engine.search(query, **where, strategy=strategy, budget_tokens=budget_tokens)[0].to_dict()
+            r = engine.search(query, **where, strategy=strategy, budget_tokens=budget_tokens, limit=limit,
+                              threshold=threshold, filters=filters)[0].to_dict()
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
         return {
@@ -138,15 +148,17 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
             "message_ids": r["message_ids"],
             "context_tokens": r["context_tokens"],
             "notes": r["notes"],
+            "top_relevance": r["top_relevance"],
         }
 
     @server.tool(description="Every unit of the memory: messages, episodes, semantic statements, themes.")
     def get_all(
-        ctx: Context, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
+        ctx: Context, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None,
+        filters: Annotated[dict[str, Any] | None, Field(description="metadata equality, as in search")] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
-            return {"units": engine.get_all(**where)}
+            return {"units": engine.get_all(**where, filters=filters)}
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
 
@@ -167,6 +179,24 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
         return {"deleted": unit_id}
+
+    @server.tool(
+        description="Give a message (its id from add, search or get_all) new text; what was derived from "
+        "the old text is derived again and the old text is forgotten."
+    )
+    def update(
+        unit_id: Annotated[str, Field(min_length=1)],
+        text: Annotated[str, Field(min_length=1)],
+        ctx: Context,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+    ) -> dict[str, Any]:
+        where = scope(ctx, user_id, agent_id, run_id)
+        try:
+            return {"updated": engine.update(unit_id, text, **where)}
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise _engine_error(exc) from None
 
     @server.tool(description="The memory's operations log, oldest first: {op, ids, time}.")
     def history(
