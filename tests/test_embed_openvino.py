@@ -248,3 +248,49 @@ def test_conversion_and_quantisation_start_their_telemetry_declined(monkeypatch)
     with _no_telemetry():
         assert os.environ["CI"] == "true"
     assert os.environ["CI"] == "false"
+
+
+@needs_nncf
+@pytest.mark.parametrize("damage", ["truncated weights", "garbage graph", "damaged source.json", "missing weights"])
+def test_a_damaged_int8_cache_entry_is_rebuilt_and_replaced(ov8, ov8_cache, tmp_path, monkeypatch, damage):
+    """A damaged cached int8 IR is not fatal: the open quantises again and replaces the entry, and the
+    open after reads the repaired entry. (The quantiser is stubbed: the float32 model stands in.)"""
+    import shutil
+
+    from xmemory_gpu.embed import openvino as mod
+
+    for entry in ov8_cache.iterdir():
+        shutil.copytree(entry, tmp_path / entry.name)
+    (int8,) = [p for p in tmp_path.iterdir() if "-int8-" in p.name]
+    if damage == "truncated weights":
+        with (int8 / "model.bin").open("r+b") as fh:
+            fh.truncate((int8 / "model.bin").stat().st_size // 2)
+    elif damage == "garbage graph":
+        (int8 / "model.xml").write_text("<net><layers", encoding="utf-8")
+    elif damage == "damaged source.json":
+        (int8 / "source.json").write_text("{", encoding="utf-8")
+    else:
+        (int8 / "model.bin").unlink()
+    calls = []
+    monkeypatch.setattr(mod, "_quantize", lambda model, tokenize: calls.append(1) or model)
+    first = mod.OpenVINOEmbedder(int8=True, cache_dir=tmp_path)
+    assert calls == [1] and mod._entry_intact(int8)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in ov8_cache.iterdir())  # nothing left aside
+    again = mod.OpenVINOEmbedder(int8=True, cache_dir=tmp_path)
+    assert calls == [1]  # read from the repaired entry
+    texts = ["Melanie paints sunsets.", "Caroline went to a support group."]
+    np.testing.assert_array_equal(again.encode(texts), first.encode(texts))
+
+
+@needs_nncf
+def test_a_cached_int8_open_reads_no_float32_ir(ov8, ov8_cache, monkeypatch):
+    """The second open of ov-int8 reads the quantised IR only (no conversion, no quantisation)."""
+    from xmemory_gpu.embed import openvino as mod
+
+    monkeypatch.setattr(mod, "_convert", lambda *a: pytest.fail("converted"))
+    monkeypatch.setattr(mod, "_quantize", lambda *a: pytest.fail("quantised"))
+    read = []
+    real = mod._cached_ir
+    monkeypatch.setattr(mod, "_cached_ir", lambda target, build, source: read.append(target.name) or real(target, build, source))
+    mod.OpenVINOEmbedder(int8=True, cache_dir=ov8_cache)
+    assert len(read) == 1 and "-int8-" in read[0]

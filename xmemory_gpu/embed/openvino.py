@@ -5,7 +5,8 @@ Same pipeline as sentence-transformers for these models: the model's own tokeniz
 over the attention mask, L2 normalisation. The encoder and the pooling are converted once with
 ``openvino.convert_model`` (dynamic batch and sequence dims) and the IR is cached under
 ``~/.cache/xmemory_gpu/openvino/<key>`` (key: model files, openvino, torch and transformers versions;
-written to a temporary folder and renamed into place). It is compiled for the CPU in float32
+written to a temporary folder and renamed into place; an entry whose files are not the sizes it
+records, or that openvino cannot read, is rebuilt and replaced). It is compiled for the CPU in float32
 (``INFERENCE_PRECISION_HINT`` f32, checked after compiling: never a silent bf16 or f16), with the
 LATENCY hint for small calls and the THROUGHPUT one for bulk calls (performance_hint AUTO).
 
@@ -239,48 +240,79 @@ def _tokenizer_state(folder: Path, max_seq_length: int, lower_case: bool) -> str
     return h.hexdigest()[:16]
 
 
+def _entry_intact(target: Path) -> bool:
+    """Whether the cache entry's files have the sizes its ``source.json`` records (entries written
+    before the sizes were recorded are trusted; reading them still catches damage)."""
+    try:
+        source = json.loads((target / "source.json").read_text(encoding="utf-8"))
+        files = source.get("files", {}) if isinstance(source, dict) else None
+        return isinstance(files, dict) and all((target / name).stat().st_size == size for name, size in files.items())
+    except (OSError, ValueError, TypeError):  # missing or damaged source.json or file
+        return False
+
+
+def _save_entry(target: Path, model, source: dict) -> None:
+    """``model`` saved as ``target`` (a temporary folder renamed into place, so readers never see a
+    partial entry; a damaged entry there is moved aside first). Nothing is raised: a read-only or
+    full cache, or a concurrent writer that renamed its entry first, leaves ``target`` as it is."""
+    ov = _openvino()
+    tmp = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        ov.save_model(model, str(tmp / "model.xml"), compress_to_fp16=False)  # keep float32 weights
+        files = {name: (tmp / name).stat().st_size for name in ("model.xml", "model.bin")}
+        (tmp / "source.json").write_text(json.dumps({**source, "openvino": ov.get_version(), "files": files}) + "\n")
+        if target.exists():  # damaged (the caller checked): moved aside in one rename, then removed
+            trash = Path(tempfile.mkdtemp(prefix=f".{target.name}-damaged-", dir=target.parent))
+            os.replace(target, trash / "entry")
+            shutil.rmtree(trash, ignore_errors=True)
+        os.replace(tmp, target)  # fails if another process renamed its entry first: that one is used
+        tmp = None
+    except (OSError, RuntimeError):  # openvino reports a failed write as RuntimeError
+        pass
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _cached_ir(target: Path | None, build, source: dict):
     """The model ``build()`` makes, read from its IR in ``target``: built and saved there first when
-    missing (a temporary folder renamed into place, so readers never see a partial entry; a
-    concurrent writer's entry wins). With no ``target``, or an unwritable or damaged one, the model
-    is built and read back from an IR in memory."""
+    missing or damaged (files of other sizes than recorded, or an IR openvino cannot read: the entry
+    is rebuilt and replaced, never fatal). With no ``target``, or an unwritable one, the model is
+    built and read back from an IR in memory."""
     ov = _openvino()
     if target is None:
         return _reread(build())
-    if not (target / "model.xml").is_file():
-        model = build()
-        tmp = None
+    if (target / "model.xml").is_file() and _entry_intact(target):
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-            ov.save_model(model, str(tmp / "model.xml"), compress_to_fp16=False)  # keep float32 weights
-            (tmp / "source.json").write_text(json.dumps({**source, "openvino": ov.get_version()}) + "\n")
-            os.replace(tmp, target)  # fails if another process renamed its entry first: that one is used
-            tmp = None
-        except (OSError, RuntimeError):  # openvino reports a failed write as RuntimeError
-            pass  # read-only or full cache, or a concurrent writer won
-        finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-        if not (target / "model.xml").is_file():
-            return _reread(model)
-    try:
-        return ov.Core().read_model(str(target / "model.xml"))
-    except RuntimeError:  # a damaged entry (left for the user to remove): build again
-        return _reread(build())
+            return ov.Core().read_model(str(target / "model.xml"))
+        except RuntimeError:  # damaged although the sizes match: built again below
+            pass
+    model = build()
+    _save_entry(target, model, source)
+    if _entry_intact(target):
+        try:
+            return ov.Core().read_model(str(target / "model.xml"))
+        except RuntimeError:
+            pass
+    return _reread(model)
 
 
 def _load_or_convert(folder: Path, tokenizer, tokenize, cache_dir: Path | None, int8: str | None):
     """The converted model (``int8``: then quantised; the tokenizer's state), each step cached under
-    ``cache_dir/<key>``."""
+    ``cache_dir/<key>``; with int8 cached, the float32 IR is not read."""
     nncf = _nncf() if int8 is not None else None  # a missing package is reported before the conversion
     key = _cache_key(folder)
     root = Path(cache_dir).expanduser() if cache_dir is not None else None
-    f32 = _cached_ir(root / key if root else None, lambda: _convert(folder, tokenizer), {"model": str(folder)})
+
+    def f32():
+        return _cached_ir(root / key if root else None, lambda: _convert(folder, tokenizer), {"model": str(folder)})
+
     if nncf is None:
-        return f32
+        return f32()
     return _cached_ir(root / f"{key}-int8-{_int8_key(key, nncf.__version__, int8)}" if root else None,
-                      lambda: _quantize(f32, tokenize),
+                      lambda: _quantize(f32(), tokenize),
                       {"model": str(folder), "int8": "nncf.quantize, transformer preset", "nncf": nncf.__version__})
 
 
