@@ -80,3 +80,66 @@ def test_the_walk_sees_relative_and_absolute_imports(tmp_path: Path) -> None:
     mod = PKG / "retrieve" / "context.py"
     found = {t for _, t in _imports(mod)}
     assert {"memory", "tokens", "text"} <= found
+
+
+ROOT = PKG.parent
+
+
+def _ops_modules(path: Path) -> list[tuple[int, list[str]]]:
+    """(line, path under xmemory_gpu.ops) of every import of an ops module in ``path`` (absolute, or
+    relative from inside the package)."""
+    rel = path.relative_to(PKG).with_suffix("").parts if path.is_relative_to(PKG) else None
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level and rel is not None:
+                mod = list(rel[: len(rel) - node.level]) + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.startswith("xmemory_gpu."):
+                mod = node.module.split(".")[1:]
+            else:
+                continue
+            if mod[:1] == ["ops"]:
+                out += [(node.lineno, mod[1:] + [a.name]) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name.split(".")[2:]) for a in node.names if a.name.startswith("xmemory_gpu.ops.")]
+    return out
+
+
+def _private_ops_imports(path: Path) -> list[str]:
+    """``line: xmemory_gpu.ops.<path>`` for each import in ``path`` of a private ops module or name."""
+    return [f"{line}: xmemory_gpu.ops.{'.'.join(parts)}" for line, parts in _ops_modules(path)
+            if any(p.startswith("_") and p != "__init__" for p in parts)]
+
+
+def test_no_private_ops_module_is_imported_from_outside_ops() -> None:
+    """Outside ``xmemory_gpu/ops`` and ``tests/ops``, code uses the ops' public names only: no module
+    path component under ``ops`` that starts with ``_`` (``ops._dispatch``, ``ops.knn._torch``), and no
+    private name imported from an ops module. Benchmarks included."""
+    files = [p for p in PKG.rglob("*.py") if "ops" not in p.relative_to(PKG).parts[:1]]
+    files += [p for p in (ROOT / "tests").rglob("*.py") if "ops" not in p.relative_to(ROOT / "tests").parts[:1]]
+    files += list((ROOT / "benchmarks").rglob("*.py"))
+    bad = [f"{path.relative_to(ROOT)}:{hit}" for path in sorted(files) for hit in _private_ops_imports(path)]
+    assert not bad, "private ops modules or names imported from outside ops:\n" + "\n".join(bad)
+
+
+def test_the_private_ops_walk_sees_every_import_form(tmp_path: Path) -> None:
+    """The checker itself: absolute ``from``/``import`` forms and relative imports inside the package."""
+    mod = tmp_path / "m.py"
+    mod.write_text(
+        "import xmemory_gpu.ops.knn._torch\n"
+        "from xmemory_gpu.ops._dispatch import host\n"
+        "from xmemory_gpu.ops import _arrays\n"
+        "from xmemory_gpu.ops.knn import _GRAPH_IMPLS\n"
+        "from xmemory_gpu.ops.devices import host\n"
+        "from xmemory_gpu.ops import knn_graph\n"
+        "import xmemory_gpu.ops.knn\n",
+        encoding="utf-8",
+    )
+    assert [h.split(": ")[1] for h in _private_ops_imports(mod)] == [
+        "xmemory_gpu.ops.knn._torch",
+        "xmemory_gpu.ops._dispatch.host",
+        "xmemory_gpu.ops._arrays",
+        "xmemory_gpu.ops.knn._GRAPH_IMPLS",
+    ]
+    found = {".".join(parts) for _, parts in _ops_modules(PKG / "retrieve" / "grouped.py")}
+    assert {"checks.csr_offsets", "devices.host", "knn.knn_search"} <= found  # relative imports resolved

@@ -2,7 +2,7 @@
 
 References kept here (the code as it was before the stage was batched): ``_block_reference``, one
 memory's f(P) state from its labels (sums by ``np.add.at``, one product for the centroid cosines,
-top-2 by argmax, ``_f``); ``_grow_reference``, one conversation at a time, its state rebuilt from
+top-2 by argmax, ``objective_from_parts``); ``_grow_reference``, one conversation at a time, its state rebuilt from
 its labels for every scoring call and its merge candidates from the per-theme loop
 (``merge_candidates_reference``). The batched path must take the same decisions to the last tie:
 same theme ids, lineage, theme_of, reassignments and split / merge counts, and f(P) within 1e-9
@@ -25,7 +25,7 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.ops.objective import Candidates, PartitionState, partition_objective, score_candidates
-from xmemory_gpu.ops.objective.state import _f
+from xmemory_gpu.ops.objective.state import objective_from_parts
 
 
 def _block_reference(x: np.ndarray, labels: np.ndarray, eps: float = 1e-8):
@@ -53,7 +53,7 @@ def _block_reference(x: np.ndarray, labels: np.ndarray, eps: float = 1e-8):
         ti[:, 1] = np.argmax(rest, axis=1)
         tc[:, 1] = rest[rows, ti[:, 1]]
         ti[~np.isfinite(tc)] = -1
-    return uniq, sm, cnt, ti, tc, _f(nrm, cnt, tc[:, 0] if k > 1 else np.zeros(1), len(labels), eps)
+    return uniq, sm, cnt, ti, tc, objective_from_parts(nrm, cnt, tc[:, 0] if k > 1 else np.zeros(1), len(labels), eps)
 
 
 def _state_of(st: ThemeState) -> PartitionState:

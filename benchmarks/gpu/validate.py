@@ -178,9 +178,10 @@ class Runner:
     def knn(self) -> None:
         from ops.knn_cases import check_knn
 
-        from xmemory_gpu.ops.knn import _GRAPH_IMPLS, knn_graph, knn_search
+        from xmemory_gpu.ops import implemented_backends
+        from xmemory_gpu.ops.knn import knn_graph, knn_search
 
-        for b in self.gpu_backends(tuple(_GRAPH_IMPLS)):
+        for b in self.gpu_backends(implemented_backends("knn_graph")):
             def graph_check(b=b) -> dict[str, Any]:
                 for k, d in ((1, 24), (10, 37)):
                     sizes = ragged_sizes(self.rng, 8, 3, 40 if self.dry else 300)
@@ -216,7 +217,7 @@ class Runner:
             flops = float(2 * d * np.sum(sizes.astype(np.float64) ** 2))
             nbytes = float(x.numel() * 4 + int(off[-1]) * k * 8)
             case = f"{n_seg} segments of {lo}-{hi} rows, d={d}, k={k}"
-            for b in self.gpu_backends(tuple(_GRAPH_IMPLS)):
+            for b in self.gpu_backends(implemented_backends("knn_graph")):
                 self.add_bench("knn_graph", case, f"{b} (ours)", lambda b=b, x=x, off=off: knn_graph(x, off, k, backend=b),
                                nbytes=nbytes, flops=flops, peak_flops_key="fp32_TFLOPs")
             self.add_bench("knn_graph", case, "torch padded bmm + topk", lambda x=x, st=st: _padded_bmm_topk(torch, x, st, k),
@@ -226,9 +227,8 @@ class Runner:
     def objective(self) -> None:
         from ops.objective_cases import random_candidates, random_partition
 
+        from xmemory_gpu.ops import implemented_backends
         from xmemory_gpu.ops.objective import (
-            _OBJECTIVE,
-            _SCORE,
             Candidates,
             PartitionState,
             partition_objective,
@@ -236,7 +236,7 @@ class Runner:
         )
         from xmemory_gpu.ops.objective import reference as ref
 
-        for b in self.gpu_backends(tuple(_OBJECTIVE)):
+        for b in self.gpu_backends(implemented_backends("partition_objective")):
             def part_check(b=b) -> dict[str, Any]:
                 sizes = [0, 1, 5, 40, 33, 12, 64] + ([] if self.dry else [300, 700])
                 themes = [1, 1, 5, 1, 12, 12, 64] + ([] if self.dry else [60, 90])
@@ -250,7 +250,7 @@ class Runner:
                 return {"max_abs_err": float(np.max(np.abs(got - want)))}
 
             self.check("partition_objective", b, part_check)
-        for b in self.gpu_backends(tuple(_SCORE)):
+        for b in self.gpu_backends(implemented_backends("score_candidates")):
             def score_check(b=b) -> dict[str, Any]:
                 x, lab, off = random_partition(self.rng, [30, 2, 60, 9, 1, 25], [6, 2, 10, 9, 1, 1], 11)
                 state = PartitionState.from_labels(x, lab, off)
@@ -271,7 +271,7 @@ class Runner:
         case = f"{n_mem} memories x {nodes} nodes x {themes} themes, d={d}"
         nbytes = float(n * d * 4 + n * 8 + n_mem * 8)
         flops = float(n * d + n_mem * themes * themes * 2 * d)
-        for b in self.gpu_backends(tuple(_OBJECTIVE)):
+        for b in self.gpu_backends(implemented_backends("partition_objective")):
             self.add_bench("partition_objective", case, f"{b} (ours)",
                            lambda b=b: partition_objective(xt, lt, off, backend=b), nbytes=nbytes, flops=flops,
                            peak_flops_key="fp64_TFLOPs")
@@ -286,7 +286,7 @@ class Runner:
         c_bytes = float((members * d + np.sum(kb) * d + cands.n) * 8)
         c_flops = float(members * d + np.sum((kb + n_grp) * n_grp) * 2 * d)
         case = f"{cands.n} candidates over {case} (host to host)"
-        for b in self.gpu_backends(tuple(_SCORE)):
+        for b in self.gpu_backends(implemented_backends("score_candidates")):
             self.add_bench("score_candidates", case, f"{b} (ours)", lambda b=b: score_candidates(state, cands, backend=b),
                            nbytes=c_bytes, flops=c_flops, peak_flops_key="fp64_TFLOPs")
         if self.status["cpu"].available:
@@ -298,9 +298,10 @@ class Runner:
     def coverage(self) -> None:
         from ops.coverage_cases import random_problem
 
-        from xmemory_gpu.ops.coverage import _IMPLS, coverage_select
+        from xmemory_gpu.ops import implemented_backends
+        from xmemory_gpu.ops.coverage import coverage_select
 
-        for b in self.gpu_backends(tuple(_IMPLS)):
+        for b in self.gpu_backends(implemented_backends("coverage_select")):
             def cov_check(b=b) -> dict[str, Any]:
                 sizes = ragged_sizes(self.rng, 10, 1, 60 if self.dry else 400)
                 off, idx, w, rel = random_problem(self.rng, sizes, 8)
@@ -320,7 +321,7 @@ class Runner:
         m = int(off[-1])
         nbytes = float(m * k * 8 + m * 4 + n_q * 8)
         case = f"{n_q} queries x {lo}-{hi} candidates, k={k}, budget 20 (host to host)"
-        for b in self.gpu_backends(tuple(_IMPLS)):
+        for b in self.gpu_backends(implemented_backends("coverage_select")):
             self.add_bench("coverage_select", case, f"{b} (ours)",
                            lambda b=b: coverage_select(off, idx, w, rel, budget=20, backend=b), nbytes=nbytes,
                            flops=0.0, peak_flops_key="fp32_TFLOPs")
@@ -360,9 +361,10 @@ class Runner:
                 self.add_bench("token_entropy_logprob", case, "triton (ours)",
                                lambda z=z, ids=ids: token_entropy_logprob(z, ids, backend="triton"), nbytes=nbytes,
                                flops=float(4 * z.numel()), peak_flops_key="fp32_TFLOPs")
+            torch_path = "cuda" if self.cuda else "cpu"  # entropy's torch log_softmax, where the logits are
             self.add_bench("token_entropy_logprob", case, "torch log_softmax + gather",
-                           lambda z=z, ids=ids: token_entropy_logprob(z, ids, backend="torch"), nbytes=nbytes,
-                           flops=float(4 * z.numel()), peak_flops_key="fp32_TFLOPs")
+                           lambda z=z, ids=ids, b=torch_path: token_entropy_logprob(z, ids, backend=b),
+                           nbytes=nbytes, flops=float(4 * z.numel()), peak_flops_key="fp32_TFLOPs")
 
 
 def _padded_bmm_topk(torch: Any, x: Any, sizes: Any, k: int) -> Any:

@@ -20,8 +20,7 @@ def run(args: argparse.Namespace) -> int:
 
     status = available_backends()
     table = rows()
-    implemented = {"token_entropy_logprob": ("triton",), "coverage_select": ("triton", "cuda")}
-    auto = {op: list(gpu_preference(op, implemented.get(op, ("triton", "cuda")))) for op in OPS}
+    auto = {op: list(gpu_preference(op)) for op in OPS}
     if args.json:
         print(json.dumps({"backends": {k: {"available": v.available, "reason": v.reason} for k, v in status.items()},
                           "validated": table, "auto_gpu_order": auto}, indent=2))

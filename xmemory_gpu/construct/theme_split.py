@@ -11,7 +11,8 @@ import zlib
 
 import numpy as np
 
-from ..ops._arrays import check_offsets, to_numpy
+from ..ops.checks import check_offsets
+from ..ops.devices import host
 
 
 def _canonical(labels: np.ndarray) -> np.ndarray:
@@ -75,10 +76,10 @@ def split_proposals(
 ) -> list[list[np.ndarray]]:
     """For each theme (rows ``members_offsets[t]:members_offsets[t+1]`` of x), distinct candidate
     label arrays [n_t] with values 0..k-1, every value used."""
-    x = np.asarray(to_numpy(x), dtype=np.float64)
+    x = np.asarray(host(x), dtype=np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     x = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
-    off = check_offsets(to_numpy(members_offsets), x.shape[0], "members_offsets")
+    off = check_offsets("members_offsets", members_offsets, x.shape[0])
     out: list[list[np.ndarray]] = []
     for t in range(len(off) - 1):
         xt = x[off[t] : off[t + 1]]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..memory.bank import Level
-from ..ops._arrays import csr_offsets
-from ..ops._dispatch import backend_device, host
+from ..ops.checks import csr_offsets
+from ..ops.devices import backend_device, host
 from ..ops.knn import knn_search
 
 RERANK_MARGIN = 8  # candidates fetched past k, so a near-tie at the k-th place is re-decided exactly

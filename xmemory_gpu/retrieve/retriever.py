@@ -18,7 +18,7 @@ from ..config import XMemoryConfig, resolve_config
 from ..embed import Embedder, embedder_for_store, encode_queries
 from ..memory.bank import Bank
 from ..memory.store import Store
-from ..ops._dispatch import encoder_device
+from ..ops.devices import encoder_device
 from ..tokens import TokenCounter, default_counter
 from .baselines import Chunks
 from .chunk_rag import PassageCache

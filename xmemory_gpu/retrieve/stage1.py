@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import Stage1Config
 from ..memory.bank import Bank
-from ..ops._arrays import csr_offsets
+from ..ops.checks import csr_offsets
 from ..ops.coverage import coverage_select
 from .grouped import search_by_memory
 

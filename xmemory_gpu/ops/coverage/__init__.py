@@ -11,8 +11,7 @@ from ..checks import check_budgets, check_finite, check_finite_scalar, check_ind
 from ..devices import as_caller, gpu_device, host, is_cuda_tensor, to_backend
 from .reference import STOP_RULES
 
-# the table stays importable for benchmarks/gpu/validate.py (transitional: use ops.implemented_backends(op))
-_IMPLS = register("coverage_select", __name__, {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"})
+register("coverage_select", __name__, {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"})
 
 
 def _validate(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop):

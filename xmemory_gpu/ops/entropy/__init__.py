@@ -44,13 +44,9 @@ def _check(shape: tuple[int, ...], ids: np.ndarray) -> None:
 def token_entropy_logprob(logits: Any, token_ids: Any, *, backend: str = "auto") -> tuple[Any, Any]:
     """logits [T, V], token_ids [T] -> (entropy [T], logprob [T]) in nats, in the kind of ``logits``.
 
-    ``backend="torch"`` (transitional, for benchmarks/gpu/validate.py) runs the torch path on the
-    logits' device: ``cpu`` / ``cuda`` name it now. Bad shapes, dtypes or ids outside [0, V) raise
+    Bad shapes, dtypes or ids outside [0, V) raise
     ``ValueError`` before any backend runs."""
-    if backend == "torch":
-        name = "cuda" if is_cuda_tensor(logits) else "cpu"
-    else:
-        name = resolve_backend(OP, backend, on_cuda=is_cuda_tensor(logits))
+    name = resolve_backend(OP, backend, on_cuda=is_cuda_tensor(logits))
     logits = array(logits)
     check_real("logits", logits, integers=False)
     ids = host(token_ids)
@@ -59,8 +55,6 @@ def token_entropy_logprob(logits: Any, token_ids: Any, *, backend: str = "auto")
     impl = implementation(OP, name)
     if name == "reference":
         ent, lp = impl(host(logits, np.float64), ids)
-    elif backend == "torch":  # the torch path where the logits are
-        ent, lp = impl(logits, ids)
     elif name in GPU_BACKENDS:  # device backends get device tensors
         dev = gpu_device(name, logits)
         ent, lp = impl(to_backend(logits, name, device=dev), to_backend(ids, name, device=dev))

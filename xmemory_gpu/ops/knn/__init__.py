@@ -15,9 +15,8 @@ from ..devices import as_caller, gpu_device, is_cuda_tensor, to_backend
 from ._torch import search_wide_k
 
 _ALL = {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"}  # backend -> module
-# the tables stay importable for benchmarks/gpu/validate.py (transitional: use ops.implemented_backends(op))
-_GRAPH_IMPLS = register("knn_graph", __name__, _ALL)
-_SEARCH_IMPLS = register("knn_search", __name__, _ALL)
+register("knn_graph", __name__, _ALL)
+register("knn_search", __name__, _ALL)
 
 GPU = GPU_BACKENDS
 MAX_K_GPU = 64  # the GPU kernels keep a register top-k of at most 64 (ops/knn/triton.py MAX_K, kKnnMaxK)

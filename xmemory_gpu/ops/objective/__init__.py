@@ -23,9 +23,8 @@ from . import cpu
 from .state import Candidates, PartitionState
 
 _ALL = {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"}  # backend -> module
-# the tables stay importable for benchmarks/gpu/validate.py (transitional: use ops.implemented_backends(op))
-_OBJECTIVE = register("partition_objective", __name__, _ALL)
-_SCORE = register("score_candidates", __name__, _ALL)
+register("partition_objective", __name__, _ALL)
+register("score_candidates", __name__, _ALL)
 
 
 def partition_objective(x: Any, labels: Any, offsets: Any, *, eps: float = 1e-8, backend: str = "auto") -> Any:

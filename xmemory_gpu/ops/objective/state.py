@@ -36,10 +36,10 @@ def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> flo
     unit = np.divide(sums, norms[:, None], out=np.zeros_like(sums), where=norms[:, None] > 0)
     cos = unit @ unit.T
     np.fill_diagonal(cos, -np.inf)
-    return _f(norms, counts, cos.max(axis=1) if k > 1 else np.zeros(1), n, eps)
+    return objective_from_parts(norms, counts, cos.max(axis=1) if k > 1 else np.zeros(1), n, eps)
 
 
-def _f(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n: int, eps: float) -> float:
+def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n: int, eps: float) -> float:
     """f(P) from the themes' sum norms [K], counts [K] and nearest-centroid cosines s [K]."""
     k = len(counts)
     if k == 0 or n == 0:
@@ -152,7 +152,7 @@ def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray,
               eps: float) -> np.ndarray:
-    """``_f`` of every block at once, bit for bit: norms [T], counts [T], s [T] each theme's nearest
+    """``objective_from_parts`` of every block at once, bit for bit: norms [T], counts [T], s [T] each theme's nearest
     cosine (its block's s is 0 where the block has one theme), theme_off [nb+1], n [nb] node counts.
     Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
     elementwise, and each block's mean one ``sum`` over its slice, as ``np.mean`` sums."""
@@ -174,7 +174,7 @@ def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: n
 
     m = median(s)
     sigma = median(np.abs(s - m[t_blk])) + eps
-    den = np.array([2 * float(v) ** 2 for v in sigma.tolist()])  # Python float powers, as _f takes them
+    den = np.array([2 * float(v) ** 2 for v in sigma.tolist()])  # Python float powers, as objective_from_parts takes them
     term = norms / counts * np.exp(-((s - m[t_blk]) ** 2) / den[t_blk])
     sumsq = np.add.reduceat((counts.astype(np.float64) ** 2), theme_off[live])  # integers: exact in any order
     for j, b in enumerate(live.tolist()):
