@@ -40,7 +40,18 @@ def test_no_compatibility_shims():
 
     import xmemory_gpu.ops
 
-    assert not (Path(xmemory_gpu.ops.__file__).parent / "_backend.py").exists()
+    ops_dir = Path(xmemory_gpu.ops.__file__).parent
+    for gone in ("_backend.py", "_dispatch.py", "_arrays.py"):
+        assert not (ops_dir / gone).exists(), gone
+    from xmemory_gpu.ops import coverage, knn, objective
+
+    for mod, table in ((knn, "_GRAPH_IMPLS"), (knn, "_SEARCH_IMPLS"), (objective, "_OBJECTIVE"),
+                       (objective, "_SCORE"), (coverage, "_IMPLS")):
+        assert not hasattr(mod, table), table
+    from xmemory_gpu.ops import token_entropy_logprob
+
+    with pytest.raises(ValueError, match="unknown backend 'torch'"):  # torch is an input kind, not a backend
+        token_entropy_logprob(np.zeros((1, 2), np.float32), [0], backend="torch")
 
 
 # ---- what each op implements ---------------------------------------------------------------------
