@@ -39,24 +39,38 @@ def attributes(text: str) -> frozenset[str]:
     return frozenset(name for name, pat in ATTRIBUTES.items() if pat.search(text))
 
 
+def _mask(text: str) -> int:
+    """The attributes of a statement as bits (one per ``ATTRIBUTES`` entry)."""
+    return sum(1 << b for b, pat in enumerate(ATTRIBUTES.values()) if pat.search(text))
+
+
 def supersessions(texts: list[str], x: np.ndarray, order: np.ndarray, speakers: list[str], *,
-                  threshold: float = THRESHOLD) -> dict[int, int]:
+                  threshold: float = THRESHOLD, new: np.ndarray | None = None) -> dict[int, int]:
     """Statement i -> the statement j that supersedes it (the first later one that does), for texts [n],
-    unit rows x [n, d], ``order`` [n] (when each was said: message position) and ``speakers`` [n]."""
+    unit rows x [n, d], ``order`` [n] (when each was said: message position) and ``speakers`` [n].
+    ``new``: the rows that may supersede (the statements a write added; default all): the cost is
+    one product of those change statements with every row, so a write pays for what it adds."""
     n = len(texts)
     if n < 2:
         return {}
-    attrs = [attributes(t) for t in texts]
-    changes = [j for j in range(n) if CHANGE.search(texts[j]) and attrs[j]]
+    rows = np.arange(n) if new is None else np.asarray(new, np.int64)
+    changes = [j for j in (int(r) for r in rows) if CHANGE.search(texts[j]) and _mask(texts[j])]
     if not changes:
         return {}
+    order = np.asarray(order)
+    spk = np.unique(np.asarray(speakers, dtype=object), return_inverse=True)[1]
     sims = np.asarray(x, np.float64)[changes] @ np.asarray(x, np.float64).T  # [C, n]
+    close = np.flatnonzero((sims >= threshold).any(axis=0))  # only these rows' attributes are read
+    masks = np.zeros(n, np.int64)
+    masks[close] = [_mask(texts[i]) for i in close.tolist()]
+    masks[changes] = [_mask(texts[j]) for j in changes]
     out: dict[int, int] = {}
-    for c, j in sorted(enumerate(changes), key=lambda cj: (order[cj[1]], cj[1])):
-        for i in range(n):
-            if (i != j and order[i] < order[j] and speakers[i] == speakers[j] and attrs[i] & attrs[j]
-                    and sims[c, i] >= threshold and i not in out):
-                out[i] = j
+    for c in sorted(range(len(changes)), key=lambda c: (order[changes[c]], changes[c])):
+        j = changes[c]
+        hit = (order < order[j]) & (spk == spk[j]) & ((masks & masks[j]) != 0) & (sims[c] >= threshold)
+        hit[j] = False
+        for i in np.flatnonzero(hit).tolist():
+            out.setdefault(i, j)
     return out
 
 

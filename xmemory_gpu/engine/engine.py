@@ -307,7 +307,7 @@ class MemoryEngine:
             for old, new in zip(mems, grown):
                 unit_ids.assign(old, new, set(), rederived=False)
                 _carry(old, new, set(), added.get(old.memory_id, {}), names.get(old.memory_id),
-                       stamped.get(old.memory_id, []))
+                       stamped.get(old.memory_id, []), rederived=False)
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
             # a name learned now for a memory that called its user "the user": its earlier turns are
             # the named person's too (statements and questions then use one name); a second commit
@@ -453,7 +453,7 @@ class MemoryEngine:
         grown = grow(empties, keep_msgs, self.embedder, self.config, new_x=keep_x, backend=self.backend)
         for old, new, drop in zip(mems, grown, drops):
             unit_ids.assign(old, new, drop, rederived=True)
-            _carry(old, new, drop, {}, None, [])
+            _carry(old, new, drop, {}, None, [], rederived=True)
         self._commit(grown, [(m.memory_id, op[0], op[1]) for m in grown],
                      redact={m.memory_id: drop for m, drop in zip(mems, drops) if drop})
         if vacuum:
@@ -730,7 +730,7 @@ def _public_ids(r: RetrievalResult) -> RetrievalResult:
 
 
 def _carry(old: Memory, new: Memory, dropped: set[str], added: dict[str, dict], user_name: str | None,
-           stamped: list[str]) -> None:
+           stamped: list[str], *, rederived: bool) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
     metadata, the user's name, the ids of messages stamped at arrival; the dropped ids leave."""
     meta.carry(old, new, added, dropped)
@@ -746,10 +746,19 @@ def _carry(old: Memory, new: Memory, dropped: set[str], added: dict[str, dict], 
     pos = {m.id: n for n, m in enumerate(new.messages)}
     speaker = {m.id: m.speaker for m in new.messages}
     firsts = [min(s.message_ids, key=pos.__getitem__) for s in new.semantics]
+    # a growth keeps the earlier decisions and tries the statements it added; a re-derivation (a delete,
+    # an update, a rename) decides again for all
+    alive = {s.id: s for s in new.semantics}
+    kept = {} if rederived else {k: v for k, v in (old.stats.get(SUPERSEDED) or {}).items()
+                                 if int(k) in alive and int(v[0]) in alive}
+    known = {s.id for s in old.semantics}
+    fresh = None if rederived else np.array([r for r, s in enumerate(new.semantics) if s.id not in known], np.int64)
     sup = supersessions([s.text for s in new.semantics], new.sem_x, np.array([pos[m] for m in firsts], np.int64),
-                        [speaker[m] for m in firsts])
-    if sup:
-        new.stats[SUPERSEDED] = {str(new.semantics[i].id): [new.semantics[j].id, new.semantics[j].timestamp] for i, j in sup.items()}
+                        [speaker[m] for m in firsts], new=fresh) if fresh is None or len(fresh) else {}
+    found = {str(new.semantics[i].id): [new.semantics[j].id, new.semantics[j].timestamp] for i, j in sup.items()}
+    merged = {**found, **kept}  # an earlier decision stands (the first change superseded it)
+    if merged:
+        new.stats[SUPERSEDED] = merged
     else:
         new.stats.pop(SUPERSEDED, None)
 
