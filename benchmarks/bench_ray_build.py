@@ -41,7 +41,7 @@ def _summary(path: Path) -> dict[str, tuple]:
 
 def run(n: int | None = None, embedder: str | None = None, cpus: int | None = None) -> dict:
     """Both builds of the same ``n`` conversations; wall seconds, conversations per second, Ray's overhead."""
-    from xmemory_gpu.dist import build_store_ray
+    from xmemory_gpu.distributed import build_store_ray
 
     n = n or int(os.environ.get("XMEM_BENCH_CONVERSATIONS", "1000"))
     spec = embedder or os.environ.get("XMEM_BENCH_EMBEDDER", "all-MiniLM-L6-v2")

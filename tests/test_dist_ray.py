@@ -21,7 +21,7 @@ from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.construct.pipeline import build_bank, build_store
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
-from xmemory_gpu.dist.ray_build import (
+from xmemory_gpu.distributed.ray_build import (
     conversation_from_json,
     conversation_to_json,
     load_conversations,
@@ -148,7 +148,7 @@ def test_local_ray_listens_on_loopback_only_and_stops_on_ctrl_c(data, tmp_path, 
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
     psutil = pytest.importorskip("psutil")
-    from xmemory_gpu.dist import ray_build
+    from xmemory_gpu.distributed import ray_build
 
     assert not ray.is_initialized()
     seen: dict[int, list] = {}
@@ -189,7 +189,7 @@ def test_local_ray_listens_on_loopback_only_and_stops_on_ctrl_c(data, tmp_path, 
 
 # -- on a local Ray instance ---------------------------------------------------------------------
 def test_ray_build_equals_local_build(ray_cluster, data, local_store, tmp_path):
-    from xmemory_gpu.dist import build_store_ray
+    from xmemory_gpu.distributed import build_store_ray
 
     rep = build_store_ray(data, tmp_path / "s", config=_cfg(), shard_size=2, workers=2, progress=False)
     assert sorted(rep.built) == sorted(_rows(local_store)) and not rep.skipped
@@ -201,7 +201,7 @@ def test_ray_build_equals_local_build(ray_cluster, data, local_store, tmp_path):
 
 
 def test_worker_killed_mid_shard_gives_every_memory_once(ray_cluster, data, local_store, tmp_path):
-    from xmemory_gpu.dist import build_store_ray
+    from xmemory_gpu.distributed import build_store_ray
 
     marker = tmp_path / "crashed"
     rep = build_store_ray(data, tmp_path / "s", config=_cfg(), shard_size=3, workers=2, progress=False,
@@ -236,7 +236,7 @@ def slow_put(self, sl, **kw):
     time.sleep(1.0)
 Store.put_slice = slow_put
 from xmemory_gpu.config import XMemoryConfig
-from xmemory_gpu.dist import build_store_ray
+from xmemory_gpu.distributed import build_store_ray
 cfg = XMemoryConfig()
 cfg.embed.model = "hashing:256"
 build_store_ray(sys.argv[1], sys.argv[2], config=cfg, shard_size=2, workers=1, progress=False,
@@ -246,7 +246,7 @@ build_store_ray(sys.argv[1], sys.argv[2], config=cfg, shard_size=2, workers=1, p
 
 @pytest.mark.slow
 def test_driver_killed_mid_run_resumes(ray_cluster, data, local_store, tmp_path):
-    from xmemory_gpu.dist import build_store_ray
+    from xmemory_gpu.distributed import build_store_ray
 
     out = tmp_path / "s"
     env = dict(os.environ, HF_HUB_OFFLINE="1")

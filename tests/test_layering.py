@@ -22,11 +22,11 @@ ALLOWED: dict[str, set[str]] = {
     "construct": {"ops", "memory", "embed", "llm", "datasets"},
     "retrieve": {"ops", "memory", "embed", "llm"},
     "eval": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve"},
-    "dist": {"ops", "memory", "embed", "llm", "datasets", "construct"},
+    "distributed": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "engine", "service"},
     "engine": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve"},
     "service": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "engine"},
     "integrations": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "engine", "service"},
-    "cli": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "eval", "dist", "engine", "service",
+    "cli": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "eval", "distributed", "engine", "service",
             "integrations"},
 }
 

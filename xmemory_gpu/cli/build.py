@@ -118,7 +118,7 @@ def _print_usage(name: str, calls: int, prompt: int, output: int) -> None:
 
 def _run_ray(args: argparse.Namespace, cfg) -> int:
     """``--ray``: the same build on Ray Data (Ray is imported here, and only here)."""
-    from ..dist.ray_build import build_store_ray
+    from ..distributed.ray_build import build_store_ray
     from ..embed import load_embedder
 
     report = build_store_ray(

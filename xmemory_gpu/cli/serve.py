@@ -2,7 +2,12 @@
 ``serve`` extra). Unsafe or broken settings are refused before the store is opened: an address
 other than loopback without an API key, a key shorter than 16 characters, a coalescing window that
 is not a finite number of milliseconds up to 1000, a port outside 1-65535, a backend that is
-unknown or not usable here. SIGTERM drains in-flight requests, commits and exits with status 0."""
+unknown or not usable here. SIGTERM drains in-flight requests, commits and exits with status 0.
+
+``xmemory serve DIR --ray [local|auto|ADDRESS] --shards N``: the same API sharded by user on Ray
+Serve (``xmemory_gpu.distributed.ray_serve``; the ``serve-ray`` extra): ``DIR`` holds the store
+set's ``manifest.json`` and one store per shard; a ``--shards`` that disagrees with the manifest is
+refused before Ray starts. SIGTERM or Ctrl-C stops the shards gracefully (drain, commit, close)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import json
 import math
 import os
 import signal
+import threading
 from pathlib import Path
 
 MIN_KEY = 16  # characters of an API key
@@ -40,11 +46,22 @@ def coalesce_ms(text: str) -> float:
     return v
 
 
+def amount(text: str) -> float:
+    """An argparse type: a finite number >= 0 (CPUs, GPUs, seconds)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return v
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from .args import integer
 
     p = sub.add_parser("serve", help="serve a live memory store over HTTP")
-    p.add_argument("store")
+    p.add_argument("store", help="a store; with --ray, a store set's directory (manifest.json, shard-K/)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1: this machine only; any other needs an API key)")
     p.add_argument("--port", type=port, default=8000)
@@ -62,6 +79,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on "
                         "the GPU); one not usable here is refused, naming why")
     p.add_argument("--log-level", default="warning")
+    g = p.add_argument_group("sharded serving on Ray Serve")
+    g.add_argument("--ray", nargs="?", const="local", default=None, metavar="local|auto|ADDRESS",
+                   help="serve STORE as a store set on Ray Serve: local (a new Ray instance here; the default), "
+                        "auto (the cluster this machine is in) or a cluster's address")
+    g.add_argument("--shards", type=integer(1), default=None,
+                   help="shards of a new store set (default 1); an existing set's count is fixed by its manifest")
+    g.add_argument("--shard-cpus", type=amount, default=1.0, help="CPUs Ray reserves for each shard (default 1)")
+    g.add_argument("--shard-gpus", type=amount, default=None,
+                   help="GPUs Ray gives each shard (default 1 with --backend cuda or triton, else 0)")
+    g.add_argument("--shard-timeout", type=amount, default=30.0,
+                   help="seconds the ingress waits for a shard before answering 503 (default 30)")
+    g.add_argument("--ray-cpus", type=integer(1), default=None, help="CPUs of a local Ray instance (default: all)")
     p.set_defaults(func=run)
 
 
@@ -128,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
     if not keys and not is_loopback(args.host):
         raise ValueError(f"--host {args.host}: not a loopback address, and no API key: anyone who can reach it could "
                          f"read and delete every memory; set {args.api_key_env} or --keys-file, or bind 127.0.0.1")
+    if args.ray is not None:
+        return run_ray(args, keys)
+    given = [f"--{n.replace('_', '-')}" for n in ("shards", "shard_gpus", "ray_cpus") if getattr(args, n) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: sharding needs --ray (xmemory serve DIR --ray --shards N)")
     check_backend(args.backend)
 
     class Server(uvicorn.Server):
@@ -148,4 +182,46 @@ def run(args: argparse.Namespace) -> int:
     server.run()
     if not server.started:
         raise RuntimeError(f"the server did not start on {args.host}:{args.port} (see the log above)")
+    return 0
+
+
+def run_ray(args: argparse.Namespace, keys: dict[str, frozenset[str] | None]) -> int:
+    """The store set ``args.store`` on Ray Serve until SIGTERM or Ctrl-C."""
+    from ..distributed.shards import open_shard_set
+    from ..service import ServiceConfig
+
+    if args.shard_timeout <= 0:
+        raise ValueError("--shard-timeout: expected seconds > 0")
+    shard_set = open_shard_set(args.store, args.shards)  # a mismatch is refused before Ray starts
+    if args.ray == "local":  # elsewhere the shards run on other machines, whose backends this one cannot check
+        check_backend(args.backend)
+    try:
+        from ray import serve
+
+        from ..distributed import ray_serve
+    except ImportError as exc:
+        raise ValueError(f"--ray: Ray Serve is not installed ({exc.name or exc}); "
+                         "pip install 'xmemory-gpu[serve-ray]'") from None
+    gpus = args.shard_gpus if args.shard_gpus is not None else (1.0 if args.backend in ("cuda", "triton") else 0.0)
+    cfg = ServiceConfig(api_keys=keys, coalesce_ms=args.coalesce_ms, max_batch=args.max_batch)
+    stop = threading.Event()
+    ray_serve.init_ray(args.ray, num_cpus=args.ray_cpus)  # local: on 127.0.0.1 only
+    for sig in (signal.SIGTERM, signal.SIGINT):  # after ray.init (which installs its own), before the deploy
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        ray_serve.deploy(args.store, shards=shard_set.shards, config=cfg, host=args.host, port=args.port,
+                         embedder=args.embedder, backend=args.backend, reader=args.reader, shard_cpus=args.shard_cpus,
+                         shard_gpus=gpus, timeout_s=args.shard_timeout)
+        print(f"xmemory serve: {args.store} ({shard_set.shards} shard(s) on Ray {args.ray}) on "
+              f"http://{args.host}:{args.port} ({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, "
+              f"coalescing {args.coalesce_ms:g} ms)", flush=True)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        try:  # the shards drain, commit and close their stores
+            serve.shutdown() if args.ray == "local" else serve.delete(ray_serve.APP_NAME)
+        finally:
+            import ray
+
+            ray.shutdown()
     return 0
