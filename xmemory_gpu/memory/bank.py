@@ -1,5 +1,5 @@
-"""The bank: every memory of a store in struct-of-arrays form, the only in-memory layout
-(DESIGN section 3). Construction fills it, the store persists its per-memory slices, the kernels
+"""The bank: every memory of a store in struct-of-arrays form, the only in-memory layout.
+Construction fills it, the store persists its per-memory slices, the kernels
 read it in one launch, retrieval serves from it.
 
 Four levels (``msg``, ``epi``, ``sem``, ``theme``), each a :class:`Level`: row-aligned columns in one

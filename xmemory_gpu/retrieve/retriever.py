@@ -1,5 +1,5 @@
 """``Retriever.search``: every strategy of the registry (``strategies.py``) behind one batched API
-(DESIGN section 6), over the bank's columns.
+over the bank's columns.
 
 Stage II's uncertainty gate needs a reader with logits; with none configured, episodes are
 admitted by Stage II priority up to the episode budget, HiGMem takes each event's most similar

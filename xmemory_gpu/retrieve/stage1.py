@@ -1,5 +1,5 @@
 """Stage I: greedy coverage/relevance selection (Eq. 4) of themes, then of semantics, for a
-batch of queries over many memories at once (DESIGN sections 1 and 6).
+batch of queries over many memories at once.
 
 Per query: the top-``semantic_pool`` semantics of its memory by cosine (one ``knn_search`` for the
 batch); their themes are the theme candidates (relevance = cos(query, centroid), or cos(query, summary

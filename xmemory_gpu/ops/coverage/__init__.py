@@ -1,4 +1,4 @@
-"""Eq. 4 greedy coverage/relevance selection over ragged batches of queries (DESIGN section 4)."""
+"""Eq. 4 greedy coverage/relevance selection over ragged batches of queries."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The sparsity-semantics objective f(P): batched evaluation, incremental candidate scoring and the
-partition state they share, kept in place under edits (DESIGN sections 1 and 4). Split proposals
+partition state they share, kept in place under edits. Split proposals
 live with the theme code (``construct/themes/split.py``)."""
 
 from __future__ import annotations

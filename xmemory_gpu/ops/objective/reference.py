@@ -1,4 +1,4 @@
-"""float64 NumPy reference for f(P), written from the paper's definitions (DESIGN section 1).
+"""float64 NumPy reference for f(P), written from the paper's definitions (arXiv 2602.02007, the sparsity-semantics objective).
 
 f(P) = SparsityScore + SemScore over the K non-empty themes of one memory (N nodes, sizes n_k):
 SparsityScore = N^2 / (K sum_k n_k^2); SemScore = (1/K) sum_k cohesion_k g(s_k) with

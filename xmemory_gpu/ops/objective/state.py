@@ -4,7 +4,7 @@ batches of candidate edits.
 With unit rows and S_k the sum of theme k's members: cohesion_k = |S_k| / n_k and
 cos(mu_k, mu_j) = S_k . S_j / (|S_k| |S_j|), so f(P) needs only sums, counts and each theme's
 nearest other centroid; a candidate changes a few themes, and the others' s_k follow from the
-kept top-2 (DESIGN section 1).
+kept top-2.
 
 Layout: compact CSR, the one every ``score_candidates`` backend reads. Memory b's nodes are rows
 ``offsets[b]:offsets[b+1]``, its themes rows ``theme_offsets[b]:theme_offsets[b+1]`` in ascending
