@@ -228,3 +228,24 @@ def test_native_graph_steps_equal_their_numpy_forms(rng, monkeypatch):
         fast, slow = run(True, seed), run(False, seed)
         np.testing.assert_array_equal(fast[0], slow[0])
         np.testing.assert_array_equal(fast[1], slow[1])
+
+
+def test_an_engine_add_batch_of_50_scopes_is_one_lockstep_call(tmp_path, monkeypatch):
+    """The live engine grows the themes of every memory of a batch in one ``grow_themes`` call."""
+    from xmemory_gpu.construct import incremental
+    from xmemory_gpu.engine import MemoryEngine
+
+    calls = []
+    real = incremental.grow_themes
+
+    def counted(states, steps, cfg, **kw):
+        calls.append(len(states))
+        return real(states, steps, cfg, **kw)
+
+    monkeypatch.setattr(incremental, "grow_themes", counted)
+    items = [{"user_id": f"u{u}", "messages": [
+        {"speaker": "Ana", "text": f"I planted {n + u} tomato seedlings by the fence on day {n}.", "timestamp": 1_700_000_000 + n}
+        for n in range(4)]} for u in range(50)]
+    with MemoryEngine.open(tmp_path / "s", embedder=HashingEmbedder(64)) as eng:
+        eng.add_batch(items)
+        assert calls == [50] and len(eng.scopes()) == 50
