@@ -125,3 +125,12 @@ def test_the_figures_on_the_role_chats_with_the_default_embedder():
     assert m["recall_first"] >= 0.85 and m["recall_named"] >= 0.85, m
     assert m["newer_first"] >= 0.75 and m["auroc"] >= 0.85, m
     assert res["broken"] == []
+
+
+def test_other_frameworks_role_names_are_the_two_chat_roles(tmp_path):
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        eng.add([{"role": "human", "content": "I adopted a beagle called Biscuit last spring."},
+                 {"role": "AI", "content": "Beagles are lovely."}, {"role": "model", "content": "Enjoy the walks!"},
+                 {"speaker": "human", "content": "A speaker is a name: kept as given."}], user_id="u", user_name="Priya")
+        assert [u["speaker"] for u in eng.get_all(user_id="u") if u["type"] == "message"] == ["Priya", "assistant", "assistant",
+                                                                                               "human"]

@@ -338,6 +338,8 @@ class MemoryEngine:
             if unknown:
                 raise ValueError(f"{w}: unknown fields {sorted(unknown)}")
             speaker = inputs.text(d, ("speaker", "role"), w, MAX_ID_CHARS)
+            if "speaker" not in d:  # other frameworks' names of the two chat roles (LangChain, Gemini)
+                speaker = people.ROLE_ALIASES.get(speaker.lower(), speaker)
             text = inputs.text(d, ("content", "text"), w, self.limits.max_text_chars)
             if d.get("name") is not None:
                 speaker = inputs.check_id(d["name"], f"{w}: name")

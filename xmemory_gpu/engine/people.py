@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 
 NEUTRAL = "the user"
+# chat roles under other frameworks' names: LangChain's human / ai, Gemini's model, OpenAI's developer
+ROLE_ALIASES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "model": "assistant",
+                "bot": "assistant", "developer": "system", "system": "system"}
 # words that follow "I'm" capitalised without being a name
 _NOT_NAMES = frozenset(
     """American British English Irish Scottish Welsh Canadian Australian French German Spanish Italian Portuguese Dutch
@@ -62,4 +65,4 @@ def about_subject(query: str, subject: str) -> str:
     return q
 
 
-__all__ = ["NEUTRAL", "about_subject", "introduced_name"]
+__all__ = ["NEUTRAL", "ROLE_ALIASES", "about_subject", "introduced_name"]
