@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 from xmemory_gpu.datasets.locomo import load_locomo
+from xmemory_gpu.engine.results import relevance
 from xmemory_gpu.eval.chat_metrics import evidence_recall
 from xmemory_gpu.retrieve.retriever import Retriever
 
@@ -27,7 +28,8 @@ GRID = [round(0.05 * i, 2) for i in range(0, 15)]
 
 
 def top_relevance(r) -> float:
-    return max((float(u.scores.get("relevance", u.scores.get("similarity", u.score))) for u in r.units), default=0.0)
+    """The largest unit relevance, as the live engine marks it (``engine.results.relevance``)."""
+    return max((relevance(u) for u in r.units), default=0.0)
 
 
 def locomo_side(store: str, data: str, strategy: str, budget: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     chats = run(args.chats_embedder, 150, [args.strategy], None)["strategies"][args.strategy]["rows"]
     ans = [r for r in chats if r["kind"] != "unanswerable"]
     una = [r for r in chats if r["kind"] == "unanswerable"]
-    base = rec.sum()
     print(f"LoCoMo: {len(top)} answerable questions, {args.strategy} at {args.budget} tokens, recall {rec.mean():.3f}; "
           f"role chats: {len(ans)} answerable, {len(una)} unanswerable, {args.strategy} at 150 tokens")
     print("| threshold | LoCoMo recall lost (points) | LoCoMo questions emptied | chats: unanswerable emptied | "
@@ -71,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
         kept = sum(r["recall"] for r in ans if r["top_relevance"] >= t) / len(ans)
         print(f"| {t:.2f} | {lost:.2f} | {np.mean(top < t):.3f} | {np.mean([r['top_relevance'] < t for r in una]):.2f} | "
               f"{kept:.3f} |")
-    del base
     return 0
 
 
