@@ -16,12 +16,11 @@ from xmemory_gpu.memory.records import SemanticNode
 
 
 def _dense_dedup(mem, raw, raw_x, threshold):
-    """The rule as it was before blocking (dense similarity matrices), kept as the reference."""
+    """The rule as it was before blocking (dense similarity matrices), kept as the reference; its
+    cosines are exact (float64 products summed left to right), so identical rows tie exactly on any CPU."""
     semantics = [SemanticNode(s.id, s.text, list(s.episode_ids), list(s.message_ids), s.timestamp) for s in mem.semantics]
-    n_old = len(semantics)
     new_rows: list[int] = []
-    old_sims = raw_x @ mem.sem_x.T if n_old and len(raw) else np.zeros((len(raw), n_old), np.float32)
-    new_sims = raw_x @ raw_x.T if len(raw) else np.zeros((0, 0), np.float32)
+    old_sims, new_sims = _exact(raw_x, mem.sem_x), _exact(raw_x, raw_x)
     for i, node in enumerate(raw):
         cand = np.concatenate([old_sims[i], new_sims[i, new_rows]]) if new_rows else old_sims[i]
         if cand.size:
@@ -34,6 +33,13 @@ def _dense_dedup(mem, raw, raw_x, threshold):
         semantics.append(SemanticNode(len(semantics), node.text, list(node.episode_ids), list(node.message_ids), node.timestamp))
     sem_x = np.concatenate([mem.sem_x, raw_x[new_rows]]) if new_rows else mem.sem_x
     return semantics, sem_x.astype(np.float32), len(new_rows)
+
+
+def _exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[len(a), len(b)] dot products, each a left-to-right float64 sum of exact products."""
+    if not len(a) or not len(b):
+        return np.zeros((len(a), len(b)))
+    return np.cumsum(a[:, None, :].astype(np.float64) * b[None, :, :].astype(np.float64), axis=2)[..., -1]
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -126,3 +132,21 @@ def test_memory_stays_bounded_by_the_block(monkeypatch):
     assert n_kept == n_new - len(new[1::50]) - len(new[7::50]) and len(nodes) == len(sem_x) == n_old + n_kept
     assert nodes[0].message_ids == ["om0", "nm1"] and nodes[n_old + 2].message_ids == ["nm3", "nm7"]
     assert peak < 8 * 2**20 < 4 * n_new * (n_new + n_old) // 8, peak
+
+
+@pytest.mark.parametrize("n, d", [(37, 16), (130, 384), (515, 64)])
+def test_identical_columns_tie_exactly_wherever_they_sit(n, d):
+    """A BLAS product may score two identical columns a bit apart (its edge tiles add in another
+    order, as on AMD's AVX2 kernels); the rule re-scores the best candidates exactly, so the first
+    identical column wins at any position and size."""
+    from xmemory_gpu.construct.semantic import exact_cosines, first_best
+
+    rng = np.random.default_rng(n)
+    cols = _unit(rng.standard_normal((n, d)))
+    pos = sorted(rng.choice(n, 6, replace=False).tolist())
+    cols[pos] = cols[pos[0]]
+    rows = _unit(np.concatenate([cols[pos[:1]], cols[pos[:1]] + 0.01 * rng.standard_normal((4, d))]))
+    best, arg = first_best(rows @ cols.T, rows, cols)
+    assert (arg == pos[0]).all()
+    assert len(set(exact_cosines(np.repeat(rows[:1], 6, 0), cols[pos]).tolist())) == 1
+    assert best[0] == exact_cosines(rows[:1], cols[pos[:1]])[0]

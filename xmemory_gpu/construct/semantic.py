@@ -249,17 +249,42 @@ def extract_statements(conv: Conversation, episodes: list[Episode], cfg: Semanti
 DEDUP_BLOCK = 512
 
 
+TIE_TOL = 1e-4  # BLAS cosines this close to a row's best are re-scored exactly
+
+
+def exact_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products of ``a`` [k, d] and ``b`` [k, d] (float32) as float64: exact products,
+    summed left to right. The same two vectors give the same value wherever they sit, which a BLAS
+    product does not promise (its edge tiles may add in another order: on AMD's AVX2 kernels two
+    identical columns can differ in the last bit)."""
+    return np.cumsum(a.astype(np.float64) * b.astype(np.float64), axis=1)[:, -1] if a.shape[1] else np.zeros(len(a))
+
+
+def first_best(sims: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``sims`` [m, n] (``rows @ cols.T`` from BLAS): the largest exact cosine
+    (:func:`exact_cosines`, over the columns within ``TIE_TOL`` of the row's BLAS best) and its
+    column, the first of equals; -inf and -1 when there are no columns."""
+    m, n = sims.shape
+    best, arg = np.full(m, -np.inf), np.full(m, -1, np.int64)
+    if n == 0 or m == 0:
+        return best, arg
+    r, j = np.nonzero(sims >= (sims.max(axis=1) - TIE_TOL)[:, None])
+    exact = exact_cosines(rows[r], cols[j])
+    order = np.lexsort((j, -exact, r))  # per row: the largest value, then the first column
+    head = order[np.r_[True, r[order][1:] != r[order][:-1]]]
+    best[r[head]], arg[r[head]] = exact[head], j[head]
+    return best, arg
+
+
 def _best_prior(rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, block: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the largest cosine against the columns (``cols``, or ``cols[idx]``) and its first
     position, computed ``block`` columns at a time (-inf and -1 when there are none)."""
-    best = np.full(len(rows), -np.inf, np.float32)
+    best = np.full(len(rows), -np.inf)
     arg = np.full(len(rows), -1, np.int64)
     n = len(cols) if idx is None else len(idx)
     for c0 in range(0, n, block):
         chunk = cols[c0 : c0 + block] if idx is None else cols[idx[c0 : c0 + block]]
-        sims = rows @ chunk.T
-        j = np.argmax(sims, axis=1)
-        v = sims[np.arange(len(rows)), j]
+        v, j = first_best(rows @ chunk.T, rows, chunk)
         better = v > best  # strictly: a tie keeps the earlier column, as one argmax over all would
         best[better], arg[better] = v[better], c0 + j[better]
     return best, arg
@@ -267,8 +292,8 @@ def _best_prior(rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, bloc
 
 def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK) -> np.ndarray:
     """The de-duplication rule, in blocks: in order, each new row merges into its most similar
-    earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie) when the
-    cosine exceeds ``threshold``, else it is kept. Returns, per new row, the position it merges into
+    earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie, cosines
+    compared exactly: :func:`first_best`) when the cosine exceeds ``threshold``, else it is kept. Returns, per new row, the position it merges into
     among the old rows followed by the kept new rows, or -1 when kept. Memory is O(block * (block + d))
     whatever the sizes; work is O(new * (old + new) * d), the dense rule's."""
     n_old = len(old_x)
@@ -287,10 +312,9 @@ def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, 
         for li in range(len(rows)):
             b, t = best[li], arg[li]
             if local:
-                w = inner[li, local]
-                k = int(np.argmax(w))
-                if w[k] > b:
-                    b, t = w[k], n_old + n_prev + k
+                w, k = first_best(inner[li : li + 1, local], rows[li : li + 1], rows[local])
+                if w[0] > b:
+                    b, t = w[0], n_old + n_prev + int(k[0])
             if t >= 0 and b > threshold:
                 target[a + li] = t
             else:
