@@ -153,7 +153,7 @@ of is out of its provenance and earns nothing, as for evidence recall); a passag
             if mid in credit:
                 credit[mid] += len(text.split()) / len(ids)
     total = 0.0
-    for mid in ev:
+    for mid in sorted(ev):  # a fixed order: the sum is the same in every process (set order follows the hash seed)
         if mid not in messages:
             continue
         n = len(messages[mid][1].split())
