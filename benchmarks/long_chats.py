@@ -18,6 +18,7 @@ from collections import Counter
 import numpy as np
 
 from xmemory_gpu.eval.retrieval_metrics import evidence_recall
+from xmemory_gpu.memory.hierarchy import view
 from xmemory_gpu.retrieve import Retriever
 
 STRATEGIES = ("naive-rag", "memory-only", "xmemory")
@@ -32,7 +33,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     r = Retriever.from_store(args.store)
-    views = {r.bank.memory_ids[b]: r.bank.view(b) for b in range(r.bank.n_memories)}
+    views = {r.bank.memory_ids[b]: view(r.bank, b) for b in range(r.bank.n_memories)}
     first = Counter((mid, s.message_ids[0]) for mid, v in views.items() for s in v.semantics)  # a node's own message
     per_msg: dict[str, list[int]] = {}
     for mid, v in views.items():

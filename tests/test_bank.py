@@ -13,8 +13,8 @@ from xmemory_gpu.construct.pipeline import build_memories
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
-from xmemory_gpu.memory.bank import LEVELS, Bank, MemorySlice
-from xmemory_gpu.memory.hierarchy import slice_from_memory
+from xmemory_gpu.memory.bank import LEVELS, MemorySlice
+from xmemory_gpu.memory.hierarchy import bank_of, slice_from_memory, view
 from xmemory_gpu.memory.segments import Segments
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
 
@@ -36,10 +36,10 @@ def _records(mem):
 
 def test_view_round_trips_records_and_arrays(memories):
     _, mems = memories
-    bank = Bank.from_memories(mems)
+    bank = bank_of(mems)
     assert bank.index == {m.memory_id: b for b, m in enumerate(mems)}
     for b, m in enumerate(mems):
-        v = bank.view(b)
+        v = view(bank, b)
         assert _records(v) == _records(m)
         for name, a in m.arrays().items():
             np.testing.assert_array_equal(getattr(v, name), a, err_msg=name)
@@ -76,7 +76,7 @@ def _grow(sl: MemorySlice, times: int) -> MemorySlice:
 
 def test_growth_moves_only_the_growing_memory(memories):
     _, mems = memories
-    bank = Bank.from_memories(mems)
+    bank = bank_of(mems)
     before = {b: bank.slice(b) for b in range(bank.n_memories)}
     starts = {lv: bank.levels[lv].seg.starts.copy() for lv in LEVELS}
     grown = _grow(before[1], 3)
@@ -100,18 +100,18 @@ def test_growth_moves_only_the_growing_memory(memories):
 
 def test_new_memory_appends_without_moving_others(memories):
     _, mems = memories
-    bank = Bank.from_memories(mems[:3])
+    bank = bank_of(mems[:3])
     starts = bank.sem.seg.starts.copy()
     b = bank.put_slice(slice_from_memory(mems[3]))
     assert b == 3 and bank.index[mems[3].memory_id] == 3
     np.testing.assert_array_equal(bank.sem.seg.starts[:3], starts)
-    assert _records(bank.view(3)) == _records(mems[3])
+    assert _records(view(bank, 3)) == _records(mems[3])
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_search_on_a_grown_bank_equals_its_compact_copy(memories, strategy):
     convs, mems = memories
-    bank = Bank.from_memories(mems)
+    bank = bank_of(mems)
     bank.put_slice(_shrink(bank.slice(0), 3))  # in place, leaves slack
     bank.put_slice(_grow(bank.slice(2), 2))  # moved to the end, leaves a hole
     compact = bank.compact()

@@ -129,10 +129,12 @@ def test_memories_are_complete_and_traceable(synthetic, built):
 
 
 def test_theme_graph_is_the_exact_knn_of_final_centroids(built):
+    from xmemory_gpu.memory.codec import theme_columns
     from xmemory_gpu.ops.knn import knn_graph
 
     for mem in built:
-        idx, sim = knn_graph(mem.theme_x, np.array([0, len(mem.themes)]), mem.theme_knn_idx.shape[1], drop_nonpositive=True, backend="reference")
+        theme_x = theme_columns(mem.sem_x, mem.theme_of, len(mem.themes))["x"]
+        idx, sim = knn_graph(theme_x, np.array([0, len(mem.themes)]), mem.theme_knn_idx.shape[1], drop_nonpositive=True, backend="reference")
         for r in range(len(mem.themes)):
             # edges at similarity ~0 sit on the "drop <= 0" boundary: rounding decides them
             got = mem.theme_knn_sim[r][(mem.theme_knn_idx[r] >= 0) & (mem.theme_knn_sim[r] > 1e-6)]

@@ -22,11 +22,11 @@ from xmemory_gpu.memory.store import Store
 DRIVER = """
 import sys, time
 from xmemory_gpu.memory.store import Store
-_put = Store.put
-def slow_put(self, memory, **kw):
-    _put(self, memory, **kw)
+_commit = Store.commit
+def slow_commit(self, *a, **kw):
+    _commit(self, *a, **kw)
     time.sleep(0.4)
-Store.put = slow_put
+Store.commit = slow_commit
 from xmemory_gpu.cli import main
 sys.exit(main(sys.argv[1:]))
 """

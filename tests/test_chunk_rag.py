@@ -20,6 +20,7 @@ from xmemory_gpu.datasets.synthetic import generate_long_chats, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.eval.retrieval_metrics import evidence_word_recall
 from xmemory_gpu.memory.bank import Bank
+from xmemory_gpu.memory.hierarchy import bank_of
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
 from xmemory_gpu.retrieve.chunk_rag import DEFAULT_WORDS, width_of, windows
 from xmemory_gpu.retrieve.strategies import get_strategy
@@ -43,7 +44,7 @@ class CountingEmbedder:
 def chats(tmp_path_factory):
     path = write_json(generate_long_chats(3, seed=7, target_tokens=8000), tmp_path_factory.mktemp("long") / "long.json")
     convs = load_locomo(path)
-    return convs, Bank.from_memories(build_memories(convs, EMB, XMemoryConfig()))
+    return convs, bank_of(build_memories(convs, EMB, XMemoryConfig()))
 
 
 # -- the independent implementation: the rule in plain Python and NumPy ---------------------

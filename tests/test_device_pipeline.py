@@ -19,6 +19,7 @@ from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine, scope_key
 from xmemory_gpu.memory.bank import Bank
 from xmemory_gpu.memory.device import LOG_ENTRIES, WriteLog
+from xmemory_gpu.memory.hierarchy import bank_of, view
 from xmemory_gpu.memory.store import Store
 from xmemory_gpu.ops.backends import interpreting_triton, is_available
 from xmemory_gpu.ops.devices import backend_device
@@ -56,7 +57,7 @@ def test_build_on_the_device_matches_the_host_build(stores):
     host, dev = _bank(stores["cpu"]), _bank(stores["triton"])
     assert host.memory_ids == dev.memory_ids
     for b in range(host.n_memories):
-        h, d = host.view(b), dev.view(b)
+        h, d = view(host, b), view(dev, b)
         assert [s.text for s in h.semantics] == [s.text for s in d.semantics]
         assert np.array_equal(h.theme_of, d.theme_of)  # same themes, decided on device-scored f(P)
         assert [t.summary for t in h.themes] == [t.summary for t in d.themes]
@@ -90,7 +91,7 @@ def dense_bank(tmp_path_factory):
     data = tmp_path_factory.mktemp("dense") / "synth.json"
     write_json(generate_conversations(2, seed=12), data)
     emb = _Dense()
-    return Bank.from_memories(build_memories(load_locomo(data), emb, XMemoryConfig(), backend="triton")), emb
+    return bank_of(build_memories(load_locomo(data), emb, XMemoryConfig(), backend="triton")), emb
 
 
 def test_retriever_reads_device_resident_copies(dense_bank):

@@ -18,15 +18,11 @@ import pytest
 
 from xmemory_gpu.cli import main
 from xmemory_gpu.config import XMemoryConfig
-from xmemory_gpu.construct.pipeline import build_bank, build_store
+from xmemory_gpu.construct.pipeline import build_store
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.distributed.ray_build import (
-    conversation_from_json,
-    conversation_to_json,
     load_conversations,
-    slice_from_bytes,
-    slice_to_bytes,
 )
 from xmemory_gpu.embed import load_embedder
 from xmemory_gpu.memory.store import Store
@@ -79,34 +75,6 @@ def ray_cluster():
     ray.init(num_cpus=2, object_store_memory=500 * 2**20, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
-
-
-# -- the wire format (no Ray needed) -------------------------------------------------------------
-def test_wire_format_round_trips_a_built_bank(data):
-    convs = load_locomo(data)[:3]
-    convs[0].messages[0].text = "odd text: \x00 trailing NUL, é, 漢字, emoji \U0001F600 \x00"
-    convs[0].messages[1].text = ""
-    back = [conversation_from_json(conversation_to_json(c)) for c in convs]
-    assert back == convs
-    bank = build_bank(back, load_embedder(SPEC), _cfg())
-    for b in range(bank.n_memories):
-        sl = bank.slice(b)
-        got = slice_from_bytes(sl.memory_id, slice_to_bytes(sl), sl.stats)
-        for lv, cols in sl.cols.items():
-            assert set(got.cols[lv]) == set(cols)
-            for name, a in cols.items():
-                g = got.cols[lv][name]
-                assert g.dtype == a.dtype and g.shape == a.shape, (lv, name)
-                assert (g.tolist() == a.tolist()) if a.dtype.kind == "O" else np.array_equal(g, a, equal_nan=True), (lv, name)
-    assert bank.slice(0).cols["msg"]["text"][0].endswith("\x00")
-
-
-def test_wire_format_refuses_a_missing_column(data):
-    bank = build_bank(load_locomo(data)[:1], load_embedder(SPEC), _cfg())
-    sl = bank.slice(0)
-    del sl.cols["sem"]["text"]
-    with pytest.raises(ValueError, match="no column sem.text"):
-        slice_from_bytes(sl.memory_id, slice_to_bytes(sl), {})
 
 
 def test_loading_matches_the_local_build(data):

@@ -23,6 +23,7 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine, WriterLockError, scope_key
+from xmemory_gpu.memory.hierarchy import view
 from xmemory_gpu.retrieve import STRATEGIES
 
 EMB = HashingEmbedder(128)
@@ -66,7 +67,7 @@ def test_streaming_sessions_matches_the_bulk_build(tmp_path, convs):
                     items.append({"messages": _msgs(c, sessions[step]), "user_id": c.sample_id})
             eng.add_batch(items)
         for c in convs:
-            mem = eng.bank.view(eng.bank.index[scope_key(c.sample_id)])
+            mem = view(eng.bank, eng.bank.index[scope_key(c.sample_id)])
             _check_invariants(mem, cfg.theme.size_cap)
             assert [m.id for m in mem.messages] == [m.id for m in c.messages]
             assert mem.stats["f_P"] == pytest.approx(bulk[c.sample_id].stats["f_P"], rel=0.02)
@@ -79,7 +80,7 @@ def test_turn_by_turn_keeps_the_invariants_and_reopens_exactly(tmp_path, convs):
     with MemoryEngine.open(tmp_path / "t", embedder=EMB, config=cfg) as eng:
         for m in _msgs(conv):
             eng.add([m], user_id="u")
-        mem = eng.bank.view(0)
+        mem = view(eng.bank, 0)
         _check_invariants(mem, cfg.theme.size_cap)
         before = eng.get_all(user_id="u")
         res = [r.to_dict() for r in eng.search([q.question for q in conv.qa], user_id="u", strategy="xmemory")]

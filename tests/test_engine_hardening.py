@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from legacy_store import to_schema_2
 
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import Limits, MemoryEngine, QuarantinedError, inputs, scope_key
-from xmemory_gpu.memory.store import Store, StoreError
+from xmemory_gpu.memory.store import SCHEMA_VERSION, Store, StoreError
 from xmemory_gpu.retrieve import STRATEGIES
 
 EMB = HashingEmbedder(64)
@@ -33,7 +34,7 @@ def _talk(n: int, prefix: str = "m") -> list[dict]:
 
 
 def _npz_of(store: Path, key: str) -> Path:
-    return next((store / "arrays").glob(hashlib.sha1(key.encode()).hexdigest()[:16] + "-*.npz"))
+    return next((store / "arrays").glob(hashlib.sha1(key.encode()).hexdigest()[:16] + "-*.slice"))
 
 
 # -- finding 1: message ids shaped like unit ids ------------------------------------------------------
@@ -109,7 +110,8 @@ def test_every_id_a_result_carries_works_with_get_and_delete(tmp_path):
 
 
 def _downgrade(store: Path) -> None:
-    """Make a store look as a schema-1 release wrote it (no row columns, no id counters)."""
+    """Make a store look as a schema-1 release wrote it (text in tables, no row columns, no id counters)."""
+    to_schema_2(store)
     with sqlite3.connect(store / "memory.sqlite") as con:
         for t in ("episodes", "semantics"):
             con.execute(f"ALTER TABLE {t} DROP COLUMN row")
@@ -133,7 +135,7 @@ def test_a_schema_1_store_keeps_its_ids_and_upgrades(tmp_path):
         sem = [u for u in before if u["type"] == "semantic"]
         assert eng.get(sem[3]["id"], user_id="u")["text"] == sem[3]["text"]  # old ids resolve
         eng.delete(sem[0]["id"], user_id="u")
-        assert Store.open(store).schema_version == 2
+        assert Store.open(store).schema_version == SCHEMA_VERSION
         kept = _by_text(eng.get_all(user_id="u"), "semantic")
         assert all(kept[u["text"]] == u["id"] for u in sem[1:] if u["text"] in kept)
 
@@ -163,6 +165,7 @@ def test_a_stored_out_of_range_timestamp_does_not_break_searches(tmp_path):
     store = tmp_path / "s"
     with MemoryEngine.open(store, embedder=EMB) as eng:
         eng.add([{**m, "timestamp": 1_700_000_000 + i} for i, m in enumerate(_talk(12))], user_id="u")
+    to_schema_2(store)
     with sqlite3.connect(store / "memory.sqlite") as con:  # as a release without the bound could store
         con.execute("UPDATE messages SET timestamp = 1e20 WHERE id = 'm0'")
         con.execute("UPDATE episodes SET start = 253402300800, end = -1e15")
@@ -265,6 +268,7 @@ def test_invalid_json_in_a_record_names_table_and_field(tmp_path):
     store = tmp_path / "s"
     with MemoryEngine.open(store, embedder=EMB) as eng:
         eng.add(_talk(6), user_id="u")
+    to_schema_2(store)  # records of a schema-2 store
     with sqlite3.connect(store / "memory.sqlite") as con:
         con.execute("UPDATE semantics SET message_ids = '[\"m0\"' WHERE row = 0")
     with pytest.raises(StoreError, match="table semantics, field message_ids: not valid JSON"):

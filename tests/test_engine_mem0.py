@@ -13,6 +13,7 @@ from xmemory_gpu.construct.pipeline import theme_summary
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine
 from xmemory_gpu.engine.results import relevance
+from xmemory_gpu.memory.hierarchy import view
 from xmemory_gpu.memory.subset import restrict
 from xmemory_gpu.retrieve.strategies import strategy_names
 
@@ -83,7 +84,7 @@ def test_filtered_search_sees_only_matching_messages(eng, strategy):
 
 
 def test_restrict_to_everything_searches_the_same(eng):
-    mem = eng.bank.view(eng.bank.index[eng.bank.memory_ids[0]])
+    mem = view(eng.bank, eng.bank.index[eng.bank.memory_ids[0]])
     whole = restrict(mem, {m.id for m in mem.messages}, theme_summary)
     for name in ("sem_knn_idx", "sem_knn_sim", "theme_knn_idx", "theme_knn_sim", "theme_of", "sem_x", "msg_x", "epi_x"):
         assert np.array_equal(getattr(whole, name), getattr(mem, name)), name

@@ -19,6 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine, scope_key
+from xmemory_gpu.memory.backend import InMemoryBackend
+from xmemory_gpu.memory.hierarchy import view
 
 EMB = HashingEmbedder(64)
 SCOPES = [("alice", None, None), ("alice", "agent", None), ("bob", None, "run/1"), ("o'neil; --", None, None)]
@@ -33,9 +35,12 @@ class EngineModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="xmem-model-")
-        self.eng = MemoryEngine.open(self.dir, embedder=EMB, config=CFG)
+        self.eng = self._open()
         self.model: dict[tuple, dict[str, str]] = {s: {} for s in SCOPES}  # scope -> message id -> text
         self.n = 0
+
+    def _open(self) -> MemoryEngine:
+        return MemoryEngine.open(self.dir, embedder=EMB, config=CFG)
 
     def teardown(self) -> None:
         self.eng.close()
@@ -90,7 +95,7 @@ class EngineModel(RuleBasedStateMachine):
     def reopen(self):
         before = {s: self.eng.get_all(user_id=s[0], agent_id=s[1], run_id=s[2]) for s in SCOPES}
         self.eng.close()
-        self.eng = MemoryEngine.open(self.dir, embedder=EMB, config=CFG)
+        self.eng = self._open()
         assert {s: self.eng.get_all(user_id=s[0], agent_id=s[1], run_id=s[2]) for s in SCOPES} == before
 
     @invariant()
@@ -105,7 +110,7 @@ class EngineModel(RuleBasedStateMachine):
                     assert set(u["message_ids"]) <= live and u["message_ids"]
             key = scope_key(*s)
             if key in self.eng.bank.index:
-                mem = self.eng.bank.view(self.eng.bank.index[key])
+                mem = view(self.eng.bank, self.eng.bank.index[key])
                 if len(mem.semantics):
                     assert mem.theme_of.min() >= 0 and mem.theme_of.max() < len(mem.themes)
                     assert np.bincount(mem.theme_of).max() <= CFG.theme.size_cap
@@ -119,3 +124,35 @@ EngineModel.TestCase.settings = settings(
     phases=[Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if os.environ.get("XMEM_MODEL_SHRINK") else []),
 )
 TestEngineModel = EngineModel.TestCase
+
+
+class InMemoryEngineModel(EngineModel):
+    """The same model against the in-memory backend (the storage seam): reopening is a new engine
+    on the same backend object."""
+
+    def _open(self) -> MemoryEngine:
+        if not hasattr(self, "backend"):
+            self.backend = InMemoryBackend(dim=EMB.dim, embedder=EMB.name, config=CFG.to_dict())
+        return MemoryEngine.open(self.backend, embedder=EMB, config=CFG)
+
+
+InMemoryEngineModel.TestCase.settings = EngineModel.TestCase.settings
+TestInMemoryEngineModel = InMemoryEngineModel.TestCase
+
+
+class ResidentEngineModel(EngineModel):
+    """The same model with a residency budget smaller than one memory: every request loads what
+    it touches and evicts the rest, so state must survive eviction and reload exactly."""
+
+    def _open(self) -> MemoryEngine:
+        return MemoryEngine.open(self.dir, embedder=EMB, config=CFG, max_resident_bytes=1)
+
+    @invariant()
+    def stays_within_the_budget(self):
+        st = self.eng.stats()
+        assert st["resident_bytes"] <= st["max_resident_bytes"]  # nothing in flight pins a memory now
+        assert st["resident_memories"] <= sum(1 for s in SCOPES if not self.model[s])  # only empty ones (0 bytes) stay
+
+
+ResidentEngineModel.TestCase.settings = EngineModel.TestCase.settings
+TestResidentEngineModel = ResidentEngineModel.TestCase

@@ -143,3 +143,89 @@ def test_the_private_ops_walk_sees_every_import_form(tmp_path: Path) -> None:
     ]
     found = {".".join(parts) for _, parts in _ops_modules(PKG / "retrieve" / "grouped.py")}
     assert {"checks.csr_offsets", "devices.host", "knn.knn_search"} <= found  # relative imports resolved
+
+
+def _module_of(parts: list[str]) -> str | None:
+    """The package module a dotted path (relative to the package) names: a module file, a package's
+    ``__init__``, or the module an attribute is imported from."""
+    for n in range(len(parts), 0, -1):
+        base = PKG.joinpath(*parts[:n])
+        if base.with_suffix(".py").is_file():
+            return ".".join(parts[:n])
+        if (base / "__init__.py").is_file():
+            return ".".join(parts[:n] + ["__init__"])
+    return None
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (anywhere in it: a lazy import counts too)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = list(path.relative_to(PKG).with_suffix("").parts)
+        name = ".".join(rel)
+        deps = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[list[str]] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    pkg = rel[:-1] if rel[-1] != "__init__" else rel[:-1]
+                    base = pkg[: len(pkg) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+                elif node.module and node.module.startswith("xmemory_gpu"):
+                    base = node.module.split(".")[1:]
+                else:
+                    continue
+                targets = [base + [a.name] for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.split(".")[1:] for a in node.names if a.name.startswith("xmemory_gpu.")]
+            for t in targets:
+                mod = _module_of(t)
+                if mod is not None and mod != name:
+                    deps.add(mod)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle() -> None:
+    """No two modules import each other, directly or through others (a package's ``__init__``
+    re-exporting its modules is not a circle unless one of them imports the ``__init__`` back)."""
+    cycles = _cycles(_module_graph())
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_circle_check_finds_one() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

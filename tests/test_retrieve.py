@@ -14,7 +14,7 @@ from xmemory_gpu.construct.pipeline import build_memories
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
-from xmemory_gpu.memory.bank import Bank
+from xmemory_gpu.memory.hierarchy import bank_of
 from xmemory_gpu.memory.store import Store
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
 from xmemory_gpu.retrieve.stage1 import restrict_graph, run_stage1
@@ -32,7 +32,7 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def retriever(data):
-    return Retriever(Bank.from_memories(data[1]), EMB)
+    return Retriever(bank_of(data[1]), EMB)
 
 
 def _questions(convs):
@@ -184,7 +184,7 @@ class ScriptedReader:
 def test_stage2_gate_admits_and_stops_by_the_rules(data, drops, admitted):
     convs, mems = data
     reader = ScriptedReader(drops + [0.0] * 10)
-    r = Retriever(Bank.from_memories(mems), EMB, reader=reader)
+    r = Retriever(bank_of(mems), EMB, reader=reader)
     q, m = _questions(convs)[0]
     (res,) = r.search([q], m, strategy="xmemory")
     epi = [u for u in res.units if u.type == "episode"]
@@ -200,7 +200,7 @@ def test_stage2_with_a_real_tiny_reader(data, tmp_path):
 
     make_tiny_llama(tmp_path, seed=1, layers=1)
     convs, mems = data
-    r = Retriever(Bank.from_memories(mems), EMB, reader=load_reader(f"hf:{tmp_path}", device="cpu"))
+    r = Retriever(bank_of(mems), EMB, reader=load_reader(f"hf:{tmp_path}", device="cpu"))
     qs = _questions(convs)[:2]
     res = r.search([q for q, _ in qs], [m for _, m in qs], strategy="xmemory-stage2")
     for x in res:
@@ -246,7 +246,7 @@ def test_theme_relevance_from_summary_embeddings(data):
             calls.append(list(texts))
             return super().encode(texts)
 
-    r = Retriever(Bank.from_memories(mems), Counting(128), cfg)
+    r = Retriever(bank_of(mems), Counting(128), cfg)
     bank = r.bank
     q_x = EMB.encode([q for q, _ in qs])
     mem_idx = np.array([bank.index_of(m) for _, m in qs])

@@ -14,7 +14,7 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine, scope_key
-from xmemory_gpu.memory.bank import Bank
+from xmemory_gpu.memory.hierarchy import bank_of
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
 from xmemory_gpu.retrieve.context import Deferred, episode_unit, message_rows
 from xmemory_gpu.retrieve.passages import Parts
@@ -35,7 +35,7 @@ def _convs(path, n: int, seed: int):
 @pytest.fixture(scope="module")
 def bank(tmp_path_factory):
     convs = _convs(tmp_path_factory.mktemp("speed") / "synthetic.json", 3, 5)
-    return Bank.from_memories(build_memories(convs, EMB, XMemoryConfig()), EMB.dim), convs
+    return bank_of(build_memories(convs, EMB, XMemoryConfig()), EMB.dim), convs
 
 
 def test_row_cache_drops_the_rows_a_put_slice_rewrites(bank):

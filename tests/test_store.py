@@ -12,6 +12,7 @@ from xmemory_gpu.construct.pipeline import build_memories
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
+from xmemory_gpu.memory.bank import MemorySlice
 from xmemory_gpu.memory.store import SCHEMA_VERSION, Store, StoreError
 
 
@@ -70,7 +71,7 @@ def test_schema_version_and_dimension_checks(tmp_path, memories):
 
 def test_damaged_arrays_file_is_reported(tmp_path, memories):
     st = _new(tmp_path, memories)
-    f = next((tmp_path / "store" / "arrays").glob("*.npz"))
+    f = next((tmp_path / "store" / "arrays").glob("*.slice"))
     f.write_bytes(f.read_bytes()[:-10] + b"0123456789")
     with pytest.raises(StoreError, match="checksum"):
         for mid in st.memory_ids():
@@ -80,3 +81,161 @@ def test_damaged_arrays_file_is_reported(tmp_path, memories):
 def test_not_a_store(tmp_path):
     with pytest.raises(StoreError, match="not a memory store"):
         Store.open(tmp_path)
+
+
+# -- schema 3: old stores, the catalogue, compaction ------------------------------------------------
+def _snapshot(st: Store) -> dict:
+    """Every memory's columns (exact) and stats."""
+    out = {}
+    for mid in st.memory_ids():
+        sl = st.get_slice(mid)
+        out[mid] = ({(lv, k): (v.tolist() if v.dtype.kind == "O" else v.tobytes()) for lv, c in sl.cols.items()
+                     for k, v in c.items()}, sl.stats)
+    return out
+
+
+def _files(root) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_an_old_store_is_read_as_it_is_and_upgraded_atomically(tmp_path, memories, monkeypatch):
+    from legacy_store import to_schema_2
+
+    st = _new(tmp_path, memories)
+    want = _snapshot(st)
+    st.close()
+    root = tmp_path / "store"
+    to_schema_2(root)
+    before = _files(root)
+    old = Store.open(root)  # read-only use never changes an old store
+    assert old.schema_version == 2 and _snapshot(old) == want
+    assert old.counts(memories[0].memory_id)["msg"] == len(memories[0].messages)
+    assert memories[0].memory_id in old.find_message(memories[0].messages[0].id)
+    old.close()
+    assert _files(root) == before
+
+    calls = []  # a crash while the new files are written: the store stays schema 2, whole
+    real = Store._write_file
+
+    def failing(self, sl):
+        calls.append(sl.memory_id)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(self, sl)
+
+    monkeypatch.setattr(Store, "_write_file", failing)
+    st = Store.open(root)
+    with pytest.raises(OSError):
+        st.upgrade()
+    st.close()
+    assert _files(root) == before
+    monkeypatch.undo()
+
+    st = Store.open(root)
+    assert st.upgrade() == [] and st.schema_version == SCHEMA_VERSION
+    assert _snapshot(st) == want
+    tables = {r[0] for r in st._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not {"messages", "episodes", "semantics", "themes", "lineage"} & tables
+    assert len(list((root / "arrays").iterdir())) == 2 and st.collect_garbage() == []
+    text = memories[0].messages[0].text
+    assert text.encode() not in (root / "memory.sqlite").read_bytes()  # text lives in the memory's file
+    st.put(memories[2])  # and the store takes writes
+    st.close()
+    assert Store.open(root).memory_ids() == [m.memory_id for m in memories]
+
+
+def test_the_upgrade_keeps_what_it_cannot_convert(tmp_path, memories):
+    """A memory that does not load during the upgrade loses nothing: its old rows and file stay, it is
+    quarantined while it fails, converted by a later upgrade once it loads, and removed with its memory."""
+    from legacy_store import to_schema_2
+
+    st = _new(tmp_path, memories)
+    want = _snapshot(st)
+    st.close()
+    root = tmp_path / "store"
+    to_schema_2(root)
+    victim = memories[1].memory_id
+    with sqlite3.connect(root / "memory.sqlite") as con:
+        good = con.execute("SELECT message_ids FROM semantics WHERE memory_id = ? AND row = 0", (victim,)).fetchone()[0]
+        con.execute("UPDATE semantics SET message_ids = 'oops' WHERE memory_id = ? AND row = 0", (victim,))
+    st = Store.open(root)
+    assert st.upgrade() == [victim] and st.schema_version == SCHEMA_VERSION
+    bank = st.load_bank(quarantine=True)
+    assert bank.memory_ids == [memories[0].memory_id] and list(st.quarantined) == [victim]
+    st.put(memories[2])  # the store takes writes meanwhile
+    with sqlite3.connect(root / "memory.sqlite") as con:  # repaired (or the read failure was passing)
+        con.execute("UPDATE semantics SET message_ids = ? WHERE memory_id = ? AND row = 0", (good, victim))
+    assert st.check(victim) is None
+    assert st.upgrade() == []  # converted now; the old tables go
+    tables = {r[0] for r in st._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not {"messages", "semantics"} & tables
+    snap = _snapshot(st)
+    assert {m: snap[m] for m in want} == want
+    st.close()
+
+
+def test_the_upgrade_leaves_a_damaged_memory_removable(tmp_path, memories):
+    from legacy_store import to_schema_2
+
+    _new(tmp_path, memories).close()
+    root = tmp_path / "store"
+    to_schema_2(root)
+    victim = memories[1].memory_id
+    with sqlite3.connect(root / "memory.sqlite") as con:
+        con.execute("UPDATE semantics SET message_ids = 'oops' WHERE memory_id = ?", (victim,))
+    st = Store.open(root)
+    assert st.upgrade() == [victim]
+    st.delete(victim)  # its old rows go with it (cascade)
+    assert st._conn.execute("SELECT COUNT(*) FROM messages WHERE memory_id = ?", (victim,)).fetchone()[0] == 0
+    assert st.load_bank().memory_ids == [memories[0].memory_id]
+
+
+def test_a_failed_commit_of_unchanged_columns_keeps_the_live_file(tmp_path, memories):
+    st = _new(tmp_path, memories)
+    mid = memories[0].memory_id
+    blocker = sqlite3.connect(tmp_path / "store" / "memory.sqlite", timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the database: the transaction fails
+    st._conn.execute("PRAGMA busy_timeout = 50")
+    with pytest.raises(StoreError, match="rolled back"):
+        st.commit([st.get_slice(mid)], replace=True)  # the same columns: the same file name
+    blocker.rollback()
+    blocker.close()
+    assert st.check(mid) is None
+    with pytest.raises(StoreError, match="names a memory twice"):
+        st.commit([st.get_slice(mid), st.get_slice(mid)], replace=True)
+
+
+def test_catalogue_counts_and_message_index(tmp_path, memories):
+    st = _new(tmp_path, memories)
+    m = memories[1]
+    assert st.counts(m.memory_id) == {"msg": len(m.messages), "epi": len(m.episodes), "sem": len(m.semantics),
+                                      "theme": len(m.themes)}
+    assert st.find_message(m.messages[-1].id) == sorted({x.memory_id for x in memories[:2]
+                                                         if any(y.id == m.messages[-1].id for y in x.messages)},
+                                                        key=st.memory_ids().index)
+    assert st.find_message("no such id") == []
+    st.delete(m.memory_id)
+    assert m.memory_id not in st.find_message(m.messages[-1].id)
+    assert st._conn.execute("SELECT COUNT(*) FROM message_ids WHERE memory_id = ?", (m.memory_id,)).fetchone()[0] == 0
+
+
+def test_a_write_costs_what_it_changes(tmp_path, memories, monkeypatch):
+    st = _new(tmp_path, memories)
+    vacuums = []
+    monkeypatch.setattr(Store, "compact", lambda self: vacuums.append(1))
+    name0 = st.versions()[memories[0].memory_id]
+    st.put(memories[2])
+    st.put(memories[1], replace=True)
+    assert st.versions()[memories[0].memory_id] == name0  # an untouched memory's file is untouched
+    assert vacuums == []  # no whole-database rewrite per write
+    monkeypatch.undo()
+    sl = st.get_slice(memories[0].memory_id)
+    for i in range(40):  # enough catalogue rows (message ids) to span many pages
+        st.put(MemorySlice(f"copy-{i}", sl.cols, sl.stats))
+    assert not st.maybe_compact()
+    pages = st._conn.execute("PRAGMA page_count").fetchone()[0]
+    for i in range(36):
+        st.delete(f"copy-{i}")
+    assert st.maybe_compact()  # most pages free now: compaction runs, once
+    assert st._conn.execute("PRAGMA page_count").fetchone()[0] < pages / 2
+    assert not st.maybe_compact()

@@ -18,7 +18,7 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.llm.base import Generation, Uncertainty, Usage
-from xmemory_gpu.memory.bank import Bank
+from xmemory_gpu.memory.hierarchy import bank_of
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
 from xmemory_gpu.text import message_line
 
@@ -104,7 +104,7 @@ def _check_units_belong(res, mem):
 def test_every_strategy_returns_only_the_queried_memory(data, with_reader):
     convs, mems = data
     reader = ScriptedReader() if with_reader else None
-    r = Retriever(Bank.from_memories(mems), EMB, _config(tir_prune=with_reader), reader=reader)
+    r = Retriever(bank_of(mems), EMB, _config(tir_prune=with_reader), reader=reader)
     # every question asked of every memory, its own and the others, in one batch per strategy
     qs = [(q.question, m.memory_id) for c in convs for q in c.qa[:3] for m in mems]
     for strategy in STRATEGIES:
@@ -118,7 +118,7 @@ def test_every_strategy_returns_only_the_queried_memory(data, with_reader):
 
 def test_higmem_follows_the_reader_and_falls_back_without_losing_turns(data):
     convs, mems = data
-    bank = Bank.from_memories(mems)
+    bank = bank_of(mems)
     questions, mids = _questions(convs, 4)
     plain = Retriever(bank, EMB).search(questions, mids, strategy="higmem")
     reader = ScriptedReader("first")
@@ -142,7 +142,7 @@ def test_higmem_follows_the_reader_and_falls_back_without_losing_turns(data):
 def test_higmem_picks_are_the_first_turn_of_each_event(data):
     convs, mems = data
     mem = mems[0]
-    bank = Bank.from_memories(mems)
+    bank = bank_of(mems)
     q = convs[0].qa[0].question
     cfg = _config(higmem_turns=0)  # only the picked turns reach the filter
     reader = ScriptedReader("first")
@@ -158,7 +158,7 @@ def test_higmem_picks_are_the_first_turn_of_each_event(data):
 
 def test_tir_pruning_keeps_the_picked_turns(data):
     convs, mems = data
-    bank = Bank.from_memories(mems)
+    bank = bank_of(mems)
     questions, mids = _questions(convs, 3)
     whole = Retriever(bank, EMB).search(questions, mids, strategy="tir")
     with pytest.raises(ValueError, match="tir_prune needs a reader"):
@@ -179,7 +179,7 @@ def test_higmem_and_tir_pruning_through_the_hf_backend(data, tmp_path):
     convs, mems = data
     make_tiny_llama(tmp_path, seed=2, layers=1)
     reader = load_reader(f"hf:{tmp_path}", device="cpu")
-    bank = Bank.from_memories(mems)
+    bank = bank_of(mems)
     qs = [(convs[0].qa[0].question, mems[0].memory_id), (convs[1].qa[0].question, mems[1].memory_id)]
     r = Retriever(bank, EMB, _config(tir_prune=True, higmem_events=2), reader=reader)
     for strategy in ("higmem", "tir"):

@@ -15,6 +15,7 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.memory.bank import Bank
+from xmemory_gpu.memory.hierarchy import bank_of
 from xmemory_gpu.ops import available_backends
 from xmemory_gpu.retrieve import Retriever
 from xmemory_gpu.retrieve.grouped import exact_rerank
@@ -34,7 +35,7 @@ def tied_bank(tmp_path_factory):
     data = write_json(generate_conversations(2, seed=12), tmp_path_factory.mktemp("ties") / "synth.json")
     emb = HashingEmbedder(64)
     mems = build_memories(load_locomo(data), emb, XMemoryConfig(), backend="cpu")
-    return Bank.from_memories(mems), emb
+    return bank_of(mems), emb
 
 
 def _texts(bank: Bank) -> list[str]:

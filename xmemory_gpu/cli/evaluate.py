@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import XMemoryConfig
+    from ..memory.backend import MemoryBackend
 
 
 def _ints(s: str) -> list[int]:
@@ -27,18 +32,13 @@ def add_retrieval_options(p: argparse.ArgumentParser) -> None:
                    help="reader LLM spec (smollm2, hf:PATH[#FILE.gguf], vllm:ID, openai:URL#MODEL): Stage II gate, LLM steps, QA")
 
 
-def retrieval_config(args: argparse.Namespace, store: str | Path):
+def retrieval_config(args: argparse.Namespace, store: MemoryBackend) -> XMemoryConfig:
     """The store's settings, then ``--config``, then the flags (``config.resolve_config``)."""
     from ..config import resolve_config
-    from ..memory.store import Store
 
     if args.tir_prune and not args.reader:
         raise ValueError("--tir-prune needs --reader (the LLM prunes the sessions)")
-    st = Store.open(store)
-    try:
-        stored = st.config
-    finally:
-        st.close()
+    stored = store.config
     overrides: dict = {}
     if args.stage2_mode:
         overrides["stage2"] = {"mode": args.stage2_mode}
@@ -93,10 +93,16 @@ def run(args: argparse.Namespace) -> int:
         print((out / "construction.md").read_text())
         print(f"wrote {out}/construction.json, construction.md and one evaluation folder per variant ({len(res['rows'])})")
         return 0
-    report = run_eval(args.store, args.data, out, strategies=strategies, budget_tokens=args.budget_tokens,
-                      categories=args.categories, limit=args.limit, sweep=args.sweep_budget, backend=args.backend,
-                      reader=args.reader, config=retrieval_config(args, args.store), seed=args.seed,
-                      labels=ABLATION_LABELS if args.ablation == "retrieval" else None)
+    from ..memory.store import Store
+
+    store = Store.open(args.store)  # opened once: settings, memories and the evaluation read this one
+    try:
+        report = run_eval(store, args.data, out, strategies=strategies, budget_tokens=args.budget_tokens,
+                          categories=args.categories, limit=args.limit, sweep=args.sweep_budget, backend=args.backend,
+                          reader=args.reader, config=retrieval_config(args, store), seed=args.seed,
+                          labels=ABLATION_LABELS if args.ablation == "retrieval" else None)
+    finally:
+        store.close()
     print((out / "summary.md").read_text())
     if report.get("sweep"):
         print((out / "sweep.md").read_text())

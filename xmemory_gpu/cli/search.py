@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..memory.backend import MemoryBackend
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -92,15 +96,22 @@ def _user_of(memory_id: str) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from ..memory.store import Store
+
+    store = Store.open(args.store)  # opened once: its settings and memories are read from this one
+    try:
+        return _search(args, store)
+    finally:
+        store.close()
+
+
+def _search(args: argparse.Namespace, store: MemoryBackend) -> int:
     from ..retrieve import Retriever
     from .evaluate import retrieval_config
 
-    store = Store.open(args.store)
     ids = store.memory_ids()
-    store.close()
     if not ids:
         raise ValueError(f"{args.store}: the store holds no memories")
-    config = retrieval_config(args, args.store)
+    config = retrieval_config(args, store)
     memory, choice = _memory(args, ids)
     if args.batch:
         questions, mems = _batch(args.batch, memory, choice)
@@ -118,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         from ..llm import load_reader
 
         reader = load_reader(args.reader)
-    retriever = Retriever.from_store(args.store, sorted(set(mems)), backend=args.backend, reader=reader, config=config)
+    retriever = Retriever.from_store(store, sorted(set(mems)), backend=args.backend, reader=reader, config=config)
     results = retriever.search(questions, mems, strategy=args.strategy, budget_tokens=args.budget_tokens)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))

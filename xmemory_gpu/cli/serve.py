@@ -78,6 +78,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default="auto",
                    help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on "
                         "the GPU); one not usable here is refused, naming why")
+    p.add_argument("--max-resident-bytes", type=integer(0), default=None, metavar="N",
+                   help="keep about N bytes of memories in RAM (each shard's, with --ray): a memory loads when a request "
+                        "touches it, the least recently used go (default: every memory, loaded at start)")
     p.add_argument("--log-level", default="warning")
     g = p.add_argument_group("sharded serving on Ray Serve")
     g.add_argument("--ray", nargs="?", const="local", default=None, metavar="local|auto|ADDRESS",
@@ -172,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
                 super().handle_exit(sig, frame)
 
     cfg = ServiceConfig(api_keys=keys, coalesce_ms=args.coalesce_ms, max_batch=args.max_batch)
-    engine = MemoryEngine.open(args.store, embedder=args.embedder, backend=args.backend, reader=args.reader)  # fails here, before binding, if the store is locked
+    engine = MemoryEngine.open(args.store, embedder=args.embedder, backend=args.backend, reader=args.reader,
+                               max_resident_bytes=args.max_resident_bytes)  # fails here, before binding, if the store is locked
     app = create_app(engine, cfg)
     print(f"xmemory serve: {args.store} on http://{args.host}:{args.port} "
           f"({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, coalescing {args.coalesce_ms:g} ms)",
@@ -211,7 +215,7 @@ def run_ray(args: argparse.Namespace, keys: dict[str, frozenset[str] | None]) ->
     try:
         ray_serve.deploy(args.store, shards=shard_set.shards, config=cfg, host=args.host, port=args.port,
                          embedder=args.embedder, backend=args.backend, reader=args.reader, shard_cpus=args.shard_cpus,
-                         shard_gpus=gpus, timeout_s=args.shard_timeout)
+                         shard_gpus=gpus, timeout_s=args.shard_timeout, max_resident_bytes=args.max_resident_bytes)
         print(f"xmemory serve: {args.store} ({shard_set.shards} shard(s) on Ray {args.ray}) on "
               f"http://{args.host}:{args.port} ({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, "
               f"coalescing {args.coalesce_ms:g} ms)", flush=True)

@@ -9,6 +9,7 @@ each conversation to the store whole, so an interrupted build resumes where it s
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import XMemoryConfig
+from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank
 from ..memory.hierarchy import Memory, slice_from_memory
 from ..memory.locks import WriterLock
@@ -304,7 +306,7 @@ def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | No
 
 def build_store(
     inputs: list[str | Path] | str | Path,
-    store_path: str | Path,
+    store_path: str | Path | MemoryBackend,
     *,
     config: XMemoryConfig | None = None,
     embedder=None,
@@ -317,7 +319,9 @@ def build_store(
 ) -> BuildReport:
     """Build (or resume building) a store from LoCoMo-format JSON files or folders.
 
-    Conversations already in the store are skipped; each new one is committed whole.
+    Conversations already in the store are skipped; each shard of new ones is committed whole (one
+    transaction; a crash loses at most the shard being committed).
+    ``store_path``: a folder, or a ``MemoryBackend`` (``memory/backend.py``) to build into.
     ``max_sessions``: keep only each conversation's first N sessions.
     """
     from ..embed import load_embedder
@@ -331,6 +335,12 @@ def build_store(
     with tm.stage("load"):
         convs = load_conversations(inputs, limit=limit, max_sessions=max_sessions)
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
+    if not isinstance(store_path, (str, os.PathLike)):
+        if (store_path.dim, store_path.embedder) != (emb.dim, emb.name):
+            raise ValueError(f"build_store: the backend holds {store_path.embedder!r} ({store_path.dim}), "
+                             f"not {emb.name!r} ({emb.dim})")
+        return _build_into(store_path, convs, emb, cfg, tm, t0, shard_size=shard_size, progress=progress, backend=backend,
+                           llm=llm)
     root = Path(store_path)
     if root.exists() and not root.is_dir():
         raise ValueError(f"--out {root}: is a file; expected a folder for the store")
@@ -350,7 +360,7 @@ def _build_locked(convs: list[Conversation], root: Path, emb, cfg: XMemoryConfig
         store.close()
 
 
-def _build_into(store, convs: list[Conversation], emb, cfg: XMemoryConfig, tm: Timings, t0: float, *, shard_size: int,
+def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemoryConfig, tm: Timings, t0: float, *, shard_size: int,
                 progress: bool, backend: str, llm: LLMBuilder | None) -> BuildReport:
     damaged = {c.sample_id for c in convs if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)}
     todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]  # a damaged memory is rebuilt
@@ -363,12 +373,11 @@ def _build_into(store, convs: list[Conversation], emb, cfg: XMemoryConfig, tm: T
         bar = tqdm(total=len(convs), initial=len(skipped), desc="build", unit="conv")
     for shard in chunks(todo, shard_size):
         bank = build_bank(shard, emb, cfg, timings=tm, backend=backend, llm=llm)
-        for b in range(bank.n_memories):
-            with tm.stage("commit"):
-                store.put_slice(bank.slice(b), replace=bank.memory_ids[b] in damaged)
-            built.append(bank.memory_ids[b])
-            if bar is not None:
-                bar.update(1)
+        with tm.stage("commit"):  # the shard in one commit: one transaction, its memories all or none
+            store.commit([bank.slice(b) for b in range(bank.n_memories)], replace=bool(damaged & set(bank.memory_ids)))
+        built += bank.memory_ids
+        if bar is not None:
+            bar.update(bank.n_memories)
     if bar is not None:
         bar.close()
     return BuildReport(built=built, skipped=skipped, timings=tm.as_dict(), wall_s=time.perf_counter() - t0)

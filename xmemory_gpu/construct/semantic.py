@@ -312,9 +312,13 @@ def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, 
         for li in range(len(rows)):
             b, t = best[li], arg[li]
             if local:
-                w, k = first_best(inner[li : li + 1, local], rows[li : li + 1], rows[local])
-                if w[0] > b:
-                    b, t = w[0], n_old + n_prev + int(k[0])
+                sims = inner[li : li + 1, local]
+                # exact scores only where they can decide: a candidate clearly below both the best so far
+                # and the threshold changes nothing (most rows: no duplicate in the block)
+                if sims.max() >= max(b, threshold) - TIE_TOL:
+                    w, k = first_best(sims, rows[li : li + 1], rows[local])
+                    if w[0] > b:
+                        b, t = w[0], n_old + n_prev + int(k[0])
             if t >= 0 and b > threshold:
                 target[a + li] = t
             else:

@@ -4,7 +4,7 @@ Flow: the driver loads the conversations (as the local build does), drops those 
 and hands the rest to Ray as a Dataset of plain JSON rows. ``map_batches`` runs
 :class:`ShardBuilder` on an actor pool (``ray.data.ActorPoolStrategy``): each actor loads the
 embedder (and the LLM builder's generator) once, and each call builds one shard of conversations
-with one construction call. Built memories come back as plain bytes (an ``.npz`` of the memory's
+with one construction call. Built memories come back as plain bytes (``memory/codec.py``: the memory's
 columns, no pickle) plus JSON stats, streamed to the driver, which commits each memory
 atomically; so the store's resume and crash rules are the local build's:
 
@@ -19,7 +19,6 @@ The two places that touch the construction and the store API are marked ``CONSTR
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import time
@@ -28,11 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..config import XMemoryConfig
 from ..construct.pipeline import BuildReport, Timings
-from ..memory.bank import COLUMNS, LEVELS, MemorySlice
+from ..memory.codec import slice_from_bytes, slice_to_bytes
 from ..memory.records import QA, Conversation, Message
 
 INSTALL_HINT = "pip install 'xmemory-gpu[dist]'"
@@ -62,48 +59,6 @@ def conversation_from_json(text: str) -> Conversation:
     d = json.loads(text)
     return Conversation(d["sample_id"], tuple(d["speakers"]), [Message(**m) for m in d["messages"]],
                         [QA(**q) for q in d["qa"]], d["source"])
-
-
-def slice_to_bytes(sl: MemorySlice) -> bytes:
-    """One memory's columns as an ``.npz`` of numeric arrays: a text column becomes its UTF-8 bytes
-    (``LEVEL.NAME.utf8``) and offsets (``LEVEL.NAME.off``); nothing needs pickle to read it back."""
-    arrays: dict[str, np.ndarray] = {}
-    for lv in LEVELS:
-        for name, a in sl.cols[lv].items():
-            if a.dtype.kind == "O":
-                enc = [str(s).encode("utf-8", "surrogatepass") for s in a.tolist()]
-                off = np.zeros(len(enc) + 1, np.int64)
-                np.cumsum([len(e) for e in enc], out=off[1:])
-                arrays[f"{lv}.{name}.utf8"] = np.frombuffer(b"".join(enc), np.uint8)
-                arrays[f"{lv}.{name}.off"] = off
-            else:
-                arrays[f"{lv}.{name}"] = np.ascontiguousarray(a)
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
-
-
-def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any]) -> MemorySlice:
-    """The inverse of :func:`slice_to_bytes`; every column of the bank's layout must be present."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        files = set(z.files)
-        cols: dict[str, dict[str, np.ndarray]] = {}
-        for lv in LEVELS:
-            cols[lv] = {}
-            for name, (dtype, _) in COLUMNS[lv].items():
-                key = f"{lv}.{name}"
-                if np.dtype(dtype).kind == "O":
-                    if f"{key}.utf8" not in files or f"{key}.off" not in files:
-                        raise ValueError(f"memory {memory_id}: the shard result has no column {key}")
-                    raw, off = z[f"{key}.utf8"].tobytes(), z[f"{key}.off"]
-                    out = np.empty(len(off) - 1, dtype=object)
-                    out[:] = [raw[off[i] : off[i + 1]].decode("utf-8", "surrogatepass") for i in range(len(off) - 1)]
-                    cols[lv][name] = out
-                else:
-                    if key not in files:
-                        raise ValueError(f"memory {memory_id}: the shard result has no column {key}")
-                    cols[lv][name] = z[key]
-    return MemorySlice(memory_id, cols, stats)
 
 
 # -- loading: the local build's rules -----------------------------------------------------------

@@ -115,13 +115,14 @@ class Shard:
     """One shard: its store's engine behind the service's app. Deployed as ``shard-K``."""
 
     async def __init__(self, index: int, store: str, config: ServiceConfig, embedder: str | None = None,
-                       backend: str = "auto", reader: str | None = None, lock_wait_s: float = 60.0) -> None:
+                       backend: str = "auto", reader: str | None = None, lock_wait_s: float = 60.0,
+                       max_resident_bytes: int | None = None) -> None:
         self.index, self.store = index, store
         deadline = time.monotonic() + lock_wait_s
         while True:  # a replaced replica may still be closing the store: wait for its write lock
             try:
                 engine = await asyncio.to_thread(MemoryEngine.open, store, embedder=embedder, backend=backend,
-                                                 reader=reader)
+                                                 reader=reader, max_resident_bytes=max_resident_bytes)
                 break
             except WriterLockError:
                 if time.monotonic() > deadline:
@@ -332,7 +333,7 @@ def _loads(body: bytes) -> Any:
 
 def application(shard_set: ShardSet, config: ServiceConfig, *, embedder: str | None = None, backend: str = "auto",
                 reader: str | None = None, shard_cpus: float = 1.0, shard_gpus: float = 0.0, timeout_s: float = 30.0,
-                ingress_replicas: int = 1, health_check_period_s: float = 2.0) -> Any:
+                ingress_replicas: int = 1, health_check_period_s: float = 2.0, max_resident_bytes: int | None = None) -> Any:
     """The Serve application of a store set: ``shard-K`` deployments and the ingress over their handles."""
     shards = []
     for k in range(shard_set.shards):
@@ -341,7 +342,8 @@ def application(shard_set: ShardSet, config: ServiceConfig, *, embedder: str | N
                                ray_actor_options={"num_cpus": shard_cpus, "num_gpus": shard_gpus},
                                health_check_period_s=health_check_period_s, health_check_timeout_s=30,
                                graceful_shutdown_timeout_s=60)
-        shards.append(dep.bind(k, str(shard_set.store(k).resolve()), config, embedder, backend, reader))
+        shards.append(dep.bind(k, str(shard_set.store(k).resolve()), config, embedder, backend, reader,
+                               max_resident_bytes=max_resident_bytes))
     ingress = serve.deployment(Ingress, name="ingress", num_replicas=ingress_replicas, max_ongoing_requests=1000,
                                ray_actor_options={"num_cpus": 0})
     return ingress.bind(shards, config, timeout_s)

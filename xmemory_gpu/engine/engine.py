@@ -12,8 +12,8 @@ store for writing is refused (``write.lock``); ``read_only=True`` opens it for s
 Deleting forgets: the memory is re-derived from its remaining messages (their stored embeddings;
 statements re-extracted and re-embedded), so no episode, statement, theme summary or graph row
 built from the deleted text survives; a deleted statement's hash is kept so re-derivation does not
-bring it back; the database is written with ``secure_delete`` and vacuumed, and array files are
-rewritten. A deleted message's id leaves the operations log (its deletion is logged with a digest
+bring it back; the memory's file is rewritten and the old one removed, and the catalogue is
+written with ``secure_delete`` (compacted once a quarter of it is free: ``Store.maybe_compact``). A deleted message's id leaves the operations log (its deletion is logged with a digest
 of the id); ``delete_all`` erases the scope's log but for one ``delete_all`` entry.
 
 Unit ids: a message keeps the id it was added with (an id shaped like a derived unit's,
@@ -26,10 +26,12 @@ re-derivation (``engine.ids``), and every id ``get_all`` lists or a search resul
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +46,12 @@ from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
 from ..embed import Embedder, embedder_for_store, load_embedder
 from ..llm import Reader, load_reader
+from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank
-from ..memory.hierarchy import Memory, slice_from_memory
+from ..memory.hierarchy import Memory, slice_from_memory, view
 from ..memory.locks import ReadWriteLock, WriterLock
 from ..memory.records import Conversation, Episode, Message
-from ..memory.store import DB_NAME, Store
+from ..memory.store import DB_NAME, Store, StoreError
 from ..memory.subset import restrict
 from ..ops.devices import encoder_device
 from ..retrieve.context import semantic_unit
@@ -58,6 +61,7 @@ from . import ids as unit_ids
 from . import inputs, people
 from . import metadata as meta
 from .inputs import MAX_ID_CHARS, Limits, scope_key, scope_of
+from .residency import Residency, slice_bytes
 from .results import (
     check_limit,
     check_threshold,
@@ -91,9 +95,9 @@ class MemoryEngine:
     others load and serve, ``quarantined`` names it and why, and every request for it raises
     ``QuarantinedError`` (``delete_all`` removes it). ``limits`` bounds the size of a write."""
 
-    def __init__(self, store: Store, embedder: Embedder, config: XMemoryConfig, *, backend: str = "auto",
+    def __init__(self, store: MemoryBackend, embedder: Embedder, config: XMemoryConfig, *, backend: str = "auto",
                  read_only: bool = False, lock: WriterLock | None = None, limits: Limits | None = None,
-                 stamp_arrival: bool = True, reader: Reader | None = None) -> None:
+                 stamp_arrival: bool = True, reader: Reader | None = None, max_resident_bytes: int | None = None) -> None:
         self.store = store
         self.stamp_arrival = stamp_arrival
         self.embedder = embedder
@@ -104,9 +108,17 @@ class MemoryEngine:
         self._lock = lock
         self._rw = ReadWriteLock()  # readers vs the (short) in-memory apply of a committed batch
         self._writer = threading.RLock()  # one write at a time; its heavy work runs outside the rw lock
-        self.bank = store.load_bank(quarantine=True)
-        self.quarantined: dict[str, str] = dict(store.quarantined)
-        self._loaded = self._arrays_files()
+        self._residency = None if max_resident_bytes is None else Residency(max_resident_bytes)
+        self._res_lock = threading.RLock()  # loads, pins and evictions (taken after _writer, before _rw)
+        self._res_cond = threading.Condition(self._res_lock)  # a write section ended
+        self._write_owner: int | None = None  # the thread inside a write section (residency only)
+        if self._residency is None:
+            self.bank = store.load_bank(quarantine=True)
+            self.quarantined: dict[str, str] = dict(store.quarantined)
+        else:  # the catalogue only: memories load on first touch
+            self.bank = Bank.from_slices([], store.dim)
+            self.quarantined = {}
+        self._loaded = store.versions()
         self.retriever = Retriever(self.bank, embedder, config, backend=backend, reader=reader)
         self._closed = False
         self._warm_up()
@@ -119,19 +131,29 @@ class MemoryEngine:
 
     # -- opening and closing -----------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, *, embedder: Embedder | str | None = None, config: XMemoryConfig | None = None,
+    def open(cls, path: str | Path | MemoryBackend, *, embedder: Embedder | str | None = None, config: XMemoryConfig | None = None,
              backend: str = "auto", read_only: bool = False, limits: Limits | None = None,
-             stamp_arrival: bool = True, reader: Reader | str | None = None) -> MemoryEngine:
-        """Create or reopen the store at ``path``. ``embedder``: an Embedder or a spec (default: the
-        store's, or all-MiniLM-L6-v2 for a new store). ``read_only``: searching only; ``refresh()``
+             stamp_arrival: bool = True, reader: Reader | str | None = None,
+             max_resident_bytes: int | None = None) -> MemoryEngine:
+        """Create or reopen the store at ``path`` (a folder; or a ``MemoryBackend`` such as
+        ``InMemoryBackend``, used as it is: no writer lock, no upgrade). ``embedder``: an Embedder or
+        a spec (default: the store's, or all-MiniLM-L6-v2 for a new store). ``read_only``: searching only; ``refresh()``
         loads what writers committed since. ``stamp_arrival``: a message added without a timestamp
         gets the time it arrived (UTC), and ``get_all`` says so (``"timestamp_source": "arrival"``).
         ``reader``: a ``Reader`` or a spec (``hf:PATH``, ``vllm:MODEL``, ``openai:URL#MODEL``,
         ``smollm2``; ``llm.load_reader``): live searches run Stage II's uncertainty gate with it (its
         probes batched across the queries of a ``search_batch``); without one, episodes are admitted
-        by priority and results say so."""
+        by priority and results say so. ``max_resident_bytes``: keep at most about this many bytes of
+        memories in RAM (``engine/residency.py``): opening reads the catalogue only, a memory loads
+        on first touch and the least recently used go when the budget is passed (default: every
+        memory resident, loaded at open)."""
         if isinstance(reader, str):
             reader = load_reader(reader)
+        if not isinstance(path, (str, os.PathLike)):
+            cfg = config or resolve_config(path.config)
+            emb = _embedder_for(path, embedder, cfg, backend)
+            return cls(path, emb, cfg, backend=backend, read_only=read_only, limits=limits, stamp_arrival=stamp_arrival,
+                       reader=reader, max_resident_bytes=max_resident_bytes)
         root = Path(path)
         exists = (root / DB_NAME).exists()
         if read_only and not exists:
@@ -145,17 +167,9 @@ class MemoryEngine:
             if exists:
                 store = Store.open(root)
                 cfg = config or resolve_config(store.config)
-                device = encoder_device(backend, cfg.embed.device)
-                if embedder is None:
-                    emb = embedder_for_store(store.embedder, device=device)
-                elif isinstance(embedder, str):
-                    emb = load_embedder(embedder, device=device)
-                else:
-                    emb = embedder
-                if emb.dim != store.dim or emb.name != store.embedder:
-                    raise ValueError(f"{root}: embedder: the store was built with {store.embedder!r} ({store.dim}), "
-                                     f"not {emb.name!r} ({emb.dim})")
+                emb = _embedder_for(store, embedder, cfg, backend)
                 if not read_only:
+                    store.upgrade()  # a store of an earlier schema is upgraded by its first writable open
                     store.collect_garbage()
             else:
                 cfg = config or XMemoryConfig()
@@ -168,7 +182,7 @@ class MemoryEngine:
             raise
         try:
             return cls(store, emb, cfg, backend=backend, read_only=read_only, lock=lock, limits=limits,
-                       stamp_arrival=stamp_arrival, reader=reader)
+                       stamp_arrival=stamp_arrival, reader=reader, max_resident_bytes=max_resident_bytes)
         except BaseException:
             store.close()
             if lock is not None:
@@ -205,40 +219,125 @@ class MemoryEngine:
         ``read_only`` engine sees no later write without it): memories added, changed or deleted.
         Returns the memory ids that changed."""
         self._check_open()
-        with self._writer:
-            now = self._arrays_files()
+        with self._writer, self._res_lock:
+            now = self.store.versions()
             changed = [m for m, f in now.items() if self._loaded.get(m) != f]
             gone = [m for m in self._loaded if m not in now]
             if not changed and not gone:
                 return []
             slices, quarantined = [], {m: r for m, r in self.quarantined.items() if m in now and m not in changed}
             for m in changed:
-                reason = self.store.check(m)
-                if reason is None:
-                    slices.append(slice_from_memory(self.store.get(m)))
-                else:
-                    quarantined[m] = reason
+                if self._residency is not None and m not in self.bank.index:
+                    continue  # not resident: its next load reads the new version
+                try:
+                    slices.append(self.store.get_slice(m))
+                except (StoreError, KeyError) as exc:
+                    quarantined[m] = str(exc.args[0] if isinstance(exc, KeyError) else exc)
             with self._rw.write():
                 for sl in slices:
                     self.bank.put_slice(sl)
-                drop = set(gone) | (set(quarantined) & set(self.bank.index))
-                if drop:
-                    keep = [b for b, m in enumerate(self.bank.memory_ids) if m not in drop]
-                    self.bank = Bank.from_slices([self.bank.slice(b) for b in keep], self.bank.dim)
-                    self.retriever.bank = self.bank
+                    self._note_resident(sl)
+                self._drop(set(gone) | (set(quarantined) & set(self.bank.index)))
                 self.retriever._chunks = None
                 self.quarantined = quarantined
                 self._loaded = now
             return sorted(set(changed) | set(gone))
 
-    def _arrays_files(self) -> dict[str, str]:
-        """Memory id -> its arrays file (content-addressed: a new name is a new commit)."""
-        return dict(self.store._conn.execute("SELECT memory_id, arrays_file FROM memories").fetchall())
+    # -- residency (``max_resident_bytes``) ---------------------------------------------------------
+    def _note_resident(self, sl) -> None:
+        if self._residency is not None:
+            self._residency.note(sl.memory_id, slice_bytes(sl))
+
+    def _drop(self, keys: set[str]) -> None:
+        """Take ``keys`` out of the bank (caller holds the rw write lock)."""
+        gone = keys & set(self.bank.index)
+        if gone:
+            self.bank = self.bank.without(gone)
+            self.retriever.bank = self.bank
+            self.retriever._chunks = None
+        if self._residency is not None:
+            self._residency.forget(keys)
+
+    def _evict(self) -> None:
+        """Drop least recently used unpinned memories while over the budget (caller holds _res_lock).
+        Not while another thread's write section runs: the writer reads the bank's memory numbers
+        outside the rw lock, and an eviction renumbers them (its section's end evicts)."""
+        if self._write_owner not in (None, threading.get_ident()):
+            return
+        victims = self._residency.victims() if self._residency is not None else []
+        if victims:
+            with self._rw.write():
+                self._drop(set(victims))
+
+    def _load(self, key: str):
+        """Memory ``key``'s slice from the store; read again once if it fails, as a writer in another
+        process may have replaced its file between the catalogue read and the file read."""
+        try:
+            return self.store.get_slice(key)
+        except (StoreError, KeyError):
+            return self.store.get_slice(key)
+
+    @contextmanager
+    def _write_section(self):
+        """A write's span under a residency budget: no other thread loads or evicts a memory until it
+        ends (the write reads the bank's memory numbers outside the rw lock); then it evicts."""
+        if self._residency is None:
+            yield
+            return
+        with self._res_lock:
+            self._write_owner = threading.get_ident()
+        try:
+            yield
+        finally:
+            with self._res_lock:
+                self._write_owner = None
+                self._res_cond.notify_all()
+                self._evict()
+
+    @contextmanager
+    def _using(self, keys: Sequence[str]):
+        """Memories ``keys`` resident (loaded from the store if need be) and pinned for the block; a
+        memory that fails to load is quarantined. Without a budget every memory is resident already."""
+        if self._residency is None:
+            yield
+            return
+        keys = list(dict.fromkeys(keys))
+        with self._res_lock:
+            self._residency.pin(keys)
+            try:
+                def missing() -> list[str]:
+                    return [k for k in keys if k not in self.bank.index and k in self._loaded and k not in self.quarantined]
+
+                # a load changes the bank a writer reads outside the rw lock: it waits for the write section
+                while missing() and self._write_owner not in (None, threading.get_ident()):
+                    self._res_cond.wait()
+                slices = []
+                for k in missing():
+                    try:
+                        slices.append(self._load(k))
+                    except (StoreError, KeyError) as exc:
+                        self.quarantined[k] = str(exc.args[0] if isinstance(exc, KeyError) else exc)
+                if slices:
+                    with self._rw.write():
+                        for sl in slices:
+                            self.bank.put_slice(sl)
+                            self._note_resident(sl)
+                self._residency.touch(keys)
+                self._evict()
+            except BaseException:
+                self._residency.unpin(keys)
+                raise
+        try:
+            yield
+        finally:
+            with self._res_lock:
+                self._residency.unpin(keys)
+                self._evict()
 
     def _usable(self, key: str) -> str:
         """``key``, unless its memory is quarantined."""
         if key in self.quarantined:
-            raise QuarantinedError(f"memory {key}: quarantined, it failed to load when the store was opened "
+            raise QuarantinedError(f"memory {key}: quarantined, it failed to load "
                                    f"({self.quarantined[key]}); the other memories are served; delete_all removes it")
         return key
 
@@ -266,7 +365,7 @@ class MemoryEngine:
         lim = self.limits
         if len(items) > lim.max_items:
             raise ValueError(f"add_batch: items: {len(items)} items, more than the limit of {lim.max_items}")
-        with self._writer:
+        with self._writer, self._write_section(), self._using(_item_keys(items)):
             keys, batches, ids_out, total = [], {}, [], 0
             added: dict[str, dict[str, dict]] = {}  # memory -> message id -> metadata
             names: dict[str, str] = {}  # memory -> user name given now
@@ -311,12 +410,12 @@ class MemoryEngine:
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
             # a name learned now for a memory that called its user "the user": its earlier turns are
             # the named person's too (statements and questions then use one name); a second commit
-            named = [(self.bank.view(self.bank.index[m.memory_id]), names[m.memory_id]) for m, old in zip(grown, mems)
+            named = [(view(self.bank, self.bank.index[m.memory_id]), names[m.memory_id]) for m, old in zip(grown, mems)
                      if names.get(m.memory_id) and not old.stats.get(USER_NAME)
                      and any(x.speaker == people.NEUTRAL for x in m.messages)]
             for mem, name in named:
                 self._rederive([mem], [set()], [list(EngineState.of(mem).forgotten)], op=("name", []),
-                               rename={people.NEUTRAL: name}, vacuum=False)
+                               rename={people.NEUTRAL: name})
             return ids_out
 
     def _user_name(self, key: str) -> str | None:
@@ -366,26 +465,24 @@ class MemoryEngine:
         b = self.bank.index.get(key)
         if b is None:
             return empty_memory(key, self.embedder.dim, self.config.knn.k_semantics)
-        return self.bank.view(b)
+        return view(self.bank, b)
 
     def _commit(self, memories: list[Memory], log: list[tuple[str, str, list[str]]], delete: list[str] = (),
                 redact: dict[str, set[str]] | None = None) -> None:
         """Store first (atomic), then the bank under the write lock: readers never see half a batch."""
-        self.store.commit(memories, replace=True, delete=list(delete), log=log, redact=redact)
         slices = [slice_from_memory(m) for m in memories]
-        files = self._arrays_files()
-        with self._rw.write():
+        self.store.commit(slices, replace=True, delete=list(delete), log=log, redact=redact)
+        files = self.store.versions([sl.memory_id for sl in slices])
+        with self._res_lock, self._rw.write():
             for sl in slices:
                 self.bank.put_slice(sl)
-            gone = set(delete) & set(self.bank.index)
-            if gone:
-                keep = [b for b, m in enumerate(self.bank.memory_ids) if m not in gone]
-                self.bank = Bank.from_slices([self.bank.slice(b) for b in keep], self.bank.dim)
-                self.retriever.bank = self.bank
+                self._note_resident(sl)
+            self._drop(set(delete))
             for m in delete:
                 self.quarantined.pop(m, None)
+                self._loaded.pop(m, None)
             self.retriever._chunks = None  # naive-RAG chunks follow the messages
-            self._loaded = files
+            self._loaded.update(files)
 
     def delete(self, unit_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> None:
         """Forget one unit: a message id, ``episode:N``, ``semantic:N`` or ``theme:N`` (its
@@ -393,9 +490,9 @@ class MemoryEngine:
         episodes, statements, themes and graphs follow. The message ids it removes leave the
         operations log too; the log keeps the deletion with a digest of a deleted message's id."""
         self._check_open(write=True)
-        with self._writer:
+        with self._writer, self._write_section(), self._using(self._owner(unit_id, user_id, agent_id, run_id)):
             key, kind, row = self._locate(unit_id, user_id, agent_id, run_id)
-            mem = self.bank.view(self.bank.index[key])
+            mem = view(self.bank, self.bank.index[key])
             drop: set[str] = set()
             forgotten = list(EngineState.of(mem).forgotten)
             if kind == "message":
@@ -429,7 +526,7 @@ class MemoryEngine:
         return sorted(hashes)
 
     def _rederive(self, mems: list[Memory], drops: list[set[str]], forgotten: list[list[str]], op: tuple[str, list[str]],
-                  texts: dict[str, str] | None = None, rename: dict[str, str] | None = None, vacuum: bool = True) -> None:
+                  texts: dict[str, str] | None = None, rename: dict[str, str] | None = None) -> None:
         """Re-derive each memory from its messages but the dropped ones; ``texts`` (message id ->
         text) replaces the text of messages and ``rename`` (speaker -> speaker) their speakers (both
         embedded again)."""
@@ -458,8 +555,6 @@ class MemoryEngine:
             _carry(old, new, drop, {}, None, [], rederived=True)
         self._commit(grown, [(m.memory_id, op[0], op[1]) for m in grown],
                      redact={m.memory_id: drop for m, drop in zip(mems, drops) if drop})
-        if vacuum:
-            self.store.vacuum()
 
     def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
         """Forget a whole memory and its operations log (one ``delete_all`` entry with no ids
@@ -467,13 +562,13 @@ class MemoryEngine:
         removed too."""
         self._check_open(write=True)
         key = scope_key(user_id, agent_id, run_id)
-        with self._writer:
+        with self._writer, self._write_section():
             b = self.bank.index.get(key)
-            if b is None and key not in self.quarantined:
+            if key not in self._loaded and key not in self.quarantined:
                 return 0
             n = int(self.bank.msg.seg.lengths[b]) if b is not None else self.store.counts(key)["msg"]
             self._commit([], [(key, "delete_all", [])], delete=[key])
-            self.store.vacuum()
+            self.store.maybe_compact()
             return n
 
     def update(self, unit_id: str, text: str, *, user_id: str | None = None, agent_id: str | None = None,
@@ -483,12 +578,12 @@ class MemoryEngine:
         ...) are not edited: update the message they came from. Returns the updated message."""
         self._check_open(write=True)
         new = inputs.text({"text": text}, ("text",), "update", self.limits.max_text_chars)
-        with self._writer:
+        with self._writer, self._write_section(), self._using(self._owner(unit_id, user_id, agent_id, run_id)):
             key, kind, _ = self._locate(unit_id, user_id, agent_id, run_id)
             if kind != "message":
                 raise ValueError(f"update: {unit_id!r} is a derived {kind}; update the messages it came from "
                                  "(its message_ids) or delete it")
-            mem = self.bank.view(self.bank.index[key])
+            mem = view(self.bank, self.bank.index[key])
             self._rederive([mem], [set()], [list(EngineState.of(mem).forgotten)], op=("update", [unit_id]),
                            texts={unit_id: new})
             unit = self._message_unit(key, unit_id)
@@ -496,19 +591,19 @@ class MemoryEngine:
 
     def _message_unit(self, key: str, mid: str) -> dict:
         with self._rw.read():
-            mem = self.bank.view(self.bank.index[key])
+            mem = view(self.bank, self.bank.index[key])
             return next(u for u in _units(mem) if u["type"] == "message" and u["id"] == mid)
 
     def reset(self) -> int:
         """Forget every memory of the store (mem0's ``reset``), each as ``delete_all`` would; returns
         the number of memories removed."""
         self._check_open(write=True)
-        with self._writer:
-            keys = sorted(set(self.bank.memory_ids) | set(self.quarantined))
+        with self._writer, self._write_section():
+            keys = sorted(set(self._loaded) | set(self.quarantined))
             if not keys:
                 return 0
             self._commit([], [(k, "reset", []) for k in keys], delete=keys)
-            self.store.vacuum()
+            self.store.maybe_compact()
             return len(keys)
 
     # -- reading -----------------------------------------------------------------------------------
@@ -552,7 +647,9 @@ class MemoryEngine:
                     meta.filters(it.get("filters"), f"{where}: filters"))
             parsed.append((qs, key, it.get("strategy", "xmemory"), it.get("budget_tokens"), opts))
         out: list[list[RetrievalResult] | None] = [None] * len(parsed)
-        with self._rw.read():
+        with self._using([p[1] for p in parsed]), self._rw.read():
+            for p in parsed:
+                self._usable(p[1])  # a memory that failed to load just now
             groups: dict[tuple, list[int]] = {}
             for n, (_, _, strategy, budget, _) in enumerate(parsed):
                 groups.setdefault((strategy, budget), []).append(n)
@@ -622,7 +719,7 @@ class MemoryEngine:
 
     def _filtered(self, queries: list[str], key: str, strategy: str, budget: int | None, flt: dict) -> list[RetrievalResult]:
         """The queries against the scope's memory restricted to the messages matching ``flt``."""
-        mem = self.bank.view(self.bank.index[key])
+        mem = view(self.bank, self.bank.index[key])
         ok = meta.matching(mem, flt)
         if not ok:
             return [self._empty(q, key, strategy, "no message matches the filters") for q in queries]
@@ -638,11 +735,11 @@ class MemoryEngine:
         self._check_open()
         key = self._usable(scope_key(user_id, agent_id, run_id))
         flt = meta.filters(filters, "filters")
-        with self._rw.read():
-            b = self.bank.index.get(key)
+        with self._using([key]), self._rw.read():
+            b = self.bank.index.get(self._usable(key))
             if b is None:
                 return []
-            mem = self.bank.view(b)
+            mem = view(self.bank, b)
             units = _units(mem)
             if flt is None:
                 return units
@@ -655,9 +752,9 @@ class MemoryEngine:
     def get(self, unit_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> dict:
         """One unit by the id ``get_all`` or a search result gives it."""
         self._check_open()
-        with self._rw.read():
+        with self._using(self._owner(unit_id, user_id, agent_id, run_id)), self._rw.read():
             key, kind, _ = self._locate(unit_id, user_id, agent_id, run_id)
-            mem = self.bank.view(self.bank.index[key])
+            mem = view(self.bank, self.bank.index[key])
             return next(u for u in _units(mem) if u["id"] == unit_id and (u["type"] == "message") == (kind == "message"))
 
     def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
@@ -670,8 +767,22 @@ class MemoryEngine:
             return self.store.history(key)
 
     def scopes(self) -> list[dict[str, str | None]]:
+        if self._residency is not None:  # the catalogue: every stored memory, resident or not
+            return [scope_of(m) for m in self.store.memory_ids() if m not in self.quarantined]
         with self._rw.read():
             return [scope_of(m) for m in self.bank.memory_ids]
+
+    def _owner(self, unit_id: str, user_id, agent_id, run_id) -> list[str]:
+        """The memory key a unit id names, to make resident before ``_locate`` (none when it does
+        not parse: ``_locate`` says why)."""
+        if self._residency is None:
+            return []
+        try:
+            if user_id is not None:
+                return [scope_key(user_id, agent_id, run_id)]
+            return self.store.find_message(unit_id) if isinstance(unit_id, str) and unit_id else []
+        except (TypeError, ValueError):
+            return []
 
     def _locate(self, unit_id: str, user_id, agent_id, run_id) -> tuple[str, str, int]:
         """(memory key, kind, local row; -1 for a message): ``episode:N`` / ``semantic:N`` /
@@ -684,11 +795,14 @@ class MemoryEngine:
         if user_id is None:
             if unit is not None:
                 raise ValueError(f"unit_id {unit_id!r}: episode, semantic and theme ids need user_id (and agent_id, run_id)")
-            rows = np.flatnonzero(self.bank.msg["id"][: self.bank.msg.seg.size] == unit_id)
-            owners = sorted({int(b) for b in self.bank.msg.seg.memory_of(rows) if b >= 0})
-            if len(owners) != 1:
-                raise KeyError(f"unit {unit_id!r}: {'no such message' if not owners else 'ambiguous: give user_id'}")
-            return self.bank.memory_ids[owners[0]], "message", -1
+            if self._residency is not None:  # the catalogue's message-id index (most memories are not resident)
+                keys = [m for m in self.store.find_message(unit_id) if m not in self.quarantined]
+            else:
+                rows = np.flatnonzero(self.bank.msg["id"][: self.bank.msg.seg.size] == unit_id)
+                keys = [self.bank.memory_ids[b] for b in sorted({int(b) for b in self.bank.msg.seg.memory_of(rows) if b >= 0})]
+            if len(keys) != 1:
+                raise KeyError(f"unit {unit_id!r}: {'no such message' if not keys else 'ambiguous: give user_id'}")
+            return keys[0], "message", -1
         key = self._usable(scope_key(user_id, agent_id, run_id))
         b = self.bank.index.get(key)
         if b is None:
@@ -710,9 +824,26 @@ class MemoryEngine:
 
     def stats(self) -> dict[str, Any]:
         with self._rw.read():
-            return {"memories": self.bank.n_memories, "messages": int(self.bank.msg.seg.lengths.sum()),
-                    "semantics": int(self.bank.sem.seg.lengths.sum()), "themes": int(self.bank.theme.seg.lengths.sum()),
-                    "quarantined": len(self.quarantined), "time": time.time()}
+            out = {"memories": self.bank.n_memories, "messages": int(self.bank.msg.seg.lengths.sum()),
+                   "semantics": int(self.bank.sem.seg.lengths.sum()), "themes": int(self.bank.theme.seg.lengths.sum()),
+                   "quarantined": len(self.quarantined), "time": time.time()}
+        if self._residency is not None:  # the counts above are of the resident memories
+            with self._res_lock:
+                out |= {"memories": len(self._loaded) - len(set(self.quarantined) & set(self._loaded)),
+                        "resident_memories": out["memories"], "resident_bytes": self._residency.resident_bytes,
+                        "max_resident_bytes": self._residency.budget}
+        return out
+
+
+def _item_keys(items: Sequence[dict]) -> list[str]:
+    """The memory keys of ``add_batch`` items whose scope parses (the others fail in the full check)."""
+    out = []
+    for it in items:
+        try:
+            out.append(scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id")))
+        except (AttributeError, TypeError, ValueError):
+            continue
+    return out
 
 
 def _public_ids(r: RetrievalResult) -> RetrievalResult:
@@ -729,6 +860,21 @@ def _public_ids(r: RetrievalResult) -> RetrievalResult:
             elif len(u.message_ids) == 1 and u.id != u.message_ids[0] and u.id.startswith(u.message_ids[0] + "#p"):
                 u.id = u.message_ids[0]
     return r
+
+
+def _embedder_for(store: MemoryBackend, embedder: Embedder | str | None, cfg: XMemoryConfig, backend: str) -> Embedder:
+    """The embedder asked for (default: the one the store was built with); it must be the store's."""
+    device = encoder_device(backend, cfg.embed.device)
+    if embedder is None:
+        emb = embedder_for_store(store.embedder, device=device)
+    elif isinstance(embedder, str):
+        emb = load_embedder(embedder, device=device)
+    else:
+        emb = embedder
+    if emb.dim != store.dim or emb.name != store.embedder:
+        raise ValueError(f"{store.path or 'store'}: embedder: the store was built with {store.embedder!r} ({store.dim}), "
+                         f"not {emb.name!r} ({emb.dim})")
+    return emb
 
 
 def _carry(old: Memory, new: Memory, dropped: set[str], added: dict[str, dict], user_name: str | None,

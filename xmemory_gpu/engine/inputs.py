@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..memory.store import MAX_TIME, MIN_TIME
+from ..memory.codec import MAX_TIME, MIN_TIME
 from .ids import parse_unit_id
 
 MAX_ID_CHARS = 512

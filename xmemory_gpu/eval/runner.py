@@ -6,6 +6,7 @@ plots (``report``), and a token-budget sweep."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..config import XMemoryConfig
 from ..datasets.locomo import load_locomo
+from ..memory.backend import MemoryBackend
 from ..memory.store import Store
 from ..retrieve import Retriever
 from ..retrieve.answer import answer_prompt
@@ -111,12 +113,13 @@ def _reader(spec_or_reader):
 
 
 def run_eval(
-    store: str | Path, data: str | Path, out: str | Path, *, strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    store: str | Path | MemoryBackend, data: str | Path, out: str | Path, *, strategies: Sequence[str] = DEFAULT_STRATEGIES,
     budget_tokens: int | None = None, categories: Sequence[int] = (1, 2, 3, 4), limit: int | None = None,
     sweep: Sequence[int] = (), backend: str = "auto", reader=None, answer_tokens: int = 32, config: XMemoryConfig | None = None,
     seed: int = 0, labels: dict[str, str] | None = None,
 ) -> dict:
-    """Evaluate ``strategies`` on the questions of ``data`` whose memories are in ``store``.
+    """Evaluate ``strategies`` on the questions of ``data`` whose memories are in ``store`` (a folder,
+    opened once here, or an open ``MemoryBackend``).
 
     Writes in ``out``: ``results.jsonl`` (one line per question and strategy), ``summary.json``
     (per strategy and category, with the config, package versions, seed and git commit),
@@ -130,13 +133,16 @@ def run_eval(
     out.mkdir(parents=True, exist_ok=True)
     random.seed(seed)
     np.random.seed(seed)
-    st = Store.open(store)
-    ids = st.memory_ids()
-    st.close()
-    qs = load_questions(data, ids, categories, limit)
-    llm = _reader(reader)
-    retriever = Retriever.from_store(store, sorted({q["sample_id"] for q in qs}), backend=backend, reader=llm,
-                                     **({"config": config} if config is not None else {}))
+    own = isinstance(store, (str, os.PathLike))
+    st = Store.open(store) if own else store
+    try:
+        qs = load_questions(data, st.memory_ids(), categories, limit)
+        llm = _reader(reader)
+        retriever = Retriever.from_store(st, sorted({q["sample_id"] for q in qs}), backend=backend, reader=llm,
+                                         **({"config": config} if config is not None else {}))
+    finally:
+        if own:
+            st.close()
     questions, mems = [q["question"] for q in qs], [q["sample_id"] for q in qs]
     t0 = time.perf_counter()
     q_x = retriever.embedder.encode(questions)
@@ -159,7 +165,7 @@ def run_eval(
             summary[name] = summarise(rows, seconds, categories)
             summary[name]["notes"] = sorted({n for r in results for n in r.notes})
     tmp.replace(out / "results.jsonl")
-    meta = {"store": str(store), "data": str(data), "budget_tokens": budget_tokens, "categories": list(categories),
+    meta = {"store": str(store if own else st.path), "data": str(data), "budget_tokens": budget_tokens, "categories": list(categories),
             "questions": len(qs), "limit": limit, "tokenizer": retriever.tokens.name, "embedder": retriever.embedder.name,
             "reader": llm.name if llm is not None else None, "backend": backend, "config": retriever.config.to_dict(),
             "provenance": provenance(seed)}

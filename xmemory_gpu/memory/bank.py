@@ -212,24 +212,9 @@ class Bank:
     theme_knn_idx = property(lambda self: self.theme["knn_idx"])
     theme_knn_sim = property(lambda self: self.theme["knn_sim"])
     sem_offsets = property(lambda self: self.sem.seg.offsets)
-    epi_offsets = property(lambda self: self.epi.seg.offsets)
-    msg_offsets = property(lambda self: self.msg.seg.offsets)
     theme_offsets = property(lambda self: self.theme.seg.offsets)
 
     # -- building ------------------------------------------------------------------------------
-    @classmethod
-    def empty(cls, dim: int) -> Bank:
-        return cls.from_slices([], dim)
-
-    @classmethod
-    def from_memories(cls, memories: list, dim: int | None = None) -> Bank:
-        """A bank of built memories (``hierarchy.Memory`` records and arrays)."""
-        from .hierarchy import slice_from_memory
-
-        if not memories and dim is None:
-            raise ValueError("Bank.from_memories: no memories and no dim given")
-        return cls.from_slices([slice_from_memory(m) for m in memories], dim if dim is not None else memories[0].dim)
-
     @classmethod
     def from_slices(cls, slices: Iterable[MemorySlice], dim: int, *, lengths: dict[str, list[int]] | None = None,
                     memory_ids: list[str] | None = None) -> Bank:
@@ -283,12 +268,6 @@ class Bank:
                     part = np.where(part >= 0, part - self.levels[target].seg.starts[b], -1).astype(a.dtype)
                 cols[lv][name] = part
         return MemorySlice(self.memory_ids[b], cols, dict(self.stats[b]))
-
-    def view(self, b: int):
-        """Memory b as records plus local arrays (read-only inspection; see ``hierarchy.Memory``)."""
-        from .hierarchy import memory_from_slice
-
-        return memory_from_slice(self.slice(b))
 
     # -- growth (live engine) ------------------------------------------------------------------
     def put_slice(self, sl: MemorySlice, *, slack: float = 0.25) -> int:
@@ -346,11 +325,11 @@ class Bank:
         level.writes.note(old[0], old[0] + old[1])
         s.starts[b], s.lengths[b], s.capacity[b], s.size = start, n, cap, start + cap
 
+    def without(self, memory_ids: set[str]) -> Bank:
+        """A compact copy without ``memory_ids`` (a cost of the rows kept, not of the store)."""
+        keep = [b for b, m in enumerate(self.memory_ids) if m not in memory_ids]
+        return Bank.from_slices([self.slice(b) for b in keep], self.dim)
+
     def compact(self) -> Bank:
         """A compact copy (plain CSR segments in memory order, no slack or holes)."""
         return Bank.from_slices([self.slice(b) for b in range(self.n_memories)], self.dim)
-
-
-def column_stats(bank: Bank) -> dict[str, int]:
-    """Rows per level (live), for summaries and tests."""
-    return {lv: int(bank.levels[lv].seg.lengths.sum()) for lv in LEVELS}

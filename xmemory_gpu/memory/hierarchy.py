@@ -1,5 +1,5 @@
 """One memory as records plus local arrays: a read-only view of a bank slice for inspection and
-tests (``bank.view(b)``), and what construction assembles before its shard becomes a bank.
+tests (``view(bank, b)``), and what construction assembles before its shard becomes a bank.
 
 Row i of ``sem_x`` is ``semantics[i]``; ``theme_of[i]`` is a local theme row (index into
 ``themes``); kNN graphs hold local row ids with ``-1`` for "no edge".
@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .bank import MemorySlice
+from .bank import Bank, MemorySlice
+from .codec import theme_columns
 from .records import Episode, Message, SemanticNode, Theme
 
 
@@ -37,25 +38,6 @@ class Memory:
     @property
     def dim(self) -> int:
         return int(self.sem_x.shape[1]) if self.sem_x.ndim == 2 else int(self.msg_x.shape[1])
-
-    @property
-    def theme_count(self) -> np.ndarray:
-        """[K] int32 members per theme."""
-        return np.bincount(self.theme_of, minlength=len(self.themes)).astype(np.int32)
-
-    @property
-    def theme_sum(self) -> np.ndarray:
-        """[K, d] float32 sum of member embeddings per theme (accumulated in float64)."""
-        out = np.zeros((len(self.themes), self.sem_x.shape[1]), dtype=np.float64)
-        np.add.at(out, self.theme_of, self.sem_x.astype(np.float64))
-        return out.astype(np.float32)
-
-    @property
-    def theme_x(self) -> np.ndarray:
-        """[K, d] float32 unit-norm theme centroids (zero rows for empty themes)."""
-        s = self.theme_sum.astype(np.float64)
-        n = np.linalg.norm(s, axis=1, keepdims=True)
-        return np.divide(s, n, out=np.zeros_like(s), where=n > 0).astype(np.float32)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The array fields by name (what the store writes)."""
@@ -122,10 +104,7 @@ def slice_from_memory(mem: Memory) -> MemorySlice:
     n_sem, n_th = len(mem.semantics), len(mem.themes)
     d = mem.dim
     theme_of = np.asarray(mem.theme_of, np.int32).reshape(-1)
-    sums = np.zeros((n_th, d), np.float64)
-    if n_sem:
-        np.add.at(sums, theme_of, mem.sem_x.astype(np.float64))
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    theme = theme_columns(np.asarray(mem.sem_x, np.float32).reshape(-1, d), theme_of, n_th)
     cols = {
         "msg": {"x": np.asarray(mem.msg_x, np.float32).reshape(-1, d), "id": _obj([m.id for m in mem.messages]),
                 "speaker": _obj([m.speaker for m in mem.messages]), "text": _obj([m.text for m in mem.messages]),
@@ -142,9 +121,8 @@ def slice_from_memory(mem: Memory) -> MemorySlice:
                 "knn_idx": _graph(mem.sem_knn_idx, n_sem, -1, np.int32),
                 "knn_sim": _graph(mem.sem_knn_sim, n_sem, -np.inf, np.float32)},
         "theme": {"id": np.array([t.id for t in mem.themes], np.int64), "summary": _obj([t.summary for t in mem.themes]),
-                  "parents": _ragged([t.parents for t in mem.themes], np.int64), "sum": sums.astype(np.float32),
-                  "count": np.bincount(theme_of, minlength=n_th).astype(np.int32),
-                  "x": np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0).astype(np.float32),
+                  "parents": _ragged([t.parents for t in mem.themes], np.int64), "sum": theme["sum"],
+                  "count": theme["count"], "x": theme["x"],
                   "knn_idx": _graph(mem.theme_knn_idx, n_th, -1, np.int32),
                   "knn_sim": _graph(mem.theme_knn_sim, n_th, -np.inf, np.float32)},
     }
@@ -168,3 +146,15 @@ def memory_from_slice(sl: MemorySlice) -> Memory:
     themes = [Theme(int(t["id"][i]), str(t["summary"][i]), valid(t["parents"][i])) for i in range(t["id"].shape[0])]
     return Memory(sl.memory_id, messages, episodes, semantics, themes, m["x"], e["x"], s["x"], s["theme"],
                   s["knn_idx"], s["knn_sim"], t["knn_idx"], t["knn_sim"], dict(sl.stats))
+
+
+def view(bank: Bank, b: int) -> Memory:
+    """Memory ``b`` of ``bank`` as records plus local arrays (a copy, for reading)."""
+    return memory_from_slice(bank.slice(b))
+
+
+def bank_of(memories: list[Memory], dim: int | None = None) -> Bank:
+    """A bank of built memories (records and arrays)."""
+    if not memories and dim is None:
+        raise ValueError("bank_of: no memories and no dim given")
+    return Bank.from_slices([slice_from_memory(m) for m in memories], dim if dim is not None else memories[0].dim)

@@ -1,16 +1,23 @@
-"""The on-disk store: a directory with ``memory.sqlite`` and one ``arrays/*.npz`` per memory.
+"""The on-disk store: a directory with ``memory.sqlite`` (the catalogue) and one file per memory.
 
-A memory is committed whole or not at all: its arrays (``np.savez`` of plain ``.npy`` arrays)
-are written to a temporary file, fsynced and renamed into place under a content-addressed name,
-then its records and the file's sha256 are inserted in one SQLite transaction. A crash between
-the two leaves an unreferenced file that is ignored. Loading validates the schema version, the
-dimension, every array's presence, dtype and shape, and the checksum; nothing is unpickled.
+A memory's file (``arrays/<key>-<sha256[:12]>.slice``) holds every column of its bank slice, text
+as UTF-8 bytes plus offsets (``memory/codec.py``: a JSON header and raw arrays; nothing is unpickled). SQLite holds the
+catalogue: per memory its position, file name, the file's sha256, stats and rows per level, plus
+a message-id index and the operations log. A commit writes its files first (temp, fsync, rename
+under a content-addressed name), then changes the catalogue in one SQLite transaction, then
+removes the files it replaced: a crash leaves the store as before or as after (an unreferenced
+file is ignored and collected). A write costs what it changes: one memory's file and its
+catalogue rows. The database runs with ``secure_delete`` (freed pages are zeroed, so a deleted
+message id or stat leaves the file); ``compact`` (``VACUUM``) shrinks it when a quarter or more
+of its pages are free.
 
-Schema 2 (this release) adds a ``row`` column to episodes and semantics: their ids are stable
-(they survive re-derivation, see ``engine.ids``) and no longer their positions, so records are
-ordered by ``row``. A schema-1 store is read as it is (its ids are its rows) and upgraded by its
-first commit. ``load_bank(quarantine=True)`` leaves out a memory that fails to load (recorded in
-``Store.quarantined``), so one damaged memory never keeps the others from loading.
+Loading verifies the schema version, the dimension, the checksum, every column's dtype and shape,
+row references and finite values. ``load_bank(quarantine=True)`` leaves out a memory that fails
+(recorded in ``Store.quarantined``), so one damaged memory never keeps the others from loading.
+
+Schema 3 (this release). Stores of schema 1 and 2 (text in SQLite tables, ``memory/legacy.py``)
+are read as they are and upgraded in one transaction by ``upgrade``, which the first commit and a
+writable engine open call.
 """
 
 from __future__ import annotations
@@ -18,69 +25,48 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import sqlite3
+import threading
 import time
-import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from . import legacy
 from .bank import LEVELS, Bank, MemorySlice
-from .hierarchy import ARRAY_FIELDS, Memory, memory_from_slice, slice_from_memory
-from .records import Episode, Message, SemanticNode, Theme
+from .codec import MAX_TIME, MIN_TIME, SliceFormatError, check_slice, slice_from_bytes, slice_to_bytes
+from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # schema 1 is read as is and upgraded by the first commit
+__all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "Store", "StoreError"]
+
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # 1 and 2 are read as they are and upgraded by the first commit
 DB_NAME = "memory.sqlite"
-# timestamps are POSIX seconds of years 1-9999 (what datetime can represent)
-MIN_TIME = -62135596800.0  # 0001-01-01T00:00:00Z
-MAX_TIME = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
+WRITE_THREADS = 8  # files written and fsynced at once by one commit
+COMPACT_FREE_FRACTION = 0.25  # ``maybe_compact`` rewrites the database when this share of pages is free
 log = logging.getLogger(__name__)
 
+_CATALOGUE = """
+CREATE TABLE IF NOT EXISTS message_ids (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE,
+  id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS message_ids_by_id ON message_ids (id);
+CREATE INDEX IF NOT EXISTS message_ids_by_memory ON message_ids (memory_id);
+"""
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE memories (memory_id TEXT PRIMARY KEY, position INTEGER NOT NULL, arrays_file TEXT NOT NULL,
-  sha256 TEXT NOT NULL, stats TEXT NOT NULL, created REAL NOT NULL);
-CREATE TABLE messages (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, pos INTEGER NOT NULL,
-  id TEXT NOT NULL, speaker TEXT NOT NULL, text TEXT NOT NULL, session INTEGER NOT NULL, timestamp REAL,
-  PRIMARY KEY (memory_id, pos));
-CREATE TABLE episodes (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, id INTEGER NOT NULL,
-  title TEXT NOT NULL, text TEXT NOT NULL, message_ids TEXT NOT NULL, start REAL, end REAL, row INTEGER,
-  PRIMARY KEY (memory_id, id));
-CREATE TABLE semantics (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, id INTEGER NOT NULL,
-  text TEXT NOT NULL, episode_ids TEXT NOT NULL, message_ids TEXT NOT NULL, timestamp REAL, row INTEGER,
-  PRIMARY KEY (memory_id, id));
-CREATE TABLE themes (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, row INTEGER NOT NULL,
-  id INTEGER NOT NULL, summary TEXT NOT NULL, PRIMARY KEY (memory_id, row));
-CREATE TABLE lineage (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE, theme_id INTEGER NOT NULL,
-  parent_id INTEGER NOT NULL);
-"""
-# added tables (created when missing, so stores of the first release open unchanged)
-_ADDED = """
-CREATE TABLE IF NOT EXISTS oplog (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL, op TEXT NOT NULL,
-  ids TEXT NOT NULL, time REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS messages_by_id ON messages (id);
-"""
-
-
-def _check_arrays(where: str, arrays: dict[str, np.ndarray], n_sem: int, n_themes: int) -> None:
-    """Index ranges and finite values of one memory's arrays (a crafted or damaged file is refused)."""
-    for name in ("msg_x", "epi_x", "sem_x", "theme_knn_sim", "sem_knn_sim"):
-        a = arrays[name]
-        bad = ~np.isfinite(a) if name.endswith("_x") else np.isnan(a)
-        if bad.any():
-            rows = np.flatnonzero(bad.any(axis=1))[:5].tolist()
-            raise StoreError(f"{where}: field {name}: non-finite values in rows {rows}")
-    theme_of = arrays["theme_of"]
-    if theme_of.size and (theme_of.min() < 0 or theme_of.max() >= n_themes):
-        raise StoreError(f"{where}: field theme_of: values outside 0..{n_themes - 1}")
-    for name, n in (("sem_knn_idx", n_sem), ("theme_knn_idx", n_themes)):
-        a = arrays[name]
-        if a.size and (a.min() < -1 or a.max() >= n):
-            raise StoreError(f"{where}: field {name}: row ids outside -1..{n - 1}")
+  sha256 TEXT NOT NULL, stats TEXT NOT NULL, created REAL NOT NULL, n_msg INTEGER NOT NULL DEFAULT 0,
+  n_epi INTEGER NOT NULL DEFAULT 0, n_sem INTEGER NOT NULL DEFAULT 0, n_theme INTEGER NOT NULL DEFAULT 0,
+  format INTEGER NOT NULL DEFAULT 3);
+""" + _CATALOGUE
+# the operations log was added after the first release: created when missing
+_OPLOG = """CREATE TABLE IF NOT EXISTS oplog (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL,
+  op TEXT NOT NULL, ids TEXT NOT NULL, time REAL NOT NULL);"""
+# schema 3's indexes (created with the store or by its upgrade): no write scans the catalogue
+_INDEXES = """CREATE INDEX IF NOT EXISTS oplog_by_memory ON oplog (memory_id);
+CREATE INDEX IF NOT EXISTS memories_by_position ON memories (position);"""
+_COUNT_COLUMNS = tuple(f"n_{lv}" for lv in LEVELS)
 
 
 class StoreError(ValueError):
@@ -95,31 +81,22 @@ class _Damaged(Exception):
         self.memory_id, self.reason = memory_id, reason
 
 
-def _time(v: Any) -> float | None:
-    """A stored timestamp, or None when it is not one datetime can represent (years 1-9999): a
-    value stored by an older release never makes a search fail."""
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v) if math.isfinite(v) and MIN_TIME <= v < MAX_TIME else None
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
-def _json(v: Any, where: str, table: str, field: str) -> Any:
-    """A JSON cell of a record, its damage reported with table and field."""
-    try:
-        return json.loads(v)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{where}: table {table}, field {field}: not valid JSON ({exc})") from None
+def _reason(exc: BaseException) -> str:
+    return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _as_slice(unit: Memory | MemorySlice) -> MemorySlice:
+    return unit if isinstance(unit, MemorySlice) else slice_from_memory(unit)
 
 
 class Store:
+    """The SQLite catalogue plus one file per memory (the module docstring has the rules); the
+    first :class:`~.backend.MemoryBackend`."""
+
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._conn = conn
@@ -131,37 +108,36 @@ class Store:
             self.config: dict[str, Any] = json.loads(meta["config"])
         except (KeyError, ValueError) as exc:
             raise StoreError(f"{path / DB_NAME}: meta table is incomplete or damaged ({exc})") from None
-        if self.schema_version not in READABLE_VERSIONS:
-            raise StoreError(
-                f"{path / DB_NAME}: schema_version is {self.schema_version}, this xmemory_gpu reads {SCHEMA_VERSION}"
-            )
+        self._check_version()
         self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (set by load_bank)
 
-    def _order(self) -> str:
-        """The column that orders episodes and semantics (schema 1: their ids are their rows)."""
-        return "row" if self.schema_version >= 2 else "id"
+    def _check_version(self) -> None:
+        if self.schema_version not in READABLE_VERSIONS:
+            raise StoreError(
+                f"{self.path / DB_NAME}: schema_version is {self.schema_version}, this xmemory_gpu reads {SCHEMA_VERSION}"
+            )
 
-    def upgrade(self) -> None:
-        """Bring a schema-1 store to schema 2 (``row`` columns, filled from the ids) in one transaction."""
-        if self.schema_version == SCHEMA_VERSION:
-            return
-        with self._conn as c:
-            for table in ("episodes", "semantics"):
-                c.execute(f"ALTER TABLE {table} ADD COLUMN row INTEGER")
-                c.execute(f"UPDATE {table} SET row = id")
-            c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
-        self.schema_version = SCHEMA_VERSION
+    def _sync_version(self) -> None:
+        """Re-read the schema version (another process may have upgraded the store since)."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        self.schema_version = int(row[0]) if row else self.schema_version
+        self._check_version()
+
+    @property
+    def legacy(self) -> bool:
+        """True for a store of schema 1 or 2, read as it is until ``upgrade``."""
+        return self.schema_version < 3
 
     # -- opening -------------------------------------------------------------------------------
     @staticmethod
     def _connect(db: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(db, timeout=30, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed: deleted text leaves the file
+        conn.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed: deleted ids leave the file
         try:
             with conn:
-                conn.executescript(_ADDED)
-        except sqlite3.OperationalError:  # a read-only store: the tables are read when present
+                conn.executescript(_OPLOG)
+        except sqlite3.OperationalError:  # a read-only store: the log is read when present
             pass
         return conn
 
@@ -173,9 +149,9 @@ class Store:
         (root / "arrays").mkdir(parents=True, exist_ok=True)
         tmp = root / (DB_NAME + ".tmp")
         tmp.unlink(missing_ok=True)
-        conn = cls._connect(tmp)
+        conn = sqlite3.connect(tmp)
         with conn:
-            conn.executescript(_SCHEMA)
+            conn.executescript(_SCHEMA + _OPLOG + "\n" + _INDEXES)
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
                 [("schema_version", str(SCHEMA_VERSION)), ("dim", str(int(dim))), ("embedder", embedder),
@@ -187,6 +163,7 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path) -> Store:
+        """Open a store as it is (an old schema is read, not changed: see ``upgrade``)."""
         root = Path(path)
         db = root / DB_NAME
         if not db.exists():
@@ -211,23 +188,32 @@ class Store:
     def close(self) -> None:
         self._conn.close()
 
-    # -- queries -------------------------------------------------------------------------------
+    # -- the catalogue -------------------------------------------------------------------------
     def memory_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT memory_id FROM memories ORDER BY position")]
 
+    def versions(self, memory_ids: list[str] | None = None) -> dict[str, str]:
+        """Memory id -> its file name (content-addressed: a new name is a new commit), of every
+        memory or of ``memory_ids`` (those stored)."""
+        self._sync_version()
+        if memory_ids is None:
+            return dict(self._conn.execute("SELECT memory_id, arrays_file FROM memories").fetchall())
+        q = "SELECT memory_id, arrays_file FROM memories WHERE memory_id = ?"
+        return dict(r for m in memory_ids for r in self._conn.execute(q, (m,)).fetchall())
+
     def has(self, memory_id: str, *, intact: bool = False) -> bool:
-        """Whether the memory is stored (and, with ``intact``, its arrays file present and matching)."""
+        """Whether the memory is stored (and, with ``intact``, its file present and matching)."""
         if self._conn.execute("SELECT 1 FROM memories WHERE memory_id = ?", (memory_id,)).fetchone() is None:
             return False
         return not intact or self.check(memory_id) is None
 
     def check(self, memory_id: str) -> str | None:
-        """None when memory ``memory_id`` loads (records, arrays file, checksum, shapes, ranges);
-        otherwise what is wrong, in one line."""
+        """None when memory ``memory_id`` loads (file, checksum, columns, ranges); otherwise what is
+        wrong, in one line."""
         try:
-            self.get(memory_id)
+            self.get_slice(memory_id)
         except (StoreError, KeyError, sqlite3.DatabaseError, ValueError) as exc:
-            return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+            return _reason(exc)
         return None
 
     def check_all(self) -> dict[str, str | None]:
@@ -253,85 +239,149 @@ class Store:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
         return json.loads(row[0])
 
+    def counts(self, memory_id: str) -> dict[str, int]:
+        """Rows per level of one memory, from the catalogue (no file read)."""
+        if self._format(memory_id) < 3:
+            return legacy.counts(self._conn, memory_id)
+        row = self._conn.execute(f"SELECT {', '.join(_COUNT_COLUMNS)} FROM memories WHERE memory_id = ?",
+                                 (memory_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"{self.path}: no memory {memory_id!r}")
+        return dict(zip(LEVELS, (int(n) for n in row)))
+
+    def find_message(self, message_id: str) -> list[str]:
+        """The memories holding a message with this id (the catalogue's index; no file read)."""
+        table, col = ("messages", "id") if self.legacy else ("message_ids", "id")
+        return [r[0] for r in self._conn.execute(
+            f"SELECT DISTINCT m.memory_id FROM {table} t JOIN memories m ON m.memory_id = t.memory_id "
+            f"WHERE t.{col} = ? ORDER BY m.position", (message_id,))]
+
+    def history(self, memory_id: str) -> list[dict[str, Any]]:
+        """The operations log of one memory, oldest first: operation, unit ids, time (POSIX s)."""
+        out = []
+        for op, ids, t in self._conn.execute("SELECT op, ids, time FROM oplog WHERE memory_id = ? ORDER BY seq", (memory_id,)):
+            try:
+                out.append({"op": op, "ids": json.loads(ids), "time": t})
+            except ValueError as exc:
+                raise StoreError(f"{self.path}: memory {memory_id}: table oplog, field ids: not valid JSON ({exc})") from None
+        return out
+
     # -- writing -------------------------------------------------------------------------------
-    def put(self, memory: Memory, *, replace: bool = False) -> None:
-        """Commit one memory atomically (records and arrays together)."""
-        self.commit([memory], replace=replace)
-
-    def _write_arrays(self, memory: Memory) -> tuple[str, str]:
-        """The memory's arrays in a new content-addressed file (temp, fsync, rename); (name, sha256)."""
-        if memory.dim != self.dim:
-            raise StoreError(f"{self.path}: memory {memory.memory_id}: dim {memory.dim} != store dim {self.dim}")
-        arrays = memory.arrays()
-        for name, (dtype, ndim) in ARRAY_FIELDS.items():
-            a = arrays[name]
-            if a.dtype != dtype or a.ndim != ndim:
-                raise StoreError(f"memory {memory.memory_id}: field {name}: expected {np.dtype(dtype)} with {ndim} dims, got {a.dtype} {a.shape}")
-        key = hashlib.sha1(memory.memory_id.encode()).hexdigest()[:16]
-        tmp = self.path / "arrays" / f".{key}.{os.getpid()}.tmp"
+    def _write_file(self, sl: MemorySlice) -> tuple[str, str]:
+        """The memory's columns in a new content-addressed file (temp, fsync, rename); (name, sha256)."""
+        d = sl.cols["msg"]["x"].shape[-1]
+        if d != self.dim:
+            raise StoreError(f"{self.path}: memory {sl.memory_id}: dim {d} != store dim {self.dim}")
         try:
-            return self._write_file(tmp, key, arrays)
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot write the arrays of memory {memory.memory_id!r}: "
-                             f"{exc.strerror or exc} (nothing of this commit was stored)") from None
-
-    def _write_file(self, tmp: Path, key: str, arrays: dict[str, np.ndarray]) -> tuple[str, str]:
+            check_slice(sl, self.dim)
+        except SliceFormatError as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+        data = slice_to_bytes(sl)
+        digest = _sha256(data)
+        key = hashlib.sha1(sl.memory_id.encode()).hexdigest()[:16]
+        name = f"{key}-{digest[:12]}.slice"
+        tmp = self.path / "arrays" / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             with open(tmp, "wb") as fh:
-                np.savez(fh, **arrays)
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            digest = _sha256(tmp)
-            name = f"{key}-{digest[:12]}.npz"
             os.replace(tmp, self.path / "arrays" / name)
-        except BaseException:
+        except BaseException as exc:
             tmp.unlink(missing_ok=True)  # a full disk or an interrupt leaves no orphan
+            if isinstance(exc, OSError):
+                raise StoreError(f"{self.path}: cannot write memory {sl.memory_id!r}: {exc.strerror or exc} "
+                                 "(nothing of this commit was stored)") from None
             raise
         return name, digest
 
-    def commit(self, memories: list[Memory], *, replace: bool = False, delete: list[str] = (),
+    def _write_files(self, slices: list[MemorySlice], live: set[str]) -> list[tuple[str, str]]:
+        """``_write_file`` for each slice, several at once (their fsyncs overlap: a bulk build commits
+        a shard of memories in one call), then the folder fsynced (the renames survive a power
+        loss). If one fails, the files the others wrote are removed, but for names in ``live``: the
+        catalogue already names them (a memory committed again with the same columns)."""
+        done, error = [], None
+        if len(slices) <= 1:
+            try:
+                done = [self._write_file(sl) for sl in slices]
+            except BaseException as exc:  # noqa: BLE001 - raised below
+                error = exc
+        else:
+            with ThreadPoolExecutor(max_workers=min(WRITE_THREADS, len(slices))) as pool:
+                futures = [pool.submit(self._write_file, sl) for sl in slices]
+            for f in futures:
+                try:
+                    done.append(f.result())
+                except BaseException as exc:  # noqa: BLE001 - the first is raised below
+                    error = error or exc
+        if error is None and done:
+            try:
+                fd = os.open(self.path / "arrays", os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                error = StoreError(f"{self.path}: cannot sync the arrays folder: {exc.strerror or exc}")
+        if error is not None:
+            self._remove_new(done, live)
+            raise error
+        return done
+
+    def _remove_new(self, written: list[tuple[str, str]], live: set[str]) -> None:
+        """Remove files a failed commit wrote, but never one the catalogue names."""
+        for name, _ in written:
+            if name not in live:
+                (self.path / "arrays" / name).unlink(missing_ok=True)
+
+    def commit(self, units: list[MemorySlice | Memory], *, replace: bool = False, delete: list[str] = (),
                log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
-        """One atomic commit: ``memories`` written (new, or replacing the stored ones when
-        ``replace``), ``delete`` removed with their operations log, ``redact`` (memory id -> unit
-        ids) removed from the earlier entries of the log, ``log`` entries (memory id, operation,
-        unit ids) appended to it. Arrays go to new files first; the records, the files' names and
-        checksums, and the log change in one SQLite transaction; replaced files are removed after
-        it. A crash at any point leaves the store as before or as after."""
+        """One atomic commit: ``units`` (slices, or ``Memory`` records converted to slices) written
+        (new, or replacing the stored ones when ``replace``), ``delete`` removed with their
+        operations log, ``redact`` (memory id -> unit ids) removed from the earlier entries of the
+        log, ``log`` entries (memory id, operation, unit ids) appended to it. Files go first; the
+        catalogue and the log change in one SQLite transaction; replaced files are removed after it.
+        A crash at any point leaves the store as before or as after."""
+        self._sync_version()
+        if self.legacy:
+            self.upgrade()
         c = self._conn
-        self.upgrade()
-        olds = {}
-        for mem in memories:
-            row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (mem.memory_id,)).fetchone()
+        slices = [_as_slice(u) for u in units]
+        olds: dict[str, tuple[str, int] | None] = {}
+        for sl in slices:
+            row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (sl.memory_id,)).fetchone()
             if row is not None and not replace:
-                raise StoreError(f"{self.path}: memory {mem.memory_id!r} is already stored (pass replace=True)")
-            olds[mem.memory_id] = row
+                raise StoreError(f"{self.path}: memory {sl.memory_id!r} is already stored (pass replace=True)")
+            olds[sl.memory_id] = row
         for mid in delete:
             row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (mid,)).fetchone()
             if row is None:
                 raise KeyError(f"{self.path}: no memory {mid!r}")
             olds[mid] = row
-        written = []
+        ids = [sl.memory_id for sl in slices]
+        if len(set(ids)) != len(ids):
+            raise StoreError(f"{self.path}: one commit names a memory twice ({sorted({m for m in ids if ids.count(m) > 1})[:3]})")
+        live = {old[0] for old in olds.values() if old is not None}
+        written: list[tuple[str, str]] = []
         try:
-            for mem in memories:
-                written.append(self._write_arrays(mem))
+            written = self._write_files(slices, live)
             with c:
-                pos = c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0]
+                pos = c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0] if slices else 0
                 for mid in delete:
                     c.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
                     c.execute("DELETE FROM oplog WHERE memory_id = ?", (mid,))
                 for mid, gone in (redact or {}).items():
                     self._redact(mid, set(gone))
-                for mem, (name, digest) in zip(memories, written):
-                    old = olds[mem.memory_id]
+                for sl, (name, digest) in zip(slices, written):
+                    old = olds[sl.memory_id]
                     if old is not None:
-                        c.execute("DELETE FROM memories WHERE memory_id = ?", (mem.memory_id,))
-                    self._insert(mem, old[1] if old is not None else pos, name, digest)
+                        c.execute("DELETE FROM memories WHERE memory_id = ?", (sl.memory_id,))
+                    self._insert(sl, old[1] if old is not None else pos, name, digest)
                     pos += old is None
                 c.executemany("INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
                               [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in log])
         except BaseException as exc:
-            for name, _ in written:  # the commit did not happen: its files go
-                (self.path / "arrays" / name).unlink(missing_ok=True)
+            self._remove_new(written, live)  # the commit did not happen: its new files go
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"{self.path / DB_NAME}: the commit failed and was rolled back: {exc}") from None
             raise
@@ -340,105 +390,176 @@ class Store:
             if old is not None and old[0] not in new_names:
                 (self.path / "arrays" / old[0]).unlink(missing_ok=True)
 
+    def _insert(self, sl: MemorySlice, pos: int, name: str, digest: str) -> None:
+        c, mid = self._conn, sl.memory_id
+        c.execute(f"INSERT INTO memories (memory_id, position, arrays_file, sha256, stats, created, format, "
+                  f"{', '.join(_COUNT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, 3, ?, ?, ?, ?)",
+                  (mid, pos, name, digest, json.dumps(sl.stats), time.time(), *(sl.n(lv) for lv in LEVELS)))
+        c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()])
+
     def _redact(self, memory_id: str, gone: set[str]) -> None:
         """Remove ``gone`` from the unit ids of the memory's log entries (a deleted id leaves the log)."""
         c = self._conn
-        rows = c.execute("SELECT seq, ids FROM oplog WHERE memory_id = ?", (memory_id,)).fetchall()
-        for seq, ids in rows:
+        for seq, ids in c.execute("SELECT seq, ids FROM oplog WHERE memory_id = ?", (memory_id,)).fetchall():
             old = json.loads(ids)
             new = [i for i in old if i not in gone]
             if new != old:
                 c.execute("UPDATE oplog SET ids = ? WHERE seq = ?", (json.dumps(new), seq))
 
-    def _insert(self, memory: Memory, pos: int, name: str, digest: str) -> None:
-        c, mid = self._conn, memory.memory_id
-        c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?)", (mid, pos, name, digest, json.dumps(memory.stats), time.time()))
-        c.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      [(mid, i, m.id, m.speaker, m.text, m.session, m.timestamp) for i, m in enumerate(memory.messages)])
-        c.executemany("INSERT INTO episodes (memory_id, id, title, text, message_ids, start, end, row) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                      [(mid, e.id, e.title, e.text, json.dumps(e.message_ids), e.start, e.end, r)
-                       for r, e in enumerate(memory.episodes)])
-        c.executemany("INSERT INTO semantics (memory_id, id, text, episode_ids, message_ids, timestamp, row) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      [(mid, s.id, s.text, json.dumps(s.episode_ids), json.dumps(s.message_ids), s.timestamp, r)
-                       for r, s in enumerate(memory.semantics)])
-        c.executemany("INSERT INTO themes VALUES (?, ?, ?, ?)", [(mid, r, t.id, t.summary) for r, t in enumerate(memory.themes)])
-        c.executemany("INSERT INTO lineage VALUES (?, ?, ?)", [(mid, t.id, p) for t in memory.themes for p in t.parents])
+    def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None:
+        """Commit one memory atomically."""
+        self.commit([unit], replace=replace)
 
-    def history(self, memory_id: str) -> list[dict[str, Any]]:
-        """The operations log of one memory, oldest first: operation, unit ids, time (POSIX s)."""
-        return [{"op": op, "ids": _json(ids, f"{self.path}: memory {memory_id}", "oplog", "ids"), "time": t}
-                for op, ids, t in self._conn.execute("SELECT op, ids, time FROM oplog WHERE memory_id = ? ORDER BY seq",
-                                                     (memory_id,))]
-
-    def vacuum(self) -> None:
-        """Rewrite the database file so freed pages (deleted text) leave the disk."""
-        self._conn.execute("VACUUM")
-
-    def collect_garbage(self) -> list[str]:
-        """Remove array files no record names (left by a crash between writing and committing)."""
-        named = {r[0] for r in self._conn.execute("SELECT arrays_file FROM memories")}
-        gone = []
-        for f in (self.path / "arrays").iterdir():
-            if f.name not in named and (f.suffix in (".npz", ".tmp")):
-                f.unlink(missing_ok=True)
-                gone.append(f.name)
-        return gone
-
-    def put_slice(self, sl: MemorySlice, *, replace: bool = False) -> None:
-        """Commit one memory of a bank (its local columns) atomically."""
-        self.put(memory_from_slice(sl), replace=replace)
+    put_slice = put
 
     def delete(self, memory_id: str) -> None:
         self.commit([], delete=[memory_id])
 
-    # -- reading -------------------------------------------------------------------------------
-    def get(self, memory_id: str) -> Memory:
+    def compact(self) -> None:
+        """Rewrite the database file without its free pages (``VACUUM``)."""
+        self._conn.execute("VACUUM")
+
+    def maybe_compact(self) -> bool:
+        """``compact`` when at least ``COMPACT_FREE_FRACTION`` of the database's pages are free
+        (after deletes); True when it ran. Freed pages are zeroed either way (``secure_delete``)."""
+        free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
+        pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
+        if pages and free >= COMPACT_FREE_FRACTION * pages:
+            self.compact()
+            return True
+        return False
+
+    def collect_garbage(self) -> list[str]:
+        """Remove files no catalogue row names (left by a crash between writing and committing)."""
+        named = {r[0] for r in self._conn.execute("SELECT arrays_file FROM memories")}
+        gone = []
+        for f in (self.path / "arrays").iterdir():
+            if f.name not in named and (f.suffix in (".slice", ".npz", ".tmp")):
+                f.unlink(missing_ok=True)
+                gone.append(f.name)
+        return gone
+
+    # -- upgrading -----------------------------------------------------------------------------
+    def upgrade(self) -> list[str]:
+        """Bring a store of schema 1 or 2 to schema 3 atomically: every memory's columns are written
+        to its one file first, then one transaction adds the catalogue's counts, format and
+        message-id index, moves the converted memories out of the text tables and sets the
+        version; the old files go after it. A memory that does not load now (damaged, or a read
+        that failed) keeps its old file and its rows in the old tables: it is read the old way
+        (quarantined if it still fails), removed with its memory, and converted by a later
+        ``upgrade`` once it loads. Returns the ids of the memories left in the old format."""
+        self._sync_version()
         c = self._conn
-        row = c.execute("SELECT arrays_file, sha256, stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
+        if self.legacy:
+            todo, version = self.memory_ids(), self.schema_version
+        else:
+            if not {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} & set(legacy.TABLES):
+                return []
+            todo = [r[0] for r in c.execute("SELECT memory_id FROM memories WHERE format < 3 ORDER BY position")]
+            version = SCHEMA_VERSION
+        converted: dict[str, tuple[MemorySlice, str, str]] = {}
+        damaged: list[str] = []
+        try:
+            for mid in todo:
+                try:
+                    sl = self.get_slice(mid)
+                except (StoreError, KeyError, ValueError, sqlite3.DatabaseError) as exc:
+                    log.warning("%s: memory %s stays in the old format (quarantined while it fails): %s", self.path, mid,
+                                _reason(exc))
+                    damaged.append(mid)
+                    continue
+                converted[mid] = (sl, *self._write_file(sl))
+            olds = dict(c.execute("SELECT memory_id, arrays_file FROM memories").fetchall())
+            with c:
+                c.execute("BEGIN")  # the DDL below is part of the transaction (sqlite3 opens none for it)
+                cols = {r[1] for r in c.execute("PRAGMA table_info(memories)")}
+                for col in _COUNT_COLUMNS:
+                    if col not in cols:
+                        c.execute(f"ALTER TABLE memories ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")
+                if "format" not in cols:  # every memory of the old store is in its format until converted
+                    c.execute(f"ALTER TABLE memories ADD COLUMN format INTEGER NOT NULL DEFAULT {int(version)}")
+                for stmt in filter(str.strip, (_CATALOGUE + _INDEXES).split(";")):
+                    c.execute(stmt)
+                for mid, (sl, name, digest) in converted.items():
+                    c.execute(f"UPDATE memories SET arrays_file = ?, sha256 = ?, format = 3, "
+                              f"{', '.join(f'{k} = ?' for k in _COUNT_COLUMNS)} WHERE memory_id = ?",
+                              (name, digest, *(sl.n(lv) for lv in LEVELS), mid))
+                    c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()])
+                for table in reversed(legacy.TABLES):
+                    if damaged:  # the old rows of what could not be converted stay
+                        c.executemany(f"DELETE FROM {table} WHERE memory_id = ?", [(m,) for m in converted])
+                    else:
+                        c.execute(f"DROP TABLE IF EXISTS {table}")
+                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        except BaseException as exc:
+            for _, name, _ in converted.values():
+                (self.path / "arrays" / name).unlink(missing_ok=True)
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"{self.path / DB_NAME}: the upgrade failed and was rolled back: {exc}") from None
+            raise
+        self.schema_version = SCHEMA_VERSION
+        for mid in converted:
+            if olds.get(mid) and olds[mid] != converted[mid][1]:
+                (self.path / "arrays" / olds[mid]).unlink(missing_ok=True)
+        self.compact()  # the text tables' pages leave the file
+        return damaged
+
+    def _format(self, memory_id: str) -> int:
+        """The layout memory ``memory_id`` is stored in: 3, or the old schema it was left in."""
+        if self.legacy:
+            return self.schema_version
+        row = self._conn.execute("SELECT format FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
+        return int(row[0]) if row is not None else SCHEMA_VERSION
+
+    # -- reading -------------------------------------------------------------------------------
+    def _file(self, memory_id: str) -> tuple[Path, str, str, str]:
+        row = self._conn.execute("SELECT arrays_file, sha256, stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
         if row is None:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
         fname, digest, stats = row
         where = f"{self.path}: memory {memory_id}"
-        apath = self._arrays_path(fname, where)
-        if not apath.exists():
-            raise StoreError(f"{where}: arrays file {apath} is missing")
-        if _sha256(apath) != digest:
-            raise StoreError(f"{where}: arrays file {apath} does not match its checksum (damaged)")
+        return self._arrays_path(fname, where), digest, stats, where
+
+    def _read_verified(self, path: Path, digest: str, where: str) -> bytes:
         try:
-            with np.load(apath, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-            raise StoreError(f"{where}: cannot read {apath}: {exc}") from None
-        order = self._order()
-        messages = [Message(i, sp, t, s, _time(ts)) for i, sp, t, s, ts in c.execute(
-            "SELECT id, speaker, text, session, timestamp FROM messages WHERE memory_id = ? ORDER BY pos", (memory_id,))]
-        episodes = [Episode(i, t, x, _json(m, where, "episodes", "message_ids"), _time(s), _time(e)) for i, t, x, m, s, e in c.execute(
-            f"SELECT id, title, text, message_ids, start, end FROM episodes WHERE memory_id = ? ORDER BY {order}", (memory_id,))]
-        semantics = [SemanticNode(i, t, _json(e, where, "semantics", "episode_ids"), _json(m, where, "semantics", "message_ids"),
-                                  _time(ts)) for i, t, e, m, ts in c.execute(
-            f"SELECT id, text, episode_ids, message_ids, timestamp FROM semantics WHERE memory_id = ? ORDER BY {order}",
-            (memory_id,))]
-        parents: dict[int, list[int]] = {}
-        for tid, pid in c.execute("SELECT theme_id, parent_id FROM lineage WHERE memory_id = ? ORDER BY rowid", (memory_id,)):
-            parents.setdefault(tid, []).append(pid)
-        themes = [Theme(i, s, parents.get(i, [])) for i, s in c.execute(
-            "SELECT id, summary FROM themes WHERE memory_id = ? ORDER BY row", (memory_id,))]
-        counts = {"msg_x": len(messages), "epi_x": len(episodes), "sem_x": len(semantics), "theme_of": len(semantics),
-                  "sem_knn_idx": len(semantics), "sem_knn_sim": len(semantics), "theme_knn_idx": len(themes), "theme_knn_sim": len(themes)}
-        for name, (dtype, ndim) in ARRAY_FIELDS.items():
-            if name not in arrays:
-                raise StoreError(f"{where}: field {name} is missing from {apath}")
-            a = arrays[name]
-            if a.dtype != dtype or a.ndim != ndim or a.shape[0] != counts[name]:
-                raise StoreError(f"{where}: field {name}: expected {np.dtype(dtype)} [{counts[name]}, ...] with {ndim} dims, found {a.dtype} {a.shape}")
-            if name.endswith("_x") and a.shape[1] != self.dim:
-                raise StoreError(f"{where}: field {name}: dimension {a.shape[1]} != store dim {self.dim}")
-        _check_arrays(where, arrays, len(semantics), len(themes))
-        return Memory(memory_id=memory_id, messages=messages, episodes=episodes, semantics=semantics, themes=themes,
-                      stats=_json(stats, where, "memories", "stats"), **arrays)
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise StoreError(f"{where}: file {path} is missing") from None
+        except OSError as exc:
+            raise StoreError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+        if _sha256(data) != digest:
+            raise StoreError(f"{where}: file {path} does not match its checksum (damaged)")
+        return data
+
+    def get_slice(self, memory_id: str) -> MemorySlice:
+        """One memory's columns (local rows), verified: checksum, columns, shapes, references."""
+        path, digest, stats_json, where = self._file(memory_id)
+        data = self._read_verified(path, digest, where)
+        try:
+            stats = json.loads(stats_json)
+        except ValueError as exc:
+            raise StoreError(f"{where}: table memories, field stats: not valid JSON ({exc})") from None
+        try:
+            fmt = self._format(memory_id)
+            if fmt < 3:
+                mem = legacy.read_memory(self._conn, memory_id, path, dim=self.dim, schema_version=fmt, where=where)
+                sl = slice_from_memory(mem)
+                check_slice(sl, self.dim)
+            else:
+                sl = slice_from_bytes(memory_id, data, stats)
+                check_slice(sl, self.dim, self.counts(memory_id))
+        except legacy.LegacyError as exc:
+            raise StoreError(str(exc)) from None
+        except ValueError as exc:  # SliceFormatError, or provenance naming a unit that is not there
+            raise StoreError(f"{self.path}: {exc}") from None
+        return sl
+
+    def get(self, memory_id: str) -> Memory:
+        """One memory as records plus arrays (a read-only view of ``get_slice``)."""
+        return memory_from_slice(self.get_slice(memory_id))
 
     def _arrays_path(self, fname: str, where: str) -> Path:
-        """The arrays file a record names, confined to the store's ``arrays/`` folder (a link is
+        """The file a catalogue row names, confined to the store's ``arrays/`` folder (a link is
         never followed: it could point outside the store)."""
         folder = self.path / "arrays"
         if not isinstance(fname, str) or not fname or "/" in fname or "\\" in fname or fname.startswith(".") or "\x00" in fname:
@@ -448,18 +569,11 @@ class Store:
             raise StoreError(f"{where}: arrays file {path} is a symbolic link (refused: it could point outside the store)")
         return path
 
-    def counts(self, memory_id: str) -> dict[str, int]:
-        """Rows per level of one memory, from the records (no arrays read)."""
-        c = self._conn
-        q = "SELECT COUNT(*) FROM {} WHERE memory_id = ?"
-        return {lv: int(c.execute(q.format(t), (memory_id,)).fetchone()[0])
-                for lv, t in zip(LEVELS, ("messages", "episodes", "semantics", "themes"))}
-
     def load_bank(self, memory_ids: list[str] | None = None, *, quarantine: bool = False) -> Bank:
         """The bank of ``memory_ids`` (default: all), read memory by memory straight into
         preallocated columns, so each embedding matrix is held once. A memory that fails to load
-        (damaged arrays, records or checksum) raises ``StoreError``; with ``quarantine`` it is left
-        out and recorded in ``self.quarantined`` (memory id -> reason), so the others still load."""
+        raises ``StoreError``; with ``quarantine`` it is left out and recorded in
+        ``self.quarantined`` (memory id -> reason), so the others still load."""
         ids = self.memory_ids() if memory_ids is None else list(memory_ids)
         for m in ids:
             if not self.has(m):
@@ -484,9 +598,9 @@ class Store:
         def slices():
             for m in ids:
                 try:
-                    sl = slice_from_memory(self.get(m))
+                    sl = self.get_slice(m)
                 except (StoreError, KeyError, ValueError, sqlite3.DatabaseError) as exc:
-                    raise _Damaged(m, str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)) from None
+                    raise _Damaged(m, _reason(exc)) from None
                 yield sl
 
         return Bank.from_slices(slices(), self.dim, lengths=lengths, memory_ids=ids)

@@ -8,6 +8,7 @@ turns, and each result's notes say so.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..config import XMemoryConfig, resolve_config
 from ..embed import Embedder, embedder_for_store, encode_queries
+from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank
 from ..memory.store import Store
 from ..ops.devices import encoder_device
@@ -80,12 +82,14 @@ class Retriever:
         return self.budget.tokens
 
     @classmethod
-    def from_store(cls, path: str | Path, memory_ids: Sequence[str] | None = None, **kw) -> Retriever:
-        """Load the store's memories (all, or ``memory_ids``) and the embedder it was built with. Loading
+    def from_store(cls, path: str | Path | MemoryBackend, memory_ids: Sequence[str] | None = None, **kw) -> Retriever:
+        """Load the store's memories (``path``: a store folder, opened and closed here, or an open
+        ``MemoryBackend``, left open) (all, or ``memory_ids``) and the embedder it was built with. Loading
         all of them, a memory that fails its checks is left out and listed in ``quarantined`` (a search
         of it names it and why), so one damaged memory never keeps the others from being searched;
         named ``memory_ids`` must all load."""
-        store = Store.open(path)
+        own = isinstance(path, (str, os.PathLike))
+        store = Store.open(path) if own else path
         try:
             bank = store.load_bank(list(memory_ids) if memory_ids is not None else None, quarantine=memory_ids is None)
             quarantined = dict(store.quarantined)
@@ -93,7 +97,8 @@ class Retriever:
             device = encoder_device(kw.get("backend", "auto"), config.embed.device)
             embedder = kw.pop("embedder", None) or embedder_for_store(store.embedder, device=device)
         finally:
-            store.close()
+            if own:
+                store.close()
         out = cls(bank, embedder, config, **kw)
         out.quarantined = quarantined
         return out

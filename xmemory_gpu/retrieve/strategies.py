@@ -89,10 +89,6 @@ def strategy_names() -> StrategyNames:
     return StrategyNames(_REGISTRY)
 
 
-def describe() -> dict[str, str]:
-    return {n: d for n, (_, d) in _REGISTRY.items()}
-
-
 def _same(n: int, notes: list[str]) -> list[list[str]]:
     return [list(notes) for _ in range(n)]
 

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..memory.store import MAX_TIME, MIN_TIME
+from ..memory.codec import MAX_TIME, MIN_TIME
 from ..retrieve.strategies import strategy_names
 
 MAX_ID = 512

@@ -1,0 +1,174 @@
+"""The storage seam: what construction, the engine, retrieval and the CLI need from where memories live.
+
+:class:`MemoryBackend` is the protocol; :class:`~.store.Store` (SQLite catalogue plus one file per
+memory) is the durable implementation and :class:`InMemoryBackend` keeps the same encoded files in
+a dict (tests, throwaway engines, and the reference for what a backend must do). A backend holds
+memories as bank slices: ``commit`` writes slices and deletions atomically with their log entries,
+``load_bank`` reads a set of them into one bank, ``versions`` names each memory's current content
+(so a reader can tell what changed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .bank import Bank, MemorySlice
+from .codec import SliceFormatError, check_slice, slice_from_bytes, slice_to_bytes
+from .hierarchy import Memory, memory_from_slice, slice_from_memory
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """Where memories live. ``dim``, ``embedder`` and ``config`` describe how they were built;
+    ``quarantined`` (memory id -> reason) is set by ``load_bank(quarantine=True)``."""
+
+    path: Path | None
+    dim: int
+    embedder: str
+    config: dict[str, Any]
+    quarantined: dict[str, str]
+
+    def memory_ids(self) -> list[str]: ...
+    def versions(self, memory_ids: list[str] | None = None) -> dict[str, str]: ...
+    def has(self, memory_id: str, *, intact: bool = False) -> bool: ...
+    def check(self, memory_id: str) -> str | None: ...
+    def stats(self, memory_id: str) -> dict[str, Any]: ...
+    def counts(self, memory_id: str) -> dict[str, int]: ...
+    def find_message(self, message_id: str) -> list[str]: ...
+    def history(self, memory_id: str) -> list[dict[str, Any]]: ...
+    def get_slice(self, memory_id: str) -> MemorySlice: ...
+    def get(self, memory_id: str) -> Memory: ...
+    def load_bank(self, memory_ids: list[str] | None = None, *, quarantine: bool = False) -> Bank: ...
+    def commit(self, units: list[MemorySlice | Memory], *, replace: bool = False, delete: list[str] = (),
+               log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None: ...
+    def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
+    def put_slice(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
+    def delete(self, memory_id: str) -> None: ...
+    def upgrade(self) -> list[str]: ...
+    def collect_garbage(self) -> list[str]: ...
+    def maybe_compact(self) -> bool: ...
+    def close(self) -> None: ...
+
+
+class InMemoryBackend:
+    """A :class:`MemoryBackend` in a dict: each memory kept as the bytes the store would write
+    (``memory/codec.py``), so what it returns went through the same encoding and checks. Commits
+    are atomic (validated and encoded before anything changes); nothing survives the process."""
+
+    def __init__(self, *, dim: int, embedder: str, config: dict[str, Any] | None = None) -> None:
+        self.path: Path | None = None
+        self.dim, self.embedder, self.config = int(dim), embedder, dict(config or {})
+        self.quarantined: dict[str, str] = {}
+        self._files: dict[str, tuple[bytes, str, dict[str, Any]]] = {}  # id -> (bytes, sha256, stats), in order
+        self._log: list[tuple[str, str, list[str], float]] = []
+
+    def _row(self, memory_id: str) -> tuple[bytes, str, dict[str, Any]]:
+        try:
+            return self._files[memory_id]
+        except KeyError:
+            raise KeyError(f"in-memory backend: no memory {memory_id!r}") from None
+
+    def memory_ids(self) -> list[str]:
+        return list(self._files)
+
+    def versions(self, memory_ids: list[str] | None = None) -> dict[str, str]:
+        ids = self._files if memory_ids is None else [m for m in memory_ids if m in self._files]
+        return {m: self._files[m][1] for m in ids}
+
+    def has(self, memory_id: str, *, intact: bool = False) -> bool:
+        return memory_id in self._files
+
+    def check(self, memory_id: str) -> str | None:
+        try:
+            self.get_slice(memory_id)
+        except (KeyError, ValueError) as exc:
+            return str(exc)
+        return None
+
+    def stats(self, memory_id: str) -> dict[str, Any]:
+        return json.loads(json.dumps(self._row(memory_id)[2]))
+
+    def counts(self, memory_id: str) -> dict[str, int]:
+        sl = self.get_slice(memory_id)
+        return {lv: sl.n(lv) for lv in sl.cols}
+
+    def find_message(self, message_id: str) -> list[str]:
+        return [m for m in self._files if message_id in set(self.get_slice(m).cols["msg"]["id"].tolist())]
+
+    def history(self, memory_id: str) -> list[dict[str, Any]]:
+        return [{"op": op, "ids": list(ids), "time": t} for m, op, ids, t in self._log if m == memory_id]
+
+    def get_slice(self, memory_id: str) -> MemorySlice:
+        data, _, stats = self._row(memory_id)
+        sl = slice_from_bytes(memory_id, data, json.loads(json.dumps(stats)))
+        check_slice(sl, self.dim)
+        return sl
+
+    def get(self, memory_id: str) -> Memory:
+        return memory_from_slice(self.get_slice(memory_id))
+
+    def load_bank(self, memory_ids: list[str] | None = None, *, quarantine: bool = False) -> Bank:
+        ids = self.memory_ids() if memory_ids is None else list(memory_ids)
+        self.quarantined, slices = {}, []
+        for m in ids:
+            try:
+                slices.append(self.get_slice(m))
+            except ValueError as exc:  # as the store: one that fails is left out when quarantining
+                if not quarantine:
+                    raise
+                self.quarantined[m] = str(exc)
+        return Bank.from_slices(slices, self.dim, memory_ids=[sl.memory_id for sl in slices])
+
+    def commit(self, units: list[MemorySlice | Memory], *, replace: bool = False, delete: list[str] = (),
+               log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
+        encoded = []
+        named = [u.memory_id for u in units]
+        if len(set(named)) != len(named):
+            raise ValueError("in-memory backend: one commit names a memory twice")
+        for u in units:
+            sl = u if isinstance(u, MemorySlice) else slice_from_memory(u)
+            if sl.memory_id in self._files and not replace:
+                raise ValueError(f"in-memory backend: memory {sl.memory_id!r} is already stored (pass replace=True)")
+            try:
+                check_slice(sl, self.dim)
+            except SliceFormatError as exc:
+                raise ValueError(f"in-memory backend: {exc}") from None
+            data = slice_to_bytes(sl)
+            encoded.append((sl.memory_id, data, hashlib.sha256(data).hexdigest(), json.loads(json.dumps(sl.stats))))
+        for mid in delete:
+            self._row(mid)
+        for mid in delete:  # nothing has changed before this point
+            del self._files[mid]
+        gone = set(delete)
+        self._log = [(m, op, ids, t) for m, op, ids, t in self._log if m not in gone]
+        for mid, drop in (redact or {}).items():
+            self._log = [(m, op, [i for i in ids if i not in drop] if m == mid else ids, t) for m, op, ids, t in self._log]
+        for mid, data, digest, stats in encoded:
+            self._files[mid] = (data, digest, stats)
+        now = time.time()
+        self._log += [(m, op, list(ids), now) for m, op, ids in log]
+
+    def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None:
+        self.commit([unit], replace=replace)
+
+    put_slice = put
+
+    def delete(self, memory_id: str) -> None:
+        self.commit([], delete=[memory_id])
+
+    def upgrade(self) -> list[str]:
+        return []
+
+    def collect_garbage(self) -> list[str]:
+        return []
+
+    def maybe_compact(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        """Nothing to release: the memories stay until the backend itself is dropped (an engine
+        closed and opened again on the same backend finds them)."""

@@ -1,0 +1,208 @@
+"""One memory's columns as bytes and back: the store's file format and the Ray build's wire format.
+
+A :class:`~.bank.MemorySlice` becomes one flat container of plain arrays (:func:`pack_arrays`):
+the magic ``XMSLICE1``, a little-endian u64 header length, a JSON header naming each array's
+dtype (numeric only: float32/64, int32/64, uint8), shape and offset, then the arrays' raw bytes,
+each 64-byte aligned. Reading is one ``json.loads`` and a view per array: nothing is unpickled or
+evaluated. A numeric column is stored as ``LEVEL.NAME``; a text column as its UTF-8 bytes
+(``LEVEL.NAME.utf8``) and offsets (``LEVEL.NAME.off``, int64 [n + 1]). The theme columns derived
+from the statements (``sum``, ``count``, ``x``: :func:`theme_columns`) are not written; reading
+computes them again, in float64. :func:`check_slice` is what a reader runs on bytes it did not
+write itself: every column present with its dtype and shape, row references inside their level,
+finite embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import Any
+
+import numpy as np
+
+from .bank import COLUMNS, LEVELS, ROW_REFS, MemorySlice
+
+# timestamps are POSIX seconds of years 1-9999 (what datetime can represent), NaN for unknown
+MIN_TIME = -62135596800.0  # 0001-01-01T00:00:00Z
+MAX_TIME = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
+TIME_COLUMNS = (("msg", "time"), ("epi", "start"), ("epi", "end"), ("sem", "time"))
+
+
+DERIVED = ("sum", "count", "x")  # theme columns computed from sem.x and sem.theme
+
+
+class SliceFormatError(ValueError):
+    """Bytes that are not a memory's columns, or columns that break the bank's layout; says which."""
+
+
+def theme_columns(sem_x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> dict[str, np.ndarray]:
+    """A memory's theme ``sum`` [K, d] float32 (accumulated in float64), ``count`` [K] int32 and
+    unit-norm ``x`` [K, d] float32 (zero rows for empty themes) from its statements' embeddings
+    ``sem_x`` [n, d] and theme rows ``theme_of`` [n]."""
+    sums = np.zeros((n_themes, sem_x.shape[1]), np.float64)
+    if theme_of.size:
+        np.add.at(sums, theme_of, sem_x.astype(np.float64))
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    return {"sum": sums.astype(np.float32), "count": np.bincount(theme_of, minlength=n_themes).astype(np.int32),
+            "x": np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0).astype(np.float32)}
+
+
+MAGIC = b"XMSLICE1"
+ALIGN = 64
+DTYPES = frozenset({"<f4", "<f8", "<i4", "<i8", "|u1"})  # what a container may hold
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
+    """Named numeric arrays as one container (see the module docstring)."""
+    entries, blobs, offset = [], [], 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+        if dt.str not in DTYPES:
+            raise SliceFormatError(f"array {name}: dtype {a.dtype} cannot be stored (expected one of {sorted(DTYPES)})")
+        entries.append({"name": name, "dtype": dt.str, "shape": list(a.shape), "offset": offset})
+        raw = a.astype(dt, copy=False).tobytes()
+        blobs.append(raw + b"\0" * (_aligned(len(raw)) - len(raw)))
+        offset += _aligned(len(raw))
+    header = json.dumps({"arrays": entries}, separators=(",", ":")).encode()
+    head = MAGIC + struct.pack("<Q", len(header)) + header
+    return b"".join([head + b"\0" * (_aligned(len(head)) - len(head)), *blobs])
+
+
+def unpack_arrays(data: bytes | bytearray, where: str = "container") -> dict[str, np.ndarray]:
+    """The arrays of a container, as writable arrays over one copy of ``data``; a container that is
+    cut, malformed or names another dtype raises ``SliceFormatError``."""
+    if len(data) < 16 or bytes(data[:8]) != MAGIC:
+        raise SliceFormatError(f"{where}: not a memory's columns (no {MAGIC.decode()} header)")
+    (n,) = struct.unpack_from("<Q", data, 8)
+    if n > len(data) - 16:
+        raise SliceFormatError(f"{where}: the header is cut")
+    try:
+        entries = json.loads(bytes(data[16 : 16 + n]))["arrays"]
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise SliceFormatError(f"{where}: the header is not valid ({type(exc).__name__})") from None
+    buf, base, out = bytearray(data), _aligned(16 + n), {}
+    for e in entries if isinstance(entries, list) else [None]:
+        try:
+            name, dtype, shape, offset = e["name"], e["dtype"], [int(x) for x in e["shape"]], int(e["offset"])
+        except (KeyError, TypeError, ValueError):
+            raise SliceFormatError(f"{where}: a header entry is not valid: {e!r:.80}") from None
+        if dtype not in DTYPES or any(x < 0 for x in shape) or offset < 0:
+            raise SliceFormatError(f"{where}: array {name}: dtype {dtype!r} or shape {shape} is not allowed")
+        count = math.prod(shape)
+        size = count * np.dtype(dtype).itemsize
+        if base + offset + size > len(buf):
+            raise SliceFormatError(f"{where}: array {name}: its bytes run past the end of the data")
+        try:
+            out[str(name)] = np.frombuffer(buf, dtype, count, base + offset).reshape(shape)
+        except ValueError as exc:  # more dimensions than numpy takes
+            raise SliceFormatError(f"{where}: array {name}: shape {shape[:8]} is not allowed ({exc})") from None
+    return out
+
+
+def slice_to_bytes(sl: MemorySlice) -> bytes:
+    """Memory ``sl``'s columns as one container (see the module docstring)."""
+    arrays: dict[str, np.ndarray] = {}
+    for lv in LEVELS:
+        for name, a in sl.cols[lv].items():
+            if lv == "theme" and name in DERIVED:
+                continue
+            if a.dtype.kind == "O":
+                enc = [str(s).encode("utf-8", "surrogatepass") for s in a.tolist()]
+                off = np.zeros(len(enc) + 1, np.int64)
+                np.cumsum([len(e) for e in enc], out=off[1:])
+                arrays[f"{lv}.{name}.utf8"] = np.frombuffer(b"".join(enc), np.uint8)
+                arrays[f"{lv}.{name}.off"] = off
+            else:
+                arrays[f"{lv}.{name}"] = a
+    return pack_arrays(arrays)
+
+
+def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:
+    if off.ndim != 1 or off.shape[0] < 1 or off[0] != 0 or off[-1] != len(raw) or (np.diff(off) < 0).any():
+        raise SliceFormatError(f"{where}: offsets do not cut its {len(raw)} bytes")
+    bounds = off.tolist()
+    out = np.empty(len(bounds) - 1, dtype=object)
+    try:
+        out[:] = [raw[bounds[i] : bounds[i + 1]].decode("utf-8", "surrogatepass") for i in range(len(bounds) - 1)]
+    except UnicodeDecodeError as exc:
+        raise SliceFormatError(f"{where}: not UTF-8 ({exc.reason})") from None
+    return out
+
+
+def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any]) -> MemorySlice:
+    """The inverse of :func:`slice_to_bytes`; every column of the bank's layout must be present
+    with its dtype (``SliceFormatError`` names the first that is not)."""
+    where = f"memory {memory_id}"
+    z = unpack_arrays(data, where)
+    cols: dict[str, dict[str, np.ndarray]] = {}
+    for lv in LEVELS:
+        cols[lv] = {}
+        for name, (dtype, _) in COLUMNS[lv].items():
+            key = f"{lv}.{name}"
+            if lv == "theme" and name in DERIVED:
+                continue
+            if np.dtype(dtype).kind == "O":
+                raw, off = z.get(f"{key}.utf8"), z.get(f"{key}.off")
+                if raw is None or off is None:
+                    raise SliceFormatError(f"{where}: column {key} is missing")
+                if raw.dtype != np.uint8 or off.dtype != np.int64:
+                    raise SliceFormatError(f"{where}: column {key}: expected uint8 bytes and int64 offsets")
+                cols[lv][name] = _texts(raw.tobytes(), off, f"{where}: column {key}")
+            else:
+                a = z.get(key)
+                if a is None:
+                    raise SliceFormatError(f"{where}: column {key} is missing")
+                if a.dtype != dtype:
+                    raise SliceFormatError(f"{where}: column {key}: expected {np.dtype(dtype)}, found {a.dtype}")
+                cols[lv][name] = a
+    sem, theme = cols["sem"], cols["theme"]
+    if sem["x"].ndim != 2 or sem["theme"].shape != sem["x"].shape[:1] or theme["id"].ndim != 1:
+        raise SliceFormatError(f"{where}: columns sem.x, sem.theme and theme.id do not fit together")
+    if sem["theme"].size and (sem["theme"].min() < 0 or sem["theme"].max() >= theme["id"].shape[0]):
+        raise SliceFormatError(f"{where}: column sem.theme: row ids outside 0..{theme['id'].shape[0] - 1}")
+    theme.update(theme_columns(sem["x"], sem["theme"], theme["id"].shape[0]))
+    cols["theme"] = {name: theme[name] for name in COLUMNS["theme"]}  # the layout's column order
+    return MemorySlice(memory_id, cols, stats)
+
+
+def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None) -> None:
+    """Shapes, row references and finite values of a slice read from outside (a crafted or damaged
+    file is refused with ``SliceFormatError`` naming memory, column and what is wrong). ``counts``:
+    the rows per level the catalogue expects."""
+    where = f"memory {sl.memory_id}"
+    n = {}
+    for lv in LEVELS:
+        lens = {name: a.shape[0] if a.ndim else -1 for name, a in sl.cols[lv].items()}
+        if len(set(lens.values())) != 1:
+            raise SliceFormatError(f"{where}: level {lv}: columns disagree on the row count ({lens})")
+        n[lv] = next(iter(lens.values()))
+        if counts is not None and n[lv] != counts[lv]:
+            raise SliceFormatError(f"{where}: level {lv}: {n[lv]} rows, the catalogue says {counts[lv]}")
+        for name, (_, kind) in COLUMNS[lv].items():
+            a = sl.cols[lv][name]
+            if a.ndim != (1 if kind == "" else 2) or (kind == "d" and a.shape[1] != dim) or (kind in ("w", "k") and a.shape[1] < 1):
+                raise SliceFormatError(f"{where}: column {lv}.{name}: shape {a.shape} does not fit dim {dim}")
+    for (lv, name), target in ROW_REFS.items():
+        a = sl.cols[lv][name]
+        lo = 0 if (lv, name) == ("sem", "theme") else -1
+        if a.size and (a.min() < lo or a.max() >= n[target]):
+            raise SliceFormatError(f"{where}: column {lv}.{name}: row ids outside {lo}..{n[target] - 1}")
+    for lv, name in (("msg", "x"), ("epi", "x"), ("sem", "x"), ("theme", "sum"), ("theme", "x")):
+        bad = ~np.isfinite(sl.cols[lv][name])
+        if bad.any():
+            rows = np.flatnonzero(bad.any(axis=1))[:5].tolist()
+            raise SliceFormatError(f"{where}: column {lv}.{name}: non-finite values in rows {rows}")
+    for lv, name in TIME_COLUMNS:
+        t = sl.cols[lv][name]
+        known = t[~np.isnan(t)]
+        if known.size and not ((known >= MIN_TIME) & (known < MAX_TIME)).all():
+            raise SliceFormatError(f"{where}: column {lv}.{name}: times outside years 1-9999")
+    for lv in ("sem", "theme"):
+        if np.isnan(sl.cols[lv]["knn_sim"]).any():
+            raise SliceFormatError(f"{where}: column {lv}.knn_sim: NaN values")
