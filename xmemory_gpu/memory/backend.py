@@ -10,14 +10,13 @@ memories as bank slices: ``commit`` writes slices and deletions atomically with 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .bank import Bank, MemorySlice
-from .codec import SliceFormatError, check_slice, slice_from_bytes, slice_to_bytes
+from .codec import SliceFormatError, check_slice, encode_checked, slice_from_bytes
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 
@@ -134,11 +133,10 @@ class InMemoryBackend:
             if sl.memory_id in self._files and not replace:
                 raise ValueError(f"in-memory backend: memory {sl.memory_id!r} is already stored (pass replace=True)")
             try:
-                check_slice(sl, self.dim)
+                data, digest = encode_checked(sl, self.dim)
             except SliceFormatError as exc:
                 raise ValueError(f"in-memory backend: {exc}") from None
-            data = slice_to_bytes(sl)
-            encoded.append((sl.memory_id, data, hashlib.sha256(data).hexdigest(), json.loads(json.dumps(sl.stats))))
+            encoded.append((sl.memory_id, data, digest, json.loads(json.dumps(sl.stats))))
         for mid in delete:
             self._row(mid)
         for mid in delete:  # nothing has changed before this point

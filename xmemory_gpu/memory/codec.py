@@ -14,6 +14,7 @@ finite embeddings.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import struct
@@ -121,6 +122,17 @@ def slice_to_bytes(sl: MemorySlice) -> bytes:
             else:
                 arrays[f"{lv}.{name}"] = a
     return pack_arrays(arrays)
+
+
+def encode_checked(sl: MemorySlice, dim: int) -> tuple[bytes, str]:
+    """What a backend writes for a memory: its bytes (:func:`slice_to_bytes`) and their sha256,
+    after :func:`check_slice` (``SliceFormatError`` for a slice of another dimension or broken)."""
+    d = sl.cols["msg"]["x"].shape[-1]
+    if d != dim:
+        raise SliceFormatError(f"memory {sl.memory_id}: dim {d} != store dim {dim}")
+    check_slice(sl, dim)
+    data = slice_to_bytes(sl)
+    return data, hashlib.sha256(data).hexdigest()
 
 
 def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:

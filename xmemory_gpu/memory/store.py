@@ -35,7 +35,7 @@ from typing import Any
 
 from . import legacy
 from .bank import LEVELS, Bank, MemorySlice
-from .codec import MAX_TIME, MIN_TIME, SliceFormatError, check_slice, slice_from_bytes, slice_to_bytes
+from .codec import MAX_TIME, MIN_TIME, SliceFormatError, check_slice, encode_checked, slice_from_bytes
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 __all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "Store", "StoreError"]
@@ -269,15 +269,10 @@ class Store:
     # -- writing -------------------------------------------------------------------------------
     def _write_file(self, sl: MemorySlice) -> tuple[str, str]:
         """The memory's columns in a new content-addressed file (temp, fsync, rename); (name, sha256)."""
-        d = sl.cols["msg"]["x"].shape[-1]
-        if d != self.dim:
-            raise StoreError(f"{self.path}: memory {sl.memory_id}: dim {d} != store dim {self.dim}")
         try:
-            check_slice(sl, self.dim)
+            data, digest = encode_checked(sl, self.dim)
         except SliceFormatError as exc:
             raise StoreError(f"{self.path}: {exc}") from None
-        data = slice_to_bytes(sl)
-        digest = _sha256(data)
         key = hashlib.sha1(sl.memory_id.encode()).hexdigest()[:16]
         name = f"{key}-{digest[:12]}.slice"
         tmp = self.path / "arrays" / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
@@ -512,13 +507,19 @@ class Store:
         return int(row[0]) if row is not None else SCHEMA_VERSION
 
     # -- reading -------------------------------------------------------------------------------
-    def _file(self, memory_id: str) -> tuple[Path, str, str, str]:
-        row = self._conn.execute("SELECT arrays_file, sha256, stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
+    def _file(self, memory_id: str) -> tuple[Path, str, str, str, int, dict[str, int] | None]:
+        """One catalogue read: the memory's file path, sha256, stats JSON, where (for errors), format
+        and rows per level (None for a memory in an old format)."""
+        extra = "" if self.legacy else ", format, " + ", ".join(_COUNT_COLUMNS)
+        row = self._conn.execute(f"SELECT arrays_file, sha256, stats{extra} FROM memories WHERE memory_id = ?",
+                                 (memory_id,)).fetchone()
         if row is None:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
-        fname, digest, stats = row
+        fname, digest, stats = row[:3]
+        fmt = self.schema_version if self.legacy else int(row[3])
+        counts = dict(zip(LEVELS, (int(n) for n in row[4:]))) if fmt >= 3 else None
         where = f"{self.path}: memory {memory_id}"
-        return self._arrays_path(fname, where), digest, stats, where
+        return self._arrays_path(fname, where), digest, stats, where, fmt, counts
 
     def _read_verified(self, path: Path, digest: str, where: str) -> bytes:
         try:
@@ -533,21 +534,20 @@ class Store:
 
     def get_slice(self, memory_id: str) -> MemorySlice:
         """One memory's columns (local rows), verified: checksum, columns, shapes, references."""
-        path, digest, stats_json, where = self._file(memory_id)
+        path, digest, stats_json, where, fmt, counts = self._file(memory_id)
         data = self._read_verified(path, digest, where)
         try:
             stats = json.loads(stats_json)
         except ValueError as exc:
             raise StoreError(f"{where}: table memories, field stats: not valid JSON ({exc})") from None
         try:
-            fmt = self._format(memory_id)
             if fmt < 3:
                 mem = legacy.read_memory(self._conn, memory_id, path, dim=self.dim, schema_version=fmt, where=where)
                 sl = slice_from_memory(mem)
                 check_slice(sl, self.dim)
             else:
                 sl = slice_from_bytes(memory_id, data, stats)
-                check_slice(sl, self.dim, self.counts(memory_id))
+                check_slice(sl, self.dim, counts)
         except legacy.LegacyError as exc:
             raise StoreError(str(exc)) from None
         except ValueError as exc:  # SliceFormatError, or provenance naming a unit that is not there
