@@ -11,6 +11,10 @@ XMEM_BENCH_BUDGETS (default 600): comma-separated token budgets, ``none`` for no
 As a script (interleaved comparisons of two source trees run it once per tree and round):
   python benchmarks/bench_search.py STORE [--budgets 300,600] [--strategies xmemory,naive-rag] [--repeat 5]
 prints one JSON line per (strategy, budget): min and median ms per query over the repeats.
+``--single N``: first, N of the questions searched one at a time with the encoder (what a live
+search costs: the query's embedding included), p50 / p99 ms per strategy and budget, beside the
+encoder alone on the same questions; each strategy starts with the process's passage cache empty
+(a tree that embeds passages at search time pays for them here).
 """
 
 from __future__ import annotations
@@ -79,6 +83,26 @@ if __name__ != "__main__":
                                     ms_per_query_min=min(times), ms_per_query_median=statistics.median(times))
 
 
+def single_queries(r, questions, mems, strategy: str, budget: int | None) -> list[float]:
+    """ms of each search of one question with its encoder call (a cold passage cache first)."""
+    from xmemory_gpu.retrieve import passages
+
+    cache = getattr(passages, "_CACHE", None)  # trees that embed passages at search time keep them here
+    if cache is not None:
+        cache.clear()
+    out = []
+    for q, m in zip(questions, mems):
+        t0 = time.perf_counter()
+        r.search([q], [m], strategy=strategy, budget_tokens=budget)
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
+
+
+def _pct(t: list[float], p: float) -> float:
+    s = sorted(t)
+    return round(s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))], 2)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("store")
@@ -86,11 +110,28 @@ def main() -> None:
     p.add_argument("--strategies", default=None)
     p.add_argument("--budgets", default=BUDGETS)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--single", type=int, default=0, help="also N questions one at a time with the encoder")
     args = p.parse_args()
     from xmemory_gpu.retrieve import STRATEGIES
 
     r, questions, mems, q_x = load_batch(args.store, args.data)
-    for strategy in args.strategies.split(",") if args.strategies else STRATEGIES:
+    strategies = args.strategies.split(",") if args.strategies else STRATEGIES
+    if args.single:
+        step = max(1, len(questions) // args.single)
+        qs, ms = questions[::step][: args.single], mems[::step][: args.single]
+        enc = []
+        for q in qs:
+            t0 = time.perf_counter()
+            r.embedder.encode([q])
+            enc.append(1000 * (time.perf_counter() - t0))
+        print(json.dumps({"encoder_alone": True, "questions": len(qs), "p50_ms": _pct(enc, 50), "p99_ms": _pct(enc, 99)}),
+              flush=True)
+        for strategy in strategies:
+            for budget in _budgets(args.budgets):
+                t = single_queries(r, qs, ms, strategy, budget)
+                print(json.dumps({"single": True, "strategy": strategy, "budget": budget, "questions": len(qs),
+                                  "p50_ms": _pct(t, 50), "p99_ms": _pct(t, 99), "max_ms": round(max(t), 2)}), flush=True)
+    for strategy in strategies:
         for budget in _budgets(args.budgets):
             ms_per_query(r, questions, mems, q_x, strategy, budget)  # warm: caches, passage levels
             t = [ms_per_query(r, questions, mems, q_x, strategy, budget) for _ in range(args.repeat)]

@@ -49,14 +49,19 @@ def test_passages_lose_no_word_and_respect_the_limit(rng):
 
 def test_messages_embedded_with_speaker_and_long_ones_by_passages():
     short = Message("D1:1", "Ann", "I adopted a puppy.", 1)
-    assert np.allclose(embed_messages(EMB, [short]), EMB.encode(["Ann: I adopted a puppy."]))
+    got = embed_messages(EMB, [short])
+    assert np.allclose(got.x, EMB.encode(["Ann: I adopted a puppy."])) and got.psg_x.shape == (0, EMB.dim)
     body = " ".join(f"word{i % 97} filler{i % 13}." for i in range(400))
     long = Message("D1:2", "Assistant", body, 1)
-    x = embed_messages(EMB, [long], 100)
+    got = embed_messages(EMB, [short, long], 100)
+    x = got.x
     parts = EMB.encode([f"Assistant: {p}" for p in passages(body, 100)])
     mean = parts.astype(np.float64).sum(0)
-    assert np.allclose(x[0], mean / np.linalg.norm(mean), atol=1e-5)
-    assert not np.allclose(x[0], EMB.encode([f"Assistant: {body}"])[0], atol=1e-3)
+    assert np.allclose(x[1], mean / np.linalg.norm(mean), atol=1e-5)
+    assert not np.allclose(x[1], EMB.encode([f"Assistant: {body}"])[0], atol=1e-3)
+    # the long message's passages are kept (the bank's psg level): their rows, in order
+    assert len(parts) > 1 and got.psg_msg.tolist() == [1] * len(parts)
+    np.testing.assert_allclose(got.psg_x, parts, atol=1e-6)
 
 
 def test_bulk_build_and_engine_grow_embed_messages_alike(tmp_path):
@@ -66,6 +71,8 @@ def test_bulk_build_and_engine_grow_embed_messages_alike(tmp_path):
     bulk = build_memories(convs, EMB, cfg)[0]
     grown = grow([empty_memory(convs[0].sample_id, EMB.dim, cfg.knn.k_semantics)], [convs[0].messages], EMB, cfg, flush=True)[0]
     assert np.allclose(bulk.msg_x, grown.msg_x, atol=1e-6)
+    assert len(bulk.psg_msg) > 0 and bulk.psg_msg.tolist() == grown.psg_msg.tolist()
+    assert np.allclose(bulk.psg_x, grown.psg_x, atol=1e-6)
 
 
 def test_at_most_three_statements_per_message_the_most_specific():

@@ -209,7 +209,7 @@ def test_catalogue_counts_and_message_index(tmp_path, memories):
     st = _new(tmp_path, memories)
     m = memories[1]
     assert st.counts(m.memory_id) == {"msg": len(m.messages), "epi": len(m.episodes), "sem": len(m.semantics),
-                                      "theme": len(m.themes)}
+                                      "theme": len(m.themes), "psg": len(m.psg_msg)}
     assert st.find_message(m.messages[-1].id) == sorted({x.memory_id for x in memories[:2]
                                                          if any(y.id == m.messages[-1].id for y in x.messages)},
                                                         key=st.memory_ids().index)

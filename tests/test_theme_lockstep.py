@@ -188,7 +188,7 @@ def test_lockstep_equals_per_conversation_on_synthetic_conversations(tmp_path):
     emb = HashingEmbedder(384)
     convs = load_locomo(write_json(generate_conversations(40, seed=5), tmp_path / "synth.json"))
     for shard in pipeline.chunks(convs, 16):
-        msg_x = pipeline._split(embed_messages(emb, [m for c in shard for m in c.messages], cfg.semantic.passage_words),
+        msg_x = pipeline._split(embed_messages(emb, [m for c in shard for m in c.messages], cfg.semantic.passage_words).x,
                                 [len(c.messages) for c in shard])
         episodes = [make_episodes(c, boundaries(c, x, cfg.segment)) for c, x in zip(shard, msg_x)]
         raw = [extract_statements(c, e, cfg.semantic) for c, e in zip(shard, episodes)]

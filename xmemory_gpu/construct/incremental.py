@@ -29,7 +29,14 @@ from ..memory.records import Conversation, Message, SemanticNode
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
-from .segment import boundary_runs, cap_runs, embed_messages, episode_embeddings, make_episodes
+from .segment import (
+    MessageVectors,
+    boundary_runs,
+    cap_runs,
+    embed_messages,
+    episode_embeddings,
+    make_episodes,
+)
 from .semantic import DEDUP_BLOCK, extract_statements, match_duplicates
 from .themes import ThemeState, grow_themes
 
@@ -79,24 +86,24 @@ def _pair(speakers: tuple[str, ...]) -> tuple[str, str]:
 
 
 def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, config: XMemoryConfig | None = None, *,
-         flush: bool = False, new_x: list[np.ndarray] | None = None, backend: str = "auto") -> list[Memory]:
+         flush: bool = False, new_x: list[MessageVectors] | None = None, backend: str = "auto") -> list[Memory]:
     """``memories[b]`` grown by ``new_messages[b]`` (in order), all memories in one batch.
 
-    ``new_x``: the new messages' embeddings when already known (re-deriving after a delete);
-    otherwise one ``embedder.encode`` call embeds every new message of the batch. ``flush``
-    closes every open episode. Returns new Memory objects (the inputs are not modified)."""
+    ``new_x``: the new messages' embeddings and passages when already known (re-deriving after a
+    delete); otherwise one ``embedder.encode`` call embeds every new message of the batch (and
+    the passages of the long ones). ``flush`` closes every open episode. Returns new Memory
+    objects (the inputs are not modified)."""
     cfg = config or XMemoryConfig()
-    n = len(memories)
     if new_x is None:
         flat = [m for msgs in new_messages for m in msgs]  # embedded exactly as the bulk build does
-        all_x = embed_messages(embedder, flat, cfg.semantic.passage_words) if flat else np.zeros(
-            (0, memories[0].dim if memories else embedder.dim), np.float32)
-        new_x = np.split(all_x, np.cumsum([len(m) for m in new_messages])[:-1]) if n else []
+        new_x = embed_messages(embedder, flat, cfg.semantic.passage_words).split([len(m) for m in new_messages])
     states = [EngineState.of(m) for m in memories]
     grown: list[dict] = []
-    for mem, msgs, x, st in zip(memories, new_messages, new_x, states):
+    for mem, msgs, vec, st in zip(memories, new_messages, new_x, states):
         messages = mem.messages + list(msgs)
-        msg_x = np.concatenate([mem.msg_x, np.asarray(x, np.float32).reshape(-1, mem.dim)])
+        own = MessageVectors(mem.msg_x, mem.psg_x, mem.psg_msg)
+        vectors = MessageVectors.concat([own, vec], mem.dim)
+        msg_x = vectors.x
         speakers = _speakers(st.speakers, messages)
         conv = Conversation(mem.memory_id, _pair(speakers), messages)
         tail = Conversation(mem.memory_id, _pair(speakers), messages[st.open_from :])
@@ -115,7 +122,7 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
         if st.forgotten:
             gone = set(st.forgotten)
             raw = [r for r in raw if statement_hash(r.text) not in gone]
-        grown.append({"conv": conv, "messages": messages, "msg_x": msg_x, "episodes": episodes, "epi_x": epi_x, "raw": raw,
+        grown.append({"conv": conv, "messages": messages, "vectors": vectors, "episodes": episodes, "epi_x": epi_x, "raw": raw,
                       "state": EngineState(open_from, st.next_theme_id, speakers, st.forgotten)})
     raw_x_all = embedder.encode([r.text for g in grown for r in g["raw"]]) if any(g["raw"] for g in grown) else None
     raw_x = np.split(raw_x_all, np.cumsum([len(g["raw"]) for g in grown])[:-1]) if raw_x_all is not None else [
@@ -156,7 +163,7 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
     for b, (mem, g, ts) in enumerate(zip(memories, grown, theme_states)):
         lo, hi = int(offs[b]), int(offs[b + 1])
         sem_idx = np.where(idx[lo:hi] >= 0, idx[lo:hi] - lo, -1).astype(np.int32)
-        m = _finalize(g["conv"], g["episodes"], g["semantics"], g["msg_x"], g["epi_x"], g["sem_x"], sem_idx, sim[lo:hi], ts, cfg,
+        m = _finalize(g["conv"], g["episodes"], g["semantics"], g["vectors"], g["epi_x"], g["sem_x"], sem_idx, sim[lo:hi], ts, cfg,
                       int(mem.stats.get("n_statements", 0)) + len(g["raw"]), previous=g["previous"])
         st = g["state"]
         st.next_theme_id = ts.next_id

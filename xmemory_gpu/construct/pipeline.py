@@ -29,7 +29,7 @@ from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
 from .llm_stages import LLMBuilder
-from .segment import boundaries, embed_messages, episode_embeddings, make_episodes
+from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
 
@@ -74,8 +74,9 @@ def build_memories(
         return []
     counts = [llm.new_counts() for _ in conversations] if llm else []
     with tm.stage("embed_messages"):
-        msg_all = embed_messages(embedder, [m for c in conversations for m in c.messages], cfg.semantic.passage_words)
-        msg_x = _split(msg_all, [len(c.messages) for c in conversations])
+        vectors = embed_messages(embedder, [m for c in conversations for m in c.messages], cfg.semantic.passage_words)
+        per_conv = vectors.split([len(c.messages) for c in conversations])
+        msg_x = [v.x for v in per_conv]
     with tm.stage("episodes"):
         spans = [boundaries(c, x, cfg.segment) for c, x in zip(conversations, msg_x)]
         if llm:
@@ -101,7 +102,7 @@ def build_memories(
         sizes = [len(s) for s in semantics]
         offs = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offs[1:])
-        dim = msg_all.shape[1]
+        dim = vectors.x.shape[1]
         all_x = np.concatenate(sem_x) if offs[-1] else np.zeros((0, dim), np.float32)
         all_x = to_backend(all_x, backend)  # a GPU backend: uploaded once, for the graphs and f(P)
         k = cfg.knn.k_semantics
@@ -113,7 +114,8 @@ def build_memories(
         memories = []
         for b, conv in enumerate(conversations):
             memories.append(
-                _finalize(conv, episodes[b], semantics[b], msg_x[b], epi_x[b], sem_x[b], sem_idx[b], sem_sim[b], states[b], cfg, len(raw[b]))
+                _finalize(conv, episodes[b], semantics[b], per_conv[b], epi_x[b], sem_x[b], sem_idx[b], sem_sim[b], states[b], cfg,
+                          len(raw[b]))
             )
         if llm:
             llm.summarize(memories, counts)
@@ -193,7 +195,7 @@ def _finalize(
     conv: Conversation,
     episodes: list[Episode],
     semantics: list[SemanticNode],
-    msg_x: np.ndarray,
+    msg: MessageVectors,
     epi_x: np.ndarray,
     sem_x: np.ndarray,
     sem_idx: np.ndarray,
@@ -237,7 +239,7 @@ def _finalize(
         episodes=episodes,
         semantics=semantics,
         themes=themes,
-        msg_x=msg_x.astype(np.float32),
+        msg_x=msg.x.astype(np.float32),
         epi_x=epi_x,
         sem_x=sem_x.astype(np.float32),
         theme_of=theme_of,
@@ -246,6 +248,8 @@ def _finalize(
         theme_knn_idx=t_idx.astype(np.int32),
         theme_knn_sim=t_sim.astype(np.float32),
         stats=stats,
+        psg_x=msg.psg_x.astype(np.float32),
+        psg_msg=msg.psg_msg,
     )
 
 

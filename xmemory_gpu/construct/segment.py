@@ -7,6 +7,8 @@ cosine to the running episode mean drops below ``drift_threshold`` (once the epi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..config import SegmentConfig
@@ -14,11 +16,53 @@ from ..memory.records import Conversation, Episode, Message
 from ..text import PASSAGE_WORDS, embedding_text, fmt_date, keywords, passages  # noqa: F401 (re-exported)
 
 
-def embed_messages(embedder, messages: list[Message], max_words: int = PASSAGE_WORDS) -> np.ndarray:
-    """[n, d] float32 unit rows, one per message, in one encoder call: each message rendered by
-    ``embedding_text``; a message longer than ``max_words`` words is embedded passage by passage
-    (each with the speaker) and its row is the normalised mean of its passages, so the whole text
-    counts, not only the encoder's first 256 word pieces."""
+@dataclass
+class MessageVectors:
+    """Embeddings of a list of messages: one unit row per message, and the passages of its long
+    messages (those cut by ``text.passages``), which the bank keeps as its ``psg`` level."""
+
+    x: np.ndarray  # [n, d] float32, unit rows
+    psg_x: np.ndarray  # [p, d] float32: each passage of a long message, in message order
+    psg_msg: np.ndarray  # [p] int32: the passage's message (row of ``x``)
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def split(self, sizes: list[int]) -> list[MessageVectors]:
+        """Consecutive groups of ``sizes`` messages, each with its own passages (rows renumbered)."""
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        cut = np.searchsorted(self.psg_msg, bounds)
+        return [MessageVectors(self.x[lo:hi], self.psg_x[cut[i] : cut[i + 1]], (self.psg_msg[cut[i] : cut[i + 1]] - lo).astype(np.int32))
+                for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
+
+    def take(self, rows: np.ndarray) -> MessageVectors:
+        """The messages at increasing ``rows``, with their passages (rows renumbered)."""
+        rows = np.asarray(rows, np.int64)
+        new_of = np.full(len(self), -1, np.int64)
+        new_of[rows] = np.arange(rows.size)
+        keep = new_of[self.psg_msg] >= 0 if self.psg_msg.size else np.zeros(0, bool)
+        return MessageVectors(self.x[rows], self.psg_x[keep], new_of[self.psg_msg[keep]].astype(np.int32))
+
+    @classmethod
+    def concat(cls, parts: list[MessageVectors], dim: int) -> MessageVectors:
+        if not parts:
+            return cls.empty(dim)
+        offs = np.concatenate([[0], np.cumsum([len(p) for p in parts])])
+        return cls(np.concatenate([p.x for p in parts]).astype(np.float32, copy=False),
+                   np.concatenate([p.psg_x for p in parts]).astype(np.float32, copy=False),
+                   np.concatenate([p.psg_msg + o for p, o in zip(parts, offs)]).astype(np.int32))
+
+    @classmethod
+    def empty(cls, dim: int) -> MessageVectors:
+        z = np.zeros((0, dim), np.float32)
+        return cls(z, z, np.zeros(0, np.int32))
+
+
+def embed_messages(embedder, messages: list[Message], max_words: int = PASSAGE_WORDS) -> MessageVectors:
+    """One encoder call for ``messages``: each rendered by ``embedding_text``; a message longer than
+    ``max_words`` words is embedded passage by passage (each with the speaker), its row is the
+    normalised mean of its passages (so the whole text counts, not only the encoder's first 256
+    word pieces) and its passages' rows are kept (``MessageVectors.psg_x``)."""
     texts: list[str] = []
     owner: list[int] = []
     for i, m in enumerate(messages):
@@ -26,14 +70,17 @@ def embed_messages(embedder, messages: list[Message], max_words: int = PASSAGE_W
             texts.append(embedding_text(m.speaker, p))
             owner.append(i)
     if not texts:
-        return np.zeros((0, embedder.dim), np.float32)
+        return MessageVectors.empty(embedder.dim)
     x = np.asarray(embedder.encode(texts), np.float32)
     if len(texts) == len(messages):
-        return x
+        return MessageVectors(x, np.zeros((0, x.shape[1]), np.float32), np.zeros(0, np.int32))
+    own = np.asarray(owner, np.int64)
     out = np.zeros((len(messages), x.shape[1]), np.float64)
-    np.add.at(out, np.asarray(owner), x.astype(np.float64))
+    np.add.at(out, own, x.astype(np.float64))
     norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0).astype(np.float32)
+    rows = np.divide(out, norms, out=np.zeros_like(out), where=norms > 0).astype(np.float32)
+    long = np.bincount(own, minlength=len(messages))[own] > 1  # the passages of messages cut in several
+    return MessageVectors(rows, x[long], own[long].astype(np.int32))
 
 
 def boundary_runs(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> list[tuple[int, int]]:

@@ -5,13 +5,15 @@ and hands the rest to Ray as a Dataset of plain JSON rows. ``map_batches`` runs
 :class:`ShardBuilder` on an actor pool (``ray.data.ActorPoolStrategy``): each actor loads the
 embedder (and the LLM builder's generator) once, and each call builds one shard of conversations
 with one construction call. Built memories come back as plain bytes (``memory/codec.py``: the memory's
-columns, no pickle) plus JSON stats, streamed to the driver, which commits each memory
-atomically; so the store's resume and crash rules are the local build's:
+columns, no pickle) plus JSON stats, streamed to the driver, which commits them a shard's worth at a
+time (one atomic commit per group, as the local build commits a shard); so the store's resume and
+crash rules are the local build's:
 
 - a worker killed mid-shard: Ray restarts the actor and retries the shard (``max_restarts`` /
   ``max_task_retries``); the driver commits a memory only once (a retried shard's repeat is
   dropped), so the store ends with every memory exactly once;
-- a driver killed mid-run: what it committed stays; re-running the same command skips it.
+- a driver killed mid-run: what it committed stays (a worker's failure first commits what was
+  delivered); re-running the same command skips it.
 
 The two places that touch the construction and the store API are marked ``CONSTRUCTION`` and
 ``COMMIT`` below.
@@ -29,6 +31,7 @@ from typing import Any
 
 from ..config import XMemoryConfig
 from ..construct.pipeline import BuildReport, Timings
+from ..memory.bank import MemorySlice
 from ..memory.codec import slice_from_bytes, slice_to_bytes
 from ..memory.records import QA, Conversation, Message
 
@@ -313,13 +316,28 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
     expected = {c.sample_id for c in todo}
     committed: set[str] = set()
     usage: dict[str, int] | None = None
+    pending: list[MemorySlice] = []
+
+    def flush() -> None:
+        """Commit the memories delivered since the last commit, one atomic commit for the group."""
+        if not pending:
+            return
+        with tm.stage("commit"):
+            # ---- COMMIT: the driver is the only writer; a group of memories, atomically ---------
+            store.commit(pending, replace=True)  # ``todo`` holds new and damaged memories only
+            # ---------------------------------------------------------------------------------
+        report.built.extend(sl.memory_id for sl in pending)
+        if bar is not None:
+            bar.update(len(pending))
+        pending.clear()
+
     try:
         for row in ds.iter_rows():
             mid = row["memory_id"]
             if mid not in expected:
                 raise RuntimeError(f"--ray: a worker returned memory {mid!r}, which was not asked for")
             shard = json.loads(row["timings"])
-            if mid in committed:  # a retried shard delivered again: the first copy is in the store
+            if mid in committed:  # a retried shard delivered again: the first copy is kept
                 report.repeats_dropped += 1
                 continue
             if shard:
@@ -329,17 +347,20 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
                 if shard.get("llm_usage"):
                     usage = {k: (usage or {}).get(k, 0) + v for k, v in shard["llm_usage"].items()}
             with tm.stage("commit"):
-                sl = slice_from_bytes(mid, row["arrays"], json.loads(row["stats"]))
-                # ---- COMMIT: the driver is the only writer; one memory, atomically -------------
-                store.put_slice(sl, replace=mid in damaged)
-                # ---------------------------------------------------------------------------------
+                pending.append(slice_from_bytes(mid, row["arrays"], json.loads(row["stats"])))
             committed.add(mid)
-            report.built.append(mid)
+            if len(pending) >= shard_size:
+                flush()
+    except BaseException:
+        try:
+            flush()  # what the workers delivered is kept: a re-run builds only the rest
+        finally:
             if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+                bar.close()
+        raise
+    flush()
+    if bar is not None:
+        bar.close()
     report.llm_usage = usage
     missing = expected - committed
     if missing:

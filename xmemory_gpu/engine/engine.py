@@ -40,8 +40,9 @@ import numpy as np
 from .. import ops
 from ..config import XMemoryConfig, resolve_config
 from ..construct.incremental import EngineState, empty_memory, grow, statement_hash
+from ..construct.passages import store_passages
 from ..construct.pipeline import theme_summary
-from ..construct.segment import embed_messages
+from ..construct.segment import MessageVectors, embed_messages
 from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
 from ..embed import Embedder, embedder_for_store, load_embedder
@@ -170,6 +171,7 @@ class MemoryEngine:
                 emb = _embedder_for(store, embedder, cfg, backend)
                 if not read_only:
                     store.upgrade()  # a store of an earlier schema is upgraded by its first writable open
+                    store_passages(store, emb, cfg.semantic.passage_words)  # format 3 memories get their passages
                     store.collect_garbage()
             else:
                 cfg = config or XMemoryConfig()
@@ -540,13 +542,13 @@ class MemoryEngine:
             e.stats["engine"]["speakers"] = [rename.get(sp, sp) for sp in st.speakers]
             empties.append(e)
             msgs = [mem.messages[i] for i in rows]
-            x = mem.msg_x[rows]
+            x = MessageVectors(mem.msg_x, mem.psg_x, mem.psg_msg).take(np.asarray(rows, np.int64))
             changed = [j for j, m in enumerate(msgs) if m.id in texts or m.speaker in rename]
             if changed:
                 msgs = [Message(m.id, rename.get(m.speaker, m.speaker), texts.get(m.id, m.text), m.session, m.timestamp)
                         for m in msgs]
-                x = x.copy()
-                x[changed] = embed_messages(self.embedder, [msgs[j] for j in changed], self.config.semantic.passage_words)
+                x = _replace_rows(x, changed, embed_messages(self.embedder, [msgs[j] for j in changed],
+                                                             self.config.semantic.passage_words))
             keep_msgs.append(msgs)
             keep_x.append(x)
         grown = grow(empties, keep_msgs, self.embedder, self.config, new_x=keep_x, backend=self.backend)
@@ -909,6 +911,17 @@ def _carry(old: Memory, new: Memory, dropped: set[str], added: dict[str, dict], 
         new.stats[SUPERSEDED] = merged
     else:
         new.stats.pop(SUPERSEDED, None)
+
+
+def _replace_rows(x: MessageVectors, rows: list[int], new: MessageVectors) -> MessageVectors:
+    """``x`` with messages ``rows`` (increasing) embedded again as ``new`` (their passages too)."""
+    at = np.asarray(rows, np.int64)
+    msg_x = x.x.copy()
+    msg_x[at] = new.x
+    keep = ~np.isin(x.psg_msg, at)
+    owner = np.concatenate([x.psg_msg[keep], at[new.psg_msg]])
+    order = np.argsort(owner, kind="stable")  # each message's passages come from one side, in order
+    return MessageVectors(msg_x, np.concatenate([x.psg_x[keep], new.psg_x])[order], owner[order].astype(np.int32))
 
 
 def _units(mem: Memory) -> list[dict]:

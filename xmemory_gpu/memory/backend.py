@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .bank import Bank, MemorySlice
-from .codec import SliceFormatError, check_slice, encode_checked, slice_from_bytes
+from .codec import FORMAT, SliceFormatError, check_slice, encode_checked, slice_from_bytes
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 
@@ -48,6 +48,7 @@ class MemoryBackend(Protocol):
     def put_slice(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
     def delete(self, memory_id: str) -> None: ...
     def upgrade(self) -> list[str]: ...
+    def formats(self) -> dict[str, int]: ...
     def collect_garbage(self) -> list[str]: ...
     def maybe_compact(self) -> bool: ...
     def close(self) -> None: ...
@@ -160,6 +161,9 @@ class InMemoryBackend:
 
     def upgrade(self) -> list[str]:
         return []
+
+    def formats(self) -> dict[str, int]:
+        return dict.fromkeys(self._files, FORMAT)
 
     def collect_garbage(self) -> list[str]:
         return []

@@ -2,7 +2,9 @@
 Construction fills it, the store persists its per-memory slices, the kernels
 read it in one launch, retrieval serves from it.
 
-Four levels (``msg``, ``epi``, ``sem``, ``theme``), each a :class:`Level`: row-aligned columns in one
+Four levels (``msg``, ``epi``, ``sem``, ``theme``) plus the passages of long messages (``psg``: a
+message longer than the passage length, embedded passage by passage at construction, each passage's
+row here and the message's ``psg`` column pointing at its first), each a :class:`Level`: row-aligned columns in one
 arena plus :class:`Segments` (memory b owns rows ``starts[b] .. starts[b] + lengths[b]``). Columns
 that point at rows (episode -> messages, semantic -> episodes / messages / theme, kNN graphs) hold
 **global** arena rows, ``-1`` for none; ragged ones are fixed-width and ``-1``-padded. A memory's
@@ -25,12 +27,12 @@ import numpy as np
 from .device import DeviceMirrors, WriteLog
 from .segments import Segments
 
-LEVELS = ("msg", "epi", "sem", "theme")
+LEVELS = ("msg", "epi", "sem", "theme", "psg")
 
 # level -> column -> (dtype, trailing shape kind): "d" embedding width, "w" ragged width, "k" graph width, "" 1-D
 COLUMNS: dict[str, dict[str, tuple[Any, str]]] = {
     "msg": {"x": (np.float32, "d"), "id": (object, ""), "speaker": (object, ""), "text": (object, ""),
-            "session": (np.int64, ""), "time": (np.float64, "")},
+            "session": (np.int64, ""), "time": (np.float64, ""), "psg": (np.int32, "")},
     "epi": {"x": (np.float32, "d"), "id": (np.int64, ""), "title": (object, ""), "text": (object, ""),
             "start": (np.float64, ""), "end": (np.float64, ""), "msgs": (np.int32, "w")},
     "sem": {"x": (np.float32, "d"), "id": (np.int64, ""), "text": (object, ""), "time": (np.float64, ""),
@@ -38,11 +40,13 @@ COLUMNS: dict[str, dict[str, tuple[Any, str]]] = {
             "knn_idx": (np.int32, "k"), "knn_sim": (np.float32, "k")},
     "theme": {"id": (np.int64, ""), "summary": (object, ""), "parents": (np.int64, "w"), "sum": (np.float32, "d"),
               "count": (np.int32, ""), "x": (np.float32, "d"), "knn_idx": (np.int32, "k"), "knn_sim": (np.float32, "k")},
+    # a long message's passages (``text.passages``), in message order: their rows and their message
+    "psg": {"x": (np.float32, "d"), "msg": (np.int32, "")},
 }
 # columns holding rows of another level (global in a bank, local in a slice)
 ROW_REFS: dict[tuple[str, str], str] = {
     ("epi", "msgs"): "msg", ("sem", "epis"): "epi", ("sem", "msgs"): "msg", ("sem", "theme"): "theme",
-    ("sem", "knn_idx"): "sem", ("theme", "knn_idx"): "theme",
+    ("sem", "knn_idx"): "sem", ("theme", "knn_idx"): "theme", ("msg", "psg"): "psg", ("psg", "msg"): "msg",
 }
 _FILL = {np.dtype(np.int32): -1, np.dtype(np.int64): -1, np.dtype(np.float64): np.nan}
 
@@ -190,6 +194,10 @@ class Bank:
     @property
     def theme(self) -> Level:
         return self.levels["theme"]
+
+    @property
+    def psg(self) -> Level:
+        return self.levels["psg"]
 
     @property
     def n_memories(self) -> int:

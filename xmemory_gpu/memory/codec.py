@@ -7,7 +7,9 @@ each 64-byte aligned. Reading is one ``json.loads`` and a view per array: nothin
 evaluated. A numeric column is stored as ``LEVEL.NAME``; a text column as its UTF-8 bytes
 (``LEVEL.NAME.utf8``) and offsets (``LEVEL.NAME.off``, int64 [n + 1]). The theme columns derived
 from the statements (``sum``, ``count``, ``x``: :func:`theme_columns`) are not written; reading
-computes them again, in float64. :func:`check_slice` is what a reader runs on bytes it did not
+computes them again, in float64. Files of format 3 (before the passages level) have no ``msg.psg``
+and ``psg.*`` columns: :func:`slice_from_bytes` reads them as "no passages stored" (``msg.psg``
+all ``-1``), and a search embeds such a memory's long messages' passages itself. :func:`check_slice` is what a reader runs on bytes it did not
 write itself: every column present with its dtype and shape, row references inside their level,
 finite embeddings.
 """
@@ -31,6 +33,8 @@ TIME_COLUMNS = (("msg", "time"), ("epi", "start"), ("epi", "end"), ("sem", "time
 
 
 DERIVED = ("sum", "count", "x")  # theme columns computed from sem.x and sem.theme
+FORMAT = 4  # the file layout this module writes
+SINCE_4 = {("msg", "psg"), ("psg", "x"), ("psg", "msg")}  # columns format 3 files lack
 
 
 class SliceFormatError(ValueError):
@@ -147,9 +151,9 @@ def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:
     return out
 
 
-def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any]) -> MemorySlice:
-    """The inverse of :func:`slice_to_bytes`; every column of the bank's layout must be present
-    with its dtype (``SliceFormatError`` names the first that is not)."""
+def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any], fmt: int = FORMAT) -> MemorySlice:
+    """The inverse of :func:`slice_to_bytes`; every column of the bank's layout for file format
+    ``fmt`` must be present with its dtype (``SliceFormatError`` names the first that is not)."""
     where = f"memory {memory_id}"
     z = unpack_arrays(data, where)
     cols: dict[str, dict[str, np.ndarray]] = {}
@@ -157,7 +161,7 @@ def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any]) -> Memo
         cols[lv] = {}
         for name, (dtype, _) in COLUMNS[lv].items():
             key = f"{lv}.{name}"
-            if lv == "theme" and name in DERIVED:
+            if lv == "theme" and name in DERIVED or fmt < 4 and (lv, name) in SINCE_4:
                 continue
             if np.dtype(dtype).kind == "O":
                 raw, off = z.get(f"{key}.utf8"), z.get(f"{key}.off")
@@ -173,6 +177,10 @@ def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any]) -> Memo
                 if a.dtype != dtype:
                     raise SliceFormatError(f"{where}: column {key}: expected {np.dtype(dtype)}, found {a.dtype}")
                 cols[lv][name] = a
+    if fmt < 4:  # no passages stored
+        n_msg, d = cols["msg"]["x"].shape[0], cols["msg"]["x"].shape[-1]
+        cols["msg"]["psg"] = np.full(n_msg, -1, np.int32)
+        cols["psg"] = {"x": np.zeros((0, d), np.float32), "msg": np.zeros(0, np.int32)}
     sem, theme = cols["sem"], cols["theme"]
     if sem["x"].ndim != 2 or sem["theme"].shape != sem["x"].shape[:1] or theme["id"].ndim != 1:
         raise SliceFormatError(f"{where}: columns sem.x, sem.theme and theme.id do not fit together")
@@ -202,10 +210,17 @@ def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None)
                 raise SliceFormatError(f"{where}: column {lv}.{name}: shape {a.shape} does not fit dim {dim}")
     for (lv, name), target in ROW_REFS.items():
         a = sl.cols[lv][name]
-        lo = 0 if (lv, name) == ("sem", "theme") else -1
+        lo = 0 if (lv, name) in (("sem", "theme"), ("psg", "msg")) else -1
         if a.size and (a.min() < lo or a.max() >= n[target]):
             raise SliceFormatError(f"{where}: column {lv}.{name}: row ids outside {lo}..{n[target] - 1}")
-    for lv, name in (("msg", "x"), ("epi", "x"), ("sem", "x"), ("theme", "sum"), ("theme", "x")):
+    psg_msg = sl.cols["psg"]["msg"]
+    if psg_msg.size and (np.diff(psg_msg) < 0).any():
+        raise SliceFormatError(f"{where}: column psg.msg: passages out of message order")
+    first = sl.cols["msg"]["psg"]
+    named = np.flatnonzero(first >= 0)
+    if named.size and (psg_msg[first[named]] != named).any():
+        raise SliceFormatError(f"{where}: column msg.psg: a first passage belongs to another message")
+    for lv, name in (("msg", "x"), ("epi", "x"), ("sem", "x"), ("theme", "sum"), ("theme", "x"), ("psg", "x")):
         bad = ~np.isfinite(sl.cols[lv][name])
         if bad.any():
             rows = np.flatnonzero(bad.any(axis=1))[:5].tolist()

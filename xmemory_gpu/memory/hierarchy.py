@@ -34,14 +34,22 @@ class Memory:
     theme_knn_idx: np.ndarray  # [K, k] int32 local rows, -1 = none
     theme_knn_sim: np.ndarray  # [K, k] float32
     stats: dict[str, Any] = field(default_factory=dict)  # f(P), reassignment ratio, timings, ...
+    psg_x: np.ndarray | None = None  # [n_psg, d] float32: the passages of long messages, in message order
+    psg_msg: np.ndarray | None = None  # [n_psg] int32: each passage's message row
+
+    def __post_init__(self) -> None:
+        if self.psg_x is None:
+            self.psg_x = np.zeros((0, self.dim), np.float32)
+        if self.psg_msg is None:
+            self.psg_msg = np.zeros(0, np.int32)
 
     @property
     def dim(self) -> int:
         return int(self.sem_x.shape[1]) if self.sem_x.ndim == 2 else int(self.msg_x.shape[1])
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The array fields by name (what the store writes)."""
-        return {name: getattr(self, name) for name in ARRAY_FIELDS}
+        """The array fields by name."""
+        return {name: getattr(self, name) for name in (*ARRAY_FIELDS, "psg_x", "psg_msg")}
 
 
 ARRAY_FIELDS: dict[str, tuple[Any, int]] = {
@@ -54,7 +62,7 @@ ARRAY_FIELDS: dict[str, tuple[Any, int]] = {
     "sem_knn_sim": (np.float32, 2),
     "theme_knn_idx": (np.int32, 2),
     "theme_knn_sim": (np.float32, 2),
-}
+}  # what stores of schema 1 and 2 hold (``legacy``); a memory's passages came later
 
 
 def _ts(v: float | None) -> float:
@@ -103,13 +111,20 @@ def slice_from_memory(mem: Memory) -> MemorySlice:
         raise ValueError(f"{where}: provenance names {exc.args[0]!r}, which is not in the memory") from None
     n_sem, n_th = len(mem.semantics), len(mem.themes)
     d = mem.dim
+    psg_msg = np.asarray(mem.psg_msg, np.int32).reshape(-1)
+    first_psg = np.full(len(mem.messages), -1, np.int32)
+    if psg_msg.size:
+        if (np.diff(psg_msg) < 0).any() or psg_msg.min() < 0 or psg_msg.max() >= len(mem.messages):
+            raise ValueError(f"{where}: psg_msg must name message rows in order")
+        first = np.concatenate([[True], psg_msg[1:] != psg_msg[:-1]])
+        first_psg[psg_msg[first]] = np.flatnonzero(first)
     theme_of = np.asarray(mem.theme_of, np.int32).reshape(-1)
     theme = theme_columns(np.asarray(mem.sem_x, np.float32).reshape(-1, d), theme_of, n_th)
     cols = {
         "msg": {"x": np.asarray(mem.msg_x, np.float32).reshape(-1, d), "id": _obj([m.id for m in mem.messages]),
                 "speaker": _obj([m.speaker for m in mem.messages]), "text": _obj([m.text for m in mem.messages]),
                 "session": np.array([m.session for m in mem.messages], np.int64),
-                "time": np.array([_ts(m.timestamp) for m in mem.messages], np.float64)},
+                "time": np.array([_ts(m.timestamp) for m in mem.messages], np.float64), "psg": first_psg},
         "epi": {"x": np.asarray(mem.epi_x, np.float32).reshape(-1, d), "id": np.array([e.id for e in mem.episodes], np.int64),
                 "title": _obj([e.title for e in mem.episodes]), "text": _obj([e.text for e in mem.episodes]),
                 "start": np.array([_ts(e.start) for e in mem.episodes], np.float64),
@@ -125,6 +140,7 @@ def slice_from_memory(mem: Memory) -> MemorySlice:
                   "count": theme["count"], "x": theme["x"],
                   "knn_idx": _graph(mem.theme_knn_idx, n_th, -1, np.int32),
                   "knn_sim": _graph(mem.theme_knn_sim, n_th, -np.inf, np.float32)},
+        "psg": {"x": np.asarray(mem.psg_x, np.float32).reshape(-1, d), "msg": psg_msg},
     }
     return MemorySlice(mem.memory_id, cols, dict(mem.stats))
 
@@ -145,7 +161,7 @@ def memory_from_slice(sl: MemorySlice) -> Memory:
                               [ids[r] for r in valid(s["msgs"][i])], _opt(s["time"][i])) for i in range(s["id"].shape[0])]
     themes = [Theme(int(t["id"][i]), str(t["summary"][i]), valid(t["parents"][i])) for i in range(t["id"].shape[0])]
     return Memory(sl.memory_id, messages, episodes, semantics, themes, m["x"], e["x"], s["x"], s["theme"],
-                  s["knn_idx"], s["knn_sim"], t["knn_idx"], t["knn_sim"], dict(sl.stats))
+                  s["knn_idx"], s["knn_sim"], t["knn_idx"], t["knn_sim"], dict(sl.stats), sl.cols["psg"]["x"], sl.cols["psg"]["msg"])
 
 
 def view(bank: Bank, b: int) -> Memory:

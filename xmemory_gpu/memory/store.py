@@ -15,9 +15,12 @@ Loading verifies the schema version, the dimension, the checksum, every column's
 row references and finite values. ``load_bank(quarantine=True)`` leaves out a memory that fails
 (recorded in ``Store.quarantined``), so one damaged memory never keeps the others from loading.
 
-Schema 3 (this release). Stores of schema 1 and 2 (text in SQLite tables, ``memory/legacy.py``)
-are read as they are and upgraded in one transaction by ``upgrade``, which the first commit and a
-writable engine open call.
+Schema 4 (this release): schema 3 plus the passages of long messages (a fifth level, ``psg``, in
+every file written now: file format 4; the catalogue's ``n_psg``). Stores of schema 1 and 2 (text
+in SQLite tables, ``memory/legacy.py``) and 3 are read as they are and upgraded in one transaction
+by ``upgrade``, which the first commit and a writable engine open call; a schema 3 store's files
+stay format 3 (read as "no passages stored", a search embeds those itself) until the engine's
+writable open embeds their passages (``construct.passages.store_passages``) or a write replaces them.
 """
 
 from __future__ import annotations
@@ -35,13 +38,13 @@ from typing import Any
 
 from . import legacy
 from .bank import LEVELS, Bank, MemorySlice
-from .codec import MAX_TIME, MIN_TIME, SliceFormatError, check_slice, encode_checked, slice_from_bytes
+from .codec import FORMAT, MAX_TIME, MIN_TIME, SliceFormatError, check_slice, encode_checked, slice_from_bytes
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 __all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "Store", "StoreError"]
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # 1 and 2 are read as they are and upgraded by the first commit
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # older ones are read as they are and upgraded by the first commit
 DB_NAME = "memory.sqlite"
 WRITE_THREADS = 8  # files written and fsynced at once by one commit
 COMPACT_FREE_FRACTION = 0.25  # ``maybe_compact`` rewrites the database when this share of pages is free
@@ -58,7 +61,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE memories (memory_id TEXT PRIMARY KEY, position INTEGER NOT NULL, arrays_file TEXT NOT NULL,
   sha256 TEXT NOT NULL, stats TEXT NOT NULL, created REAL NOT NULL, n_msg INTEGER NOT NULL DEFAULT 0,
   n_epi INTEGER NOT NULL DEFAULT 0, n_sem INTEGER NOT NULL DEFAULT 0, n_theme INTEGER NOT NULL DEFAULT 0,
-  format INTEGER NOT NULL DEFAULT 3);
+  format INTEGER NOT NULL DEFAULT 4, n_psg INTEGER NOT NULL DEFAULT 0);
 """ + _CATALOGUE
 # the operations log was added after the first release: created when missing
 _OPLOG = """CREATE TABLE IF NOT EXISTS oplog (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL,
@@ -109,6 +112,7 @@ class Store:
         except (KeyError, ValueError) as exc:
             raise StoreError(f"{path / DB_NAME}: meta table is incomplete or damaged ({exc})") from None
         self._check_version()
+        self._count_columns()
         self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (set by load_bank)
 
     def _check_version(self) -> None:
@@ -120,8 +124,15 @@ class Store:
     def _sync_version(self) -> None:
         """Re-read the schema version (another process may have upgraded the store since)."""
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        self.schema_version = int(row[0]) if row else self.schema_version
+        old, self.schema_version = self.schema_version, int(row[0]) if row else self.schema_version
         self._check_version()
+        if self.schema_version != old:
+            self._count_columns()
+
+    def _count_columns(self) -> None:
+        """The catalogue's rows-per-level columns this store has (a schema 3 store has no ``n_psg``)."""
+        have = {r[1] for r in self._conn.execute("PRAGMA table_info(memories)")}
+        self._counts = tuple(c for c in _COUNT_COLUMNS if c in have)
 
     @property
     def legacy(self) -> bool:
@@ -243,11 +254,17 @@ class Store:
         """Rows per level of one memory, from the catalogue (no file read)."""
         if self._format(memory_id) < 3:
             return legacy.counts(self._conn, memory_id)
-        row = self._conn.execute(f"SELECT {', '.join(_COUNT_COLUMNS)} FROM memories WHERE memory_id = ?",
+        row = self._conn.execute(f"SELECT {', '.join(self._counts)} FROM memories WHERE memory_id = ?",
                                  (memory_id,)).fetchone()
         if row is None:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
-        return dict(zip(LEVELS, (int(n) for n in row)))
+        return self._level_counts(row)
+
+    def _level_counts(self, row) -> dict[str, int]:
+        """Rows per level from the catalogue's count columns (0 where the store has none: ``n_psg``
+        of a schema 3 store, whose files hold no passages)."""
+        got = dict(zip(self._counts, (int(n) for n in row)))
+        return {lv: got.get(f"n_{lv}", 0) for lv in LEVELS}
 
     def find_message(self, message_id: str) -> list[str]:
         """The memories holding a message with this id (the catalogue's index; no file read)."""
@@ -338,7 +355,7 @@ class Store:
         catalogue and the log change in one SQLite transaction; replaced files are removed after it.
         A crash at any point leaves the store as before or as after."""
         self._sync_version()
-        if self.legacy:
+        if self.schema_version < SCHEMA_VERSION:
             self.upgrade()
         c = self._conn
         slices = [_as_slice(u) for u in units]
@@ -388,7 +405,7 @@ class Store:
     def _insert(self, sl: MemorySlice, pos: int, name: str, digest: str) -> None:
         c, mid = self._conn, sl.memory_id
         c.execute(f"INSERT INTO memories (memory_id, position, arrays_file, sha256, stats, created, format, "
-                  f"{', '.join(_COUNT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, 3, ?, ?, ?, ?)",
+                  f"{', '.join(_COUNT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, {FORMAT}, {', '.join('?' * len(LEVELS))})",
                   (mid, pos, name, digest, json.dumps(sl.stats), time.time(), *(sl.n(lv) for lv in LEVELS)))
         c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()])
 
@@ -445,10 +462,11 @@ class Store:
         ``upgrade`` once it loads. Returns the ids of the memories left in the old format."""
         self._sync_version()
         c = self._conn
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} & set(legacy.TABLES)
         if self.legacy:
             todo, version = self.memory_ids(), self.schema_version
         else:
-            if not {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} & set(legacy.TABLES):
+            if not tables and self.schema_version == SCHEMA_VERSION:
                 return []
             todo = [r[0] for r in c.execute("SELECT memory_id FROM memories WHERE format < 3 ORDER BY position")]
             version = SCHEMA_VERSION
@@ -476,7 +494,7 @@ class Store:
                 for stmt in filter(str.strip, (_CATALOGUE + _INDEXES).split(";")):
                     c.execute(stmt)
                 for mid, (sl, name, digest) in converted.items():
-                    c.execute(f"UPDATE memories SET arrays_file = ?, sha256 = ?, format = 3, "
+                    c.execute(f"UPDATE memories SET arrays_file = ?, sha256 = ?, format = {FORMAT}, "
                               f"{', '.join(f'{k} = ?' for k in _COUNT_COLUMNS)} WHERE memory_id = ?",
                               (name, digest, *(sl.n(lv) for lv in LEVELS), mid))
                     c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()])
@@ -493,14 +511,22 @@ class Store:
                 raise StoreError(f"{self.path / DB_NAME}: the upgrade failed and was rolled back: {exc}") from None
             raise
         self.schema_version = SCHEMA_VERSION
+        self._count_columns()
         for mid in converted:
             if olds.get(mid) and olds[mid] != converted[mid][1]:
                 (self.path / "arrays" / olds[mid]).unlink(missing_ok=True)
-        self.compact()  # the text tables' pages leave the file
+        if tables:
+            self.compact()  # the text tables' pages leave the file
         return damaged
 
+    def formats(self) -> dict[str, int]:
+        """Memory id -> the file format it is stored in (4 now; 3 holds no passages; 1-2 legacy)."""
+        if self.legacy:
+            return {m: self.schema_version for m in self.memory_ids()}
+        return dict(self._conn.execute("SELECT memory_id, format FROM memories ORDER BY position").fetchall())
+
     def _format(self, memory_id: str) -> int:
-        """The layout memory ``memory_id`` is stored in: 3, or the old schema it was left in."""
+        """The layout memory ``memory_id`` is stored in: 4, 3 (no passages), or the old schema it was left in."""
         if self.legacy:
             return self.schema_version
         row = self._conn.execute("SELECT format FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
@@ -510,14 +536,14 @@ class Store:
     def _file(self, memory_id: str) -> tuple[Path, str, str, str, int, dict[str, int] | None]:
         """One catalogue read: the memory's file path, sha256, stats JSON, where (for errors), format
         and rows per level (None for a memory in an old format)."""
-        extra = "" if self.legacy else ", format, " + ", ".join(_COUNT_COLUMNS)
+        extra = "" if self.legacy else ", format, " + ", ".join(self._counts)
         row = self._conn.execute(f"SELECT arrays_file, sha256, stats{extra} FROM memories WHERE memory_id = ?",
                                  (memory_id,)).fetchone()
         if row is None:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
         fname, digest, stats = row[:3]
         fmt = self.schema_version if self.legacy else int(row[3])
-        counts = dict(zip(LEVELS, (int(n) for n in row[4:]))) if fmt >= 3 else None
+        counts = self._level_counts(row[4:]) if fmt >= 3 else None
         where = f"{self.path}: memory {memory_id}"
         return self._arrays_path(fname, where), digest, stats, where, fmt, counts
 
@@ -546,7 +572,7 @@ class Store:
                 sl = slice_from_memory(mem)
                 check_slice(sl, self.dim)
             else:
-                sl = slice_from_bytes(memory_id, data, stats)
+                sl = slice_from_bytes(memory_id, data, stats, fmt)
                 check_slice(sl, self.dim, counts)
         except legacy.LegacyError as exc:
             raise StoreError(str(exc)) from None

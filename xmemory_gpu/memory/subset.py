@@ -64,12 +64,15 @@ def restrict(mem: Memory, keep: set[str], summarize: Callable[[list[str], np.nda
             semantics.append(s2)
     sem_idx, sem_sim = _graph(np.asarray(mem.sem_knn_idx), np.asarray(mem.sem_knn_sim), sem_keep)
     th_idx, th_sim = _graph(np.asarray(mem.theme_knn_idx), np.asarray(mem.theme_knn_sim), theme_keep)
+    psg_msg = np.asarray(mem.psg_msg, np.int64)
+    psg_keep = msg_keep[psg_msg] if psg_msg.size else np.zeros(0, bool)
     return Memory(mem.memory_id, [m for m, k in zip(mem.messages, msg_keep) if k],
                   [e for e, k in zip(mem.episodes, epi_keep) if k], semantics,
                   themes,
                   mem.msg_x[msg_keep], mem.epi_x[epi_keep], mem.sem_x[sem_keep],
                   _kept_rows(n_th, theme_keep)[theme_of[sem_keep]].astype(np.int32),
-                  sem_idx, sem_sim, th_idx, th_sim, dict(mem.stats))
+                  sem_idx, sem_sim, th_idx, th_sim, dict(mem.stats), mem.psg_x[psg_keep],
+                  _kept_rows(len(mem.messages), msg_keep)[psg_msg[psg_keep]].astype(np.int32))
 
 
 __all__ = ["restrict"]

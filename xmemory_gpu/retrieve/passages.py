@@ -1,13 +1,15 @@
 """Budget parts of long units, ranked by relevance to the query: an episode's messages, and a long
-message's passages (``text.passages``, embedded as the build embeds messages). Under a
+message's passages (``text.passages``; their embeddings are the bank's ``psg`` level, stored at
+construction, so ranking them costs a matrix-vector product and no encoder call). Under a
 token budget (``context.TokenBudget.fit``) a unit that does not fit gives way to its parts, so an
 episode larger than what is left contributes its most relevant messages, and a message larger than
 the whole budget its best passage; with no budget the parts are dropped.
 
 The parts a strategy offers are :class:`~.context.Deferred` groups (``Parts.episode_parts``,
 ``Parts.passage_parts``): built by the fit only where their unit did not fit, skipped unbuilt
-elsewhere, with the same passage ranking (the first ``embed_messages`` long messages a query
-offers, in order, built or not) and the same encoder calls as building them all."""
+elsewhere. A memory read from a store of format 3 (no passages stored) has its passages embedded
+here: then only the first ``embed_messages`` long messages a query offers, in order, built or not,
+are ranked (the rest keep text order), which bounds the encoder work a query can cause."""
 
 from __future__ import annotations
 
@@ -54,11 +56,23 @@ class Parts:
         unit = messages_unit("message", str(self._lines[row][1]), self.bank, [row], score, {"similarity": score}, self._lines)
         return as_part(unit, level) if level else unit
 
+    def _stored(self, row: int) -> np.ndarray | None:
+        """The stored embeddings of long message ``row``'s passages, or None when it has none (a
+        memory of format 3)."""
+        first = int(self.bank.msg["psg"][row])
+        if first < 0:
+            return None
+        n = len(self._passages[row][0])
+        x = self.bank.psg["x"][first : first + n]
+        if x.shape[0] != n or (self.bank.psg["msg"][first : first + n] != row).any():
+            return None  # cut with another passage length than this search's: embedded here
+        return x
+
     def _rank(self, row: int, qi: int) -> tuple[list[str], list[str]] | None:
-        """Row ``row``'s passages (None for a short message) counted against the query's ranking
-        allowance; returns them with the texts to embed when this one is ranked."""
+        """Row ``row``'s passages (None for a short message or one with stored passages) counted
+        against the query's encoder allowance; returns them with the texts to embed when ranked."""
         got = self._passages[row]
-        if got is None or self._ranked.get(qi, 0) >= self.embed_messages:
+        if got is None or self._stored(row) is not None or self._ranked.get(qi, 0) >= self.embed_messages:
             return None
         self._ranked[qi] = self._ranked.get(qi, 0) + 1
         sp = self.bank.msg["speaker"][row]
@@ -71,8 +85,12 @@ class Parts:
         parts, texts = got
         order = np.arange(len(parts))
         sims = np.zeros(len(parts))
-        ranked = self._rank(row, qi)
-        if ranked is not None:
+        stored = self._stored(row)
+        ranked = None if stored is not None else self._rank(row, qi)
+        if stored is not None:
+            sims = stored @ q.astype(np.float32)
+            order = np.lexsort((order, -sims))
+        elif ranked is not None:
             sims = _embed(self.embedder, ranked[1]) @ q.astype(np.float32)
             order = np.lexsort((order, -sims))
         mid, ts = self._lines[row][1], self._lines[row][2]
