@@ -175,3 +175,79 @@ def test_engine_ingest_stores_passages_and_a_delete_forgets_them(tmp_path):
     finally:
         s.close()
     eng.close()
+
+
+# -- older stores (what an independent review of the change found) ---------------------------------------------
+
+
+def _small_store(tmp_path, words: int = 8):
+    """Two synthetic memories, passages at ``words`` words (so most messages have several)."""
+    from xmemory_gpu.config import XMemoryConfig
+    from xmemory_gpu.construct.pipeline import build_memories
+    from xmemory_gpu.datasets.locomo import load_locomo
+    from xmemory_gpu.datasets.synthetic import generate_conversations
+
+    write_json(generate_conversations(2, seed=5), tmp_path / "s.json")
+    cfg = XMemoryConfig()
+    cfg.semantic.passage_words = words
+    emb = HashingEmbedder(32)
+    mems = build_memories(load_locomo(tmp_path / "s.json"), emb, cfg)
+    st = Store.create(tmp_path / "store", dim=32, embedder="hashing-32", config=cfg.to_dict())
+    for m in mems:
+        st.put(m)
+    st.close()
+    return tmp_path / "store", mems, emb, cfg
+
+
+def test_a_legacy_store_with_theme_lineage_loads_and_its_upgrade_leads_to_stored_passages(tmp_path):
+    from legacy_store import to_schema_2
+
+    from xmemory_gpu.construct.passages import store_passages
+
+    store, mems, emb, cfg = _small_store(tmp_path)
+    assert all(m.psg_x.shape[0] for m in mems)
+    to_schema_2(store)
+    with sqlite3.connect(store / DB_NAME) as c:
+        assert c.execute("SELECT COUNT(*) FROM lineage").fetchone()[0] > 0
+    old = Store.open(store)
+    assert old.counts(mems[0].memory_id)["psg"] == 0
+    assert old.load_bank(quarantine=True).memory_ids == [m.memory_id for m in mems] and not old.quarantined
+    old.upgrade()
+    assert set(old.formats().values()) == {3}  # converted from records: no passages yet
+    assert store_passages(old, emb, cfg.semantic.passage_words) == len(mems)
+    for m in mems:
+        sl = old.get_slice(m.memory_id)
+        np.testing.assert_allclose(sl.cols["psg"]["x"], m.psg_x, atol=1e-6)
+        assert sl.cols["psg"]["msg"].tolist() == m.psg_msg.tolist()
+    old.close()
+
+
+def test_a_damaged_memory_does_not_keep_the_others_from_their_passages(tmp_path):
+    from xmemory_gpu.construct.passages import store_passages
+
+    store, mems, emb, cfg = _small_store(tmp_path)
+    _as_format_3(store)
+    st = Store.open(store)
+    st.upgrade()
+    name = st._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (mems[1].memory_id,)).fetchone()[0]
+    f = store / "arrays" / name
+    f.write_bytes(f.read_bytes()[:-1] + bytes([f.read_bytes()[-1] ^ 1]))
+    assert store_passages(st, emb, cfg.semantic.passage_words) == 1
+    assert st.formats() == {mems[0].memory_id: FORMAT, mems[1].memory_id: 3}
+    st.close()
+
+
+def test_a_reader_of_a_schema_3_store_follows_an_upgrade_by_another_process(tmp_path):
+    from xmemory_gpu.construct.passages import store_passages
+
+    store, mems, emb, cfg = _small_store(tmp_path)
+    _as_format_3(store)
+    reader = Store.open(store)
+    reader.load_bank()
+    writer = Store.open(store)
+    writer.upgrade()
+    assert store_passages(writer, emb, cfg.semantic.passage_words) == len(mems)
+    writer.close()
+    sl = reader.get_slice(mems[0].memory_id)  # format 4 now: its passages counted by n_psg
+    assert sl.n("psg") == mems[0].psg_x.shape[0] == reader.counts(mems[0].memory_id)["psg"]
+    reader.close()

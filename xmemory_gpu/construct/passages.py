@@ -10,6 +10,8 @@ searchable, and the next open goes on).
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from ..memory.backend import MemoryBackend
@@ -19,6 +21,7 @@ from ..text import passages
 from .segment import embed_messages
 
 COMMIT_GROUP = 64  # memories per commit
+log = logging.getLogger(__name__)
 
 
 def with_passages(sl: MemorySlice, embedder, max_words: int) -> MemorySlice:
@@ -44,12 +47,23 @@ def with_passages(sl: MemorySlice, embedder, max_words: int) -> MemorySlice:
 
 def store_passages(backend: MemoryBackend, embedder, max_words: int, *, group: int = COMMIT_GROUP) -> int:
     """Embed and store the passages of every memory of ``backend`` stored at file format 3;
-    returns how many memories were rewritten. The memories' other columns are unchanged."""
+    returns how many memories were rewritten. The memories' other columns are unchanged. A memory
+    that does not load is left as it is (logged; a load quarantines it as before)."""
     todo = [mid for mid, fmt in backend.formats().items() if fmt == 3]
+    done = 0
     for lo in range(0, len(todo), group):
-        backend.commit([with_passages(backend.get_slice(mid), embedder, max_words) for mid in todo[lo : lo + group]],
-                       replace=True)
-    return len(todo)
+        out = []
+        for mid in todo[lo : lo + group]:
+            try:
+                sl = backend.get_slice(mid)
+            except (KeyError, ValueError, OSError) as exc:  # StoreError is a ValueError
+                log.warning("memory %s: its passages are not stored (it does not load: %s)", mid, exc)
+                continue
+            out.append(with_passages(sl, embedder, max_words))
+        if out:
+            backend.commit(out, replace=True)
+            done += len(out)
+    return done
 
 
 __all__ = ["COMMIT_GROUP", "store_passages", "with_passages"]

@@ -322,45 +322,44 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
         """Commit the memories delivered since the last commit, one atomic commit for the group."""
         if not pending:
             return
+        group = list(pending)
+        pending.clear()  # a failed commit is not tried twice: a re-run builds its memories
         with tm.stage("commit"):
             # ---- COMMIT: the driver is the only writer; a group of memories, atomically ---------
-            store.commit(pending, replace=True)  # ``todo`` holds new and damaged memories only
+            store.commit(group, replace=True)  # ``todo`` holds new and damaged memories only
             # ---------------------------------------------------------------------------------
-        report.built.extend(sl.memory_id for sl in pending)
+        report.built.extend(sl.memory_id for sl in group)
         if bar is not None:
-            bar.update(len(pending))
-        pending.clear()
+            bar.update(len(group))
 
     try:
-        for row in ds.iter_rows():
-            mid = row["memory_id"]
-            if mid not in expected:
-                raise RuntimeError(f"--ray: a worker returned memory {mid!r}, which was not asked for")
-            shard = json.loads(row["timings"])
-            if mid in committed:  # a retried shard delivered again: the first copy is kept
-                report.repeats_dropped += 1
-                continue
-            if shard:
-                report.shards += 1
-                for stage, sec in shard["stages"].items():
-                    tm.seconds[stage] += sec
-                if shard.get("llm_usage"):
-                    usage = {k: (usage or {}).get(k, 0) + v for k, v in shard["llm_usage"].items()}
-            with tm.stage("commit"):
-                pending.append(slice_from_bytes(mid, row["arrays"], json.loads(row["stats"])))
-            committed.add(mid)
-            if len(pending) >= shard_size:
-                flush()
-    except BaseException:
         try:
-            flush()  # what the workers delivered is kept: a re-run builds only the rest
-        finally:
-            if bar is not None:
-                bar.close()
-        raise
-    flush()
-    if bar is not None:
-        bar.close()
+            for row in ds.iter_rows():
+                mid = row["memory_id"]
+                if mid not in expected:
+                    raise RuntimeError(f"--ray: a worker returned memory {mid!r}, which was not asked for")
+                shard = json.loads(row["timings"])
+                if mid in committed:  # a retried shard delivered again: the first copy is kept
+                    report.repeats_dropped += 1
+                    continue
+                if shard:
+                    report.shards += 1
+                    for stage, sec in shard["stages"].items():
+                        tm.seconds[stage] += sec
+                    if shard.get("llm_usage"):
+                        usage = {k: (usage or {}).get(k, 0) + v for k, v in shard["llm_usage"].items()}
+                with tm.stage("commit"):
+                    pending.append(slice_from_bytes(mid, row["arrays"], json.loads(row["stats"])))
+                committed.add(mid)
+                if len(pending) >= shard_size:
+                    flush()
+            flush()
+        except BaseException:
+            flush()  # what the workers delivered before the failure is kept: a re-run builds only the rest
+            raise
+    finally:
+        if bar is not None:
+            bar.close()
     report.llm_usage = usage
     missing = expected - committed
     if missing:

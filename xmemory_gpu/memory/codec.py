@@ -178,7 +178,9 @@ def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any], fmt: in
                     raise SliceFormatError(f"{where}: column {key}: expected {np.dtype(dtype)}, found {a.dtype}")
                 cols[lv][name] = a
     if fmt < 4:  # no passages stored
-        n_msg, d = cols["msg"]["x"].shape[0], cols["msg"]["x"].shape[-1]
+        if cols["msg"]["x"].ndim != 2:
+            raise SliceFormatError(f"{where}: column msg.x: shape {cols['msg']['x'].shape} is not [n, d]")
+        n_msg, d = len(cols["msg"]["id"]), cols["msg"]["x"].shape[1]  # n from the ids' real bytes
         cols["msg"]["psg"] = np.full(n_msg, -1, np.int32)
         cols["psg"] = {"x": np.zeros((0, d), np.float32), "msg": np.zeros(0, np.int32)}
     sem, theme = cols["sem"], cols["theme"]

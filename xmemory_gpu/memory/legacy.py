@@ -43,9 +43,11 @@ def _json(v: Any, where: str, table: str, field: str) -> Any:
 
 
 def counts(conn: sqlite3.Connection, memory_id: str) -> dict[str, int]:
-    """Rows per level of one memory, from its records."""
+    """Rows per level of one memory, from its records (no passages: those came with schema 4)."""
     q = "SELECT COUNT(*) FROM {} WHERE memory_id = ?"
-    return {lv: int(conn.execute(q.format(t), (memory_id,)).fetchone()[0]) for lv, t in zip(LEVELS, TABLES)}
+    levels = ("msg", "epi", "sem", "theme")  # the tables of the four levels, in TABLES' order
+    out = {lv: int(conn.execute(q.format(t), (memory_id,)).fetchone()[0]) for lv, t in zip(levels, TABLES)}
+    return {lv: out.get(lv, 0) for lv in LEVELS}
 
 
 def read_memory(conn: sqlite3.Connection, memory_id: str, arrays_path: Path, *, dim: int, schema_version: int,

@@ -129,6 +129,12 @@ class Store:
         if self.schema_version != old:
             self._count_columns()
 
+    def _fresh_counts(self) -> None:
+        """A reader that opened a schema 3 store looks again for ``n_psg`` (another process may have
+        upgraded the store since; its format 4 memories then count their passages there)."""
+        if len(self._counts) < len(_COUNT_COLUMNS):
+            self._count_columns()
+
     def _count_columns(self) -> None:
         """The catalogue's rows-per-level columns this store has (a schema 3 store has no ``n_psg``)."""
         have = {r[1] for r in self._conn.execute("PRAGMA table_info(memories)")}
@@ -254,6 +260,7 @@ class Store:
         """Rows per level of one memory, from the catalogue (no file read)."""
         if self._format(memory_id) < 3:
             return legacy.counts(self._conn, memory_id)
+        self._fresh_counts()
         row = self._conn.execute(f"SELECT {', '.join(self._counts)} FROM memories WHERE memory_id = ?",
                                  (memory_id,)).fetchone()
         if row is None:
@@ -494,7 +501,8 @@ class Store:
                 for stmt in filter(str.strip, (_CATALOGUE + _INDEXES).split(";")):
                     c.execute(stmt)
                 for mid, (sl, name, digest) in converted.items():
-                    c.execute(f"UPDATE memories SET arrays_file = ?, sha256 = ?, format = {FORMAT}, "
+                    # format 3: the columns, no passages yet (``construct.passages.store_passages`` embeds them)
+                    c.execute(f"UPDATE memories SET arrays_file = ?, sha256 = ?, format = 3, "
                               f"{', '.join(f'{k} = ?' for k in _COUNT_COLUMNS)} WHERE memory_id = ?",
                               (name, digest, *(sl.n(lv) for lv in LEVELS), mid))
                     c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()])
@@ -536,6 +544,8 @@ class Store:
     def _file(self, memory_id: str) -> tuple[Path, str, str, str, int, dict[str, int] | None]:
         """One catalogue read: the memory's file path, sha256, stats JSON, where (for errors), format
         and rows per level (None for a memory in an old format)."""
+        if not self.legacy:
+            self._fresh_counts()
         extra = "" if self.legacy else ", format, " + ", ".join(self._counts)
         row = self._conn.execute(f"SELECT arrays_file, sha256, stats{extra} FROM memories WHERE memory_id = ?",
                                  (memory_id,)).fetchone()

@@ -64,7 +64,8 @@ class Parts:
             return None
         n = len(self._passages[row][0])
         x = self.bank.psg["x"][first : first + n]
-        if x.shape[0] != n or (self.bank.psg["msg"][first : first + n] != row).any():
+        owner = self.bank.psg["msg"]
+        if x.shape[0] != n or (owner[first : first + n] != row).any() or (first + n < owner.shape[0] and owner[first + n] == row):
             return None  # cut with another passage length than this search's: embedded here
         return x
 
