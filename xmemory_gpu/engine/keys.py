@@ -1,0 +1,19 @@
+"""The names the engine reads and writes: the fields of a request item and of a message, and the
+keys of a memory's stats the engine keeps beside its derived units."""
+
+from __future__ import annotations
+
+SEARCH_ITEM_FIELDS = frozenset({"queries", "query", "user_id", "agent_id", "run_id", "strategy", "budget_tokens", "limit",
+                                "threshold", "filters"})
+ADD_ITEM_FIELDS = frozenset({"messages", "user_id", "agent_id", "run_id", "metadata", "user_name"})
+MESSAGE_FIELDS = frozenset({"speaker", "role", "name", "content", "text", "timestamp", "id", "session"})
+USER_NAME = "user_name"  # stats key: the name role "user" messages are attributed to
+STAMPED = "stamped"  # stats key: ids of the messages the engine stamped with their arrival time
+SUPERSEDED = "superseded"  # stats key: semantic id -> [the semantic id that superseded it, its time]
+
+
+class QuarantinedError(RuntimeError):
+    """A request for a memory that failed to load (damaged); names it."""
+
+
+__all__ = ["ADD_ITEM_FIELDS", "MESSAGE_FIELDS", "QuarantinedError", "SEARCH_ITEM_FIELDS", "STAMPED", "SUPERSEDED", "USER_NAME"]

@@ -1,0 +1,118 @@
+"""The residency half of ``MemoryEngine`` under a byte budget (``max_resident_bytes``): a memory's
+slice loaded from the store on first touch, pinned while a request uses it, evicted least recently
+used (``engine.residency.Residency`` keeps the accounting); a write section keeps loads and evictions
+out while a write reads the bank's memory numbers. Without a budget every memory is resident and
+these are no-ops."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from contextlib import contextmanager
+
+from ..memory.store import StoreError
+from .keys import (
+    QuarantinedError,
+)
+from .residency import slice_bytes
+
+
+class Paging:
+    """Mixin of :class:`~.engine.MemoryEngine`: its bank as a cache over the store."""
+
+    def _note_resident(self, sl) -> None:
+        if self._residency is not None:
+            self._residency.note(sl.memory_id, slice_bytes(sl))
+
+    def _drop(self, keys: set[str]) -> None:
+        """Take ``keys`` out of the bank (caller holds the rw write lock)."""
+        gone = keys & set(self.bank.index)
+        if gone:
+            self.bank = self.bank.without(gone)
+            self.retriever.bank = self.bank
+            self.retriever._chunks = None
+        if self._residency is not None:
+            self._residency.forget(keys)
+
+    def _evict(self) -> None:
+        """Drop least recently used unpinned memories while over the budget (caller holds _res_lock).
+        Not while another thread's write section runs: the writer reads the bank's memory numbers
+        outside the rw lock, and an eviction renumbers them (its section's end evicts)."""
+        if self._write_owner not in (None, threading.get_ident()):
+            return
+        victims = self._residency.victims() if self._residency is not None else []
+        if victims:
+            with self._rw.write():
+                self._drop(set(victims))
+
+    def _load(self, key: str):
+        """Memory ``key``'s slice from the store; read again once if it fails, as a writer in another
+        process may have replaced its file between the catalogue read and the file read."""
+        try:
+            return self.store.get_slice(key)
+        except (StoreError, KeyError):
+            return self.store.get_slice(key)
+
+    @contextmanager
+    def _write_section(self):
+        """A write's span under a residency budget: no other thread loads or evicts a memory until it
+        ends (the write reads the bank's memory numbers outside the rw lock); then it evicts."""
+        if self._residency is None:
+            yield
+            return
+        with self._res_lock:
+            self._write_owner = threading.get_ident()
+        try:
+            yield
+        finally:
+            with self._res_lock:
+                self._write_owner = None
+                self._res_cond.notify_all()
+                self._evict()
+
+    @contextmanager
+    def _using(self, keys: Sequence[str]):
+        """Memories ``keys`` resident (loaded from the store if need be) and pinned for the block; a
+        memory that fails to load is quarantined. Without a budget every memory is resident already."""
+        if self._residency is None:
+            yield
+            return
+        keys = list(dict.fromkeys(keys))
+        with self._res_lock:
+            self._residency.pin(keys)
+            try:
+                def missing() -> list[str]:
+                    return [k for k in keys if k not in self.bank.index and k in self._loaded and k not in self.quarantined]
+
+                # a load changes the bank a writer reads outside the rw lock: it waits for the write section
+                while missing() and self._write_owner not in (None, threading.get_ident()):
+                    self._res_cond.wait()
+                slices = []
+                for k in missing():
+                    try:
+                        slices.append(self._load(k))
+                    except (StoreError, KeyError) as exc:
+                        self.quarantined[k] = str(exc.args[0] if isinstance(exc, KeyError) else exc)
+                if slices:
+                    with self._rw.write():
+                        for sl in slices:
+                            self.bank.put_slice(sl)
+                            self._note_resident(sl)
+                self._residency.touch(keys)
+                self._evict()
+            except BaseException:
+                self._residency.unpin(keys)
+                raise
+        try:
+            yield
+        finally:
+            with self._res_lock:
+                self._residency.unpin(keys)
+                self._evict()
+
+    def _usable(self, key: str) -> str:
+        """``key``, unless its memory is quarantined."""
+        if key in self.quarantined:
+            raise QuarantinedError(f"memory {key}: quarantined, it failed to load "
+                                   f"({self.quarantined[key]}); the other memories are served; delete_all removes it")
+        return key
