@@ -217,7 +217,10 @@ def test_writes_are_bounded_and_refused_before_any_work(tmp_path):
 
 
 # -- finding 7: a damaged memory is quarantined ---------------------------------------------------------
-def test_a_damaged_memory_is_quarantined_and_the_others_serve(tmp_path):
+@pytest.mark.parametrize("budget", ["all", "auto"])
+def test_a_damaged_memory_is_quarantined_and_the_others_serve(tmp_path, budget):
+    """``all``: every memory loaded at open, a damaged one quarantined then; ``auto`` (the default):
+    the catalogue only at open, a damaged memory quarantined when a request first touches it."""
     store = tmp_path / "s"
     with MemoryEngine.open(store, embedder=EMB) as eng:
         eng.add(_talk(10), user_id="alice")
@@ -232,7 +235,11 @@ def test_a_damaged_memory_is_quarantined_and_the_others_serve(tmp_path):
     assert st.load_bank(quarantine=True).memory_ids == [scope_key("bob")] and list(st.quarantined) == [scope_key("alice")]
     report = Store.open(store).check_all()
     assert "checksum" in report[scope_key("alice")] and report[scope_key("bob")] is None
-    with MemoryEngine.open(store, embedder=EMB) as eng:
+    with MemoryEngine.open(store, embedder=EMB, max_resident_bytes=budget) as eng:
+        if budget == "auto":
+            assert not eng.quarantined
+            with pytest.raises(QuarantinedError, match="checksum"):
+                eng.search("tulips", user_id="alice")
         assert list(eng.quarantined) == [scope_key("alice")] and eng.stats()["quarantined"] == 1
         for call in (lambda: eng.search("tulips", user_id="alice"), lambda: eng.get_all(user_id="alice"),
                      lambda: eng.add(_talk(1, "z"), user_id="alice"), lambda: eng.get("m1", user_id="alice"),
@@ -260,7 +267,11 @@ def test_a_link_in_arrays_is_not_followed(tmp_path):
     f.symlink_to(outside)
     with pytest.raises(StoreError, match="symbolic link"):
         Store.open(store).get(scope_key("alice"))
-    with MemoryEngine.open(store, embedder=EMB, read_only=True) as ro:
+    with MemoryEngine.open(store, embedder=EMB, read_only=True, max_resident_bytes="all") as ro:
+        assert list(ro.quarantined) == [scope_key("alice")] and ro.get_all(user_id="bob")
+    with MemoryEngine.open(store, embedder=EMB, read_only=True) as ro:  # the default: found on first touch
+        with pytest.raises(QuarantinedError, match="symbolic link"):
+            ro.get_all(user_id="alice")
         assert list(ro.quarantined) == [scope_key("alice")] and ro.get_all(user_id="bob")
 
 
@@ -296,12 +307,17 @@ def test_deleted_message_ids_leave_the_history(tmp_path):
 
 
 # -- finding 16: refresh() of a read-only engine ----------------------------------------------------------
-def test_a_read_only_engine_sees_later_writes_after_refresh(tmp_path):
+@pytest.mark.parametrize("budget", ["all", "auto"])
+def test_a_read_only_engine_sees_later_writes_after_refresh(tmp_path, budget):
+    """What a read-only engine holds stays as it was until ``refresh``; under a budget (the default)
+    a memory it had not loaded yet is read as it is when first touched."""
     store = tmp_path / "s"
     with MemoryEngine.open(store, embedder=EMB) as eng:
         eng.add(_talk(4), user_id="alice")
         eng.add(_talk(4), user_id="bob")
-        with MemoryEngine.open(store, embedder=EMB, read_only=True) as ro:
+        with MemoryEngine.open(store, embedder=EMB, read_only=True, max_resident_bytes=budget) as ro:
+            if budget == "auto":
+                ro.get_all(user_id="alice")  # resident from now on
             eng.add(_talk(3, "n"), user_id="alice")
             eng.add(_talk(2), user_id="carol")
             eng.delete_all(user_id="bob")

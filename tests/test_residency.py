@@ -53,9 +53,24 @@ def test_open_reads_the_catalogue_only_and_loads_on_first_touch(store, monkeypat
         assert len(eng.scopes()) == len(USERS)
 
 
+def test_the_default_budget_is_half_of_the_ram_and_open_reads_the_catalogue(store, monkeypatch):
+    from xmemory_gpu.engine.residency import physical_memory, resolve_budget
+
+    loads = []
+    real = Store.get_slice
+    monkeypatch.setattr(Store, "get_slice", lambda self, m: loads.append(m) or real(self, m))
+    with MemoryEngine.open(store, embedder=EMB, read_only=True) as eng:
+        assert eng.stats()["max_resident_bytes"] == physical_memory() // 2 == resolve_budget("auto")
+        assert loads == [] and eng.stats()["resident_memories"] == 0
+    assert resolve_budget(None) is None and resolve_budget("all") is None and resolve_budget(5) == 5
+    with pytest.raises(ValueError, match="max_resident_bytes"):
+        resolve_budget("lots")
+
+
 def test_answers_equal_those_of_an_engine_holding_everything(store):
     order = [random.Random(7).choice(USERS) for _ in range(40)]
-    with MemoryEngine.open(store, embedder=EMB, read_only=True) as full:
+    with MemoryEngine.open(store, embedder=EMB, read_only=True, max_resident_bytes="all") as full:
+        assert full.stats()["resident_memories"] == len(USERS)  # every memory loaded at open
         want = _answers(full, order)
     for budget in (1, 60_000, 10**9):  # nothing stays / a few stay / all stay
         with MemoryEngine.open(store, embedder=EMB, read_only=True, max_resident_bytes=budget) as eng:

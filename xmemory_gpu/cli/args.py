@@ -23,6 +23,17 @@ def integer(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def resident_bytes(text: str) -> int | str | None:
+    """An argparse type for ``--max-resident-bytes``: bytes (an integer >= 0), ``auto`` (half of the
+    RAM) or ``all`` (every memory resident, loaded at start: None)."""
+    if text in ("auto", "all"):
+        return None if text == "all" else text
+    try:
+        return integer(0)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, 'auto' or 'all', got {text!r}") from None
+
+
 def text(what: str) -> Callable[[str], str]:
     """An argparse type: non-empty text that is valid Unicode (a command line with invalid UTF-8
     bytes arrives as lone surrogates, which no tokenizer accepts)."""

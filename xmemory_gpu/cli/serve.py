@@ -58,7 +58,7 @@ def amount(text: str) -> float:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from .args import integer
+    from .args import integer, resident_bytes
 
     p = sub.add_parser("serve", help="serve a live memory store over HTTP")
     p.add_argument("store", help="a store; with --ray, a store set's directory (manifest.json, shard-K/)")
@@ -78,9 +78,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default="auto",
                    help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on "
                         "the GPU); one not usable here is refused, naming why")
-    p.add_argument("--max-resident-bytes", type=integer(0), default=None, metavar="N",
+    p.add_argument("--max-resident-bytes", type=resident_bytes, default="auto", metavar="N|auto|all",
                    help="keep about N bytes of memories in RAM (each shard's, with --ray): a memory loads when a request "
-                        "touches it, the least recently used go (default: every memory, loaded at start)")
+                        "touches it, the least recently used go (default auto: half of the RAM; all: every memory, "
+                        "loaded at start)")
     p.add_argument("--log-level", default="warning")
     g = p.add_argument_group("sharded serving on Ray Serve")
     g.add_argument("--ray", nargs="?", const="local", default=None, metavar="local|auto|ADDRESS",

@@ -116,7 +116,7 @@ class Shard:
 
     async def __init__(self, index: int, store: str, config: ServiceConfig, embedder: str | None = None,
                        backend: str = "auto", reader: str | None = None, lock_wait_s: float = 60.0,
-                       max_resident_bytes: int | None = None) -> None:
+                       max_resident_bytes: int | str | None = "auto") -> None:
         self.index, self.store = index, store
         deadline = time.monotonic() + lock_wait_s
         while True:  # a replaced replica may still be closing the store: wait for its write lock
@@ -333,7 +333,7 @@ def _loads(body: bytes) -> Any:
 
 def application(shard_set: ShardSet, config: ServiceConfig, *, embedder: str | None = None, backend: str = "auto",
                 reader: str | None = None, shard_cpus: float = 1.0, shard_gpus: float = 0.0, timeout_s: float = 30.0,
-                ingress_replicas: int = 1, health_check_period_s: float = 2.0, max_resident_bytes: int | None = None) -> Any:
+                ingress_replicas: int = 1, health_check_period_s: float = 2.0, max_resident_bytes: int | str | None = "auto") -> Any:
     """The Serve application of a store set: ``shard-K`` deployments and the ingress over their handles."""
     shards = []
     for k in range(shard_set.shards):

@@ -50,7 +50,7 @@ from .keys import (
 )
 from .paging import Paging
 from .reads import Reads
-from .residency import Residency
+from .residency import AUTO, Residency, resolve_budget
 from .writes import Writes
 
 __all__ = ["MAX_ID_CHARS", "Limits", "MemoryEngine", "QuarantinedError", "scope_key", "scope_of"]
@@ -66,7 +66,7 @@ class MemoryEngine(Paging, Writes, Reads):
 
     def __init__(self, store: MemoryBackend, embedder: Embedder, config: XMemoryConfig, *, backend: str = "auto",
                  read_only: bool = False, lock: WriterLock | None = None, limits: Limits | None = None,
-                 stamp_arrival: bool = True, reader: Reader | None = None, max_resident_bytes: int | None = None) -> None:
+                 stamp_arrival: bool = True, reader: Reader | None = None, max_resident_bytes: int | str | None = AUTO) -> None:
         self.store = store
         self.stamp_arrival = stamp_arrival
         self.embedder = embedder
@@ -77,7 +77,8 @@ class MemoryEngine(Paging, Writes, Reads):
         self._lock = lock
         self._rw = ReadWriteLock()  # readers vs the (short) in-memory apply of a committed batch
         self._writer = threading.RLock()  # one write at a time; its heavy work runs outside the rw lock
-        self._residency = None if max_resident_bytes is None else Residency(max_resident_bytes)
+        budget = resolve_budget(max_resident_bytes)
+        self._residency = None if budget is None else Residency(budget)
         self._res_lock = threading.RLock()  # loads, pins and evictions (taken after _writer, before _rw)
         self._res_cond = threading.Condition(self._res_lock)  # a write section ended
         self._write_owner: int | None = None  # the thread inside a write section (residency only)
@@ -103,7 +104,7 @@ class MemoryEngine(Paging, Writes, Reads):
     def open(cls, path: str | Path | MemoryBackend, *, embedder: Embedder | str | None = None, config: XMemoryConfig | None = None,
              backend: str = "auto", read_only: bool = False, limits: Limits | None = None,
              stamp_arrival: bool = True, reader: Reader | str | None = None,
-             max_resident_bytes: int | None = None) -> MemoryEngine:
+             max_resident_bytes: int | str | None = AUTO) -> MemoryEngine:
         """Create or reopen the store at ``path`` (a folder; or a ``MemoryBackend`` such as
         ``InMemoryBackend``, used as it is: no writer lock, no upgrade). ``embedder``: an Embedder or
         a spec (default: the store's, or all-MiniLM-L6-v2 for a new store). ``read_only``: searching only; ``refresh()``
@@ -114,8 +115,9 @@ class MemoryEngine(Paging, Writes, Reads):
         probes batched across the queries of a ``search_batch``); without one, episodes are admitted
         by priority and results say so. ``max_resident_bytes``: keep at most about this many bytes of
         memories in RAM (``engine/residency.py``): opening reads the catalogue only, a memory loads
-        on first touch and the least recently used go when the budget is passed (default: every
-        memory resident, loaded at open)."""
+        on first touch and the least recently used go when the budget is passed (default ``"auto"``:
+        half of the machine's physical memory; ``None`` or ``"all"``: every memory resident,
+        loaded at open)."""
         if isinstance(reader, str):
             reader = load_reader(reader)
         if not isinstance(path, (str, os.PathLike)):

@@ -261,6 +261,7 @@ class Reads:
             out = {"memories": self.bank.n_memories, "messages": int(self.bank.msg.seg.lengths.sum()),
                    "semantics": int(self.bank.sem.seg.lengths.sum()), "themes": int(self.bank.theme.seg.lengths.sum()),
                    "quarantined": len(self.quarantined), "time": time.time()}
+        out |= {"resident_memories": out["memories"], "max_resident_bytes": None}  # every memory resident
         if self._residency is not None:  # the counts above are of the resident memories
             with self._res_lock:
                 out |= {"memories": len(self._loaded) - len(set(self.quarantined) & set(self._loaded)),

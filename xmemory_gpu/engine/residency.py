@@ -11,12 +11,35 @@ the resident bank, a cost proportional to the budget, not to the store).
 
 from __future__ import annotations
 
+import os
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 
 from ..memory.bank import MemorySlice
 
 LOW_WATER = 0.75  # an eviction brings the resident bytes down to this share of the budget
+RAM_SHARE = 0.5  # the default budget: this share of the machine's physical memory
+AUTO = "auto"  # ``max_resident_bytes`` default: ``RAM_SHARE`` of the RAM
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory (``sysconf``); 8 GiB where the platform does not say."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return 8 << 30
+
+
+def resolve_budget(value: int | str | None) -> int | None:
+    """``max_resident_bytes`` as given -> bytes, or None for "every memory resident, loaded at open":
+    ``"auto"`` is ``RAM_SHARE`` of the physical memory, ``"all"`` or None keeps everything."""
+    if value is None or value == "all":
+        return None
+    if value == AUTO:
+        return int(physical_memory() * RAM_SHARE)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"max_resident_bytes: expected an integer >= 0, 'auto' or 'all', got {value!r}")
+    return value
 
 
 def slice_bytes(sl: MemorySlice) -> int:
