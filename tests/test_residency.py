@@ -175,3 +175,37 @@ def test_writes_and_cold_searches_at_once_under_a_tiny_budget(tmp_path):
         assert not errors, errors[:3]
         for i, u in enumerate(USERS[:6]):
             assert [x["id"] for x in eng.get_all(user_id=u) if x["type"] == "message"] == [m["id"] for m in _talk(i)]
+
+
+def test_an_evicted_bank_is_freed_without_waiting_for_the_garbage_collector(store):
+    """The values derived from a bank's rows refer back to its levels (a reference cycle); a bank
+    replaced at an eviction drops them, so its columns go at once, not at the next full collection
+    (before: RSS grew by ~200 MB over 3,000 random searches of 10,000 memories under a 16 MiB budget)."""
+    import gc
+    import weakref
+
+    with MemoryEngine.open(store, embedder=EMB, read_only=True) as probe:
+        probe.search("tulips?", user_id="user1")
+        one = probe.stats()["resident_bytes"]  # about what one memory holds
+    with MemoryEngine.open(store, embedder=EMB, read_only=True, max_resident_bytes=int(one * 1.2)) as eng:
+        eng.search("tulips?", user_id="user1")  # derived rows (message lines, ...) built on this bank
+        assert eng.stats()["resident_memories"] == 1
+        old = [weakref.ref(lv) for lv in eng.bank.levels.values()]
+        gc.disable()
+        try:
+            eng.search("tulips?", user_id="user2")  # user1 is evicted: a new bank
+            eng.search("tulips?", user_id="user3")
+            assert [r() for r in old] == [None] * len(old)
+        finally:
+            gc.enable()
+
+
+def test_token_counts_are_kept_for_a_bounded_number_of_texts(monkeypatch):
+    from xmemory_gpu.retrieve import context
+    from xmemory_gpu.tokens import WhitespaceCounter
+
+    monkeypatch.setattr(context, "COUNTS_MAX", 5)
+    tb = context.TokenBudget(WhitespaceCounter())
+    assert tb.count(["a b", "c", "d e f"]) == [2, 1, 3]
+    assert tb.count(["x", "y", "a b", "z z"]) == [1, 1, 2, 2]  # the cache started again, counts stay right
+    assert len(tb._cache) <= 5

@@ -28,7 +28,8 @@ class Paging:
         """Take ``keys`` out of the bank (caller holds the rw write lock)."""
         gone = keys & set(self.bank.index)
         if gone:
-            self.bank = self.bank.without(gone)
+            old, self.bank = self.bank, self.bank.without(gone)
+            old.release()  # its columns go now, not at the next full garbage collection
             self.retriever.bank = self.bank
             self.retriever._chunks = None
         if self._residency is not None:

@@ -333,6 +333,14 @@ class Bank:
         level.writes.note(old[0], old[0] + old[1])
         s.starts[b], s.lengths[b], s.capacity[b], s.size = start, n, cap, start + cap
 
+    def release(self) -> None:
+        """Drop the values derived from rows (``Level.rows_cache``). Their functions refer back to
+        the levels, a reference cycle the garbage collector frees only at a full collection, and
+        with it every column of the bank: a bank being replaced calls this so its arrays go as soon
+        as nothing reads it (an engine under a residency budget replaces its bank at each eviction)."""
+        for level in self.levels.values():
+            level.derived.clear()
+
     def without(self, memory_ids: set[str]) -> Bank:
         """A compact copy without ``memory_ids`` (a cost of the rows kept, not of the store)."""
         keep = [b for b, m in enumerate(self.memory_ids) if m not in memory_ids]

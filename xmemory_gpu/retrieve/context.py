@@ -244,9 +244,13 @@ def _whole_units(units: list) -> list[RetrievedUnit]:
     return out
 
 
+COUNTS_MAX = 1 << 16  # texts whose token counts a TokenBudget keeps (then it starts again: bounded memory)
+
+
 class TokenBudget:
-    """Token counts in one tokenizer (cached: memories' texts recur across queries) and the fitting
-    of units into a budget."""
+    """Token counts in one tokenizer (cached: memories' texts recur across queries; at most
+    ``COUNTS_MAX`` texts, so a long-running engine's cache does not grow with every memory it ever
+    searched) and the fitting of units into a budget."""
 
     def __init__(self, tokens: TokenCounter) -> None:
         self.tokens = tokens
@@ -260,6 +264,9 @@ class TokenBudget:
     def count(self, texts: list[str]) -> list[int]:
         new = list({t: None for t in texts if t not in self._cache})
         if new:
+            if len(self._cache) + len(new) > COUNTS_MAX:
+                self._cache.clear()
+                new = list(dict.fromkeys(texts))
             self._cache.update(zip(new, self.tokens.count(new)))
         return [self._cache[t] for t in texts]
 
@@ -399,6 +406,8 @@ class TokenBudget:
         key = (u.type == "semantic", u.timestamp)
         n = self._heads.get(key)
         if n is None:
+            if len(self._heads) >= COUNTS_MAX:
+                self._heads.clear()
             date = date_of(u.timestamp)
             n = self._heads[key] = self.count([f"- ({date})" if key[0] else f"[{date}]"])[0]
         return n
