@@ -280,3 +280,31 @@ def test_entropy_refuses_complex_and_bad_ids():
         token_entropy_logprob(np.ones((2, 3), np.complex128), [0, 1])
     with pytest.raises(ValueError, match="token_ids"):
         token_entropy_logprob(np.ones((2, 3)), [0, 3])
+
+
+def test_host_work_probes_no_gpu_stack(tmp_path):
+    """A CPU build and search under ``auto`` probe the C++ backend only: torch and triton are not
+    imported (their probe cost a hashing-encoder build 1.7 s of its theme stage)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from xmemory_gpu.construct.pipeline import build_store\n"
+        "from xmemory_gpu.datasets.synthetic import generate_conversations, write_json\n"
+        "from xmemory_gpu.embed import load_embedder\n"
+        "from xmemory_gpu.retrieve.retriever import Retriever\n"
+        "tmp = Path(sys.argv[1])\n"
+        "data = write_json(generate_conversations(3, seed=1), tmp / 's.json')\n"
+        "emb = load_embedder('hashing:64')\n"
+        "build_store(data, tmp / 'store', embedder=emb, progress=False)\n"
+        "r = Retriever.from_store(tmp / 'store', embedder=emb)\n"
+        "mid = r.bank.memory_ids[0]\n"
+        "for s in ('xmemory', 'naive-rag'):\n"
+        "    assert r.search(['what happened?'], mid, strategy=s, budget_tokens=200)[0].units\n"
+        "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert bk.is_available("reference") and set(bk.available_backends()) == set(bk.BACKENDS)

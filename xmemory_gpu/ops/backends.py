@@ -82,23 +82,32 @@ def _probe_triton() -> BackendStatus:
     return BackendStatus(True, "triton on a CUDA device")
 
 
-@functools.lru_cache(maxsize=1)
+_PROBES: dict[str, Callable[[], BackendStatus]] = {
+    "reference": lambda: BackendStatus(True, "float64 NumPy reference"),
+    "cpu": _probe_cpu,
+    "triton": _probe_triton,
+    "cuda": _probe_cuda,
+}
+
+
+@functools.cache
+def _status(name: str) -> BackendStatus:
+    """One backend's status, probed on first ask: host inputs under ``auto`` probe ``cpu`` only, so
+    a CPU process never imports torch and triton for them (1.7 s of a build's theme stage)."""
+    return _PROBES[name]()
+
+
 def _statuses() -> dict[str, BackendStatus]:
-    return {
-        "reference": BackendStatus(True, "float64 NumPy reference"),
-        "cpu": _probe_cpu(),
-        "triton": _probe_triton(),
-        "cuda": _probe_cuda(),
-    }
+    return {name: _status(name) for name in BACKENDS}
 
 
 def available_backends() -> dict[str, BackendStatus]:
     """Every backend with whether it is usable here and why (not)."""
-    return dict(_statuses())
+    return _statuses()
 
 
 def is_available(name: str) -> bool:
-    return _statuses()[name].available
+    return _status(name).available
 
 
 # ---- what each op implements ---------------------------------------------------------------------
@@ -205,7 +214,7 @@ def resolve_backend(
                     return name
             raise ValueError(
                 f"{op}: inputs are CUDA tensors but none of {order} is usable: "
-                + "; ".join(f"{n}: {_statuses()[n].reason}" for n in order)
+                + "; ".join(f"{n}: {_status(n).reason}" for n in order)
             )
         for name in ("cpu", "reference"):
             if name in implemented and is_available(name):
@@ -216,7 +225,7 @@ def resolve_backend(
     if backend not in implemented:
         raise ValueError(f"{op}: backend {backend!r} is not implemented; implemented: {implemented}")
     if not is_available(backend):
-        raise ValueError(f"{op}: backend {backend!r} is not usable here: {_statuses()[backend].reason}")
+        raise ValueError(f"{op}: backend {backend!r} is not usable here: {_status(backend).reason}")
     return backend
 
 
