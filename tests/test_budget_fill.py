@@ -5,6 +5,10 @@ past the budget, and the units taken before are unchanged."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from xmemory_gpu.retrieve.context import (
     MIN_CUT_TOKENS,
     TokenBudget,
@@ -149,3 +153,51 @@ def test_a_result_counts_only_what_its_cut_unit_shows():
     assert shown[:1] == ["D2:0"] and len(shown) < 6  # about 100 tokens left: a message or two of the six
     assert result.message_ids == ["D1:0", "D1:1", "D1:2", *shown]
     assert "message_ends" not in result.to_dict()["units"][-1]
+
+
+def test_word_level_counts_equal_the_tokenizer_on_whole_texts():
+    """With an additive counter a text's count is the sum over its space-separated words, each word
+    tokenized once: equal to the tokenizer's count of the whole text, odd characters included."""
+    from xmemory_gpu.retrieve import context
+    from xmemory_gpu.tokens import HFTokenizerCounter, WhitespaceCounter
+
+    tok = default_counter()
+    if not isinstance(tok, HFTokenizerCounter):
+        pytest.skip("the default WordPiece tokenizer is not installed")
+    assert tok.additive
+    rng = random.Random(0)
+    pieces = ["Caroline:", "went", "to", "St.", "Mary's", "école", "naïve", "東京都", "🙂", "don't", "e.g.", "3.5km",
+              "a" * 130, "x\x1fy", "nbsp\u00a0here", "line\u2028sep", "tab\there", "new\nline", "", "ZWJ\u200dx", "...",
+              "Ω≈ç√", "co-operate", "\u0301accent", "¿Qué?", "ﬁ", "\x85", "\r\n"]
+    texts = [" ".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(300)]
+    texts += ["", " ", "  double  spaces  ", "trailing ", " leading"]
+    for counter in (tok, WhitespaceCounter()):
+        tb = context.TokenBudget(counter)
+        got = tb.count(texts)
+        assert got == counter.count(texts)
+        assert tb.count(texts[::-1]) == got[::-1]  # cached texts and words give the same counts
+
+
+def test_each_distinct_word_is_tokenized_once():
+    """A long text and its parts (an episode, its messages, their passages) cost the tokenizer their
+    distinct words once, not their characters again at every level."""
+    from xmemory_gpu.retrieve import context
+    from xmemory_gpu.tokens import WhitespaceCounter
+
+    class Recording(WhitespaceCounter):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def count(self, texts: list[str]) -> list[int]:
+            self.seen += texts
+            return super().count(texts)
+
+    rec = Recording()
+    tb = context.TokenBudget(rec)
+    lines = [f"Speaker: the plan for day {i} is the same plan as before" for i in range(50)]
+    episode = "\n".join(lines)
+    assert tb.count([episode]) == [len(episode.split())]
+    assert sorted(rec.seen) == sorted(set(episode.split(" ")))  # each distinct word once
+    n = len(rec.seen)
+    assert tb.count(lines) == [len(x.split()) for x in lines]
+    assert len(rec.seen) == n  # every word of the lines was met in the episode: nothing tokenized again

@@ -249,12 +249,13 @@ COUNTS_MAX = 1 << 16  # texts whose token counts a TokenBudget keeps (then it st
 
 class TokenBudget:
     """Token counts in one tokenizer (cached: memories' texts recur across queries; at most
-    ``COUNTS_MAX`` texts, so a long-running engine's cache does not grow with every memory it ever
-    searched) and the fitting of units into a budget."""
+    ``COUNTS_MAX`` texts and as many words, so a long-running engine's cache does not grow with
+    every memory it ever searched) and the fitting of units into a budget."""
 
     def __init__(self, tokens: TokenCounter) -> None:
         self.tokens = tokens
         self._cache: dict[str, int] = {}
+        self._words: dict[str, int] = {}  # with an additive counter: tokens of each space-separated word met
         self._heads: dict[tuple[bool, float | None], int] = {}  # (statement?, timestamp) -> tokens of its date line
 
     @property
@@ -267,8 +268,25 @@ class TokenBudget:
             if len(self._cache) + len(new) > COUNTS_MAX:
                 self._cache.clear()
                 new = list(dict.fromkeys(texts))
-            self._cache.update(zip(new, self.tokens.count(new)))
+            self._cache.update(zip(new, self._count_new(new)))
         return [self._cache[t] for t in texts]
+
+    def _count_new(self, texts: list[str]) -> list[int]:
+        """Tokens of texts not counted yet. With an additive counter, the sum over each text's words
+        split at spaces (whitespace to every additive tokenizer, so the sum is the text's count exactly),
+        each distinct word tokenized once: a long memory's episodes, messages and passages repeat the
+        same words, and the first search of a long chat tokenized 528 K characters for one query."""
+        if not self.tokens.additive:
+            return self.tokens.count(texts)
+        split = [t.split(" ") for t in texts]
+        words = self._words
+        todo = list({w: None for ws in split for w in ws if w not in words})
+        if todo:
+            if len(words) + len(todo) > COUNTS_MAX:
+                words.clear()
+                todo = list({w: None for ws in split for w in ws})
+            words.update(zip(todo, self.tokens.count(todo)))
+        return [sum(map(words.__getitem__, ws)) for ws in split]
 
     def fit(self, units: list[RetrievedUnit], budget: int | None) -> list[RetrievedUnit]:
         """Take units in order (themes are free: they are not part of the answer context).
