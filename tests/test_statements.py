@@ -90,3 +90,40 @@ def test_theme_summary_is_the_gist_not_keywords():
     assert theme_summary(texts[3:], x[3:]) == "Alice likes jazz."
     assert theme_summary([], x[:0]) == ""
     assert theme_summary([" ".join(["word"] * 40)], x[:1]).endswith("word ...")
+
+
+def _decouple_every_rule(sentence: str, speaker: str, other: str) -> str:
+    """``decouple`` before its guard: every rewrite tried on every sentence (the oracle of the test below)."""
+    from xmemory_gpu.construct import semantic as sm
+
+    s = sentence.replace("\u2019", "'")
+    for pat, rep in sm._FIRST_FIXED:
+        s = re.sub(pat, rep.format(s=speaker), s)
+    s = sm._FIRST_VERB.sub(lambda m: sm._subject_verb(m, speaker), s)
+    s = re.sub(r"\bI\b", speaker, s)
+    for pat, rep in sm._SECOND_FIXED:
+        s = re.sub(pat, rep.format(o=other), s)
+    s = re.sub(r"\b[Yy]ou\b", other, s)
+    if speaker not in s and other not in s:
+        s = f"{speaker} said: {s}"
+    return s.strip()
+
+
+def test_decouple_guard_changes_nothing():
+    """A sentence is rewritten only when a first- or second-person word starts at a word boundary; the
+    result equals trying every rule, on synthetic chats and hand-made edge cases."""
+    import random
+
+    from xmemory_gpu.datasets.synthetic import generate_conversations
+
+    texts = [t["text"] for conv in generate_conversations(40, seed=3) for key, turns in conv["conversation"].items()
+             if key.startswith("session_") and isinstance(turns, list) for t in turns]
+    sentences = [s for t in texts for s in split_sentences(t)]
+    edge = ["Mine is blue.", "Give me that.", "Mike's myself-help book.", "You're right, your dog is yours.", "IKEA opened.",
+            "I.", "my", "Yours truly", "Me too!", "homeI mine", "you've", "Your/you", "iPhone and ME", "Myriad memes"]
+    rng = random.Random(5)
+    words = " ".join(sentences[:300] + edge).split()
+    mixed = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(2000)]
+    for s in sentences + edge + mixed:
+        for speaker, other in (("Sam", "Alice"), ("Melanie", "Imogen"), ("user", "assistant")):
+            assert decouple(s, speaker, other) == _decouple_every_rule(s, speaker, other), s

@@ -26,7 +26,12 @@ def words(text: str) -> list[str]:
 
 
 def content_words(text: str) -> list[str]:
-    return [w for w in words(text) if w not in STOPWORDS and len(w) > 1]
+    return content_of(words(text))
+
+
+def content_of(ws: list[str]) -> list[str]:
+    """The content words among ``words`` of a text (stopwords and one-letter words dropped)."""
+    return [w for w in ws if w not in STOPWORDS and len(w) > 1]
 
 
 def keywords(texts: list[str], n: int = 4) -> list[str]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..config import SemanticConfig
 from ..memory.records import Conversation, Episode, SemanticNode
-from ..text import content_words, words
+from ..text import content_of, words
 
 ASSISTANT_SPEAKERS = frozenset({"assistant", "system", "tool"})  # chat roles whose turns are answers, not the user's facts
 ASSISTANT_MIN_WORDS = 40  # an assistant turn shorter than this (a reply, small talk) yields no statement
@@ -134,16 +134,24 @@ def stated_part(sentence: str) -> str:
     return s
 
 
+_FIRST_RE = [(re.compile(p), rep) for p, rep in _FIRST_FIXED]
+_SECOND_RE = [(re.compile(p), rep) for p, rep in _SECOND_FIXED]
+_I, _YOU = re.compile(r"\bI\b"), re.compile(r"\b[Yy]ou\b")
+# every rewrite above starts at a word boundary with one of these: a sentence without them is left as it is
+_PERSON = re.compile(r"\b(?:I|[Mm]y|mine|me|[Yy]ou)")
+
+
 def decouple(sentence: str, speaker: str, other: str) -> str:
     """Rewrite first/second person to the speakers' names (a light, rule-based decoupling)."""
     s = sentence.replace("\u2019", "'")
-    for pat, rep in _FIRST_FIXED:
-        s = re.sub(pat, rep.format(s=speaker), s)
-    s = _FIRST_VERB.sub(lambda m: _subject_verb(m, speaker), s)
-    s = re.sub(r"\bI\b", speaker, s)
-    for pat, rep in _SECOND_FIXED:
-        s = re.sub(pat, rep.format(o=other), s)
-    s = re.sub(r"\b[Yy]ou\b", other, s)
+    if _PERSON.search(s):
+        for pat, rep in _FIRST_RE:
+            s = pat.sub(rep.format(s=speaker), s)
+        s = _FIRST_VERB.sub(lambda m: _subject_verb(m, speaker), s)
+        s = _I.sub(speaker, s)
+        for pat, rep in _SECOND_RE:
+            s = pat.sub(rep.format(o=other), s)
+        s = _YOU.sub(other, s)
     if speaker not in s and other not in s:
         s = f"{speaker} said: {s}"
     return s.strip()
@@ -172,10 +180,12 @@ _GREETING = re.compile(
 def is_filler(sentence: str, cfg: SemanticConfig) -> bool:
     """Questions, very short sentences, reactions with fewer than two fact-bearing words, greetings,
     and requests to an assistant."""
+    if sentence.rstrip().endswith("?"):
+        return True
+    ws = words(sentence)
     return (
-        sentence.rstrip().endswith("?")
-        or len(words(sentence)) < cfg.min_words
-        or len([w for w in content_words(sentence) if w not in REACTION_WORDS]) < 2
+        len(ws) < cfg.min_words
+        or len([w for w in content_of(ws) if w not in REACTION_WORDS]) < 2
         or bool(_GREETING.match(sentence.strip()))
         or bool(_REQUEST.match(sentence.strip()))
     )
@@ -190,9 +200,10 @@ def specificity(sentence: str) -> float:
     words (reactions excluded), plus one for each distinct capitalised word inside it (names,
     places, titles) and one for each distinct number (dates, amounts) -- the words questions ask
     about. Per sentence, so the bulk build and the live engine rank a message's sentences alike."""
-    cw = {w for w in content_words(sentence) if w not in REACTION_WORDS}
+    ws = words(sentence)
+    cw = {w for w in content_of(ws) if w not in REACTION_WORDS}
     names = set(_NAME.findall(sentence))
-    numbers = {w for w in words(sentence) if _NUMBER.search(w)}
+    numbers = {w for w in ws if _NUMBER.search(w)}
     return len(cw) + len(names) + len(numbers)
 
 
