@@ -111,3 +111,44 @@ def test_stats_json_reports_every_memory(tmp_path, capsys):
     assert len(stats["memories"]) == 2
     for row in stats["memories"].values():
         assert row["n_semantics"] > 0 and row["max_theme_size"] <= 12 and np.isfinite(row["f_P"])
+
+
+def _backend_and_data(tmp_path: Path, n: int):
+    from xmemory_gpu.embed import load_embedder
+    from xmemory_gpu.memory.backend import InMemoryBackend
+
+    emb = load_embedder("hashing:64")
+    data = write_json(generate_conversations(n, seed=4), tmp_path / "convs.json")
+    return emb, data, InMemoryBackend(dim=emb.dim, embedder=emb.name)
+
+
+def test_a_failed_commit_stops_the_build_and_a_rerun_completes_it(tmp_path, monkeypatch):
+    """A commit that fails stops the build with its error; the shards before it stay, and a rerun
+    builds the rest into the same store as an uninterrupted build."""
+    from xmemory_gpu.construct import pipeline
+
+    emb, data, backend = _backend_and_data(tmp_path, 6)
+    inner = backend.commit
+    calls = []
+
+    def failing(slices, **kw):
+        calls.append([s.memory_id for s in slices])
+        if len(calls) == 2:
+            raise OSError("disk full")
+        inner(slices, **kw)
+
+    monkeypatch.setattr(backend, "commit", failing)
+    with pytest.raises(OSError, match="disk full"):
+        pipeline.build_store(data, backend, embedder=emb, shard_size=2, progress=False)
+    assert backend.memory_ids() == ["synth-4-0", "synth-4-1"] and len(calls) == 2
+    monkeypatch.setattr(backend, "commit", inner)
+    again = pipeline.build_store(data, backend, embedder=emb, shard_size=2, progress=False)
+    assert again.skipped == ["synth-4-0", "synth-4-1"] and len(again.built) == 4
+    _, _, whole = _backend_and_data(tmp_path, 6)
+    pipeline.build_store(data, whole, embedder=emb, shard_size=2, progress=False)
+    for mid in whole.memory_ids():
+        a, b = backend.get_slice(mid), whole.get_slice(mid)
+        assert a.cols.keys() == b.cols.keys()
+        for lv in a.cols:
+            for name in a.cols[lv]:
+                assert np.array_equal(a.cols[lv][name], b.cols[lv][name]), (mid, lv, name)
