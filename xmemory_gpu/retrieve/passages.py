@@ -19,7 +19,7 @@ import numpy as np
 
 from ..memory.bank import Bank
 from ..text import PASSAGE_WORDS, embedding_text, passages
-from .context import Deferred, as_part, message_rows, messages_unit
+from .context import Deferred, as_part, message_rows
 from .result import RetrievedUnit
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> {text: unit row}
@@ -50,10 +50,21 @@ class Parts:
                 return None
             return parts, [f"{speaker[r]}: {p}" for p in parts]
 
-        self._passages = bank.msg.rows_cache(f"retrieve.passages.{int(max_words)}", split)
+        self._passages = psg = bank.msg.rows_cache(f"retrieve.passages.{int(max_words)}", split)
+        epi = bank.epi
+
+        def episode_info(row: int) -> tuple[bool, bool]:
+            rows = epi["msgs"][row]
+            rows = rows[rows >= 0]
+            return rows.size > 0, any(psg[int(r)] is not None for r in rows)
+
+        # per episode row: (has messages, has a long message): an episode recurs across the queries
+        self._episodes = epi.rows_cache(f"retrieve.episode_parts.{int(max_words)}", episode_info, (bank.msg,))
 
     def _unit(self, row: int, level: int, score: float) -> RetrievedUnit:
-        unit = messages_unit("message", str(self._lines[row][1]), self.bank, [row], score, {"similarity": score}, self._lines)
+        """The message at global ``row`` as a unit (``messages_unit`` of one row), a part of ``level``."""
+        line, mid, ts = self._lines[row]
+        unit = RetrievedUnit("message", str(mid), line, 0, score, [mid], ts, {"similarity": score}, message_ends=[len(line)])
         return as_part(unit, level) if level else unit
 
     def _stored(self, row: int) -> np.ndarray | None:
@@ -139,11 +150,9 @@ class Parts:
     def episode_parts(self, row: int, q: np.ndarray, qi: int) -> list[Deferred]:
         """``episode``'s parts as a deferred group (none for an episode without messages): its
         messages built when expanded, each followed by its passages, deferred in turn."""
-        rows = self.bank.epi["msgs"][row]
-        rows = [int(r) for r in rows[rows >= 0]]
-        if not rows:
+        has_rows, long = self._episodes[row]
+        if not has_rows:
             return []
-        long = [r for r in rows if self._passages[r] is not None]
 
         def expand() -> list:
             msgs, sims, order = self._order(row, q)
@@ -151,7 +160,8 @@ class Parts:
             for i in order:
                 r = int(msgs[i])
                 out.append(self._unit(r, 1, float(sims[i])))
-                out += self.passage_parts(r, q, qi, 1)
+                if long and self._passages[r] is not None:
+                    out += self.passage_parts(r, q, qi, 1)
             return out
 
         def skip() -> None:

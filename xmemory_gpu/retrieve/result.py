@@ -8,7 +8,7 @@ from typing import Any
 UNIT_TYPES = ("theme", "semantic", "episode", "message", "chunk", "session")
 
 
-@dataclass
+@dataclass(slots=True)
 class RetrievedUnit:
     """One unit of retrieved context. ``id`` is unique within its type and memory."""
 
