@@ -190,14 +190,6 @@ def as_fill(u: RetrievedUnit) -> RetrievedUnit:
     return u
 
 
-def part_level(u: RetrievedUnit) -> int:
-    return u.part
-
-
-def is_fill(u: RetrievedUnit) -> bool:
-    return u.fill
-
-
 def _section(u: RetrievedUnit) -> str:
     """The context section a (non-theme) unit stands in (``context_pieces``)."""
     return "semantic" if u.type == "semantic" else "episodic"
@@ -239,7 +231,7 @@ def _whole_units(units: list) -> list[RetrievedUnit]:
     for u in units:
         if type(u) is Deferred:
             u.skip()
-        elif not (part_level(u) or is_fill(u)):
+        elif not (u.part or u.fill):
             out.append(u)
     return out
 
@@ -292,7 +284,7 @@ class TokenBudget:
         """Take units in order (themes are free: they are not part of the answer context).
 
         With no budget: every unit but the budget-only ones (parts and fill). Under a budget: a
-        unit that does not fit is skipped and its parts (the units after it one ``part_level``
+        unit that does not fit is skipped and its parts (the units after it one ``part`` level
         deeper: an episode's messages, a message's passages, most relevant first) are tried in its
         place; the parts of a unit that was taken are skipped; fill units are taken while they fit.
         A unit whose every source message already stands whole in the context (an episode or
@@ -330,7 +322,7 @@ class TokenBudget:
             if u.type == "theme":
                 taken[i] = u
                 continue
-            lvl = part_level(u)
+            lvl = u.part
             if lvl and handled.get(lvl - 1, True):
                 handled[lvl] = True  # its parent is in the context (or was never needed)
                 continue
@@ -353,7 +345,7 @@ class TokenBudget:
         left = budget - (used if self.tokens.additive else total)
         for i in skipped:  # the room left: the first skipped unit that can be cut to it
             u = units[i]
-            if i + 1 < len(units) and part_level(units[i + 1]) > part_level(u):
+            if i + 1 < len(units) and units[i + 1].part > u.part:
                 continue  # its parts were tried in its place (a cut one would be its text's start, not its best part)
             if u.message_ids and whole.issuperset(u.message_ids):
                 continue  # its text came in whole with a later unit
