@@ -201,3 +201,66 @@ def test_each_distinct_word_is_tokenized_once():
     n = len(rec.seen)
     assert tb.count(lines) == [len(x.split()) for x in lines]
     assert len(rec.seen) == n  # every word of the lines was met in the episode: nothing tokenized again
+
+
+def test_only_tokenizers_that_split_at_whitespace_count_by_word(tmp_path):
+    """A tokenizer counts as additive only when the sum over words is its count: not with an added token
+    holding a space, nor with a normalizer that is not character by character."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    from xmemory_gpu.retrieve import context
+    from xmemory_gpu.tokens import HFTokenizerCounter
+
+    def counter(name: str, *, added: list[str] = (), norm=None) -> HFTokenizerCounter:
+        tok = Tokenizer(models.WordLevel({"[UNK]": 0, "new": 1, "york": 2, "a": 3}, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        if norm is not None:
+            tok.normalizer = norm
+        tok.add_tokens(list(added))
+        tok.save(str(tmp_path / f"{name}.json"))
+        return HFTokenizerCounter(tmp_path / f"{name}.json", name)
+
+    plain = counter("plain", norm=normalizers.Sequence([normalizers.Lowercase(), normalizers.NFD()]))
+    phrase = counter("phrase", added=["new york"])
+    nfkc = counter("nfkc", norm=normalizers.NFKC())
+    assert plain.additive and not phrase.additive and not nfkc.additive
+    text = "new york a"
+    assert phrase.count([text]) == [2]  # "new york" is one added token: not the sum of its words
+    for c in (plain, phrase, nfkc):
+        assert context.TokenBudget(c).count([text, "New York", ""]) == c.count([text, "New York", ""])
+
+
+def test_token_counts_under_concurrent_searches(monkeypatch):
+    """Searches share a retriever's TokenBudget: with tiny caches cleared all the time by four
+    threads (and the tokenizer handing the GIL over, as a native one does), every count stays right
+    and no read misses a cleared entry."""
+    import threading
+    import time
+
+    from xmemory_gpu.retrieve import context
+    from xmemory_gpu.tokens import WhitespaceCounter
+
+    class HandsOver(WhitespaceCounter):
+        def count(self, texts: list[str]) -> list[int]:
+            time.sleep(0)
+            return super().count(texts)
+
+    monkeypatch.setattr(context, "COUNTS_MAX", 8)
+    tb = context.TokenBudget(HandsOver())
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(3000):
+                texts = [" ".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(1, 6))) for _ in range(5)]
+                assert tb.count(texts) == [len(t.split()) for t in texts]
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

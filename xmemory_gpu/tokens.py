@@ -36,8 +36,7 @@ class HFTokenizerCounter:
         from tokenizers import Tokenizer
 
         self._tok = Tokenizer.from_file(str(path))
-        pre = type(self._tok.pre_tokenizer).__name__ if self._tok.pre_tokenizer is not None else ""
-        self.additive = pre in ("BertPreTokenizer", "WhitespaceSplit", "Whitespace")
+        self.additive = _splits_at_whitespace(self._tok)
         self._tok.no_truncation()
         self._tok.no_padding()
         self.name = name
@@ -46,6 +45,23 @@ class HFTokenizerCounter:
         if not texts:
             return []
         return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+
+_ADDITIVE_PRE = ("BertPreTokenizer", "WhitespaceSplit", "Whitespace")
+_CHAR_LOCAL_NORM = ("BertNormalizer", "Lowercase", "StripAccents", "NFD", "NFKD")
+
+
+def _splits_at_whitespace(tok) -> bool:
+    """Whether ``count(a + " " + b) == count(a) + count(b)`` holds for a ``tokenizers.Tokenizer``: its
+    pre-tokenizer splits at whitespace, its normalizer (if any) maps characters one by one (no
+    composition or replacement across a space), and no added token holds whitespace (one would
+    match across the split)."""
+    pre = type(tok.pre_tokenizer).__name__ if tok.pre_tokenizer is not None else ""
+    norm = tok.normalizer
+    norms = [] if norm is None else (list(norm) if type(norm).__name__ == "Sequence" else [norm])
+    added = [t.content for t in tok.get_added_tokens_decoder().values()]
+    return (pre in _ADDITIVE_PRE and all(type(n).__name__ in _CHAR_LOCAL_NORM for n in norms)
+            and not any(any(c.isspace() for c in a) for a in added))
 
 
 @functools.lru_cache(maxsize=1)

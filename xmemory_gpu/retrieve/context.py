@@ -8,6 +8,7 @@ memory (theme id, semantic id, episode id, message id, chunk or session number).
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -248,6 +249,7 @@ class TokenBudget:
         self.tokens = tokens
         self._cache: dict[str, int] = {}
         self._words: dict[str, int] = {}  # with an additive counter: tokens of each space-separated word met
+        self._lock = threading.Lock()
         self._heads: dict[tuple[bool, float | None], int] = {}  # (statement?, timestamp) -> tokens of its date line
 
     @property
@@ -255,13 +257,14 @@ class TokenBudget:
         return self.tokens.name
 
     def count(self, texts: list[str]) -> list[int]:
-        new = list({t: None for t in texts if t not in self._cache})
-        if new:
-            if len(self._cache) + len(new) > COUNTS_MAX:
-                self._cache.clear()
-                new = list(dict.fromkeys(texts))
-            self._cache.update(zip(new, self._count_new(new)))
-        return [self._cache[t] for t in texts]
+        with self._lock:  # concurrent searches share the caches: a clear must not fall between a check and a read
+            new = list({t: None for t in texts if t not in self._cache})
+            if new:
+                if len(self._cache) + len(new) > COUNTS_MAX:
+                    self._cache.clear()
+                    new = list(dict.fromkeys(texts))
+                self._cache.update(zip(new, self._count_new(new)))
+            return [self._cache[t] for t in texts]
 
     def _count_new(self, texts: list[str]) -> list[int]:
         """Tokens of texts not counted yet. With an additive counter, the sum over each text's words
