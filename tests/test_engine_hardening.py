@@ -351,6 +351,21 @@ def test_the_first_add_after_open_costs_what_the_next_one_does():
     assert first <= 2 * second + 0.25, (first, second)
 
 
+def test_a_cpu_engine_imports_no_gpu_stack():
+    """Under ``auto`` an engine runs its kernels on host arrays: open (its warm-up), add and search
+    probe the C++ backend only, so with an encoder that needs no torch none of torch or triton loads."""
+    code = ("import sys, tempfile\n"
+            "from xmemory_gpu.engine import MemoryEngine\n"
+            "with MemoryEngine.open(tempfile.mkdtemp(), embedder='hashing:64') as eng:\n"
+            "    eng.add([{'role': 'user', 'content': 'I moved to Lisbon in May.'}], user_id='u')\n"
+            "    assert eng.search('where do I live?', user_id='u')[0].units\n"
+            "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]", p.stdout
+
+
 def test_search_batch_refuses_unknown_item_fields(tmp_path):
     with MemoryEngine.open(tmp_path / "s", embedder="hashing:64") as eng:
         eng.add([{"role": "user", "content": "I moved to Lisbon in May."}], user_id="u")

@@ -33,7 +33,6 @@ import os
 import threading
 from pathlib import Path
 
-from .. import ops
 from ..config import XMemoryConfig, resolve_config
 from ..construct.passages import store_passages
 from ..embed import Embedder, embedder_for_store, load_embedder
@@ -42,6 +41,7 @@ from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank
 from ..memory.locks import ReadWriteLock, WriterLock
 from ..memory.store import DB_NAME, Store, StoreError
+from ..ops.backends import BACKENDS, is_available, requested_backend
 from ..ops.devices import encoder_device
 from ..retrieve.retriever import Retriever
 from .inputs import MAX_ID_CHARS, Limits, scope_key, scope_of
@@ -94,9 +94,12 @@ class MemoryEngine(Paging, Writes, Reads):
         self._warm_up()
 
     def _warm_up(self) -> None:
-        """What the first add or search would otherwise set up lazily (kernel backends probed, the
-        embedder's first call), so the first request costs what the next ones do."""
-        ops.available_backends()
+        """What the first add or search would otherwise set up lazily (the kernel backend this engine
+        runs on probed: ``cpu`` under ``auto``, whose inputs are host arrays; the embedder's first
+        call), so the first request costs what the next ones do. A CPU engine imports no GPU stack."""
+        wanted = requested_backend(self.backend)
+        if wanted in BACKENDS or wanted == "auto":
+            is_available("cpu" if wanted == "auto" else wanted)
         self.embedder.encode(["warm up"])
 
     # -- opening and closing -----------------------------------------------------------------------
