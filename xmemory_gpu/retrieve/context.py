@@ -332,6 +332,10 @@ class TokenBudget:
             if u.message_ids and whole.issuperset(u.message_ids):
                 handled[lvl] = True
                 continue
+            if total + u.tokens > budget and not u.passage:  # does not fit whatever its date line costs
+                handled[lvl] = False
+                skipped.append(i)
+                continue
             head = self._head(u)
             if total + head + u.tokens > budget and u.passage and budget - total - head >= MIN_PASSAGE_TOKENS:
                 u = self._cut(u, budget - total - head)  # the last passage that fits only in part: its head
