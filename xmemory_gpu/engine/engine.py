@@ -98,8 +98,9 @@ class MemoryEngine(Paging, Writes, Reads):
         runs on probed: ``cpu`` under ``auto``, whose inputs are host arrays; the embedder's first
         call), so the first request costs what the next ones do. A CPU engine imports no GPU stack."""
         wanted = requested_backend(self.backend)
-        if wanted in BACKENDS or wanted == "auto":
-            is_available("cpu" if wanted == "auto" else wanted)
+        wanted = "cpu" if wanted == "auto" else wanted
+        if wanted in BACKENDS:  # an unknown name fails at the first op, with the ops' own message
+            is_available(wanted)
         self.embedder.encode(["warm up"])
 
     # -- opening and closing -----------------------------------------------------------------------

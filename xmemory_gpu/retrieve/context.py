@@ -115,14 +115,22 @@ def message_line_at(bank: Bank, row: int) -> str:
     return f"{bank.msg['speaker'][row]}: {bank.msg['text'][row]}"
 
 
+def message_unit(line: tuple, score: float, scores: dict[str, float], kind: str = "message",
+                 uid: str | None = None) -> RetrievedUnit:
+    """One message as a unit from its ``message_rows`` entry ``(line, id, timestamp)``; ``uid``
+    defaults to the message id."""
+    text, mid, ts = line
+    return RetrievedUnit(kind, str(mid) if uid is None else uid, text, 0, score, [mid], ts, scores,
+                         message_ends=[len(text)])
+
+
 def messages_unit(kind: str, uid: str, bank: Bank, rows: np.ndarray | list[int], score: float,
                   scores: dict[str, float], lines=None) -> RetrievedUnit:
     """A block of raw messages by global rows (a naive-RAG chunk, a TIR session, a turn). ``lines``:
     ``message_rows(bank)`` when the caller builds many (synced once)."""
     lines = lines or message_rows(bank)
     if len(rows) == 1:
-        line, mid, ts = lines[int(rows[0])]
-        return RetrievedUnit(kind, uid, line, 0, score, [mid], ts, scores, message_ends=[len(line)])
+        return message_unit(lines[int(rows[0])], score, scores, kind, uid)
     got = [lines[int(r)] for r in rows]
     ls = [g[0] for g in got]
     return RetrievedUnit(kind, uid, "\n".join(ls), 0, score, [g[1] for g in got], got[0][2] if got else None, scores,

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..memory.bank import Bank
 from ..text import PASSAGE_WORDS, embedding_text, passages
-from .context import Deferred, as_part, message_rows
+from .context import Deferred, as_part, message_rows, message_unit
 from .result import RetrievedUnit
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> {text: unit row}
@@ -62,9 +62,7 @@ class Parts:
         self._episodes = epi.rows_cache(f"retrieve.episode_parts.{int(max_words)}", episode_info, (bank.msg,))
 
     def _unit(self, row: int, level: int, score: float) -> RetrievedUnit:
-        """The message at global ``row`` as a unit (``messages_unit`` of one row), a part of ``level``."""
-        line, mid, ts = self._lines[row]
-        unit = RetrievedUnit("message", str(mid), line, 0, score, [mid], ts, {"similarity": score}, message_ends=[len(line)])
+        unit = message_unit(self._lines[row], score, {"similarity": score})
         return as_part(unit, level) if level else unit
 
     def _stored(self, row: int) -> np.ndarray | None:
