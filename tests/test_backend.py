@@ -74,3 +74,56 @@ def test_the_in_memory_backend_commits_atomically(data):
     assert mem.memory_ids() == [b] and [h["ids"] for h in mem.history(b)] == [["m1", "m2"]]
     mem.commit([], log=[], redact={b: {"m2"}})
     assert [h["ids"] for h in mem.history(b)] == [["m1"]]
+
+
+def test_a_build_commits_the_slices_construction_emits(tmp_path, data, monkeypatch):
+    """Construction emits slices and the store writes them as they are: no bank is assembled and
+    cut up again on the way (the build would fail if it were)."""
+    from xmemory_gpu.memory.bank import Bank, MemorySlice
+
+    def refuse(*a, **k):
+        raise AssertionError("the build went through a bank")
+
+    monkeypatch.setattr(Bank, "from_slices", refuse)
+    monkeypatch.setattr(Bank, "slice", refuse)
+    emb = load_embedder(SPEC)
+    mem = InMemoryBackend(dim=emb.dim, embedder=emb.name, config=_cfg().to_dict())
+    committed: list = []
+    commit = mem.commit
+    monkeypatch.setattr(mem, "commit", lambda units, **kw: (committed.extend(units), commit(units, **kw)))
+    report = build_store(data, mem, embedder=emb, config=_cfg(), shard_size=3, progress=False)
+    assert len(report.built) == 4 and len(committed) == 4
+    assert all(isinstance(u, MemorySlice) and u.engine is None for u in committed)
+
+
+def test_the_engine_state_is_typed_in_memory_and_stored_in_the_catalogue(tmp_path):
+    """The live engine's state is a typed field of a memory's slice and of the bank, never a stats
+    key; the catalogue keeps it as the ``engine`` object of its stats JSON (where stores written
+    before kept it), so an older store's memories grow on."""
+    import json
+    import sqlite3
+
+    from xmemory_gpu.engine import MemoryEngine
+    from xmemory_gpu.engine.inputs import scope_key
+    from xmemory_gpu.memory.bank import MemorySlice
+    from xmemory_gpu.memory.engine_state import EngineState
+
+    with MemoryEngine.open(tmp_path / "e", embedder=SPEC) as eng:
+        eng.add([{"role": "user", "content": "I moved to Lisbon in May."},
+                 {"role": "assistant", "content": "Lisbon is lovely in spring."}], user_id="u1", user_name="Priya")
+        key = scope_key("u1")
+        b = eng.bank.index[key]
+        st = eng.bank.engine[b]
+        assert isinstance(st, EngineState) and st.speakers == ("Priya", "assistant") and "engine" not in eng.bank.stats[b]
+        sl = eng.store.get_slice(key)
+        assert sl.engine == st and "engine" not in sl.stats and "engine" not in eng.store.stats(key)
+    with sqlite3.connect(tmp_path / "e" / "memory.sqlite") as c:
+        raw = json.loads(c.execute("SELECT stats FROM memories WHERE memory_id = ?", (key,)).fetchone()[0])
+    assert raw["engine"] == st.as_dict()
+    # stats as a catalogue holds them (an older store, the Ray build's table) are typed on reading
+    again = MemorySlice("m", sl.cols, {"f_P": 1.0, "engine": {"open_from": 1, "next_theme_id": 3, "speakers": ["a"]}})
+    assert again.stats == {"f_P": 1.0} and again.engine == EngineState(1, 3, ("a",), ())
+    with MemoryEngine.open(tmp_path / "e", embedder=SPEC) as eng:  # reopened: it grows on from the stored state
+        eng.add([{"role": "user", "content": "I started a new job at Tilde in June."}], user_id="u1")
+        assert eng.bank.engine[eng.bank.index[key]].speakers == ("Priya", "assistant")
+        assert any("Tilde" in u["text"] for u in eng.get_all(user_id="u1") if u["type"] == "semantic")

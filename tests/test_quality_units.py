@@ -11,7 +11,7 @@ import pytest
 
 from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.construct.incremental import empty_memory, grow
-from xmemory_gpu.construct.pipeline import build_memories
+from xmemory_gpu.construct.pipeline import build_memories, build_slices
 from xmemory_gpu.construct.segment import PASSAGE_WORDS, embed_messages, embedding_text, passages
 from xmemory_gpu.construct.semantic import extract_statements, most_specific, specificity
 from xmemory_gpu.datasets.locomo import load_locomo
@@ -68,11 +68,11 @@ def test_bulk_build_and_engine_grow_embed_messages_alike(tmp_path):
     convs = load_locomo(write_json(generate_long_chats(1, seed=3, target_tokens=6000, answer_chars=(800, 2000)), tmp_path / "l.json"))
     cfg = XMemoryConfig()
     cfg.semantic = replace(cfg.semantic, passage_words=60)
-    bulk = build_memories(convs, EMB, cfg)[0]
-    grown = grow([empty_memory(convs[0].sample_id, EMB.dim, cfg.knn.k_semantics)], [convs[0].messages], EMB, cfg, flush=True)[0]
-    assert np.allclose(bulk.msg_x, grown.msg_x, atol=1e-6)
-    assert len(bulk.psg_msg) > 0 and bulk.psg_msg.tolist() == grown.psg_msg.tolist()
-    assert np.allclose(bulk.psg_x, grown.psg_x, atol=1e-6)
+    bulk = build_slices(convs, EMB, cfg)[0].cols
+    grown = grow([empty_memory(convs[0].sample_id, EMB.dim, cfg.knn.k_semantics)], [convs[0].messages], EMB, cfg, flush=True)[0].cols
+    assert np.allclose(bulk["msg"]["x"], grown["msg"]["x"], atol=1e-6)
+    assert len(bulk["psg"]["msg"]) > 0 and bulk["psg"]["msg"].tolist() == grown["psg"]["msg"].tolist()
+    assert np.allclose(bulk["psg"]["x"], grown["psg"]["x"], atol=1e-6)
 
 
 def test_at_most_three_statements_per_message_the_most_specific():

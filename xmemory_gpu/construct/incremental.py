@@ -12,20 +12,22 @@ the semantic kNN graphs of the memories that gained nodes are recomputed in one 
 themes whose members changed are re-summarised. Embedding is one call for all new messages of the
 batch and one for all new statements.
 
-The engine state of a memory (open episode start, next theme id, speakers) rides in
-``Memory.stats["engine"]`` so a stored memory reopens and grows.
+Inputs are the memories as read (``Memory`` views); outputs are their slices, each with its typed
+engine state (open episode start, next theme id, speakers, forgotten statements: the slice's
+``engine``, stored with it) so a stored memory reopens and grows.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import XMemoryConfig
+from ..memory.bank import MemorySlice
+from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory
-from ..memory.records import Conversation, Message, SemanticNode
+from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from .pipeline import _finalize, _record_objective
@@ -46,29 +48,16 @@ def statement_hash(text: str) -> str:
     return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()[:32]
 
 
-@dataclass
-class EngineState:
-    open_from: int = 0  # first message of the open episode (== number of messages when none is open)
-    next_theme_id: int = 0
-    speakers: tuple[str, ...] = ()  # the first two distinct speakers (statement rewriting)
-    forgotten: tuple[str, ...] = ()  # hashes of deleted statements: never extracted again
-
-    @classmethod
-    def of(cls, mem: Memory) -> EngineState:
-        e = mem.stats.get("engine") or {}
-        return cls(int(e.get("open_from", len(mem.messages))), int(e.get("next_theme_id", 0)), tuple(e.get("speakers", ())),
-                   tuple(e.get("forgotten", ())))
-
-    def as_dict(self) -> dict:
-        return {"open_from": self.open_from, "next_theme_id": self.next_theme_id, "speakers": list(self.speakers),
-                "forgotten": list(self.forgotten)}
+def engine_state(mem: Memory) -> EngineState:
+    """The memory's engine state (a memory built in bulk: nothing open)."""
+    return mem.engine if mem.engine is not None else EngineState.closed(len(mem.messages))
 
 
-def empty_memory(memory_id: str, dim: int, k: int) -> Memory:
+def empty_memory(memory_id: str, dim: int, k: int, state: EngineState | None = None) -> Memory:
     z = np.zeros((0, dim), np.float32)
     return Memory(memory_id, [], [], [], [], z, z, z, np.zeros(0, np.int32), np.full((0, k), -1, np.int32),
                   np.full((0, k), -np.inf, np.float32), np.full((0, k), -1, np.int32), np.full((0, k), -np.inf, np.float32),
-                  {"engine": EngineState().as_dict()})
+                  engine=state if state is not None else EngineState())
 
 
 def _speakers(old: tuple[str, ...], msgs: list[Message]) -> tuple[str, ...]:
@@ -86,18 +75,18 @@ def _pair(speakers: tuple[str, ...]) -> tuple[str, str]:
 
 
 def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, config: XMemoryConfig | None = None, *,
-         flush: bool = False, new_x: list[MessageVectors] | None = None, backend: str = "auto") -> list[Memory]:
+         flush: bool = False, new_x: list[MessageVectors] | None = None, backend: str = "auto") -> list[MemorySlice]:
     """``memories[b]`` grown by ``new_messages[b]`` (in order), all memories in one batch.
 
     ``new_x``: the new messages' embeddings and passages when already known (re-deriving after a
     delete); otherwise one ``embedder.encode`` call embeds every new message of the batch (and
-    the passages of the long ones). ``flush`` closes every open episode. Returns new Memory
-    objects (the inputs are not modified)."""
+    the passages of the long ones). ``flush`` closes every open episode. Returns the grown
+    memories' slices (the inputs are not modified)."""
     cfg = config or XMemoryConfig()
     if new_x is None:
         flat = [m for msgs in new_messages for m in msgs]  # embedded exactly as the bulk build does
         new_x = embed_messages(embedder, flat, cfg.semantic.passage_words).split([len(m) for m in new_messages])
-    states = [EngineState.of(m) for m in memories]
+    states = [engine_state(m) for m in memories]
     grown: list[dict] = []
     for mem, msgs, vec, st in zip(memories, new_messages, new_x, states):
         messages = mem.messages + list(msgs)
@@ -110,7 +99,9 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
         runs = boundary_runs(tail, msg_x[st.open_from :], cfg.segment)
         spans = cap_runs(runs, cfg.segment)
         first_msg = {m.id: i for i, m in enumerate(messages)}
-        keep = [e for e in mem.episodes if first_msg[e.message_ids[0]] < st.open_from]
+        # the closed episodes, numbered by position as construction numbers (the engine gives stable ids after)
+        keep = [Episode(j, e.title, e.text, list(e.message_ids), e.start, e.end)
+                for j, e in enumerate(e for e in mem.episodes if first_msg[e.message_ids[0]] < st.open_from)]
         fresh = make_episodes(tail, spans)
         for j, e in enumerate(fresh):
             e.id = len(keep) + j
@@ -163,11 +154,10 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
     for b, (mem, g, ts) in enumerate(zip(memories, grown, theme_states)):
         lo, hi = int(offs[b]), int(offs[b + 1])
         sem_idx = np.where(idx[lo:hi] >= 0, idx[lo:hi] - lo, -1).astype(np.int32)
-        m = _finalize(g["conv"], g["episodes"], g["semantics"], g["vectors"], g["epi_x"], g["sem_x"], sem_idx, sim[lo:hi], ts, cfg,
-                      int(mem.stats.get("n_statements", 0)) + len(g["raw"]), previous=g["previous"])
         st = g["state"]
         st.next_theme_id = ts.next_id
-        m.stats["engine"] = st.as_dict()
+        m = _finalize(g["conv"], g["episodes"], g["semantics"], g["vectors"], g["epi_x"], g["sem_x"], sem_idx, sim[lo:hi], ts, cfg,
+                      int(mem.stats.get("n_statements", 0)) + len(g["raw"]), previous=g["previous"], engine=st)
         m.stats["n_splits"] += int(mem.stats.get("n_splits", 0))
         m.stats["n_merges"] += int(mem.stats.get("n_merges", 0))
         m.stats["builder"] = "llm-free (incremental)"

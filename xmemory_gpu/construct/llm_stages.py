@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config import SegmentConfig
 from ..llm.json_output import Generator, StageCounts, in_range, run_json_stage
-from ..memory.hierarchy import Memory
+from ..memory.bank import MemorySlice
 from ..memory.records import Conversation, Episode, SemanticNode, session_windows
 from ..text import fmt_date, message_line, numbered
 from .llm_prompts import (
@@ -153,15 +153,16 @@ class LLMBuilder:
         return out
 
     # -- theme summaries -------------------------------------------------------------------------
-    def summarize(self, memories: list[Memory], counts: list[dict[str, StageCounts]]) -> None:
+    def summarize(self, memories: list[MemorySlice], counts: list[dict[str, StageCounts]]) -> None:
         """Replace extractive theme summaries in place; failures keep the extractive one."""
         jobs, users = [], []
         for b, mem in enumerate(memories):
-            speakers = " and ".join(dict.fromkeys(m.speaker for m in mem.messages))
-            for r in range(len(mem.themes)):
-                members = np.flatnonzero(mem.theme_of == r)[:12]
+            speakers = " and ".join(dict.fromkeys(mem.cols["msg"]["speaker"].tolist()))
+            texts, theme_of = mem.cols["sem"]["text"], mem.cols["sem"]["theme"]
+            for r in range(mem.n("theme")):
+                members = np.flatnonzero(theme_of == r)[:12]
                 jobs.append((b, r))
-                users.append(THEME.format(speakers=speakers, statements="\n".join(f"- {mem.semantics[i].text}" for i in members)))
+                users.append(THEME.format(speakers=speakers, statements="\n".join(f"- {texts[i]}" for i in members)))
                 counts[b]["summaries"].units += 1
         answers = run_json_stage(
             self.gen, users, ThemeSummary, max_tokens=48, max_retries=self.max_retries, purpose="build summaries",
@@ -169,4 +170,4 @@ class LLMBuilder:
         )
         for (b, r), ans in zip(jobs, answers):
             if ans is not None:
-                memories[b].themes[r].summary = ans.summary.strip()
+                memories[b].cols["theme"]["summary"][r] = ans.summary.strip()

@@ -1,4 +1,5 @@
-"""The bulk build: conversations in, memories out, every stage batched across conversations.
+"""The bulk build: conversations in, memory slices out (the bank's columns, what the store
+writes), every stage batched across conversations.
 
 Stages (timed): embed messages (one encoder call for all), episodes, statements (decouple +
 embed in one call + de-duplicate), themes (session by session for all memories at once, with
@@ -21,8 +22,9 @@ import numpy as np
 
 from ..config import XMemoryConfig
 from ..memory.backend import MemoryBackend
-from ..memory.bank import Bank
-from ..memory.hierarchy import Memory, slice_from_memory
+from ..memory.bank import Bank, MemorySlice
+from ..memory.engine_state import EngineState
+from ..memory.hierarchy import Memory, memory_from_slice, slice_of_records
 from ..memory.locks import WriterLock
 from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.devices import host, to_backend
@@ -56,7 +58,7 @@ def _split(x: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
     return np.split(x, np.cumsum(sizes)[:-1]) if sizes else []
 
 
-def build_memories(
+def build_slices(
     conversations: list[Conversation],
     embedder,
     config: XMemoryConfig | None = None,
@@ -64,10 +66,11 @@ def build_memories(
     timings: Timings | None = None,
     backend: str = "auto",
     llm: LLMBuilder | None = None,
-) -> list[Memory]:
-    """Build the hierarchy of each conversation: LLM-free (deterministic for fixed inputs), or with
-    ``llm`` choosing boundaries and writing episodes, facts and theme summaries, each stage one
-    batch over all conversations, the LLM-free output as every unit's fallback."""
+) -> list[MemorySlice]:
+    """Build the hierarchy of each conversation as its memory's slice: LLM-free (deterministic
+    for fixed inputs), or with ``llm`` choosing boundaries and writing episodes, facts and theme
+    summaries, each stage one batch over all conversations, the LLM-free output as every unit's
+    fallback."""
     cfg = config or XMemoryConfig()
     tm = timings or Timings()
     if not conversations:
@@ -128,18 +131,14 @@ def build_memories(
     return memories
 
 
-def build_bank(
-    conversations: list[Conversation],
-    embedder,
-    config: XMemoryConfig | None = None,
-    *,
-    timings: Timings | None = None,
-    backend: str = "auto",
-    llm: LLMBuilder | None = None,
-) -> Bank:
-    """The bank of one shard of conversations (``build_memories``' memories as columns)."""
-    memories = build_memories(conversations, embedder, config, timings=timings, backend=backend, llm=llm)
-    return Bank.from_slices([slice_from_memory(m) for m in memories], embedder.dim)
+def build_memories(conversations: list[Conversation], embedder, config: XMemoryConfig | None = None, **kw) -> list[Memory]:
+    """``build_slices``' memories as records plus arrays (read-only views, for reading and tests)."""
+    return [memory_from_slice(sl) for sl in build_slices(conversations, embedder, config, **kw)]
+
+
+def build_bank(conversations: list[Conversation], embedder, config: XMemoryConfig | None = None, **kw) -> Bank:
+    """The bank of one shard of conversations (``build_slices`` concatenated)."""
+    return Bank.from_slices(build_slices(conversations, embedder, config, **kw), embedder.dim)
 
 
 def _node_sessions(conv: Conversation, nodes: list[SemanticNode]) -> np.ndarray:
@@ -204,10 +203,11 @@ def _finalize(
     cfg: XMemoryConfig,
     n_raw: int,
     previous: dict[int, tuple[frozenset[int], str]] | None = None,
-) -> Memory:
-    """The memory's records and arrays from its construction state. ``previous``: theme id ->
-    (member rows, summary) of a memory being grown; a theme whose members are unchanged keeps its
-    summary (only changed themes are re-summarised)."""
+    engine: EngineState | None = None,
+) -> MemorySlice:
+    """The memory's slice from its construction state. ``previous``: theme id -> (member rows,
+    summary) of a memory being grown; a theme whose members are unchanged keeps its summary (only
+    changed themes are re-summarised). ``engine``: the live engine's state of a grown memory."""
     theme_ids, parents, theme_of, t_idx, t_sim = st.final()
     texts = [n.text for n in semantics]
     themes = []
@@ -233,32 +233,18 @@ def _finalize(
         "merge": cfg.theme.merge,
         "lineage": st.lineage(),
     }
-    return Memory(
-        memory_id=conv.sample_id,
-        messages=conv.messages,
-        episodes=episodes,
-        semantics=semantics,
-        themes=themes,
-        msg_x=msg.x.astype(np.float32),
-        epi_x=epi_x,
-        sem_x=sem_x.astype(np.float32),
-        theme_of=theme_of,
-        sem_knn_idx=sem_idx,
-        sem_knn_sim=sem_sim.astype(np.float32),
-        theme_knn_idx=t_idx.astype(np.int32),
-        theme_knn_sim=t_sim.astype(np.float32),
-        stats=stats,
-        psg_x=msg.psg_x.astype(np.float32),
-        psg_msg=msg.psg_msg,
-    )
+    arrays = {"msg_x": msg.x, "epi_x": epi_x, "sem_x": sem_x, "theme_of": theme_of, "sem_knn_idx": sem_idx,
+              "sem_knn_sim": sem_sim, "theme_knn_idx": t_idx, "theme_knn_sim": t_sim, "psg_x": msg.psg_x,
+              "psg_msg": msg.psg_msg}
+    return slice_of_records(conv.sample_id, conv.messages, episodes, semantics, themes, arrays, stats, engine)
 
 
-def _record_objective(memories: list[Memory], x, offs: np.ndarray, cfg: XMemoryConfig, backend: str) -> None:
+def _record_objective(memories: list[MemorySlice], x, offs: np.ndarray, cfg: XMemoryConfig, backend: str) -> None:
     """f(P) of every memory's final partition, in one batched call; x [N, d] the memories'
     semantic rows in order (CSR ``offs``), on the host or, for a GPU backend, already on the device."""
     if not memories:
         return
-    labels = np.concatenate([m.theme_of for m in memories]).astype(np.int64)
+    labels = np.concatenate([m.cols["sem"]["theme"] for m in memories]).astype(np.int64)
     f = host(partition_objective(x, labels, offs, eps=cfg.theme.eps, backend=backend))
     for m, fb in zip(memories, f):
         m.stats["f_P"] = float(fb)
@@ -376,12 +362,13 @@ def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemo
 
         bar = tqdm(total=len(convs), initial=len(skipped), desc="build", unit="conv")
     for shard in chunks(todo, shard_size):
-        bank = build_bank(shard, emb, cfg, timings=tm, backend=backend, llm=llm)
+        slices = build_slices(shard, emb, cfg, timings=tm, backend=backend, llm=llm)
+        ids = [sl.memory_id for sl in slices]
         with tm.stage("commit"):  # the shard in one commit: one transaction, its memories all or none
-            store.commit([bank.slice(b) for b in range(bank.n_memories)], replace=bool(damaged & set(bank.memory_ids)))
-        built += bank.memory_ids
+            store.commit(slices, replace=bool(damaged & set(ids)))
+        built += ids
         if bar is not None:
-            bar.update(bank.n_memories)
+            bar.update(len(slices))
     if bar is not None:
         bar.close()
     return BuildReport(built=built, skipped=skipped, timings=tm.as_dict(), wall_s=time.perf_counter() - t0)

@@ -32,7 +32,7 @@ from typing import Any
 from ..config import XMemoryConfig
 from ..construct.pipeline import BuildReport, Timings
 from ..memory.bank import MemorySlice
-from ..memory.codec import slice_from_bytes, slice_to_bytes
+from ..memory.codec import catalogue_stats, slice_from_bytes, slice_to_bytes
 from ..memory.records import QA, Conversation, Message
 
 INSTALL_HINT = "pip install 'xmemory-gpu[dist]'"
@@ -109,19 +109,18 @@ class ShardBuilder:
         seconds as JSON on its first row, ``{}`` on the others)."""
         import pyarrow as pa
 
-        from ..construct.pipeline import build_bank
+        from ..construct.pipeline import build_slices
 
         convs = [conversation_from_json(s) for s in batch.column("conversation").to_pylist()]
         tm = Timings()
         usage0 = self._usage()
         t0 = time.perf_counter()
         # ---- CONSTRUCTION: the one construction call per shard --------------------------------
-        bank = build_bank(convs, self.embedder, self.config, timings=tm, backend=self.backend, llm=self.llm)
-        slices = [bank.slice(b) for b in range(bank.n_memories)]
+        slices = build_slices(convs, self.embedder, self.config, timings=tm, backend=self.backend, llm=self.llm)
         # ----------------------------------------------------------------------------------------
         with tm.stage("serialize"):
             payloads = [slice_to_bytes(sl) for sl in slices]
-            stats = [json.dumps(sl.stats) for sl in slices]
+            stats = [json.dumps(catalogue_stats(sl)) for sl in slices]
         self._maybe_crash()
         shard = {"stages": tm.as_dict(), "wall": time.perf_counter() - t0, "pid": os.getpid(),
                  "llm_usage": _usage_delta(usage0, self._usage())}

@@ -2,7 +2,8 @@
 
 Construction numbers episodes and statements by position; the engine renumbers every memory it
 writes so that a unit that survives keeps its id and a new unit gets a number never used before in
-that memory (per-memory counters in ``Memory.stats["ids"]``):
+that memory (per-memory counters in the memory's ``stats["ids"]``, the theme counter in its engine
+state):
 
 - an episode keeps the id of the stored episode whose first surviving message it starts with;
 - a statement keeps the id of the stored statement with the same text (``statement_hash``);
@@ -21,6 +22,7 @@ from collections import defaultdict, deque
 import numpy as np
 
 from ..construct.incremental import statement_hash
+from ..memory.bank import MemorySlice
 from ..memory.hierarchy import Memory
 
 UNIT_KINDS = ("episode", "semantic", "theme")
@@ -36,20 +38,21 @@ def parse_unit_id(s: str) -> tuple[str, int] | None:
 def counters(mem: Memory) -> dict[str, int]:
     """The next unused id per kind of ``mem`` (after its largest id for a memory stored without counters)."""
     got = mem.stats.get("ids") or {}
-    eng = mem.stats.get("engine") or {}
     largest = {"episode": max([e.id for e in mem.episodes], default=-1), "semantic": max([s.id for s in mem.semantics], default=-1),
                "theme": max([t.id for t in mem.themes], default=-1)}
     out = {k: max(int(got.get(k, 0)), largest[k] + 1) for k in ("episode", "semantic")}
-    out["theme"] = max(int(eng.get("next_theme_id", 0)), largest["theme"] + 1)
+    out["theme"] = max(mem.engine.next_theme_id if mem.engine is not None else 0, largest["theme"] + 1)
     return out
 
 
-def _members(mem: Memory) -> list[set[int]]:
-    return [{mem.semantics[i].id for i in np.flatnonzero(mem.theme_of == r)} for r in range(len(mem.themes))]
+def _valid(row: np.ndarray) -> list[int]:
+    return [int(v) for v in row if v >= 0]
 
 
-def assign(old: Memory, new: Memory, dropped: set[str], *, rederived: bool) -> None:
-    """Give ``new`` (``old`` grown, or re-derived without the ``dropped`` messages) stable ids, in place."""
+def assign(old: Memory, new: MemorySlice, dropped: set[str], *, rederived: bool) -> None:
+    """Give ``new`` (``old`` grown, or re-derived without the ``dropped`` messages) stable ids, in
+    place: its ``id`` columns, its statements' episode rows in the order of their ids, its theme
+    parents and lineage, and its counters."""
     nxt = counters(old)
     first_of: dict[str, int] = {}
     for e in old.episodes:
@@ -57,35 +60,49 @@ def assign(old: Memory, new: Memory, dropped: set[str], *, rederived: bool) -> N
         if alive:
             first_of.setdefault(alive[0], e.id)
     used: set[int] = set()
-    for e in new.episodes:
-        eid = first_of.get(e.message_ids[0]) if e.message_ids else None
+    msg_id, epi, sem = new.cols["msg"]["id"], new.cols["epi"], new.cols["sem"]
+    for r in range(new.n("epi")):
+        first = int(epi["msgs"][r, 0])
+        eid = first_of.get(msg_id[first]) if first >= 0 else None
         if eid is None or eid in used:
             eid, nxt["episode"] = nxt["episode"], nxt["episode"] + 1
         used.add(eid)
-        e.id = eid
-    ep_of = {mid: e.id for e in new.episodes for mid in e.message_ids}
+        epi["id"][r] = eid
     by_text: dict[str, deque[int]] = defaultdict(deque)
     for s in old.semantics:
         by_text[statement_hash(s.text)].append(s.id)
-    for s in new.semantics:
-        q = by_text.get(statement_hash(s.text))
+    for r, text in enumerate(sem["text"].tolist()):
+        q = by_text.get(statement_hash(text))
         if q:
-            s.id = q.popleft()
+            sem["id"][r] = q.popleft()
         else:
-            s.id, nxt["semantic"] = nxt["semantic"], nxt["semantic"] + 1
-        s.episode_ids = sorted({ep_of[m] for m in s.message_ids})
+            sem["id"][r], nxt["semantic"] = nxt["semantic"], nxt["semantic"] + 1
+    epis = sem["epis"]  # each statement's episodes in the order of their (new) ids
+    if epis.size:
+        key = np.where(epis >= 0, epi["id"][np.maximum(epis, 0)], np.iinfo(np.int64).max)
+        sem["epis"] = np.take_along_axis(epis, np.argsort(key, axis=1, kind="stable"), axis=1)
     if rederived:
         _themes(old, new, nxt)
     new.stats["ids"] = {"episode": nxt["episode"], "semantic": nxt["semantic"]}
-    new.stats.setdefault("engine", {})["next_theme_id"] = max(nxt["theme"], max([t.id for t in new.themes], default=-1) + 1)
+    new.engine.next_theme_id = max(nxt["theme"], int(new.cols["theme"]["id"].max(initial=-1)) + 1)
 
 
-def _themes(old: Memory, new: Memory, nxt: dict[str, int]) -> None:
+def _members(mem: Memory) -> list[set[int]]:
+    return [{mem.semantics[i].id for i in np.flatnonzero(mem.theme_of == r)} for r in range(len(mem.themes))]
+
+
+def _slice_members(sl: MemorySlice) -> list[set[int]]:
+    sem = sl.cols["sem"]
+    return [set(sem["id"][sem["theme"] == r].tolist()) for r in range(sl.n("theme"))]
+
+
+def _themes(old: Memory, new: MemorySlice, nxt: dict[str, int]) -> None:
     """Re-derived themes take the ids of the stored themes they share the most statements with."""
     olds = list(zip([t.id for t in old.themes], _members(old)))
     taken: set[int] = set()
     remap: dict[int, int] = {}
-    for t, members in zip(new.themes, _members(new)):
+    theme = new.cols["theme"]
+    for tid_new, members in zip(theme["id"].tolist(), _slice_members(new)):
         best, best_n = None, 0
         for tid, om in olds:
             n = len(members & om)
@@ -94,10 +111,13 @@ def _themes(old: Memory, new: Memory, nxt: dict[str, int]) -> None:
         if best is None:
             best, nxt["theme"] = nxt["theme"], nxt["theme"] + 1
         taken.add(best)
-        remap[t.id] = best
-    for t in new.themes:
-        t.id = remap[t.id]
-        t.parents = [remap[p] for p in t.parents if p in remap]
+        remap[tid_new] = best
+    theme["id"] = np.array([remap[t] for t in theme["id"].tolist()], np.int64)
+    parents = np.full_like(theme["parents"], -1)
+    for r, row in enumerate(theme["parents"]):
+        kept = [remap[p] for p in _valid(row) if p in remap]
+        parents[r, : len(kept)] = kept
+    theme["parents"] = parents
     lineage = new.stats.get("lineage") or {}
     new.stats["lineage"] = {str(remap[int(k)]): [remap[p] for p in v if p in remap] for k, v in lineage.items()
                             if int(k) in remap}

@@ -15,6 +15,7 @@ import json
 import math
 from typing import Any
 
+from ..memory.bank import MemorySlice
 from ..memory.hierarchy import Memory
 from .inputs import MAX_ID_CHARS
 
@@ -76,10 +77,10 @@ def of_memory(mem: Memory) -> dict[str, dict]:
     return dict(mem.stats.get(STATS_KEY) or {})
 
 
-def carry(old: Memory, new: Memory, added: dict[str, dict], dropped: set[str] = frozenset()) -> None:
+def carry(old: Memory, new: MemorySlice, added: dict[str, dict], dropped: set[str] = frozenset()) -> None:
     """``new``'s metadata: ``old``'s without the ``dropped`` message ids, plus ``added`` (in place)."""
     md = {k: v for k, v in of_memory(old).items() if k not in dropped} | added
-    alive = {m.id for m in new.messages}
+    alive = set(new.cols["msg"]["id"].tolist())
     md = {k: v for k, v in md.items() if k in alive}
     if md:
         new.stats[STATS_KEY] = md

@@ -145,7 +145,8 @@ class Reads:
         its name, or "the user"); unchanged for a memory of named speakers."""
         b = self.bank.index.get(key)
         st = self.bank.stats[b] if b is not None else {}
-        subject = st.get(USER_NAME) or (people.NEUTRAL if people.NEUTRAL in (st.get("engine") or {}).get("speakers", ()) else None)
+        eng = self.bank.engine[b] if b is not None else None
+        subject = st.get(USER_NAME) or (people.NEUTRAL if eng is not None and people.NEUTRAL in eng.speakers else None)
         return queries if subject is None else [people.about_subject(q, subject) for q in queries]
 
     def _empty(self, query: str, key: str, strategy: str, note: str) -> RetrievalResult:

@@ -12,11 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..construct.incremental import EngineState, empty_memory, grow, statement_hash
+from ..construct.incremental import empty_memory, engine_state, grow, statement_hash
 from ..construct.segment import MessageVectors, embed_messages
 from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
-from ..memory.hierarchy import Memory, slice_from_memory, view
+from ..memory.bank import MemorySlice
+from ..memory.engine_state import EngineState
+from ..memory.hierarchy import Memory, view
 from ..memory.records import Conversation, Episode, Message
 from . import ids as unit_ids
 from . import inputs, people
@@ -105,9 +107,9 @@ class Writes:
             # the named person's too (statements and questions then use one name); a second commit
             named = [(view(self.bank, self.bank.index[m.memory_id]), names[m.memory_id]) for m, old in zip(grown, mems)
                      if names.get(m.memory_id) and not old.stats.get(USER_NAME)
-                     and any(x.speaker == people.NEUTRAL for x in m.messages)]
+                     and (m.cols["msg"]["speaker"] == people.NEUTRAL).any()]
             for mem, name in named:
-                self._rederive([mem], [set()], [list(EngineState.of(mem).forgotten)], op=("name", []),
+                self._rederive([mem], [set()], [list(engine_state(mem).forgotten)], op=("name", []),
                                rename={people.NEUTRAL: name})
             return ids_out
 
@@ -160,10 +162,9 @@ class Writes:
             return empty_memory(key, self.embedder.dim, self.config.knn.k_semantics)
         return view(self.bank, b)
 
-    def _commit(self, memories: list[Memory], log: list[tuple[str, str, list[str]]], delete: list[str] = (),
+    def _commit(self, slices: list[MemorySlice], log: list[tuple[str, str, list[str]]], delete: list[str] = (),
                 redact: dict[str, set[str]] | None = None) -> None:
         """Store first (atomic), then the bank under the write lock: readers never see half a batch."""
-        slices = [slice_from_memory(m) for m in memories]
         self.store.commit(slices, replace=True, delete=list(delete), log=log, redact=redact)
         files = self.store.versions([sl.memory_id for sl in slices])
         with self._res_lock, self._rw.write():
@@ -187,7 +188,7 @@ class Writes:
             key, kind, row = self._locate(unit_id, user_id, agent_id, run_id)
             mem = view(self.bank, self.bank.index[key])
             drop: set[str] = set()
-            forgotten = list(EngineState.of(mem).forgotten)
+            forgotten = list(engine_state(mem).forgotten)
             if kind == "message":
                 drop = {unit_id}
                 logged = "message sha256:" + hashlib.sha256(unit_id.encode()).hexdigest()[:16]
@@ -209,7 +210,7 @@ class Writes:
         src = [m for m in mem.messages if m.id in set(node.message_ids)]
         by_id = {m.id: e.id for e in mem.episodes for m in src if m.id in e.message_ids}
         eps = [Episode(eid, "", "", [m.id for m in src if by_id.get(m.id) == eid]) for eid in sorted(set(by_id.values()))]
-        raw = extract_statements(Conversation(mem.memory_id, tuple((EngineState.of(mem).speakers + ("", ""))[:2]), src), eps,
+        raw = extract_statements(Conversation(mem.memory_id, tuple((engine_state(mem).speakers + ("", ""))[:2]), src), eps,
                                  self.config.semantic)
         hashes = {statement_hash(node.text)}
         if raw:
@@ -227,11 +228,9 @@ class Writes:
         texts, rename = texts or {}, rename or {}
         for mem, drop, fg in zip(mems, drops, forgotten):
             rows = [i for i, m in enumerate(mem.messages) if m.id not in drop]
-            st = EngineState.of(mem)
-            e = empty_memory(mem.memory_id, self.embedder.dim, self.config.knn.k_semantics)
-            e.stats["engine"]["forgotten"] = sorted(set(fg))
-            e.stats["engine"]["speakers"] = [rename.get(sp, sp) for sp in st.speakers]
-            empties.append(e)
+            speakers = tuple(rename.get(sp, sp) for sp in engine_state(mem).speakers)
+            empties.append(empty_memory(mem.memory_id, self.embedder.dim, self.config.knn.k_semantics,
+                                        EngineState(speakers=speakers, forgotten=tuple(sorted(set(fg))))))
             msgs = [mem.messages[i] for i in rows]
             x = MessageVectors(mem.msg_x, mem.psg_x, mem.psg_msg).take(np.asarray(rows, np.int64))
             changed = [j for j, m in enumerate(msgs) if m.id in texts or m.speaker in rename]
@@ -277,7 +276,7 @@ class Writes:
                 raise ValueError(f"update: {unit_id!r} is a derived {kind}; update the messages it came from "
                                  "(its message_ids) or delete it")
             mem = view(self.bank, self.bank.index[key])
-            self._rederive([mem], [set()], [list(EngineState.of(mem).forgotten)], op=("update", [unit_id]),
+            self._rederive([mem], [set()], [list(engine_state(mem).forgotten)], op=("update", [unit_id]),
                            texts={unit_id: new})
             unit = self._message_unit(key, unit_id)
         return unit
@@ -311,7 +310,7 @@ def _item_keys(items: Sequence[dict]) -> list[str]:
     return out
 
 
-def _carry(old: Memory, new: Memory, dropped: set[str], added: dict[str, dict], user_name: str | None,
+def _carry(old: Memory, new: MemorySlice, dropped: set[str], added: dict[str, dict], user_name: str | None,
            stamped: list[str], *, rederived: bool) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
     metadata, the user's name, the ids of messages stamped at arrival; the dropped ids leave."""
@@ -319,30 +318,35 @@ def _carry(old: Memory, new: Memory, dropped: set[str], added: dict[str, dict], 
     name = user_name or old.stats.get(USER_NAME)
     if name:
         new.stats[USER_NAME] = name
-    alive = {m.id for m in new.messages}
+    msg, sem = new.cols["msg"], new.cols["sem"]
+    alive = set(msg["id"].tolist())
     ids = [i for i in list(old.stats.get(STAMPED, ())) + stamped if i in alive and i not in dropped]
     if ids:
         new.stats[STAMPED] = ids
     else:
         new.stats.pop(STAMPED, None)
-    pos = {m.id: n for n, m in enumerate(new.messages)}
-    speaker = {m.id: m.speaker for m in new.messages}
-    firsts = [min(s.message_ids, key=pos.__getitem__) for s in new.semantics]
+    sem_ids = sem["id"].tolist()
+    # each statement's first source message (its row: rows are in conversation order)
+    firsts = np.where(sem["msgs"] >= 0, sem["msgs"], np.iinfo(np.int32).max).min(axis=1, initial=np.iinfo(np.int32).max)
     # a growth keeps the earlier decisions and tries the statements it added; a re-derivation (a delete,
     # an update, a rename) decides again for all
-    alive = {s.id: s for s in new.semantics}
+    live = set(sem_ids)
     kept = {} if rederived else {k: v for k, v in (old.stats.get(SUPERSEDED) or {}).items()
-                                 if int(k) in alive and int(v[0]) in alive}
+                                 if int(k) in live and int(v[0]) in live}
     known = {s.id for s in old.semantics}
-    fresh = None if rederived else np.array([r for r, s in enumerate(new.semantics) if s.id not in known], np.int64)
-    sup = supersessions([s.text for s in new.semantics], new.sem_x, np.array([pos[m] for m in firsts], np.int64),
-                        [speaker[m] for m in firsts], new=fresh) if fresh is None or len(fresh) else {}
-    found = {str(new.semantics[i].id): [new.semantics[j].id, new.semantics[j].timestamp] for i, j in sup.items()}
+    fresh = None if rederived else np.array([r for r, i in enumerate(sem_ids) if i not in known], np.int64)
+    sup = supersessions(sem["text"].tolist(), sem["x"], firsts.astype(np.int64), msg["speaker"][firsts].tolist(),
+                        new=fresh) if fresh is None or len(fresh) else {}
+    found = {str(sem_ids[i]): [sem_ids[j], _time(sem["time"][j])] for i, j in sup.items()}
     merged = {**found, **kept}  # an earlier decision stands (the first change superseded it)
     if merged:
         new.stats[SUPERSEDED] = merged
     else:
         new.stats.pop(SUPERSEDED, None)
+
+
+def _time(t: float) -> float | None:
+    return None if np.isnan(t) else float(t)
 
 
 def _replace_rows(x: MessageVectors, rows: list[int], new: MessageVectors) -> MessageVectors:

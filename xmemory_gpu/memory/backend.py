@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .bank import Bank, MemorySlice
-from .codec import FORMAT, SliceFormatError, check_slice, encode_checked, slice_from_bytes
+from .codec import FORMAT, SliceFormatError, catalogue_stats, check_slice, encode_checked, slice_from_bytes
+from .engine_state import KEY as ENGINE_KEY
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 
@@ -90,7 +91,7 @@ class InMemoryBackend:
         return None
 
     def stats(self, memory_id: str) -> dict[str, Any]:
-        return json.loads(json.dumps(self._row(memory_id)[2]))
+        return {k: v for k, v in json.loads(json.dumps(self._row(memory_id)[2])).items() if k != ENGINE_KEY}
 
     def counts(self, memory_id: str) -> dict[str, int]:
         sl = self.get_slice(memory_id)
@@ -137,7 +138,7 @@ class InMemoryBackend:
                 data, digest = encode_checked(sl, self.dim)
             except SliceFormatError as exc:
                 raise ValueError(f"in-memory backend: {exc}") from None
-            encoded.append((sl.memory_id, data, digest, json.loads(json.dumps(sl.stats))))
+            encoded.append((sl.memory_id, data, digest, json.loads(json.dumps(catalogue_stats(sl)))))
         for mid in delete:
             self._row(mid)
         for mid in delete:  # nothing has changed before this point

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from .device import DeviceMirrors, WriteLog
+from .engine_state import KEY as ENGINE_KEY
+from .engine_state import EngineState
 from .segments import Segments
 
 LEVELS = ("msg", "epi", "sem", "theme", "psg")
@@ -76,11 +78,18 @@ def pad_width(a: np.ndarray, width: int, fill: Any) -> np.ndarray:
 
 @dataclass
 class MemorySlice:
-    """One memory's columns with local rows (what the store reads and writes)."""
+    """One memory's columns with local rows (what construction emits and the store reads and
+    writes), its stats (counts, f(P), ...) and the live engine's state (None: built in bulk)."""
 
     memory_id: str
     cols: dict[str, dict[str, np.ndarray]]  # level -> column -> array
     stats: dict[str, Any] = field(default_factory=dict)
+    engine: EngineState | None = None
+
+    def __post_init__(self) -> None:
+        if ENGINE_KEY in self.stats:  # stats as a catalogue stores them: the engine's state is typed here
+            self.stats, state = EngineState.split(self.stats, self.n("msg"))
+            self.engine = self.engine or state
 
     def n(self, level: str) -> int:
         return int(next(iter(self.cols[level].values())).shape[0])
@@ -133,6 +142,10 @@ class RowCache:
 _MISSING = object()
 
 
+def _copy_state(st: EngineState | None) -> EngineState | None:
+    return None if st is None else EngineState(st.open_from, st.next_theme_id, st.speakers, st.forgotten)
+
+
 @dataclass
 class Level:
     """Row-aligned columns of one level in one arena, with the memories' segments."""
@@ -169,13 +182,15 @@ class Level:
 class Bank:
     """Many memories as columns; ``bank.index[memory_id]`` is a memory's number ``b``."""
 
-    def __init__(self, memory_ids: list[str], levels: dict[str, Level], stats: list[dict[str, Any]], dim: int) -> None:
+    def __init__(self, memory_ids: list[str], levels: dict[str, Level], stats: list[dict[str, Any]], dim: int,
+                 engine: list[EngineState | None] | None = None) -> None:
         self.memory_ids = list(memory_ids)
         self.index: dict[str, int] = {m: b for b, m in enumerate(self.memory_ids)}
         if len(self.index) != len(self.memory_ids):
             raise ValueError("Bank: memory ids must be unique")
         self.levels = levels
         self.stats = stats
+        self.engine: list[EngineState | None] = list(engine) if engine is not None else [None] * len(self.memory_ids)
         self.dim = int(dim)
 
     # -- levels and kernel views ---------------------------------------------------------------
@@ -237,10 +252,11 @@ class Bank:
             memory_ids = [s.memory_id for s in slices]
         segs = {lv: Segments.from_lengths(lengths[lv]) for lv in LEVELS}
         cols = {lv: {name: empty_column(lv, name, segs[lv].size, dim) for name in COLUMNS[lv]} for lv in LEVELS}
-        ids, stats = [], []
+        ids, stats, engine = [], [], []
         for b, sl in enumerate(slices):
             ids.append(sl.memory_id)
             stats.append(dict(sl.stats))
+            engine.append(_copy_state(sl.engine))
             for lv in LEVELS:
                 n = sl.n(lv)
                 if n != segs[lv].lengths[b]:
@@ -260,7 +276,7 @@ class Bank:
                     col[start : start + n] = a
         if memory_ids is not None and ids != list(memory_ids):
             raise ValueError("Bank.from_slices: the slices do not match memory_ids")
-        return cls(ids, {lv: Level(cols[lv], segs[lv]) for lv in LEVELS}, stats, dim)
+        return cls(ids, {lv: Level(cols[lv], segs[lv]) for lv in LEVELS}, stats, dim, engine)
 
     def slice(self, b: int) -> MemorySlice:
         """Memory b's columns with local rows (copies)."""
@@ -275,7 +291,7 @@ class Bank:
                 if target is not None:
                     part = np.where(part >= 0, part - self.levels[target].seg.starts[b], -1).astype(a.dtype)
                 cols[lv][name] = part
-        return MemorySlice(self.memory_ids[b], cols, dict(self.stats[b]))
+        return MemorySlice(self.memory_ids[b], cols, dict(self.stats[b]), _copy_state(self.engine[b]))
 
     # -- growth (live engine) ------------------------------------------------------------------
     def put_slice(self, sl: MemorySlice, *, slack: float = 0.25) -> int:
@@ -289,10 +305,12 @@ class Bank:
             self.memory_ids.append(sl.memory_id)
             self.index[sl.memory_id] = b
             self.stats.append({})
+            self.engine.append(None)
             for level in self.levels.values():
                 s = level.seg
                 level.seg = Segments(np.append(s.starts, s.size), np.append(s.lengths, 0), np.append(s.capacity, 0), s.size)
         self.stats[b] = dict(sl.stats)
+        self.engine[b] = _copy_state(sl.engine)
         for lv in LEVELS:  # place every level first: row references need the new starts
             self._place(lv, b, sl.n(lv), slack)
         for lv in LEVELS:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .bank import COLUMNS, LEVELS, ROW_REFS, MemorySlice
+from .engine_state import KEY as ENGINE_KEY
 
 # timestamps are POSIX seconds of years 1-9999 (what datetime can represent), NaN for unknown
 MIN_TIME = -62135596800.0  # 0001-01-01T00:00:00Z
@@ -149,6 +150,12 @@ def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:
     except UnicodeDecodeError as exc:
         raise SliceFormatError(f"{where}: not UTF-8 ({exc.reason})") from None
     return out
+
+
+def catalogue_stats(sl: MemorySlice) -> dict[str, Any]:
+    """The stats a catalogue (or the Ray build's table) keeps for ``sl``: its stats plus its
+    engine state under ``engine`` (``MemorySlice`` types it again when read)."""
+    return dict(sl.stats) if sl.engine is None else {**sl.stats, ENGINE_KEY: sl.engine.as_dict()}
 
 
 def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any], fmt: int = FORMAT) -> MemorySlice:

@@ -1,5 +1,6 @@
-"""One memory as records plus local arrays: a read-only view of a bank slice for inspection and
-tests (``view(bank, b)``), and what construction assembles before its shard becomes a bank.
+"""One memory as records plus local arrays: a read-only view of a bank slice for reading and
+tests (``view(bank, b)``, a store's ``get``), and :func:`slice_of_records`, the one conversion
+from the records construction works on to the columns it emits (a :class:`MemorySlice`).
 
 Row i of ``sem_x`` is ``semantics[i]``; ``theme_of[i]`` is a local theme row (index into
 ``themes``); kNN graphs hold local row ids with ``-1`` for "no edge".
@@ -15,6 +16,7 @@ import numpy as np
 
 from .bank import Bank, MemorySlice
 from .codec import theme_columns
+from .engine_state import EngineState
 from .records import Episode, Message, SemanticNode, Theme
 
 
@@ -36,6 +38,7 @@ class Memory:
     stats: dict[str, Any] = field(default_factory=dict)  # f(P), reassignment ratio, timings, ...
     psg_x: np.ndarray | None = None  # [n_psg, d] float32: the passages of long messages, in message order
     psg_msg: np.ndarray | None = None  # [n_psg] int32: each passage's message row
+    engine: EngineState | None = None  # the live engine's state (None: built in bulk)
 
     def __post_init__(self) -> None:
         if self.psg_x is None:
@@ -99,50 +102,64 @@ def _graph(a: np.ndarray, n: int, fill: float | int, dtype) -> np.ndarray:
 
 
 def slice_from_memory(mem: Memory) -> MemorySlice:
-    """Records and arrays -> local columns. Ids that provenance names must exist in the memory."""
-    where = f"memory {mem.memory_id}"
-    msg_row = {m.id: i for i, m in enumerate(mem.messages)}
-    epi_row = {e.id: i for i, e in enumerate(mem.episodes)}
+    """Records and arrays -> local columns (:func:`slice_of_records`)."""
+    return slice_of_records(mem.memory_id, mem.messages, mem.episodes, mem.semantics, mem.themes, mem.arrays(),
+                            dict(mem.stats), mem.engine)
+
+
+def slice_of_records(memory_id: str, messages: list[Message], episodes: list[Episode], semantics: list[SemanticNode],
+                     themes: list[Theme], arrays: dict[str, np.ndarray], stats: dict[str, Any],
+                     engine: EngineState | None = None) -> MemorySlice:
+    """Records plus their arrays (``Memory.arrays()``'s names; ``psg_*`` optional) -> local
+    columns. Ids that provenance names must exist in the memory."""
+    where = f"memory {memory_id}"
+    msg_row = {m.id: i for i, m in enumerate(messages)}
+    epi_row = {e.id: i for i, e in enumerate(episodes)}
     try:
-        epi_msgs = [[msg_row[i] for i in e.message_ids] for e in mem.episodes]
-        sem_msgs = [[msg_row[i] for i in s.message_ids] for s in mem.semantics]
-        sem_epis = [[epi_row[i] for i in s.episode_ids] for s in mem.semantics]
+        epi_msgs = [[msg_row[i] for i in e.message_ids] for e in episodes]
+        sem_msgs = [[msg_row[i] for i in s.message_ids] for s in semantics]
+        sem_epis = [[epi_row[i] for i in s.episode_ids] for s in semantics]
     except KeyError as exc:
         raise ValueError(f"{where}: provenance names {exc.args[0]!r}, which is not in the memory") from None
-    n_sem, n_th = len(mem.semantics), len(mem.themes)
-    d = mem.dim
-    psg_msg = np.asarray(mem.psg_msg, np.int32).reshape(-1)
-    first_psg = np.full(len(mem.messages), -1, np.int32)
+    n_sem, n_th = len(semantics), len(themes)
+    sem_x = np.asarray(arrays["sem_x"], np.float32)
+    msg_x = np.asarray(arrays["msg_x"], np.float32)
+    d = int(sem_x.shape[1]) if sem_x.ndim == 2 else int(msg_x.shape[1])
+    psg_x = arrays.get("psg_x")
+    psg_x = np.zeros((0, d), np.float32) if psg_x is None else np.asarray(psg_x, np.float32).reshape(-1, d)
+    psg_msg = np.asarray(arrays.get("psg_msg", np.zeros(0, np.int32)), np.int32).reshape(-1)
+    first_psg = np.full(len(messages), -1, np.int32)
     if psg_msg.size:
-        if (np.diff(psg_msg) < 0).any() or psg_msg.min() < 0 or psg_msg.max() >= len(mem.messages):
+        if (np.diff(psg_msg) < 0).any() or psg_msg.min() < 0 or psg_msg.max() >= len(messages):
             raise ValueError(f"{where}: psg_msg must name message rows in order")
         first = np.concatenate([[True], psg_msg[1:] != psg_msg[:-1]])
         first_psg[psg_msg[first]] = np.flatnonzero(first)
-    theme_of = np.asarray(mem.theme_of, np.int32).reshape(-1)
-    theme = theme_columns(np.asarray(mem.sem_x, np.float32).reshape(-1, d), theme_of, n_th)
+    theme_of = np.asarray(arrays["theme_of"], np.int32).reshape(-1)
+    sem_x = sem_x.reshape(-1, d)
+    theme = theme_columns(sem_x, theme_of, n_th)
     cols = {
-        "msg": {"x": np.asarray(mem.msg_x, np.float32).reshape(-1, d), "id": _obj([m.id for m in mem.messages]),
-                "speaker": _obj([m.speaker for m in mem.messages]), "text": _obj([m.text for m in mem.messages]),
-                "session": np.array([m.session for m in mem.messages], np.int64),
-                "time": np.array([_ts(m.timestamp) for m in mem.messages], np.float64), "psg": first_psg},
-        "epi": {"x": np.asarray(mem.epi_x, np.float32).reshape(-1, d), "id": np.array([e.id for e in mem.episodes], np.int64),
-                "title": _obj([e.title for e in mem.episodes]), "text": _obj([e.text for e in mem.episodes]),
-                "start": np.array([_ts(e.start) for e in mem.episodes], np.float64),
-                "end": np.array([_ts(e.end) for e in mem.episodes], np.float64), "msgs": _ragged(epi_msgs, np.int32)},
-        "sem": {"x": np.asarray(mem.sem_x, np.float32).reshape(-1, d), "id": np.array([s.id for s in mem.semantics], np.int64),
-                "text": _obj([s.text for s in mem.semantics]),
-                "time": np.array([_ts(s.timestamp) for s in mem.semantics], np.float64),
+        "msg": {"x": msg_x.reshape(-1, d), "id": _obj([m.id for m in messages]),
+                "speaker": _obj([m.speaker for m in messages]), "text": _obj([m.text for m in messages]),
+                "session": np.array([m.session for m in messages], np.int64),
+                "time": np.array([_ts(m.timestamp) for m in messages], np.float64), "psg": first_psg},
+        "epi": {"x": np.asarray(arrays["epi_x"], np.float32).reshape(-1, d), "id": np.array([e.id for e in episodes], np.int64),
+                "title": _obj([e.title for e in episodes]), "text": _obj([e.text for e in episodes]),
+                "start": np.array([_ts(e.start) for e in episodes], np.float64),
+                "end": np.array([_ts(e.end) for e in episodes], np.float64), "msgs": _ragged(epi_msgs, np.int32)},
+        "sem": {"x": sem_x, "id": np.array([s.id for s in semantics], np.int64),
+                "text": _obj([s.text for s in semantics]),
+                "time": np.array([_ts(s.timestamp) for s in semantics], np.float64),
                 "epis": _ragged(sem_epis, np.int32), "msgs": _ragged(sem_msgs, np.int32), "theme": theme_of,
-                "knn_idx": _graph(mem.sem_knn_idx, n_sem, -1, np.int32),
-                "knn_sim": _graph(mem.sem_knn_sim, n_sem, -np.inf, np.float32)},
-        "theme": {"id": np.array([t.id for t in mem.themes], np.int64), "summary": _obj([t.summary for t in mem.themes]),
-                  "parents": _ragged([t.parents for t in mem.themes], np.int64), "sum": theme["sum"],
+                "knn_idx": _graph(arrays["sem_knn_idx"], n_sem, -1, np.int32),
+                "knn_sim": _graph(arrays["sem_knn_sim"], n_sem, -np.inf, np.float32)},
+        "theme": {"id": np.array([t.id for t in themes], np.int64), "summary": _obj([t.summary for t in themes]),
+                  "parents": _ragged([t.parents for t in themes], np.int64), "sum": theme["sum"],
                   "count": theme["count"], "x": theme["x"],
-                  "knn_idx": _graph(mem.theme_knn_idx, n_th, -1, np.int32),
-                  "knn_sim": _graph(mem.theme_knn_sim, n_th, -np.inf, np.float32)},
-        "psg": {"x": np.asarray(mem.psg_x, np.float32).reshape(-1, d), "msg": psg_msg},
+                  "knn_idx": _graph(arrays["theme_knn_idx"], n_th, -1, np.int32),
+                  "knn_sim": _graph(arrays["theme_knn_sim"], n_th, -np.inf, np.float32)},
+        "psg": {"x": psg_x, "msg": psg_msg},
     }
-    return MemorySlice(mem.memory_id, cols, dict(mem.stats))
+    return MemorySlice(memory_id, cols, stats, engine)
 
 
 def memory_from_slice(sl: MemorySlice) -> Memory:
@@ -161,7 +178,8 @@ def memory_from_slice(sl: MemorySlice) -> Memory:
                               [ids[r] for r in valid(s["msgs"][i])], _opt(s["time"][i])) for i in range(s["id"].shape[0])]
     themes = [Theme(int(t["id"][i]), str(t["summary"][i]), valid(t["parents"][i])) for i in range(t["id"].shape[0])]
     return Memory(sl.memory_id, messages, episodes, semantics, themes, m["x"], e["x"], s["x"], s["theme"],
-                  s["knn_idx"], s["knn_sim"], t["knn_idx"], t["knn_sim"], dict(sl.stats), sl.cols["psg"]["x"], sl.cols["psg"]["msg"])
+                  s["knn_idx"], s["knn_sim"], t["knn_idx"], t["knn_sim"], dict(sl.stats), sl.cols["psg"]["x"], sl.cols["psg"]["msg"],
+                  sl.engine)
 
 
 def view(bank: Bank, b: int) -> Memory:

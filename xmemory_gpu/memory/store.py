@@ -38,7 +38,17 @@ from typing import Any
 
 from . import legacy
 from .bank import LEVELS, Bank, MemorySlice
-from .codec import FORMAT, MAX_TIME, MIN_TIME, SliceFormatError, check_slice, encode_checked, slice_from_bytes
+from .codec import (
+    FORMAT,
+    MAX_TIME,
+    MIN_TIME,
+    SliceFormatError,
+    catalogue_stats,
+    check_slice,
+    encode_checked,
+    slice_from_bytes,
+)
+from .engine_state import KEY as ENGINE_KEY
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 __all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "Store", "StoreError"]
@@ -254,7 +264,7 @@ class Store:
         row = self._conn.execute("SELECT stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
         if row is None:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
-        return json.loads(row[0])
+        return {k: v for k, v in json.loads(row[0]).items() if k != ENGINE_KEY}  # the engine's state: get_slice
 
     def counts(self, memory_id: str) -> dict[str, int]:
         """Rows per level of one memory, from the catalogue (no file read)."""
@@ -413,7 +423,7 @@ class Store:
         c, mid = self._conn, sl.memory_id
         c.execute(f"INSERT INTO memories (memory_id, position, arrays_file, sha256, stats, created, format, "
                   f"{', '.join(_COUNT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, {FORMAT}, {', '.join('?' * len(LEVELS))})",
-                  (mid, pos, name, digest, json.dumps(sl.stats), time.time(), *(sl.n(lv) for lv in LEVELS)))
+                  (mid, pos, name, digest, json.dumps(catalogue_stats(sl)), time.time(), *(sl.n(lv) for lv in LEVELS)))
         c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()])
 
     def _redact(self, memory_id: str, gone: set[str]) -> None:
