@@ -57,7 +57,7 @@ def message_rows(bank: Bank):
 
 
 def episode_rows(bank: Bank):
-    """Per global episode row: (text, source message ids, their line ends or None, start or None)."""
+    """Per global episode row: (text, source message ids, their line ends or None, start or None, unit id)."""
     e, lines = bank.epi, message_rows(bank)
 
     def fn(row: int) -> tuple:
@@ -65,17 +65,18 @@ def episode_rows(bank: Bank):
         rows = [int(r) for r in e["msgs"][row] if r >= 0]
         ls = [lines[r][0] for r in rows]
         ends = _line_ends(ls) if "\n".join(ls) == text else None
-        return text, [lines[r][1] for r in rows], ends, _ts(e["start"][row])
+        return text, [lines[r][1] for r in rows], ends, _ts(e["start"][row]), str(int(e["id"][row]))
 
     return e.rows_cache("retrieve.episode", fn, (bank.msg,))
 
 
 def semantic_rows(bank: Bank):
-    """Per global semantic row: (text, source message ids, time or None)."""
+    """Per global semantic row: (text, source message ids, time or None, unit id)."""
     s, lines = bank.sem, message_rows(bank)
 
     def fn(row: int) -> tuple:
-        return s["text"][row], [lines[int(r)][1] for r in s["msgs"][row] if r >= 0], _ts(s["time"][row])
+        return (s["text"][row], [lines[int(r)][1] for r in s["msgs"][row] if r >= 0], _ts(s["time"][row]),
+                str(int(s["id"][row])))
 
     return s.rows_cache("retrieve.semantic", fn, (bank.msg,))
 
@@ -89,8 +90,8 @@ def theme_unit(bank: Bank, row: int, score: float, rel: float) -> RetrievedUnit:
 
 def semantic_unit(bank: Bank, row: int, score: float, scores: dict[str, float], rows=None) -> RetrievedUnit:
     """``rows``: ``semantic_rows(bank)`` when the caller builds many (synced once)."""
-    text, ids, ts = (rows or semantic_rows(bank))[row]
-    return RetrievedUnit("semantic", str(int(bank.sem["id"][row])), text, 0, score, list(ids), ts, scores)
+    text, ids, ts, uid = (rows or semantic_rows(bank))[row]
+    return RetrievedUnit("semantic", uid, text, 0, score, list(ids), ts, scores)
 
 
 def _line_ends(lines: list[str]) -> list[int]:
@@ -105,8 +106,8 @@ def _line_ends(lines: list[str]) -> list[int]:
 def episode_unit(bank: Bank, row: int, score: float, scores: dict[str, float], rows=None) -> RetrievedUnit:
     """An episode; its ``message_ends`` are set when its text is its messages' lines (the LLM-free builder).
     ``rows``: ``episode_rows(bank)`` when the caller builds many (synced once)."""
-    text, ids, ends, ts = (rows or episode_rows(bank))[row]
-    return RetrievedUnit("episode", str(int(bank.epi["id"][row])), text, 0, score, list(ids), ts, scores,
+    text, ids, ends, ts, uid = (rows or episode_rows(bank))[row]
+    return RetrievedUnit("episode", uid, text, 0, score, list(ids), ts, scores,
                          message_ends=None if ends is None else list(ends))
 
 
@@ -259,6 +260,7 @@ class TokenBudget:
         self._words: dict[str, int] = {}  # with an additive counter: tokens of each space-separated word met
         self._lock = threading.Lock()
         self._heads: dict[tuple[bool, float | None], int] = {}  # (statement?, timestamp) -> tokens of its date line
+        self._sections: dict[str, int] = {}  # section -> tokens of its header
 
     @property
     def name(self) -> str:
@@ -362,6 +364,8 @@ class TokenBudget:
             u = units[i]
             if i + 1 < len(units) and units[i + 1].part > u.part:
                 continue  # its parts were tried in its place (a cut one would be its text's start, not its best part)
+            if u.tokens > left and left < MIN_CUT_TOKENS:
+                continue  # neither whole nor cut: its room (``left`` less its date line and header) is smaller still
             if u.message_ids and whole.issuperset(u.message_ids):
                 continue  # its text came in whole with a later unit
             room = left - self._head(u) - self._header(u, opened)
@@ -424,7 +428,12 @@ class TokenBudget:
     def _header(self, u: RetrievedUnit, opened: set[str]) -> int:
         """Tokens of the section header ``u`` opens (0 when its section already has a unit)."""
         sec = _section(u)
-        return 0 if sec in opened else self.count([SECTIONS[sec]])[0]
+        if sec in opened:
+            return 0
+        n = self._sections.get(sec)
+        if n is None:
+            n = self._sections[sec] = self.count([SECTIONS[sec]])[0]
+        return n
 
     def _head(self, u: RetrievedUnit) -> int:
         """Tokens of the date line a unit brings into the context (``context_pieces``)."""

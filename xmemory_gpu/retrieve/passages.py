@@ -53,13 +53,14 @@ class Parts:
         self._passages = psg = bank.msg.rows_cache(f"retrieve.passages.{int(max_words)}", split)
         epi = bank.epi
 
-        def episode_info(row: int) -> tuple[bool, bool]:
+        def episode_info(row: int) -> tuple[np.ndarray, bool]:
             rows = epi["msgs"][row]
             rows = rows[rows >= 0]
-            return rows.size > 0, any(psg[int(r)] is not None for r in rows)
+            return rows, any(psg[int(r)] is not None for r in rows)
 
-        # per episode row: (has messages, has a long message): an episode recurs across the queries
+        # per episode row: (its message rows, has a long message): an episode recurs across the queries
         self._episodes = epi.rows_cache(f"retrieve.episode_parts.{int(max_words)}", episode_info, (bank.msg,))
+        self._q64: dict[int, np.ndarray] = {}  # query index -> its embedding in float64
 
     def _unit(self, row: int, level: int, score: float) -> RetrievedUnit:
         unit = message_unit(self._lines[row], score, {"similarity": score})
@@ -128,36 +129,40 @@ class Parts:
         return [Deferred(level + 1, (level + 1,), lambda: self._passage_units(row, q, qi, level),
                          lambda: self._skip_passages(row, qi))]
 
-    def _order(self, row: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        rows = self.bank.epi["msgs"][row]
-        rows = rows[rows >= 0]
+    def _order(self, row: int, q: np.ndarray, qi: int) -> tuple[list[int], list[float]]:
+        """Episode ``row``'s message rows by descending cosine to query ``qi`` (ties: row order),
+        and those cosines (float64)."""
+        rows = self._episodes[row][0]
         if len(rows) == 0:
-            return rows, np.zeros(0), rows
-        sims = self.bank.msg["x"][rows].astype(np.float64) @ q.astype(np.float64)
-        return rows, sims, np.lexsort((rows, -sims))
+            return [], []
+        q64 = self._q64.get(qi)
+        if q64 is None:
+            q64 = self._q64[qi] = q.astype(np.float64)
+        sims = self.bank.msg["x"][rows].astype(np.float64) @ q64
+        order = np.lexsort((rows, -sims))
+        return rows[order].tolist(), sims[order].tolist()
 
     def episode(self, row: int, q: np.ndarray, qi: int) -> list[RetrievedUnit]:
         """Parts of episode ``row`` (level 1): its messages by descending cosine to the query, each
         followed by its passages."""
-        rows, sims, order = self._order(row, q)
+        rows, sims = self._order(row, q, qi)
         out: list[RetrievedUnit] = []
-        for i in order:
-            out += self.message(int(rows[i]), q, qi, 1, float(sims[i]))
+        for r, sim in zip(rows, sims):
+            out += self.message(r, q, qi, 1, sim)
         return out
 
     def episode_parts(self, row: int, q: np.ndarray, qi: int) -> list[Deferred]:
         """``episode``'s parts as a deferred group (none for an episode without messages): its
         messages built when expanded, each followed by its passages, deferred in turn."""
-        has_rows, long = self._episodes[row]
-        if not has_rows:
+        rows, long = self._episodes[row]
+        if not len(rows):
             return []
 
         def expand() -> list:
-            msgs, sims, order = self._order(row, q)
+            msgs, sims = self._order(row, q, qi)
             out: list = []
-            for i in order:
-                r = int(msgs[i])
-                out.append(self._unit(r, 1, float(sims[i])))
+            for r, sim in zip(msgs, sims):
+                out.append(self._unit(r, 1, sim))
                 if long and self._passages[r] is not None:
                     out += self.passage_parts(r, q, qi, 1)
             return out
@@ -165,8 +170,7 @@ class Parts:
         def skip() -> None:
             if not long or self._ranked.get(qi, 0) >= self.embed_messages:
                 return
-            msgs, _, order = self._order(row, q)
-            for i in order:
-                self._skip_passages(int(msgs[i]), qi)
+            for r in self._order(row, q, qi)[0]:
+                self._skip_passages(r, qi)
 
         return [Deferred(1, (1, 2) if long else (1,), expand, skip)]

@@ -18,7 +18,7 @@ from .grouped import search_by_memory
 from .stage1 import Stage1Output
 
 
-@dataclass
+@dataclass(slots=True)
 class EpisodePick:
     row: int  # global episode row in the bank
     priority: float
@@ -63,5 +63,6 @@ def episode_pools(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, s1: Stage1Ou
         norm = np.full_like(qs, 0.5) if hi == lo else (qs - lo) / (hi - lo)
         prio = norm + cfg.parent_weight * rel[s:e]
         order = np.lexsort((ue[s:e], -prio))
-        out.append([EpisodePick(int(ue[s + i]), float(prio[i]), float(qs[i]), float(rel[s + i])) for i in order])
+        out.append(list(map(EpisodePick, ue[s:e][order].tolist(), prio[order].tolist(), qs[order].tolist(),
+                            rel[s:e][order].tolist())))
     return out

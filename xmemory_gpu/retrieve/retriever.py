@@ -25,6 +25,7 @@ from ..tokens import TokenCounter, default_counter
 from .baselines import Chunks
 from .chunk_rag import PassageCache
 from .context import TokenBudget
+from .gc_pause import gc_paused
 from .result import RetrievalResult
 from .strategies import get_strategy, strategy_names
 
@@ -134,13 +135,14 @@ class Retriever:
         t_embed = time.perf_counter() - t0
         if q_x.shape != (len(queries), self.bank.dim):
             raise ValueError(f"search: query embeddings must be [{len(queries)}, {self.bank.dim}], got {q_x.shape}")
-        out = fn(self, queries, q_x, mem_idx)
-        t1 = time.perf_counter()
-        fitted = self.budget.contexts(out.units, budget_tokens, greedy=out.greedy)
-        results = [RetrievalResult(queries[q], mids[q], strategy, k, ctx, n_tok, self.budget.name, llm_calls=out.costs[q][0],
-                                   llm_tokens=out.costs[q][1], notes=list(out.notes[q]))
-                   for q, (k, ctx, n_tok) in enumerate(fitted)]
-        t_asm = time.perf_counter() - t1
+        with gc_paused(self.reader is None):  # gc_pause.py; a reader's gate calls a model: no pause then
+            out = fn(self, queries, q_x, mem_idx)
+            t1 = time.perf_counter()
+            fitted = self.budget.contexts(out.units, budget_tokens, greedy=out.greedy)
+            results = [RetrievalResult(queries[q], mids[q], strategy, k, ctx, n_tok, self.budget.name,
+                                       llm_calls=out.costs[q][0], llm_tokens=out.costs[q][1], notes=list(out.notes[q]))
+                       for q, (k, ctx, n_tok) in enumerate(fitted)]
+            t_asm = time.perf_counter() - t1
         per_q = {"embed": t_embed / n, **{k: v / n for k, v in out.times.items()}, "assemble": t_asm / n}
         for r in results:
             r.timings = dict(per_q)

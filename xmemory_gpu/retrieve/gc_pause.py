@@ -1,0 +1,46 @@
+"""CPython's cyclic garbage collector paused around one batched search.
+
+A batched search builds hundreds of thousands of short-lived objects (units, their score dicts and
+provenance lists; 885 dev questions: ~250 K) and no reference cycles: reference counting frees them.
+The cyclic collector, triggered every 700 allocations, would still traverse them again and again
+while they live, and with them every long-lived object of the process (the bank's row caches): a
+third of a dev batch's host time (``benchmarks/RESULTS.md``). Pausing it for the call leaves memory
+use unchanged; cycles other threads make meanwhile are collected at the first collection after.
+
+The pause nests and is shared by concurrent searches (the collector is process-wide): it ends when
+the last one does, and a collector the application disabled stays disabled.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_lock = threading.Lock()
+_depth = 0  # searches inside the pause now
+_ours = False  # whether the pause disabled the collector (it was enabled when the first began)
+
+
+@contextmanager
+def gc_paused(active: bool = True) -> Iterator[None]:
+    """The collector off while the block runs (``active=False``: a no-op)."""
+    global _depth, _ours
+    if not active:
+        yield
+        return
+    with _lock:
+        if _depth == 0:
+            _ours = gc.isenabled()
+            if _ours:
+                gc.disable()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _ours:
+                gc.enable()
+                _ours = False
