@@ -100,3 +100,34 @@ def test_exact_rerank_chunks_give_the_same_result():
     assert np.all(z[0] == 5) and np.all(z[1] == 0)
     e = exact_rerank(q, x[:0], np.full((9, 2), -1, np.int32), 2)  # a level with no rows (no statements yet)
     assert np.all(e[0] == -1) and np.all(np.isneginf(e[1]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_search_of_few_queries_ranks_as_the_kernels(seed, monkeypatch):
+    """Up to ``FEW_QUERIES`` host queries take their candidates from BLAS (``_few_queries``) instead
+    of the kernel; the result is the kernels' (C++ and reference) on ragged segments with empty ones,
+    exact ties (a group of repeated rows larger than the candidates), a zero row and queries of any memory order."""
+    from xmemory_gpu.memory.bank import Level
+    from xmemory_gpu.memory.segments import Segments
+    from xmemory_gpu.retrieve import grouped
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(20, 80, size=5)
+    lengths[seed % 5] = 0  # an empty memory
+    n, d = int(lengths.sum()), 24
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    x[5:40] = x[3]  # a tie group larger than the candidates fetched: which rows come in decides the result
+    x[0] = 0
+    level = Level({"x": x}, Segments.from_lengths(lengths.tolist()))
+    mems = np.flatnonzero(lengths)
+    n_q = int(rng.integers(1, grouped.FEW_QUERIES + 1))
+    mem_idx = rng.choice(mems, size=n_q)
+    q = rng.standard_normal((n_q, d)).astype(np.float32)
+    q[0] = x[3]
+    k = int(rng.integers(1, 12))
+    few = grouped.search_by_memory(q, mem_idx, level, k, backend="cpu")
+    ref = grouped.search_by_memory(q, mem_idx, level, k, backend="reference")
+    monkeypatch.setattr(grouped, "FEW_QUERIES", 0)  # the C++ kernel's candidates
+    cpu = grouped.search_by_memory(q, mem_idx, level, k, backend="cpu")
+    for other in (ref, cpu):
+        assert np.array_equal(few[0], other[0]) and np.array_equal(few[1], other[1])
