@@ -10,10 +10,14 @@ XMEM_BENCH_BUDGETS (default 600): comma-separated token budgets, ``none`` for no
 
 As a script (interleaved comparisons of two source trees run it once per tree and round):
   python benchmarks/bench_search.py STORE [--budgets 300,600] [--strategies xmemory,naive-rag] [--repeat 5]
-prints one JSON line per (strategy, budget): min and median ms per query over the repeats.
+prints one JSON line per (strategy, budget): min and median ms per query over the repeats, and the
+kernels' ms per query and share of that host time (every call into the compiled ``xmemory_gpu._C``
+timed by a wrapper during the repeats; GPU backends are not counted).
 ``--single N``: first, N of the questions searched one at a time with the encoder (what a live
 search costs: the query's embedding included), p50 / p99 ms per strategy and budget, beside the
-encoder alone on the same questions (timed just before each search); each strategy starts with the process's passage cache empty
+encoder alone on the same questions (timed just before each search) and the baseline a user would
+pick instead: the encoder plus faiss-cpu ``IndexFlatIP`` top-20 over the memory's messages (one
+index per memory, built beforehand); each strategy starts with the process's passage cache empty
 (a tree that embeds passages at search time pays for them here).
 """
 
@@ -104,6 +108,59 @@ def single_queries(r, questions, mems, strategy: str, budget: int | None) -> tup
     return out, enc
 
 
+def faiss_queries(r, questions, mems, k: int = 20) -> list[float]:
+    """ms of the encoder plus a faiss ``IndexFlatIP`` top-``k`` over the memory's message rows, per
+    question (the indexes are built first, untimed)."""
+    import faiss
+    import numpy as np
+
+    from xmemory_gpu.embed import encode_queries
+
+    index = {}
+    for m in dict.fromkeys(mems):
+        x = np.ascontiguousarray(r.bank.msg["x"][r.bank.msg.seg.rows(r.bank.index_of(m))], np.float32)
+        index[m] = faiss.IndexFlatIP(x.shape[1])
+        index[m].add(x)
+    out = []
+    for q, m in zip(questions, mems):
+        t0 = time.perf_counter()
+        index[m].search(np.ascontiguousarray(encode_queries(r.embedder, [q]), np.float32), k)
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
+
+
+class KernelClock:
+    """Seconds spent inside ``xmemory_gpu._C`` while active: each of its functions is wrapped by a
+    timer (the ops modules look them up on the module at call time)."""
+
+    def __init__(self) -> None:
+        import xmemory_gpu._C as native
+
+        self.native, self.seconds, self._saved = native, 0.0, {}
+
+    def __enter__(self) -> KernelClock:
+        for name in dir(self.native):
+            fn = getattr(self.native, name)
+            if name.startswith("_") or not callable(fn) or isinstance(fn, type):
+                continue
+            self._saved[name] = fn
+            setattr(self.native, name, self._timed(fn))
+        return self
+
+    def _timed(self, fn):
+        def call(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.seconds += time.perf_counter() - t0
+        return call
+
+    def __exit__(self, *exc) -> None:
+        for name, fn in self._saved.items():
+            setattr(self.native, name, fn)
+
+
 def _pct(t: list[float], p: float) -> float:
     s = sorted(t)
     return round(s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))], 2)
@@ -125,6 +182,9 @@ def main() -> None:
     if args.single:
         step = max(1, len(questions) // args.single)
         qs, ms = questions[::step][: args.single], mems[::step][: args.single]
+        fq = faiss_queries(r, qs, ms)
+        print(json.dumps({"single": True, "baseline": "encoder + faiss IndexFlatIP top-20", "questions": len(qs),
+                          "p50_ms": _pct(fq, 50), "p99_ms": _pct(fq, 99)}), flush=True)
         for strategy in strategies:
             for budget in _budgets(args.budgets):
                 t, enc = single_queries(r, qs, ms, strategy, budget)
@@ -134,9 +194,13 @@ def main() -> None:
     for strategy in strategies:
         for budget in _budgets(args.budgets):
             ms_per_query(r, questions, mems, q_x, strategy, budget)  # warm: caches, passage levels
-            t = [ms_per_query(r, questions, mems, q_x, strategy, budget) for _ in range(args.repeat)]
+            with KernelClock() as clock:
+                t = [ms_per_query(r, questions, mems, q_x, strategy, budget) for _ in range(args.repeat)]
+            kernel_ms = 1000 * clock.seconds / (args.repeat * len(questions))
             print(json.dumps({"strategy": strategy, "budget": budget, "questions": len(questions),
-                              "min_ms": round(min(t), 3), "median_ms": round(statistics.median(t), 3)}), flush=True)
+                              "min_ms": round(min(t), 3), "median_ms": round(statistics.median(t), 3),
+                              "kernel_ms": round(kernel_ms, 4),
+                              "kernel_share": round(kernel_ms / statistics.mean(t), 3)}), flush=True)
 
 
 if __name__ == "__main__":
