@@ -1,6 +1,7 @@
-"""The collector pause around a batched search (retrieve/gc_pause.py): it ends with the search,
-even one that raises, nests across threads, leaves a collector the application disabled alone, and
-the search returns the same results with the collector running."""
+"""The collector pause around a large batched search (retrieve/gc_pause.py): it ends with the
+search, even one that raises, nests across threads, collects while searches keep overlapping, leaves
+a collector the application disabled alone, is not taken by small searches, and the search returns
+the same results with the collector running."""
 
 from __future__ import annotations
 
@@ -66,17 +67,50 @@ def test_overlapping_pauses_in_threads_end_with_the_last():
     assert gc.isenabled()
 
 
+def test_overlapping_pauses_still_collect_every_max_pause(monkeypatch):
+    """A busy server's searches overlap without end: one ending while others run collects once the
+    collector has been off for ``MAX_PAUSE_S``."""
+    from xmemory_gpu.retrieve import gc_pause
+
+    runs = []
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            runs.append(info["generation"])
+
+    gc.callbacks.append(callback)
+    try:
+        monkeypatch.setattr(gc_pause, "MAX_PAUSE_S", 0.0)
+        with gc_paused():
+            with gc_paused():
+                pass
+            assert runs and not gc.isenabled()  # collected at the inner exit, still paused
+            n = len(runs)
+        assert gc.isenabled() and len(runs) == n  # the last exit re-enables, no extra collection
+        monkeypatch.setattr(gc_pause, "MAX_PAUSE_S", 3600.0)
+        with gc_paused():
+            with gc_paused():
+                pass
+        assert len(runs) == n
+    finally:
+        gc.callbacks.remove(callback)
+
+
 def test_a_search_restores_the_collector_and_matches_one_with_it_running(tmp_path, monkeypatch):
     emb = load_embedder("hashing:64")
     convs = load_locomo(write_json(generate_conversations(2, seed=4, sessions=(2, 3)), tmp_path / "c.json"))
     r = Retriever(build_bank(convs, emb, XMemoryConfig()), emb, XMemoryConfig())
-    qs, mids = ["What did they do at the weekend?", "Where do they work?"] * 2, [c.sample_id for c in convs] * 2
+    qs = ["What did they do at the weekend?", "Where do they work?", "Who visited whom?", "What was painted?"] * 8
+    mids = [c.sample_id for c in convs] * 16
     seen = []
     real = r.budget.contexts
     monkeypatch.setattr(r.budget, "contexts", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
     paused = [x.context for x in r.search(qs, mids, budget_tokens=200)]
     assert seen == [False] and gc.isenabled()
+    r.search(qs[:4], mids[:4], budget_tokens=200)  # a small search: no pause
+    assert seen == [False, True]
+    seen.clear()
     import xmemory_gpu.retrieve.retriever as retriever
 
     monkeypatch.setattr(retriever, "gc_paused", lambda active=True: gc_paused(False))
-    assert [x.context for x in r.search(qs, mids, budget_tokens=200)] == paused and seen == [False, True]
+    assert [x.context for x in r.search(qs, mids, budget_tokens=200)] == paused and seen == [True]

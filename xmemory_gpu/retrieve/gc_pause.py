@@ -1,4 +1,4 @@
-"""CPython's cyclic garbage collector paused around one batched search.
+"""CPython's cyclic garbage collector paused around one large batched search.
 
 A batched search builds hundreds of thousands of short-lived objects (units, their score dicts and
 provenance lists; 885 dev questions: ~250 K) and no reference cycles: reference counting frees them.
@@ -8,25 +8,32 @@ third of a dev batch's host time (``benchmarks/RESULTS.md``). Pausing it for the
 use unchanged; cycles other threads make meanwhile are collected at the first collection after.
 
 The pause nests and is shared by concurrent searches (the collector is process-wide): it ends when
-the last one does, and a collector the application disabled stays disabled.
+the last one does, and a collector the application disabled stays disabled. Searches that keep
+overlapping (a busy server) never leave the pause, so a search ending while others run collects
+once when the collector has been off for ``MAX_PAUSE_S``: cyclic garbage waits at most that long.
 """
 
 from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+MIN_QUERIES = 32  # smaller batches make too few objects for the collector to matter: no pause
+MAX_PAUSE_S = 1.0  # the longest the collector stays off while searches overlap
 
 _lock = threading.Lock()
 _depth = 0  # searches inside the pause now
 _ours = False  # whether the pause disabled the collector (it was enabled when the first began)
+_since = 0.0  # when the collector last ran or was disabled (monotonic seconds)
 
 
 @contextmanager
 def gc_paused(active: bool = True) -> Iterator[None]:
     """The collector off while the block runs (``active=False``: a no-op)."""
-    global _depth, _ours
+    global _depth, _ours, _since
     if not active:
         yield
         return
@@ -35,12 +42,18 @@ def gc_paused(active: bool = True) -> Iterator[None]:
             _ours = gc.isenabled()
             if _ours:
                 gc.disable()
+                _since = time.monotonic()
         _depth += 1
     try:
         yield
     finally:
+        collect = False
         with _lock:
             _depth -= 1
-            if _depth == 0 and _ours:
+            if _ours and _depth == 0:
                 gc.enable()
                 _ours = False
+            elif _ours and time.monotonic() - _since > MAX_PAUSE_S:
+                collect, _since = True, time.monotonic()
+        if collect:
+            gc.collect()

@@ -25,6 +25,7 @@ from ..tokens import TokenCounter, default_counter
 from .baselines import Chunks
 from .chunk_rag import PassageCache
 from .context import TokenBudget
+from .gc_pause import MIN_QUERIES as GC_PAUSE_MIN_QUERIES
 from .gc_pause import gc_paused
 from .result import RetrievalResult
 from .strategies import get_strategy, strategy_names
@@ -135,7 +136,8 @@ class Retriever:
         t_embed = time.perf_counter() - t0
         if q_x.shape != (len(queries), self.bank.dim):
             raise ValueError(f"search: query embeddings must be [{len(queries)}, {self.bank.dim}], got {q_x.shape}")
-        with gc_paused(self.reader is None):  # gc_pause.py; a reader's gate calls a model: no pause then
+        # gc_pause.py: large batches only; a reader's gate calls a model: no pause then
+        with gc_paused(self.reader is None and len(queries) >= GC_PAUSE_MIN_QUERIES):
             out = fn(self, queries, q_x, mem_idx)
             t1 = time.perf_counter()
             fitted = self.budget.contexts(out.units, budget_tokens, greedy=out.greedy)
