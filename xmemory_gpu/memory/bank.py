@@ -19,7 +19,7 @@ segment's capacity, else moves it to the arena's end (other memories' rows never
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -89,7 +89,8 @@ class MemorySlice:
     def __post_init__(self) -> None:
         if ENGINE_KEY in self.stats:  # stats as a catalogue stores them: the engine's state is typed here
             self.stats, state = EngineState.split(self.stats, self.n("msg"))
-            self.engine = self.engine or state
+            if self.engine is None:
+                self.engine = state
 
     def n(self, level: str) -> int:
         return int(next(iter(self.cols[level].values())).shape[0])
@@ -143,7 +144,7 @@ _MISSING = object()
 
 
 def _copy_state(st: EngineState | None) -> EngineState | None:
-    return None if st is None else EngineState(st.open_from, st.next_theme_id, st.speakers, st.forgotten)
+    return None if st is None else replace(st)
 
 
 @dataclass
