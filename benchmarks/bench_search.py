@@ -111,8 +111,12 @@ def single_queries(r, questions, mems, strategy: str, budget: int | None) -> tup
 def faiss_queries(r, questions, mems, k: int = 20) -> list[float]:
     """ms of the encoder plus a faiss ``IndexFlatIP`` top-``k`` over the memory's message rows, per
     question (the indexes are built first, untimed)."""
-    import faiss
     import numpy as np
+
+    try:
+        import faiss
+    except ImportError:
+        raise SystemExit("bench_search.py --single: its baseline needs faiss-cpu (pip install faiss-cpu)") from None
 
     from xmemory_gpu.embed import encode_queries
 

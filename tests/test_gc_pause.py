@@ -72,28 +72,19 @@ def test_overlapping_pauses_still_collect_every_max_pause(monkeypatch):
     collector has been off for ``MAX_PAUSE_S``."""
     from xmemory_gpu.retrieve import gc_pause
 
-    runs = []
-
-    def callback(phase: str, info: dict) -> None:
-        if phase == "start":
-            runs.append(info["generation"])
-
-    gc.callbacks.append(callback)
-    try:
-        monkeypatch.setattr(gc_pause, "MAX_PAUSE_S", 0.0)
+    runs: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: runs.append(generation) or 0)
+    monkeypatch.setattr(gc_pause, "MAX_PAUSE_S", 0.0)
+    with gc_paused():
         with gc_paused():
-            with gc_paused():
-                pass
-            assert runs and not gc.isenabled()  # collected at the inner exit, still paused
-            n = len(runs)
-        assert gc.isenabled() and len(runs) == n  # the last exit re-enables, no extra collection
-        monkeypatch.setattr(gc_pause, "MAX_PAUSE_S", 3600.0)
+            pass
+        assert runs == [1] and not gc.isenabled()  # collected at the inner exit, still paused
+    assert gc.isenabled() and runs == [1]  # the last exit re-enables, no extra collection
+    monkeypatch.setattr(gc_pause, "MAX_PAUSE_S", 3600.0)
+    with gc_paused():
         with gc_paused():
-            with gc_paused():
-                pass
-        assert len(runs) == n
-    finally:
-        gc.callbacks.remove(callback)
+            pass
+    assert runs == [1]
 
 
 def test_a_search_restores_the_collector_and_matches_one_with_it_running(tmp_path, monkeypatch):
@@ -114,3 +105,15 @@ def test_a_search_restores_the_collector_and_matches_one_with_it_running(tmp_pat
 
     monkeypatch.setattr(retriever, "gc_paused", lambda active=True: gc_paused(False))
     assert [x.context for x in r.search(qs, mids, budget_tokens=200)] == paused and seen == [True]
+
+
+def test_a_child_forked_during_a_pause_starts_with_the_collector_on():
+    import os
+
+    with gc_paused():
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 when the collector is on
+            os._exit(0 if gc.isenabled() else 1)
+        _, status = os.waitpid(pid, 0)
+        assert not gc.isenabled()
+    assert os.waitstatus_to_exitcode(status) == 0 and gc.isenabled()

@@ -251,3 +251,25 @@ def test_a_reader_of_a_schema_3_store_follows_an_upgrade_by_another_process(tmp_
     sl = reader.get_slice(mems[0].memory_id)  # format 4 now: its passages counted by n_psg
     assert sl.n("psg") == mems[0].psg_x.shape[0] == reader.counts(mems[0].memory_id)["psg"]
     reader.close()
+
+
+def test_an_engine_memory_keeps_its_state_through_the_passages_upgrade(tmp_path):
+    """A memory the engine wrote (open episode, speakers, forgotten statements) stored at format 3
+    keeps its engine state when the first writable open stores its passages: a deleted statement
+    stays forgotten."""
+    emb = HashingEmbedder(DIM)
+    key = scope_key("u1")
+    with MemoryEngine.open(tmp_path / "s", embedder=emb) as eng:
+        eng.add([{"role": "user", "content": "I adopted a beagle called Miso last spring."},
+                 {"role": "assistant", "content": "Miso sounds lovely."},
+                 {"role": "user", "content": "I also started learning the cello in June."}], user_id="u1", user_name="Priya")
+        gone = next(u for u in eng.get_all(user_id="u1") if u["type"] == "semantic" and "cello" in u["text"])
+        eng.delete(gone["id"], user_id="u1")
+        state = eng.bank.engine[eng.bank.index[key]]
+        assert state.forgotten and state.speakers[0] == "Priya"
+    _as_format_3(tmp_path / "s")
+    with MemoryEngine.open(tmp_path / "s", embedder=emb) as eng:  # upgrades, stores the passages
+        assert set(eng.store.formats().values()) == {FORMAT}
+        assert eng.store.get_slice(key).engine == state
+        eng.add([{"role": "user", "content": "Miso chewed my shoes today."}], user_id="u1")  # re-derives nothing forgotten
+        assert not any("cello" in u["text"] for u in eng.get_all(user_id="u1") if u["type"] == "semantic")

@@ -131,3 +131,17 @@ def test_a_search_of_few_queries_ranks_as_the_kernels(seed, monkeypatch):
     cpu = grouped.search_by_memory(q, mem_idx, level, k, backend="cpu")
     for other in (ref, cpu):
         assert np.array_equal(few[0], other[0]) and np.array_equal(few[1], other[1])
+
+
+def test_a_search_of_few_queries_refuses_non_finite_queries():
+    from xmemory_gpu.memory.bank import Level
+    from xmemory_gpu.memory.segments import Segments
+    from xmemory_gpu.retrieve.grouped import search_by_memory
+
+    x = np.random.default_rng(0).standard_normal((10, 8)).astype(np.float32)
+    level = Level({"x": x}, Segments.from_lengths([10]))
+    for bad in (np.nan, np.inf):
+        q = np.ones((1, 8), np.float32)
+        q[0, 3] = bad
+        with pytest.raises(ValueError, match="q: NaN or inf"):
+            search_by_memory(q, np.zeros(1, np.int64), level, 3, backend="cpu")

@@ -20,6 +20,7 @@ engine state (open episode start, next theme id, speakers, forgotten statements:
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 
@@ -49,8 +50,8 @@ def statement_hash(text: str) -> str:
 
 
 def engine_state(mem: Memory) -> EngineState:
-    """The memory's engine state (a memory built in bulk: nothing open)."""
-    return mem.engine if mem.engine is not None else EngineState.closed(len(mem.messages))
+    """A copy of the memory's engine state (a memory built in bulk: nothing open)."""
+    return replace(mem.engine) if mem.engine is not None else EngineState.closed(len(mem.messages))
 
 
 def empty_memory(memory_id: str, dim: int, k: int, state: EngineState | None = None) -> Memory:

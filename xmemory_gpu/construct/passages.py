@@ -42,7 +42,7 @@ def with_passages(sl: MemorySlice, embedder, max_words: int) -> MemorySlice:
     cols = {lv: dict(c) for lv, c in sl.cols.items()}
     cols["msg"]["psg"] = first
     cols["psg"] = {"x": psg_x.astype(np.float32), "msg": psg_msg}
-    return MemorySlice(sl.memory_id, cols, dict(sl.stats))
+    return MemorySlice(sl.memory_id, cols, dict(sl.stats), sl.engine)
 
 
 def store_passages(backend: MemoryBackend, embedder, max_words: int, *, group: int = COMMIT_GROUP) -> int:

@@ -131,14 +131,18 @@ def build_slices(
     return memories
 
 
-def build_memories(conversations: list[Conversation], embedder, config: XMemoryConfig | None = None, **kw) -> list[Memory]:
+def build_memories(conversations: list[Conversation], embedder, config: XMemoryConfig | None = None, *,
+                   timings: Timings | None = None, backend: str = "auto", llm: LLMBuilder | None = None) -> list[Memory]:
     """``build_slices``' memories as records plus arrays (read-only views, for reading and tests)."""
-    return [memory_from_slice(sl) for sl in build_slices(conversations, embedder, config, **kw)]
+    return [memory_from_slice(sl) for sl in build_slices(conversations, embedder, config, timings=timings, backend=backend,
+                                                         llm=llm)]
 
 
-def build_bank(conversations: list[Conversation], embedder, config: XMemoryConfig | None = None, **kw) -> Bank:
+def build_bank(conversations: list[Conversation], embedder, config: XMemoryConfig | None = None, *,
+               timings: Timings | None = None, backend: str = "auto", llm: LLMBuilder | None = None) -> Bank:
     """The bank of one shard of conversations (``build_slices`` concatenated)."""
-    return Bank.from_slices(build_slices(conversations, embedder, config, **kw), embedder.dim)
+    return Bank.from_slices(build_slices(conversations, embedder, config, timings=timings, backend=backend, llm=llm),
+                            embedder.dim)
 
 
 def _node_sessions(conv: Conversation, nodes: list[SemanticNode]) -> np.ndarray:

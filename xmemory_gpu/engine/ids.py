@@ -23,6 +23,7 @@ import numpy as np
 
 from ..construct.incremental import statement_hash
 from ..memory.bank import MemorySlice
+from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory
 
 UNIT_KINDS = ("episode", "semantic", "theme")
@@ -84,6 +85,8 @@ def assign(old: Memory, new: MemorySlice, dropped: set[str], *, rederived: bool)
     if rederived:
         _themes(old, new, nxt)
     new.stats["ids"] = {"episode": nxt["episode"], "semantic": nxt["semantic"]}
+    if new.engine is None:  # a memory the engine grows for the first time
+        new.engine = EngineState.closed(new.n("msg"))
     new.engine.next_theme_id = max(nxt["theme"], int(new.cols["theme"]["id"].max(initial=-1)) + 1)
 
 

@@ -346,6 +346,7 @@ def _carry(old: Memory, new: MemorySlice, dropped: set[str], added: dict[str, di
 
 
 def _time(t: float) -> float | None:
+    """A time column's value as stored in stats: seconds, or None for NaN (unknown)."""
     return None if np.isnan(t) else float(t)
 
 

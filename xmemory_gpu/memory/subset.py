@@ -72,7 +72,7 @@ def restrict(mem: Memory, keep: set[str], summarize: Callable[[list[str], np.nda
                   mem.msg_x[msg_keep], mem.epi_x[epi_keep], mem.sem_x[sem_keep],
                   _kept_rows(n_th, theme_keep)[theme_of[sem_keep]].astype(np.int32),
                   sem_idx, sem_sim, th_idx, th_sim, dict(mem.stats), mem.psg_x[psg_keep],
-                  _kept_rows(len(mem.messages), msg_keep)[psg_msg[psg_keep]].astype(np.int32))
+                  _kept_rows(len(mem.messages), msg_keep)[psg_msg[psg_keep]].astype(np.int32), mem.engine)
 
 
 __all__ = ["restrict"]

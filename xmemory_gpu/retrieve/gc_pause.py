@@ -8,14 +8,18 @@ third of a dev batch's host time (``benchmarks/RESULTS.md``). Pausing it for the
 use unchanged; cycles other threads make meanwhile are collected at the first collection after.
 
 The pause nests and is shared by concurrent searches (the collector is process-wide): it ends when
-the last one does, and a collector the application disabled stays disabled. Searches that keep
-overlapping (a busy server) never leave the pause, so a search ending while others run collects
-once when the collector has been off for ``MAX_PAUSE_S``: cyclic garbage waits at most that long.
+the last one does, and a collector the application disabled before a search stays disabled (one it
+disables during a pause is enabled again when the pause ends). Searches that keep overlapping (a
+busy server) never leave the pause, so a search ending while others run collects the young
+generations (where everything made during the pause is) once the collector has been off for
+``MAX_PAUSE_S``: cyclic garbage waits at most that long. A process forked during a pause starts
+with the collector on and no pause.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -56,4 +60,17 @@ def gc_paused(active: bool = True) -> Iterator[None]:
             elif _ours and time.monotonic() - _since > MAX_PAUSE_S:
                 collect, _since = True, time.monotonic()
         if collect:
-            gc.collect()
+            gc.collect(1)
+
+
+def _after_fork_in_child() -> None:
+    """The child has none of the parent's searches: no pause, the collector as before the pause."""
+    global _depth, _ours, _lock
+    _lock = threading.Lock()
+    if _ours:
+        gc.enable()
+    _depth, _ours = 0, False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..memory.bank import Level
 from ..ops.backends import requested_backend
-from ..ops.checks import csr_offsets
+from ..ops.checks import check_float_matrix, csr_offsets
 from ..ops.devices import backend_device, host
 from ..ops.knn import knn_search
 
@@ -109,7 +109,7 @@ def search_by_memory(q_x: np.ndarray, mem_idx: np.ndarray, level: Level, k: int,
                                             output_size=total)
             sub_x = data.index_select(0, shift + torch.arange(total, device=dev))
     if dev is None and len(order) <= FEW_QUERIES and requested_backend(backend) in ("auto", "cpu"):
-        idx = _few_queries(q, q_off, np.asarray(sub_x), sub_off, k + RERANK_MARGIN)
+        idx = _few_queries(check_float_matrix("q", q), q_off, np.asarray(sub_x), sub_off, k + RERANK_MARGIN)
     else:
         idx, _ = knn_search(q, q_off, sub_x, sub_off, k + RERANK_MARGIN, backend=backend)
         idx = host(idx)
