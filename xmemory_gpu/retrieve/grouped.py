@@ -62,7 +62,7 @@ def _few_queries(q: np.ndarray, q_off: np.ndarray, x: np.ndarray, x_off: np.ndar
         if qa == qb or xa == xb:
             continue
         xs = x[xa:xb]
-        norms = np.sqrt(np.einsum("ij,ij->i", xs, xs, dtype=np.float64)).astype(np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", xs, xs))  # float32: the ranking is exact_rerank's
         sims = (q[qa:qb] @ xs.T) / np.where(norms > 0, norms, np.float32(1))  # a zero row scores 0, as the kernel's
         top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
         out[qa:qb, : top.shape[1]] = top + xa
