@@ -18,7 +18,7 @@ from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
 from ..memory.bank import MemorySlice
 from ..memory.engine_state import EngineState
-from ..memory.hierarchy import Memory, view
+from ..memory.hierarchy import Memory, time_or_none, view
 from ..memory.records import Conversation, Episode, Message
 from . import ids as unit_ids
 from . import inputs, people
@@ -337,17 +337,12 @@ def _carry(old: Memory, new: MemorySlice, dropped: set[str], added: dict[str, di
     fresh = None if rederived else np.array([r for r, i in enumerate(sem_ids) if i not in known], np.int64)
     sup = supersessions(sem["text"].tolist(), sem["x"], firsts.astype(np.int64), msg["speaker"][firsts].tolist(),
                         new=fresh) if fresh is None or len(fresh) else {}
-    found = {str(sem_ids[i]): [sem_ids[j], _time(sem["time"][j])] for i, j in sup.items()}
+    found = {str(sem_ids[i]): [sem_ids[j], time_or_none(sem["time"][j])] for i, j in sup.items()}
     merged = {**found, **kept}  # an earlier decision stands (the first change superseded it)
     if merged:
         new.stats[SUPERSEDED] = merged
     else:
         new.stats.pop(SUPERSEDED, None)
-
-
-def _time(t: float) -> float | None:
-    """A time column's value as stored in stats: seconds, or None for NaN (unknown)."""
-    return None if np.isnan(t) else float(t)
 
 
 def _replace_rows(x: MessageVectors, rows: list[int], new: MessageVectors) -> MessageVectors:

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .bank import Bank, MemorySlice
 from .codec import FORMAT, SliceFormatError, catalogue_stats, check_slice, encode_checked, slice_from_bytes
-from .engine_state import KEY as ENGINE_KEY
+from .engine_state import without_state
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 
@@ -91,7 +91,7 @@ class InMemoryBackend:
         return None
 
     def stats(self, memory_id: str) -> dict[str, Any]:
-        return {k: v for k, v in json.loads(json.dumps(self._row(memory_id)[2])).items() if k != ENGINE_KEY}
+        return without_state(json.loads(json.dumps(self._row(memory_id)[2])))
 
     def counts(self, memory_id: str) -> dict[str, int]:
         sl = self.get_slice(memory_id)

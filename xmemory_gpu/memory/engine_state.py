@@ -42,5 +42,9 @@ class EngineState:
         """Catalogue stats -> (the stats without ``engine``, the typed state or None)."""
         if KEY not in stats:
             return stats, None
-        rest = {k: v for k, v in stats.items() if k != KEY}
-        return rest, EngineState.from_dict(stats[KEY] or {}, n_messages)
+        return without_state(stats), EngineState.from_dict(stats[KEY] or {}, n_messages)
+
+
+def without_state(stats: dict[str, Any]) -> dict[str, Any]:
+    """Catalogue stats without the engine's state (what ``stats`` of a backend returns)."""
+    return {k: v for k, v in stats.items() if k != KEY}

@@ -72,7 +72,8 @@ def _ts(v: float | None) -> float:
     return np.nan if v is None else float(v)
 
 
-def _opt(v: float) -> float | None:
+def time_or_none(v: float) -> float | None:
+    """A time column's value as records hold it: seconds, or None for NaN (unknown)."""
     return None if math.isnan(v) else float(v)
 
 
@@ -170,12 +171,12 @@ def memory_from_slice(sl: MemorySlice) -> Memory:
     def valid(row: np.ndarray) -> list[int]:
         return [int(v) for v in row if v >= 0]
 
-    messages = [Message(str(m["id"][i]), str(m["speaker"][i]), str(m["text"][i]), int(m["session"][i]), _opt(m["time"][i]))
+    messages = [Message(str(m["id"][i]), str(m["speaker"][i]), str(m["text"][i]), int(m["session"][i]), time_or_none(m["time"][i]))
                 for i in range(len(ids))]
     episodes = [Episode(int(e["id"][i]), str(e["title"][i]), str(e["text"][i]), [ids[r] for r in valid(e["msgs"][i])],
-                        _opt(e["start"][i]), _opt(e["end"][i])) for i in range(e["id"].shape[0])]
+                        time_or_none(e["start"][i]), time_or_none(e["end"][i])) for i in range(e["id"].shape[0])]
     semantics = [SemanticNode(int(s["id"][i]), str(s["text"][i]), [int(e["id"][r]) for r in valid(s["epis"][i])],
-                              [ids[r] for r in valid(s["msgs"][i])], _opt(s["time"][i])) for i in range(s["id"].shape[0])]
+                              [ids[r] for r in valid(s["msgs"][i])], time_or_none(s["time"][i])) for i in range(s["id"].shape[0])]
     themes = [Theme(int(t["id"][i]), str(t["summary"][i]), valid(t["parents"][i])) for i in range(t["id"].shape[0])]
     return Memory(sl.memory_id, messages, episodes, semantics, themes, m["x"], e["x"], s["x"], s["theme"],
                   s["knn_idx"], s["knn_sim"], t["knn_idx"], t["knn_sim"], dict(sl.stats), sl.cols["psg"]["x"], sl.cols["psg"]["msg"],

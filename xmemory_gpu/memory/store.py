@@ -48,7 +48,7 @@ from .codec import (
     encode_checked,
     slice_from_bytes,
 )
-from .engine_state import KEY as ENGINE_KEY
+from .engine_state import without_state
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 __all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "Store", "StoreError"]
@@ -264,7 +264,7 @@ class Store:
         row = self._conn.execute("SELECT stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()
         if row is None:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
-        return {k: v for k, v in json.loads(row[0]).items() if k != ENGINE_KEY}  # the engine's state: get_slice
+        return without_state(json.loads(row[0]))  # the engine's state: get_slice
 
     def counts(self, memory_id: str) -> dict[str, int]:
         """Rows per level of one memory, from the catalogue (no file read)."""

@@ -7,7 +7,6 @@ memory (theme id, semantic id, episode id, message id, chunk or session number).
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -15,6 +14,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from ..memory.bank import Bank
+from ..memory.hierarchy import time_or_none
 from ..text import fmt_date
 from ..tokens import TokenCounter
 from .dates import annotate
@@ -24,10 +24,6 @@ SECTIONS = {"semantic": "Semantic memories:", "episodic": "Episodic memories:"} 
 HEADER_ALLOWANCE = 12  # tokens of the section headers and dates, before the exact check
 MIN_PASSAGE_TOKENS = 24  # a passage is cut to what is left of the budget only when at least this much is left
 MIN_CUT_TOKENS = 12  # the room left once every unit was tried goes to a cut unit of at least this many tokens
-
-
-def _ts(v: float) -> float | None:
-    return None if math.isnan(v) else float(v)
 
 
 _DATES: dict[float | None, str] = {}  # timestamp -> ``fmt_date`` (a pure function of it)
@@ -53,7 +49,7 @@ def message_rows(bank: Bank):
     (``speaker: text`` line, message id, timestamp or None)."""
     msg = bank.msg
     ids, speaker, text, time = msg["id"], msg["speaker"], msg["text"], msg["time"]
-    return msg.rows_cache("retrieve.message", lambda r: (f"{speaker[r]}: {text[r]}", ids[r], _ts(time[r])))
+    return msg.rows_cache("retrieve.message", lambda r: (f"{speaker[r]}: {text[r]}", ids[r], time_or_none(time[r])))
 
 
 def episode_rows(bank: Bank):
@@ -65,7 +61,7 @@ def episode_rows(bank: Bank):
         rows = [int(r) for r in e["msgs"][row] if r >= 0]
         ls = [lines[r][0] for r in rows]
         ends = _line_ends(ls) if "\n".join(ls) == text else None
-        return text, [lines[r][1] for r in rows], ends, _ts(e["start"][row]), str(int(e["id"][row]))
+        return text, [lines[r][1] for r in rows], ends, time_or_none(e["start"][row]), str(int(e["id"][row]))
 
     return e.rows_cache("retrieve.episode", fn, (bank.msg,))
 
@@ -75,7 +71,7 @@ def semantic_rows(bank: Bank):
     s, lines = bank.sem, message_rows(bank)
 
     def fn(row: int) -> tuple:
-        return (s["text"][row], [lines[int(r)][1] for r in s["msgs"][row] if r >= 0], _ts(s["time"][row]),
+        return (s["text"][row], [lines[int(r)][1] for r in s["msgs"][row] if r >= 0], time_or_none(s["time"][row]),
                 str(int(s["id"][row])))
 
     return s.rows_cache("retrieve.semantic", fn, (bank.msg,))
