@@ -66,3 +66,28 @@ def test_queries_take_the_plain_path():
     np.testing.assert_allclose(q, e.encode(["When did Caroline go to the support group?"]), atol=1e-5)
     hashing = load_embedder("hashing:32")
     np.testing.assert_array_equal(encode_queries(hashing, ["a b"]), hashing.encode(["a b"]))
+
+
+def test_hashing_embedder_counts_as_the_per_feature_loop():
+    """The one-pass counting (remembered buckets, one bincount) gives the bits of adding each
+    feature's signed bucket in turn, on fresh random texts, repeats, empty and one-word texts."""
+    from xmemory_gpu.embed.base import normalize_rows
+    from xmemory_gpu.embed.hashing import HashingEmbedder
+    from xmemory_gpu.text import words
+
+    rng = np.random.default_rng(11)
+    texts = _chat_texts(rng, 300) + ["", "   ", "dog", "the the the", "dog dog"] + _chat_texts(rng, 5) * 2
+    for dim in (2, 37, 384):
+        e = HashingEmbedder(dim)
+        loop = np.zeros((len(texts), dim), np.float32)
+        for r, text in enumerate(texts):
+            w = words(text)
+            for f in w + [a + " " + b for a, b in zip(w, w[1:])]:
+                col, sign = e._bucket(f)
+                loop[r, col] += sign
+        want = normalize_rows(loop)
+        for _ in range(2):  # buckets computed, then remembered
+            got = e.encode(texts)
+            assert got.dtype == np.float32 and got.shape == want.shape
+            np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+    assert HashingEmbedder(8).encode([]).shape == (0, 8)

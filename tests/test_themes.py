@@ -9,7 +9,7 @@ import pytest
 
 from xmemory_gpu.config import ThemeConfig
 from xmemory_gpu.construct.theme_split import split_proposals
-from xmemory_gpu.construct.theme_state import ThemeState
+from xmemory_gpu.construct.theme_state import ZERO_COSINE, ThemeState, sync_graphs
 from xmemory_gpu.construct.themes import grow_themes
 from xmemory_gpu.ops.knn import knn_graph
 from xmemory_gpu.ops.objective import PartitionState
@@ -200,6 +200,59 @@ def test_synced_theme_graph_is_exact(rng):
         want_idx, want_sim = knn_graph(cent.astype(np.float32), np.array([0, len(ids)]), 5, drop_nonpositive=True, backend="reference")
         np.testing.assert_allclose(np.sort(sim, axis=1), np.sort(want_sim, axis=1), atol=1e-5)
         assert ((idx >= 0) == (want_idx >= 0)).all()
+
+
+def _one_theme_per_row(x: np.ndarray, k: int) -> ThemeState:
+    st = ThemeState(x.astype(np.float32), k, True)
+    for i in range(len(x)):
+        st._open(np.array([i]), [])
+    return st
+
+
+def test_theme_graphs_synced_together_equal_each_alone(rng):
+    """One ragged kernel call for many memories gives each the graph it gets alone, bit for bit (the
+    kernel's cosines do not depend on the batch), and the kernel's graph of its live centroids."""
+    xs = [rng.standard_normal((int(n), 24)) for n in rng.integers(1, 40, size=6)]
+    together = [_one_theme_per_row(x, 5) for x in xs]
+    for st in together[::2]:
+        st._close(int(st.ids[0]))  # a closed theme leaves the graph; positions follow the live slots
+    sync_graphs(together)
+    for st, x in zip(together, xs):
+        alone = _one_theme_per_row(x, 5)
+        if st.n_slots and not st.alive[0]:
+            alone._close(int(alone.ids[0]))
+        sync_graphs([alone])
+        np.testing.assert_array_equal(st.graph_slots, alone.graph_slots)
+        np.testing.assert_array_equal(st.graph_idx, alone.graph_idx)
+        np.testing.assert_array_equal(st.graph_sim.view(np.int32), alone.graph_sim.view(np.int32))
+        u = (st.sums[st.graph_slots] / np.linalg.norm(st.sums[st.graph_slots], axis=1, keepdims=True)).astype(np.float32)
+        want_idx, want_sim = knn_graph(u, np.array([0, len(u)]), 5, drop_nonpositive=True, backend="cpu")
+        np.testing.assert_array_equal(st.graph_idx, np.where(want_sim > ZERO_COSINE, want_idx, -1))
+    together[1]._open(np.array([0]), [])  # a theme opened since the sync: the graph must be synced again
+    with pytest.raises(RuntimeError, match="stale"):
+        together[1].merge_pairs(ThemeConfig())
+
+
+def test_theme_graph_has_no_edge_between_orthogonal_centroids():
+    """Integer vectors, whose orthogonality is exact: the kernel's float32 cosine of an orthogonal pair
+    can come out as +1e-8 (rounding), which ``drop_nonpositive`` alone would keep as an edge; the theme
+    graph treats cosines within rounding of zero as zero, so no orthogonal pair is an edge and every
+    pair with a positive integer dot within the top k is."""
+    kept_noise = 0
+    for seed in range(5):
+        ints = np.random.default_rng(seed).integers(-2, 3, size=(16, 6)).astype(np.float64)
+        ints = ints[np.abs(ints).sum(1) > 0]
+        st = _one_theme_per_row(ints / np.linalg.norm(ints, axis=1, keepdims=True), 15)
+        sync_graphs([st])
+        dots = ints @ ints.T
+        for r in range(len(ints)):
+            got = {int(p) for p in st.graph_idx[r] if p >= 0}
+            assert got == {p for p in range(len(ints)) if p != r and dots[r, p] > 0}
+        u = st.sums.astype(np.float32)[: len(ints)]
+        raw_idx, _ = knn_graph(u / np.linalg.norm(u, axis=1, keepdims=True), np.array([0, len(ints)]), 15, drop_nonpositive=True,
+                               backend="cpu")
+        kept_noise += sum(int(dots[r, p] == 0) for r in range(len(ints)) for p in raw_idx[r] if p >= 0)
+    assert kept_noise > 0  # the case the rule is for occurs here
 
 
 def test_split_proposals_valid_and_seeded(rng):

@@ -21,17 +21,6 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-inline double dot(const double* a, const double* b, int64_t d) {
-  double s = 0.0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < d; ++i) s += a[i] * b[i];
-  return s;
-}
-
-inline double cosine(const double* a, double na, const double* b, double nb, int64_t d) {
-  return (na > 0.0 && nb > 0.0) ? dot(a, b, d) / (na * nb) : 0.0;
-}
-
 // f from per-theme norms |S_k|, counts n_k and nearest-centroid cosines s_k.
 double finish(const std::vector<double>& norm, const std::vector<double>& cnt, std::vector<double> s, double n_nodes,
               double eps) {
@@ -51,6 +40,14 @@ double finish(const std::vector<double>& norm, const std::vector<double>& cnt, s
   }
   return sparsity + sem / static_cast<double>(k);
 }
+
+// score_candidates' inputs (CSR, see objective/state.py: PartitionState and Candidates).
+struct Scoring {
+  const double *X, *TS, *TC;
+  const int64_t *CNT, *TO, *NO, *TI, *MEM, *RO, *RR, *AO, *GO, *MB;
+  int64_t d, K, C;
+  double eps;
+};
 
 #ifdef XMEM_X86
 #pragma GCC push_options
@@ -108,79 +105,28 @@ py::tuple partition_objective(py::array x, i64arr labels, i64arr offsets, double
   return py::make_tuple(out, nonfinite);
 }
 
-// f after each candidate edit; only the changed themes are recomputed (see objective/state.py).
+// f after each candidate edit; only the changed themes are recomputed (see objective/state.py). The
+// loop (objective_segments.inc: score_candidates_loop) runs in the best ISA this CPU has, same bits in all.
 py::array_t<double> score_candidates(f64arr x, f64arr theme_sum, i64arr theme_count, i64arr theme_offsets,
                                      i64arr node_offsets, i64arr top_idx, f64arr top_cos, i64arr memory,
                                      i64arr rem_offsets, i64arr rem_rows, i64arr add_offsets, i64arr group_offsets,
                                      i64arr members, double eps) {
   const int64_t d = x.shape(1), K = theme_sum.shape(0), C = memory.shape(0);
-  const double *X = x.data(), *TS = theme_sum.data(), *TC = top_cos.data();
-  const int64_t *CNT = theme_count.data(), *TO = theme_offsets.data(), *NO = node_offsets.data(), *TI = top_idx.data();
-  const int64_t *MEM = memory.data(), *RO = rem_offsets.data(), *RR = rem_rows.data(), *AO = add_offsets.data();
-  const int64_t *GO = group_offsets.data(), *MB = members.data();
-  std::vector<double> tnorm(K);
-  for (int64_t t = 0; t < K; ++t) tnorm[t] = std::sqrt(dot(TS + t * d, TS + t * d, d));
+  const Scoring in{x.data(), theme_sum.data(), top_cos.data(), theme_count.data(), theme_offsets.data(), node_offsets.data(),
+                   top_idx.data(), memory.data(), rem_offsets.data(), rem_rows.data(), add_offsets.data(),
+                   group_offsets.data(), members.data(), d, K, C, eps};
   py::array_t<double> out(C);
   double* F = out.mutable_data();
-  // Threads only for a batch worth waking them (about a millisecond of dots): a theme-stage round of
-  // small memories is not, and on a shared machine each parallel region waits for a descheduled thread.
-  constexpr double kParallelWork = 4e6;
-  double work = 0.0;
-  for (int64_t c = 0; c < C; ++c) work += static_cast<double>(TO[MEM[c] + 1] - TO[MEM[c]]) * static_cast<double>(d);
   {
     py::gil_scoped_release release;
-#pragma omp parallel for schedule(dynamic, 16) if (work >= kParallelWork)
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t b = MEM[c], t0 = TO[b], t1 = TO[b + 1], kb = t1 - t0;
-      std::vector<char> removed(kb, 0);
-      for (int64_t r = RO[c]; r < RO[c + 1]; ++r) removed[RR[r] - t0] = 1;
-      const int64_t g0 = AO[c], G = AO[c + 1] - g0;
-      std::vector<double> gsum(G * d, 0.0), gnorm(G), gcnt(G);
-      for (int64_t g = 0; g < G; ++g) {
-        for (int64_t m = GO[g0 + g]; m < GO[g0 + g + 1]; ++m) {
-          const double* xi = X + MB[m] * d;
-          for (int64_t j = 0; j < d; ++j) gsum[g * d + j] += xi[j];
-        }
-        gcnt[g] = static_cast<double>(GO[g0 + g + 1] - GO[g0 + g]);
-        gnorm[g] = std::sqrt(dot(&gsum[g * d], &gsum[g * d], d));
-      }
-      std::vector<int64_t> kept;
-      for (int64_t t = 0; t < kb; ++t) if (!removed[t]) kept.push_back(t0 + t);
-      const size_t U = kept.size();
-      std::vector<double> norm, cnt, s;
-      norm.reserve(U + G); cnt.reserve(U + G); s.reserve(U + G);
-      std::vector<double> gbest(G, kNegInf);
-      for (size_t a = 0; a < U; ++a) {
-        const int64_t u = kept[a];
-        double best = kNegInf;
-        const int64_t n1 = TI[2 * u], n2 = TI[2 * u + 1];
-        if (n1 >= 0 && !removed[n1 - t0]) {
-          best = TC[2 * u];
-        } else if (n2 >= 0 && !removed[n2 - t0]) {
-          best = TC[2 * u + 1];
-        } else if (n1 >= 0) {  // both kept neighbours gone: exact max over the other unchanged themes
-          for (size_t q = 0; q < U; ++q)
-            if (kept[q] != u) best = std::max(best, cosine(TS + u * d, tnorm[u], TS + kept[q] * d, tnorm[kept[q]], d));
-        }
-        for (int64_t g = 0; g < G; ++g) {
-          const double cg = cosine(TS + u * d, tnorm[u], &gsum[g * d], gnorm[g], d);
-          best = std::max(best, cg);
-          gbest[g] = std::max(gbest[g], cg);
-        }
-        norm.push_back(tnorm[u]);
-        cnt.push_back(static_cast<double>(CNT[u]));
-        s.push_back(best);
-      }
-      for (int64_t g = 0; g < G; ++g) {
-        for (int64_t h = 0; h < G; ++h)
-          if (h != g) gbest[g] = std::max(gbest[g], cosine(&gsum[g * d], gnorm[g], &gsum[h * d], gnorm[h], d));
-        norm.push_back(gnorm[g]);
-        cnt.push_back(gcnt[g]);
-        s.push_back(gbest[g]);
-      }
-      for (double& v : s) if (v == kNegInf) v = 0.0;  // a lone theme has no other centroid: s = 0
-      F[c] = finish(norm, cnt, s, static_cast<double>(NO[b + 1] - NO[b]), eps);
+#ifdef XMEM_X86
+    switch (xmem::cpu_isa()) {
+      case xmem::Isa::Avx512: isa_avx512::score_candidates_loop(in, F); return out;
+      case xmem::Isa::Avx2: isa_avx2::score_candidates_loop(in, F); return out;
+      default: break;
     }
+#endif
+    isa_base::score_candidates_loop(in, F);
   }
   return out;
 }

@@ -173,6 +173,25 @@ def test_partition_objective_isas_are_bit_identical(rng, monkeypatch, dtype):
     np.testing.assert_allclose(got["scalar"], partition_objective(x, lab, off, backend="reference"), rtol=1e-5, atol=1e-12)
 
 
+def test_score_candidates_isas_are_bit_identical(rng, monkeypatch):
+    """Candidate scoring's loop is compiled once per ISA too (``score_candidates_loop``): the construction's
+    split and merge choices must not depend on the CPU, so every ISA this CPU runs gives the same bits,
+    with d not a multiple of the partial sums, and the float64 reference's values to rounding."""
+    _C = pytest.importorskip("xmemory_gpu._C")
+    x, lab, off = random_partition(rng, [30, 2, 60, 9, 400], [6, 2, 10, 9, 90], 397)
+    state = PartitionState.from_labels(x, lab, off)
+    cands = random_candidates(rng, state, 25)
+    got = {}
+    for isa in ("scalar", "avx2", "avx512"):
+        monkeypatch.setenv("XMEM_CPU_ISA", isa)
+        if _C.cpu_isa() == isa:
+            got[isa] = score_candidates(state, cands, backend="cpu")
+    assert "scalar" in got and cands.n > 50
+    for isa, f in got.items():
+        np.testing.assert_array_equal(f, got["scalar"], err_msg=isa)
+    np.testing.assert_allclose(got["scalar"], score_candidates(state, cands, backend="reference"), rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("backend", SCORE_BACKENDS)
 def test_score_candidates_equals_from_scratch(rng, backend):
     x, lab, off = random_partition(rng, [30, 2, 60, 9], [6, 2, 10, 9], 11)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..ops.checks import check_offsets
 from ..ops.devices import host
+from ..ops.rows import row_norms
 
 
 def _canonical(labels: np.ndarray) -> np.ndarray:
@@ -44,7 +45,7 @@ def spherical_kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int
             members = x[labels == j]
             if len(members):  # (a refill can empty another cluster: its sum stays zero, as before)
                 new[j] = np.cumsum(members, axis=0)[-1]
-        norms = np.linalg.norm(new, axis=1, keepdims=True)
+        norms = row_norms(new, keepdims=True)
         new = np.divide(new, norms, out=c.copy(), where=norms > 0)
         if np.all(np.abs(new - c) <= 1e-8 + 1e-5 * np.abs(c)):  # np.allclose(new, c) for finite input, without its overhead
             break
@@ -77,7 +78,7 @@ def split_proposals(
     """For each theme (rows ``members_offsets[t]:members_offsets[t+1]`` of x), distinct candidate
     label arrays [n_t] with values 0..k-1, every value used."""
     x = np.asarray(host(x), dtype=np.float64)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms = row_norms(x, keepdims=True)
     x = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
     off = check_offsets("members_offsets", members_offsets, x.shape[0])
     out: list[list[np.ndarray]] = []

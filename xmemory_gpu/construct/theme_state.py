@@ -9,11 +9,13 @@ few hundred themes, so doubling is the whole of the bookkeeping. The batched f(P
 its own sums in its ``PartitionState`` (rows renormalised in float64, summed in row order); one
 array for both would move attach decisions and the theme graph by rounding.
 
-The theme kNN graph follows the centroids lazily: ``sync_graph`` (before the merge step reads it,
-and at the end) removes the closed themes, moves the changed ones and inserts the opened ones,
-one batched ``KnnGraph`` call each instead of one per attach, split or merge. The graph is exact
-either way; its float32 similarities can differ from per-event updates in the last bits (the
-products have other shapes).
+The theme kNN graph follows the centroids lazily: ``sync_graphs`` (before the merge step reads it,
+and at the end) recomputes the graphs of every memory whose themes changed since, in one ragged
+``knn_graph`` call (the kernel the semantic graphs use, on the dispatcher, any backend): a memory
+is one CSR segment of its live centroids in opening order. A memory holds tens to a few hundred
+themes, so the exact recompute costs less than the bookkeeping of per-event upkeep, and the
+kernel's similarities are one fixed FMA chain per pair: the graph is a function of the centroids
+alone, bit for bit on every batch and ISA.
 """
 
 from __future__ import annotations
@@ -21,20 +23,23 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import ThemeConfig
-from ..ops.knn.graph import KnnGraph
+from ..ops.checks import csr_offsets
+from ..ops.knn import knn_graph
+from ..ops.rows import row_norms
 
+ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
 _TIE = 1e-9  # cosines this close to each other or to a threshold are decided again per node
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    """A centroid as the graph takes it: the sum scaled to unit norm, float32 [d]."""
-    n = np.linalg.norm(v)
-    return (v / n if n > 0 else v).astype(np.float32)
+def _unit_rows(s: np.ndarray) -> np.ndarray:
+    """Centroids as the graph takes them: sums [m, d] scaled to unit norm, float32 [m, d] (a zero sum stays zero)."""
+    n = row_norms(s, keepdims=True)
+    return np.divide(s, n, out=np.zeros_like(s), where=n > 0).astype(np.float32)
 
 
 def _norms(s: np.ndarray) -> np.ndarray:
     """Row norms [m] of sums [m, d], 1 where a sum is zero (its cosines are then 0)."""
-    n = np.linalg.norm(s, axis=1)
+    n = row_norms(s)
     return np.where(n > 0, n, 1.0)
 
 
@@ -53,12 +58,14 @@ class ThemeState:
         self.counts = np.zeros(16, np.int64)  # [cap]
         self.ids = np.full(16, -1, np.int64)  # [cap] theme id of each slot
         self.alive = np.zeros(16, bool)  # [cap]
-        self.graph_row = np.full(16, -1, np.int64)  # [cap] row in ``graph`` (-1: not in it)
         self.parents: list[list[int]] = []  # [n_slots] lineage
         self.slot_of: dict[int, int] = {}  # live theme id -> slot
-        self._row_slot: list[int] = []  # graph row -> slot
-        self._moved: set[int] = set()  # slots whose centroid changed since ``sync_graph``
-        self.graph = KnnGraph(np.zeros((0, d), np.float32), k, drop_nonpositive=drop_nonpositive)
+        self.drop_nonpositive = drop_nonpositive
+        # The theme graph as of the last ``sync_graphs``: its rows are the live slots then, ascending.
+        self.graph_slots = np.zeros(0, np.int64)  # [L]
+        self.graph_idx = np.full((0, k), -1, np.int32)  # [L, k] positions in graph_slots (-1 none)
+        self.graph_sim = np.full((0, k), -np.inf, np.float32)  # [L, k] cosines, descending
+        self.graph_stale = True  # a centroid changed, or a theme opened or closed, since
 
     @classmethod
     def restore(cls, x: np.ndarray, n_attached: int, theme_ids: np.ndarray, label_rows: np.ndarray,
@@ -91,7 +98,7 @@ class ThemeState:
         cap = 2 * len(self.ids)
         pad = lambda a, fill: np.concatenate([a, np.full((cap - len(a), *a.shape[1:]), fill, a.dtype)])  # noqa: E731
         self.sums, self.counts, self.ids = pad(self.sums, 0.0), pad(self.counts, 0), pad(self.ids, -1)
-        self.alive, self.graph_row = pad(self.alive, False), pad(self.graph_row, -1)
+        self.alive = pad(self.alive, False)
 
     def _open(self, rows: np.ndarray, parents: list[int], theme_id: int | None = None) -> int:
         """A theme over ``rows`` (its sum in that order); returns its slot."""
@@ -107,10 +114,12 @@ class ThemeState:
         self.parents.append(parents)
         self.slot_of[t] = s
         self.label[rows] = t
+        self.graph_stale = True
         return s
 
     def _close(self, t: int) -> None:
         self.alive[self.slot_of.pop(t)] = False
+        self.graph_stale = True
 
     # -- construction steps ----------------------------------------------------------------
     def attach(self, rows: np.ndarray, cfg: ThemeConfig) -> None:
@@ -141,7 +150,7 @@ class ThemeState:
                 self.label[i] = self.ids[slot]
                 self.sums[slot] += self.x[i]
                 self.counts[slot] += 1
-                self._moved.add(slot)
+                self.graph_stale = True
             else:
                 slot = self._open(np.array([i]), [])
             if j + 1 < len(rows):
@@ -181,28 +190,17 @@ class ThemeState:
         slot = self._open(np.concatenate([ma, mb]), [a, b])
         return int(self.ids[slot])
 
-    # -- theme graph -------------------------------------------------------------------------
-    def sync_graph(self) -> None:
-        """Bring the theme kNN graph to the current centroids: closed themes leave, changed ones
-        move, opened ones enter in opening order (so graph rows keep opening order)."""
-        n = self.n_slots
-        gone = np.flatnonzero(~self.alive[:n] & (self.graph_row[:n] >= 0))
-        if gone.size:
-            self.graph.remove(self.graph_row[gone])
-            self.graph_row[gone] = -1
-        moved = np.array(sorted(s for s in self._moved if self.alive[s] and self.graph_row[s] >= 0), np.int64)
-        if moved.size:
-            self.graph.update(self.graph_row[moved], np.stack([_unit(self.sums[s]) for s in moved]))
-        new = np.flatnonzero(self.alive[:n] & (self.graph_row[:n] < 0))
-        if new.size:
-            self.graph_row[new] = self.graph.insert(np.stack([_unit(self.sums[s]) for s in new]))
-            self._row_slot.extend(new.tolist())
-        self._moved.clear()
-
+    # -- theme graph (brought up to date by ``sync_graphs``) -------------------------------------
     def nearest_themes(self, t: int, n: int) -> list[tuple[int, float]]:
         """Up to n (theme id, cosine) nearest to theme t, from the synced graph."""
-        idx, sim = self.graph.neighbors(int(self.graph_row[self.slot_of[t]]))
-        return [(int(self.ids[self._row_slot[int(r)]]), float(s)) for r, s in zip(idx[:n], sim[:n]) if r >= 0]
+        self._check_synced()
+        r = int(np.searchsorted(self.graph_slots, self.slot_of[t]))
+        idx, sim = self.graph_idx[r], self.graph_sim[r]
+        return [(int(self.ids[self.graph_slots[int(p)]]), float(s)) for p, s in zip(idx[:n], sim[:n]) if p >= 0]
+
+    def _check_synced(self) -> None:
+        if self.graph_stale:
+            raise RuntimeError("ThemeState: the theme graph is stale; call sync_graphs first")
 
     def merge_pairs(self, cfg: ThemeConfig) -> tuple[np.ndarray, np.ndarray]:
         """Slots (t [P], j [P]) of the merge candidates from the synced graph, in the order the
@@ -210,14 +208,14 @@ class ThemeState:
         first ``merge_candidates`` when t is tiny, else all), a pair counts when the two fit under the
         cap and t is tiny or the cosine reaches ``merge_pair_threshold``; each unordered pair once,
         as first met."""
-        live = np.flatnonzero(self.alive[: self.n_slots])
+        self._check_synced()
+        live = self.graph_slots
         empty = np.zeros(0, np.int64)
-        if live.size == 0 or self.graph.n_rows == 0:
+        if live.size == 0:
             return empty, empty
-        gr = self.graph_row[live]
-        idx = self.graph.idx[gr].astype(np.int64)  # [L, k] graph rows, -1 none
-        sim = self.graph.sim[gr].astype(np.float64)  # compared in float64, as float(sim) is
-        j = np.where(idx >= 0, np.asarray(self._row_slot, np.int64)[np.maximum(idx, 0)], -1)
+        idx = self.graph_idx.astype(np.int64)  # [L, k] positions in live, -1 none
+        sim = self.graph_sim.astype(np.float64)  # compared in float64, as float(sim) is
+        j = np.where(idx >= 0, live[np.maximum(idx, 0)], -1)
         cnt = self.counts[live]
         tiny = cnt <= cfg.tiny_size
         lim = np.where(tiny, max(cfg.merge_candidates, 1), self.k)
@@ -233,17 +231,38 @@ class ThemeState:
     def final(self) -> tuple[list[int], list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
         """The finished themes, in opening order: ids [K], their parents, each node's theme row
         ``theme_of [n]`` int32, and the compacted theme graph ``knn_idx, knn_sim [K, k]``.
-        Every node must be attached. Compacts the graph: call once, at the end."""
-        self.sync_graph()
-        old_to_new = self.graph.compact()
-        live = np.flatnonzero(self.alive[: self.n_slots])
-        order = live[np.argsort(old_to_new[self.graph_row[live]], kind="stable")]
+        Every node must be attached. Syncs the graph when stale (``sync_graphs`` does many at once)."""
+        sync_graphs([self])
+        order = self.graph_slots
         ids = self.ids[order].tolist()
         row_of = {t: r for r, t in enumerate(ids)}
         theme_of = np.array([row_of[int(t)] for t in self.label], dtype=np.int32)
-        idx, sim = self.graph.to_arrays()
-        return ids, [self.parents[s] for s in order], theme_of, idx, sim
+        return ids, [self.parents[s] for s in order], theme_of, self.graph_idx.copy(), self.graph_sim.copy()
 
     def lineage(self) -> dict[str, list[int]]:
         """Theme id -> parent ids of every theme ever opened with parents, in opening order."""
         return {str(int(self.ids[s])): p for s, p in enumerate(self.parents) if p}
+
+
+def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
+    """Recompute the theme graph of every stale state: exact cosine top-k among its live centroids
+    (in opening order; ties to the earlier opened), all states with the same k and edge rule in one
+    ragged ``knn_graph`` call, each memory a segment."""
+    groups: dict[tuple[int, bool, int], list[ThemeState]] = {}
+    for st in states:
+        if st.graph_stale:
+            groups.setdefault((st.k, st.drop_nonpositive, st.sums.shape[1]), []).append(st)
+    for (k, drop, d), group in groups.items():
+        live = [np.flatnonzero(st.alive[: st.n_slots]) for st in group]
+        off = csr_offsets([len(v) for v in live])
+        x = np.concatenate([_unit_rows(st.sums[v]) for st, v in zip(group, live)]) if off[-1] else np.zeros((0, d), np.float32)
+        idx, sim = knn_graph(x, off, k, drop_nonpositive=drop, backend=backend)
+        if drop:  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)
+            near_zero = sim <= ZERO_COSINE
+            idx, sim = np.where(near_zero, -1, idx), np.where(near_zero, -np.inf, sim).astype(np.float32)
+        for b, (st, v) in enumerate(zip(group, live)):
+            i = idx[off[b] : off[b + 1]]
+            st.graph_slots = v
+            st.graph_idx = np.where(i >= 0, i - np.int32(off[b]), -1).astype(np.int32)
+            st.graph_sim = np.array(sim[off[b] : off[b + 1]], np.float32)
+            st.graph_stale = False

@@ -33,7 +33,7 @@ import numpy as np
 from ..config import ThemeConfig
 from ..ops.objective import Candidates, PartitionState, score_candidates
 from .theme_split import split_proposals
-from .theme_state import ThemeState
+from .theme_state import ThemeState, sync_graphs
 
 
 def grow_themes(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, *, backend: str = "auto") -> None:
@@ -42,6 +42,7 @@ def grow_themes(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: Th
     NumPy's BLAS runs on one thread meanwhile (``_one_blas_thread``)."""
     with _one_blas_thread():
         _grow(states, steps, cfg, backend)
+        sync_graphs(states, backend=backend)
 
 
 @functools.cache
@@ -131,7 +132,7 @@ def merge_small(states: list[ThemeState], part: PartitionState, active: list[int
                 backend: str = "auto") -> None:
     """Merge tiny themes, and pairs closer than ``merge_pair_threshold``, into one of their nearest
     themes (theme kNN graph) when f(P) rises; the best gains first, a theme in one merge per call."""
-    cands, pairs = merge_candidates(states, part, active, cfg)
+    cands, pairs = merge_candidates(states, part, active, cfg, backend=backend)
     if not pairs:
         return
     gains = score_candidates(part, cands, backend=backend) - part.f[cands.memory]
@@ -150,7 +151,7 @@ def merge_small(states: list[ThemeState], part: PartitionState, active: list[int
 
 
 def merge_candidates(states: list[ThemeState], part: PartitionState, active: list[int],
-                     cfg: ThemeConfig) -> tuple[Candidates, list[tuple[int, int, int]]]:
+                     cfg: ThemeConfig, *, backend: str = "auto") -> tuple[Candidates, list[tuple[int, int, int]]]:
     """The merge candidates of the active memories, as one CSR batch, and their (memory, t, j).
 
     Theme t (in opening order) offers its nearest themes j in graph order, the first
@@ -159,9 +160,9 @@ def merge_candidates(states: list[ThemeState], part: PartitionState, active: lis
     The candidate removes t and j and adds one group, t's members then j's (ascending within each).
     Equal to ``merge_candidates_reference`` (the per-theme loop), vectorised per memory."""
     mem, rem, pairs = [], [], []
+    sync_graphs([states[b] for b in active], backend=backend)
     for b in active:
         s = states[b]
-        s.sync_graph()
         t_slot, j_slot = s.merge_pairs(cfg)
         if t_slot.size == 0:
             continue
@@ -191,9 +192,9 @@ def merge_candidates_reference(states: list[ThemeState], part: PartitionState, a
     """``merge_candidates`` as a loop over each memory's themes and their graph neighbours (the
     rule as first written; the equality tests compare the two)."""
     items, pairs = [], []
+    sync_graphs([states[b] for b in active])
     for b in active:
         s = states[b]
-        s.sync_graph()
         seen = set()
         for t in s.live_ids():
             n_t = s.count(t)
@@ -209,4 +210,4 @@ def merge_candidates_reference(states: list[ThemeState], part: PartitionState, a
     return Candidates.from_lists(part, items), pairs
 
 
-__all__ = ["ThemeState", "grow_themes", "merge_candidates", "merge_candidates_reference", "merge_small", "split_overfull"]
+__all__ = ["ThemeState", "grow_themes", "sync_graphs", "merge_candidates", "merge_candidates_reference", "merge_small", "split_overfull"]

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
+from ..rows import row_norms
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -32,7 +33,7 @@ def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> flo
     k = len(counts)
     if k == 0 or n == 0:
         return 0.0
-    norms = np.linalg.norm(sums, axis=1)
+    norms = row_norms(sums)
     unit = np.divide(sums, norms[:, None], out=np.zeros_like(sums), where=norms[:, None] > 0)
     cos = unit @ unit.T
     np.fill_diagonal(cos, -np.inf)
@@ -53,7 +54,7 @@ def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n
 def _unit_rows(x) -> np.ndarray:
     """[n, d] float64 rows scaled to unit norm (zero rows stay zero)."""
     x = np.asarray(host(x), dtype=np.float64)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms = row_norms(x, keepdims=True)
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
@@ -119,7 +120,7 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
         add = ~has[inv] | (np.arange(len(inv)) - row_off[blk] >= kept.tail[blk])
     np.add.at(sums, inv[add], x[rows[add]])
     counts = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
-    nrm = np.linalg.norm(sums, axis=1)  # row by row: each row's bits as a block's own call
+    nrm = row_norms(sums)  # row by row: each row's bits as a block's own call
     unit = np.divide(sums, nrm[:, None], out=np.zeros_like(sums), where=nrm[:, None] > 0)
     top_idx = np.full((len(uniq), 2), -1, np.int64)
     top_cos = np.full((len(uniq), 2), -np.inf)
