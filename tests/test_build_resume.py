@@ -152,3 +152,20 @@ def test_a_failed_commit_stops_the_build_and_a_rerun_completes_it(tmp_path, monk
         for lv in a.cols:
             for name in a.cols[lv]:
                 assert np.array_equal(a.cols[lv][name], b.cols[lv][name]), (mid, lv, name)
+
+
+def test_a_rerun_finds_what_it_skips_by_id(tmp_path, monkeypatch):
+    """The skipped memories are found by id, never by comparing conversations (quadratic work in the
+    conversations and their messages: 1,000 of them cost the build half a second)."""
+    from xmemory_gpu.construct import pipeline
+    from xmemory_gpu.memory.records import Conversation
+
+    emb, data, backend = _backend_and_data(tmp_path, 5)
+    pipeline.build_store(data, backend, embedder=emb, shard_size=2, progress=False, limit=3)
+
+    def refuse(self, other):
+        raise AssertionError("conversations compared")
+
+    monkeypatch.setattr(Conversation, "__eq__", refuse)
+    again = pipeline.build_store(data, backend, embedder=emb, shard_size=2, progress=False)
+    assert again.skipped == ["synth-4-0", "synth-4-1", "synth-4-2"] and again.built == ["synth-4-3", "synth-4-4"]

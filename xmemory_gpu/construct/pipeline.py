@@ -358,7 +358,8 @@ def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemo
                 progress: bool, backend: str, llm: LLMBuilder | None) -> BuildReport:
     damaged = {c.sample_id for c in convs if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)}
     todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]  # a damaged memory is rebuilt
-    skipped = [c.sample_id for c in convs if c not in todo]
+    todo_ids = {c.sample_id for c in todo}
+    skipped = [c.sample_id for c in convs if c.sample_id not in todo_ids]  # by id: comparing conversations is O(n^2) work
     built: list[str] = []
     bar = None
     if progress:
