@@ -115,22 +115,6 @@ def test_extend_equals_from_labels(rng):
             _assert_same(st, PartitionState.from_labels(np.concatenate(xs), np.concatenate(ls), off))
 
 
-def test_row_sums_in_order_equal_add_at_bit_for_bit(rng):
-    """The f(P) state's sums continue row by row as ``np.add.at`` adds them (the build's decisions rest on
-    their bits): random themes, repeated rows, magnitudes 1e-8 to 1e8, empty input."""
-    from xmemory_gpu.ops.objective.state import _add_rows_in_order
-
-    for _ in range(100):
-        k, d, n = int(rng.integers(1, 30)), int(rng.integers(1, 50)), int(rng.integers(0, 300))
-        x = rng.standard_normal((n + 5, d)) * rng.choice([1e-8, 1.0, 1e8], size=(n + 5, 1))
-        sums = rng.standard_normal((k, d)) * rng.choice([0.0, 1.0, 1e6], size=(k, 1))
-        theme, rows = rng.integers(0, k, n), rng.integers(0, n + 5, n)
-        want, got = sums.copy(), sums.copy()
-        np.add.at(want, theme, x[rows])
-        _add_rows_in_order(got, theme, x, rows)
-        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
-
-
 def test_apply_refuses_bad_edits():
     x = np.eye(4)
     st = PartitionState.from_labels(x, np.array([0, 0, 1, 1]), np.array([0, 4], np.int64))

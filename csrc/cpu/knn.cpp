@@ -81,9 +81,9 @@ inline void unit_row(const float* x, int64_t d, float* out) {
 }
 
 // Rows scaled to unit L2 norm; zero rows stay zero.
-std::vector<float> unit_rows(const float* x, int64_t n, int64_t d) {
+std::vector<float> unit_rows(const float* x, int64_t n, int64_t d, int threads) {
   std::vector<float> u(static_cast<size_t>(n * d));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t i = 0; i < n; ++i) unit_row(x + i * d, d, u.data() + i * d);
   return u;
 }
@@ -155,12 +155,19 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     std::fill(sim, sim + nq * k, -std::numeric_limits<float>::infinity());
     int threads = 1;
 #ifdef _OPENMP
-    threads = omp_get_max_threads();
+    // Threads only for a call worth waking them (about a millisecond of dots): the theme stage's
+    // graphs of a few small memories are not, and on a shared machine every parallel region waits
+    // for a descheduled thread (a 130-row graph took 10 ms with two threads on a busy 2-core VM).
+    // The lists do not depend on the thread count (each pair's dot is one chain; lists keep (sim, id) order).
+    constexpr double kParallelWork = 4e6;
+    double work = 0.0;
+    for (int64_t b = 0; b < nseg; ++b) work += double(qo[b + 1] - qo[b]) * double(xo[b + 1] - xo[b]) * double(d);
+    threads = work >= kParallelWork ? omp_get_max_threads() : 1;
 #endif
     const bool symmetric = self_rows && nseg >= 4 * threads;
     // the symmetric path normalises each segment in its thread's cache; the others read one copy
-    const std::vector<float> xu = symmetric ? std::vector<float>() : unit_rows(x_in.data(), nx, d);
-    const std::vector<float> qu = self_rows ? std::vector<float>() : unit_rows(q_in.data(), nq, d);
+    const std::vector<float> xu = symmetric ? std::vector<float>() : unit_rows(x_in.data(), nx, d, threads);
+    const std::vector<float> qu = self_rows ? std::vector<float>() : unit_rows(q_in.data(), nq, d, threads);
     const float* xs = xu.data();
     const float* qs = self_rows ? xs : qu.data();
 
@@ -185,7 +192,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
       for (int64_t r = qo[b]; r < qo[b + 1]; r += QB) items.emplace_back(b, r);
     }
 
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
     {
       std::vector<float> block(QB * KB);
       std::vector<float> pack(static_cast<size_t>(KB * d));
@@ -256,7 +263,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
       }
     }
     if (mirrored) {  // merge the mirrored offers into each row's list
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
       for (int64_t r = 0; r < nq; ++r) {
         TopK t{sim + r * k, idx + r * k, k, 0};
         while (t.n < k && idx[r * k + t.n] >= 0) ++t.n;

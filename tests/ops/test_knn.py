@@ -185,6 +185,36 @@ def test_cpu_results_do_not_depend_on_batching(rng, backend):
         np.testing.assert_array_equal(np.where(i1 >= 0, i1 + s, -1), idx[s:e])
 
 
+_THREADS_SCRIPT = """
+import sys
+import numpy as np
+from xmemory_gpu import _C
+rng = np.random.default_rng(1)
+out = []
+for nseg, n in ((1, 132), (1, 400), (6, 165), (60, 20), (3, 7)):
+    x = rng.standard_normal((nseg * n, 97)).astype(np.float32)
+    x[3] = x[5]
+    off = np.arange(nseg + 1) * n
+    out += list(_C.knn_topk(x, off, x, off, 10, True, True))
+    q = rng.standard_normal((nseg * 3, 97)).astype(np.float32)
+    out += list(_C.knn_topk(q, np.arange(nseg + 1) * 3, x, off, 10, False, False))
+sys.stdout.write("".join(a.tobytes().hex() for a in out))
+"""
+
+
+def test_cpu_lists_do_not_depend_on_the_thread_count():
+    """Small calls run on one thread, larger ones on all (``kParallelWork``); graph and search lists,
+    the symmetric, mirrored and query-tile paths, are the same bits with one OpenMP thread or two."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("xmemory_gpu._C")
+    got = [subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], capture_output=True, text=True, check=True,
+                          env={**os.environ, "OMP_NUM_THREADS": str(t)}).stdout for t in (1, 2)]
+    assert got[0] and got[0] == got[1]
+
+
 # ---- triton: the kernel wrapper called directly ---------------------------------------------------
 
 

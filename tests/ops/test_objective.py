@@ -27,6 +27,7 @@ from xmemory_gpu.ops.objective import (
 )
 from xmemory_gpu.ops.objective import reference as ref
 from xmemory_gpu.ops.objective.reference import objective_one
+from xmemory_gpu.ops.objective.state import _add_rows_in_order
 
 from .gpu import (
     FakeCuda,
@@ -171,6 +172,20 @@ def test_partition_objective_isas_are_bit_identical(rng, monkeypatch, dtype):
     for isa, f in got.items():
         np.testing.assert_array_equal(f, got["scalar"], err_msg=isa)
     np.testing.assert_allclose(got["scalar"], partition_objective(x, lab, off, backend="reference"), rtol=1e-5, atol=1e-12)
+
+
+def test_row_sums_in_order_equal_add_at_bit_for_bit(rng):
+    """The f(P) state's sums continue row by row as ``np.add.at`` adds them (the build's decisions rest on
+    their bits): random themes, repeated rows, magnitudes 1e-8 to 1e8, empty input."""
+    for _ in range(100):
+        k, d, n = int(rng.integers(1, 30)), int(rng.integers(1, 50)), int(rng.integers(0, 300))
+        x = rng.standard_normal((n + 5, d)) * rng.choice([1e-8, 1.0, 1e8], size=(n + 5, 1))
+        sums = rng.standard_normal((k, d)) * rng.choice([0.0, 1.0, 1e6], size=(k, 1))
+        theme, rows = rng.integers(0, k, n), rng.integers(0, n + 5, n)
+        want, got = sums.copy(), sums.copy()
+        np.add.at(want, theme, x[rows])
+        _add_rows_in_order(got, theme, x, rows)
+        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
 
 
 def test_score_candidates_isas_are_bit_identical(rng, monkeypatch):
