@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from xmemory_gpu.config import ThemeConfig
-from xmemory_gpu.construct.theme_split import split_proposals
+from xmemory_gpu.construct.theme_split import row_sum_in_order, split_proposals
 from xmemory_gpu.construct.theme_state import ZERO_COSINE, ThemeState, sync_graphs
 from xmemory_gpu.construct.themes import grow_themes
 from xmemory_gpu.ops.knn import knn_graph
@@ -253,6 +253,18 @@ def test_theme_graph_has_no_edge_between_orthogonal_centroids():
                                backend="cpu")
         kept_noise += sum(int(dots[r, p] == 0) for r in range(len(ints)) for p in raw_idx[r] if p >= 0)
     assert kept_noise > 0  # the case the rule is for occurs here
+
+
+def test_row_sums_add_rows_one_after_another(rng):
+    """k-means centres are running sums in row order: ``row_sum_in_order`` gives the cumulative sum's
+    last row bit for bit, for one column and many, one row and hundreds, magnitudes 1e-8 to 1e8, and a
+    non-contiguous view."""
+    for _ in range(400):
+        n, d = int(rng.integers(1, 300)), int(rng.choice([1, 2, 3, 7, 64, 384, 391]))
+        m = rng.standard_normal((n, d)) * rng.choice([1e-8, 1.0, 1e8], size=(n, 1))
+        np.testing.assert_array_equal(row_sum_in_order(m).view(np.int64), np.cumsum(m, axis=0)[-1].view(np.int64))
+    m = rng.standard_normal((50, 40))[:, ::2]
+    np.testing.assert_array_equal(row_sum_in_order(m).view(np.int64), np.cumsum(m, axis=0)[-1].view(np.int64))
 
 
 def test_split_proposals_valid_and_seeded(rng):
