@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from xmemory_gpu.config import ThemeConfig
-from xmemory_gpu.construct.theme_split import row_sum_in_order, split_proposals
+from xmemory_gpu.construct.theme_split import split_proposals
 from xmemory_gpu.construct.theme_state import ZERO_COSINE, ThemeState, sync_graphs
 from xmemory_gpu.construct.themes import grow_themes
 from xmemory_gpu.ops.knn import knn_graph
 from xmemory_gpu.ops.objective import PartitionState
+from xmemory_gpu.ops.rows import row_sum_in_order
 
 FIELDS = ("x", "labels", "offsets", "theme_offsets", "theme_label", "theme_sum", "theme_count", "member_offsets",
           "member_rows", "top_idx", "top_cos", "f")

@@ -12,8 +12,7 @@ import zlib
 import numpy as np
 
 from ..ops.checks import check_offsets
-from ..ops.devices import host
-from ..ops.rows import row_norms
+from ..ops.rows import row_norms, row_sum_in_order, unit_rows
 
 
 def _canonical(labels: np.ndarray) -> np.ndarray:
@@ -21,15 +20,6 @@ def _canonical(labels: np.ndarray) -> np.ndarray:
     _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
     return rank[inv].astype(np.int64)
-
-
-def row_sum_in_order(m: np.ndarray) -> np.ndarray:
-    """The rows of m [r, d] (r >= 1) added one after another: the bits of ``np.cumsum(m, axis=0)[-1]``
-    without its [r, d] output (10x faster at a theme's size). NumPy reduces a C-contiguous array over
-    its rows with the row as the inner loop, one row at a time; a single column is contiguous and
-    would be summed pairwise, so it keeps the cumulative sum (tests/test_themes.py checks both)."""
-    m = np.ascontiguousarray(m)
-    return np.add.reduce(m, axis=0) if m.shape[1] > 1 else np.cumsum(m, axis=0)[-1]
 
 
 def spherical_kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int = 12) -> np.ndarray:
@@ -86,9 +76,7 @@ def split_proposals(
 ) -> list[list[np.ndarray]]:
     """For each theme (rows ``members_offsets[t]:members_offsets[t+1]`` of x), distinct candidate
     label arrays [n_t] with values 0..k-1, every value used."""
-    x = np.asarray(host(x), dtype=np.float64)
-    norms = row_norms(x, keepdims=True)
-    x = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    x = unit_rows(x)
     off = check_offsets("members_offsets", members_offsets, x.shape[0])
     out: list[list[np.ndarray]] = []
     for t in range(len(off) - 1):

@@ -25,16 +25,10 @@ import numpy as np
 from ..config import ThemeConfig
 from ..ops.checks import csr_offsets
 from ..ops.knn import knn_graph
-from ..ops.rows import row_norms
+from ..ops.rows import row_norms, unit_rows
 
 ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
 _TIE = 1e-9  # cosines this close to each other or to a threshold are decided again per node
-
-
-def _unit_rows(s: np.ndarray) -> np.ndarray:
-    """Centroids as the graph takes them: sums [m, d] scaled to unit norm, float32 [m, d] (a zero sum stays zero)."""
-    n = row_norms(s, keepdims=True)
-    return np.divide(s, n, out=np.zeros_like(s), where=n > 0).astype(np.float32)
 
 
 def _norms(s: np.ndarray) -> np.ndarray:
@@ -255,7 +249,7 @@ def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
     for (k, drop, d), group in groups.items():
         live = [np.flatnonzero(st.alive[: st.n_slots]) for st in group]
         off = csr_offsets([len(v) for v in live])
-        x = np.concatenate([_unit_rows(st.sums[v]) for st, v in zip(group, live)]) if off[-1] else np.zeros((0, d), np.float32)
+        x = np.concatenate([unit_rows(st.sums[v]) for st, v in zip(group, live)]).astype(np.float32) if off[-1] else np.zeros((0, d), np.float32)
         idx, sim = knn_graph(x, off, k, drop_nonpositive=drop, backend=backend)
         if drop:  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)
             near_zero = sim <= ZERO_COSINE

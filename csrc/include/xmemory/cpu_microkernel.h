@@ -28,6 +28,10 @@ namespace xmem {
 constexpr int64_t kMR = 6;   // A rows per micro-kernel call
 constexpr int64_t kNR = 32;  // packed panel width (columns)
 constexpr int64_t kKC = 128;  // depth chunk: a panel chunk of kKC x kNR floats fits L1
+// Multiply-adds (about a millisecond of one core's dots) below which a CPU kernel call stays on one
+// thread: on a shared machine every parallel region waits for a descheduled thread (a 130-row theme
+// graph took 10 ms with two threads on a busy 2-core VM, 0.45 ms on one idle thread).
+constexpr double kParallelWork = 4e6;
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 

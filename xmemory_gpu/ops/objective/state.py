@@ -25,7 +25,7 @@ import numpy as np
 
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import row_norms
+from ..rows import row_norms, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -49,13 +49,6 @@ def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n
     m = float(np.median(s))
     sigma = float(np.median(np.abs(s - m))) + eps
     return n * n / (k * float(np.sum(counts.astype(np.float64) ** 2))) + float(np.mean(cohesion * np.exp(-((s - m) ** 2) / (2 * sigma**2))))
-
-
-def _unit_rows(x) -> np.ndarray:
-    """[n, d] float64 rows scaled to unit norm (zero rows stay zero)."""
-    x = np.asarray(host(x), dtype=np.float64)
-    norms = row_norms(x, keepdims=True)
-    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
 _KEY = 32  # (block, label) sort keys: block << 32 | label (labels are below 2**31)
@@ -249,7 +242,7 @@ class PartitionState:
 
     @classmethod
     def from_labels(cls, x, labels, offsets, *, eps: float = 1e-8) -> PartitionState:
-        x = _unit_rows(x)
+        x = unit_rows(x)
         labels = np.asarray(host(labels), dtype=np.int64)
         off = check_offsets("offsets", offsets, x.shape[0])
         if labels.shape != (x.shape[0],) or (labels.size and labels.min() < 0):
@@ -326,7 +319,7 @@ class PartitionState:
         add: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for b in bs:
             xn, ln = nodes[b]
-            xn = _unit_rows(xn)
+            xn = unit_rows(xn)
             ln = np.asarray(host(ln), dtype=np.int64)
             if ln.shape != (xn.shape[0],) or (ln.size and ln.min() < 0):
                 raise ValueError(f"memory {b}: labels must be [{xn.shape[0]}] non-negative ints, got shape {ln.shape}")
