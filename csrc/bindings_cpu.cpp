@@ -7,6 +7,7 @@ namespace py = pybind11;
 void register_knn(py::module_& m);
 void register_objective(py::module_& m);
 void register_coverage(py::module_& m);
+void register_kmeans(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xmemory_gpu C++ CPU kernels (OpenMP)";
@@ -18,4 +19,5 @@ PYBIND11_MODULE(_C, m) {
   register_knn(m);
   register_objective(m);
   register_coverage(m);
+  register_kmeans(m);
 }

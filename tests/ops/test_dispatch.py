@@ -62,9 +62,10 @@ def test_implemented_backends():
 
     ops = ("knn_graph", "knn_search", "partition_objective", "score_candidates", "coverage_select",
            "token_entropy_logprob")
-    assert set(bk.registered_ops()) == set(ops)
+    assert set(bk.registered_ops()) == set(ops) | {"spherical_kmeans"}
     for op in ops:  # every family has all four (entropy's cpu / cuda are torch's compiled kernels)
         assert implemented_backends(op) == ("reference", "cpu", "triton", "cuda"), op
+    assert implemented_backends("spherical_kmeans") == ("reference", "cpu")  # host only: a theme is tens of rows
     with pytest.raises(ValueError, match="unknown op 'knn'"):
         implemented_backends("knn")
     with pytest.raises(ValueError, match="unknown backends"):

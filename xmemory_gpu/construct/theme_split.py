@@ -12,44 +12,22 @@ import zlib
 import numpy as np
 
 from ..ops.checks import check_offsets
-from ..ops.rows import row_norms, row_sum_in_order, unit_rows
+from ..ops.kmeans import host_backend, spherical_kmeans
+from ..ops.kmeans.reference import first_appearance, lloyd
+from ..ops.rows import unit_rows
 
 
-def _canonical(labels: np.ndarray) -> np.ndarray:
-    """Relabel by first appearance (0, 1, ...) so equal partitions compare equal."""
-    _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
-    rank = np.argsort(np.argsort(first))
-    return rank[inv].astype(np.int64)
-
-
-def spherical_kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int = 12) -> np.ndarray:
-    """Labels [n] of a cosine k-means with k-means++ seeding; no cluster is left empty."""
+def _kmeans_drawing(x: np.ndarray, k: int, rng: np.random.Generator, iters: int = 12) -> np.ndarray:
+    """Labels [n] (by first appearance) of one k-means++ / Lloyd run drawing from ``rng`` as it goes:
+    the per-theme rule ``spherical_kmeans``' pre-drawn runs reproduce, kept for the themes where
+    seeding finds every row on a centre (then an integer is drawn, not a uniform)."""
     n = x.shape[0]
     centers = [x[rng.integers(n)]]
     for _ in range(1, k):
         dist = 1.0 - np.max(x @ np.stack(centers).T, axis=1)
         p = np.clip(dist, 0, None)
         centers.append(x[rng.choice(n, p=p / p.sum())] if p.sum() > 0 else x[rng.integers(n)])
-    c = np.stack(centers)
-    labels = np.zeros(n, dtype=np.int64)
-    for _ in range(iters):
-        labels = np.argmax(x @ c.T, axis=1)
-        if np.bincount(labels, minlength=k).min() == 0:
-            for j in range(k):  # refill an empty cluster with the point farthest from its centre
-                if not np.any(labels == j):
-                    far = int(np.argmin(np.sum(x * c[labels], axis=1)))
-                    labels[far] = j
-        new = np.zeros_like(c)
-        for j in range(k):  # running sums in row order: the bits of np.add.at
-            members = x[labels == j]
-            if len(members):  # (a refill can empty another cluster: its sum stays zero, as before)
-                new[j] = row_sum_in_order(members)
-        norms = row_norms(new, keepdims=True)
-        new = np.divide(new, norms, out=c.copy(), where=norms > 0)
-        if np.all(np.abs(new - c) <= 1e-8 + 1e-5 * np.abs(c)):  # np.allclose(new, c) for finite input, without its overhead
-            break
-        c = new
-    return labels
+    return lloyd(x, np.stack(centers), iters)
 
 
 def connected_components(x: np.ndarray, threshold: float) -> np.ndarray:
@@ -72,27 +50,50 @@ def connected_components(x: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def split_proposals(
-    x, members_offsets, *, ks: tuple[int, ...] = (2, 3, 4), n_init: int = 4, seed: int = 0, cc_threshold: float = 0.5
+    x, members_offsets, *, ks: tuple[int, ...] = (2, 3, 4), n_init: int = 4, seed: int = 0, cc_threshold: float = 0.5,
+    backend: str = "auto",
 ) -> list[list[np.ndarray]]:
     """For each theme (rows ``members_offsets[t]:members_offsets[t+1]`` of x), distinct candidate
-    label arrays [n_t] with values 0..k-1, every value used."""
+    label arrays [n_t] with values 0..k-1, every value used: the k-means runs (k in ``ks``,
+    ``n_init`` each, in that order) of every theme in one ``spherical_kmeans`` call, drawn from the
+    theme's own generator, then the connected components. ``backend``: the construction's (a GPU
+    one runs the k-means on the host's best)."""
     x = unit_rows(x)
     off = check_offsets("members_offsets", members_offsets, x.shape[0])
-    out: list[list[np.ndarray]] = []
+    seg, ks_run, first, uniforms = [], [], [], []
     for t in range(len(off) - 1):
-        xt = x[off[t] : off[t + 1]]
-        n = xt.shape[0]
-        rng = np.random.default_rng([seed, zlib.crc32(xt.tobytes())])
-        seen: dict[bytes, np.ndarray] = {}
+        n = int(off[t + 1] - off[t])
+        rng = np.random.default_rng([seed, zlib.crc32(x[off[t] : off[t + 1]].tobytes())])
         for k in ks:
             if k >= n or k < 2:
                 continue
-            for _ in range(n_init):
-                lab = _canonical(spherical_kmeans(xt, k, rng))
-                if lab.max() >= 1:
-                    seen.setdefault(lab.tobytes(), lab)
+            for _ in range(n_init):  # the draws of one run: its first centre, then one uniform per further centre
+                seg.append(t)
+                ks_run.append(k)
+                first.append(rng.integers(n))
+                uniforms.append(rng.random(k - 1))
+    labels, ok = spherical_kmeans(x, off, np.array(seg, dtype=np.int64), np.array(ks_run, dtype=np.int64),
+                                  np.array(first, dtype=np.int64),
+                                  np.concatenate(uniforms) if uniforms else np.zeros(0), backend=host_backend(backend))
+    redo = {seg[q] for q in np.flatnonzero(~ok)}
+    out: list[list[np.ndarray]] = []
+    pos, q = 0, 0
+    for t in range(len(off) - 1):
+        xt = x[off[t] : off[t + 1]]
+        n = xt.shape[0]
+        runs = []
+        while q < len(seg) and seg[q] == t:
+            runs.append(labels[pos : pos + n])
+            pos, q = pos + n, q + 1
+        if t in redo:  # a seeding found every row on a centre: the theme's runs again, drawing as they go
+            rng = np.random.default_rng([seed, zlib.crc32(xt.tobytes())])
+            runs = [_kmeans_drawing(xt, k, rng) for k in ks if 2 <= k < n for _ in range(n_init)]
+        seen: dict[bytes, np.ndarray] = {}
+        for lab in runs:
+            if lab.max() >= 1:
+                seen.setdefault(lab.tobytes(), lab)
         if n >= 2:
-            cc = _canonical(connected_components(xt, cc_threshold))
+            cc = first_appearance(connected_components(xt, cc_threshold))
             if cc.max() >= 1:
                 seen.setdefault(cc.tobytes(), cc)
         out.append(list(seen.values()))

@@ -105,7 +105,8 @@ def split_overfull(states: list[ThemeState], part: PartitionState, active: list[
         moff = np.cumsum([0] + [len(m) for m in members])
         xm = np.concatenate([states[b].x[m - part.offsets[b]] for (b, _), m in zip(todo, members)])
         proposals = split_proposals(
-            xm, moff, ks=cfg.split_ks, n_init=cfg.split_n_init, seed=cfg.seed, cc_threshold=cfg.cc_threshold
+            xm, moff, ks=cfg.split_ks, n_init=cfg.split_n_init, seed=cfg.seed, cc_threshold=cfg.cc_threshold,
+            backend=backend,
         )
         items, owner = [], []
         for j, ((b, t), m, props) in enumerate(zip(todo, members, proposals)):

@@ -1,6 +1,6 @@
 """The sparsity-semantics objective f(P): batched evaluation, incremental candidate scoring and the
 partition state they share, kept in place under edits. Split proposals
-live with the theme code (``construct/themes/split.py``)."""
+live with the theme code (``construct/theme_split.py``, their k-means in ``ops/kmeans``)."""
 
 from __future__ import annotations
 

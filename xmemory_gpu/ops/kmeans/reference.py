@@ -1,0 +1,70 @@
+"""Float64 NumPy reference of ``spherical_kmeans``: the theme stage's k-means, one run at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..rows import row_norms, row_sum_in_order
+
+
+def first_appearance(labels: np.ndarray) -> np.ndarray:
+    """Relabel by first appearance (0, 1, ...) so equal partitions compare equal."""
+    _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first))
+    return rank[inv].astype(np.int64)
+
+
+def seeded_run(x: np.ndarray, k: int, first: int, uniforms: np.ndarray, iters: int) -> np.ndarray | None:
+    """Labels [n] (by first appearance) of one cosine k-means of the unit rows x [n, d]: k-means++ from
+    centre ``first``, the j-th further centre drawn from ``uniforms[j - 1]`` as NumPy's
+    ``Generator.choice(n, p=w / w.sum())`` draws it (w = 1 - max cosine to the centres so far), then
+    Lloyd steps that refill an empty cluster with the point farthest from its centre. None when every
+    weight is zero (all rows on a centre: the caller's rng would have drawn an integer instead)."""
+    centers = [x[first]]
+    for j in range(1, k):
+        dist = 1.0 - np.max(x @ np.stack(centers).T, axis=1)
+        p = np.clip(dist, 0, None)
+        if not p.sum() > 0:
+            return None
+        cdf = np.cumsum(p / p.sum())
+        cdf /= cdf[-1]
+        centers.append(x[int(np.searchsorted(cdf, uniforms[j - 1], side="right"))])
+    return lloyd(x, np.stack(centers), iters)
+
+
+def lloyd(x: np.ndarray, c: np.ndarray, iters: int) -> np.ndarray:
+    """Labels [n] (by first appearance) after up to ``iters`` Lloyd steps of the unit rows x [n, d] from
+    the centres c [k, d]: nearest centre (the first on a tie), an empty cluster refilled with the point
+    farthest from its centre, centres renormalised, stop when they hold (``np.allclose``)."""
+    k = c.shape[0]
+    labels = np.zeros(x.shape[0], dtype=np.int64)
+    for _ in range(iters):
+        labels = np.argmax(x @ c.T, axis=1)
+        if np.bincount(labels, minlength=k).min() == 0:
+            for j in range(k):
+                if not np.any(labels == j):
+                    far = int(np.argmin(np.sum(x * c[labels], axis=1)))
+                    labels[far] = j
+        new = np.zeros_like(c)
+        for j in range(k):  # running sums in row order
+            members = x[labels == j]
+            if len(members):  # (a refill can empty another cluster: its sum stays zero)
+                new[j] = row_sum_in_order(members)
+        norms = row_norms(new, keepdims=True)
+        new = np.divide(new, norms, out=c.copy(), where=norms > 0)
+        if np.all(np.abs(new - c) <= 1e-8 + 1e-5 * np.abs(c)):  # np.allclose(new, c) for finite input
+            break
+        c = new
+    return first_appearance(labels)
+
+
+def spherical_kmeans(x, offsets, segment, k, first, uniforms, *, iters: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """See ``ops.kmeans.spherical_kmeans`` (checked inputs)."""
+    uo = np.concatenate([[0], np.cumsum(k - 1)])
+    out, ok = [], np.ones(len(segment), dtype=bool)
+    for q, s in enumerate(segment):
+        xs = x[offsets[s] : offsets[s + 1]]
+        lab = seeded_run(xs, int(k[q]), int(first[q]), uniforms[uo[q] : uo[q + 1]], iters)
+        ok[q] = lab is not None
+        out.append(lab if lab is not None else np.zeros(len(xs), dtype=np.int64))
+    return (np.concatenate(out) if out else np.zeros(0, dtype=np.int64)), ok
