@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
-from xmemory_gpu.construct.theme_split import split_proposals
+from xmemory_gpu.construct.theme_split import connected_components, split_proposals
 from xmemory_gpu.ops import available_backends
 from xmemory_gpu.ops.kmeans import spherical_kmeans
 from xmemory_gpu.ops.rows import unit_rows
@@ -62,6 +62,22 @@ def test_split_proposals_equal_the_oracle(backend):
             assert len(g) == len(w)
             for a, b in zip(g, w):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_connected_components_equal_the_union_find():
+    """Label propagation gives the authors' union-find labels (each row the smallest index of its
+    component): random thresholds and dimensions, and a chain (the longest propagation)."""
+    rng = np.random.default_rng(2)
+    for _ in range(400):
+        n, d = int(rng.integers(1, 40)), int(rng.choice([2, 3, 16]))
+        x = unit_rows(rng.standard_normal((n, d)))
+        th = float(rng.choice([0.0, 0.3, 0.5, 0.8]))
+        np.testing.assert_array_equal(connected_components(x, th), oracle.connected_components(x, th))
+    angles = np.linspace(0, 3, 30)[rng.permutation(30)]  # neighbours on a chain, 0.1 rad apart
+    chain = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    got = connected_components(chain, float(np.cos(0.15)))
+    np.testing.assert_array_equal(got, oracle.connected_components(chain, float(np.cos(0.15))))
+    assert (got == 0).all()
 
 
 def test_cpu_isas_are_bit_identical(monkeypatch):
