@@ -198,11 +198,11 @@ def test_resume_skips_committed_memories_via_cli(ray_cluster, data, local_store,
 DRIVER = """
 import sys, time
 from xmemory_gpu.memory.store import Store
-_put = Store.put_slice
-def slow_put(self, sl, **kw):
-    _put(self, sl, **kw)
+_commit = Store.commit  # the driver commits groups of memories: each commit is followed by a pause to kill it in
+def slow_commit(self, *a, **kw):
+    _commit(self, *a, **kw)
     time.sleep(1.0)
-Store.put_slice = slow_put
+Store.commit = slow_commit
 from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.distributed import build_store_ray
 cfg = XMemoryConfig()
