@@ -169,37 +169,3 @@ def test_a_rerun_finds_what_it_skips_by_id(tmp_path, monkeypatch):
     monkeypatch.setattr(Conversation, "__eq__", refuse)
     again = pipeline.build_store(data, backend, embedder=emb, shard_size=2, progress=False)
     assert again.skipped == ["synth-4-0", "synth-4-1", "synth-4-2"] and again.built == ["synth-4-3", "synth-4-4"]
-
-
-def test_a_folder_build_commits_behind_the_next_shard_and_stops_at_a_failed_commit(tmp_path, monkeypatch):
-    """Building into a folder, each shard's commit runs on the commit thread while the next shard is
-    built, in shard order; a failed commit is raised before any later shard is committed, the shards
-    before it stay, and a rerun ends with the store of an uninterrupted build."""
-    import threading
-
-    from xmemory_gpu.construct import pipeline
-    from xmemory_gpu.embed.hashing import HashingEmbedder
-
-    data = write_json(generate_conversations(6, seed=4), tmp_path / "synth.json")
-    emb = HashingEmbedder(32)
-    inner = Store.commit
-    calls = []
-
-    def failing(self, slices, **kw):
-        calls.append(([s.memory_id for s in slices], threading.current_thread().name))
-        if len(calls) == 2:
-            raise OSError("disk full")
-        inner(self, slices, **kw)
-
-    monkeypatch.setattr(Store, "commit", failing)
-    with pytest.raises(OSError, match="disk full"):
-        pipeline.build_store(data, tmp_path / "s", embedder=emb, shard_size=2, progress=False)
-    assert [ids for ids, _ in calls] == [["synth-4-0", "synth-4-1"], ["synth-4-2", "synth-4-3"]]
-    assert all(name.startswith("xmemory-commit") for _, name in calls)
-    assert Store.open(tmp_path / "s").memory_ids() == ["synth-4-0", "synth-4-1"]
-    monkeypatch.setattr(Store, "commit", inner)
-    again = pipeline.build_store(data, tmp_path / "s", embedder=emb, shard_size=2, progress=False)
-    assert again.skipped == ["synth-4-0", "synth-4-1"] and again.built == [f"synth-4-{i}" for i in range(2, 6)]
-    whole = pipeline.build_store(data, tmp_path / "w", embedder=emb, shard_size=2, progress=False)
-    assert whole.built == [f"synth-4-{i}" for i in range(6)] and "commit" in whole.timings
-    assert _snapshot(tmp_path / "s") == _snapshot(tmp_path / "w")

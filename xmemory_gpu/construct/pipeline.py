@@ -14,7 +14,6 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -315,8 +314,7 @@ def build_store(
     """Build (or resume building) a store from LoCoMo-format JSON files or folders.
 
     Conversations already in the store are skipped; each shard of new ones is committed whole (one
-    transaction; a crash loses at most the shard being committed), into a folder while the next
-    shard is built (``_build_into``).
+    transaction; a crash loses at most the shard being committed).
     ``store_path``: a folder, or a ``MemoryBackend`` (``memory/backend.py``) to build into.
     ``max_sessions``: keep only each conversation's first N sessions.
     """
@@ -351,19 +349,13 @@ def _build_locked(convs: list[Conversation], root: Path, emb, cfg: XMemoryConfig
 
     store = Store.open_or_create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
     try:
-        return _build_into(store, convs, emb, cfg, tm, t0, shard_size=shard_size, progress=progress, backend=backend, llm=llm,
-                           overlap_commits=True)
+        return _build_into(store, convs, emb, cfg, tm, t0, shard_size=shard_size, progress=progress, backend=backend, llm=llm)
     finally:
         store.close()
 
 
 def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemoryConfig, tm: Timings, t0: float, *, shard_size: int,
-                progress: bool, backend: str, llm: LLMBuilder | None, overlap_commits: bool = False) -> BuildReport:
-    """Build the conversations the store lacks (or holds damaged), shard by shard, each shard one
-    commit. With ``overlap_commits`` (the build's own ``Store``) a shard's commit runs on one
-    background thread while the next shard is built (its file writes, hashing and fsyncs release the
-    GIL); commits stay in shard order, the next waits for the one before, and the first failure is
-    raised before anything later is committed. ``commit`` then times what the build waited."""
+                progress: bool, backend: str, llm: LLMBuilder | None) -> BuildReport:
     damaged = {c.sample_id for c in convs if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)}
     todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]  # a damaged memory is rebuilt
     todo_ids = {c.sample_id for c in todo}
@@ -374,39 +366,14 @@ def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemo
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(convs), initial=len(skipped), desc="build", unit="conv")
-    pending: Future | None = None
-
-    def settle() -> None:  # wait for the commit in flight; its ids count as built once it is stored
-        nonlocal pending
-        if pending is not None:
-            with tm.stage("commit"):
-                ids = pending.result()
-            pending = None
-            built.extend(ids)
-            if bar is not None:
-                bar.update(len(ids))
-
-    def commit(slices: list[MemorySlice]) -> list[str]:
+    for shard in chunks(todo, shard_size):
+        slices = build_slices(shard, emb, cfg, timings=tm, backend=backend, llm=llm)
         ids = [sl.memory_id for sl in slices]
-        store.commit(slices, replace=bool(damaged & set(ids)))  # the shard in one commit: its memories all or none
-        return ids
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="xmemory-commit") as committer:
-        try:
-            for shard in chunks(todo, shard_size):
-                slices = build_slices(shard, emb, cfg, timings=tm, backend=backend, llm=llm)
-                settle()
-                if overlap_commits:
-                    pending = committer.submit(commit, slices)
-                else:
-                    with tm.stage("commit"):
-                        built.extend(commit(slices))
-                    if bar is not None:
-                        bar.update(len(slices))
-            settle()
-        finally:
-            if pending is not None:  # an error or interrupt while building: the commit in flight ends first
-                wait([pending])
+        with tm.stage("commit"):  # the shard in one commit: one transaction, its memories all or none
+            store.commit(slices, replace=bool(damaged & set(ids)))
+        built += ids
+        if bar is not None:
+            bar.update(len(slices))
     if bar is not None:
         bar.close()
     return BuildReport(built=built, skipped=skipped, timings=tm.as_dict(), wall_s=time.perf_counter() - t0)
