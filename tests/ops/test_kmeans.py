@@ -142,3 +142,22 @@ def test_bad_input_names_the_argument(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         spherical_kmeans(**args, iters=iters)
+
+
+def test_a_gpu_construction_keeps_its_kmeans_on_the_host(monkeypatch):
+    """The theme stage passes its backend through: a GPU one (or ``XMEMORY_BACKEND`` naming one) runs the
+    k-means on the host's best with the same proposals, while the op itself refuses a GPU backend."""
+    from xmemory_gpu.ops.kmeans import host_backend
+
+    rng = np.random.default_rng(4)
+    x, off = clustered_themes(rng, [15, 20, 13], 16)
+    want = split_proposals(x, off, backend="reference")
+    host = "cpu" if "cpu" in BACKENDS else "reference"
+    assert host_backend("triton") == host_backend("cuda") == host and host_backend("reference") == "reference"
+    monkeypatch.setenv("XMEMORY_BACKEND", "cuda")
+    assert host_backend("auto") == host
+    for backend in ("triton", "cuda", "auto"):
+        got = split_proposals(x, off, backend=backend)
+        assert [[p.tolist() for p in t] for t in got] == [[p.tolist() for p in t] for t in want]
+    with pytest.raises(ValueError, match="spherical_kmeans: backend 'triton' is not implemented"):
+        spherical_kmeans(x, off, [0], [2], [0], [0.5], backend="triton")
