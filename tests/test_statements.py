@@ -127,3 +127,55 @@ def test_decouple_guard_changes_nothing():
     for s in sentences + edge + mixed:
         for speaker, other in (("Sam", "Alice"), ("Melanie", "Imogen"), ("user", "assistant")):
             assert decouple(s, speaker, other) == _decouple_every_rule(s, speaker, other), s
+
+
+def test_decouple_skips_only_patterns_that_cannot_match():
+    """``decouple`` runs a fixed form only on a sentence holding one of its needles: the same text as
+    running every form, on random first/second-person fragments and odd speaker names."""
+    import random
+
+    from xmemory_gpu.construct import semantic as sem
+
+    def every_form(sentence: str, speaker: str, other: str) -> str:
+        s = sentence.replace("\u2019", "'")
+        if sem._PERSON.search(s):
+            for pat, rep, _ in sem._FIRST_RE:
+                s = pat.sub(rep.format(s=speaker), s)
+            s = sem._FIRST_VERB.sub(lambda m: sem._subject_verb(m, speaker), s)
+            s = sem._I.sub(speaker, s)
+            for pat, rep, _ in sem._SECOND_RE:
+                s = pat.sub(rep.format(o=other), s)
+            s = sem._YOU.sub(other, s)
+        if speaker not in s and other not in s:
+            s = f"{speaker} said: {s}"
+        return s.strip()
+
+    toks = ("I I'm I am I've I have I'd I'll I was I don't I do not I haven't I have not I can't I really love my My "
+            "mine me myself you you're You're you've You've yourself your Your yours just went dog \u2019 , . ?").split(" ")
+    rnd = random.Random(7)
+    names = [("Caroline", "Melanie"), ("Ike", "Amelie"), ("I", "You"), ("Emma", "me"), ("user", "assistant")]
+    for _ in range(5000):
+        s = " ".join(rnd.choice(toks) for _ in range(rnd.randint(1, 12)))
+        speaker, other = rnd.choice(names)
+        assert sem.decouple(s, speaker, other) == every_form(s, speaker, other), (s, speaker, other)
+    assert [n for _, _, n in sem._FIRST_RE][12:14] == [("myself",), ("My", "my")]
+
+
+def test_cap_runs_cut_long_runs_into_balanced_parts():
+    """Episode spans: a run within the cap stays whole (no linspace call), a longer one is cut at
+    ``linspace(s, e, parts + 1).round()``, an empty run gives no span."""
+    import numpy as np
+
+    from xmemory_gpu.config import SegmentConfig
+    from xmemory_gpu.construct.segment import cap_runs
+
+    cfg = SegmentConfig()
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        b = np.unique(np.r_[0, rng.integers(0, 200, size=rng.integers(1, 8)), 200]).tolist()
+        runs = list(zip(b[:-1], b[1:])) + [(200, 200)]
+        want = []
+        for s, e in runs:
+            cuts = np.linspace(s, e, -(-(e - s) // cfg.max_messages) + 1).round().astype(int)
+            want += [(int(a), int(c)) for a, c in zip(cuts[:-1], cuts[1:])]
+        assert cap_runs(runs, cfg) == want

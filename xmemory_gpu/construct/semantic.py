@@ -134,8 +134,19 @@ def stated_part(sentence: str) -> str:
     return s
 
 
-_FIRST_RE = [(re.compile(p), rep) for p, rep in _FIRST_FIXED]
-_SECOND_RE = [(re.compile(p), rep) for p, rep in _SECOND_FIXED]
+def _needles(pattern: str) -> tuple[str, ...]:
+    """Strings one of which any match of ``pattern`` (one of the fixed forms above) contains: its
+    literal start after the word boundary, both cases of a leading ``[Xx]`` class."""
+    body = pattern.removeprefix(r"\b")
+    heads = (body[1], body[2]) if re.match(r"\[[A-Za-z]{2}\]", body) else ("",)
+    rest = body[4:] if heads != ("",) else body
+    lit = re.match(r"[^\\()\[\]?*+|.{]*", rest).group(0)
+    return tuple(h + lit for h in heads)
+
+
+# (compiled pattern, replacement, needles): a pattern runs only on a sentence holding one of its needles
+_FIRST_RE = [(re.compile(p), rep, _needles(p)) for p, rep in _FIRST_FIXED]
+_SECOND_RE = [(re.compile(p), rep, _needles(p)) for p, rep in _SECOND_FIXED]
 _I, _YOU = re.compile(r"\bI\b"), re.compile(r"\b[Yy]ou\b")
 # every rewrite above starts at a word boundary with one of these: a sentence without them is left as it is
 _PERSON = re.compile(r"\b(?:I|[Mm]y|mine|me|[Yy]ou)")
@@ -145,12 +156,15 @@ def decouple(sentence: str, speaker: str, other: str) -> str:
     """Rewrite first/second person to the speakers' names (a light, rule-based decoupling)."""
     s = sentence.replace("\u2019", "'")
     if _PERSON.search(s):
-        for pat, rep in _FIRST_RE:
-            s = pat.sub(rep.format(s=speaker), s)
-        s = _FIRST_VERB.sub(lambda m: _subject_verb(m, speaker), s)
-        s = _I.sub(speaker, s)
-        for pat, rep in _SECOND_RE:
-            s = pat.sub(rep.format(o=other), s)
+        for pat, rep, needles in _FIRST_RE:
+            if any(n in s for n in needles):
+                s = pat.sub(rep.format(s=speaker), s)
+        if "I" in s:
+            s = _FIRST_VERB.sub(lambda m: _subject_verb(m, speaker), s)
+            s = _I.sub(speaker, s)
+        for pat, rep, needles in _SECOND_RE:
+            if any(n in s for n in needles):
+                s = pat.sub(rep.format(o=other), s)
         s = _YOU.sub(other, s)
     if speaker not in s and other not in s:
         s = f"{speaker} said: {s}"
