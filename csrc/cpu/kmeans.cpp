@@ -54,23 +54,8 @@ struct KmeansRuns {
   double work;
 };
 
-#ifdef XMEM_X86
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
-namespace isa_avx512 {
-#include "kmeans_runs.inc"
-}  // namespace isa_avx512
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace isa_avx2 {
-#include "kmeans_runs.inc"
-}  // namespace isa_avx2
-#pragma GCC pop_options
-#endif
-namespace isa_base {
-#include "kmeans_runs.inc"
-}  // namespace isa_base
+#define XMEM_PER_ISA_BODY "kmeans_runs.inc"
+#include "per_isa.inc"
 
 // (labels [sum of the runs' segment lengths] int64, ok [R] bool). Arguments as KmeansRuns; the
 // dispatcher (ops/kmeans/__init__.py) has checked them, the bounds are checked again here.

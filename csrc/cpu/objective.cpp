@@ -49,23 +49,8 @@ struct Scoring {
   double eps;
 };
 
-#ifdef XMEM_X86
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
-namespace isa_avx512 {
-#include "objective_segments.inc"
-}  // namespace isa_avx512
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace isa_avx2 {
-#include "objective_segments.inc"
-}  // namespace isa_avx2
-#pragma GCC pop_options
-#endif
-namespace isa_base {
-#include "objective_segments.inc"
-}  // namespace isa_base
+#define XMEM_PER_ISA_BODY "objective_segments.inc"
+#include "per_isa.inc"
 
 // The per-segment loop compiled for the best ISA this CPU runs (capped by XMEM_CPU_ISA).
 template <typename T>
