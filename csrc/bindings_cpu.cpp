@@ -8,6 +8,7 @@ void register_knn(py::module_& m);
 void register_objective(py::module_& m);
 void register_coverage(py::module_& m);
 void register_kmeans(py::module_& m);
+void register_linear(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xmemory_gpu C++ CPU kernels (OpenMP)";
@@ -20,4 +21,5 @@ PYBIND11_MODULE(_C, m) {
   register_objective(m);
   register_coverage(m);
   register_kmeans(m);
+  register_linear(m);
 }

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sentence_transformers import SentenceTransformer
 
 from xmemory_gpu.embed import load_embedder
+from xmemory_gpu.embed.base import normalize_rows
+from xmemory_gpu.embed.sentence_transformers import default_model_path
 
 
 def test_repeated_texts_are_embedded_once_and_share_their_row():
     e = load_embedder("all-MiniLM-L6-v2")
     calls = []
-    real = e.model.encode
-    e.model.encode = lambda texts, **kw: calls.append(list(texts)) or real(texts, **kw)
+    real = e.forward_tokens
+    e.forward_tokens = lambda tokens: calls.append(e.model.tokenizer.batch_decode(tokens["input_ids"], skip_special_tokens=True)) or real(tokens)
     texts = ["Melanie paints sunsets.", "hi", "Melanie paints sunsets.", "Caroline went to a support group.", "hi"]
     x = e.encode(texts)
     distinct = [t for call in calls for t in dict.fromkeys(call)]  # a call may repeat its last text as filler
-    assert x.shape == (5, e.dim) and sorted(distinct) == sorted(set(texts))  # each distinct text in one call only
+    assert x.shape == (5, e.dim) and sorted(distinct) == sorted(t.lower() for t in set(texts))  # each distinct text once
     np.testing.assert_array_equal(x[0], x[2])
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(x[3], e.encode(["Caroline went to a support group."])[0], atol=1e-6)
@@ -43,6 +46,42 @@ def test_rows_do_not_depend_on_the_rest_of_the_call():
         np.testing.assert_array_equal(e.encode(texts[i : i + n]), bulk[i : i + n], err_msg=f"rows {i}..{i + n}")
         i += n
     np.testing.assert_array_equal(e.encode(texts[::-1]), bulk[::-1])
+
+
+def test_a_lone_text_costs_one_forward_of_its_own_tokens():
+    """On the CPU the dense layers run on ops.linear (one FMA chain per output): a text embedded alone
+    is the only text of its forward (no filler copies), its row is the row it gets among many, and
+    the vectors are the model's own (within float32 rounding of the BLAS path)."""
+    e = load_embedder("all-MiniLM-L6-v2")
+    if not e.rowwise:
+        pytest.skip("the C++ module is not built: the embedder fills small batches instead")
+    texts = ["I moved to Lisbon in May.", "Call me Sam.", "ok", "My sister Emma visits on October 12th, remind me?"]
+    calls = []
+    real = e.forward_tokens
+    e.forward_tokens = lambda tokens: calls.append(len(tokens["input_ids"])) or real(tokens)
+    alone = np.concatenate([e.encode([t]) for t in texts])
+    assert calls == [1] * len(texts)
+    np.testing.assert_array_equal(e.encode(texts * 3)[:4], alone)
+    np.testing.assert_array_equal(normalize_rows(e.model.encode(texts[:1])), alone[:1])  # the model's own path
+    plain = SentenceTransformer(str(default_model_path()), device="cpu")  # BLAS dense layers
+    x = plain.encode(texts, convert_to_numpy=True, normalize_embeddings=True)
+    assert np.abs(x - alone).max() < 1e-5
+
+
+def test_rows_do_not_depend_on_the_thread_count():
+    """The dense layers' chains and torch's own per-row ops give a text the same bits on one thread."""
+    import torch
+
+    e = load_embedder("all-MiniLM-L6-v2")
+    texts = _chat_texts(np.random.default_rng(3), 30)
+    many = e.encode(texts)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = e.encode(texts)
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_array_equal(one, many)
 
 
 @pytest.mark.parametrize("spec, message", [("hashing:x", "integer >= 1"), ("hashing:0", "integer >= 1"),

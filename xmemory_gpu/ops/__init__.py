@@ -1,6 +1,7 @@
 """Kernel families (knn, objective, coverage, entropy), each with a float64 NumPy reference, a C++
-CPU path and GPU paths (Triton, CUDA C++), and the host-only seeded k-means of the theme splits
-(kmeans: reference and C++), behind one contract in three modules:
+CPU path and GPU paths (Triton, CUDA C++), and two host-only ops: the seeded k-means of the theme
+splits (kmeans) and the sentence encoder's batch-invariant dense layer (linear), each a reference and
+C++, behind one contract in three modules:
 
 - ``backends``: which backends exist and can run here (``available_backends``), which each op
   implements (``implemented_backends(op)``) and which one a call runs on (``resolve_backend``,
@@ -13,7 +14,7 @@ Flat surface::
 
     from xmemory_gpu.ops import knn_graph, knn_search, KnnGraph, partition_objective, score_candidates
     from xmemory_gpu.ops import coverage_select, token_entropy_logprob, csr_offsets, available_backends
-    from xmemory_gpu.ops import implemented_backends, spherical_kmeans
+    from xmemory_gpu.ops import implemented_backends, spherical_kmeans, pack_linear, rowwise_linear
 
 ``available_backends()`` reports which backends are usable here; ``implemented_backends(op)`` which
 backends an op has; ``validated_backends()`` the GPU paths validated on a real GPU
@@ -26,11 +27,13 @@ from .coverage import coverage_select
 from .entropy import token_entropy_logprob
 from .kmeans import spherical_kmeans
 from .knn import KnnGraph, knn_graph, knn_search
+from .linear import PackedLinear, pack_linear, rowwise_linear
 from .objective import Candidates, PartitionState, candidate_gains, partition_objective, score_candidates
 from .validated import rows as validated_backends
 
 __all__ = [
-    "BACKENDS", "BackendStatus", "Candidates", "KnnGraph", "PartitionState", "available_backends", "candidate_gains",
-    "coverage_select", "csr_offsets", "implemented_backends", "knn_graph", "knn_search", "partition_objective",
-    "score_candidates", "spherical_kmeans", "token_entropy_logprob", "validated_backends",
+    "BACKENDS", "BackendStatus", "Candidates", "KnnGraph", "PackedLinear", "PartitionState", "available_backends",
+    "candidate_gains", "coverage_select", "csr_offsets", "implemented_backends", "knn_graph", "knn_search",
+    "pack_linear", "partition_objective", "rowwise_linear", "score_candidates", "spherical_kmeans",
+    "token_entropy_logprob", "validated_backends",
 ]

@@ -1,0 +1,74 @@
+"""Batch-invariant dense layer, y = x W^T + b, for the sentence encoder on the CPU.
+
+A BLAS picks its kernel and depth split by the row count, so a text's encoder rows computed alone
+round differently from the same rows inside a large batch (tests/test_embed.py). ``cpu`` computes
+every output as one sequential fused-multiply-add chain over the K inputs, then adds the bias: a
+row's output is bit-identical whatever the other rows, their number, the thread count or the ISA.
+``reference`` is float64 NumPy (for tolerance checks; it makes no invariance promise). Host only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backends import implementation, register, resolve_backend
+from ..checks import check_float_matrix
+from ..devices import host
+
+_ALL = {"reference": "reference", "cpu": "cpu"}
+register("rowwise_linear", __name__, _ALL)
+
+
+@dataclass(frozen=True)
+class PackedLinear:
+    """A dense layer's parameters ready for ``rowwise_linear``: ``weight`` [N, K] float32, ``bias`` [N]
+    float32 or None, ``panels`` [ceil(N / 32), K, 32] float32 (the cpu kernel's layout; None until a
+    cpu call packs it)."""
+
+    weight: np.ndarray
+    bias: np.ndarray | None
+    panels: np.ndarray | None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(N outputs, K inputs)."""
+        return int(self.weight.shape[0]), int(self.weight.shape[1])
+
+
+def pack_linear(weight: Any, bias: Any = None, *, backend: str = "auto") -> PackedLinear:
+    """A ``PackedLinear`` from weight [N, K] (torch's ``nn.Linear.weight`` layout) and bias [N] or None,
+    packed for ``backend``'s kernel. Bad input raises ``ValueError`` naming the argument."""
+    w = np.ascontiguousarray(host(check_float_matrix("weight", weight)), dtype=np.float32)
+    b = None
+    if bias is not None:
+        b = np.ascontiguousarray(host(check_float_matrix("bias", bias, ndim=1)), dtype=np.float32)
+        if b.shape[0] != w.shape[0]:
+            raise ValueError(f"bias: expected {w.shape[0]} values (one per output), got {b.shape[0]}")
+    name = resolve_backend("rowwise_linear", backend, on_cuda=False)
+    return PackedLinear(w, b, _pack(name, w))
+
+
+def _pack(name: str, w: np.ndarray) -> np.ndarray | None:
+    """The cpu kernel's panels of w, or None for another backend."""
+    if name != "cpu":
+        return None
+    from ... import _C
+
+    return _C.pack_linear_weight(w)
+
+
+def rowwise_linear(x: Any, layer: PackedLinear, *, backend: str = "auto") -> np.ndarray:
+    """y [M, N] float32 = x [M, K] W^T + b for ``layer`` (``pack_linear``). On ``cpu`` every entry is
+    one FMA chain over k = 0..K-1 from zero, plus the bias: row i of y depends on row i of x alone.
+    x need not be finite (an encoder's activations are passed through as they are). Bad input raises
+    ``ValueError`` naming the argument."""
+    name = resolve_backend("rowwise_linear", backend, on_cuda=False)
+    a = np.ascontiguousarray(host(check_float_matrix("x", x, finite=False)), dtype=np.float32)
+    n, k = layer.shape
+    if a.shape[1] != k:
+        raise ValueError(f"x: expected rows of {k} inputs (the layer's K), got {a.shape[1]}")
+    if name == "cpu" and layer.panels is None:
+        layer = PackedLinear(layer.weight, layer.bias, _pack("cpu", layer.weight))
+    return implementation("rowwise_linear", name)(a, layer)

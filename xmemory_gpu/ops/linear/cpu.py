@@ -1,0 +1,16 @@
+"""C++ CPU path of ``rowwise_linear`` (``xmemory_gpu._C``: the 6 x 32 FMA-chain micro-kernel, OpenMP
+across row blocks and 32-column panels)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NO_BIAS = np.zeros(0, np.float32)
+
+
+def rowwise_linear(x: np.ndarray, layer) -> np.ndarray:
+    """See ``ops.linear.rowwise_linear`` (checked inputs, packed panels)."""
+    from ... import _C
+
+    n = layer.shape[0]
+    return _C.rowwise_linear(x, layer.panels, n, _NO_BIAS if layer.bias is None else layer.bias)
