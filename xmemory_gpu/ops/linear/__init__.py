@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import implementation, register, resolve_backend
+from ..backends import (
+    GPU_BACKENDS,
+    implementation,
+    is_available,
+    register,
+    requested_backend,
+    resolve_backend,
+)
 from ..checks import check_float_matrix
 from ..devices import host
 
@@ -23,9 +30,10 @@ register("rowwise_linear", __name__, _ALL)
 
 @dataclass(frozen=True)
 class PackedLinear:
-    """A dense layer's parameters ready for ``rowwise_linear``: ``weight`` [N, K] float32, ``bias`` [N]
-    float32 or None, ``panels`` [ceil(N / 32), K, 32] float32 (the cpu kernel's layout; None until a
-    cpu call packs it)."""
+    """A dense layer's parameters ready for ``rowwise_linear`` (copies: later edits of the source arrays
+    do not reach it): ``weight`` [N, K] float32, ``bias`` [N] float32 or None, ``panels``
+    [ceil(N / 32), K, 32] float32, the cpu kernel's layout (None when packed for ``reference``; a cpu
+    call then packs it for that call)."""
 
     weight: np.ndarray
     bias: np.ndarray | None
@@ -40,14 +48,21 @@ class PackedLinear:
 def pack_linear(weight: Any, bias: Any = None, *, backend: str = "auto") -> PackedLinear:
     """A ``PackedLinear`` from weight [N, K] (torch's ``nn.Linear.weight`` layout) and bias [N] or None,
     packed for ``backend``'s kernel. Bad input raises ``ValueError`` naming the argument."""
-    w = np.ascontiguousarray(host(check_float_matrix("weight", weight)), dtype=np.float32)
+    w = np.array(host(check_float_matrix("weight", weight)), dtype=np.float32, order="C", copy=True)
     b = None
     if bias is not None:
-        b = np.ascontiguousarray(host(check_float_matrix("bias", bias, ndim=1)), dtype=np.float32)
+        b = np.array(host(check_float_matrix("bias", bias, ndim=1)), dtype=np.float32, copy=True)
         if b.shape[0] != w.shape[0]:
             raise ValueError(f"bias: expected {w.shape[0]} values (one per output), got {b.shape[0]}")
-    name = resolve_backend("rowwise_linear", backend, on_cuda=False)
-    return PackedLinear(w, b, _pack(name, w))
+    return PackedLinear(w, b, _pack(_host_backend(backend), w))
+
+
+def _host_backend(backend: str) -> str:
+    """The backend a call runs on: ``auto`` (or ``XMEMORY_BACKEND`` naming a GPU path: the op is host
+    only) picks ``cpu`` when built, else ``reference``; an explicit GPU backend raises."""
+    if backend == "auto" and requested_backend(backend) in GPU_BACKENDS:
+        backend = "cpu" if is_available("cpu") else "reference"
+    return resolve_backend("rowwise_linear", backend, on_cuda=False)
 
 
 def _pack(name: str, w: np.ndarray) -> np.ndarray | None:
@@ -64,7 +79,9 @@ def rowwise_linear(x: Any, layer: PackedLinear, *, backend: str = "auto") -> np.
     one FMA chain over k = 0..K-1 from zero, plus the bias: row i of y depends on row i of x alone.
     x need not be finite (an encoder's activations are passed through as they are). Bad input raises
     ``ValueError`` naming the argument."""
-    name = resolve_backend("rowwise_linear", backend, on_cuda=False)
+    name = _host_backend(backend)
+    if not isinstance(layer, PackedLinear):
+        raise ValueError(f"layer: expected a PackedLinear (ops.linear.pack_linear), got {type(layer).__name__}")
     a = np.ascontiguousarray(host(check_float_matrix("x", x, finite=False)), dtype=np.float32)
     n, k = layer.shape
     if a.shape[1] != k:

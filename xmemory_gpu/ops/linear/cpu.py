@@ -1,5 +1,5 @@
-"""C++ CPU path of ``rowwise_linear`` (``xmemory_gpu._C``: the 6 x 32 FMA-chain micro-kernel, OpenMP
-across row blocks and 32-column panels)."""
+"""C++ CPU path of ``rowwise_linear`` (``xmemory_gpu._C``: the 6 x 32 FMA-chain micro-kernel of every
+ISA and a 12 x 32 AVX-512 one with the same chains, OpenMP across row blocks and 32-column panels)."""
 
 from __future__ import annotations
 
