@@ -20,7 +20,7 @@ using f32arr = py::array_t<float, py::array::c_style | py::array::forcecast>;
 
 namespace {
 
-constexpr int64_t kMC = 96;  // rows per task: the task's accumulators (96 x 32 floats) and A chunk stay in L2
+constexpr int64_t kMC = 48;  // rows per task: a depth chunk of its rows (24 KiB) and of the panel (16 KiB) fit L1 together
 // Multiply-adds below which a call stays on one thread. Lower than the other kernels' kParallelWork:
 // the encoder's forward keeps every core busy anyway (torch's own ops run on all threads between these
 // calls), and a 26-token message's 384 x 384 layers (3.8 M multiply-adds) gain from two threads.
