@@ -147,7 +147,7 @@ def test_bad_input_names_the_argument(kwargs, match):
 def test_a_gpu_construction_keeps_its_kmeans_on_the_host(monkeypatch):
     """The theme stage passes its backend through: a GPU one (or ``XMEMORY_BACKEND`` naming one) runs the
     k-means on the host's best with the same proposals, while the op itself refuses a GPU backend."""
-    from xmemory_gpu.ops.kmeans import host_backend
+    from xmemory_gpu.ops.backends import host_backend
 
     rng = np.random.default_rng(4)
     x, off = clustered_themes(rng, [15, 20, 13], 16)

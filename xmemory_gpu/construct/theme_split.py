@@ -11,8 +11,9 @@ import zlib
 
 import numpy as np
 
+from ..ops.backends import host_backend
 from ..ops.checks import check_offsets
-from ..ops.kmeans import host_backend, spherical_kmeans
+from ..ops.kmeans import spherical_kmeans
 from ..ops.kmeans.reference import first_appearance, lloyd
 from ..ops.rows import unit_rows
 

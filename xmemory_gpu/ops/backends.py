@@ -187,6 +187,16 @@ def gpu_preference(op: str, implemented: tuple[str, ...] | None = None) -> tuple
     return tuple(b for b in order if b in implemented)
 
 
+def host_backend(backend: str) -> str:
+    """The backend a host-only op (``spherical_kmeans``, ``rowwise_linear``) runs on for a caller with
+    ``backend`` (or ``XMEMORY_BACKEND`` under ``auto``): itself on the host; for a GPU backend the
+    host's best (a construction on the GPU keeps its k-means on the host)."""
+    name = requested_backend(backend)
+    if name in GPU_BACKENDS:
+        return "cpu" if is_available("cpu") else "reference"
+    return name
+
+
 def resolve_backend(
     op: str,
     backend: str,

@@ -9,29 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import (
-    GPU_BACKENDS,
-    implementation,
-    is_available,
-    register,
-    requested_backend,
-    resolve_backend,
-)
+from ..backends import implementation, register, resolve_backend
 from ..checks import check_float_matrix, check_index, check_int, check_offsets
 from ..devices import host
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
 register("spherical_kmeans", __name__, _ALL)
-
-
-def host_backend(backend: str) -> str:
-    """The backend a caller with ``backend`` (or ``XMEMORY_BACKEND`` under ``auto``) runs the k-means
-    on: itself on the host; for a GPU backend the host's best (a construction on the GPU keeps its
-    k-means on the host, the op has no GPU path)."""
-    name = requested_backend(backend)
-    if name in GPU_BACKENDS:
-        return "cpu" if is_available("cpu") else "reference"
-    return name
 
 
 def spherical_kmeans(

@@ -13,14 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import (
-    GPU_BACKENDS,
-    implementation,
-    is_available,
-    register,
-    requested_backend,
-    resolve_backend,
-)
+from ..backends import host_backend, implementation, register, resolve_backend
 from ..checks import check_float_matrix
 from ..devices import host
 
@@ -58,20 +51,18 @@ def pack_linear(weight: Any, bias: Any = None, *, backend: str = "auto") -> Pack
 
 
 def _host_backend(backend: str) -> str:
-    """The backend a call runs on: ``auto`` (or ``XMEMORY_BACKEND`` naming a GPU path: the op is host
-    only) picks ``cpu`` when built, else ``reference``; an explicit GPU backend raises."""
-    if backend == "auto" and requested_backend(backend) in GPU_BACKENDS:
-        backend = "cpu" if is_available("cpu") else "reference"
-    return resolve_backend("rowwise_linear", backend, on_cuda=False)
+    """The backend a call runs on: ``auto`` (``XMEMORY_BACKEND`` naming a GPU path included: the op is
+    host only) picks the host's best; an explicit GPU backend raises."""
+    return resolve_backend("rowwise_linear", host_backend(backend) if backend == "auto" else backend, on_cuda=False)
 
 
 def _pack(name: str, w: np.ndarray) -> np.ndarray | None:
     """The cpu kernel's panels of w, or None for another backend."""
     if name != "cpu":
         return None
-    from ... import _C
+    from .cpu import pack_panels
 
-    return _C.pack_linear_weight(w)
+    return pack_panels(w)
 
 
 def rowwise_linear(x: Any, layer: PackedLinear, *, backend: str = "auto") -> np.ndarray:

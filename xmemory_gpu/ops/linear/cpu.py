@@ -8,6 +8,13 @@ import numpy as np
 _NO_BIAS = np.zeros(0, np.float32)
 
 
+def pack_panels(w: np.ndarray) -> np.ndarray:
+    """W [N, K] float32 as the kernel's [ceil(N / 32), K, 32] zero-padded column panels."""
+    from ... import _C
+
+    return _C.pack_linear_weight(w)
+
+
 def rowwise_linear(x: np.ndarray, layer) -> np.ndarray:
     """See ``ops.linear.rowwise_linear`` (checked inputs, packed panels)."""
     from ... import _C
