@@ -13,6 +13,7 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.memory.bank import MemorySlice
+from xmemory_gpu.memory.hierarchy import slice_from_memory
 from xmemory_gpu.memory.store import SCHEMA_VERSION, Store, StoreError
 
 
@@ -117,11 +118,11 @@ def test_an_old_store_is_read_as_it_is_and_upgraded_atomically(tmp_path, memorie
     calls = []  # a crash while the new files are written: the store stays schema 2, whole
     real = Store._write_file
 
-    def failing(self, sl):
-        calls.append(sl.memory_id)
+    def failing(self, memory_id, name, data):
+        calls.append(memory_id)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return real(self, sl)
+        return real(self, memory_id, name, data)
 
     monkeypatch.setattr(Store, "_write_file", failing)
     st = Store.open(root)
@@ -203,6 +204,36 @@ def test_a_failed_commit_of_unchanged_columns_keeps_the_live_file(tmp_path, memo
     assert st.check(mid) is None
     with pytest.raises(StoreError, match="names a memory twice"):
         st.commit([st.get_slice(mid), st.get_slice(mid)], replace=True)
+
+
+def test_a_commit_of_several_memories_that_fails_leaves_no_file(tmp_path, memories, monkeypatch):
+    """A shard's commit: a failed write (a full disk) or a broken slice after others were written
+    leaves the store as it was, with no file of the failed commit (the writer threads' files removed)."""
+    root = tmp_path / "store"
+    st = Store.create(root, dim=32, embedder="hashing-32", config={})
+    before = _files(root)
+    slices = [slice_from_memory(m) for m in memories]
+    real = Store._write_file
+
+    def failing(self, memory_id, name, data):
+        if memory_id == memories[1].memory_id:
+            raise OSError(28, "No space left on device")
+        return real(self, memory_id, name, data)
+
+    monkeypatch.setattr(Store, "_write_file", failing)
+    with pytest.raises(OSError, match="No space left on device"):
+        st.commit(slices)
+    monkeypatch.undo()
+    assert st.memory_ids() == [] and _files(root) == before
+    broken = slices[2]
+    broken = MemorySlice(broken.memory_id, {**broken.cols, "msg": {**broken.cols["msg"], "x": broken.cols["msg"]["x"][:, :16]}},
+                         broken.stats)
+    with pytest.raises(StoreError, match="dim 16 != store dim 32"):
+        st.commit([*slices[:2], broken])  # the first two were handed to the writers before the third failed
+    assert st.memory_ids() == [] and _files(root) == before
+    st.commit(slices)  # the same memories commit afterwards
+    assert st.memory_ids() == [m.memory_id for m in memories]
+    st.close()
 
 
 def test_catalogue_counts_and_message_index(tmp_path, memories):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from datetime import datetime, timezone
@@ -22,7 +23,14 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters, digits, inner apostrophes/hyphens)."""
-    return [w.lower().strip("'-") for w in _WORD.findall(text)]
+    return list(_words(text))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _words(text: str) -> tuple[str, ...]:
+    """``words``, remembered for the last 65,536 texts (a build reads each message in several stages:
+    the hashing encoder, episode keywords, sentence rules)."""
+    return tuple(w.lower().strip("'-") for w in _WORD.findall(text))
 
 
 def content_words(text: str) -> list[str]:
@@ -42,11 +50,19 @@ def keywords(texts: list[str], n: int = 4) -> list[str]:
     return [w for w, _ in counts.most_common(n)]
 
 
+_DATES: dict[float | None, str] = {}  # timestamp -> ``fmt_date`` (a pure function of it)
+_DATES_MAX = 1 << 16
+
+
 def fmt_date(ts: float | None) -> str:
-    """``YYYY-MM-DD`` (UTC) or ``unknown date``."""
-    if ts is None:
-        return "unknown date"
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
+    """``YYYY-MM-DD`` (UTC) or ``unknown date``; remembered per timestamp (episode titles and every
+    unit of a context are dated)."""
+    d = _DATES.get(ts)
+    if d is None:
+        if len(_DATES) >= _DATES_MAX:
+            _DATES.clear()
+        d = _DATES[ts] = "unknown date" if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
+    return d
 
 
 def message_line(m) -> str:

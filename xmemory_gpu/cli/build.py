@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-retries", type=int, default=2, help="stricter re-asks of a malformed answer before the LLM-free fallback")
     p.add_argument("--llm-batch-size", type=int, default=8, help="prompts per forward pass of an in-process generator")
     p.add_argument("--sessions", type=int, default=None, help="keep only the first N sessions of each conversation")
-    p.add_argument("--shard-size", type=int, default=16, help="conversations built together before committing")
+    p.add_argument("--shard-size", type=int, default=64, help="conversations built together (one lockstep batch) before committing")
     p.add_argument("--backend", default="auto",
                    help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton also run the encoder on the GPU)")
     p.add_argument("--config", default=None, help="JSON file with settings overriding the defaults")

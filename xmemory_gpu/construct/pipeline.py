@@ -305,7 +305,7 @@ def build_store(
     config: XMemoryConfig | None = None,
     embedder=None,
     limit: int | None = None,
-    shard_size: int = 16,
+    shard_size: int = 64,
     progress: bool = True,
     backend: str = "auto",
     llm: LLMBuilder | None = None,

@@ -7,6 +7,7 @@ like ``"1:56 pm on 8 May, 2023"``) and ``qa``. Errors name the file, the sample 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from datetime import datetime, timezone
@@ -22,8 +23,10 @@ class DatasetError(ValueError):
     """A dataset file that does not have the expected shape; the message names file and field."""
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def parse_datetime(text: str) -> float:
-    """``"1:56 pm on 8 May, 2023"`` -> POSIX seconds (UTC). Raises ValueError."""
+    """``"1:56 pm on 8 May, 2023"`` -> POSIX seconds (UTC), remembered per text (``strptime`` is slow).
+    Raises ValueError."""
     return datetime.strptime(text.strip(), DATE_FORMAT).replace(tzinfo=timezone.utc).timestamp()
 
 
@@ -106,28 +109,28 @@ def _conversation(f: Path, i: int, item: object) -> Conversation:
         except ValueError:
             raise DatasetError(f"{where}: conversation.{dt_key}: cannot parse {dt!r} (expected like '1:56 pm on 8 May, 2023')") from None
         for j, turn in enumerate(turns):
-            tw = f"{where}: conversation.{key}[{j}]"
             if not isinstance(turn, dict):
-                raise DatasetError(f"{tw}: expected an object")
+                raise DatasetError(f"{where}: conversation.{key}[{j}]: expected an object")
             mid = turn.get("dia_id")
             if not isinstance(mid, str) or not mid:
-                raise DatasetError(f"{tw}.dia_id: missing")
+                raise DatasetError(f"{where}: conversation.{key}[{j}].dia_id: missing")
             if mid in seen:
-                raise DatasetError(f"{tw}.dia_id: duplicate id {mid!r}")
+                raise DatasetError(f"{where}: conversation.{key}[{j}].dia_id: duplicate id {mid!r}")
             seen.add(mid)
             text, caption = turn.get("text"), turn.get("blip_caption")
             for field, value in (("text", text), ("blip_caption", caption)):
                 if value is not None and not isinstance(value, str):
-                    raise DatasetError(f"{tw}.{field}: expected a string, got {type(value).__name__} {value!r:.40} (dia_id {mid})")
+                    raise DatasetError(f"{where}: conversation.{key}[{j}].{field}: expected a string, got {type(value).__name__} {value!r:.40} (dia_id {mid})")
             text = text or ""  # a photo turn may have only its caption
             if isinstance(caption, str) and caption.strip():
                 text = f"{text} [shares a photo: {caption.strip()}]".strip()
             if not text.strip():
-                raise DatasetError(f"{tw}.text: missing or empty (dia_id {mid})")
-            _check_unicode(f"{tw}.text", text)
+                raise DatasetError(f"{where}: conversation.{key}[{j}].text: missing or empty (dia_id {mid})")
+            if not text.isascii():  # only non-ASCII text can hold a lone surrogate
+                _check_unicode(f"{where}: conversation.{key}[{j}].text", text)
             speaker = turn.get("speaker")
             if not isinstance(speaker, str) or not speaker:
-                raise DatasetError(f"{tw}.speaker: missing (dia_id {mid})")
+                raise DatasetError(f"{where}: conversation.{key}[{j}].speaker: missing (dia_id {mid})")
             messages.append(Message(id=mid, speaker=speaker, text=text.strip(), session=n, timestamp=ts + j))
     qa = []
     qas = item.get("qa") or []

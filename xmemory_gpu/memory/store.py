@@ -113,6 +113,7 @@ class Store:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._conn = conn
+        self._pool: ThreadPoolExecutor | None = None  # file writers, started by the first commit of several
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         try:
             self.schema_version = int(meta["schema_version"])
@@ -213,6 +214,9 @@ class Store:
         return store
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         self._conn.close()
 
     # -- the catalogue -------------------------------------------------------------------------
@@ -301,15 +305,18 @@ class Store:
         return out
 
     # -- writing -------------------------------------------------------------------------------
-    def _write_file(self, sl: MemorySlice) -> tuple[str, str]:
-        """The memory's columns in a new content-addressed file (temp, fsync, rename); (name, sha256)."""
+    def _encode(self, sl: MemorySlice) -> tuple[str, str, bytes]:
+        """The memory's checked bytes and the content-addressed file name they go to: (name, sha256, bytes)."""
         try:
             data, digest = encode_checked(sl, self.dim)
         except SliceFormatError as exc:
             raise StoreError(f"{self.path}: {exc}") from None
         key = hashlib.sha1(sl.memory_id.encode()).hexdigest()[:16]
-        name = f"{key}-{digest[:12]}.slice"
-        tmp = self.path / "arrays" / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+        return f"{key}-{digest[:12]}.slice", digest, data
+
+    def _write_file(self, memory_id: str, name: str, data: bytes) -> None:
+        """``data`` in the new file ``name`` (temp, fsync, rename)."""
+        tmp = self.path / "arrays" / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             with open(tmp, "wb") as fh:
                 fh.write(data)
@@ -319,30 +326,46 @@ class Store:
         except BaseException as exc:
             tmp.unlink(missing_ok=True)  # a full disk or an interrupt leaves no orphan
             if isinstance(exc, OSError):
-                raise StoreError(f"{self.path}: cannot write memory {sl.memory_id!r}: {exc.strerror or exc} "
+                raise StoreError(f"{self.path}: cannot write memory {memory_id!r}: {exc.strerror or exc} "
                                  "(nothing of this commit was stored)") from None
             raise
-        return name, digest
+
+    def _writers(self) -> ThreadPoolExecutor:
+        """The store's file writers, started once (starting threads per commit cost a bulk build ~1 s)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="xmemory-store-write")
+        return self._pool
 
     def _write_files(self, slices: list[MemorySlice], live: set[str]) -> list[tuple[str, str]]:
-        """``_write_file`` for each slice, several at once (their fsyncs overlap: a bulk build commits
-        a shard of memories in one call), then the folder fsynced (the renames survive a power
-        loss). If one fails, the files the others wrote are removed, but for names in ``live``: the
-        catalogue already names them (a memory committed again with the same columns)."""
-        done, error = [], None
-        if len(slices) <= 1:
+        """Each slice's file: encoded and checked here, one after another (CPU work under the GIL),
+        each handed to the store's writer threads as soon as it is encoded (writes and fsyncs overlap
+        the next encodings and each other: a bulk build commits a shard of memories in one call),
+        then the folder fsynced (the renames survive a power loss). Returns (name, sha256) per slice.
+        If one fails (a broken slice, a full disk), the files the others wrote are removed, but for
+        names in ``live``: the catalogue already names them (a memory committed again with the same
+        columns)."""
+        pool = self._writers() if len(slices) > 1 else None
+        pending: list[tuple[str, str, Any]] = []  # (name, sha256, the write's future or None when done here)
+        error: BaseException | None = None
+        for sl in slices:
             try:
-                done = [self._write_file(sl) for sl in slices]
-            except BaseException as exc:  # noqa: BLE001 - raised below
+                name, digest, data = self._encode(sl)
+                if pool is None:
+                    self._write_file(sl.memory_id, name, data)
+                    pending.append((name, digest, None))
+                else:
+                    pending.append((name, digest, pool.submit(self._write_file, sl.memory_id, name, data)))
+            except BaseException as exc:  # noqa: BLE001 - raised below, once the writes started are done
                 error = exc
-        else:
-            with ThreadPoolExecutor(max_workers=min(WRITE_THREADS, len(slices))) as pool:
-                futures = [pool.submit(self._write_file, sl) for sl in slices]
-            for f in futures:
-                try:
-                    done.append(f.result())
-                except BaseException as exc:  # noqa: BLE001 - the first is raised below
-                    error = error or exc
+                break
+        done = []
+        for name, digest, fut in pending:
+            try:
+                if fut is not None:
+                    fut.result()
+                done.append((name, digest))
+            except BaseException as exc:  # noqa: BLE001 - the first is raised below
+                error = error or exc
         if error is None and done:
             try:
                 fd = os.open(self.path / "arrays", os.O_RDONLY)
@@ -498,7 +521,9 @@ class Store:
                                 _reason(exc))
                     damaged.append(mid)
                     continue
-                converted[mid] = (sl, *self._write_file(sl))
+                name, digest, data = self._encode(sl)
+                self._write_file(mid, name, data)
+                converted[mid] = (sl, name, digest)
             olds = dict(c.execute("SELECT memory_id, arrays_file FROM memories").fetchall())
             with c:
                 c.execute("BEGIN")  # the DDL below is part of the transaction (sqlite3 opens none for it)

@@ -26,20 +26,6 @@ MIN_PASSAGE_TOKENS = 24  # a passage is cut to what is left of the budget only w
 MIN_CUT_TOKENS = 12  # the room left once every unit was tried goes to a cut unit of at least this many tokens
 
 
-_DATES: dict[float | None, str] = {}  # timestamp -> ``fmt_date`` (a pure function of it)
-_DATES_MAX = 1 << 16
-
-
-def date_of(ts: float | None) -> str:
-    """``fmt_date(ts)``, remembered per timestamp (a context dates every unit it holds)."""
-    d = _DATES.get(ts)
-    if d is None:
-        if len(_DATES) >= _DATES_MAX:
-            _DATES.clear()
-        d = _DATES[ts] = fmt_date(ts)
-    return d
-
-
 def _ids(bank: Bank, rows: np.ndarray) -> list[str]:
     return [bank.msg["id"][int(r)] for r in rows if r >= 0]
 
@@ -152,11 +138,11 @@ def context_pieces(units: list[RetrievedUnit], *, resolve_dates: bool = False) -
     if sem:
         out.append(("", SECTIONS["semantic"]))
         for u in sem:
-            out += [("\n", f"- ({date_of(u.timestamp)})"), (" ", body(u))]
+            out += [("\n", f"- ({fmt_date(u.timestamp)})"), (" ", body(u))]
     if epi:
         out.append(("\n\n" if sem else "", SECTIONS["episodic"]))
         for i, u in enumerate(epi):
-            out += [("\n" if i == 0 else "\n\n", f"[{date_of(u.timestamp)}]"), ("\n", body(u))]
+            out += [("\n" if i == 0 else "\n\n", f"[{fmt_date(u.timestamp)}]"), ("\n", body(u))]
     return out
 
 
@@ -438,7 +424,7 @@ class TokenBudget:
         if n is None:
             if len(self._heads) >= COUNTS_MAX:
                 self._heads.clear()
-            date = date_of(u.timestamp)
+            date = fmt_date(u.timestamp)
             n = self._heads[key] = self.count([f"- ({date})" if key[0] else f"[{date}]"])[0]
         return n
 
