@@ -247,8 +247,9 @@ class PartitionState:
         off = check_offsets("offsets", offsets, x.shape[0])
         if labels.shape != (x.shape[0],) or (labels.size and labels.min() < 0):
             raise ValueError(f"labels must be [N] non-negative ints, got shape {labels.shape}")
-        st = cls(x=x, labels=labels, offsets=off, theme_offsets=np.zeros(len(off), np.int64), theme_label=np.zeros(0, np.int64),
-                 theme_sum=np.zeros((0, x.shape[1])), theme_count=np.zeros(0, np.int64), member_offsets=np.zeros(1, np.int64),
+        # an empty state of B memories (every column consistent), then every block swapped in
+        st = cls(x=x, labels=np.zeros(0, np.int64), offsets=np.zeros(len(off), np.int64), theme_offsets=np.zeros(len(off), np.int64),
+                 theme_label=np.zeros(0, np.int64), theme_sum=np.zeros((0, x.shape[1])), theme_count=np.zeros(0, np.int64), member_offsets=np.zeros(1, np.int64),
                  member_rows=np.zeros(0, np.int64), top_idx=np.zeros((0, 2), np.int64), top_cos=np.zeros((0, 2)),
                  f=np.zeros(len(off) - 1), eps=eps)
         st._replace(list(range(len(off) - 1)), _blocks(x, np.arange(x.shape[0]), labels, off, eps))
@@ -319,11 +320,16 @@ class PartitionState:
         add: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for b in bs:
             xn, ln = nodes[b]
-            xn = unit_rows(xn)
+            xn = np.asarray(host(xn), dtype=np.float64)
             ln = np.asarray(host(ln), dtype=np.int64)
-            if ln.shape != (xn.shape[0],) or (ln.size and ln.min() < 0):
-                raise ValueError(f"memory {b}: labels must be [{xn.shape[0]}] non-negative ints, got shape {ln.shape}")
+            if xn.ndim != 2 or ln.shape != (xn.shape[0],) or (ln.size and ln.min() < 0):
+                raise ValueError(f"memory {b}: x must be [m, d] and labels [m] non-negative ints, got shapes {xn.shape}, {ln.shape}")
             add[b] = (xn, ln)
+        if len({a[0].shape[1] for a in add.values()} | {self.x.shape[1]}) != 1:
+            raise ValueError(f"new nodes must have the state's dimension {self.x.shape[1]}")
+        # unit_rows is row by row: one call over every memory's new rows gives each row's bits of its own call
+        unit = np.split(unit_rows(np.concatenate([add[b][0] for b in bs])), np.cumsum([len(add[b][1]) for b in bs])[:-1])
+        add = {b: (u, add[b][1]) for b, u in zip(bs, unit)}
         n_mem = len(self.offsets) - 1
         pieces, sizes = [], []
         for b in range(n_mem):
@@ -352,52 +358,40 @@ class PartitionState:
 
     def _replace(self, bs: list[int], blocks: _Blocks, x: np.ndarray | None = None) -> None:
         """Swap in the blocks of memories ``bs`` (and ``x``, the node rows re-packed for their new sizes);
-        the other memories' columns are kept as they are."""
-        at = {b: i for i, b in enumerate(bs)}
+        the other memories' columns are kept as they are. Every column is one gather from the old
+        column followed by the blocks' (the rows each memory takes, by CSR ranges): no per-memory loop."""
         n_mem = len(self.offsets) - 1
-        cols: dict[str, list[np.ndarray]] = {k: [] for k in ("labels", "theme_label", "theme_sum", "theme_count", "members",
-                                                                 "top_idx", "top_cos")}
-        n_sizes, t_sizes, f = [], [], np.array(self.f, np.float64)
-        for b in range(n_mem):
-            s, e = int(self.offsets[b]), int(self.offsets[b + 1])
-            ts, te = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
-            if b in at:
-                i = at[b]
-                r0, r1 = int(blocks.row_off[i]), int(blocks.row_off[i + 1])
-                t0, t1 = int(blocks.theme_off[i]), int(blocks.theme_off[i + 1])
-                cols["labels"].append(blocks.labels[r0:r1])
-                cols["members"].append(blocks.members[r0:r1])
-                for name in ("theme_label", "theme_sum", "theme_count", "top_idx", "top_cos"):
-                    cols[name].append(getattr(blocks, name)[t0:t1])
-                f[b] = blocks.f[i]
-                n_sizes.append(r1 - r0)
-                t_sizes.append(t1 - t0)
-                continue
-            ti = self.top_idx[ts:te]
-            cols["labels"].append(self.labels[s:e])
-            cols["members"].append(self.member_rows[s:e] - s)
-            for name in ("theme_label", "theme_sum", "theme_count", "top_cos"):
-                cols[name].append(getattr(self, name)[ts:te])
-            cols["top_idx"].append(np.where(ti >= 0, ti - ts, -1))
-            n_sizes.append(e - s)
-            t_sizes.append(te - ts)
+        bs_arr = np.asarray(bs, np.int64)
+        new = np.zeros(n_mem, bool)
+        new[bs_arr] = True
+        slot = np.zeros(n_mem, np.int64)
+        slot[bs_arr] = np.arange(len(bs))
+        old_n, old_t = np.diff(self.offsets), np.diff(self.theme_offsets)
+        n_sizes = np.where(new, np.diff(blocks.row_off)[slot], old_n)
+        t_sizes = np.where(new, np.diff(blocks.theme_off)[slot], old_t)
+        # where each memory's rows start in [old column; blocks' column]
+        n_src = np.where(new, len(self.labels) + blocks.row_off[:-1][slot], self.offsets[:-1])
+        t_src = np.where(new, len(self.theme_label) + blocks.theme_off[:-1][slot], self.theme_offsets[:-1])
         off, t_off = csr_offsets(n_sizes), csr_offsets(t_sizes)
-        d = self.x.shape[1]
-        cat = lambda a, shape, dt: np.concatenate(a).astype(dt, copy=False) if a else np.zeros(shape, dt)  # noqa: E731
+        n_take = np.repeat(n_src - off[:-1], n_sizes) + np.arange(int(off[-1]))
+        t_take = np.repeat(t_src - t_off[:-1], t_sizes) + np.arange(int(t_off[-1]))
+        old_members = self.member_rows - np.repeat(self.offsets[:-1], old_n)  # local to each memory
+        old_top = np.where(self.top_idx >= 0, self.top_idx - np.repeat(self.theme_offsets[:-1], old_t)[:, None], -1)
         if x is not None:
             self.x = x
-        self.labels = cat(cols["labels"], (0,), np.int64)
+        self.labels = np.concatenate([self.labels, blocks.labels.astype(np.int64, copy=False)])[n_take]
+        members = np.concatenate([old_members, blocks.members.astype(np.int64, copy=False)])[n_take]
         self.offsets, self.theme_offsets = off, t_off
-        self.theme_label = cat(cols["theme_label"], (0,), np.int64)
-        self.theme_sum = cat(cols["theme_sum"], (0, d), np.float64)
-        self.theme_count = cat(cols["theme_count"], (0,), np.int64)
+        self.theme_label = np.concatenate([self.theme_label, blocks.theme_label.astype(np.int64, copy=False)])[t_take]
+        self.theme_sum = np.concatenate([self.theme_sum, blocks.theme_sum.astype(np.float64, copy=False)])[t_take]
+        self.theme_count = np.concatenate([self.theme_count, blocks.theme_count.astype(np.int64, copy=False)])[t_take]
         self.member_offsets = csr_offsets(self.theme_count)
-        node_start = np.repeat(off[:-1], n_sizes)
-        self.member_rows = cat(cols["members"], (0,), np.int64) + node_start
-        theme_start = np.repeat(t_off[:-1], t_sizes)[:, None]
-        top = cat(cols["top_idx"], (0, 2), np.int64)
-        self.top_idx = np.where(top >= 0, top + theme_start, -1)
-        self.top_cos = cat(cols["top_cos"], (0, 2), np.float64)
+        self.member_rows = members + np.repeat(off[:-1], n_sizes)
+        top = np.concatenate([old_top, blocks.top_idx.astype(np.int64, copy=False)])[t_take]
+        self.top_idx = np.where(top >= 0, top + np.repeat(t_off[:-1], t_sizes)[:, None], -1)
+        self.top_cos = np.concatenate([self.top_cos, blocks.top_cos.astype(np.float64, copy=False)])[t_take]
+        f = np.array(self.f, np.float64)
+        f[bs_arr] = blocks.f
         self.f = f
 
 
