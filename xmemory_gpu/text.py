@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
 from datetime import datetime, timezone
@@ -23,14 +22,7 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters, digits, inner apostrophes/hyphens)."""
-    return list(_words(text))
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _words(text: str) -> tuple[str, ...]:
-    """``words``, remembered for the last 65,536 texts (a build reads each message in several stages:
-    the hashing encoder, episode keywords, sentence rules)."""
-    return tuple(w.lower().strip("'-") for w in _WORD.findall(text))
+    return [w.lower().strip("'-") for w in _WORD.findall(text)]
 
 
 def content_words(text: str) -> list[str]:
