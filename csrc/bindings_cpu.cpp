@@ -9,6 +9,7 @@ void register_objective(py::module_& m);
 void register_coverage(py::module_& m);
 void register_kmeans(py::module_& m);
 void register_linear(py::module_& m);
+void register_hashing(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xmemory_gpu C++ CPU kernels (OpenMP)";
@@ -22,4 +23,5 @@ PYBIND11_MODULE(_C, m) {
   register_coverage(m);
   register_kmeans(m);
   register_linear(m);
+  register_hashing(m);
 }
