@@ -23,18 +23,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import ThemeConfig
+from ..ops.attach import attach_rows
 from ..ops.checks import csr_offsets
 from ..ops.knn import knn_graph
-from ..ops.rows import row_norms, unit_rows
+from ..ops.rows import unit_rows
 
 ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
-_TIE = 1e-9  # cosines this close to each other or to a threshold are decided again per node
-
-
-def _norms(s: np.ndarray) -> np.ndarray:
-    """Row norms [m] of sums [m, d], 1 where a sum is zero (its cosines are then 0)."""
-    n = row_norms(s)
-    return np.where(n > 0, n, 1.0)
 
 
 class ThemeState:
@@ -119,46 +113,23 @@ class ThemeState:
     def attach(self, rows: np.ndarray, cfg: ThemeConfig) -> None:
         """Attach ``rows`` in order, each to the theme with the most similar centroid (cosine >=
         ``attach_threshold``, or >= ``lenient_floor`` when that theme is below the cap; ties to the
-        earliest opened) or to a new theme. The rows' cosines to every theme come from one product
-        ``cos [m, slots]``; a theme a row joins or opens has its column recomputed for the rows after
-        it. A decision within ``_TIE`` of a tie or a threshold is taken again from the per-node
-        product, so the result is the per-node rule's exactly."""
+        earliest opened) or to a new theme: ``ops.attach.attach_rows`` on these columns (one fixed
+        order of the float64 products, so the decisions are the same on every ISA)."""
         rows = np.asarray(rows, np.int64)
         if rows.size == 0:
             return
-        xs = self.x[rows].astype(np.float64)  # [m, d]
+        while len(self.ids) < self.n_slots + rows.size:
+            self._grow()
         n0 = self.n_slots
-        cos = np.full((len(rows), n0 + len(rows)), -np.inf)  # [m, slots]: columns are slots
-        live = np.flatnonzero(self.alive[:n0])
-        if live.size:
-            cos[:, live] = (xs @ self.sums[live].T) / _norms(self.sums[live])
-        for j, i in enumerate(rows.tolist()):
-            c = cos[j, : self.n_slots]
-            slot, best, below_cap = (int(np.argmax(c)) if self.slot_of else -1), -np.inf, False
-            if slot >= 0:
-                best = float(c[slot])
-                if np.count_nonzero(c >= best - _TIE) > 1 or min(abs(best - cfg.attach_threshold), abs(best - cfg.lenient_floor)) < _TIE:
-                    slot, best = self._nearest_per_node(i)
-                below_cap = self.counts[slot] < cfg.size_cap
-            if slot >= 0 and (best >= cfg.attach_threshold or (below_cap and best >= cfg.lenient_floor)):
-                self.label[i] = self.ids[slot]
-                self.sums[slot] += self.x[i]
-                self.counts[slot] += 1
-                self.graph_stale = True
-            else:
-                slot = self._open(np.array([i]), [])
-            if j + 1 < len(rows):
-                s = self.sums[slot : slot + 1]
-                cos[j + 1 :, slot] = (xs[j + 1 :] @ s[0]) / _norms(s)[0]
-            self.n_attached = max(self.n_attached, i + 1)
-
-    def _nearest_per_node(self, i: int) -> tuple[int, float]:
-        """(slot, cosine) of node i's nearest live theme, from the per-node product over the live sums."""
-        live = np.flatnonzero(self.alive[: self.n_slots])
-        s = self.sums[live]
-        cos = (s @ self.x[i].astype(np.float64)) / _norms(s)
-        j = int(np.argmax(cos))
-        return int(live[j]), float(cos[j])
+        self.n_slots, self.next_id, joined = attach_rows(
+            self.x, rows, self.sums, self.counts, self.alive, self.ids, self.label, self.n_slots, self.next_id,
+            attach_threshold=cfg.attach_threshold, lenient_floor=cfg.lenient_floor, size_cap=cfg.size_cap)
+        for s in range(n0, self.n_slots):
+            self.parents.append([])
+            self.slot_of[int(self.ids[s])] = s
+        if joined or self.n_slots > n0:
+            self.graph_stale = True
+        self.n_attached = max(self.n_attached, int(rows.max()) + 1)
 
     def split(self, t: int, groups: list[np.ndarray]) -> list[int]:
         """Replace theme t by one theme per group of node rows; returns the new ids. Nodes outside

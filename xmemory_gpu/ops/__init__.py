@@ -1,8 +1,8 @@
 """Kernel families (knn, objective, coverage, entropy), each with a float64 NumPy reference, a C++
-CPU path and GPU paths (Triton, CUDA C++), and three host-only ops: the seeded k-means of the theme
-splits (kmeans), the sentence encoder's batch-invariant dense layer (linear) and the hashing
-embedder's word-feature counts (features), each a reference and C++, behind one contract in three
-modules:
+CPU path and GPU paths (Triton, CUDA C++), and four host-only ops: the theme stage's attach loop
+(attach) and seeded k-means of the theme splits (kmeans), the sentence encoder's batch-invariant dense
+layer (linear) and the hashing embedder's word-feature counts (features), each a reference and C++,
+behind one contract in three modules:
 
 - ``backends``: which backends exist and can run here (``available_backends``), which each op
   implements (``implemented_backends(op)``) and which one a call runs on (``resolve_backend``,
@@ -16,13 +16,14 @@ Flat surface::
     from xmemory_gpu.ops import knn_graph, knn_search, KnnGraph, partition_objective, score_candidates
     from xmemory_gpu.ops import coverage_select, token_entropy_logprob, csr_offsets, available_backends
     from xmemory_gpu.ops import implemented_backends, spherical_kmeans, pack_linear, rowwise_linear
-    from xmemory_gpu.ops import feature_counts
+    from xmemory_gpu.ops import feature_counts, attach_rows
 
 ``available_backends()`` reports which backends are usable here; ``implemented_backends(op)`` which
 backends an op has; ``validated_backends()`` the GPU paths validated on a real GPU
 (``validated.json``), which ``backend="auto"`` prefers on CUDA tensors.
 """
 
+from .attach import attach_rows
 from .backends import BACKENDS, BackendStatus, available_backends, implemented_backends
 from .checks import csr_offsets
 from .coverage import coverage_select
@@ -35,7 +36,7 @@ from .objective import Candidates, PartitionState, candidate_gains, partition_ob
 from .validated import rows as validated_backends
 
 __all__ = [
-    "BACKENDS", "BackendStatus", "Candidates", "KnnGraph", "PackedLinear", "PartitionState", "available_backends",
+    "BACKENDS", "BackendStatus", "Candidates", "attach_rows", "KnnGraph", "PackedLinear", "PartitionState", "available_backends",
     "candidate_gains", "coverage_select", "csr_offsets", "feature_counts", "implemented_backends", "knn_graph", "knn_search",
     "pack_linear", "partition_objective", "rowwise_linear", "score_candidates", "spherical_kmeans",
     "token_entropy_logprob", "validated_backends",

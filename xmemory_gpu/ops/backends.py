@@ -188,9 +188,10 @@ def gpu_preference(op: str, implemented: tuple[str, ...] | None = None) -> tuple
 
 
 def host_backend(backend: str) -> str:
-    """The backend a host-only op (``spherical_kmeans``, ``rowwise_linear``, ``feature_counts``) runs on for a caller with
-    ``backend`` (or ``XMEMORY_BACKEND`` under ``auto``): itself on the host; for a GPU backend the
-    host's best (a construction on the GPU keeps its k-means on the host)."""
+    """The backend a host-only op (``spherical_kmeans``, ``attach_rows``, ``rowwise_linear``,
+    ``feature_counts``) runs on for a caller with ``backend`` (or ``XMEMORY_BACKEND`` under ``auto``):
+    itself on the host; for a GPU backend the host's best (a construction on the GPU keeps its k-means
+    and attach on the host)."""
     name = requested_backend(backend)
     if name in GPU_BACKENDS:
         return "cpu" if is_available("cpu") else "reference"

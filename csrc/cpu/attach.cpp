@@ -1,0 +1,117 @@
+// Theme attach on the CPU: a memory's new semantic rows join, in order, the live theme with the most
+// similar centroid (cosine >= attach_threshold, or >= lenient_floor when that theme is below the size
+// cap; ties to the earliest slot) or open a new theme (construct/theme_state.py, ops/attach). Cosines
+// are dot(sum_s, x_i) / |sum_s| in float64 with one fixed order (eight interleaved chains over d,
+// combined pairwise, then the tail in order; no multiply-add contraction: this file is compiled with
+// -ffp-contract=off), the order ops/attach/reference.py follows in NumPy, so the decisions are the
+// same bits on every ISA and batch. The columns are edited in place; the caller leaves room for
+// len(rows) new slots.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// sum over k of a[k] * b[k]: lanes j = 0..7 take k = 8t + j in order (the first group starts them),
+// combined ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), then the tail k >= 8q in order.
+template <typename B>
+double dot8(const double* a, const B* b, int64_t d) {
+  const int64_t q = d / 8;
+  double total = 0.0;
+  if (q > 0) {
+    double l[8];
+    for (int j = 0; j < 8; ++j) l[j] = a[j] * static_cast<double>(b[j]);
+    for (int64_t t = 1; t < q; ++t)
+      for (int j = 0; j < 8; ++j) l[j] += a[8 * t + j] * static_cast<double>(b[8 * t + j]);
+    total = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  }
+  for (int64_t k = 8 * q; k < d; ++k) total += a[k] * static_cast<double>(b[k]);
+  return total;
+}
+
+template <typename T>
+T* writable(py::array& a, const char* name, py::ssize_t ndim) {
+  if (!py::isinstance<py::array_t<T>>(a) || a.ndim() != ndim || !(a.flags() & py::array::c_style) || !a.writeable())
+    throw std::invalid_argument(std::string(name) + ": expected a writable C-contiguous array of the column's dtype");
+  return static_cast<T*>(a.mutable_data());
+}
+
+// (n_slots, next_id, attached): the slots after n_slots are the opened themes, in order; attached is
+// true when a row joined an existing theme.
+py::tuple attach_rows(py::array_t<float, py::array::c_style | py::array::forcecast> x,
+                      py::array_t<int64_t, py::array::c_style | py::array::forcecast> rows, py::array sums_a,
+                      py::array counts_a, py::array alive_a, py::array ids_a, py::array label_a, int64_t n_slots,
+                      int64_t next_id, double attach_threshold, double lenient_floor, int64_t size_cap) {
+  if (x.ndim() != 2) throw std::invalid_argument("x must be [n, d]");
+  const int64_t n = x.shape(0), d = x.shape(1), m = rows.size();
+  double* sums = writable<double>(sums_a, "sums", 2);
+  int64_t* counts = writable<int64_t>(counts_a, "counts", 1);
+  bool* alive = writable<bool>(alive_a, "alive", 1);
+  int64_t* ids = writable<int64_t>(ids_a, "ids", 1);
+  int64_t* label = writable<int64_t>(label_a, "label", 1);
+  const int64_t cap = sums_a.shape(0);
+  if (sums_a.shape(1) != d || counts_a.shape(0) != cap || alive_a.shape(0) != cap || ids_a.shape(0) != cap)
+    throw std::invalid_argument("sums [cap, d], counts, alive and ids [cap] must agree");
+  if (label_a.shape(0) != n) throw std::invalid_argument("label must be [n]");
+  if (n_slots < 0 || n_slots + m > cap) throw std::invalid_argument("the columns need room for one new slot per row");
+  const float* X = x.data();
+  const int64_t* R = rows.data();
+  for (int64_t j = 0; j < m; ++j)
+    if (R[j] < 0 || R[j] >= n) throw std::invalid_argument("rows must be node rows in [0, n)");
+  bool attached = false;
+  {
+    py::gil_scoped_release nogil;
+    std::vector<double> norm(cap, 1.0);  // |sum| of each slot, 1 for a zero sum (its cosines are then 0)
+    auto renorm = [&](int64_t s) {
+      const double v = std::sqrt(dot8(sums + s * d, sums + s * d, d));
+      norm[s] = v > 0 ? v : 1.0;
+    };
+    for (int64_t s = 0; s < n_slots; ++s)
+      if (alive[s]) renorm(s);
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t i = R[j];
+      const float* xi = X + i * d;
+      int64_t slot = -1;
+      double best = -std::numeric_limits<double>::infinity();
+      for (int64_t s = 0; s < n_slots; ++s) {
+        if (!alive[s]) continue;
+        const double c = dot8(sums + s * d, xi, d) / norm[s];
+        if (slot < 0 || c > best) slot = s, best = c;
+      }
+      if (slot >= 0 && (best >= attach_threshold || (counts[slot] < size_cap && best >= lenient_floor))) {
+        double* row = sums + slot * d;
+        for (int64_t k = 0; k < d; ++k) row[k] += static_cast<double>(xi[k]);
+        counts[slot] += 1;
+        label[i] = ids[slot];
+        renorm(slot);
+        attached = true;
+      } else {
+        const int64_t s = n_slots++;
+        double* row = sums + s * d;
+        for (int64_t k = 0; k < d; ++k) row[k] = static_cast<double>(xi[k]);
+        counts[s] = 1;
+        ids[s] = next_id;
+        alive[s] = true;
+        label[i] = next_id++;
+        renorm(s);
+      }
+    }
+  }
+  return py::make_tuple(n_slots, next_id, attached);
+}
+
+}  // namespace
+
+void register_attach(py::module_& m) {
+  m.def("attach_rows", &attach_rows, py::arg("x"), py::arg("rows"), py::arg("sums"), py::arg("counts"), py::arg("alive"),
+        py::arg("ids"), py::arg("label"), py::arg("n_slots"), py::arg("next_id"), py::arg("attach_threshold"),
+        py::arg("lenient_floor"), py::arg("size_cap"), "attach rows to the nearest live theme or open one (ops/attach)");
+}

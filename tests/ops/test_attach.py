@@ -1,0 +1,123 @@
+"""Theme attach (ops/attach): the C++ path edits the theme columns exactly as the NumPy reference does
+(labels, sums to the bit, counts, ids, opened slots) on fresh random sessions with closed slots, zero
+sums, every d modulo 8 and the thresholds near the cosines; the fixed dot order is what it says; ties
+go to the earliest slot; bad columns are refused naming the argument."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.ops import available_backends
+from xmemory_gpu.ops.attach import attach_rows
+from xmemory_gpu.ops.attach.reference import dot8
+
+BACKENDS = [b for b in ("reference", "cpu") if available_backends()[b].available]
+needs_cpu = pytest.mark.skipif("cpu" not in BACKENDS, reason="the C++ module is not built")
+
+
+def _columns(rng: np.random.Generator, d: int, cap: int, n_open: int) -> dict[str, np.ndarray]:
+    """Columns with ``n_open`` slots used, some closed, one with a zero sum."""
+    cols = {"sums": np.zeros((cap, d)), "counts": np.zeros(cap, np.int64), "alive": np.zeros(cap, bool),
+            "ids": np.full(cap, -1, np.int64)}
+    for s in range(n_open):
+        cols["sums"][s] = rng.standard_normal(d) * rng.uniform(0.5, 3)
+        cols["counts"][s], cols["ids"][s], cols["alive"][s] = int(rng.integers(1, 6)), 10 + s, rng.random() > 0.25
+    if n_open:
+        cols["sums"][int(rng.integers(0, n_open))] = 0.0
+    return cols
+
+
+def _run(backend: str, x, rows, cols, label, n_open, cfg):
+    c = {k: v.copy() for k, v in cols.items()}
+    lab = label.copy()
+    out = attach_rows(x, rows, c["sums"], c["counts"], c["alive"], c["ids"], lab, n_open, 10 + n_open, backend=backend, **cfg)
+    return out, c, lab
+
+
+@needs_cpu
+@pytest.mark.parametrize("d", [1, 3, 7, 8, 9, 16, 23, 40, 384])
+def test_cpu_edits_the_columns_as_the_reference(d):
+    rng = np.random.default_rng(d)
+    for _ in range(6):
+        n = int(rng.integers(1, 60))
+        centres = rng.standard_normal((int(rng.integers(1, 6)), d))
+        x = (centres[rng.integers(0, len(centres), n)] + 0.6 * rng.standard_normal((n, d))).astype(np.float32)
+        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        n_open = int(rng.integers(0, 5))
+        cols = _columns(rng, d, n_open + n + 3, n_open)
+        label = np.full(n, -1, np.int64)
+        rows = rng.permutation(n)[: int(rng.integers(1, n + 1))]
+        at = float(rng.uniform(0.2, 0.9))
+        cfg = {"attach_threshold": at, "lenient_floor": at - float(rng.uniform(0, 0.3)), "size_cap": int(rng.integers(1, 8))}
+        want = _run("reference", x, rows, cols, label, n_open, cfg)
+        got = _run("cpu", x, rows, cols, label, n_open, cfg)
+        assert got[0] == want[0]
+        np.testing.assert_array_equal(got[2], want[2])
+        for k in cols:
+            np.testing.assert_array_equal(got[1][k], want[1][k], err_msg=k)
+        assert (want[2][rows] >= 0).all() and want[0][0] >= n_open
+
+
+def test_dot8_is_its_stated_order():
+    rng = np.random.default_rng(3)
+    for d in (1, 5, 8, 13, 64, 385):
+        a, b = rng.standard_normal((4, d)), rng.standard_normal(d).astype(np.float32)
+        got = dot8(a, b)
+        for r in range(4):
+            p = [float(a[r, k]) * float(b[k]) for k in range(d)]
+            q = d // 8
+            total = 0.0
+            if q:
+                lanes = [p[j] for j in range(8)]
+                for t in range(1, q):
+                    for j in range(8):
+                        lanes[j] += p[8 * t + j]
+                total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+            for k in range(8 * q, d):
+                total += p[k]
+            assert got[r] == total
+            assert abs(got[r] - math.fsum(p)) <= 4 * d * np.finfo(float).eps * sum(abs(v) for v in p)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ties_go_to_the_earliest_slot_and_thresholds_hold_exactly(backend):
+    x = np.array([[1, 0], [0, 1], [0.6, 0.8], [1, 0]], np.float32)
+    cols = {"sums": np.zeros((8, 2)), "counts": np.zeros(8, np.int64), "alive": np.zeros(8, bool), "ids": np.full(8, -1, np.int64)}
+    cols["sums"][:3] = [[2, 0], [0, -5], [3, 0]]  # slots 0 and 2: the same direction
+    cols["counts"][:3], cols["alive"][:3], cols["ids"][:3] = [1, 1, 1], True, [4, 5, 6]
+    label = np.full(4, -1, np.int64)
+    on = float(np.float32(0.6))  # node 2's cosine to slots 0 and 2: exactly the threshold
+    n, nxt, joined = attach_rows(x, np.array([0, 2]), cols["sums"], cols["counts"], cols["alive"], cols["ids"], label, 3, 7,
+                                 attach_threshold=on, lenient_floor=on, size_cap=9, backend=backend)
+    assert (n, nxt, joined) == (3, 7, True) and label[0] == 4 and label[2] == 4
+    cols["alive"][0] = False  # a closed slot is never joined: node 3 goes to slot 2
+    attach_rows(x, np.array([3]), cols["sums"], cols["counts"], cols["alive"], cols["ids"], label, 3, 7,
+                attach_threshold=0.99, lenient_floor=0.99, size_cap=9, backend=backend)
+    assert label[3] == 6
+    n, nxt, joined = attach_rows(x, np.array([1]), cols["sums"], cols["counts"], cols["alive"], cols["ids"], label, 3, 7,
+                                 attach_threshold=1.5, lenient_floor=1.5, size_cap=9, backend=backend)
+    assert (n, nxt, joined) == (4, 8, False) and label[1] == 7 and cols["ids"][3] == 7 and cols["alive"][3]
+    np.testing.assert_array_equal(cols["sums"][3], [0.0, 1.0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_columns_are_refused(backend):
+    x = np.eye(3, dtype=np.float32)
+    cols = {"sums": np.zeros((2, 3)), "counts": np.zeros(2, np.int64), "alive": np.zeros(2, bool), "ids": np.zeros(2, np.int64)}
+    label = np.full(3, -1, np.int64)
+    with pytest.raises(ValueError, match="sums: 2 slots cannot take 3"):
+        attach_rows(x, np.arange(3), *cols.values(), label, 0, 0, attach_threshold=0.5, lenient_floor=0.5, size_cap=4,
+                    backend=backend)
+    with pytest.raises(ValueError, match="rows"):
+        attach_rows(x, np.array([3]), *cols.values(), label, 0, 0, attach_threshold=0.5, lenient_floor=0.5, size_cap=4,
+                    backend=backend)
+    with pytest.raises(ValueError, match="x: expected"):
+        attach_rows(x.astype(np.float64), np.array([0]), *cols.values(), label, 0, 0, attach_threshold=0.5,
+                    lenient_floor=0.5, size_cap=4, backend=backend)
+    if backend == "cpu":
+        with pytest.raises(ValueError, match="counts"):
+            attach_rows(x, np.array([0]), cols["sums"], cols["counts"].astype(np.int32), cols["alive"], cols["ids"], label, 0, 0,
+                        attach_threshold=0.5, lenient_floor=0.5, size_cap=4, backend=backend)
