@@ -46,6 +46,9 @@ def build_once(data: Path, embedder: str, src: str = "") -> dict[str, float]:
     return {**stages, "build": float(built.group(1)) if built else float("nan"), "wall": wall}
 
 
+_ENCODER_KERNELS = {"counts", "rowwise_linear", "pack_linear_weight"}  # ``_C`` calls inside ``encode``
+
+
 def native_share(data: Path, embedder: str) -> dict[str, float]:
     """One in-process build under cProfile: seconds in ``xmemory_gpu._C`` kernels, in the encoder, in all."""
     from xmemory_gpu.construct.pipeline import build_store
@@ -67,8 +70,6 @@ def native_share(data: Path, embedder: str) -> dict[str, float]:
     return {"total_s": total, "encoder_s": encode, "encoder_native_s": in_encoder, "native_s": native,
             "native_share_of_non_encoder": native / max(total - encode, 1e-9)}
 
-
-_ENCODER_KERNELS = {"counts", "rowwise_linear", "pack_linear_weight"}
 
 
 def _table(rows: dict[str, list[dict[str, float]]]) -> str:

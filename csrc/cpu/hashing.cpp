@@ -167,7 +167,6 @@ class FeatureCounter {
   }
 
   int64_t dim() const { return dim_; }
-  size_t cached() const { return cache_.size(); }
 
  private:
   void add(double* row, const std::string& feature) {
@@ -195,8 +194,7 @@ void register_hashing(py::module_& m) {
   py::class_<FeatureCounter>(m, "FeatureCounter", "signed hashed counts of word unigrams and bigrams (ops/features)")
       .def(py::init<int64_t>(), py::arg("dim"))
       .def("counts", &FeatureCounter::counts, py::arg("texts"), "[n, dim] float64 signed counts")
-      .def_property_readonly("dim", &FeatureCounter::dim)
-      .def_property_readonly("cached", &FeatureCounter::cached);
+      .def_property_readonly("dim", &FeatureCounter::dim);
   m.def("blake2b64", [](const py::bytes& b) { return blake2b64(static_cast<std::string>(b)); }, py::arg("data"),
         "BLAKE2b with an 8-byte digest, as a little-endian integer (= hashlib.blake2b(data, digest_size=8))");
 }

@@ -5,13 +5,18 @@ with the characters the word rule splits on, and the C++ BLAKE2b is hashlib's on
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from xmemory_gpu.ops import available_backends
+from xmemory_gpu.ops.features import cpu as features_cpu
 from xmemory_gpu.ops.features import feature_counts
+from xmemory_gpu.ops.features import reference as features_reference
 from xmemory_gpu.text import words
 
 BACKENDS = [b for b in ("reference", "cpu") if available_backends()[b].available]
@@ -37,6 +42,13 @@ def _loop(texts: list[str], dim: int) -> np.ndarray:
             h = int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little")
             out[r, h % dim] += 1.0 if (h >> 63) & 1 else -1.0
     return out
+
+
+@pytest.fixture(autouse=True)
+def _cold_memos():
+    """Each test starts with no bucket remembered (the memos live for the process, per dim)."""
+    features_reference._SIGNED.clear()
+    features_cpu._COUNTERS.clear()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -90,10 +102,44 @@ def test_concurrent_calls_count_alike():
         np.testing.assert_array_equal(g, w)
 
 
+def test_the_reference_memo_stops_at_its_bound(monkeypatch):
+    monkeypatch.setattr(features_reference, "MAX_CACHED", 5)
+    rng = np.random.default_rng(4)
+    texts = _texts(rng, 50)
+    np.testing.assert_array_equal(feature_counts(texts, 41, backend="reference"), _loop(texts, 41))
+    assert len(features_reference._SIGNED[41]) == 5
+    np.testing.assert_array_equal(feature_counts(texts, 41, backend="reference"), _loop(texts, 41))
+
+
+@needs_cpu
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_a_thread_counts_counts_too():
+    """A fork while another thread holds the counter's lock: the child counts with a new counter
+    instead of waiting on the inherited lock for ever."""
+    rng = np.random.default_rng(8)
+    big = [" ".join(_texts(rng, 2000))] * 300  # quick to hand over, a second or more to count
+    busy = threading.Thread(target=feature_counts, args=(big, 64), kwargs={"backend": "cpu"})
+    busy.start()
+    time.sleep(0.3)  # the thread is counting, the lock held, the GIL released
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(20)
+            code = 0 if np.array_equal(feature_counts(["a dog"], 64, backend="cpu"), _loop(["a dog"], 64)) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    busy.join()
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_bad_input_names_the_argument(backend):
     with pytest.raises(ValueError, match="dim: expected an integer >= 2"):
         feature_counts(["a"], 1, backend=backend)
+    with pytest.raises(ValueError, match="below 2"):
+        feature_counts(["a"], 2**63, backend=backend)
     with pytest.raises(ValueError, match="dim"):
         feature_counts(["a"], True, backend=backend)
     with pytest.raises(TypeError, match="texts: expected a sequence of str"):

@@ -32,7 +32,7 @@ import os
 import sqlite3
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,7 @@ class Store:
         self.path = path
         self._conn = conn
         self._pool: ThreadPoolExecutor | None = None  # file writers, started by the first commit of several
+        self._pool_pid = 0  # the process that started them
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         try:
             self.schema_version = int(meta["schema_version"])
@@ -214,9 +215,9 @@ class Store:
         return store
 
     def close(self) -> None:
-        if self._pool is not None:
+        if self._pool is not None and self._pool_pid == os.getpid():  # a forked child's copy has no threads
             self._pool.shutdown()
-            self._pool = None
+        self._pool = None
         self._conn.close()
 
     # -- the catalogue -------------------------------------------------------------------------
@@ -331,9 +332,11 @@ class Store:
             raise
 
     def _writers(self) -> ThreadPoolExecutor:
-        """The store's file writers, started once (starting threads per commit cost a bulk build ~1 s)."""
-        if self._pool is None:
+        """The store's file writers, started once per process (starting threads per commit cost a bulk
+        build ~1 s); a forked child starts its own (it inherits the pool but not its threads)."""
+        if self._pool is None or self._pool_pid != os.getpid():
             self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="xmemory-store-write")
+            self._pool_pid = os.getpid()
         return self._pool
 
     def _write_files(self, slices: list[MemorySlice], live: set[str]) -> list[tuple[str, str]]:
@@ -341,47 +344,40 @@ class Store:
         each handed to the store's writer threads as soon as it is encoded (writes and fsyncs overlap
         the next encodings and each other: a bulk build commits a shard of memories in one call),
         then the folder fsynced (the renames survive a power loss). Returns (name, sha256) per slice.
-        If one fails (a broken slice, a full disk), the files the others wrote are removed, but for
-        names in ``live``: the catalogue already names them (a memory committed again with the same
-        columns)."""
+        If anything fails or interrupts it (a broken slice, a full disk, Ctrl-C), the writes already
+        handed out are waited for and every file of this commit is removed, but for names in
+        ``live``: the catalogue already names them (a memory committed again with the same columns)."""
         pool = self._writers() if len(slices) > 1 else None
-        pending: list[tuple[str, str, Any]] = []  # (name, sha256, the write's future or None when done here)
-        error: BaseException | None = None
-        for sl in slices:
-            try:
+        named: list[tuple[str, str]] = []  # (name, sha256), each recorded before its file can exist
+        futures: list[Future] = []
+        try:
+            for sl in slices:
                 name, digest, data = self._encode(sl)
+                named.append((name, digest))
                 if pool is None:
                     self._write_file(sl.memory_id, name, data)
-                    pending.append((name, digest, None))
                 else:
-                    pending.append((name, digest, pool.submit(self._write_file, sl.memory_id, name, data)))
-            except BaseException as exc:  # noqa: BLE001 - raised below, once the writes started are done
-                error = exc
-                break
-        done = []
-        for name, digest, fut in pending:
-            try:
-                if fut is not None:
-                    fut.result()
-                done.append((name, digest))
-            except BaseException as exc:  # noqa: BLE001 - the first is raised below
-                error = error or exc
-        if error is None and done:
-            try:
-                fd = os.open(self.path / "arrays", os.O_RDONLY)
+                    futures.append(pool.submit(self._write_file, sl.memory_id, name, data))
+            for fut in futures:
+                fut.result()
+            if named:
                 try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                error = StoreError(f"{self.path}: cannot sync the arrays folder: {exc.strerror or exc}")
-        if error is not None:
-            self._remove_new(done, live)
-            raise error
-        return done
+                    fd = os.open(self.path / "arrays", os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    raise StoreError(f"{self.path}: cannot sync the arrays folder: {exc.strerror or exc}") from None
+        except BaseException:
+            wait(futures)  # the writes handed out finish (or fail) before their files are removed
+            self._remove_new(named, live)
+            raise
+        return named
 
     def _remove_new(self, written: list[tuple[str, str]], live: set[str]) -> None:
-        """Remove files a failed commit wrote, but never one the catalogue names."""
+        """Remove the files a failed commit wrote (or may have: a missing one is skipped), but never one
+        the catalogue names."""
         for name, _ in written:
             if name not in live:
                 (self.path / "arrays" / name).unlink(missing_ok=True)

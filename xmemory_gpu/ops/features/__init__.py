@@ -3,7 +3,8 @@ the hashing embedder's arithmetic (``embed/hashing.py``). A feature's bucket and
 64-bit BLAKE2b of its UTF-8 bytes (``hashlib.blake2b(digest_size=8)``, little-endian): bucket h % dim,
 sign +1 when bit 63 is set. Words are ``text.words`` (ASCII runs, lower-cased); counts are small
 integers, exact in any order. Host only: ``reference`` (Python, the rule as first written) and ``cpu``
-(C++, ``csrc/cpu/hashing.cpp``), equal to the last bit."""
+(C++, ``csrc/cpu/hashing.cpp``), equal to the last bit. Both remember the buckets of up to 2**20
+features per dim for the life of the process (a few hundred MB at most)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ register("feature_counts", __name__, _ALL)
 def feature_counts(texts: Sequence[str], dim: int, *, backend: str = "auto") -> np.ndarray:
     """[n, dim] float64 signed counts of each text's word unigrams and bigrams. Bad input raises
     ``ValueError`` (``dim``) or ``TypeError`` (a text that is not a str) naming the argument."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 2:
-        raise ValueError(f"dim: expected an integer >= 2, got {dim!r}")
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 2 <= dim < 2**31:
+        raise ValueError(f"dim: expected an integer >= 2 and below 2**31, got {dim!r}")
     if isinstance(texts, str):
         raise TypeError("texts: expected a sequence of str, got one str")
     texts = list(texts)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...text import words
 
-MAX_CACHED = 1 << 20  # features whose bucket is remembered per dim (about 100 MB at most)
+MAX_CACHED = 1 << 20  # features whose bucket is remembered per dim (about 200 MB at most)
 _SIGNED: dict[int, dict[str, int]] = {}  # dim -> feature -> its bucket + 1, negated for sign -1
 
 

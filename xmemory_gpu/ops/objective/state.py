@@ -248,8 +248,8 @@ class PartitionState:
         if labels.shape != (x.shape[0],) or (labels.size and labels.min() < 0):
             raise ValueError(f"labels must be [N] non-negative ints, got shape {labels.shape}")
         # an empty state of B memories (every column consistent), then every block swapped in
-        st = cls(x=x, labels=np.zeros(0, np.int64), offsets=np.zeros(len(off), np.int64), theme_offsets=np.zeros(len(off), np.int64),
-                 theme_label=np.zeros(0, np.int64), theme_sum=np.zeros((0, x.shape[1])), theme_count=np.zeros(0, np.int64), member_offsets=np.zeros(1, np.int64),
+        st = cls(x=x, labels=np.zeros(0, np.int64), offsets=np.zeros(len(off), np.int64),
+                 theme_offsets=np.zeros(len(off), np.int64), theme_label=np.zeros(0, np.int64), theme_sum=np.zeros((0, x.shape[1])), theme_count=np.zeros(0, np.int64), member_offsets=np.zeros(1, np.int64),
                  member_rows=np.zeros(0, np.int64), top_idx=np.zeros((0, 2), np.int64), top_cos=np.zeros((0, 2)),
                  f=np.zeros(len(off) - 1), eps=eps)
         st._replace(list(range(len(off) - 1)), _blocks(x, np.arange(x.shape[0]), labels, off, eps))
