@@ -333,7 +333,9 @@ class Store:
 
     def _writers(self) -> ThreadPoolExecutor:
         """The store's file writers, started once per process (starting threads per commit cost a bulk
-        build ~1 s); a forked child starts its own (it inherits the pool but not its threads)."""
+        build ~1 s). A Store must not be used across ``fork`` (SQLite's rule: a child opens its own);
+        should a child still commit, it starts its own writers rather than wait on inherited ones,
+        which have no threads there."""
         if self._pool is None or self._pool_pid != os.getpid():
             self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="xmemory-store-write")
             self._pool_pid = os.getpid()
