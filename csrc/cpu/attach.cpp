@@ -1,10 +1,9 @@
 // Theme attach on the CPU: a memory's new semantic rows join, in order, the live theme with the most
 // similar centroid (cosine >= attach_threshold, or >= lenient_floor when that theme is below the size
 // cap; ties to the earliest slot) or open a new theme (construct/theme_state.py, ops/attach). Cosines
-// are dot(sum_s, x_i) / |sum_s| in float64 with one fixed order (eight interleaved chains over d,
-// combined pairwise, then the tail in order; no multiply-add contraction: this file is compiled with
-// -ffp-contract=off), the order ops/attach/reference.py follows in NumPy, so the decisions are the
-// same bits on every ISA and batch. The columns are edited in place; the caller leaves room for
+// are dot(sum_s, x_i) / |sum_s| in float64 by dot4 (xmemory/dot4.inc, the f(P) and k-means kernels'
+// fixed order; no multiply-add contraction: this file is compiled with -ffp-contract=off), the order
+// ops/attach/reference.py follows in NumPy, so the decisions are the same bits on every ISA and batch. The columns are edited in place; the caller leaves room for
 // len(rows) new slots.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -20,22 +19,7 @@ namespace py = pybind11;
 
 namespace {
 
-// sum over k of a[k] * b[k]: lanes j = 0..7 take k = 8t + j in order (the first group starts them),
-// combined ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), then the tail k >= 8q in order.
-template <typename B>
-double dot8(const double* a, const B* b, int64_t d) {
-  const int64_t q = d / 8;
-  double total = 0.0;
-  if (q > 0) {
-    double l[8];
-    for (int j = 0; j < 8; ++j) l[j] = a[j] * static_cast<double>(b[j]);
-    for (int64_t t = 1; t < q; ++t)
-      for (int j = 0; j < 8; ++j) l[j] += a[8 * t + j] * static_cast<double>(b[8 * t + j]);
-    total = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-  }
-  for (int64_t k = 8 * q; k < d; ++k) total += a[k] * static_cast<double>(b[k]);
-  return total;
-}
+#include "xmemory/dot4.inc"
 
 template <typename T>
 T* writable(py::array& a, const char* name, py::ssize_t ndim) {
@@ -71,7 +55,7 @@ py::tuple attach_rows(py::array_t<float, py::array::c_style | py::array::forceca
     py::gil_scoped_release nogil;
     std::vector<double> norm(cap, 1.0);  // |sum| of each slot, 1 for a zero sum (its cosines are then 0)
     auto renorm = [&](int64_t s) {
-      const double v = std::sqrt(dot8(sums + s * d, sums + s * d, d));
+      const double v = std::sqrt(dot4(sums + s * d, sums + s * d, d));
       norm[s] = v > 0 ? v : 1.0;
     };
     for (int64_t s = 0; s < n_slots; ++s)
@@ -83,7 +67,7 @@ py::tuple attach_rows(py::array_t<float, py::array::c_style | py::array::forceca
       double best = -std::numeric_limits<double>::infinity();
       for (int64_t s = 0; s < n_slots; ++s) {
         if (!alive[s]) continue;
-        const double c = dot8(sums + s * d, xi, d) / norm[s];
+        const double c = dot4(sums + s * d, xi, d) / norm[s];
         if (slot < 0 || c > best) slot = s, best = c;
       }
       if (slot >= 0 && (best >= attach_threshold || (counts[slot] < size_cap && best >= lenient_floor))) {

@@ -12,7 +12,7 @@ import pytest
 
 from xmemory_gpu.ops import available_backends
 from xmemory_gpu.ops.attach import attach_rows
-from xmemory_gpu.ops.attach.reference import dot8
+from xmemory_gpu.ops.attach.reference import dot4
 
 BACKENDS = [b for b in ("reference", "cpu") if available_backends()[b].available]
 needs_cpu = pytest.mark.skipif("cpu" not in BACKENDS, reason="the C++ module is not built")
@@ -38,7 +38,7 @@ def _run(backend: str, x, rows, cols, label, n_open, cfg):
 
 
 @needs_cpu
-@pytest.mark.parametrize("d", [1, 3, 7, 8, 9, 16, 23, 40, 384])
+@pytest.mark.parametrize("d", [1, 3, 7, 8, 9, 16, 23, 31, 32, 33, 40, 100, 384])
 def test_cpu_edits_the_columns_as_the_reference(d):
     rng = np.random.default_rng(d)
     for _ in range(6):
@@ -61,23 +61,24 @@ def test_cpu_edits_the_columns_as_the_reference(d):
         assert (want[2][rows] >= 0).all() and want[0][0] >= n_open
 
 
-def test_dot8_is_its_stated_order():
+def test_dot4_is_its_stated_order():
     rng = np.random.default_rng(3)
-    for d in (1, 5, 8, 13, 64, 385):
+    for d in (1, 5, 31, 32, 33, 64, 100, 385):
         a, b = rng.standard_normal((4, d)), rng.standard_normal(d).astype(np.float32)
-        got = dot8(a, b)
+        got = dot4(a, b)
         for r in range(4):
             p = [float(a[r, k]) * float(b[k]) for k in range(d)]
-            q = d // 8
+            acc = [[0.0] * 8 for _ in range(4)]
+            q = d // 32
+            for t in range(q):
+                for u in range(4):
+                    for lane in range(8):
+                        acc[u][lane] += p[32 * t + 8 * u + lane]
             total = 0.0
-            if q:
-                lanes = [p[j] for j in range(8)]
-                for t in range(1, q):
-                    for j in range(8):
-                        lanes[j] += p[8 * t + j]
-                total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
-            for k in range(8 * q, d):
+            for k in range(32 * q, d):
                 total += p[k]
+            for lane in range(8):
+                total += (acc[0][lane] + acc[1][lane]) + (acc[2][lane] + acc[3][lane])
             assert got[r] == total
             assert abs(got[r] - math.fsum(p)) <= 4 * d * np.finfo(float).eps * sum(abs(v) for v in p)
 

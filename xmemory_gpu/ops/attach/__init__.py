@@ -2,7 +2,7 @@
 similar (cosine >= ``attach_threshold``, or >= ``lenient_floor`` when that theme holds fewer than
 ``size_cap`` rows; ties to the earliest slot) or open a new theme, each decision on the sums as the
 rows before it left them (``construct/theme_state.py``). A cosine is dot(sum, x) / |sum| in float64
-with one fixed order (eight interleaved chains over d, combined pairwise, then the tail: ``dot8``), so
+by ``dot4``, the fixed order of the f(P) and k-means kernels (``csrc/include/xmemory/dot4.inc``), so
 ``reference`` (NumPy) and ``cpu`` (C++, ``csrc/cpu/attach.cpp``) decide alike to the last bit, on any
 ISA. The theme columns are edited in place. Host only."""
 
@@ -32,9 +32,10 @@ def attach_rows(x: np.ndarray, rows: np.ndarray, sums: np.ndarray, counts: np.nd
         raise ValueError(f"rows: expected node rows in [0, {x.shape[0]})")
     if n_slots + rows.size > sums.shape[0]:
         raise ValueError(f"sums: {sums.shape[0]} slots cannot take {rows.size} new ones after {n_slots}")
-    n, at, cap = implementation("attach_rows", name)(x, rows, sums, counts, alive, ids, label, int(n_slots), int(next_id),
-                                                      float(attach_threshold), float(lenient_floor), int(size_cap))
-    return int(n), int(at), bool(cap)
+    n_slots, next_id, joined = implementation("attach_rows", name)(
+        x, rows, sums, counts, alive, ids, label, int(n_slots), int(next_id), float(attach_threshold),
+        float(lenient_floor), int(size_cap))
+    return int(n_slots), int(next_id), bool(joined)
 
 
 __all__ = ["attach_rows"]

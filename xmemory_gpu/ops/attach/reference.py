@@ -1,30 +1,33 @@
-"""``attach_rows`` in NumPy: the per-node rule, one node at a time, cosines by ``dot8`` (the C++ order)."""
+"""``attach_rows`` in NumPy: the per-node rule, one node at a time, cosines by ``dot4`` (the C++ order)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-def dot8(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise sums over the last axis of a [L, d] * b [d] (float64 products): lanes j = 0..7 take
-    k = 8t + j in order (np.cumsum: sequential), combined ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)),
-    then the tail k >= 8q added in order; the order of ``csrc/cpu/attach.cpp``."""
+def dot4(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products over the last axis of a [..., d] and b [d] (or [..., d]) in float64, in the
+    order of ``dot4`` in ``csrc/include/xmemory/dot4.inc``: 4 x 8 lanes from zero, lane (u, l) taking
+    k = 32t + 8u + l in order (np.cumsum: sequential), the tail k >= 32q added in order from zero, then
+    per l in order the lanes' ((u0 + u1) + (u2 + u3))."""
     p = a * b.astype(np.float64)
-    d = p.shape[-1]
-    q = d // 8
-    total = np.zeros(p.shape[:-1])
+    lead, d = p.shape[:-1], p.shape[-1]
+    q = d // 32
+    lanes = np.zeros((*lead, 1, 4, 8))
     if q:
-        lanes = np.cumsum(p[..., : 8 * q].reshape(*p.shape[:-1], q, 8), axis=-2)[..., -1, :]
-        total = ((lanes[..., 0] + lanes[..., 1]) + (lanes[..., 2] + lanes[..., 3])) + \
-                ((lanes[..., 4] + lanes[..., 5]) + (lanes[..., 6] + lanes[..., 7]))
-    for k in range(8 * q, d):
+        lanes = np.concatenate([lanes, p[..., : 32 * q].reshape(*lead, q, 4, 8)], axis=-3)
+    acc = np.cumsum(lanes, axis=-3)[..., -1, :, :]  # [..., 4, 8]
+    total = np.zeros(lead)
+    for k in range(32 * q, d):
         total = total + p[..., k]
+    for lane in range(8):
+        total = total + ((acc[..., 0, lane] + acc[..., 1, lane]) + (acc[..., 2, lane] + acc[..., 3, lane]))
     return total
 
 
 def _norm(s: np.ndarray) -> np.ndarray:
     """|row| of each sum [L, d], 1 for a zero sum (its cosines are then 0)."""
-    v = np.sqrt(dot8(s, s))
+    v = np.sqrt(dot4(s, s))
     return np.where(v > 0, v, 1.0)
 
 
@@ -35,7 +38,7 @@ def attach_rows(x, rows, sums, counts, alive, ids, label, n_slots, next_id, atta
         slot, best = -1, -np.inf
         if live.size:
             s = sums[live]
-            cos = dot8(s, x[i]) / _norm(s)
+            cos = dot4(s, x[i]) / _norm(s)
             j = int(np.argmax(cos))
             slot, best = int(live[j]), float(cos[j])
         if slot >= 0 and (best >= attach_threshold or (counts[slot] < size_cap and best >= lenient_floor)):
