@@ -16,17 +16,19 @@
 #   bash benchmarks/gpu/run.sh              # on the GPU machine (about 6-8 minutes)
 #   bash benchmarks/gpu/run.sh --dry-run    # here, on a CPU: same steps, Triton interpreter, tiny sizes,
 #                                           # no build, no CUDA launches (CI runs this)
-# Options: --skip-build (module already installed), --skip-tests, --ops knn,objective,coverage,entropy
+# Options: --skip-build (module already installed), --skip-tests, --ops knn,objective,coverage,entropy,
+#          --workers N (pytest-xdist processes for the GPU tests: the Triton compiles run in parallel)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT="$(pwd)"
-DRY=0; BUILD=1; TESTS=1; OPS="knn,objective,coverage,entropy"
+DRY=0; BUILD=1; TESTS=1; OPS="knn,objective,coverage,entropy"; WORKERS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
     --skip-build) BUILD=0 ;;
     --skip-tests) TESTS=0 ;;
     --ops) OPS="$2"; shift ;;
+    --workers) WORKERS="$2"; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -47,12 +49,14 @@ if [ "$DRY" = 1 ]; then
 else
   unset TRITON_INTERPRET
   export PATH="$PATH:/usr/local/cuda/bin"   # CMake finds nvcc on PATH only
-  export XMEM_CUDA=ON CMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:-90}" XMEM_NATIVE=OFF
+  # CMake reads the architectures from CUDAARCHS (an environment CMAKE_CUDA_ARCHITECTURES is ignored)
+  export XMEM_CUDA=ON CUDAARCHS="${CUDAARCHS:-90}" XMEM_NATIVE=OFF
   export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-16}"
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv \
     | tee "$OUTDIR/device.txt" || true
   PYTEST_ARGS=("$ROOT/tests/ops" "$ROOT/tests/test_device_pipeline.py" -k "not run_sh_dry_run")
 fi
+[ "$WORKERS" -gt 0 ] && PYTEST_ARGS+=(-n "$WORKERS")
 
 if [ "$BUILD" = 1 ] && [ "$DRY" = 0 ]; then
   stamp "building the C++ and CUDA modules"

@@ -91,10 +91,11 @@ def measure_peaks(torch: Any, dev: Any, timer: Timer, dry: bool) -> dict[str, fl
     dst = torch.empty_like(src)
     ms = timer.ms(lambda: dst.copy_(src))
     peaks = {"bandwidth_GBps": 2 * src.numel() * 4 / ms / 1e6}
-    for name, dtype, n in (("fp32_TFLOPs", torch.float32, 256 if dry else 8192),
-                           ("fp64_TFLOPs", torch.float64, 128 if dry else 4096)):
+    for name, dtype, n, tf32 in (("fp32_TFLOPs", torch.float32, 256 if dry else 8192, False),
+                                 ("tf32_TFLOPs", torch.float32, 256 if dry else 8192, True),
+                                 ("fp64_TFLOPs", torch.float64, 128 if dry else 4096, False)):
         x = torch.randn(n, n, device=dev, dtype=dtype)
-        ms = timer.ms(lambda x=x: x @ x)
+        ms = timer.ms(lambda x=x, tf32=tf32: _tf32(torch, lambda: x @ x, tf32))
         peaks[name] = 2 * n**3 / ms / 1e9
     return peaks
 
@@ -129,6 +130,7 @@ class Runner:
             raise SystemExit("validate.py: no CUDA device (use --dry-run on a CPU)")
         self.dev = torch.device("cuda" if self.cuda else "cpu")
         self.timer = Timer(torch, self.cuda, reps=3 if self.dry else 20, warmup=1 if self.dry else 3)
+        self.slow_timer = Timer(torch, self.cuda, reps=3, warmup=1)  # baselines of thousands of launches
         self.rng = np.random.default_rng(args.seed)
         from xmemory_gpu.ops import available_backends
 
@@ -157,9 +159,9 @@ class Runner:
         print(f"check {op:22s} {backend:7s} {'ok' if ok else 'FAILED ' + err[:200]}", flush=True)
 
     def add_bench(self, op: str, case: str, impl: str, fn: Callable[[], object], *, nbytes: float, flops: float,
-                  peak_flops_key: str) -> None:
+                  peak_flops_key: str, slow: bool = False) -> None:
         try:
-            ms = self.timer.ms(fn)
+            ms = (self.slow_timer if slow else self.timer).ms(fn)
         except Exception as exc:
             print(f"bench {op} {impl}: FAILED {type(exc).__name__}: {exc}", flush=True)
             self.bench.append({"op": op, "case": case, "impl": impl, "error": f"{type(exc).__name__}: {exc}"[:300]})
@@ -208,7 +210,7 @@ class Runner:
 
         # bench: many segments, padded bmm + topk as the torch baseline
         torch = self.torch
-        n_seg, lo, hi, k = (6, 20, 40, 10) if self.dry else (2000, 200, 400, 10)
+        n_seg, lo, hi, k = (6, 20, 40, 10) if self.dry else (10_000, 200, 400, 10)
         for d in ((16,) if self.dry else (384, 1536)):
             sizes = np.asarray(ragged_sizes(self.rng, n_seg, lo, hi, edge=False))
             off = offsets(sizes.tolist())
@@ -220,8 +222,23 @@ class Runner:
             for b in self.gpu_backends(implemented_backends("knn_graph")):
                 self.add_bench("knn_graph", case, f"{b} (ours)", lambda b=b, x=x, off=off: knn_graph(x, off, k, backend=b),
                                nbytes=nbytes, flops=flops, peak_flops_key="fp32_TFLOPs")
+            if "triton" in self.gpu_backends(implemented_backends("knn_graph")):
+                from xmemory_gpu.ops.knn import triton as knn_triton
+
+                self.add_bench("knn_graph", case, "triton tf32 (ours, input_precision='tf32')",
+                               lambda x=x, off=off: knn_triton.knn_graph(x, off, k, input_precision="tf32"),
+                               nbytes=nbytes, flops=flops, peak_flops_key="tf32_TFLOPs")
             self.add_bench("knn_graph", case, "torch padded bmm + topk", lambda x=x, st=st: _padded_bmm_topk(torch, x, st, k),
                            nbytes=nbytes, flops=flops, peak_flops_key="fp32_TFLOPs")
+            self.add_bench("knn_graph", case, "torch padded bmm + topk, tf32",
+                           lambda x=x, st=st: _tf32(torch, lambda: _padded_bmm_topk(torch, x, st, k)),
+                           nbytes=nbytes, flops=flops, peak_flops_key="tf32_TFLOPs")
+            self.add_bench("knn_graph", case, "torch per-conversation loop (mm + topk)",
+                           lambda x=x, off=off: _loop_topk(torch, x, off, k), nbytes=nbytes, flops=flops,
+                           peak_flops_key="fp32_TFLOPs", slow=True)
+            del x, st
+            if self.cuda:
+                torch.cuda.empty_cache()
 
     # ---- objective ----
     def objective(self) -> None:
@@ -264,8 +281,8 @@ class Runner:
             self.check("score_candidates", b, score_check)
 
         # bench
-        n_mem, nodes, themes, d, per = (3, 40, 6, 16, 4) if self.dry else (1000, 300, 64, 384, 20)
-        x, lab, off = random_partition(self.rng, [nodes] * n_mem, [themes] * n_mem, d)
+        n_mem, nodes, themes, d, per = (3, 40, 6, 16, 4) if self.dry else (10_000, 100, 16, 384, 10)
+        x, lab, off = _fast_partition(self.rng, n_mem, nodes, themes, d)
         xt, lt = self.t(x), self.t(lab)
         n = x.shape[0]
         case = f"{n_mem} memories x {nodes} nodes x {themes} themes, d={d}"
@@ -315,9 +332,9 @@ class Runner:
                 return {}
 
             self.check("coverage_select", b, cov_check)
-        n_q, lo, hi, k = (8, 10, 40, 4) if self.dry else (2_000, 40, 500, 10)  # random_problem loops in Python
+        n_q, lo, hi, k = (8, 10, 40, 4) if self.dry else (10_000, 40, 500, 10)
         sizes = ragged_sizes(self.rng, n_q, lo, hi, edge=False)
-        off, idx, w, rel = random_problem(self.rng, sizes, k)
+        off, idx, w, rel = _fast_problem(self.rng, sizes, k)
         m = int(off[-1])
         nbytes = float(m * k * 8 + m * 4 + n_q * 8)
         case = f"{n_q} queries x {lo}-{hi} candidates, k={k}, budget 20 (host to host)"
@@ -365,6 +382,54 @@ class Runner:
             self.add_bench("token_entropy_logprob", case, "torch log_softmax + gather",
                            lambda z=z, ids=ids, b=torch_path: token_entropy_logprob(z, ids, backend=b),
                            nbytes=nbytes, flops=float(4 * z.numel()), peak_flops_key="fp32_TFLOPs")
+
+
+def _fast_partition(rng: np.random.Generator, n_mem: int, nodes: int, themes: int, d: int):
+    """ops.objective_cases.random_partition's distribution (x [N, d] around per-theme centres, sparse local
+    labels, offsets [B+1]) for equal-sized memories, drawn in float32 in whole arrays (the bench sizes)."""
+    centres = rng.standard_normal((n_mem * themes, d), dtype=np.float32)
+    lab = rng.integers(0, themes, size=n_mem * nodes)
+    x = centres[np.repeat(np.arange(n_mem) * themes, nodes) + lab]
+    x += 0.8 * rng.standard_normal(x.shape, dtype=np.float32)
+    return x, (lab * 3).astype(np.int64), np.arange(n_mem + 1, dtype=np.int64) * nodes
+
+
+def _fast_problem(rng: np.random.Generator, sizes: list[int], k: int, edge_p: float = 0.7):
+    """ops.coverage_cases.random_problem's distribution drawn in whole arrays (the bench sizes)."""
+    off = offsets(sizes)
+    m = int(off[-1])
+    seg = np.repeat(np.arange(len(sizes)), sizes)
+    n_row = np.repeat(np.asarray(sizes), sizes)
+    rel = rng.uniform(0.1, 0.9, m).astype(np.float32)
+    rel = rel[np.lexsort((-rel, seg))]  # descending within each query
+    has = rng.random((m, k)) < edge_p
+    idx = np.where(has, (rng.random((m, k)) * n_row[:, None]).astype(np.int32), -1).astype(np.int32)
+    w = np.where(has, rng.uniform(0.05, 1.0, (m, k)), 0.0).astype(np.float32)
+    return off, idx, w, rel
+
+
+def _tf32(torch: Any, fn: Callable[[], object], on: bool = True) -> object:
+    """fn() with torch's float32 matmuls on tensor cores (tf32) or not."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = on
+    try:
+        return fn()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _loop_topk(torch: Any, x: Any, off: np.ndarray, k: int) -> list:
+    """The per-conversation baseline: one normalised mm + diagonal fill + topk per segment."""
+    xn = torch.nn.functional.normalize(x, dim=1)
+    out = []
+    for s, e in zip(off[:-1].tolist(), off[1:].tolist()):
+        if e - s < 2:
+            continue
+        seg = xn[s:e]
+        sims = seg @ seg.T
+        sims.fill_diagonal_(float("-inf"))
+        out.append(torch.topk(sims, min(k, e - s - 1), dim=1))
+    return out
 
 
 def _padded_bmm_topk(torch: Any, x: Any, sizes: Any, k: int) -> Any:
@@ -449,7 +514,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"### GPU validation: {res['device']} ({res['date']}, commit {res['commit'][:12]}){' — DRY RUN' if res['dry_run'] else ''}",
         "",
         f"Command: `bash benchmarks/gpu/run.sh{' --dry-run' if res['dry_run'] else ''}`. Measured peaks: copy "
-        f"{p['bandwidth_GBps']:.0f} GB/s (read + write), fp32 matmul {p['fp32_TFLOPs']:.1f} TFLOP/s, fp64 matmul "
+        f"{p['bandwidth_GBps']:.0f} GB/s (read + write), fp32 matmul {p['fp32_TFLOPs']:.1f} TFLOP/s (tf32 {p.get('tf32_TFLOPs', float('nan')):.0f}), fp64 matmul "
         f"{p['fp64_TFLOPs']:.1f} TFLOP/s. Tests: {res['pytest_summary']}.",
         "",
         "| op | backend | check vs float64 reference | family tests | validated |",
