@@ -35,8 +35,8 @@ def build(data: Path, out: Path, backend: str, embedder: str) -> dict[str, Any]:
     """One ``xmemory build`` in a fresh process: {stage: s, 'build': s, 'wall': s}."""
     cmd = [sys.executable, "-c", "import sys; from xmemory_gpu.cli import main; sys.exit(main(sys.argv[1:]))",
            "build", str(data), "--out", str(out), "--embedder", embedder, "--backend", backend, "--no-progress"]
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    t0 = time.perf_counter()  # run outside any source tree, so the installed package (its compiled modules) loads
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=out.parent)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"build --backend {backend} failed: {p.stderr.strip()[-800:]}")
