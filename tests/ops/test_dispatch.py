@@ -182,6 +182,16 @@ def test_check_helpers():
         ck.check_index("nbr_idx", np.array([[0, -1], [7, 1]]), np.array([4, 4]))
     with pytest.raises(ValueError, match="outside"):
         ck.check_index("nbr_idx", np.array([2**31 + 5]), 10)
+    for dt in (np.int8, np.int32, np.int64, np.uint16, np.uint64):  # compared in their own dtype (unsigned widened)
+        ids = np.array([[0, 3], [1, 2]], dtype=dt)
+        assert ck.check_index("ids", ids, np.array([4, 3]), dtype=np.int32).dtype == np.int32
+        with pytest.raises(ValueError, match=r"ids: id 3 at \(1, 0\) outside \[0, 3\)"):
+            ck.check_index("ids", np.array([[0, 3], [3, 2]], dtype=dt), np.array([4, 3]))
+    with pytest.raises(ValueError, match=r"id -2 at \(1,\) outside"):
+        ck.check_index("ids", np.array([-1, -2], np.int32), 5)
+    with pytest.raises(ValueError, match=r"id -1 at \(0,\) outside \[0, 5\)$"):
+        ck.check_index("ids", np.array([-1], np.int32), 5, allow_missing=False)
+    assert ck.check_index("ids", np.array([-1, 4], np.int16), 5).tolist() == [-1, 4]
     with pytest.raises(ValueError, match="budget: must be >= 0"):
         ck.check_budgets("budget", [-1, 2], 2)
     assert ck.check_budgets("budget", 3, 2).tolist() == [3, 3]

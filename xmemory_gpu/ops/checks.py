@@ -171,32 +171,31 @@ def check_labels(name: str, labels: Any, n: int, *, bound: int = LABEL_BOUND) ->
     return lab
 
 
-def check_index(name: str, idx: Any, hi: Any, *, allow_missing: bool = True) -> np.ndarray:
+def check_index(name: str, idx: Any, hi: Any, *, allow_missing: bool = True, dtype: Any = np.int64) -> np.ndarray:
     """Integer ids in [0, hi) (``-1`` = none when ``allow_missing``); ``hi`` a scalar or, per row
-    of ``idx`` [M, ...], an [M] array of bounds (e.g. the row's segment size for local ids). A scalar
-    comes back as a 1-element array."""
+    of ``idx`` [M, ...], an [M] array of bounds (e.g. the row's segment size for local ids). Returns
+    the ids as ``dtype`` (int64 unless asked; a caller asking for a narrower one has bounds that fit it).
+    A scalar comes back as a 1-element array. Signed ids are compared in their own dtype (no copy)."""
     a = np.atleast_1d(host(idx))
     if a.size and not np.issubdtype(a.dtype, np.integer):
         raise ValueError(f"{name}: expected integer ids, got dtype {a.dtype}")
     if a.size == 0:
-        return a.astype(np.int64)
-    a64 = a.astype(np.int64, copy=False)
+        return a.astype(dtype)
+    if not np.issubdtype(a.dtype, np.signedinteger):  # unsigned: mixed comparisons would go through float64
+        a = a.astype(np.int64)
     bound = np.asarray(hi, dtype=np.int64)
     if bound.ndim == 1:
-        bound = bound.reshape((-1,) + (1,) * (a64.ndim - 1))
-    ok = (a64 >= 0) & (a64 < bound)
-    if allow_missing:
-        ok |= a64 == -1
-    bad = ~ok
+        bound = bound.reshape((-1,) + (1,) * (a.ndim - 1))
+    bad = (a < (-1 if allow_missing else 0)) | (a >= bound)
     if bad.any():
         pos = np.argwhere(bad)[0]
         row = int(pos[0])
         lim = int(bound.reshape(-1)[row]) if bound.ndim else int(bound)
         raise ValueError(
-            f"{name}: id {int(a64[tuple(pos)])} at {tuple(int(p) for p in pos)} outside [0, {lim})"
+            f"{name}: id {int(a[tuple(pos)])} at {tuple(int(p) for p in pos)} outside [0, {lim})"
             + (" (-1 marks none)" if allow_missing else "")
         )
-    return a64
+    return a.astype(dtype, copy=False)
 
 
 def check_budgets(name: str, budget: Any, q: int) -> np.ndarray:

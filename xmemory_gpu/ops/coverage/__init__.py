@@ -41,14 +41,15 @@ def _validate(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, st
     check_real("nbr_w", w)
     check_finite("nbr_w", w)
     sizes = np.diff(off)
-    idx64 = check_index("nbr_idx", idx, np.repeat(sizes, sizes)).reshape(idx.shape)  # local ids < n_q
+    # local ids < n_q (the kernels' int32)
+    idx32 = check_index("nbr_idx", idx, np.repeat(sizes, sizes), dtype=np.int32).reshape(idx.shape)
     w32 = np.ascontiguousarray(w, dtype=np.float32)
-    bad = (idx64 >= 0) & ~(w32 > 0)
+    bad = (idx32 >= 0) & (w32 <= 0)  # w is finite (checked above)
     if bad.any():
         r, c = (int(v) for v in np.argwhere(bad)[0])
         raise ValueError(f"nbr_w: edge weights must be > 0 where nbr_idx >= 0, got {w32[r, c]} at ({r}, {c})")
     budgets = check_budgets("budget", budget, off.size - 1)
-    return (off, np.ascontiguousarray(idx64, dtype=np.int32), w32, np.ascontiguousarray(rel, dtype=np.float64),
+    return (off, np.ascontiguousarray(idx32), w32, np.ascontiguousarray(rel, dtype=np.float64),
             alpha, budgets, target)
 
 
