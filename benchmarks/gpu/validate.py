@@ -497,6 +497,9 @@ def junit_failures(path: str | None) -> dict[str, int] | None:
 
 
 def git_commit() -> str:
+    """XMEM_COMMIT when set (the device tool's copy carries a .git of another commit), else git's HEAD."""
+    if os.environ.get("XMEM_COMMIT"):
+        return os.environ["XMEM_COMMIT"]
     try:
         c = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
@@ -576,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     for c in r.checks:
         if c["op"] not in FAMILY:
             continue
-        ms = [b["median_ms"] for b in r.bench if b["op"] == c["op"] and b.get("impl", "").startswith(c["backend"] + " ")
+        # the path ``auto`` runs (not a variant such as triton's tf32 row)
+        ms = [b["median_ms"] for b in r.bench if b["op"] == c["op"] and b.get("impl") == f"{c['backend']} (ours)"
               and "median_ms" in b]
         passed = bool(c["passed"] and fam_tests[FAMILY[c["op"]]] == "pass" and not r.dry)
         validated.append({"op": c["op"], "backend": c["backend"], "device": device, "date": date, "commit": commit,
