@@ -57,17 +57,22 @@ def store_summary(path: Path) -> dict[str, tuple[str, dict]]:
 
 
 def compare_stores(a: dict[str, tuple[str, dict]], b: dict[str, tuple[str, dict]]) -> dict[str, Any]:
-    """Same ids; how many memories have the same bytes; the largest relative difference of a numeric stat."""
-    worst = 0.0
-    for m in set(a) & set(b):
-        for k, x in a[m][1].items():
-            y = b[m][1].get(k)
-            if isinstance(x, (int, float)) and isinstance(y, (int, float)):
-                worst = max(worst, abs(x - y) / max(abs(x), abs(y), 1e-12))
-            elif x != y:
-                worst = float("inf")
-    return {"same_ids": set(a) == set(b), "same_bytes": sum(a[m][0] == b.get(m, ("",))[0] for m in a),
-            "memories": len(a), "max_rel_stat_diff": worst}
+    """Same ids; memories with the same bytes; memories with the same theme structure (every catalogue
+    stat but f(P) equal: theme counts and sizes, merges, splits, lineage) and the largest relative f(P)
+    difference among those; the largest among the others."""
+    common = sorted(set(a) & set(b))
+    same_structure, fp_same, fp_other = 0, 0.0, 0.0
+    for m in common:
+        sa, sb = a[m][1], b[m][1]
+        rel = abs(sa["f_P"] - sb["f_P"]) / max(abs(sa["f_P"]), abs(sb["f_P"]), 1e-12)
+        if all(sa.get(k) == sb.get(k) for k in set(sa) | set(sb) if k != "f_P"):
+            same_structure += 1
+            fp_same = max(fp_same, rel)
+        else:
+            fp_other = max(fp_other, rel)
+    return {"same_ids": set(a) == set(b), "memories": len(a), "same_bytes": sum(a[m][0] == b[m][0] for m in common),
+            "same_structure": same_structure, "max_rel_fP_same_structure": fp_same,
+            "max_rel_fP_other": fp_other}
 
 
 def device_kernel_ms(fn) -> float | None:
