@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from ops.objective_cases import random_candidates
 
     from xmemory_gpu.ops import available_backends
-    from xmemory_gpu.ops.coverage import _validate, coverage_select
+    from xmemory_gpu.ops.coverage import coverage_inputs, coverage_select
     from xmemory_gpu.ops.objective import PartitionState, score_candidates
 
     cuda = torch.cuda.is_available() and not args.dry_run
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = ragged_sizes(rng, n_q, 40 if not args.dry_run else 5, 500 if not args.dry_run else 30, edge=False)
     off, idx, w, rel = _fast_problem(rng, sizes, 10)
     case = f"{n_q} queries x 40-500 candidates, k=10, budget 20"
-    row("coverage_select", case, "input validation alone", lambda: _validate(off, idx, w, rel, 0.7, 20, 1.0, "count"))
+    row("coverage_select", case, "input validation alone", lambda: coverage_inputs(off, idx, w, rel, 0.7, 20, 1.0, "count"))
     for b in gpu + ["cpu"]:
         row("coverage_select", case, f"{b} host inputs", lambda b=b: coverage_select(off, idx, w, rel, budget=20, backend=b))
     idx_t, w_t, rel_t = (torch.from_numpy(a).to(dev) for a in (idx, w, rel))

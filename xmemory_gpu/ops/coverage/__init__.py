@@ -14,8 +14,10 @@ from .reference import STOP_RULES
 register("coverage_select", __name__, {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"})
 
 
-def _validate(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop):
-    """Every check of ``coverage_select``'s inputs, before any backend runs; host arrays out."""
+def coverage_inputs(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop):
+    """Every check of ``coverage_select``'s inputs, before any backend runs (its arguments, positional):
+    the host arrays and scalars the backends take, ``(cand_offsets int64, nbr_idx int32 [M, k], nbr_w
+    float32 [M, k], relevance float64 [M], alpha, budgets int64 [Q], target)``, or a one-line ``ValueError``."""
     if stop not in STOP_RULES:
         raise ValueError(f"stop: expected one of {STOP_RULES}, got {stop!r}")
     alpha = check_finite_scalar("alpha", alpha)
@@ -70,7 +72,7 @@ def coverage_select(
     values [S] float32, the objective value of each pick; NumPy, or torch on the caller's device.
     """
     name = resolve_backend("coverage_select", backend, on_cuda=is_cuda_tensor(relevance))
-    off, idx, w, rel, alpha, budgets, target = _validate(
+    off, idx, w, rel, alpha, budgets, target = coverage_inputs(
         cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop
     )
     if name in GPU_BACKENDS:  # device backends get device tensors; offsets and budgets size the launch on the host
@@ -81,4 +83,4 @@ def coverage_select(
     return as_caller(sel_off, relevance), as_caller(sel, relevance), as_caller(vals, relevance)
 
 
-__all__ = ["STOP_RULES", "coverage_select"]
+__all__ = ["STOP_RULES", "coverage_inputs", "coverage_select"]
