@@ -385,3 +385,46 @@ def test_cuda_long_list_uses_global_state_bit_equal(rng):
     n = int(cuda_module().COVERAGE_SHARED_MAX_N) + 700
     off, idx, w, rel = random_problem(rng, [n, 50], 4, edge_p=0.5)
     _cov_check(off, idx, w, rel, 0.7, np.array([12, 8], np.int64), 1.0)
+
+
+# ---- torch inputs: checked where they are ------------------------------------------------------------
+
+
+def test_torch_inputs_are_checked_on_their_device_with_the_host_messages(monkeypatch, rng):
+    """A GPU caller's nbr_idx / nbr_w / relevance are validated where they live (never copied to the
+    host and back: on the H200 that round trip made device inputs slower than host ones), with the same
+    one-line errors as NumPy inputs, and select the same."""
+    torch = pytest.importorskip("torch")
+    import xmemory_gpu.ops.coverage as cov
+
+    off, idx, w, rel = random_problem(rng, [5, 0, 9, 1, 30], 3)
+    big = []
+    real_host = cov.host
+
+    def spy(x, *a):
+        if cov.is_torch(x) and x.numel() >= idx.size:
+            big.append(tuple(x.shape))
+        return real_host(x, *a)
+
+    monkeypatch.setattr(cov, "host", spy)
+    t = [torch.from_numpy(a.copy()) for a in (idx, w, rel)]
+    checked = cov.coverage_inputs(off, *t, 0.7, 4, 1.0, "count")
+    assert big == [] and all(cov.is_torch(a) for a in checked[1:4])
+    assert [a.dtype for a in checked[1:4]] == [torch.int32, torch.float32, torch.float64]
+    want = coverage_select(off, idx, w, rel, budget=4, backend="reference")
+    got = coverage_select(off, *t, budget=4, backend="cpu")  # a host backend: converted after the checks
+    for g, e in zip(got, want):
+        assert cov.is_torch(g) and np.array_equal(g.numpy(), e)
+    bad_idx = idx.copy()
+    bad_idx[7, 1] = 9  # query 2 has 9 candidates: ids 0..8
+    bad_w = w.copy()
+    bad_w[np.argwhere(idx >= 0)[3][0], np.argwhere(idx >= 0)[3][1]] = -0.5
+    bad_rel = rel.copy()
+    bad_rel[4] = np.nan
+    for a_idx, a_w, a_rel in ((bad_idx, w, rel), (idx.astype(np.float32), w, rel), (idx, bad_w, rel),
+                              (idx, w, bad_rel)):
+        with pytest.raises(ValueError) as host_err:
+            coverage_select(off, a_idx, a_w, a_rel, budget=4, backend="cpu")
+        with pytest.raises(ValueError) as torch_err:
+            coverage_select(off, *(torch.from_numpy(a.copy()) for a in (a_idx, a_w, a_rel)), budget=4, backend="cpu")
+        assert str(torch_err.value) == str(host_err.value)

@@ -171,11 +171,15 @@ def check_labels(name: str, labels: Any, n: int, *, bound: int = LABEL_BOUND) ->
     return lab
 
 
-def check_index(name: str, idx: Any, hi: Any, *, allow_missing: bool = True, dtype: Any = np.int64) -> np.ndarray:
+def check_index(name: str, idx: Any, hi: Any, *, allow_missing: bool = True, dtype: Any = np.int64,
+                in_place: bool = False) -> Any:
     """Integer ids in [0, hi) (``-1`` = none when ``allow_missing``); ``hi`` a scalar or, per row
     of ``idx`` [M, ...], an [M] array of bounds (e.g. the row's segment size for local ids). Returns
-    the ids as ``dtype`` (int64 unless asked; a caller asking for a narrower one has bounds that fit it).
-    A scalar comes back as a 1-element array. Signed ids are compared in their own dtype (no copy)."""
+    the ids as ``dtype`` (int64 unless asked; a caller asking for a narrower one has bounds that fit it),
+    host NumPy; with ``in_place`` a torch ``idx`` is checked and returned on its own device (no copy to
+    the host). A scalar comes back as a 1-element array. Signed ids are compared in their own dtype."""
+    if in_place and is_torch(idx):
+        return _check_index_torch(name, idx, hi, allow_missing, dtype)
     a = np.atleast_1d(host(idx))
     if a.size and not np.issubdtype(a.dtype, np.integer):
         raise ValueError(f"{name}: expected integer ids, got dtype {a.dtype}")
@@ -196,6 +200,27 @@ def check_index(name: str, idx: Any, hi: Any, *, allow_missing: bool = True, dty
             + (" (-1 marks none)" if allow_missing else "")
         )
     return a.astype(dtype, copy=False)
+
+
+def _check_index_torch(name: str, idx: Any, hi: Any, allow_missing: bool, dtype: Any) -> Any:
+    """check_index for a torch tensor, on its device: the same checks and messages."""
+    torch = _torch()
+    t = idx.detach()
+    t = t.reshape(1) if t.ndim == 0 else t
+    if t.numel() and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
+        raise ValueError(f"{name}: expected integer ids, got dtype {str(t.dtype).replace('torch.', '')}")
+    bound = torch.as_tensor(np.asarray(hi, dtype=np.int64), device=t.device)
+    if bound.ndim == 1:
+        bound = bound.reshape((-1,) + (1,) * (t.ndim - 1))
+    if t.numel():
+        bad = (t < (-1 if allow_missing else 0)) | (t >= bound)
+        if bool(bad.any()):
+            pos = tuple(int(p) for p in torch.nonzero(bad)[0].tolist())
+            lim = int(bound.reshape(-1)[pos[0]]) if bound.ndim else int(bound)
+            raise ValueError(
+                f"{name}: id {int(t[pos])} at {pos} outside [0, {lim})" + (" (-1 marks none)" if allow_missing else "")
+            )
+    return t.to(getattr(torch, np.dtype(dtype).name))
 
 
 def check_budgets(name: str, budget: Any, q: int) -> np.ndarray:
