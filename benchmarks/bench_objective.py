@@ -69,8 +69,10 @@ def test_score_candidates(benchmark, problem, impl):
     else:
         from xmemory_gpu.ops.objective.state import Candidates
 
-        sub = Candidates(cands.memory[:SAMPLE], cands.rem_offsets[: SAMPLE + 1], cands.rem_rows, cands.add_offsets[: SAMPLE + 1],
-                         cands.group_offsets, cands.members)
+        g = int(cands.add_offsets[SAMPLE])  # the first SAMPLE candidates, their arrays cut to them
+        sub = Candidates(cands.memory[:SAMPLE], cands.rem_offsets[: SAMPLE + 1],
+                         cands.rem_rows[: int(cands.rem_offsets[SAMPLE])], cands.add_offsets[: SAMPLE + 1],
+                         cands.group_offsets[: g + 1], cands.members[: int(cands.group_offsets[g])])
         fn = lambda: score_candidates(state, sub, backend="reference")  # noqa: E731
         rounds = 1
     result = benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=0)
