@@ -41,8 +41,9 @@ def _budgets(s: str) -> list[int | None]:
     return [None if b.strip().lower() == "none" else int(b) for b in s.split(",") if b.strip()]
 
 
-def load_batch(store: str, data: str):
-    """(retriever, questions, memory ids, query embeddings) for every question ``xmemory eval`` asks."""
+def load_batch(store: str, data: str, *, backend: str = "auto", n_queries: int | None = None):
+    """(retriever, questions, memory ids, query embeddings) for every question ``xmemory eval`` asks
+    (``n_queries``: those questions tiled or cut to that many), searched on ``backend``."""
     from xmemory_gpu.eval.runner import load_questions
     from xmemory_gpu.memory.store import Store
     from xmemory_gpu.retrieve import Retriever
@@ -53,7 +54,9 @@ def load_batch(store: str, data: str):
     finally:
         st.close()
     qs = load_questions(data, ids, [1, 2, 3, 4], None)
-    r = Retriever.from_store(store, sorted({q["sample_id"] for q in qs}))
+    if n_queries is not None:
+        qs = (qs * -(-n_queries // max(len(qs), 1)))[:n_queries]
+    r = Retriever.from_store(store, sorted({q["sample_id"] for q in qs}), backend=backend)
     questions, mems = [q["question"] for q in qs], [q["sample_id"] for q in qs]
     return r, questions, mems, r.embedder.encode(questions)
 

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_search's question batch
+
 _LINE = re.compile(r"^\s+(\w+)\s+([0-9.]+) s$")
 _BUILT = re.compile(r"built \d+ memories.*?([0-9.]+) s$", re.M)
 
@@ -99,21 +101,11 @@ def unit_keys(res) -> list[tuple]:
 
 def search(store: Path, data: Path, backend: str, n_queries: int, repeat: int, budget: int | None,
            reference: dict[str, list] | None) -> dict[str, Any]:
-    from xmemory_gpu.eval.runner import load_questions
-    from xmemory_gpu.memory.store import Store
-    from xmemory_gpu.retrieve import STRATEGIES, Retriever
+    from bench_search import load_batch
 
-    st = Store.open(store)
-    try:
-        ids = st.memory_ids()
-    finally:
-        st.close()
-    qs = load_questions(data, ids, [1, 2, 3, 4], None)
-    reps = -(-n_queries // max(len(qs), 1))
-    qs = (qs * reps)[:n_queries]
-    r = Retriever.from_store(store, sorted({q["sample_id"] for q in qs}), backend=backend)
-    questions, mems = [q["question"] for q in qs], [q["sample_id"] for q in qs]
-    q_x = r.embedder.encode(questions)
+    from xmemory_gpu.retrieve import STRATEGIES
+
+    r, questions, mems, q_x = load_batch(str(store), str(data), backend=backend, n_queries=n_queries)
     rows, keys = {}, {}
     for strategy in STRATEGIES:
         def once(strategy=strategy):

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1] / "tests")]
 
 from end_to_end import device_kernel_ms  # noqa: E402
-from validate import _fast_partition, _fast_problem, ragged_sizes  # noqa: E402
+from validate import ragged_sizes  # noqa: E402
 
 
 def wall_ms(fn, reps: int, sync) -> float:
@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
     import torch
-    from ops.objective_cases import random_candidates
+    from ops.coverage_cases import random_problem
+    from ops.objective_cases import random_candidates, random_partition
 
     from xmemory_gpu.ops import available_backends
     from xmemory_gpu.ops.coverage import coverage_inputs, coverage_select
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     n_q = 8 if args.dry_run else 10_000
     sizes = ragged_sizes(rng, n_q, 40 if not args.dry_run else 5, 500 if not args.dry_run else 30, edge=False)
-    off, idx, w, rel = _fast_problem(rng, sizes, 10)
+    off, idx, w, rel = random_problem(rng, sizes, 10)
     case = f"{n_q} queries x 40-500 candidates, k=10, budget 20"
     row("coverage_select", case, "input validation alone", lambda: coverage_inputs(off, idx, w, rel, 0.7, 20, 1.0, "count"))
     for b in gpu + ["cpu"]:
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda b=b: coverage_select(off, idx_t, w_t, rel_t, budget=20, backend=b))
 
     n_mem, nodes, themes = (3, 40, 6) if args.dry_run else (10_000, 100, 16)
-    x, lab, poff = _fast_partition(rng, n_mem, nodes, themes, 384 if not args.dry_run else 16)
+    x, lab, poff = random_partition(rng, [nodes] * n_mem, [themes] * n_mem, 384 if not args.dry_run else 16)
     state = PartitionState.from_labels(x, lab, poff)
     cands = random_candidates(rng, state, 10)
     case = f"{cands.n} candidates over {n_mem} memories x {nodes} nodes x {themes} themes"

@@ -282,7 +282,7 @@ class Runner:
 
         # bench
         n_mem, nodes, themes, d, per = (3, 40, 6, 16, 4) if self.dry else (10_000, 100, 16, 384, 10)
-        x, lab, off = _fast_partition(self.rng, n_mem, nodes, themes, d)
+        x, lab, off = random_partition(self.rng, [nodes] * n_mem, [themes] * n_mem, d)
         xt, lt = self.t(x), self.t(lab)
         n = x.shape[0]
         case = f"{n_mem} memories x {nodes} nodes x {themes} themes, d={d}"
@@ -334,7 +334,7 @@ class Runner:
             self.check("coverage_select", b, cov_check)
         n_q, lo, hi, k = (8, 10, 40, 4) if self.dry else (10_000, 40, 500, 10)
         sizes = ragged_sizes(self.rng, n_q, lo, hi, edge=False)
-        off, idx, w, rel = _fast_problem(self.rng, sizes, k)
+        off, idx, w, rel = random_problem(self.rng, sizes, k)
         m = int(off[-1])
         nbytes = float(m * k * 8 + m * 4 + n_q * 8)
         case = f"{n_q} queries x {lo}-{hi} candidates, k={k}, budget 20 (host to host)"
@@ -382,30 +382,6 @@ class Runner:
             self.add_bench("token_entropy_logprob", case, "torch log_softmax + gather",
                            lambda z=z, ids=ids, b=torch_path: token_entropy_logprob(z, ids, backend=b),
                            nbytes=nbytes, flops=float(4 * z.numel()), peak_flops_key="fp32_TFLOPs")
-
-
-def _fast_partition(rng: np.random.Generator, n_mem: int, nodes: int, themes: int, d: int):
-    """ops.objective_cases.random_partition's distribution (x [N, d] around per-theme centres, sparse local
-    labels, offsets [B+1]) for equal-sized memories, drawn in float32 in whole arrays (the bench sizes)."""
-    centres = rng.standard_normal((n_mem * themes, d), dtype=np.float32)
-    lab = rng.integers(0, themes, size=n_mem * nodes)
-    x = centres[np.repeat(np.arange(n_mem) * themes, nodes) + lab]
-    x += 0.8 * rng.standard_normal(x.shape, dtype=np.float32)
-    return x, (lab * 3).astype(np.int64), np.arange(n_mem + 1, dtype=np.int64) * nodes
-
-
-def _fast_problem(rng: np.random.Generator, sizes: list[int], k: int, edge_p: float = 0.7):
-    """ops.coverage_cases.random_problem's distribution drawn in whole arrays (the bench sizes)."""
-    off = offsets(sizes)
-    m = int(off[-1])
-    seg = np.repeat(np.arange(len(sizes)), sizes)
-    n_row = np.repeat(np.asarray(sizes), sizes)
-    rel = rng.uniform(0.1, 0.9, m).astype(np.float32)
-    rel = rel[np.lexsort((-rel, seg))]  # descending within each query
-    has = rng.random((m, k)) < edge_p
-    idx = np.where(has, (rng.random((m, k)) * n_row[:, None]).astype(np.int32), -1).astype(np.int32)
-    w = np.where(has, rng.uniform(0.05, 1.0, (m, k)), 0.0).astype(np.float32)
-    return off, idx, w, rel
 
 
 def _tf32(torch: Any, fn: Callable[[], object], on: bool = True) -> object:

@@ -11,22 +11,18 @@ SETTINGS = [(0.7, 1.0), (0.7, 0.5), (0.3, 0.8), (1.0, 1.0), (0.0, 1.0), (0.5, 0.
 
 def random_problem(rng: np.random.Generator, sizes: list[int], k: int, *, edge_p: float = 0.7):
     """cand_offsets [Q+1], nbr_idx [M, k] int32 local positions (-1 none), nbr_w [M, k] float32 > 0,
-    relevance [M] float32 in descending order per query."""
+    relevance [M] float32 in descending order per query; drawn in whole arrays (the GPU benchmarks'
+    sizes too)."""
+    n = np.asarray(sizes, np.int64)
     off = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=off[1:])
+    np.cumsum(n, out=off[1:])
     m = int(off[-1])
-    idx = np.full((m, k), -1, np.int32)
-    w = np.zeros((m, k), np.float32)
-    rel = np.zeros(m, np.float32)
-    for q, n in enumerate(sizes):
-        s = int(off[q])
-        if n == 0:
-            continue
-        rel[s : s + n] = np.sort(rng.uniform(0.1, 0.9, n))[::-1]
-        for i in range(n):
-            has = rng.random(k) < edge_p
-            idx[s + i] = np.where(has, rng.integers(0, n, k), -1)
-            w[s + i] = np.where(has, rng.uniform(0.05, 1.0, k), 0.0)
+    seg = np.repeat(np.arange(len(sizes)), n)
+    rel = rng.uniform(0.1, 0.9, m).astype(np.float32)
+    rel = rel[np.lexsort((-rel, seg))]  # descending within each query
+    has = rng.random((m, k)) < edge_p
+    idx = np.where(has, (rng.random((m, k)) * np.repeat(n, n)[:, None]).astype(np.int64), -1).astype(np.int32)
+    w = np.where(has, rng.uniform(0.05, 1.0, (m, k)), 0.0).astype(np.float32)
     return off, idx, w, rel
 
 

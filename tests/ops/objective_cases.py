@@ -8,16 +8,18 @@ from xmemory_gpu.ops.objective import Candidates, PartitionState
 
 
 def random_partition(rng: np.random.Generator, sizes: list[int], n_themes: list[int], d: int):
-    """x [N, d] clustered around per-theme centres, labels [N] local, offsets [B+1]."""
+    """x [N, d] float32 clustered around per-theme centres, labels [N] local (sparse values: any
+    non-negative ints), offsets [B+1]; drawn in whole arrays (the GPU benchmarks' sizes too)."""
+    sizes_a = np.asarray(sizes, np.int64)
     off = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=off[1:])
-    xs, labs = [], []
-    for n, k in zip(sizes, n_themes):
-        centres = rng.standard_normal((max(k, 1), d))
-        lab = rng.integers(0, max(k, 1), size=n) * 3  # sparse label values: any non-negative ints
-        xs.append(centres[lab // 3] + 0.8 * rng.standard_normal((n, d)))
-        labs.append(lab)
-    return np.concatenate(xs).astype(np.float32), np.concatenate(labs).astype(np.int64), off
+    np.cumsum(sizes_a, out=off[1:])
+    k = np.maximum(np.asarray(n_themes, np.int64), 1)
+    first = np.concatenate([[0], np.cumsum(k)[:-1]]).astype(np.int64)  # each memory's first centre
+    centres = rng.standard_normal((int(k.sum()), d), dtype=np.float32)
+    lab = (rng.random(int(off[-1])) * np.repeat(k, sizes_a)).astype(np.int64)
+    x = centres[np.repeat(first, sizes_a) + lab]
+    x += 0.8 * rng.standard_normal(x.shape, dtype=np.float32)
+    return x, lab * 3, off
 
 
 def random_candidates(rng: np.random.Generator, state: PartitionState, per_memory: int) -> Candidates:
