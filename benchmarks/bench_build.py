@@ -8,6 +8,7 @@ share of the non-encoder time spent inside the compiled module (``xmemory_gpu._C
 
     python benchmarks/bench_build.py --data ../shared/data/locomo/locomo_dev.json --runs 3
     python benchmarks/bench_build.py --synthetic 1000 --seed 11 --runs 3 --before /tmp/old --profile
+    python benchmarks/bench_build.py --synthetic 1000 --seed 11 --runs 3 --workers 2
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ _RUN = ("import sys; src = sys.argv.pop(1)\n"
         "sys.exit(main(sys.argv[1:]))\n")
 
 
-def build_once(data: Path, embedder: str, src: str = "") -> dict[str, float]:
-    """One ``xmemory build`` in a fresh process and store: {stage: seconds, 'wall': process seconds}."""
+def build_once(data: Path, embedder: str, src: str = "", workers: int = 1) -> dict[str, float]:
+    """One ``xmemory build`` in a fresh process and store: {stage: seconds, 'wall': process seconds}
+    (``workers`` > 1: its ``--workers``; stage seconds are then summed over the workers)."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-c", _RUN, src, "build", str(data), "--out", f"{tmp}/store", "--embedder", embedder,
-               "--no-progress"]
+               "--no-progress", *(["--workers", str(workers)] if workers > 1 else [])]
         t0 = time.perf_counter()
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         wall = time.perf_counter() - t0
@@ -95,6 +97,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before", default="", help="a copy of another tree's xmemory_gpu package: its runs alternate with these")
     ap.add_argument("--profile", action="store_true", help="also measure the share of non-encoder time in xmemory_gpu._C")
+    ap.add_argument("--workers", type=int, default=[], action="append",
+                    help="also time `xmemory build --workers N` (repeatable; its rows alternate with the others)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data
@@ -102,11 +106,12 @@ def main() -> None:
             from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 
             data = write_json(generate_conversations(args.synthetic, seed=args.seed), Path(tmp) / "synthetic.json")
-        trees = {"after": ""} if not args.before else {"before": args.before, "after": ""}
+        trees = {"after": ("", 1)} if not args.before else {"before": (args.before, 1), "after": ("", 1)}
+        trees |= {f"workers {n}": ("", n) for n in args.workers}
         rows: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         for _ in range(args.runs):
-            for name, path in trees.items():
-                rows[name].append(build_once(data, args.embedder, path))
+            for name, (path, workers) in trees.items():
+                rows[name].append(build_once(data, args.embedder, path, workers))
         print(_table(rows))
         print(json.dumps(rows))
         if args.profile:

@@ -22,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-batch-size", type=int, default=8, help="prompts per forward pass of an in-process generator")
     p.add_argument("--sessions", type=int, default=None, help="keep only the first N sessions of each conversation")
     p.add_argument("--shard-size", type=int, default=64, help="conversations built together (one lockstep batch) before committing")
+    p.add_argument("--workers", type=_positive, default=1, metavar="N",
+                   help="build shards in N worker processes on this machine (the same store; LLM-free builds only)")
     p.add_argument("--backend", default="auto",
                    help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton also run the encoder on the GPU)")
     p.add_argument("--config", default=None, help="JSON file with settings overriding the defaults")
@@ -67,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.ray_workers is not None and args.ray is None:
         raise ValueError("--ray-workers needs --ray (it sizes the Ray actor pool)")
+    if args.workers > 1 and (args.ray is not None or args.builder == "llm"):
+        raise ValueError("--workers builds LLM-free on this machine: not with --ray (use --ray-workers) or --builder llm")
     cfg = load_config(args.config)
     if args.embedder:
         cfg.embed.model = args.embedder
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
         llm=llm,
         max_sessions=args.sessions,
+        workers=args.workers,
     )
     if args.json:
         print(json.dumps(report.__dict__ | ({"llm_usage": llm.gen.usage.__dict__} if llm else {}), indent=2))

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from .llm_stages import LLMBuilder
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
+
+if TYPE_CHECKING:
+    from .worker_pool import WorkerPool
 
 
 @dataclass
@@ -310,6 +314,7 @@ def build_store(
     backend: str = "auto",
     llm: LLMBuilder | None = None,
     max_sessions: int | None = None,
+    workers: int = 1,
 ) -> BuildReport:
     """Build (or resume building) a store from LoCoMo-format JSON files or folders.
 
@@ -317,57 +322,109 @@ def build_store(
     transaction; a crash loses at most the shard being committed).
     ``store_path``: a folder, or a ``MemoryBackend`` (``memory/backend.py``) to build into.
     ``max_sessions``: keep only each conversation's first N sessions.
+    ``workers``: shards built in this many worker processes (``construct/worker_pool.py``; the same
+    store), 1 (default) builds in this process.
     """
     from ..embed import load_embedder
 
-    for name, value in (("limit", limit), ("shard_size", shard_size), ("max_sessions", max_sessions)):
+    for name, value in (("limit", limit), ("shard_size", shard_size), ("max_sessions", max_sessions), ("workers", workers)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"build_store: {name}: expected an integer >= 1, got {value!r}")
+    if workers > 1 and llm is not None:
+        raise ValueError("build_store: workers > 1 builds LLM-free only (an LLM builder batches its prompts in one process)")
     cfg = config or XMemoryConfig()
     t0 = time.perf_counter()
     tm = Timings()
+    job = _Job(inputs, limit, max_sessions, workers, shard_size, progress, backend, llm)
+    if workers > 1:  # the workers start first: they import and load while this process loads
+        from .worker_pool import WorkerPool
+
+        emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
+        with WorkerPool(workers, job.worker_settings(emb, cfg)) as job.pool:
+            return _build_store(store_path, emb, cfg, tm, t0, job)
     with tm.stage("load"):
         convs = load_conversations(inputs, limit=limit, max_sessions=max_sessions)
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
+    return _build_store(store_path, emb, cfg, tm, t0, job, convs)
+
+
+def _build_store(store_path: str | Path | MemoryBackend, emb, cfg: XMemoryConfig, tm: Timings, t0: float, job: _Job,
+                 convs: list[Conversation] | None = None) -> BuildReport:
+    if convs is None:
+        with tm.stage("load"):
+            convs = load_conversations(job.inputs, limit=job.limit, max_sessions=job.max_sessions)
     if not isinstance(store_path, (str, os.PathLike)):
         if (store_path.dim, store_path.embedder) != (emb.dim, emb.name):
             raise ValueError(f"build_store: the backend holds {store_path.embedder!r} ({store_path.dim}), "
                              f"not {emb.name!r} ({emb.dim})")
-        return _build_into(store_path, convs, emb, cfg, tm, t0, shard_size=shard_size, progress=progress, backend=backend,
-                           llm=llm)
+        return _build_into(store_path, convs, emb, cfg, tm, t0, job)
     root = Path(store_path)
     if root.exists() and not root.is_dir():
         raise ValueError(f"--out {root}: is a file; expected a folder for the store")
     root.mkdir(parents=True, exist_ok=True)
     with WriterLock(root):  # one writing process per store: a second build is refused, nothing half-created
-        return _build_locked(convs, root, emb, cfg, tm, t0, shard_size=shard_size, progress=progress, backend=backend, llm=llm)
+        return _build_locked(convs, root, emb, cfg, tm, t0, job)
 
 
-def _build_locked(convs: list[Conversation], root: Path, emb, cfg: XMemoryConfig, tm: Timings, t0: float, *, shard_size: int,
-                  progress: bool, backend: str, llm: LLMBuilder | None) -> BuildReport:
+@dataclass
+class _Job:
+    """How ``build_store`` was asked to build (what a worker needs to load the same inputs)."""
+
+    inputs: list[str | Path] | str | Path
+    limit: int | None
+    max_sessions: int | None
+    workers: int
+    shard_size: int
+    progress: bool
+    backend: str
+    llm: LLMBuilder | None
+    pool: WorkerPool | None = None  # the worker processes of a build with workers > 1
+
+    def worker_settings(self, emb, cfg: XMemoryConfig) -> dict:
+        from ..ops.devices import encoder_device
+
+        paths = [self.inputs] if isinstance(self.inputs, (str, Path)) else list(self.inputs)
+        return {"inputs": [str(p) for p in paths], "limit": self.limit, "max_sessions": self.max_sessions,
+                "name": emb.name, "dim": emb.dim, "device": encoder_device(self.backend, cfg.embed.device),
+                "config": cfg.to_dict(), "backend": self.backend}
+
+
+def _build_locked(convs: list[Conversation], root: Path, emb, cfg: XMemoryConfig, tm: Timings, t0: float,
+                  job: _Job) -> BuildReport:
     from ..memory.store import Store
 
     store = Store.open_or_create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
     try:
-        return _build_into(store, convs, emb, cfg, tm, t0, shard_size=shard_size, progress=progress, backend=backend, llm=llm)
+        return _build_into(store, convs, emb, cfg, tm, t0, job)
     finally:
         store.close()
 
 
-def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemoryConfig, tm: Timings, t0: float, *, shard_size: int,
-                progress: bool, backend: str, llm: LLMBuilder | None) -> BuildReport:
+def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemoryConfig, tm: Timings, t0: float,
+                job: _Job) -> BuildReport:
     damaged = {c.sample_id for c in convs if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)}
     todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]  # a damaged memory is rebuilt
     todo_ids = {c.sample_id for c in todo}
     skipped = [c.sample_id for c in convs if c.sample_id not in todo_ids]  # by id: comparing conversations is O(n^2) work
     built: list[str] = []
     bar = None
-    if progress:
+    if job.progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(convs), initial=len(skipped), desc="build", unit="conv")
-    for shard in chunks(todo, shard_size):
-        slices = build_slices(shard, emb, cfg, timings=tm, backend=backend, llm=llm)
+    if job.pool is not None:
+        def committed(ids: list[str], seconds: dict[str, float]) -> None:
+            for stage, sec in seconds.items():
+                tm.seconds[stage] += sec
+            built.extend(ids)
+            if bar is not None:
+                bar.update(len(ids))
+
+        size = min(job.shard_size, -(-len(todo) // job.workers))  # every worker gets a shard (the same store)
+        job.pool.build(store, list(chunks(todo, max(size, 1))), damaged, on_commit=committed)
+        todo = []
+    for shard in chunks(todo, job.shard_size):
+        slices = build_slices(shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm)
         ids = [sl.memory_id for sl in slices]
         with tm.stage("commit"):  # the shard in one commit: one transaction, its memories all or none
             store.commit(slices, replace=bool(damaged & set(ids)))

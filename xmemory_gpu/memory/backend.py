@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .bank import Bank, MemorySlice
-from .codec import FORMAT, SliceFormatError, catalogue_stats, check_slice, encode_checked, slice_from_bytes
+from .codec import FORMAT, EncodedSlice, SliceFormatError, check_slice, encode_slice, slice_from_bytes
 from .engine_state import without_state
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
@@ -43,7 +43,7 @@ class MemoryBackend(Protocol):
     def get_slice(self, memory_id: str) -> MemorySlice: ...
     def get(self, memory_id: str) -> Memory: ...
     def load_bank(self, memory_ids: list[str] | None = None, *, quarantine: bool = False) -> Bank: ...
-    def commit(self, units: list[MemorySlice | Memory], *, replace: bool = False, delete: list[str] = (),
+    def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
                log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None: ...
     def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
     def put_slice(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
@@ -124,21 +124,21 @@ class InMemoryBackend:
                 self.quarantined[m] = str(exc)
         return Bank.from_slices(slices, self.dim, memory_ids=[sl.memory_id for sl in slices])
 
-    def commit(self, units: list[MemorySlice | Memory], *, replace: bool = False, delete: list[str] = (),
+    def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
                log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
         encoded = []
         named = [u.memory_id for u in units]
         if len(set(named)) != len(named):
             raise ValueError("in-memory backend: one commit names a memory twice")
         for u in units:
-            sl = u if isinstance(u, MemorySlice) else slice_from_memory(u)
-            if sl.memory_id in self._files and not replace:
-                raise ValueError(f"in-memory backend: memory {sl.memory_id!r} is already stored (pass replace=True)")
+            if u.memory_id in self._files and not replace:
+                raise ValueError(f"in-memory backend: memory {u.memory_id!r} is already stored (pass replace=True)")
             try:
-                data, digest = encode_checked(sl, self.dim)
+                enc = u if isinstance(u, EncodedSlice) else encode_slice(
+                    u if isinstance(u, MemorySlice) else slice_from_memory(u), self.dim)
             except SliceFormatError as exc:
                 raise ValueError(f"in-memory backend: {exc}") from None
-            encoded.append((sl.memory_id, data, digest, json.loads(json.dumps(catalogue_stats(sl)))))
+            encoded.append((enc.memory_id, enc.data, enc.sha256, json.loads(json.dumps(enc.stats))))
         for mid in delete:
             self._row(mid)
         for mid in delete:  # nothing has changed before this point

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -138,6 +139,27 @@ def encode_checked(sl: MemorySlice, dim: int) -> tuple[bytes, str]:
     check_slice(sl, dim)
     data = slice_to_bytes(sl)
     return data, hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class EncodedSlice:
+    """A memory encoded elsewhere (a build worker, :func:`encode_slice`), committed without encoding
+    it again: the file's ``data`` and its ``sha256``, the catalogue's ``stats``
+    (:func:`catalogue_stats`), rows per level and the message ids the catalogue indexes."""
+
+    memory_id: str
+    data: bytes
+    sha256: str
+    stats: dict[str, Any]
+    counts: dict[str, int]
+    message_ids: list[str]
+
+
+def encode_slice(sl: MemorySlice, dim: int) -> EncodedSlice:
+    """Memory ``sl`` checked and encoded (:func:`encode_checked`) with what its catalogue rows hold."""
+    data, digest = encode_checked(sl, dim)
+    return EncodedSlice(sl.memory_id, data, digest, catalogue_stats(sl), {lv: sl.n(lv) for lv in LEVELS},
+                        [str(i) for i in sl.cols["msg"]["id"].tolist()])
 
 
 def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:

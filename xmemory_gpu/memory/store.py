@@ -42,10 +42,10 @@ from .codec import (
     FORMAT,
     MAX_TIME,
     MIN_TIME,
+    EncodedSlice,
     SliceFormatError,
-    catalogue_stats,
     check_slice,
-    encode_checked,
+    encode_slice,
     slice_from_bytes,
 )
 from .engine_state import without_state
@@ -102,8 +102,8 @@ def _reason(exc: BaseException) -> str:
     return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
 
 
-def _as_slice(unit: Memory | MemorySlice) -> MemorySlice:
-    return unit if isinstance(unit, MemorySlice) else slice_from_memory(unit)
+def _as_slice(unit: Memory | MemorySlice | EncodedSlice) -> MemorySlice | EncodedSlice:
+    return unit if isinstance(unit, (MemorySlice, EncodedSlice)) else slice_from_memory(unit)
 
 
 class Store:
@@ -306,14 +306,16 @@ class Store:
         return out
 
     # -- writing -------------------------------------------------------------------------------
-    def _encode(self, sl: MemorySlice) -> tuple[str, str, bytes]:
-        """The memory's checked bytes and the content-addressed file name they go to: (name, sha256, bytes)."""
-        try:
-            data, digest = encode_checked(sl, self.dim)
-        except SliceFormatError as exc:
-            raise StoreError(f"{self.path}: {exc}") from None
-        key = hashlib.sha1(sl.memory_id.encode()).hexdigest()[:16]
-        return f"{key}-{digest[:12]}.slice", digest, data
+    def _encode(self, unit: MemorySlice | EncodedSlice) -> tuple[str, EncodedSlice]:
+        """The memory's checked bytes (a slice is encoded here, an ``EncodedSlice`` was encoded by its
+        builder) and the content-addressed file name they go to."""
+        if isinstance(unit, MemorySlice):
+            try:
+                unit = encode_slice(unit, self.dim)
+            except SliceFormatError as exc:
+                raise StoreError(f"{self.path}: {exc}") from None
+        key = hashlib.sha1(unit.memory_id.encode()).hexdigest()[:16]
+        return f"{key}-{unit.sha256[:12]}.slice", unit
 
     def _write_file(self, memory_id: str, name: str, data: bytes) -> None:
         """``data`` in the new file ``name`` (temp, fsync, rename)."""
@@ -341,7 +343,7 @@ class Store:
             self._pool_pid = os.getpid()
         return self._pool
 
-    def _write_files(self, slices: list[MemorySlice], live: set[str]) -> list[tuple[str, str]]:
+    def _write_files(self, slices: list[MemorySlice | EncodedSlice], live: set[str]) -> list[tuple[str, EncodedSlice]]:
         """Each slice's file: encoded and checked here, one after another (CPU work under the GIL),
         each handed to the store's writer threads as soon as it is encoded (writes and fsyncs overlap
         the next encodings and each other: a bulk build commits a shard of memories in one call),
@@ -350,16 +352,16 @@ class Store:
         handed out are waited for and every file of this commit is removed, but for names in
         ``live``: the catalogue already names them (a memory committed again with the same columns)."""
         pool = self._writers() if len(slices) > 1 else None
-        named: list[tuple[str, str]] = []  # (name, sha256), each recorded before its file can exist
+        named: list[tuple[str, EncodedSlice]] = []  # each recorded before its file can exist
         futures: list[Future] = []
         try:
             for sl in slices:
-                name, digest, data = self._encode(sl)
-                named.append((name, digest))
+                name, enc = self._encode(sl)
+                named.append((name, enc))
                 if pool is None:
-                    self._write_file(sl.memory_id, name, data)
+                    self._write_file(enc.memory_id, name, enc.data)
                 else:
-                    futures.append(pool.submit(self._write_file, sl.memory_id, name, data))
+                    futures.append(pool.submit(self._write_file, enc.memory_id, name, enc.data))
             for fut in futures:
                 fut.result()
             if named:
@@ -377,16 +379,17 @@ class Store:
             raise
         return named
 
-    def _remove_new(self, written: list[tuple[str, str]], live: set[str]) -> None:
+    def _remove_new(self, written: list[tuple[str, EncodedSlice]], live: set[str]) -> None:
         """Remove the files a failed commit wrote (or may have: a missing one is skipped), but never one
         the catalogue names."""
         for name, _ in written:
             if name not in live:
                 (self.path / "arrays" / name).unlink(missing_ok=True)
 
-    def commit(self, units: list[MemorySlice | Memory], *, replace: bool = False, delete: list[str] = (),
+    def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
                log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
-        """One atomic commit: ``units`` (slices, or ``Memory`` records converted to slices) written
+        """One atomic commit: ``units`` (slices, ``Memory`` records converted to slices, or memories
+        encoded by a build worker) written
         (new, or replacing the stored ones when ``replace``), ``delete`` removed with their
         operations log, ``redact`` (memory id -> unit ids) removed from the earlier entries of the
         log, ``log`` entries (memory id, operation, unit ids) appended to it. Files go first; the
@@ -412,7 +415,7 @@ class Store:
         if len(set(ids)) != len(ids):
             raise StoreError(f"{self.path}: one commit names a memory twice ({sorted({m for m in ids if ids.count(m) > 1})[:3]})")
         live = {old[0] for old in olds.values() if old is not None}
-        written: list[tuple[str, str]] = []
+        written: list[tuple[str, EncodedSlice]] = []
         try:
             written = self._write_files(slices, live)
             with c:
@@ -422,11 +425,11 @@ class Store:
                     c.execute("DELETE FROM oplog WHERE memory_id = ?", (mid,))
                 for mid, gone in (redact or {}).items():
                     self._redact(mid, set(gone))
-                for sl, (name, digest) in zip(slices, written):
-                    old = olds[sl.memory_id]
+                for name, enc in written:
+                    old = olds[enc.memory_id]
                     if old is not None:
-                        c.execute("DELETE FROM memories WHERE memory_id = ?", (sl.memory_id,))
-                    self._insert(sl, old[1] if old is not None else pos, name, digest)
+                        c.execute("DELETE FROM memories WHERE memory_id = ?", (enc.memory_id,))
+                    self._insert(enc, old[1] if old is not None else pos, name)
                     pos += old is None
                 c.executemany("INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
                               [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in log])
@@ -440,12 +443,12 @@ class Store:
             if old is not None and old[0] not in new_names:
                 (self.path / "arrays" / old[0]).unlink(missing_ok=True)
 
-    def _insert(self, sl: MemorySlice, pos: int, name: str, digest: str) -> None:
-        c, mid = self._conn, sl.memory_id
+    def _insert(self, enc: EncodedSlice, pos: int, name: str) -> None:
+        c, mid = self._conn, enc.memory_id
         c.execute(f"INSERT INTO memories (memory_id, position, arrays_file, sha256, stats, created, format, "
                   f"{', '.join(_COUNT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, {FORMAT}, {', '.join('?' * len(LEVELS))})",
-                  (mid, pos, name, digest, json.dumps(catalogue_stats(sl)), time.time(), *(sl.n(lv) for lv in LEVELS)))
-        c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()])
+                  (mid, pos, name, enc.sha256, json.dumps(enc.stats), time.time(), *(enc.counts[lv] for lv in LEVELS)))
+        c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, i) for i in enc.message_ids])
 
     def _redact(self, memory_id: str, gone: set[str]) -> None:
         """Remove ``gone`` from the unit ids of the memory's log entries (a deleted id leaves the log)."""
@@ -519,9 +522,9 @@ class Store:
                                 _reason(exc))
                     damaged.append(mid)
                     continue
-                name, digest, data = self._encode(sl)
-                self._write_file(mid, name, data)
-                converted[mid] = (sl, name, digest)
+                name, enc = self._encode(sl)
+                self._write_file(mid, name, enc.data)
+                converted[mid] = (sl, name, enc.sha256)
             olds = dict(c.execute("SELECT memory_id, arrays_file FROM memories").fetchall())
             with c:
                 c.execute("BEGIN")  # the DDL below is part of the transaction (sqlite3 opens none for it)

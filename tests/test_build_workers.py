@@ -1,0 +1,128 @@
+"""The bulk build in worker processes (``construct/worker_pool.py``): the same store as one process,
+a killed worker stops the build with the earlier shards committed, a re-run completes it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xmemory_gpu.cli import main
+from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.pipeline import build_store, chunks, load_conversations
+from xmemory_gpu.construct.worker_pool import WorkerError, WorkerPool
+from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+from xmemory_gpu.embed import load_embedder
+from xmemory_gpu.memory.backend import InMemoryBackend
+from xmemory_gpu.memory.store import Store
+
+EMBEDDER = "hashing:64"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return write_json(generate_conversations(9, seed=3), tmp_path_factory.mktemp("conv") / "conv.json")
+
+
+def _config() -> XMemoryConfig:
+    cfg = XMemoryConfig()
+    cfg.embed.model = EMBEDDER
+    return cfg
+
+
+def _catalogue(store: Path) -> list[tuple]:
+    with sqlite3.connect(store / "memory.sqlite") as con:
+        rows = con.execute("SELECT memory_id, position, arrays_file, sha256, stats, n_msg, n_epi, n_sem, n_theme, n_psg "
+                           "FROM memories ORDER BY position").fetchall()
+        ids = con.execute("SELECT memory_id, id FROM message_ids ORDER BY memory_id, id").fetchall()
+    return [*rows, ids]
+
+
+def _files(store: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((store / "arrays").iterdir())}
+
+
+def _build(data: Path, out: Path, workers: int, **kw) -> object:
+    return build_store(data, out, embedder=load_embedder(EMBEDDER), config=_config(), progress=False, shard_size=2,
+                       workers=workers, **kw)
+
+
+@pytest.mark.slow
+def test_workers_write_the_store_one_process_writes(data, tmp_path):
+    one = _build(data, tmp_path / "one", 1)
+    two = _build(data, tmp_path / "two", 2)
+    assert two.built == one.built and len(one.built) == 9
+    assert _catalogue(tmp_path / "two") == _catalogue(tmp_path / "one")  # names, positions, sha256, stats, counts, ids
+    assert _files(tmp_path / "two") == _files(tmp_path / "one")
+    assert {"episodes", "themes", "encode", "commit"} <= set(two.timings)
+    again = _build(data, tmp_path / "two", 2)  # everything stored: skipped, nothing sent to a worker
+    assert again.built == [] and sorted(again.skipped) == sorted(one.built)
+
+
+@pytest.mark.slow
+def test_workers_fill_an_in_memory_backend_and_resume_a_partial_store(data, tmp_path):
+    _build(data, tmp_path / "ref", 1)
+    mem = InMemoryBackend(dim=64, embedder=load_embedder(EMBEDDER).name)
+    _build(data, mem, 3)
+    shas = {row[0]: row[3] for row in _catalogue(tmp_path / "ref")[:-1]}
+    assert mem.versions() == shas and len(shas) == 9  # the in-memory backend's version: the bytes' sha256
+    _build(data, tmp_path / "part", 1, limit=4)
+    rest = _build(data, tmp_path / "part", 2)
+    assert len(rest.skipped) == 4 and len(rest.built) == 5
+    assert _files(tmp_path / "part") == _files(tmp_path / "ref")
+
+
+@pytest.mark.slow
+def test_a_killed_worker_stops_the_build_with_earlier_shards_committed(data, tmp_path):
+    cfg, emb = _config(), load_embedder(EMBEDDER)
+    convs = load_conversations(data)
+    shards = list(chunks(convs, 1))  # 9 shards: at most 2 x 2 built ahead of the first commit
+    settings = {"inputs": [str(data)], "limit": None, "max_sessions": None, "name": emb.name, "dim": emb.dim,
+                "device": "cpu", "config": cfg.to_dict(), "backend": "auto"}
+    store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
+    committed: list[str] = []
+    with pytest.raises(WorkerError, match=r"build worker \d: exited"), WorkerPool(2, settings) as pool:
+        def kill_all(ids, seconds):
+            committed.extend(ids)
+            for w in pool._pool:
+                w.proc.kill()
+
+        pool.build(store, shards, set(), kill_all)
+    assert pool._pool == []  # stopped
+    assert 1 <= len(committed) <= 5 and committed == [c.sample_id for c in convs[:len(committed)]]
+    assert store.memory_ids() == committed
+    store.close()
+    rest = _build(data, tmp_path / "s", 2)
+    assert rest.skipped == committed and len(rest.built) == 9 - len(committed)
+    _build(data, tmp_path / "ref", 1)
+    assert _files(tmp_path / "s") == _files(tmp_path / "ref")
+
+
+def test_a_worker_without_settings_answers_one_error_line():
+    run = subprocess.run([sys.executable, "-m", "xmemory_gpu.construct.build_worker"], input=b"", capture_output=True,
+                         timeout=120)
+    assert run.returncode == 1
+    msg = json.loads(run.stdout.decode().strip())
+    assert "no settings line" in msg["error"]
+
+
+def test_workers_must_be_a_positive_integer_and_llm_free(data, tmp_path, capsys):
+    with pytest.raises(ValueError, match="workers: expected an integer >= 1"):
+        _build(data, tmp_path / "s", 0)
+    assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", "2", "--builder", "llm",
+                 "--embedder", EMBEDDER, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--workers builds LLM-free" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.slow
+def test_cli_build_with_workers(data, tmp_path, capsys):
+    assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", "2", "--embedder", EMBEDDER,
+                 "--shard-size", "4", "--no-progress", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["built"]) == 9 and report["timings"]["commit"] > 0

@@ -1,0 +1,65 @@
+"""A bulk-build worker process (``python -m xmemory_gpu.construct.build_worker``), started by
+:class:`~.worker_pool.WorkerPool`: the wire is described there."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import IO
+
+from ..config import XMemoryConfig
+from ..embed import embedder_for_store
+from ..memory.codec import encode_slice
+from .pipeline import Timings, build_slices, load_conversations
+
+
+def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
+    """A worker's loop: settings, then shard after shard until its input ends."""
+    s = json.loads(inp.readline() or b"null")
+    if not isinstance(s, dict):
+        raise ValueError("no settings line on stdin (this module is started by build_store(workers=N))")
+    here = str(Path(__file__).resolve().parents[1])
+    if s.get("package", here) != here:
+        raise ValueError(f"the worker imported xmemory_gpu from {here}, not the builder's {s['package']} "
+                         "(another install first on the path)")
+    by_id = {c.sample_id: c for c in load_conversations(s["inputs"], limit=s["limit"], max_sessions=s["max_sessions"])}
+    emb = embedder_for_store(s["name"], device=s["device"])  # the store's embedder, loaded from its name
+    if (emb.name, emb.dim) != (s["name"], s["dim"]):
+        raise ValueError(f"embedder {s['name']!r} loads as {emb.name!r} ({emb.dim}) in a worker, not with dim {s['dim']}")
+    cfg = XMemoryConfig.from_dict(s["config"])
+    for task_line in inp:
+        task = json.loads(task_line)
+        tm = Timings()
+        slices = build_slices([by_id[i] for i in task["ids"]], emb, cfg, timings=tm, backend=s["backend"])
+        with tm.stage("encode"):
+            encoded = [encode_slice(sl, s["dim"]) for sl in slices]
+        head = {"shard": task["shard"], "timings": tm.as_dict(),
+                "memories": [{"id": e.memory_id, "sha256": e.sha256, "size": len(e.data), "stats": e.stats,
+                              "counts": e.counts, "message_ids": e.message_ids} for e in encoded]}
+        wire.write(json.dumps(head).encode() + b"\n")
+        for e in encoded:
+            wire.write(e.data)
+        wire.flush()
+
+
+def main() -> int:
+    """A worker process: serves its stdin; a failure is one ``{"error": ...}`` line and exit code 1."""
+    wire = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray print must not break the wire: it goes to stderr
+    try:
+        _serve(sys.stdin.buffer, wire)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # noqa: BLE001 - reported on the wire, one line
+        wire.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
+        wire.flush()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The bulk build in worker processes: ``build_store(workers=N)``, ``xmemory build --workers N``.
+
+Each worker is a fresh Python process (``python -m xmemory_gpu.construct.build_worker``) that loads the
+same inputs, embedder and settings, builds the shards it is handed (``build_slices``, the one
+construction call) and encodes each memory as the store would (``memory.codec.encode_slice``).
+The calling process stays the store's only writer and commits the shards whole and in order, so
+the store is the one a single-process build writes (the same files, catalogue and positions), and
+an interrupted build resumes as one does. The wire is plain bytes, nothing pickled:
+
+- to a worker (its stdin): one JSON line of settings, then one JSON line per shard,
+  ``{"shard": K, "ids": [sample ids]}``; end of input stops it;
+- from a worker (its stdout; whatever else it prints goes to its stderr): per shard one JSON line
+  (the shard, its stage seconds, per memory its id, sha256, byte size, stats, rows per level and
+  message ids) followed by the memories' bytes; or ``{"error": "..."}`` and a non-zero exit.
+
+Stage seconds of a worker build are summed over the workers (CPU seconds, which can exceed the
+wall time); ``encode`` is the workers' encoding, ``commit`` this process's writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from ..memory.backend import MemoryBackend
+from ..memory.codec import EncodedSlice
+from ..memory.records import Conversation
+
+WORKER_MODULE = "xmemory_gpu.construct.build_worker"  # a worker's entry point (run by name: no import here)
+PACKAGE = str(Path(__file__).resolve().parents[1])  # the xmemory_gpu folder a worker must import
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class WorkerError(RuntimeError):
+    """A build worker failed or exited; says which and why (nothing of its shard was committed)."""
+
+
+class _Worker:
+    """One worker process and its two pipes."""
+
+    def __init__(self, index: int, settings: bytes, env: dict[str, str]) -> None:
+        self.index = index
+        self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env)
+        self._send(settings)
+
+    def _fail(self, why: str) -> WorkerError:
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        return WorkerError(f"build worker {self.index}: {why} (exit code {code})")
+
+    def _send(self, line: bytes) -> None:
+        try:
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+        except OSError:
+            raise self._fail("exited before its task was sent") from None
+
+    def build(self, shard: int, ids: list[str]) -> tuple[dict[str, float], list[EncodedSlice]]:
+        """Shard ``shard`` (conversations ``ids``) built and encoded: (stage seconds, memories)."""
+        self._send(json.dumps({"shard": shard, "ids": ids}).encode() + b"\n")
+        out: IO[bytes] = self.proc.stdout
+        head = out.readline()
+        if not head:
+            raise self._fail(f"exited while building shard {shard}")
+        msg = json.loads(head)
+        if "error" in msg:
+            raise self._fail(msg["error"])
+        if msg.get("shard") != shard:
+            raise self._fail(f"answered shard {msg.get('shard')} for shard {shard}")
+        memories = []
+        for m in msg["memories"]:
+            data = out.read(m["size"])
+            if len(data) != m["size"]:
+                raise self._fail(f"exited while sending shard {shard}")
+            memories.append(EncodedSlice(m["id"], data, m["sha256"], m["stats"], m["counts"], m["message_ids"]))
+        return msg["timings"], memories
+
+    def stop(self, *, kill: bool) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        if kill:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def worker_env(workers: int) -> dict[str, str]:
+    """The workers' environment: this package first on their path, and the math libraries' threads
+    shared out among them (``OMP/MKL/OPENBLAS_NUM_THREADS``, where not set already)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    for var in _THREAD_VARS:
+        env.setdefault(var, threads)
+    return env
+
+
+class WorkerPool:
+    """``workers`` worker processes, started at once (they import and load while this process
+    loads the inputs), given shards by :meth:`build`; a context manager that stops them (kills
+    them when leaving on an exception)."""
+
+    def __init__(self, workers: int, settings: dict[str, Any]) -> None:
+        env = worker_env(workers)
+        line = json.dumps({**settings, "package": PACKAGE}).encode() + b"\n"
+        self._pool: list[_Worker] = []
+        try:
+            for i in range(workers):
+                self._pool.append(_Worker(i, line, env))
+        except BaseException:
+            self.close(kill=True)
+            raise
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(kill=exc_type is not None)
+
+    def close(self, *, kill: bool) -> None:
+        for w in self._pool:
+            w.stop(kill=kill)
+        self._pool = []
+
+    def build(self, store: MemoryBackend, shards: list[list[Conversation]], replace: set[str],
+              on_commit: Callable[[list[str], dict[str, float]], None]) -> None:
+        """Build ``shards`` in the workers and commit each one whole, in order, into ``store``
+        (memories named in ``replace`` replace their stored copies). ``on_commit(ids,
+        stage_seconds)`` runs after each shard's commit (its ``commit`` entry the commit's own
+        seconds). A worker's failure raises :class:`WorkerError` once the shards before the failed
+        one are committed; the others are not."""
+        cond = threading.Condition()
+        done: dict[int, tuple[dict[str, float], list[EncodedSlice]] | BaseException] = {}
+        state: dict[str, Any] = {"next": 0, "committed": 0, "stop": False}
+        window = 2 * len(self._pool)  # shards built ahead of the commit, at most
+
+        def drive(w: _Worker) -> None:
+            while True:
+                with cond:
+                    while not state["stop"] and state["next"] < len(shards) and state["next"] >= state["committed"] + window:
+                        cond.wait()
+                    if state["stop"] or state["next"] >= len(shards):
+                        return
+                    k = state["next"]
+                    state["next"] += 1
+                try:
+                    result: Any = w.build(k, [c.sample_id for c in shards[k]])
+                except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
+                    result = exc
+                with cond:
+                    done[k] = result
+                    cond.notify_all()
+                if isinstance(result, BaseException):
+                    return
+
+        threads = [threading.Thread(target=drive, args=(w,), daemon=True, name=f"xmemory-build-worker-{w.index}")
+                   for w in self._pool]
+        try:
+            for t in threads:
+                t.start()
+            for k in range(len(shards)):
+                with cond:
+                    while k not in done:
+                        cond.wait()
+                    result = done.pop(k)
+                if isinstance(result, BaseException):
+                    raise result
+                timings, memories = result
+                t0 = time.perf_counter()
+                store.commit(memories, replace=bool(replace & {m.memory_id for m in memories}))
+                timings = {**timings, "commit": time.perf_counter() - t0}
+                with cond:
+                    state["committed"] = k + 1
+                    cond.notify_all()
+                on_commit([m.memory_id for m in memories], timings)
+        except BaseException:
+            with cond:
+                state["stop"] = True
+                cond.notify_all()
+            self.close(kill=True)  # a worker busy with a shard that will not be committed stops now
+            raise
+        finally:
+            for t in threads:
+                t.join(timeout=30)
