@@ -65,20 +65,25 @@ def _aligned(n: int) -> int:
 
 
 def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
-    """Named numeric arrays as one container (see the module docstring)."""
-    entries, blobs, offset = [], [], 0
+    """Named numeric arrays as one container (see the module docstring); each array's bytes are
+    copied once, into the container."""
+    entries, parts, offset = [], [], 0
     for name, a in arrays.items():
-        a = np.ascontiguousarray(a)
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         if dt.str not in DTYPES:
             raise SliceFormatError(f"array {name}: dtype {a.dtype} cannot be stored (expected one of {sorted(DTYPES)})")
         entries.append({"name": name, "dtype": dt.str, "shape": list(a.shape), "offset": offset})
-        raw = a.astype(dt, copy=False).tobytes()
-        blobs.append(raw + b"\0" * (_aligned(len(raw)) - len(raw)))
-        offset += _aligned(len(raw))
+        parts.append((offset, a, dt))
+        offset += _aligned(a.size * dt.itemsize)
     header = json.dumps({"arrays": entries}, separators=(",", ":")).encode()
     head = MAGIC + struct.pack("<Q", len(header)) + header
-    return b"".join([head + b"\0" * (_aligned(len(head)) - len(head)), *blobs])
+    base = _aligned(len(head))
+    out = bytearray(base + offset)  # zeros: the padding
+    out[: len(head)] = head
+    for off, a, dt in parts:
+        if a.size:
+            np.frombuffer(out, dt, a.size, base + off).reshape(a.shape)[...] = a
+    return bytes(out)
 
 
 def unpack_arrays(data: bytes | bytearray, where: str = "container") -> dict[str, np.ndarray]:
@@ -120,10 +125,17 @@ def slice_to_bytes(sl: MemorySlice) -> bytes:
             if lv == "theme" and name in DERIVED:
                 continue
             if a.dtype.kind == "O":
-                enc = [str(s).encode("utf-8", "surrogatepass") for s in a.tolist()]
-                off = np.zeros(len(enc) + 1, np.int64)
-                np.cumsum([len(e) for e in enc], out=off[1:])
-                arrays[f"{lv}.{name}.utf8"] = np.frombuffer(b"".join(enc), np.uint8)
+                texts = [str(s) for s in a.tolist()]
+                joined = "".join(texts)
+                off = np.zeros(len(texts) + 1, np.int64)
+                if joined.isascii():  # one byte per character: the offsets are the lengths' sums
+                    raw = joined.encode("ascii")
+                    np.cumsum([len(t) for t in texts], out=off[1:])
+                else:
+                    enc = [t.encode("utf-8", "surrogatepass") for t in texts]
+                    raw = b"".join(enc)
+                    np.cumsum([len(e) for e in enc], out=off[1:])
+                arrays[f"{lv}.{name}.utf8"] = np.frombuffer(raw, np.uint8)
                 arrays[f"{lv}.{name}.off"] = off
             else:
                 arrays[f"{lv}.{name}"] = a
