@@ -162,7 +162,7 @@ def test_ray_build_equals_local_build(ray_cluster, data, local_store, tmp_path):
     rep = build_store_ray(data, tmp_path / "s", config=_cfg(), shard_size=2, workers=2, progress=False)
     assert sorted(rep.built) == sorted(_rows(local_store)) and not rep.skipped
     assert -(-N // 2) <= rep.shards <= N and rep.workers == 2 and rep.repeats_dropped == 0
-    assert {"embed_messages", "themes", "commit", "serialize"} <= set(rep.timings)
+    assert {"embed_messages", "themes", "commit", "encode"} <= set(rep.timings)
     ray_dump, local_dump = _dump(tmp_path / "s"), _dump(local_store)
     assert ray_dump == local_dump
     assert all(np.isfinite(v[5]["f_P"]) for v in ray_dump.values())
@@ -237,3 +237,18 @@ def test_driver_killed_mid_run_resumes(ray_cluster, data, local_store, tmp_path)
     rows = _rows(out)
     assert len(rows) == len(set(rows)) == N
     assert _dump(out) == _dump(local_store)
+
+
+def test_the_driver_refuses_a_memory_whose_bytes_do_not_match_the_workers_sha256():
+    import hashlib
+    import json
+
+    from xmemory_gpu.distributed.ray_build import _received
+
+    data = b"XMSLICE1 any bytes"
+    row = {"arrays": data, "sha256": hashlib.sha256(data).hexdigest(), "stats": json.dumps({"n": 1}),
+           "counts": json.dumps({"msg": 2}), "message_ids": json.dumps(["a", "b"])}
+    enc = _received("m1", row)
+    assert (enc.memory_id, enc.data, enc.stats, enc.counts, enc.message_ids) == ("m1", data, {"n": 1}, {"msg": 2}, ["a", "b"])
+    with pytest.raises(RuntimeError, match="memory 'm1' arrived damaged"):
+        _received("m1", {**row, "arrays": data[:-1] + b"!"})

@@ -4,9 +4,10 @@ Flow: the driver loads the conversations (as the local build does), drops those 
 and hands the rest to Ray as a Dataset of plain JSON rows. ``map_batches`` runs
 :class:`ShardBuilder` on an actor pool (``ray.data.ActorPoolStrategy``): each actor loads the
 embedder (and the LLM builder's generator) once, and each call builds one shard of conversations
-with one construction call. Built memories come back as plain bytes (``memory/codec.py``: the memory's
-columns, no pickle) plus JSON stats, streamed to the driver, which commits them a shard's worth at a
-time (one atomic commit per group, as the local build commits a shard); so the store's resume and
+with one construction call. Built memories come back encoded as the store writes them (``memory/codec.py``:
+the memory's columns as plain bytes, no pickle, checked and hashed by the actor) plus JSON stats, streamed
+to the driver, which checks each one's sha256 and commits them as they are (``EncodedSlice``: not
+decoded and encoded again), a shard's worth at a time (one atomic commit per group, as the local build commits a shard); so the store's resume and
 crash rules are the local build's:
 
 - a worker killed mid-shard: Ray restarts the actor and retries the shard (``max_restarts`` /
@@ -21,6 +22,7 @@ The two places that touch the construction and the store API are marked ``CONSTR
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -31,8 +33,7 @@ from typing import Any
 
 from ..config import XMemoryConfig
 from ..construct.pipeline import BuildReport, Timings
-from ..memory.bank import MemorySlice
-from ..memory.codec import catalogue_stats, slice_from_bytes, slice_to_bytes
+from ..memory.codec import EncodedSlice, encode_slice
 from ..memory.records import QA, Conversation, Message
 
 INSTALL_HINT = "pip install 'xmemory-gpu[dist]'"
@@ -88,12 +89,13 @@ class ShardBuilder:
 
     def __init__(self, embedder_spec: str, config: dict[str, Any], *, backend: str = "auto", device: str = "cpu",
                  llm_spec: str | None = None, llm_kwargs: dict[str, Any] | None = None, llm_retries: int = 2,
-                 crash_marker: str | None = None) -> None:
+                 crash_marker: str | None = None, dim: int | None = None) -> None:
         from ..embed import load_embedder
 
         self.config = XMemoryConfig.from_dict(config)
         self.embedder = load_embedder(embedder_spec, device=device)
         self.backend = backend
+        self.dim = self.embedder.dim if dim is None else dim  # the store's: a memory of another is refused here
         self.crash_marker = crash_marker
         self.llm = None
         if llm_spec is not None:
@@ -105,7 +107,8 @@ class ShardBuilder:
 
     def __call__(self, batch: Any) -> Any:
         """A pyarrow table of conversations (``conversation``: JSON) -> a table of built memories
-        (``memory_id``, ``arrays``: npz bytes, ``stats``: JSON, ``timings``: the shard's stage
+        (``memory_id``, ``arrays``: the store's file bytes, ``sha256`` of them, ``stats``: JSON,
+        ``counts`` (rows per level) and ``message_ids``: JSON, ``timings``: the shard's stage
         seconds as JSON on its first row, ``{}`` on the others)."""
         import pyarrow as pa
 
@@ -118,17 +121,19 @@ class ShardBuilder:
         # ---- CONSTRUCTION: the one construction call per shard --------------------------------
         slices = build_slices(convs, self.embedder, self.config, timings=tm, backend=self.backend, llm=self.llm)
         # ----------------------------------------------------------------------------------------
-        with tm.stage("serialize"):
-            payloads = [slice_to_bytes(sl) for sl in slices]
-            stats = [json.dumps(catalogue_stats(sl)) for sl in slices]
+        with tm.stage("encode"):
+            encoded = [encode_slice(sl, self.dim) for sl in slices]
         self._maybe_crash()
         shard = {"stages": tm.as_dict(), "wall": time.perf_counter() - t0, "pid": os.getpid(),
                  "llm_usage": _usage_delta(usage0, self._usage())}
         timings = ([json.dumps(shard)] + ["{}"] * (len(slices) - 1)) if slices else []
         return pa.table({
-            "memory_id": pa.array([sl.memory_id for sl in slices], pa.string()),
-            "arrays": pa.array(payloads, pa.large_binary()),
-            "stats": pa.array(stats, pa.large_string()),
+            "memory_id": pa.array([e.memory_id for e in encoded], pa.string()),
+            "arrays": pa.array([e.data for e in encoded], pa.large_binary()),
+            "sha256": pa.array([e.sha256 for e in encoded], pa.string()),
+            "stats": pa.array([json.dumps(e.stats) for e in encoded], pa.large_string()),
+            "counts": pa.array([json.dumps(e.counts) for e in encoded], pa.string()),
+            "message_ids": pa.array([json.dumps(e.message_ids) for e in encoded], pa.large_string()),
             "timings": pa.array(timings, pa.string()),
         })
 
@@ -306,7 +311,7 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
         warnings.filterwarnings("ignore", message=".*ray_remote_args.*is deprecated")
         ds = _map(ds, ray, size, shard_size, gpus_per_worker, cfg, retry_args, {
             "backend": backend, "device": "cuda" if gpus_per_worker > 0 else "cpu", "llm_spec": llm_spec,
-            "llm_kwargs": llm_kwargs, "llm_retries": llm_retries, "crash_marker": crash_marker})
+            "llm_kwargs": llm_kwargs, "llm_retries": llm_retries, "crash_marker": crash_marker, "dim": emb.dim})
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -315,7 +320,7 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
     expected = {c.sample_id for c in todo}
     committed: set[str] = set()
     usage: dict[str, int] | None = None
-    pending: list[MemorySlice] = []
+    pending: list[EncodedSlice] = []
 
     def flush() -> None:
         """Commit the memories delivered since the last commit, one atomic commit for the group."""
@@ -327,7 +332,7 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
             # ---- COMMIT: the driver is the only writer; a group of memories, atomically ---------
             store.commit(group, replace=True)  # ``todo`` holds new and damaged memories only
             # ---------------------------------------------------------------------------------
-        report.built.extend(sl.memory_id for sl in group)
+        report.built.extend(e.memory_id for e in group)
         if bar is not None:
             bar.update(len(group))
 
@@ -348,7 +353,7 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
                     if shard.get("llm_usage"):
                         usage = {k: (usage or {}).get(k, 0) + v for k, v in shard["llm_usage"].items()}
                 with tm.stage("commit"):
-                    pending.append(slice_from_bytes(mid, row["arrays"], json.loads(row["stats"])))
+                    pending.append(_received(mid, row))
                 committed.add(mid)
                 if len(pending) >= shard_size:
                     flush()
@@ -364,6 +369,15 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
     if missing:
         raise RuntimeError(f"--ray: {len(missing)} memories did not come back from the workers (e.g. {sorted(missing)[0]!r}); "
                            "re-run the same command to build them")
+
+
+def _received(memory_id: str, row: dict[str, Any]) -> EncodedSlice:
+    """A built memory as a worker sent it, its bytes checked against the sha256 it computed."""
+    data = bytes(row["arrays"])
+    if hashlib.sha256(data).hexdigest() != row["sha256"]:
+        raise RuntimeError(f"--ray: memory {memory_id!r} arrived damaged (its bytes do not match the worker's sha256)")
+    return EncodedSlice(memory_id, data, row["sha256"], json.loads(row["stats"]), json.loads(row["counts"]),
+                        json.loads(row["message_ids"]))
 
 
 def _map(ds: Any, ray: Any, size: int, shard_size: int, gpus_per_worker: float, cfg: XMemoryConfig,
