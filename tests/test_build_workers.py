@@ -81,8 +81,7 @@ def test_a_killed_worker_stops_the_build_with_earlier_shards_committed(data, tmp
     cfg, emb = _config(), load_embedder(EMBEDDER)
     convs = load_conversations(data)
     shards = list(chunks(convs, 1))  # 9 shards: at most 2 x 2 built ahead of the first commit
-    settings = {"inputs": [str(data)], "limit": None, "max_sessions": None, "name": emb.name, "dim": emb.dim,
-                "device": "cpu", "config": cfg.to_dict(), "backend": "auto"}
+    settings = {"name": emb.name, "dim": emb.dim, "device": "cpu", "config": cfg.to_dict(), "backend": "auto"}
     store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
     committed: list[str] = []
     with pytest.raises(WorkerError, match=r"build worker \d: exited"), WorkerPool(2, settings) as pool:

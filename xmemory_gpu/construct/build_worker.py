@@ -12,7 +12,8 @@ from typing import IO
 from ..config import XMemoryConfig
 from ..embed import embedder_for_store
 from ..memory.codec import encode_slice
-from .pipeline import Timings, build_slices, load_conversations
+from ..memory.records import conversation_from_dict
+from .pipeline import Timings, build_slices
 
 
 def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
@@ -24,7 +25,6 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
     if s.get("package", here) != here:
         raise ValueError(f"the worker imported xmemory_gpu from {here}, not the builder's {s['package']} "
                          "(another install first on the path)")
-    by_id = {c.sample_id: c for c in load_conversations(s["inputs"], limit=s["limit"], max_sessions=s["max_sessions"])}
     emb = embedder_for_store(s["name"], device=s["device"])  # the store's embedder, loaded from its name
     if (emb.name, emb.dim) != (s["name"], s["dim"]):
         raise ValueError(f"embedder {s['name']!r} loads as {emb.name!r} ({emb.dim}) in a worker, not with dim {s['dim']}")
@@ -32,7 +32,9 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
     for task_line in inp:
         task = json.loads(task_line)
         tm = Timings()
-        slices = build_slices([by_id[i] for i in task["ids"]], emb, cfg, timings=tm, backend=s["backend"])
+        with tm.stage("receive"):
+            convs = [conversation_from_dict(d) for d in task["conversations"]]
+        slices = build_slices(convs, emb, cfg, timings=tm, backend=s["backend"])
         with tm.stage("encode"):
             encoded = [encode_slice(sl, s["dim"]) for sl in slices]
         head = {"shard": task["shard"], "timings": tm.as_dict(),

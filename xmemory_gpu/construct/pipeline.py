@@ -336,7 +336,7 @@ def build_store(
     t0 = time.perf_counter()
     tm = Timings()
     job = _Job(inputs, limit, max_sessions, workers, shard_size, progress, backend, llm)
-    if workers > 1:  # the workers start first: they import and load while this process loads
+    if workers > 1:  # the workers start first: they import and load the embedder while this process loads
         from .worker_pool import WorkerPool
 
         emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
@@ -368,7 +368,7 @@ def _build_store(store_path: str | Path | MemoryBackend, emb, cfg: XMemoryConfig
 
 @dataclass
 class _Job:
-    """How ``build_store`` was asked to build (what a worker needs to load the same inputs)."""
+    """How ``build_store`` was asked to build."""
 
     inputs: list[str | Path] | str | Path
     limit: int | None
@@ -383,9 +383,7 @@ class _Job:
     def worker_settings(self, emb, cfg: XMemoryConfig) -> dict:
         from ..ops.devices import encoder_device
 
-        paths = [self.inputs] if isinstance(self.inputs, (str, Path)) else list(self.inputs)
-        return {"inputs": [str(p) for p in paths], "limit": self.limit, "max_sessions": self.max_sessions,
-                "name": emb.name, "dim": emb.dim, "device": encoder_device(self.backend, cfg.embed.device),
+        return {"name": emb.name, "dim": emb.dim, "device": encoder_device(self.backend, cfg.embed.device),
                 "config": cfg.to_dict(), "backend": self.backend}
 
 

@@ -1,20 +1,23 @@
 """The bulk build in worker processes: ``build_store(workers=N)``, ``xmemory build --workers N``.
 
 Each worker is a fresh Python process (``python -m xmemory_gpu.construct.build_worker``) that loads the
-same inputs, embedder and settings, builds the shards it is handed (``build_slices``, the one
-construction call) and encodes each memory as the store would (``memory.codec.encode_slice``).
+store's embedder and the build's settings, builds the shards of conversations it is handed
+(``build_slices``, the one construction call) and encodes each memory as the store would
+(``memory.codec.encode_slice``); a worker holds only the shard it builds.
 The calling process stays the store's only writer and commits the shards whole and in order, so
 the store is the one a single-process build writes (the same files, catalogue and positions), and
 an interrupted build resumes as one does. The wire is plain bytes, nothing pickled:
 
 - to a worker (its stdin): one JSON line of settings, then one JSON line per shard,
-  ``{"shard": K, "ids": [sample ids]}``; end of input stops it;
+  ``{"shard": K, "conversations": [...]}`` (``memory.records.conversation_to_json``); end of input
+  stops it;
 - from a worker (its stdout; whatever else it prints goes to its stderr): per shard one JSON line
   (the shard, its stage seconds, per memory its id, sha256, byte size, stats, rows per level and
   message ids) followed by the memories' bytes; or ``{"error": "..."}`` and a non-zero exit.
 
 Stage seconds of a worker build are summed over the workers (CPU seconds, which can exceed the
-wall time); ``encode`` is the workers' encoding, ``commit`` this process's writes.
+wall time); ``receive`` is the workers' reading of their conversations, ``encode`` their encoding,
+``commit`` this process's writes.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import IO, Any
 
 from ..memory.backend import MemoryBackend
 from ..memory.codec import EncodedSlice
-from ..memory.records import Conversation
+from ..memory.records import Conversation, conversation_to_json
 
 WORKER_MODULE = "xmemory_gpu.construct.build_worker"  # a worker's entry point (run by name: no import here)
 PACKAGE = str(Path(__file__).resolve().parents[1])  # the xmemory_gpu folder a worker must import
@@ -65,9 +68,10 @@ class _Worker:
         except OSError:
             raise self._fail("exited before its task was sent") from None
 
-    def build(self, shard: int, ids: list[str]) -> tuple[dict[str, float], list[EncodedSlice]]:
-        """Shard ``shard`` (conversations ``ids``) built and encoded: (stage seconds, memories)."""
-        self._send(json.dumps({"shard": shard, "ids": ids}).encode() + b"\n")
+    def build(self, shard: int, convs: list[Conversation]) -> tuple[dict[str, float], list[EncodedSlice]]:
+        """Shard ``shard`` (conversations ``convs``) built and encoded: (stage seconds, memories)."""
+        body = b",".join(conversation_to_json(c).encode() for c in convs)  # JSON objects without a line break
+        self._send(b'{"shard": %d, "conversations": [%s]}\n' % (shard, body))
         out: IO[bytes] = self.proc.stdout
         head = out.readline()
         if not head:
@@ -161,7 +165,7 @@ class WorkerPool:
                     k = state["next"]
                     state["next"] += 1
                 try:
-                    result: Any = w.build(k, [c.sample_id for c in shards[k]])
+                    result: Any = w.build(k, shards[k])
                 except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
                     result = exc
                 with cond:

@@ -27,14 +27,14 @@ import json
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import XMemoryConfig
 from ..construct.pipeline import BuildReport, Timings
 from ..memory.codec import EncodedSlice, encode_slice
-from ..memory.records import QA, Conversation, Message
+from ..memory.records import Conversation, conversation_from_json, conversation_to_json
 
 INSTALL_HINT = "pip install 'xmemory-gpu[dist]'"
 
@@ -54,17 +54,6 @@ def import_ray() -> Any:
 
 
 # -- the wire format: plain JSON and plain arrays ------------------------------------------------
-def conversation_to_json(conv: Conversation) -> str:
-    """A conversation as JSON (its dataclass fields)."""
-    return json.dumps(asdict(conv), ensure_ascii=False)
-
-
-def conversation_from_json(text: str) -> Conversation:
-    d = json.loads(text)
-    return Conversation(d["sample_id"], tuple(d["speakers"]), [Message(**m) for m in d["messages"]],
-                        [QA(**q) for q in d["qa"]], d["source"])
-
-
 # -- loading: the local build's rules -----------------------------------------------------------
 def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
                        max_sessions: int | None = None) -> list[Conversation]:

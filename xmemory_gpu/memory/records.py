@@ -6,6 +6,7 @@ POSIX seconds (float, UTC) or ``None`` when unknown.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 
@@ -40,6 +41,24 @@ class Conversation:
     messages: list[Message]
     qa: list[QA] = field(default_factory=list)
     source: str = ""  # file the conversation came from, for error messages
+
+
+def conversation_to_json(conv: Conversation) -> str:
+    """A conversation as JSON, its dataclass fields (ASCII: non-ASCII text escaped); a build worker's
+    or a Ray actor's input. :func:`conversation_from_json` reads it back equal."""
+    return json.dumps({"sample_id": conv.sample_id, "speakers": list(conv.speakers),
+                       "messages": [vars(m) for m in conv.messages], "qa": [vars(q) for q in conv.qa],
+                       "source": conv.source})
+
+
+def conversation_from_json(text: str | bytes) -> Conversation:
+    return conversation_from_dict(json.loads(text))
+
+
+def conversation_from_dict(d: dict) -> Conversation:
+    """A conversation from the parsed JSON of :func:`conversation_to_json`."""
+    return Conversation(d["sample_id"], tuple(d["speakers"]), [Message(**m) for m in d["messages"]],
+                        [QA(**q) for q in d["qa"]], d["source"])
 
 
 @dataclass
