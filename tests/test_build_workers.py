@@ -125,3 +125,30 @@ def test_cli_build_with_workers(data, tmp_path, capsys):
                  "--shard-size", "4", "--no-progress", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert len(report["built"]) == 9 and report["timings"]["commit"] > 0
+
+
+def test_conversations_cross_the_wire_unchanged(data):
+    from xmemory_gpu.memory.records import (
+        QA,
+        Conversation,
+        Message,
+        conversation_from_json,
+        conversation_to_json,
+    )
+
+    odd = Conversation("s\u00e9", ("Zo\u00eb", "\u674e"), [Message("d1", "Zo\u00eb", "caf\u00e9 \U0001F600 \"q\"\nline", 1, None),
+                                                       Message("d2", "\u674e", "x", 2, 1.5e9 + 0.1)],
+                       [QA("why?", None, ["d1"], 2, "no")], "f.json")
+    for conv in [*load_conversations(data), odd]:
+        text = conversation_to_json(conv)
+        assert "\n" not in text and text.isascii()  # one line of the worker's wire
+        assert conversation_from_json(text) == conv
+
+
+def test_a_worker_of_another_install_refuses_to_build():
+    emb = load_embedder(EMBEDDER)
+    settings = {"name": emb.name, "dim": emb.dim, "device": "cpu", "config": _config().to_dict(), "backend": "auto",
+                "package": "/elsewhere/xmemory_gpu"}
+    run = subprocess.run([sys.executable, "-m", "xmemory_gpu.construct.build_worker"], input=json.dumps(settings).encode() + b"\n",
+                         capture_output=True, timeout=120)
+    assert run.returncode == 1 and "not the builder's /elsewhere/xmemory_gpu" in json.loads(run.stdout)["error"]
