@@ -43,7 +43,7 @@ def _catalogue(store: Path) -> list[tuple]:
 
 
 def _files(store: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((store / "arrays").iterdir())}
+    return {p.name: p.read_bytes() for p in sorted((store / "arrays").glob("*.slice"))}
 
 
 def _build(data: Path, out: Path, workers: int, **kw) -> object:
@@ -152,3 +152,48 @@ def test_a_worker_of_another_install_refuses_to_build():
     run = subprocess.run([sys.executable, "-m", "xmemory_gpu.construct.build_worker"], input=json.dumps(settings).encode() + b"\n",
                          capture_output=True, timeout=120)
     assert run.returncode == 1 and "not the builder's /elsewhere/xmemory_gpu" in json.loads(run.stdout)["error"]
+
+
+# the real CLI build, a pause after each commit so the test can kill it mid-build
+SLOW_DRIVER = """
+import sys, time
+from xmemory_gpu.memory.store import Store
+_commit = Store.commit
+def slow_commit(self, *a, **kw):
+    _commit(self, *a, **kw)
+    time.sleep(0.4)
+Store.commit = slow_commit
+from xmemory_gpu.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_killing_the_builder_stops_its_workers_and_a_rerun_completes(data, tmp_path):
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    args = [str(data), "--embedder", EMBEDDER, "--shard-size", "1", "--workers", "2", "--no-progress"]
+    part = tmp_path / "part"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_DRIVER, "build", *args, "--out", str(part)])
+    deadline = time.time() + 120
+    while proc.poll() is None and time.time() < deadline:
+        try:
+            with sqlite3.connect(part / "memory.sqlite", timeout=1) as con:
+                if con.execute("SELECT COUNT(*) FROM memories").fetchone()[0] >= 2:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.02)
+    workers = psutil.Process(proc.pid).children()
+    proc.kill()
+    proc.wait()
+    assert len(workers) == 2
+    _, alive = psutil.wait_procs(workers, timeout=60)  # their input ends: they stop by themselves
+    assert not alive
+    with sqlite3.connect(part / "memory.sqlite") as con:
+        n = con.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+    assert 2 <= n < 9
+    assert main(["build", *args, "--out", str(part)]) == 0
+    _build(data, tmp_path / "ref", 1)
+    assert _files(part) == _files(tmp_path / "ref")
