@@ -197,3 +197,25 @@ def test_killing_the_builder_stops_its_workers_and_a_rerun_completes(data, tmp_p
     assert main(["build", *args, "--out", str(part)]) == 0
     _build(data, tmp_path / "ref", 1)
     assert _files(part) == _files(tmp_path / "ref")
+
+
+@pytest.mark.slow
+def test_workers_rebuild_a_damaged_memory(data, tmp_path):
+    _build(data, tmp_path / "ref", 1)
+    _build(data, tmp_path / "s", 1)
+    victim = sorted((tmp_path / "s" / "arrays").glob("*.slice"))[3]
+    victim.write_bytes(victim.read_bytes()[:-10])  # cut: the memory fails its checksum
+    again = _build(data, tmp_path / "s", 2)
+    assert len(again.built) == 1 and len(again.skipped) == 8
+    assert _files(tmp_path / "s") == _files(tmp_path / "ref") and _catalogue(tmp_path / "s") == _catalogue(tmp_path / "ref")
+
+
+def test_a_worker_that_fails_before_its_task_reports_its_own_error(data, tmp_path):
+    emb = load_embedder(EMBEDDER)
+    settings = {"name": emb.name, "dim": emb.dim + 1, "device": "cpu", "config": _config().to_dict(), "backend": "auto"}
+    convs = load_conversations(data)
+    store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config={})
+    with pytest.raises(WorkerError, match=r"loads as 'hashing-64' \(64\) in a worker, not with dim 65"), \
+            WorkerPool(1, settings) as pool:
+        pool.build(store, [convs], set(), lambda ids, seconds: None)  # a shard larger than a pipe's buffer
+    assert store.memory_ids() == []

@@ -239,16 +239,25 @@ def test_driver_killed_mid_run_resumes(ray_cluster, data, local_store, tmp_path)
     assert _dump(out) == _dump(local_store)
 
 
-def test_the_driver_refuses_a_memory_whose_bytes_do_not_match_the_workers_sha256():
+def test_the_driver_refuses_a_memory_whose_bytes_do_not_match_the_workers_sha256(tmp_path):
     import hashlib
     import json
 
+    from xmemory_gpu.construct.pipeline import build_slices
     from xmemory_gpu.distributed.ray_build import _received
+    from xmemory_gpu.memory.codec import encode_slice
+    from xmemory_gpu.memory.store import StoreError
 
-    data = b"XMSLICE1 any bytes"
-    row = {"arrays": data, "sha256": hashlib.sha256(data).hexdigest(), "stats": json.dumps({"n": 1}),
-           "counts": json.dumps({"msg": 2}), "message_ids": json.dumps(["a", "b"])}
-    enc = _received("m1", row)
-    assert (enc.memory_id, enc.data, enc.stats, enc.counts, enc.message_ids) == ("m1", data, {"n": 1}, {"msg": 2}, ["a", "b"])
-    with pytest.raises(RuntimeError, match="memory 'm1' arrived damaged"):
-        _received("m1", {**row, "arrays": data[:-1] + b"!"})
+    emb = load_embedder("hashing:64")
+    convs = load_conversations(write_json(generate_conversations(1, seed=4), tmp_path / "c.json"))
+    enc = encode_slice(build_slices(convs, emb)[0], emb.dim)
+    row = {"arrays": enc.data, "sha256": enc.sha256, "dim": emb.dim, "stats": json.dumps(enc.stats),
+           "counts": json.dumps(enc.counts), "message_ids": json.dumps(enc.message_ids)}
+    assert _received(enc.memory_id, row) == enc
+    store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config={})
+    damaged = enc.data[:-1] + bytes([enc.data[-1] ^ 1])
+    with pytest.raises(StoreError, match="do not match their sha256"):
+        store.commit([_received(enc.memory_id, {**row, "arrays": damaged})])
+    assert hashlib.sha256(damaged).hexdigest() != enc.sha256 and store.memory_ids() == []
+    store.commit([_received(enc.memory_id, row)])
+    assert store.memory_ids() == [enc.memory_id]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import IO
@@ -14,6 +15,7 @@ from ..embed import embedder_for_store
 from ..memory.codec import encode_slice
 from ..memory.records import conversation_from_dict
 from .pipeline import Timings, build_slices
+from .worker_pool import PARENT_VAR
 
 
 def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
@@ -25,7 +27,7 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
     if s.get("package", here) != here:
         raise ValueError(f"the worker imported xmemory_gpu from {here}, not the builder's {s['package']} "
                          "(another install first on the path)")
-    emb = embedder_for_store(s["name"], device=s["device"])  # the store's embedder, loaded from its name
+    emb = embedder_for_store(s["name"], device=s["device"], num_threads=s.get("threads"))  # the store's, by its name
     if (emb.name, emb.dim) != (s["name"], s["dim"]):
         raise ValueError(f"embedder {s['name']!r} loads as {emb.name!r} ({emb.dim}) in a worker, not with dim {s['dim']}")
     cfg = XMemoryConfig.from_dict(s["config"])
@@ -37,8 +39,8 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
         slices = build_slices(convs, emb, cfg, timings=tm, backend=s["backend"])
         with tm.stage("encode"):
             encoded = [encode_slice(sl, s["dim"]) for sl in slices]
-        head = {"shard": task["shard"], "timings": tm.as_dict(),
-                "memories": [{"id": e.memory_id, "sha256": e.sha256, "size": len(e.data), "stats": e.stats,
+        head = {"shard": task["shard"], "timings": dict(tm.seconds),
+                "memories": [{"id": e.memory_id, "sha256": e.sha256, "dim": e.dim, "size": len(e.data), "stats": e.stats,
                               "counts": e.counts, "message_ids": e.message_ids} for e in encoded]}
         wire.write(json.dumps(head).encode() + b"\n")
         for e in encoded:
@@ -46,8 +48,22 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
         wire.flush()
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when the builder dies (``PR_SET_PDEATHSIG``), and stop at once
+    if it already has; elsewhere a worker stops when its input ends."""
+    parent = os.environ.get(PARENT_VAR)
+    if not sys.platform.startswith("linux") or not parent:
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):
+        os._exit(1)
+
+
 def main() -> int:
     """A worker process: serves its stdin; a failure is one ``{"error": ...}`` line and exit code 1."""
+    _die_with_parent()
     wire = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # a stray print must not break the wire: it goes to stderr
     try:
@@ -57,9 +73,17 @@ def main() -> int:
     except BrokenPipeError:
         return 1
     except Exception as exc:  # noqa: BLE001 - reported on the wire, one line
-        wire.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
-        wire.flush()
+        try:
+            wire.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
+            wire.flush()
+        except OSError:
+            pass
         return 1
+    finally:
+        try:
+            wire.close()
+        except OSError:  # the builder is gone: nothing to tell it
+            pass
     return 0
 
 

@@ -37,6 +37,7 @@ from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
 
 if TYPE_CHECKING:
+    from ..embed import Embedder
     from .worker_pool import WorkerPool
 
 
@@ -336,7 +337,7 @@ def build_store(
     t0 = time.perf_counter()
     tm = Timings()
     job = _Job(inputs, limit, max_sessions, workers, shard_size, progress, backend, llm)
-    if workers > 1:  # the workers start first: they import and load the embedder while this process loads
+    if workers > 1:  # the workers start before the inputs are loaded: they import and load the embedder meanwhile
         from .worker_pool import WorkerPool
 
         emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
@@ -380,7 +381,7 @@ class _Job:
     llm: LLMBuilder | None
     pool: WorkerPool | None = None  # the worker processes of a build with workers > 1
 
-    def worker_settings(self, emb, cfg: XMemoryConfig) -> dict:
+    def worker_settings(self, emb: Embedder, cfg: XMemoryConfig) -> dict:
         from ..ops.devices import encoder_device
 
         return {"name": emb.name, "dim": emb.dim, "device": encoder_device(self.backend, cfg.embed.device),
@@ -418,8 +419,10 @@ def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemo
             if bar is not None:
                 bar.update(len(ids))
 
-        size = min(job.shard_size, -(-len(todo) // job.workers))  # every worker gets a shard (the same store)
-        job.pool.build(store, list(chunks(todo, max(size, 1))), damaged, on_commit=committed)
+        size = job.shard_size
+        if job.worker_settings(emb, cfg)["device"] == "cpu":  # every worker gets a shard: the same store on the
+            size = max(1, min(size, -(-len(todo) // job.workers)))  # CPU, whose encoder is batch-invariant
+        job.pool.build(store, list(chunks(todo, size)), damaged, on_commit=committed)
         todo = []
     for shard in chunks(todo, job.shard_size):
         slices = build_slices(shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm)

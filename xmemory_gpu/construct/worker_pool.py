@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
 import threading
@@ -38,6 +39,7 @@ from ..memory.records import Conversation, conversation_to_json
 
 WORKER_MODULE = "xmemory_gpu.construct.build_worker"  # a worker's entry point (run by name: no import here)
 PACKAGE = str(Path(__file__).resolve().parents[1])  # the xmemory_gpu folder a worker must import
+PARENT_VAR = "XMEM_BUILD_PARENT"  # the builder's pid: a worker asks to be killed when it dies
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -55,10 +57,21 @@ class _Worker:
         self._send(settings)
 
     def _fail(self, why: str) -> WorkerError:
+        """The error to raise: ``why``, or the worker's own error line when it wrote one and exited
+        (a worker that fails before reading its task closes its input, so the send fails first)."""
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             code = None
+        if code is not None:
+            try:
+                for line in reversed(self.proc.stdout.read().splitlines()):
+                    msg = json.loads(line)
+                    if isinstance(msg, dict) and isinstance(msg.get("error"), str):
+                        why = msg["error"]
+                        break
+            except (OSError, ValueError):
+                pass
         return WorkerError(f"build worker {self.index}: {why} (exit code {code})")
 
     def _send(self, line: bytes) -> None:
@@ -76,54 +89,82 @@ class _Worker:
         head = out.readline()
         if not head:
             raise self._fail(f"exited while building shard {shard}")
-        msg = json.loads(head)
-        if "error" in msg:
-            raise self._fail(msg["error"])
-        if msg.get("shard") != shard:
-            raise self._fail(f"answered shard {msg.get('shard')} for shard {shard}")
-        memories = []
-        for m in msg["memories"]:
-            data = out.read(m["size"])
-            if len(data) != m["size"]:
-                raise self._fail(f"exited while sending shard {shard}")
-            memories.append(EncodedSlice(m["id"], data, m["sha256"], m["stats"], m["counts"], m["message_ids"]))
-        return msg["timings"], memories
+        try:
+            msg = json.loads(head)
+            if "error" in msg:
+                raise self._fail(msg["error"])
+            if msg["shard"] != shard:
+                raise self._fail(f"answered shard {msg['shard']} for shard {shard}")
+            memories = []
+            for m in msg["memories"]:
+                data = out.read(m["size"])
+                if len(data) != m["size"]:
+                    raise self._fail(f"exited while sending shard {shard}")
+                memories.append(EncodedSlice(m["id"], data, m["sha256"], m["dim"], m["stats"], m["counts"],
+                                             m["message_ids"]))
+            return msg["timings"], memories
+        except (ValueError, KeyError, TypeError) as exc:
+            raise self._fail(f"sent an unreadable answer for shard {shard} ({type(exc).__name__}: {exc})") from None
 
     def stop(self, *, kill: bool) -> None:
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
+        """End the worker: its input closed (it stops after its shard) or, with ``kill``, killed
+        first (so no thread waits on a pipe a busy worker holds)."""
         if kill:
             self.proc.kill()
+        else:
+            _close(self.proc.stdin)
         try:
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=None if kill else 30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        _close(self.proc.stdin)
+        _close(self.proc.stdout)
+
+
+def _close(pipe: IO[bytes] | None) -> None:
+    try:
+        if pipe is not None:
+            pipe.close()
+    except OSError:
+        pass
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity, where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def worker_threads(workers: int) -> int:
+    """Each worker's share of this process's CPUs."""
+    return max(1, _cpus() // workers)
 
 
 def worker_env(workers: int) -> dict[str, str]:
-    """The workers' environment: this package first on their path, and the math libraries' threads
-    shared out among them (``OMP/MKL/OPENBLAS_NUM_THREADS``, where not set already)."""
+    """The workers' environment: the math libraries' threads shared out among them
+    (``OMP/MKL/OPENBLAS_NUM_THREADS``, where not set already), this process's id (a worker dies with
+    it), and this package's folder on their path when it is not on the default one."""
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    root = str(Path(PACKAGE).parent)
+    if root not in {*site.getsitepackages(), site.getusersitepackages()}:  # a source tree: first on the path
+        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     for var in _THREAD_VARS:
-        env.setdefault(var, threads)
+        env.setdefault(var, str(worker_threads(workers)))
+    env[PARENT_VAR] = str(os.getpid())
     return env
 
 
 class WorkerPool:
-    """``workers`` worker processes, started at once (they import and load while this process
-    loads the inputs), given shards by :meth:`build`; a context manager that stops them (kills
-    them when leaving on an exception)."""
+    """``workers`` worker processes, started at once (they import and load the embedder while this
+    process loads the inputs), given shards by :meth:`build`; a context manager that stops them
+    (kills them when leaving on an exception)."""
 
     def __init__(self, workers: int, settings: dict[str, Any]) -> None:
         env = worker_env(workers)
-        line = json.dumps({**settings, "package": PACKAGE}).encode() + b"\n"
+        line = json.dumps({**settings, "package": PACKAGE, "threads": worker_threads(workers)}).encode() + b"\n"
         self._pool: list[_Worker] = []
         try:
             for i in range(workers):
@@ -150,6 +191,8 @@ class WorkerPool:
         stage_seconds)`` runs after each shard's commit (its ``commit`` entry the commit's own
         seconds). A worker's failure raises :class:`WorkerError` once the shards before the failed
         one are committed; the others are not."""
+        if not self._pool:
+            raise RuntimeError("WorkerPool.build: the pool is closed")
         cond = threading.Condition()
         done: dict[int, tuple[dict[str, float], list[EncodedSlice]] | BaseException] = {}
         state: dict[str, Any] = {"next": 0, "committed": 0, "stop": False}

@@ -6,7 +6,7 @@ and hands the rest to Ray as a Dataset of plain JSON rows. ``map_batches`` runs
 embedder (and the LLM builder's generator) once, and each call builds one shard of conversations
 with one construction call. Built memories come back encoded as the store writes them (``memory/codec.py``:
 the memory's columns as plain bytes, no pickle, checked and hashed by the actor) plus JSON stats, streamed
-to the driver, which checks each one's sha256 and commits them as they are (``EncodedSlice``: not
+to the driver, which commits them as they are (the commit checks each one's sha256 and dimension) (``EncodedSlice``: not
 decoded and encoded again), a shard's worth at a time (one atomic commit per group, as the local build commits a shard); so the store's resume and
 crash rules are the local build's:
 
@@ -22,7 +22,6 @@ The two places that touch the construction and the store API are marked ``CONSTR
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -96,7 +95,7 @@ class ShardBuilder:
 
     def __call__(self, batch: Any) -> Any:
         """A pyarrow table of conversations (``conversation``: JSON) -> a table of built memories
-        (``memory_id``, ``arrays``: the store's file bytes, ``sha256`` of them, ``stats``: JSON,
+        (``memory_id``, ``arrays``: the store's file bytes, ``sha256`` of them, ``dim``, ``stats``: JSON,
         ``counts`` (rows per level) and ``message_ids``: JSON, ``timings``: the shard's stage
         seconds as JSON on its first row, ``{}`` on the others)."""
         import pyarrow as pa
@@ -120,6 +119,7 @@ class ShardBuilder:
             "memory_id": pa.array([e.memory_id for e in encoded], pa.string()),
             "arrays": pa.array([e.data for e in encoded], pa.large_binary()),
             "sha256": pa.array([e.sha256 for e in encoded], pa.string()),
+            "dim": pa.array([e.dim for e in encoded], pa.int64()),
             "stats": pa.array([json.dumps(e.stats) for e in encoded], pa.large_string()),
             "counts": pa.array([json.dumps(e.counts) for e in encoded], pa.string()),
             "message_ids": pa.array([json.dumps(e.message_ids) for e in encoded], pa.large_string()),
@@ -361,12 +361,9 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
 
 
 def _received(memory_id: str, row: dict[str, Any]) -> EncodedSlice:
-    """A built memory as a worker sent it, its bytes checked against the sha256 it computed."""
-    data = bytes(row["arrays"])
-    if hashlib.sha256(data).hexdigest() != row["sha256"]:
-        raise RuntimeError(f"--ray: memory {memory_id!r} arrived damaged (its bytes do not match the worker's sha256)")
-    return EncodedSlice(memory_id, data, row["sha256"], json.loads(row["stats"]), json.loads(row["counts"]),
-                        json.loads(row["message_ids"]))
+    """A built memory as an actor sent it (its dimension and sha256 are checked by the commit)."""
+    return EncodedSlice(memory_id, bytes(row["arrays"]), row["sha256"], int(row["dim"]), json.loads(row["stats"]),
+                        json.loads(row["counts"]), json.loads(row["message_ids"]))
 
 
 def _map(ds: Any, ray: Any, size: int, shard_size: int, gpus_per_worker: float, cfg: XMemoryConfig,

@@ -11,18 +11,20 @@ from .hashing import HashingEmbedder
 __all__ = ["Embedder", "HashingEmbedder", "embedder_for_store", "encode_queries", "load_embedder", "normalize_rows"]
 
 
-def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64) -> Embedder:
+def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64,
+                  num_threads: int | None = None) -> Embedder:
     """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, ``st:PATH_OR_NAME`` (any sentence-transformers model),
     or ``openvino`` / ``ov:all-MiniLM-L6-v2`` / ``ov:PATH`` (a mean-pooling sentence-transformers model on
     OpenVINO's CPU runtime; always on the CPU, ``device`` is not used), or ``ov-int8`` / ``ov-int8:...``
-    (the same, quantised to int8 weights and activations)."""
+    (the same, quantised to int8 weights and activations). ``num_threads``: OpenVINO's CPU threads
+    (default: its choice; torch's follow ``OMP_NUM_THREADS``)."""
     if spec in ("openvino", "ov", "ov-int8") or spec.startswith(("ov:", "openvino:", "ov-int8:")):
         target = spec.partition(":")[2] or "all-MiniLM-L6-v2"
         if target != "all-MiniLM-L6-v2" and not Path(target).expanduser().is_dir():
             raise ValueError(f"embedder {spec!r}: no model folder at {target}")
         from .openvino import OpenVINOEmbedder
 
-        return OpenVINOEmbedder(target, batch_size=batch_size, int8=spec.startswith("ov-int8"))
+        return OpenVINOEmbedder(target, batch_size=batch_size, int8=spec.startswith("ov-int8"), num_threads=num_threads)
     if spec.startswith("hashing"):
         _, _, dim = spec.partition(":")
         if dim and not (dim.isdigit() and int(dim) >= 1):
@@ -41,13 +43,13 @@ def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_
                      "'st:PATH_OR_NAME', 'ov:all-MiniLM-L6-v2' / 'ov:PATH' or 'ov-int8:all-MiniLM-L6-v2' / 'ov-int8:PATH'")
 
 
-def embedder_for_store(name: str, *, device: str = "cpu") -> Embedder:
+def embedder_for_store(name: str, *, device: str = "cpu", num_threads: int | None = None) -> Embedder:
     """The embedder a store was built with, from the name it records (``hashing-64``, ``ov:MODEL``,
-    ``ov-int8:MODEL``, a model name or path)."""
+    ``ov-int8:MODEL``, a model name or path); ``num_threads`` as in :func:`load_embedder`."""
     if name.startswith("hashing-"):
         return HashingEmbedder(int(name.split("-", 1)[1]))
     if name.startswith(("ov:", "ov-int8:")):
-        return load_embedder(name)
+        return load_embedder(name, num_threads=num_threads)
     from .sentence_transformers import DEFAULT_MODEL
 
     return load_embedder(name if name == DEFAULT_MODEL else f"st:{name}", device=device)

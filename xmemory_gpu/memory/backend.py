@@ -134,8 +134,11 @@ class InMemoryBackend:
             if u.memory_id in self._files and not replace:
                 raise ValueError(f"in-memory backend: memory {u.memory_id!r} is already stored (pass replace=True)")
             try:
-                enc = u if isinstance(u, EncodedSlice) else encode_slice(
-                    u if isinstance(u, MemorySlice) else slice_from_memory(u), self.dim)
+                if isinstance(u, EncodedSlice):
+                    u.verify(self.dim)
+                    enc = u
+                else:
+                    enc = encode_slice(u if isinstance(u, MemorySlice) else slice_from_memory(u), self.dim)
             except SliceFormatError as exc:
                 raise ValueError(f"in-memory backend: {exc}") from None
             encoded.append((enc.memory_id, enc.data, enc.sha256, json.loads(json.dumps(enc.stats))))

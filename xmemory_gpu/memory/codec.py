@@ -69,6 +69,7 @@ def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
     copied once, into the container."""
     entries, parts, offset = [], [], 0
     for name, a in arrays.items():
+        a = np.ascontiguousarray(a)  # as the format has always done: a 0-d array is stored as shape [1]
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         if dt.str not in DTYPES:
             raise SliceFormatError(f"array {name}: dtype {a.dtype} cannot be stored (expected one of {sorted(DTYPES)})")
@@ -156,21 +157,30 @@ def encode_checked(sl: MemorySlice, dim: int) -> tuple[bytes, str]:
 @dataclass(frozen=True)
 class EncodedSlice:
     """A memory encoded elsewhere (a build worker, :func:`encode_slice`), committed without encoding
-    it again: the file's ``data`` and its ``sha256``, the catalogue's ``stats``
+    it again: the file's ``data``, its ``sha256`` and embedding ``dim``, the catalogue's ``stats``
     (:func:`catalogue_stats`), rows per level and the message ids the catalogue indexes."""
 
     memory_id: str
     data: bytes
     sha256: str
+    dim: int
     stats: dict[str, Any]
     counts: dict[str, int]
     message_ids: list[str]
+
+    def verify(self, dim: int) -> None:
+        """``SliceFormatError`` unless the memory was encoded for ``dim`` and its bytes are the ones
+        hashed (checked where it is committed: it may have crossed a pipe or a network)."""
+        if self.dim != dim:
+            raise SliceFormatError(f"memory {self.memory_id}: dim {self.dim} != store dim {dim}")
+        if hashlib.sha256(self.data).hexdigest() != self.sha256:
+            raise SliceFormatError(f"memory {self.memory_id}: its bytes do not match their sha256 (damaged on the way)")
 
 
 def encode_slice(sl: MemorySlice, dim: int) -> EncodedSlice:
     """Memory ``sl`` checked and encoded (:func:`encode_checked`) with what its catalogue rows hold."""
     data, digest = encode_checked(sl, dim)
-    return EncodedSlice(sl.memory_id, data, digest, catalogue_stats(sl), {lv: sl.n(lv) for lv in LEVELS},
+    return EncodedSlice(sl.memory_id, data, digest, dim, catalogue_stats(sl), {lv: sl.n(lv) for lv in LEVELS},
                         [str(i) for i in sl.cols["msg"]["id"].tolist()])
 
 

@@ -52,6 +52,7 @@ def conversation_to_json(conv: Conversation) -> str:
 
 
 def conversation_from_json(text: str | bytes) -> Conversation:
+    """The conversation :func:`conversation_to_json` wrote."""
     return conversation_from_dict(json.loads(text))
 
 

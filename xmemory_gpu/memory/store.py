@@ -102,7 +102,8 @@ def _reason(exc: BaseException) -> str:
     return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
 
 
-def _as_slice(unit: Memory | MemorySlice | EncodedSlice) -> MemorySlice | EncodedSlice:
+def _as_unit(unit: Memory | MemorySlice | EncodedSlice) -> MemorySlice | EncodedSlice:
+    """What a commit writes: a slice (a ``Memory`` converted), or a memory already encoded."""
     return unit if isinstance(unit, (MemorySlice, EncodedSlice)) else slice_from_memory(unit)
 
 
@@ -307,13 +308,16 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------------
     def _encode(self, unit: MemorySlice | EncodedSlice) -> tuple[str, EncodedSlice]:
-        """The memory's checked bytes (a slice is encoded here, an ``EncodedSlice`` was encoded by its
-        builder) and the content-addressed file name they go to."""
-        if isinstance(unit, MemorySlice):
-            try:
+        """The memory's checked bytes (a slice is checked and encoded here; an ``EncodedSlice``, encoded
+        by its builder, has its dimension and sha256 checked) and the content-addressed file name they
+        go to."""
+        try:
+            if isinstance(unit, MemorySlice):
                 unit = encode_slice(unit, self.dim)
-            except SliceFormatError as exc:
-                raise StoreError(f"{self.path}: {exc}") from None
+            else:
+                unit.verify(self.dim)
+        except SliceFormatError as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
         key = hashlib.sha1(unit.memory_id.encode()).hexdigest()[:16]
         return f"{key}-{unit.sha256[:12]}.slice", unit
 
@@ -344,8 +348,9 @@ class Store:
         return self._pool
 
     def _write_files(self, slices: list[MemorySlice | EncodedSlice], live: set[str]) -> list[tuple[str, EncodedSlice]]:
-        """Each slice's file: encoded and checked here, one after another (CPU work under the GIL),
-        each handed to the store's writer threads as soon as it is encoded (writes and fsyncs overlap
+        """Each memory's file: a slice encoded and checked here, an ``EncodedSlice`` checked
+        (:meth:`_encode`), one after another (CPU work under the GIL), each handed to the store's
+        writer threads as soon as it is ready (writes and fsyncs overlap
         the next encodings and each other: a bulk build commits a shard of memories in one call),
         then the folder fsynced (the renames survive a power loss). Returns (name, sha256) per slice.
         If anything fails or interrupts it (a broken slice, a full disk, Ctrl-C), the writes already
@@ -399,7 +404,7 @@ class Store:
         if self.schema_version < SCHEMA_VERSION:
             self.upgrade()
         c = self._conn
-        slices = [_as_slice(u) for u in units]
+        slices = [_as_unit(u) for u in units]
         olds: dict[str, tuple[str, int] | None] = {}
         for sl in slices:
             row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (sl.memory_id,)).fetchone()
