@@ -12,8 +12,9 @@ an interrupted build resumes as one does. The wire is plain bytes, nothing pickl
   ``{"shard": K, "conversations": [...]}`` (``memory.records.conversation_to_json``); end of input
   stops it;
 - from a worker (its stdout; whatever else it prints goes to its stderr): per shard one JSON line
-  (the shard, its stage seconds, per memory its id, sha256, byte size, stats, rows per level and
-  message ids) followed by the memories' bytes; or ``{"error": "..."}`` and a non-zero exit.
+  (the shard, its stage seconds, per memory its id, sha256, dimension, byte size, stats, rows per
+  level and message ids) followed by the memories' bytes; or ``{"error": "..."}`` and a non-zero exit.
+  The commit checks each memory's dimension and sha256 (``EncodedSlice.verify``).
 
 Stage seconds of a worker build are summed over the workers (CPU seconds, which can exceed the
 wall time); ``receive`` is the workers' reading of their conversations, ``encode`` their encoding,
