@@ -420,18 +420,18 @@ def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemo
                 bar.update(len(ids))
 
         size = job.shard_size
-        if job.worker_settings(emb, cfg)["device"] == "cpu":  # every worker gets a shard: the same store on the
+        if job.pool.device == "cpu":  # every worker gets a shard: the same store on the
             size = max(1, min(size, -(-len(todo) // job.workers)))  # CPU, whose encoder is batch-invariant
         job.pool.build(store, list(chunks(todo, size)), damaged, on_commit=committed)
-        todo = []
-    for shard in chunks(todo, job.shard_size):
-        slices = build_slices(shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm)
-        ids = [sl.memory_id for sl in slices]
-        with tm.stage("commit"):  # the shard in one commit: one transaction, its memories all or none
-            store.commit(slices, replace=bool(damaged & set(ids)))
-        built += ids
-        if bar is not None:
-            bar.update(len(slices))
+    else:
+        for shard in chunks(todo, job.shard_size):
+            slices = build_slices(shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm)
+            ids = [sl.memory_id for sl in slices]
+            with tm.stage("commit"):  # the shard in one commit: one transaction, its memories all or none
+                store.commit(slices, replace=bool(damaged & set(ids)))
+            built += ids
+            if bar is not None:
+                bar.update(len(slices))
     if bar is not None:
         bar.close()
     return BuildReport(built=built, skipped=skipped, timings=tm.as_dict(), wall_s=time.perf_counter() - t0)

@@ -164,6 +164,7 @@ class WorkerPool:
     (kills them when leaving on an exception)."""
 
     def __init__(self, workers: int, settings: dict[str, Any]) -> None:
+        self.device = str(settings["device"])  # where the workers' encoder runs
         env = worker_env(workers)
         line = json.dumps({**settings, "package": PACKAGE, "threads": worker_threads(workers)}).encode() + b"\n"
         self._pool: list[_Worker] = []
