@@ -219,3 +219,35 @@ def test_a_worker_that_fails_before_its_task_reports_its_own_error(data, tmp_pat
             WorkerPool(1, settings) as pool:
         pool.build(store, [convs], set(), lambda ids, seconds: None)  # a shard larger than a pipe's buffer
     assert store.memory_ids() == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_build_and_its_workers_with_one_line(data, tmp_path):
+    import os
+    import signal
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    args = [str(data), "--embedder", EMBEDDER, "--shard-size", "1", "--workers", "2", "--no-progress"]
+    part = tmp_path / "part"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_DRIVER, "build", *args, "--out", str(part)],
+                            stderr=subprocess.PIPE, start_new_session=True)  # its own group: the terminal's Ctrl-C
+    deadline = time.time() + 120
+    while proc.poll() is None and time.time() < deadline:
+        try:
+            with sqlite3.connect(part / "memory.sqlite", timeout=1) as con:
+                if con.execute("SELECT COUNT(*) FROM memories").fetchone()[0] >= 1:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.02)
+    workers = psutil.Process(proc.pid).children()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and err.decode().strip().splitlines() == ["xmemory build: interrupted"]
+    _, alive = psutil.wait_procs(workers, timeout=60)
+    assert len(workers) == 2 and not alive
+    assert not list((part / "arrays").glob("*.tmp"))
+    assert main(["build", *args, "--out", str(part)]) == 0
+    _build(data, tmp_path / "ref", 1)
+    assert _files(part) == _files(tmp_path / "ref") and _catalogue(part) == _catalogue(tmp_path / "ref")
