@@ -230,7 +230,9 @@ def test_ctrl_c_stops_the_build_and_its_workers_with_one_line(data, tmp_path):
     psutil = pytest.importorskip("psutil")
     args = [str(data), "--embedder", EMBEDDER, "--shard-size", "1", "--workers", "2", "--no-progress"]
     part = tmp_path / "part"
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_DRIVER, "build", *args, "--out", str(part)],
+    # Python's own Ctrl-C handler, even where this test runs with SIGINT ignored (a background job of a script)
+    driver = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + SLOW_DRIVER
+    proc = subprocess.Popen([sys.executable, "-c", driver, "build", *args, "--out", str(part)],
                             stderr=subprocess.PIPE, start_new_session=True)  # its own group: the terminal's Ctrl-C
     deadline = time.time() + 120
     while proc.poll() is None and time.time() < deadline:
