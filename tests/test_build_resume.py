@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -13,34 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from slow_build import SLOW_DRIVER, committed
 
 from xmemory_gpu.cli import main
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.memory.store import Store
-
-# Drives the real build; a pause after each commit gives the test a moment to kill it mid-build.
-DRIVER = """
-import sys, time
-from xmemory_gpu.memory.store import Store
-_commit = Store.commit
-def slow_commit(self, *a, **kw):
-    _commit(self, *a, **kw)
-    time.sleep(0.4)
-Store.commit = slow_commit
-from xmemory_gpu.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-def _committed(store: Path) -> int:
-    db = store / "memory.sqlite"
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(db, timeout=1) as con:
-            return con.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def _snapshot(path: Path) -> dict:
@@ -68,13 +44,13 @@ def test_kill9_then_resume_matches_uninterrupted_build(tmp_path):
 
     part = tmp_path / "part"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, "build", *args, "--out", str(part)], env=env)
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_DRIVER, "build", *args, "--out", str(part)], env=env)
     deadline = time.time() + 120
-    while _committed(part) < 2 and time.time() < deadline and proc.poll() is None:
+    while committed(part) < 2 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    n_before = _committed(part)
+    n_before = committed(part)
     assert 2 <= n_before < 6, f"expected a partial store, found {n_before} committed memories"
 
     assert main(["build", *args, "--out", str(part)]) == 0

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from slow_build import SLOW_DRIVER, committed
 
 from xmemory_gpu.cli import main
 from xmemory_gpu.config import XMemoryConfig
@@ -154,30 +155,6 @@ def test_a_worker_of_another_install_refuses_to_build():
     assert run.returncode == 1 and "not the builder's /elsewhere/xmemory_gpu" in json.loads(run.stdout)["error"]
 
 
-def _committed(store: Path) -> int:
-    """Memories committed so far, read without creating the catalogue (a connect would create an empty
-    file the builder then refuses as a store)."""
-    try:
-        with sqlite3.connect(f"file:{store / 'memory.sqlite'}?mode=ro", uri=True, timeout=1) as con:
-            return con.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-
-
-# the real CLI build, a pause after each commit so the test can kill it mid-build
-SLOW_DRIVER = """
-import sys, time
-from xmemory_gpu.memory.store import Store
-_commit = Store.commit
-def slow_commit(self, *a, **kw):
-    _commit(self, *a, **kw)
-    time.sleep(0.4)
-Store.commit = slow_commit
-from xmemory_gpu.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
 @pytest.mark.slow
 def test_killing_the_builder_stops_its_workers_and_a_rerun_completes(data, tmp_path):
     import time
@@ -187,7 +164,7 @@ def test_killing_the_builder_stops_its_workers_and_a_rerun_completes(data, tmp_p
     part = tmp_path / "part"
     proc = subprocess.Popen([sys.executable, "-c", SLOW_DRIVER, "build", *args, "--out", str(part)])
     deadline = time.time() + 120
-    while proc.poll() is None and time.time() < deadline and _committed(part) < 2:
+    while proc.poll() is None and time.time() < deadline and committed(part) < 2:
         time.sleep(0.02)
     workers = psutil.Process(proc.pid).children()
     proc.kill()
@@ -239,7 +216,7 @@ def test_ctrl_c_stops_the_build_and_its_workers_with_one_line(data, tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", driver, "build", *args, "--out", str(part)],
                             stderr=subprocess.PIPE, start_new_session=True)  # its own group: the terminal's Ctrl-C
     deadline = time.time() + 120
-    while proc.poll() is None and time.time() < deadline and _committed(part) < 1:
+    while proc.poll() is None and time.time() < deadline and committed(part) < 1:
         time.sleep(0.02)
     workers = psutil.Process(proc.pid).children()
     os.killpg(proc.pid, signal.SIGINT)
