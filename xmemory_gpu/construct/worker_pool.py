@@ -53,8 +53,10 @@ class _Worker:
 
     def __init__(self, index: int, settings: bytes, env: dict[str, str]) -> None:
         self.index = index
+        # a session of its own: the terminal's Ctrl-C goes to the builder, which stops its workers (one
+        # signalled mid-import would print a traceback)
         self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=env)
+                                     env=env, start_new_session=True)
         self._send(settings)
 
     def _fail(self, why: str) -> WorkerError:
