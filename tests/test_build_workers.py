@@ -120,12 +120,94 @@ def test_workers_must_be_a_positive_integer_and_llm_free(data, tmp_path, capsys)
     assert not (tmp_path / "s").exists()
 
 
+def _refuse(*args, **kw):
+    raise AssertionError("the builder loaded an embedder: its workers load it")
+
+
 @pytest.mark.slow
-def test_cli_build_with_workers(data, tmp_path, capsys):
+def test_cli_build_with_workers(data, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("xmemory_gpu.embed.load_embedder", _refuse)  # only the workers load it
     assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", "2", "--embedder", EMBEDDER,
                  "--shard-size", "4", "--no-progress", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert len(report["built"]) == 9 and report["timings"]["commit"] > 0
+    assert Store.open(tmp_path / "s").embedder == "hashing-64"  # the name the workers reported
+
+
+@pytest.mark.slow
+def test_without_an_embedder_the_workers_load_the_configured_one(data, tmp_path, monkeypatch):
+    _build(data, tmp_path / "ref", 1)
+    monkeypatch.setattr("xmemory_gpu.embed.load_embedder", _refuse)
+    report = build_store(data, tmp_path / "s", config=_config(), progress=False, shard_size=2, workers=2)
+    assert len(report.built) == 9
+    assert _files(tmp_path / "s") == _files(tmp_path / "ref") and _catalogue(tmp_path / "s") == _catalogue(tmp_path / "ref")
+
+
+def test_a_worker_that_cannot_load_the_embedder_stops_the_build_before_the_store(data, tmp_path, capsys):
+    assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", "2", "--embedder", "hashing:x",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "build worker 0: ValueError: embedder 'hashing:x'" in err
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.slow
+def test_shards_are_built_while_the_inputs_are_checked_and_a_bad_input_commits_nothing(data, tmp_path, monkeypatch):
+    import threading
+
+    from xmemory_gpu.construct import pipeline
+    from xmemory_gpu.construct.worker_pool import _Worker
+    from xmemory_gpu.datasets.locomo import DatasetError
+
+    convs = load_conversations(data)
+    ready, built = threading.Semaphore(0), threading.Event()
+    real_ready, real_build = _Worker._read_ready, _Worker.build
+
+    def read_ready(self):
+        real_ready(self)
+        ready.release()
+
+    def build(self, shard, shard_convs):
+        out = real_build(self, shard, shard_convs)
+        built.set()
+        return out
+
+    def read(*args, **kw):
+        def checked():
+            assert ready.acquire(timeout=120) and ready.acquire(timeout=120)  # both workers loaded
+            yield from convs[:4]
+            built.wait(timeout=120)  # two shards went out before the rest was read
+            raise DatasetError(f"{data}: item 4: sample_id: missing or not a string")
+
+        return len(convs), checked()
+
+    monkeypatch.setattr(_Worker, "_read_ready", read_ready)
+    monkeypatch.setattr(_Worker, "build", build)
+    monkeypatch.setattr(pipeline, "read_conversations", read)
+    with pytest.raises(DatasetError, match="item 4"):
+        _build(data, tmp_path / "s", 2)
+    assert built.is_set()  # a shard was built before the bad input was read ...
+    store = Store.open(tmp_path / "s")
+    assert store.memory_ids() == [] and not list((tmp_path / "s" / "arrays").glob("*"))  # ... and none committed
+    store.close()
+
+
+def test_read_conversations_counts_at_once_and_checks_every_item(data, tmp_path):
+    from xmemory_gpu.construct.pipeline import read_conversations
+    from xmemory_gpu.datasets.locomo import DatasetError
+
+    items = json.loads(data.read_text())
+    count, convs = read_conversations(data, limit=4, max_sessions=1)
+    assert count == 4 and [c.sample_id for c in convs] == [i["sample_id"] for i in items[:4]]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([*items[:3], {"sample_id": 7}]))
+    count, convs = read_conversations(bad, limit=2)  # the file is parsed, its items not yet checked
+    assert count == 2 and next(convs).sample_id == items[0]["sample_id"]
+    with pytest.raises(DatasetError, match=r"item 3: sample_id"):  # past the limit, still checked
+        list(convs)
+    with pytest.raises(DatasetError, match="malformed JSON"):
+        bad.write_text("[{")
+        read_conversations(bad)
 
 
 def test_conversations_cross_the_wire_unchanged(data):

@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         args.inputs,
         args.out,
         config=cfg,
-        embedder=load_embedder(cfg.embed.model, device=encoder_device(args.backend, cfg.embed.device)),
+        # with workers the workers load it (this process would only hold it)
+        embedder=None if args.workers > 1 else load_embedder(cfg.embed.model, device=encoder_device(args.backend, cfg.embed.device)),
         limit=args.limit,
         shard_size=args.shard_size,
         progress=not args.no_progress,

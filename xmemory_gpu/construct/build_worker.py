@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from ..config import XMemoryConfig
-from ..embed import embedder_for_store
+from ..embed import embedder_for_store, load_embedder
 from ..memory.codec import encode_slice
 from ..memory.records import conversation_from_dict
 from .pipeline import Timings, build_slices
@@ -27,9 +27,14 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
     if s.get("package", here) != here:
         raise ValueError(f"the worker imported xmemory_gpu from {here}, not the builder's {s['package']} "
                          "(another install first on the path)")
-    emb = embedder_for_store(s["name"], device=s["device"], num_threads=s.get("threads"))  # the store's, by its name
-    if (emb.name, emb.dim) != (s["name"], s["dim"]):
-        raise ValueError(f"embedder {s['name']!r} loads as {emb.name!r} ({emb.dim}) in a worker, not with dim {s['dim']}")
+    if "spec" in s:  # the builder loads no embedder: the workers do, and say what they loaded
+        emb = load_embedder(s["spec"], device=s["device"], num_threads=s.get("threads"))
+    else:  # the builder's embedder, by the name a store records
+        emb = embedder_for_store(s["name"], device=s["device"], num_threads=s.get("threads"))
+        if (emb.name, emb.dim) != (s["name"], s["dim"]):
+            raise ValueError(f"embedder {s['name']!r} loads as {emb.name!r} ({emb.dim}) in a worker, not with dim {s['dim']}")
+    wire.write(json.dumps({"ready": {"name": emb.name, "dim": emb.dim}}).encode() + b"\n")
+    wire.flush()
     cfg = XMemoryConfig.from_dict(s["config"])
     for task_line in inp:
         task = json.loads(task_line)
@@ -38,7 +43,7 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
             convs = [conversation_from_dict(d) for d in task["conversations"]]
         slices = build_slices(convs, emb, cfg, timings=tm, backend=s["backend"])
         with tm.stage("encode"):
-            encoded = [encode_slice(sl, s["dim"]) for sl in slices]
+            encoded = [encode_slice(sl, emb.dim) for sl in slices]
         head = {"shard": task["shard"], "timings": dict(tm.seconds),
                 "memories": [{"id": e.memory_id, "sha256": e.sha256, "dim": e.dim, "size": len(e.data), "stats": e.stats,
                               "counts": e.counts, "message_ids": e.message_ids} for e in encoded]}

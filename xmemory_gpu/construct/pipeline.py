@@ -10,6 +10,7 @@ each conversation to the store whole, so an interrupted build resumes where it s
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections import defaultdict
@@ -31,13 +32,13 @@ from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
-from .llm_stages import LLMBuilder
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the LLM stages (and pydantic) are imported by who builds with an LLM
     from ..embed import Embedder
+    from .llm_stages import LLMBuilder
     from .worker_pool import WorkerPool
 
 
@@ -268,9 +269,11 @@ def first_sessions(conv: Conversation, n: int) -> Conversation:
     return Conversation(conv.sample_id, conv.speakers, msgs, qa, conv.source)
 
 
-def chunks(items: list, size: int) -> Iterable[list]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+def chunks(items: Iterable, size: int) -> Iterator[list]:
+    """``items`` in lists of ``size`` (the last may be shorter), read as they are needed."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 @dataclass
@@ -285,22 +288,35 @@ def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | No
                        max_sessions: int | None = None) -> list[Conversation]:
     """Conversations as a build loads them: every file (or folder), duplicate sample ids refused,
     the first ``limit`` conversations, each cut to its first ``max_sessions`` sessions."""
-    from ..datasets.locomo import load_locomo
+    return list(read_conversations(inputs, limit=limit, max_sessions=max_sessions)[1])
+
+
+def read_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
+                       max_sessions: int | None = None) -> tuple[int, Iterator[Conversation]]:
+    """:func:`load_conversations` as (how many, a lazy sequence of them): every file is read and
+    parsed now (a file that cannot be read or is not a JSON list raises here), each item is checked
+    when the sequence reaches it, so its first conversations can be used while the rest are
+    checked. The sequence checks every item, also those past ``limit``, before it ends."""
+    from ..datasets.locomo import conversations_of, read_locomo
 
     paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
-    convs: list[Conversation] = []
-    seen: dict[str, str] = {}
-    for p in paths:
-        for c in load_locomo(p):
-            if c.sample_id in seen:
-                raise ValueError(f"{c.source}: sample_id {c.sample_id!r} also appears in {seen[c.sample_id]}")
-            seen[c.sample_id] = c.source
-            convs.append(c)
-    if limit is not None:
-        convs = convs[:limit]
-    if max_sessions is not None:
-        convs = [first_sessions(c, max_sessions) for c in convs]
-    return convs
+    files = [fi for p in paths for fi in read_locomo(p)]
+    total = sum(len(items) for _, items in files)
+    count = total if limit is None else min(limit, total)
+
+    def checked() -> Iterator[Conversation]:
+        seen: dict[str, str] = {}
+        n = 0
+        for f, items in files:
+            for c in conversations_of(f, items):
+                if c.sample_id in seen:
+                    raise ValueError(f"{c.source}: sample_id {c.sample_id!r} also appears in {seen[c.sample_id]}")
+                seen[c.sample_id] = c.source
+                if n < count:
+                    yield c if max_sessions is None else first_sessions(c, max_sessions)
+                n += 1
+
+    return count, checked()
 
 
 def build_store(
@@ -324,7 +340,8 @@ def build_store(
     ``store_path``: a folder, or a ``MemoryBackend`` (``memory/backend.py``) to build into.
     ``max_sessions``: keep only each conversation's first N sessions.
     ``workers``: shards built in this many worker processes (``construct/worker_pool.py``; the same
-    store), 1 (default) builds in this process.
+    store), 1 (default) builds in this process. With workers and no ``embedder`` this process loads
+    none: the workers load ``config.embed.model``.
     """
     from ..embed import load_embedder
 
@@ -337,34 +354,65 @@ def build_store(
     t0 = time.perf_counter()
     tm = Timings()
     job = _Job(inputs, limit, max_sessions, workers, shard_size, progress, backend, llm)
-    if workers > 1:  # the workers start before the inputs are loaded: they import and load the embedder meanwhile
-        from .worker_pool import WorkerPool
-
-        emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
-        with WorkerPool(workers, job.worker_settings(emb, cfg)) as job.pool:
-            return _build_store(store_path, emb, cfg, tm, t0, job)
+    if workers > 1:
+        return _build_with_workers(store_path, embedder, cfg, tm, t0, job)
     with tm.stage("load"):
         convs = load_conversations(inputs, limit=limit, max_sessions=max_sessions)
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
-    return _build_store(store_path, emb, cfg, tm, t0, job, convs)
+    return _build_store(store_path, emb, cfg, tm, t0, job, convs, len(convs))
+
+
+def _build_with_workers(store_path: str | Path | MemoryBackend, embedder: Embedder | None, cfg: XMemoryConfig,
+                        tm: Timings, t0: float, job: _Job) -> BuildReport:
+    """The workers start first (they import and load the embedder while this process reads the
+    inputs; this process loads none unless given one: the store takes the embedder the workers
+    report); the conversations are checked while the first shards are built, and none is committed
+    before all are checked."""
+    from .worker_pool import WorkerPool
+
+    with WorkerPool(job.workers, job.worker_settings(embedder, cfg)) as job.pool:
+        early: list[Conversation] = []  # checked while the workers still load
+        with tm.stage("load"):
+            count, convs = read_conversations(job.inputs, limit=job.limit, max_sessions=job.max_sessions)
+            while job.pool.loaded(wait=False) is None and (c := next(convs, None)) is not None:
+                early.append(c)
+        name, dim = job.pool.loaded()
+        emb = _Encoder(name, dim) if embedder is None else embedder
+        return _build_store(store_path, emb, cfg, tm, t0, job, _timed(itertools.chain(early, convs), tm, "load"), count)
+
+
+@dataclass(frozen=True)
+class _Encoder:
+    """The embedder the workers loaded, as the store records it (the builder itself embeds nothing)."""
+
+    name: str
+    dim: int
+
+
+def _timed(items: Iterable, tm: Timings, stage: str) -> Iterator:
+    """``items``, the seconds spent producing each added to ``stage``."""
+    it, end = iter(items), object()
+    while True:
+        with tm.stage(stage):
+            item = next(it, end)
+        if item is end:
+            return
+        yield item
 
 
 def _build_store(store_path: str | Path | MemoryBackend, emb, cfg: XMemoryConfig, tm: Timings, t0: float, job: _Job,
-                 convs: list[Conversation] | None = None) -> BuildReport:
-    if convs is None:
-        with tm.stage("load"):
-            convs = load_conversations(job.inputs, limit=job.limit, max_sessions=job.max_sessions)
+                 convs: Iterable[Conversation], count: int) -> BuildReport:
     if not isinstance(store_path, (str, os.PathLike)):
         if (store_path.dim, store_path.embedder) != (emb.dim, emb.name):
             raise ValueError(f"build_store: the backend holds {store_path.embedder!r} ({store_path.dim}), "
                              f"not {emb.name!r} ({emb.dim})")
-        return _build_into(store_path, convs, emb, cfg, tm, t0, job)
+        return _build_into(store_path, convs, count, emb, cfg, tm, t0, job)
     root = Path(store_path)
     if root.exists() and not root.is_dir():
         raise ValueError(f"--out {root}: is a file; expected a folder for the store")
     root.mkdir(parents=True, exist_ok=True)
     with WriterLock(root):  # one writing process per store: a second build is refused, nothing half-created
-        return _build_locked(convs, root, emb, cfg, tm, t0, job)
+        return _build_locked(convs, count, root, emb, cfg, tm, t0, job)
 
 
 @dataclass
@@ -381,36 +429,51 @@ class _Job:
     llm: LLMBuilder | None
     pool: WorkerPool | None = None  # the worker processes of a build with workers > 1
 
-    def worker_settings(self, emb: Embedder, cfg: XMemoryConfig) -> dict:
+    def worker_settings(self, emb: Embedder | None, cfg: XMemoryConfig) -> dict:
+        """What the workers load: ``emb`` by its store name, or (``emb`` None) ``cfg``'s embedder spec."""
         from ..ops.devices import encoder_device
 
-        return {"name": emb.name, "dim": emb.dim, "device": encoder_device(self.backend, cfg.embed.device),
-                "config": cfg.to_dict(), "backend": self.backend}
+        which = {"spec": cfg.embed.model} if emb is None else {"name": emb.name, "dim": emb.dim}
+        return {**which, "device": encoder_device(self.backend, cfg.embed.device), "config": cfg.to_dict(),
+                "backend": self.backend}
 
 
-def _build_locked(convs: list[Conversation], root: Path, emb, cfg: XMemoryConfig, tm: Timings, t0: float,
-                  job: _Job) -> BuildReport:
+def _build_locked(convs: Iterable[Conversation], count: int, root: Path, emb, cfg: XMemoryConfig, tm: Timings,
+                  t0: float, job: _Job) -> BuildReport:
     from ..memory.store import Store
 
     store = Store.open_or_create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
     try:
-        return _build_into(store, convs, emb, cfg, tm, t0, job)
+        return _build_into(store, convs, count, emb, cfg, tm, t0, job)
     finally:
         store.close()
 
 
-def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemoryConfig, tm: Timings, t0: float,
-                job: _Job) -> BuildReport:
-    damaged = {c.sample_id for c in convs if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)}
-    todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]  # a damaged memory is rebuilt
-    todo_ids = {c.sample_id for c in todo}
-    skipped = [c.sample_id for c in convs if c.sample_id not in todo_ids]  # by id: comparing conversations is O(n^2) work
+def _build_into(store: MemoryBackend, convs: Iterable[Conversation], count: int, emb, cfg: XMemoryConfig, tm: Timings,
+                t0: float, job: _Job) -> BuildReport:
+    """Build ``convs`` (``count`` of them) into ``store``: those it holds intact are skipped, a
+    damaged one is rebuilt (replaced)."""
     built: list[str] = []
+    skipped: list[str] = []
+    damaged: set[str] = set()
     bar = None
     if job.progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(convs), initial=len(skipped), desc="build", unit="conv")
+        bar = tqdm(total=count, desc="build", unit="conv")
+
+    def todo() -> Iterator[Conversation]:
+        for c in convs:
+            if not store.has(c.sample_id):
+                yield c
+            elif not store.has(c.sample_id, intact=True):
+                damaged.add(c.sample_id)
+                yield c
+            else:
+                skipped.append(c.sample_id)
+                if bar is not None:
+                    bar.update(1)
+
     if job.pool is not None:
         def committed(ids: list[str], seconds: dict[str, float]) -> None:
             for stage, sec in seconds.items():
@@ -420,11 +483,11 @@ def _build_into(store: MemoryBackend, convs: list[Conversation], emb, cfg: XMemo
                 bar.update(len(ids))
 
         size = job.shard_size
-        if job.pool.device == "cpu":  # every worker gets a shard: the same store on the
-            size = max(1, min(size, -(-len(todo) // job.workers)))  # CPU, whose encoder is batch-invariant
-        job.pool.build(store, list(chunks(todo, size)), damaged, on_commit=committed)
+        if job.pool.device == "cpu":  # every worker gets a shard (of the inputs' count): the same store on
+            size = max(1, min(size, -(-count // job.workers)))  # the CPU, whose encoder is batch-invariant
+        job.pool.build(store, chunks(todo(), size), damaged, on_commit=committed)
     else:
-        for shard in chunks(todo, job.shard_size):
+        for shard in chunks(list(todo()), job.shard_size):
             slices = build_slices(shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm)
             ids = [sl.memory_id for sl in slices]
             with tm.stage("commit"):  # the shard in one commit: one transaction, its memories all or none

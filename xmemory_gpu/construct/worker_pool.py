@@ -8,10 +8,13 @@ The calling process stays the store's only writer and commits the shards whole a
 the store is the one a single-process build writes (the same files, catalogue and positions), and
 an interrupted build resumes as one does. The wire is plain bytes, nothing pickled:
 
-- to a worker (its stdin): one JSON line of settings, then one JSON line per shard,
-  ``{"shard": K, "conversations": [...]}`` (``memory.records.conversation_to_json``); end of input
-  stops it;
-- from a worker (its stdout; whatever else it prints goes to its stderr): per shard one JSON line
+- to a worker (its stdin): one JSON line of settings (the embedder to load: the builder's by the
+  name and dimension a store records, or, when the builder loads none, its spec), then one JSON
+  line per shard, ``{"shard": K, "conversations": [...]}`` (``memory.records.conversation_to_json``);
+  end of input stops it;
+- from a worker (its stdout; whatever else it prints goes to its stderr): once its embedder is
+  loaded, ``{"ready": {"name": ..., "dim": ...}}`` (the store's embedder name and dimension); then per
+  shard one JSON line
   (the shard, its stage seconds, per memory its id, sha256, dimension, byte size, stats, rows per
   level and message ids) followed by the memories' bytes; or ``{"error": "..."}`` and a non-zero exit.
   The commit checks each memory's dimension and sha256 (``EncodedSlice.verify``).
@@ -30,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,7 +52,7 @@ class WorkerError(RuntimeError):
 
 
 class _Worker:
-    """One worker process and its two pipes."""
+    """One worker process, its two pipes, and a thread that reads its ready line."""
 
     def __init__(self, index: int, settings: bytes, env: dict[str, str]) -> None:
         self.index = index
@@ -57,16 +60,48 @@ class _Worker:
         # signalled mid-import would print a traceback)
         self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=env, start_new_session=True)
+        self._ready = threading.Event()
+        self._loaded: tuple[str, int] | WorkerError | None = None  # (embedder name, dim), or why not
         self._send(settings)
+        threading.Thread(target=self._read_ready, daemon=True, name=f"xmemory-build-ready-{index}").start()
 
-    def _fail(self, why: str) -> WorkerError:
+    def _read_ready(self) -> None:
+        """The worker's first line: the embedder it loaded, or its error (this thread alone reads it)."""
+        try:
+            line = self.proc.stdout.readline()
+            try:
+                msg = json.loads(line) if line else None
+                ready = msg["ready"] if isinstance(msg, dict) and "ready" in msg else None
+                self._loaded = (str(ready["name"]), int(ready["dim"])) if ready is not None else None
+            except (ValueError, KeyError, TypeError):
+                msg = None
+            if self._loaded is None:
+                error = msg.get("error") if isinstance(msg, dict) else None
+                self._loaded = self._fail(error if isinstance(error, str) else "exited while loading its embedder",
+                                          read=False)
+        except BaseException as exc:  # noqa: BLE001 - the pipe closed under a killed worker
+            self._loaded = WorkerError(f"build worker {self.index}: {exc}")
+        finally:
+            self._ready.set()
+
+    def loaded(self, *, wait: bool = True) -> tuple[str, int] | None:
+        """(name, dim) of the embedder the worker loaded; None when not yet loaded and not ``wait``.
+        Raises :class:`WorkerError` when the worker failed before it was ready."""
+        if not (self._ready.wait() if wait else self._ready.is_set()):
+            return None
+        if isinstance(self._loaded, WorkerError):
+            raise self._loaded
+        return self._loaded
+
+    def _fail(self, why: str, *, read: bool = True) -> WorkerError:
         """The error to raise: ``why``, or the worker's own error line when it wrote one and exited
-        (a worker that fails before reading its task closes its input, so the send fails first)."""
+        (a worker that fails before reading its task closes its input, so the send fails first);
+        ``read``: look for that line on its output (not when the caller has just read it)."""
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             code = None
-        if code is not None:
+        if code is not None and read:
             try:
                 for line in reversed(self.proc.stdout.read().splitlines()):
                     msg = json.loads(line)
@@ -83,6 +118,10 @@ class _Worker:
             self.proc.stdin.flush()
         except OSError:
             raise self._fail("exited before its task was sent") from None
+
+    def end_input(self) -> None:
+        """No more shards: the worker exits once its input is read (meanwhile the last shards commit)."""
+        _close(self.proc.stdin)
 
     def build(self, shard: int, convs: list[Conversation]) -> tuple[dict[str, float], list[EncodedSlice]]:
         """Shard ``shard`` (conversations ``convs``) built and encoded: (stage seconds, memories)."""
@@ -162,8 +201,11 @@ def worker_env(workers: int) -> dict[str, str]:
 
 class WorkerPool:
     """``workers`` worker processes, started at once (they import and load the embedder while this
-    process loads the inputs), given shards by :meth:`build`; a context manager that stops them
-    (kills them when leaving on an exception)."""
+    process reads the inputs), given shards by :meth:`build`; a context manager that stops them
+    (kills them when leaving on an exception). ``settings``: ``device``, ``config``, ``backend``,
+    and the embedder: ``name`` and ``dim`` (the builder's own, as a store records it) or ``spec``
+    (a :func:`~xmemory_gpu.embed.load_embedder` spec: the builder loads none; :meth:`loaded` says what
+    the workers loaded)."""
 
     def __init__(self, workers: int, settings: dict[str, Any]) -> None:
         self.device = str(settings["device"])  # where the workers' encoder runs
@@ -188,31 +230,53 @@ class WorkerPool:
             w.stop(kill=kill)
         self._pool = []
 
-    def build(self, store: MemoryBackend, shards: list[list[Conversation]], replace: set[str],
+    def loaded(self, *, wait: bool = True) -> tuple[str, int] | None:
+        """(name, dim) of the embedder the first worker loaded (each worker is checked against it
+        before its first shard); None when it is still loading and not ``wait``."""
+        if not self._pool:
+            raise RuntimeError("WorkerPool.loaded: the pool is closed")
+        return self._pool[0].loaded(wait=wait)
+
+    def build(self, store: MemoryBackend, shards: Iterable[list[Conversation]], replace: set[str],
               on_commit: Callable[[list[str], dict[str, float]], None]) -> None:
         """Build ``shards`` in the workers and commit each one whole, in order, into ``store``
-        (memories named in ``replace`` replace their stored copies). ``on_commit(ids,
-        stage_seconds)`` runs after each shard's commit (its ``commit`` entry the commit's own
-        seconds). A worker's failure raises :class:`WorkerError` once the shards before the failed
-        one are committed; the others are not."""
+        (memories named in ``replace`` replace their stored copies). ``shards`` is read here, to
+        its end, before the first commit: each shard goes to a worker as soon as it is read (a lazy
+        sequence may check its conversations as it goes; an error it raises stops the build with
+        nothing committed). ``on_commit(ids, stage_seconds)`` runs after each shard's commit (its
+        ``commit`` entry the commit's own seconds). A worker's failure raises :class:`WorkerError`
+        once the shards before the failed one are committed; the others are not."""
         if not self._pool:
             raise RuntimeError("WorkerPool.build: the pool is closed")
         cond = threading.Condition()
+        read: list[list[Conversation]] = []  # the shards read so far
         done: dict[int, tuple[dict[str, float], list[EncodedSlice]] | BaseException] = {}
-        state: dict[str, Any] = {"next": 0, "committed": 0, "stop": False}
+        state: dict[str, Any] = {"next": 0, "committed": 0, "stop": False, "all_read": False}
         window = 2 * len(self._pool)  # shards built ahead of the commit, at most
+        first = self._pool[0]
+
+        def waiting() -> bool:
+            return not state["stop"] and (state["next"] >= len(read) and not state["all_read"]
+                                          or state["next"] >= state["committed"] + window)
 
         def drive(w: _Worker) -> None:
+            checked = False
             while True:
                 with cond:
-                    while not state["stop"] and state["next"] < len(shards) and state["next"] >= state["committed"] + window:
+                    while waiting():
                         cond.wait()
-                    if state["stop"] or state["next"] >= len(shards):
-                        return
+                    if state["stop"] or state["next"] >= len(read):
+                        break
                     k = state["next"]
                     state["next"] += 1
+                    shard = read[k]
                 try:
-                    result: Any = w.build(k, shards[k])
+                    if not checked:  # the same embedder as the first worker's (whose the store is)
+                        mine, theirs = w.loaded(), first.loaded()
+                        if mine != theirs:
+                            raise WorkerError(f"build worker {w.index}: loaded embedder {mine}, worker 0 {theirs}")
+                        checked = True
+                    result: Any = w.build(k, shard)
                 except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
                     result = exc
                 with cond:
@@ -220,13 +284,21 @@ class WorkerPool:
                     cond.notify_all()
                 if isinstance(result, BaseException):
                     return
+            w.end_input()  # nothing left for it: it exits while the last shards commit
 
         threads = [threading.Thread(target=drive, args=(w,), daemon=True, name=f"xmemory-build-worker-{w.index}")
                    for w in self._pool]
         try:
             for t in threads:
                 t.start()
-            for k in range(len(shards)):
+            for shard in shards:
+                with cond:
+                    read.append(shard)
+                    cond.notify_all()
+            with cond:
+                state["all_read"] = True
+                cond.notify_all()
+            for k in range(len(read)):
                 with cond:
                     while k not in done:
                         cond.wait()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -52,7 +53,14 @@ def _files(path: Path) -> list[Path]:
 
 def load_locomo(path: str | Path) -> list[Conversation]:
     """Conversations of a LoCoMo-format file, or of every ``.json`` file in a folder (sorted)."""
-    convs: list[Conversation] = []
+    return [c for f, items in read_locomo(path) for c in conversations_of(f, items)]
+
+
+def read_locomo(path: str | Path) -> list[tuple[Path, list]]:
+    """Each file of ``path`` (a file, or a folder's ``.json`` files, sorted) read and parsed: (file,
+    its items, not yet checked: :func:`conversations_of`). A file that cannot be read, is not UTF-8,
+    not JSON or not a list of objects raises ``DatasetError`` naming it."""
+    out: list[tuple[Path, list]] = []
     for f in _files(Path(path)):
         try:
             raw = f.read_bytes()
@@ -72,8 +80,16 @@ def load_locomo(path: str | Path) -> list[Conversation]:
             data = [data]
         if not isinstance(data, list):
             raise DatasetError(f"{f}: expected a list of conversations, got {type(data).__name__}")
-        convs.extend(_conversation(f, i, item) for i, item in enumerate(data))
-    return convs
+        out.append((f, data))
+    return out
+
+
+def conversations_of(f: Path, items: list) -> Iterator[Conversation]:
+    """File ``f``'s parsed ``items`` checked and read one by one (a lazy sequence: a bulk build with
+    workers hands out the first conversations while it checks the rest); an item that does not
+    have the expected shape raises ``DatasetError`` naming file, sample and field."""
+    for i, item in enumerate(items):
+        yield _conversation(f, i, item)
 
 
 def _conversation(f: Path, i: int, item: object) -> Conversation:
