@@ -210,22 +210,28 @@ def test_read_conversations_counts_at_once_and_checks_every_item(data, tmp_path)
         read_conversations(bad)
 
 
-def test_conversations_cross_the_wire_unchanged(data):
+def test_conversations_cross_the_wire_unchanged_but_for_their_questions(data):
+    from dataclasses import replace
+
     from xmemory_gpu.memory.records import (
         QA,
         Conversation,
         Message,
-        conversation_from_json,
-        conversation_to_json,
+        conversation_from_wire,
+        conversation_to_wire,
     )
 
     odd = Conversation("s\u00e9", ("Zo\u00eb", "\u674e"), [Message("d1", "Zo\u00eb", "caf\u00e9 \U0001F600 \"q\"\nline", 1, None),
                                                        Message("d2", "\u674e", "x", 2, 1.5e9 + 0.1)],
                        [QA("why?", None, ["d1"], 2, "no")], "f.json")
-    for conv in [*load_conversations(data), odd]:
-        text = conversation_to_json(conv)
+    for conv in [*load_conversations(data), odd, replace(odd, messages=[])]:
+        text = conversation_to_wire(conv)
         assert "\n" not in text and text.isascii()  # one line of the worker's wire
-        assert conversation_from_json(text) == conv
+        assert conversation_from_wire(json.loads(text)) == replace(conv, qa=[])  # a build reads no questions
+    cut = json.loads(conversation_to_wire(odd))
+    cut["text"].pop()
+    with pytest.raises(ValueError, match="message columns of different lengths"):
+        conversation_from_wire(cut)
 
 
 def test_a_worker_of_another_install_refuses_to_build():

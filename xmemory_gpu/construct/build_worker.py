@@ -13,7 +13,7 @@ from typing import IO
 from ..config import XMemoryConfig
 from ..embed import embedder_for_store, load_embedder
 from ..memory.codec import encode_slice
-from ..memory.records import conversation_from_dict
+from ..memory.records import conversation_from_wire
 from .pipeline import Timings, build_slices
 from .worker_pool import PARENT_VAR
 
@@ -40,7 +40,7 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
         task = json.loads(task_line)
         tm = Timings()
         with tm.stage("receive"):
-            convs = [conversation_from_dict(d) for d in task["conversations"]]
+            convs = [conversation_from_wire(d) for d in task["conversations"]]
         slices = build_slices(convs, emb, cfg, timings=tm, backend=s["backend"])
         with tm.stage("encode"):
             encoded = [encode_slice(sl, emb.dim) for sl in slices]

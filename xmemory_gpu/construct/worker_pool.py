@@ -10,7 +10,7 @@ an interrupted build resumes as one does. The wire is plain bytes, nothing pickl
 
 - to a worker (its stdin): one JSON line of settings (the embedder to load: the builder's by the
   name and dimension a store records, or, when the builder loads none, its spec), then one JSON
-  line per shard, ``{"shard": K, "conversations": [...]}`` (``memory.records.conversation_to_json``);
+  line per shard, ``{"shard": K, "conversations": [...]}`` (``memory.records.conversation_to_wire``);
   end of input stops it;
 - from a worker (its stdout; whatever else it prints goes to its stderr): once its embedder is
   loaded, ``{"ready": {"name": ..., "dim": ...}}`` (the store's embedder name and dimension); then per
@@ -39,7 +39,7 @@ from typing import IO, Any
 
 from ..memory.backend import MemoryBackend
 from ..memory.codec import EncodedSlice
-from ..memory.records import Conversation, conversation_to_json
+from ..memory.records import Conversation, conversation_to_wire
 
 WORKER_MODULE = "xmemory_gpu.construct.build_worker"  # a worker's entry point (run by name: no import here)
 PACKAGE = str(Path(__file__).resolve().parents[1])  # the xmemory_gpu folder a worker must import
@@ -125,7 +125,7 @@ class _Worker:
 
     def build(self, shard: int, convs: list[Conversation]) -> tuple[dict[str, float], list[EncodedSlice]]:
         """Shard ``shard`` (conversations ``convs``) built and encoded: (stage seconds, memories)."""
-        body = b",".join(conversation_to_json(c).encode() for c in convs)  # JSON objects without a line break
+        body = b",".join(conversation_to_wire(c).encode() for c in convs)  # JSON objects without a line break
         self._send(b'{"shard": %d, "conversations": [%s]}\n' % (shard, body))
         out: IO[bytes] = self.proc.stdout
         head = out.readline()

@@ -33,7 +33,7 @@ from typing import Any
 from ..config import XMemoryConfig
 from ..construct.pipeline import BuildReport, Timings
 from ..memory.codec import EncodedSlice, encode_slice
-from ..memory.records import Conversation, conversation_from_json, conversation_to_json
+from ..memory.records import Conversation, conversation_from_wire, conversation_to_wire
 
 INSTALL_HINT = "pip install 'xmemory-gpu[dist]'"
 
@@ -102,7 +102,7 @@ class ShardBuilder:
 
         from ..construct.pipeline import build_slices
 
-        convs = [conversation_from_json(s) for s in batch.column("conversation").to_pylist()]
+        convs = [conversation_from_wire(json.loads(s)) for s in batch.column("conversation").to_pylist()]
         tm = Timings()
         usage0 = self._usage()
         t0 = time.perf_counter()
@@ -293,7 +293,7 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"build_store_ray: max_retries: expected an integer >= 0, got {max_retries!r}")
         retry_args = {"max_restarts": max_retries, "max_task_retries": max_retries}
-    rows = [{"sample_id": c.sample_id, "conversation": conversation_to_json(c)} for c in todo]
+    rows = [{"sample_id": c.sample_id, "conversation": conversation_to_wire(c)} for c in todo]
     n_shards = -(-len(rows) // shard_size)
     ds = ray.data.from_items(rows, override_num_blocks=n_shards)
     with warnings.catch_warnings():  # Ray 2.60 takes max_restarts / max_task_retries only as (deprecated) **ray_remote_args

@@ -43,23 +43,23 @@ class Conversation:
     source: str = ""  # file the conversation came from, for error messages
 
 
-def conversation_to_json(conv: Conversation) -> str:
-    """A conversation as JSON, its dataclass fields (ASCII: non-ASCII text escaped); a build worker's
-    or a Ray actor's input. :func:`conversation_from_json` reads it back equal."""
-    return json.dumps({"sample_id": conv.sample_id, "speakers": list(conv.speakers),
-                       "messages": [vars(m) for m in conv.messages], "qa": [vars(q) for q in conv.qa],
-                       "source": conv.source})
+def conversation_to_wire(conv: Conversation) -> str:
+    """What a build reads of a conversation (its id, speakers, source and messages; not its
+    questions) as one line of ASCII JSON, the messages as columns (``id``, ``speaker``, ``text``,
+    ``session``, ``timestamp``): a build worker's or a Ray actor's input. Parsed, it reads back
+    with :func:`conversation_from_wire` (``qa`` empty)."""
+    ms = conv.messages
+    return json.dumps({"sample_id": conv.sample_id, "speakers": list(conv.speakers), "source": conv.source,
+                       "id": [m.id for m in ms], "speaker": [m.speaker for m in ms], "text": [m.text for m in ms],
+                       "session": [m.session for m in ms], "timestamp": [m.timestamp for m in ms]})
 
 
-def conversation_from_json(text: str | bytes) -> Conversation:
-    """The conversation :func:`conversation_to_json` wrote."""
-    return conversation_from_dict(json.loads(text))
-
-
-def conversation_from_dict(d: dict) -> Conversation:
-    """A conversation from the parsed JSON of :func:`conversation_to_json`."""
-    return Conversation(d["sample_id"], tuple(d["speakers"]), [Message(**m) for m in d["messages"]],
-                        [QA(**q) for q in d["qa"]], d["source"])
+def conversation_from_wire(d: dict) -> Conversation:
+    """The conversation :func:`conversation_to_wire` wrote, from its parsed JSON (no questions)."""
+    columns = (d["id"], d["speaker"], d["text"], d["session"], d["timestamp"])
+    if len({len(c) for c in columns}) != 1:
+        raise ValueError(f"conversation {d['sample_id']!r}: message columns of different lengths")
+    return Conversation(d["sample_id"], tuple(d["speakers"]), list(map(Message, *columns)), [], d["source"])
 
 
 @dataclass
