@@ -316,3 +316,19 @@ def test_ctrl_c_stops_the_build_and_its_workers_with_one_line(data, tmp_path):
     assert main(["build", *args, "--out", str(part)]) == 0
     _build(data, tmp_path / "ref", 1)
     assert _files(part) == _files(tmp_path / "ref") and _catalogue(part) == _catalogue(tmp_path / "ref")
+
+
+def test_balanced_shards_give_every_worker_its_share():
+    import random
+
+    from xmemory_gpu.construct.pipeline import balanced_shard_size
+
+    assert balanced_shard_size(1000, 2, 64) == 63  # 16 shards (the last of 55), not 15 of 64 and one of 40
+    rng = random.Random(5)
+    for _ in range(2000):
+        count, workers, most = rng.randint(1, 5000), rng.randint(1, 16), rng.randint(1, 256)
+        size = balanced_shard_size(count, workers, most)
+        shards = -(-count // size)
+        assert 1 <= size <= most
+        assert size <= -(-count // workers)  # shards no larger than one per worker needs
+        assert shards <= workers * -(-count // (workers * most))  # no more rounds than shards of `most` need

@@ -269,6 +269,14 @@ def first_sessions(conv: Conversation, n: int) -> Conversation:
     return Conversation(conv.sample_id, conv.speakers, msgs, qa, conv.source)
 
 
+def balanced_shard_size(count: int, workers: int, most: int) -> int:
+    """A shard size of at most ``most`` that cuts ``count`` conversations into a multiple of
+    ``workers`` shards of near-equal size (every worker gets its share, the last ones finish
+    together: no worker idles at the end on a short last round)."""
+    rounds = max(1, -(-count // (workers * most)))
+    return max(1, -(-count // (workers * rounds)))
+
+
 def chunks(items: Iterable, size: int) -> Iterator[list]:
     """``items`` in lists of ``size`` (the last may be shorter), read as they are needed."""
     it = iter(items)
@@ -483,8 +491,8 @@ def _build_into(store: MemoryBackend, convs: Iterable[Conversation], count: int,
                 bar.update(len(ids))
 
         size = job.shard_size
-        if job.pool.device == "cpu":  # every worker gets a shard (of the inputs' count): the same store on
-            size = max(1, min(size, -(-count // job.workers)))  # the CPU, whose encoder is batch-invariant
+        if job.pool.device == "cpu":  # the CPU's encoder is batch-invariant: any shard size gives the same store
+            size = balanced_shard_size(count, job.workers, size)
         job.pool.build(store, chunks(todo(), size), damaged, on_commit=committed)
     else:
         for shard in chunks(list(todo()), job.shard_size):
