@@ -3,7 +3,7 @@ conversations, each run a fresh process and a fresh store, its per-stage timings
 CLI's own report; min and median over the runs. With ``--before DIR`` (a copy of another commit's
 ``xmemory_gpu`` package, e.g. ``git archive <commit> xmemory_gpu | tar -x -C DIR`` plus a link to
 the built ``_C`` module) the runs of the two trees alternate (the machine may be shared: interleaved
-rounds keep the comparison fair). ``--profile`` adds one in-process run under cProfile and reports the
+rounds keep the comparison fair); ``--workers N`` rows then run for both trees. ``--profile`` adds one in-process run under cProfile and reports the
 share of the non-encoder time spent inside the compiled module (``xmemory_gpu._C``).
 
     python benchmarks/bench_build.py --data ../shared/data/locomo/locomo_dev.json --runs 3
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import re
 import statistics
@@ -34,14 +35,23 @@ _RUN = ("import sys; src = sys.argv.pop(1)\n"
         "sys.exit(main(sys.argv[1:]))\n")
 
 
+# On the path of another tree's processes (its build workers too): editable installs' import hooks off, so
+# ``xmemory_gpu`` is the tree's (a build worker imports it by the path the builder gives it)
+_NO_EDITABLE = "import sys\nsys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+
+
 def build_once(data: Path, embedder: str, src: str = "", workers: int = 1) -> dict[str, float]:
     """One ``xmemory build`` in a fresh process and store: {stage: seconds, 'wall': process seconds}
     (``workers`` > 1: its ``--workers``; stage seconds are then summed over the workers)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-c", _RUN, src, "build", str(data), "--out", f"{tmp}/store", "--embedder", embedder,
+        cmd = [sys.executable, "-c", _RUN, src, "build", str(Path(data).resolve()), "--out", f"{tmp}/store", "--embedder", embedder,
                "--no-progress", *(["--workers", str(workers)] if workers > 1 else [])]
+        env = dict(os.environ)
+        if src:  # run from the temp folder: a worker started with ``-m`` has the working folder first on its path
+            Path(tmp, "sitecustomize.py").write_text(_NO_EDITABLE)
+            env["PYTHONPATH"] = os.pathsep.join([tmp, *filter(None, [env.get("PYTHONPATH")])])
         t0 = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=tmp if src else None).stdout
         wall = time.perf_counter() - t0
     stages = {m.group(1): float(m.group(2)) for m in map(_LINE.match, out.splitlines()) if m}
     built = re.search(r"built \d+ memories.*?([0-9.]+) s$", out, re.M)
@@ -107,6 +117,7 @@ def main() -> None:
 
             data = write_json(generate_conversations(args.synthetic, seed=args.seed), Path(tmp) / "synthetic.json")
         trees = {"after": ("", 1)} if not args.before else {"before": (args.before, 1), "after": ("", 1)}
+        trees |= {f"before workers {n}": (args.before, n) for n in args.workers if args.before}
         trees |= {f"workers {n}": ("", n) for n in args.workers}
         rows: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         for _ in range(args.runs):
