@@ -44,6 +44,7 @@ def build_once(data: Path, embedder: str, src: str = "", workers: int = 1) -> di
     """One ``xmemory build`` in a fresh process and store: {stage: seconds, 'wall': process seconds}
     (``workers`` > 1: its ``--workers``; stage seconds are then summed over the workers)."""
     with tempfile.TemporaryDirectory() as tmp:
+        src = str(Path(src).resolve()) if src else ""  # the before tree's runs start in a temp folder
         cmd = [sys.executable, "-c", _RUN, src, "build", str(Path(data).resolve()), "--out", f"{tmp}/store", "--embedder", embedder,
                "--no-progress", *(["--workers", str(workers)] if workers > 1 else [])]
         env = dict(os.environ)

@@ -48,8 +48,15 @@ def _files(store: Path) -> dict[str, bytes]:
 
 
 def _build(data: Path, out: Path, workers: int, **kw) -> object:
-    return build_store(data, out, embedder=load_embedder(EMBEDDER), config=_config(), progress=False, shard_size=2,
+    cfg = kw.pop("config", _config())
+    return build_store(data, out, embedder=load_embedder(cfg.embed.model), config=cfg, progress=False, shard_size=2,
                        workers=workers, **kw)
+
+
+def _other_embedder() -> XMemoryConfig:
+    cfg = XMemoryConfig()
+    cfg.embed.model = "hashing:32"
+    return cfg
 
 
 @pytest.mark.slow
@@ -187,9 +194,9 @@ def test_shards_are_built_while_the_inputs_are_checked_and_a_bad_input_commits_n
     with pytest.raises(DatasetError, match="item 4"):
         _build(data, tmp_path / "s", 2)
     assert built.is_set()  # a shard was built before the bad input was read ...
-    store = Store.open(tmp_path / "s")
-    assert store.memory_ids() == [] and not list((tmp_path / "s" / "arrays").glob("*"))  # ... and none committed
-    store.close()
+    assert not (tmp_path / "s" / "memory.sqlite").exists() and not (tmp_path / "s" / "arrays").exists()  # ... no store
+    monkeypatch.undo()
+    _build(data, tmp_path / "s", 2, config=_other_embedder())  # so another embedder may build there
 
 
 def test_read_conversations_counts_at_once_and_checks_every_item(data, tmp_path):
@@ -286,8 +293,28 @@ def test_a_worker_that_fails_before_its_task_reports_its_own_error(data, tmp_pat
     store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config={})
     with pytest.raises(WorkerError, match=r"loads as 'hashing-64' \(64\) in a worker, not with dim 65"), \
             WorkerPool(1, settings) as pool:
+        pool.build(store, [convs], set(), lambda ids, seconds: None)  # its ready line is the error
+    assert store.memory_ids() == []
+
+
+def test_a_worker_that_dies_before_its_task_stops_the_build_and_a_pool_builds_once(data, tmp_path):
+    cfg, emb = _config(), load_embedder(EMBEDDER)
+    settings = {"name": emb.name, "dim": emb.dim, "device": "cpu", "config": cfg.to_dict(), "backend": "auto"}
+    convs = load_conversations(data)
+    store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
+    with pytest.raises(WorkerError, match=r"build worker 0: exited before its task was sent \(exit code -9\)"), \
+            WorkerPool(1, settings) as pool:
+        assert pool.loaded() == (emb.name, emb.dim)
+        pool._pool[0].proc.kill()
+        pool._pool[0].proc.wait()
         pool.build(store, [convs], set(), lambda ids, seconds: None)  # a shard larger than a pipe's buffer
     assert store.memory_ids() == []
+    with WorkerPool(1, settings) as pool:
+        pool.build(store, [convs[:1]], set(), lambda ids, seconds: None)
+        with pytest.raises(RuntimeError, match="a pool builds once"):
+            pool.build(store, [convs[1:2]], set(), lambda ids, seconds: None)
+    assert store.memory_ids() == [convs[0].sample_id]
+    store.close()
 
 
 @pytest.mark.slow
@@ -332,3 +359,22 @@ def test_balanced_shards_give_every_worker_its_share():
         assert 1 <= size <= most
         assert size <= -(-count // workers)  # shards no larger than one per worker needs
         assert shards <= workers * -(-count // (workers * most))  # no more rounds than shards of `most` need
+
+
+def test_a_build_that_stops_before_its_first_commit_leaves_no_store(data, tmp_path):
+    class Broken:  # an encoder that fails on its first call
+        name, dim = "hashing-64", 64
+
+        def encode(self, texts):
+            raise RuntimeError("encoder down")
+
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "notes.txt").write_text("mine")
+    with pytest.raises(RuntimeError, match="encoder down"):
+        build_store(data, tmp_path / "s", embedder=Broken(), config=_config(), progress=False)
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["notes.txt", "write.lock"]  # the user's file stays
+    _build(data, tmp_path / "s", 1, config=_other_embedder())  # another embedder builds there
+    part = _build(data, tmp_path / "p", 1, limit=2)
+    with pytest.raises(RuntimeError, match="encoder down"):  # a store with memories is kept
+        build_store(data, tmp_path / "p", embedder=Broken(), config=_config(), progress=False)
+    assert Store.open(tmp_path / "p").memory_ids() == part.built

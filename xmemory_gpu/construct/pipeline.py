@@ -270,9 +270,10 @@ def first_sessions(conv: Conversation, n: int) -> Conversation:
 
 
 def balanced_shard_size(count: int, workers: int, most: int) -> int:
-    """A shard size of at most ``most`` that cuts ``count`` conversations into a multiple of
-    ``workers`` shards of near-equal size (every worker gets its share, the last ones finish
-    together: no worker idles at the end on a short last round)."""
+    """A shard size of at most ``most`` that cuts ``count`` conversations into as few rounds of
+    ``workers`` shards as ``most`` allows, the shards of near-equal size (no worker idles at the end
+    while another builds a short last shard alone). The count is the inputs': a resumed build's
+    shards are sized as if every conversation were still to build."""
     rounds = max(1, -(-count // (workers * most)))
     return max(1, -(-count // (workers * rounds)))
 
@@ -295,36 +296,54 @@ class BuildReport:
 def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
                        max_sessions: int | None = None) -> list[Conversation]:
     """Conversations as a build loads them: every file (or folder), duplicate sample ids refused,
-    the first ``limit`` conversations, each cut to its first ``max_sessions`` sessions."""
-    return list(read_conversations(inputs, limit=limit, max_sessions=max_sessions)[1])
+    the first ``limit`` conversations, each cut to its first ``max_sessions`` sessions. Files are
+    read one at a time; every item is checked, also those past ``limit``."""
+    from ..datasets.locomo import locomo_files, read_locomo_file
+
+    files = ((f, read_locomo_file(f)) for p in _paths(inputs) for f in locomo_files(p))
+    return list(_checked(files, limit, max_sessions))
 
 
 def read_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
                        max_sessions: int | None = None) -> tuple[int, Iterator[Conversation]]:
     """:func:`load_conversations` as (how many, a lazy sequence of them): every file is read and
-    parsed now (a file that cannot be read or is not a JSON list raises here), each item is checked
-    when the sequence reaches it, so its first conversations can be used while the rest are
-    checked. The sequence checks every item, also those past ``limit``, before it ends."""
-    from ..datasets.locomo import conversations_of, read_locomo
+    parsed now (a file that cannot be read or is not a JSON list raises here, before any item is
+    checked), each item is checked when the sequence reaches it, so the first conversations can
+    be used while the rest are checked; a file's parsed items are let go once checked. The
+    sequence checks every item, also those past ``limit``, before it ends."""
+    from ..datasets.locomo import locomo_files, read_locomo_file
 
-    paths = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
-    files = [fi for p in paths for fi in read_locomo(p)]
-    total = sum(len(items) for _, items in files)
-    count = total if limit is None else min(limit, total)
+    parsed = [[f, read_locomo_file(f)] for p in _paths(inputs) for f in locomo_files(p)]
+    total = sum(len(items) for _, items in parsed)
 
-    def checked() -> Iterator[Conversation]:
-        seen: dict[str, str] = {}
-        n = 0
-        for f, items in files:
-            for c in conversations_of(f, items):
-                if c.sample_id in seen:
-                    raise ValueError(f"{c.source}: sample_id {c.sample_id!r} also appears in {seen[c.sample_id]}")
-                seen[c.sample_id] = c.source
-                if n < count:
-                    yield c if max_sessions is None else first_sessions(c, max_sessions)
-                n += 1
+    def release() -> Iterator[tuple[Path, list]]:
+        for entry in parsed:
+            f, items = entry
+            entry[1] = None
+            yield f, items
 
-    return count, checked()
+    return (total if limit is None else min(limit, total)), _checked(release(), limit, max_sessions)
+
+
+def _paths(inputs: list[str | Path] | str | Path) -> list[str | Path]:
+    return [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+
+
+def _checked(files: Iterable[tuple[Path, list]], limit: int | None, max_sessions: int | None) -> Iterator[Conversation]:
+    """The conversations of ``files`` (file, parsed items): each item checked, sample ids unique
+    across files, the first ``limit`` yielded (cut to ``max_sessions`` sessions), the rest checked."""
+    from ..datasets.locomo import conversations_of
+
+    seen: dict[str, str] = {}
+    n = 0
+    for f, items in files:
+        for c in conversations_of(f, items):
+            if c.sample_id in seen:
+                raise ValueError(f"{c.source}: sample_id {c.sample_id!r} also appears in {seen[c.sample_id]}")
+            seen[c.sample_id] = c.source
+            if limit is None or n < limit:
+                yield c if max_sessions is None else first_sessions(c, max_sessions)
+            n += 1
 
 
 def build_store(
@@ -420,7 +439,15 @@ def _build_store(store_path: str | Path | MemoryBackend, emb, cfg: XMemoryConfig
         raise ValueError(f"--out {root}: is a file; expected a folder for the store")
     root.mkdir(parents=True, exist_ok=True)
     with WriterLock(root):  # one writing process per store: a second build is refused, nothing half-created
-        return _build_locked(convs, count, root, emb, cfg, tm, t0, job)
+        from ..memory.store import DB_NAME, remove_if_empty
+
+        fresh = not (root / DB_NAME).exists()
+        try:
+            return _build_locked(convs, count, root, emb, cfg, tm, t0, job)
+        except BaseException:
+            if fresh:  # stopped before its first commit (bad input met by workers, Ctrl-C): no store is left
+                remove_if_empty(root)
+            raise
 
 
 @dataclass

@@ -95,8 +95,9 @@ class _Worker:
 
     def _fail(self, why: str, *, read: bool = True) -> WorkerError:
         """The error to raise: ``why``, or the worker's own error line when it wrote one and exited
-        (a worker that fails before reading its task closes its input, so the send fails first);
-        ``read``: look for that line on its output (not when the caller has just read it)."""
+        (one that fails after its ready line, e.g. while reading a task, may have closed its input,
+        so the send fails first); ``read``: look for that line on its output (not when the caller
+        has just read it)."""
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -212,6 +213,7 @@ class WorkerPool:
         env = worker_env(workers)
         line = json.dumps({**settings, "package": PACKAGE, "threads": worker_threads(workers)}).encode() + b"\n"
         self._pool: list[_Worker] = []
+        self._built = False
         try:
             for i in range(workers):
                 self._pool.append(_Worker(i, line, env))
@@ -240,7 +242,7 @@ class WorkerPool:
     def build(self, store: MemoryBackend, shards: Iterable[list[Conversation]], replace: set[str],
               on_commit: Callable[[list[str], dict[str, float]], None]) -> None:
         """Build ``shards`` in the workers and commit each one whole, in order, into ``store``
-        (memories named in ``replace`` replace their stored copies). ``shards`` is read here, to
+        (memories named in ``replace`` replace their stored copies), once per pool. ``shards`` is read here, to
         its end, before the first commit: each shard goes to a worker as soon as it is read (a lazy
         sequence may check its conversations as it goes; an error it raises stops the build with
         nothing committed). ``on_commit(ids, stage_seconds)`` runs after each shard's commit (its
@@ -248,6 +250,9 @@ class WorkerPool:
         once the shards before the failed one are committed; the others are not."""
         if not self._pool:
             raise RuntimeError("WorkerPool.build: the pool is closed")
+        if self._built:
+            raise RuntimeError("WorkerPool.build: a pool builds once (its workers' input is closed at the end)")
+        self._built = True
         cond = threading.Condition()
         read: list[list[Conversation]] = []  # the shards read so far
         done: dict[int, tuple[dict[str, float], list[EncodedSlice]] | BaseException] = {}

@@ -40,7 +40,9 @@ def _check_unicode(where: str, text: str) -> None:
         raise DatasetError(f"{where}: not valid Unicode (lone surrogate at character {exc.start})") from None
 
 
-def _files(path: Path) -> list[Path]:
+def locomo_files(path: str | Path) -> list[Path]:
+    """The files of ``path``: the file itself, or a folder's ``.json`` files (sorted)."""
+    path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".json")
         if not files:
@@ -53,35 +55,31 @@ def _files(path: Path) -> list[Path]:
 
 def load_locomo(path: str | Path) -> list[Conversation]:
     """Conversations of a LoCoMo-format file, or of every ``.json`` file in a folder (sorted)."""
-    return [c for f, items in read_locomo(path) for c in conversations_of(f, items)]
+    return [c for f in locomo_files(path) for c in conversations_of(f, read_locomo_file(f))]
 
 
-def read_locomo(path: str | Path) -> list[tuple[Path, list]]:
-    """Each file of ``path`` (a file, or a folder's ``.json`` files, sorted) read and parsed: (file,
-    its items, not yet checked: :func:`conversations_of`). A file that cannot be read, is not UTF-8,
-    not JSON or not a list of objects raises ``DatasetError`` naming it."""
-    out: list[tuple[Path, list]] = []
-    for f in _files(Path(path)):
-        try:
-            raw = f.read_bytes()
-        except OSError as exc:
-            raise DatasetError(f"{f}: cannot read ({exc.strerror or exc})") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DatasetError(f"{f}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{f}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-        except RecursionError:
-            raise DatasetError(f"{f}: JSON nested too deeply") from None
-        if isinstance(data, dict):
-            data = [data]
-        if not isinstance(data, list):
-            raise DatasetError(f"{f}: expected a list of conversations, got {type(data).__name__}")
-        out.append((f, data))
-    return out
+def read_locomo_file(f: Path) -> list:
+    """File ``f`` read and parsed: its items, not yet checked (:func:`conversations_of`). A file that
+    cannot be read, is not UTF-8, not JSON or not a list (or one object) raises ``DatasetError``."""
+    try:
+        raw = f.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"{f}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{f}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{f}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise DatasetError(f"{f}: JSON nested too deeply") from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise DatasetError(f"{f}: expected a list of conversations, got {type(data).__name__}")
+    return data
 
 
 def conversations_of(f: Path, items: list) -> Iterator[Conversation]:

@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -100,6 +101,26 @@ def _sha256(data: bytes) -> str:
 
 def _reason(exc: BaseException) -> str:
     return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+
+
+def remove_if_empty(root: Path) -> bool:
+    """Remove the store at ``root`` (its catalogue and ``arrays`` folder; the lock file and the folder
+    stay) when its catalogue holds no memory: a build that stopped before its first commit leaves no
+    store naming an embedder. The caller holds the store's writer lock. Returns whether it did."""
+    db = root / DB_NAME
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            if conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]:
+                return False
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError):
+        return False
+    for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm", DB_NAME + "-journal"):
+        (root / name).unlink(missing_ok=True)
+    shutil.rmtree(root / "arrays", ignore_errors=True)
+    return True
 
 
 def _as_unit(unit: Memory | MemorySlice | EncodedSlice) -> MemorySlice | EncodedSlice:
