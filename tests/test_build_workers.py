@@ -150,11 +150,13 @@ def test_without_an_embedder_the_workers_load_the_configured_one(data, tmp_path,
     assert _files(tmp_path / "s") == _files(tmp_path / "ref") and _catalogue(tmp_path / "s") == _catalogue(tmp_path / "ref")
 
 
-def test_a_worker_that_cannot_load_the_embedder_stops_the_build_before_the_store(data, tmp_path, capsys):
-    assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", "2", "--embedder", "hashing:x",
-                 "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "build worker 0: ValueError: embedder 'hashing:x'" in err
+def test_a_malformed_embedder_spec_is_refused_as_one_process_refuses_it(data, tmp_path, capsys):
+    errors = []
+    for workers in ("1", "2"):
+        assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", workers, "--embedder", "hashing:x",
+                     "--no-progress"]) == 2
+        errors.append(capsys.readouterr().err.strip())
+    assert errors[0] == errors[1] and len(errors[0].splitlines()) == 1 and "embedder 'hashing:x'" in errors[0]
     assert not (tmp_path / "s").exists()
 
 

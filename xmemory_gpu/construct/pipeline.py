@@ -395,8 +395,11 @@ def _build_with_workers(store_path: str | Path | MemoryBackend, embedder: Embedd
     inputs; this process loads none unless given one: the store takes the embedder the workers
     report); the conversations are checked while the first shards are built, and none is committed
     before all are checked."""
+    from ..embed import check_embedder_spec
     from .worker_pool import WorkerPool
 
+    if embedder is None:  # a malformed spec is reported here, as one process would, not by a worker
+        check_embedder_spec(cfg.embed.model)
     with WorkerPool(job.workers, job.worker_settings(embedder, cfg)) as job.pool:
         early: list[Conversation] = []  # checked while the workers still load
         with tm.stage("load"):

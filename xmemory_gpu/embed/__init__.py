@@ -8,39 +8,54 @@ from pathlib import Path
 from .base import Embedder, encode_queries, normalize_rows
 from .hashing import HashingEmbedder
 
-__all__ = ["Embedder", "HashingEmbedder", "embedder_for_store", "encode_queries", "load_embedder", "normalize_rows"]
+__all__ = ["Embedder", "HashingEmbedder", "check_embedder_spec", "embedder_for_store", "encode_queries", "load_embedder", "normalize_rows"]
 
 
-def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64,
+_OV = ("openvino", "ov", "ov-int8")
+_DEFAULT = "all-MiniLM-L6-v2"  # sentence_transformers.DEFAULT_MODEL, named here without importing torch
+
+
+def check_embedder_spec(spec: str) -> None:
+    """Raise the ``ValueError`` :func:`load_embedder` would raise for the form of ``spec`` (an unknown
+    kind, a bad ``hashing`` dimension, a model folder that does not exist), without loading anything:
+    a build with workers checks the spec it hands them."""
+    if spec in _OV or spec.startswith(("ov:", "openvino:", "ov-int8:")):
+        target = spec.partition(":")[2] or _DEFAULT
+        if target != _DEFAULT and not Path(target).expanduser().is_dir():
+            raise ValueError(f"embedder {spec!r}: no model folder at {target}")
+    elif spec.startswith("hashing"):
+        _, _, dim = spec.partition(":")
+        if dim and not (dim.isdigit() and int(dim) >= 1):
+            raise ValueError(f"embedder {spec!r}: expected hashing:DIM with DIM an integer >= 1")
+    elif spec.startswith("st:"):
+        target = spec[3:]
+        if target.startswith(("/", ".", "~")) and not Path(target).expanduser().exists():
+            raise ValueError(f"embedder {spec!r}: no model folder at {target}")
+    elif spec != _DEFAULT:
+        raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM', "
+                         "'st:PATH_OR_NAME', 'ov:all-MiniLM-L6-v2' / 'ov:PATH' or 'ov-int8:all-MiniLM-L6-v2' / 'ov-int8:PATH'")
+
+
+def load_embedder(spec: str = _DEFAULT, *, device: str = "cpu", batch_size: int = 64,
                   num_threads: int | None = None) -> Embedder:
     """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, ``st:PATH_OR_NAME`` (any sentence-transformers model),
     or ``openvino`` / ``ov:all-MiniLM-L6-v2`` / ``ov:PATH`` (a mean-pooling sentence-transformers model on
     OpenVINO's CPU runtime; always on the CPU, ``device`` is not used), or ``ov-int8`` / ``ov-int8:...``
     (the same, quantised to int8 weights and activations). ``num_threads``: OpenVINO's CPU threads
-    (default: its choice; torch's follow ``OMP_NUM_THREADS``)."""
-    if spec in ("openvino", "ov", "ov-int8") or spec.startswith(("ov:", "openvino:", "ov-int8:")):
-        target = spec.partition(":")[2] or "all-MiniLM-L6-v2"
-        if target != "all-MiniLM-L6-v2" and not Path(target).expanduser().is_dir():
-            raise ValueError(f"embedder {spec!r}: no model folder at {target}")
+    (default: its choice; torch's follow ``OMP_NUM_THREADS``). A malformed spec raises ``ValueError``
+    (:func:`check_embedder_spec`)."""
+    check_embedder_spec(spec)
+    if spec in _OV or spec.startswith(("ov:", "openvino:", "ov-int8:")):
         from .openvino import OpenVINOEmbedder
 
+        target = spec.partition(":")[2] or _DEFAULT
         return OpenVINOEmbedder(target, batch_size=batch_size, int8=spec.startswith("ov-int8"), num_threads=num_threads)
     if spec.startswith("hashing"):
-        _, _, dim = spec.partition(":")
-        if dim and not (dim.isdigit() and int(dim) >= 1):
-            raise ValueError(f"embedder {spec!r}: expected hashing:DIM with DIM an integer >= 1")
+        dim = spec.partition(":")[2]
         return HashingEmbedder(int(dim) if dim else 64)
-    from .sentence_transformers import DEFAULT_MODEL, SentenceTransformerEmbedder
+    from .sentence_transformers import SentenceTransformerEmbedder
 
-    if spec == DEFAULT_MODEL:
-        return SentenceTransformerEmbedder(DEFAULT_MODEL, device=device, batch_size=batch_size)
-    if spec.startswith("st:"):
-        target = spec[3:]
-        if target.startswith(("/", ".", "~")) and not Path(target).expanduser().exists():
-            raise ValueError(f"embedder {spec!r}: no model folder at {target}")
-        return SentenceTransformerEmbedder(target, device=device, batch_size=batch_size)
-    raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM', "
-                     "'st:PATH_OR_NAME', 'ov:all-MiniLM-L6-v2' / 'ov:PATH' or 'ov-int8:all-MiniLM-L6-v2' / 'ov-int8:PATH'")
+    return SentenceTransformerEmbedder(spec if spec == _DEFAULT else spec[3:], device=device, batch_size=batch_size)
 
 
 def embedder_for_store(name: str, *, device: str = "cpu", num_threads: int | None = None) -> Embedder:
