@@ -28,8 +28,7 @@ from pathlib import Path
 
 _LINE = re.compile(r"^\s+(\w+)\s+([0-9.]+) s$")
 _RUN = ("import sys; src = sys.argv.pop(1)\n"
-        "if src:\n"
-        "    sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+        "if src:  # editable-install hooks are off there (_NO_EDITABLE)\n"
         "    sys.path.insert(0, src)\n"
         "from xmemory_gpu.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n")

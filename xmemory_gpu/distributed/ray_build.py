@@ -52,7 +52,6 @@ def import_ray() -> Any:
     return ray
 
 
-# -- the wire format: plain JSON and plain arrays ------------------------------------------------
 # -- loading: the local build's rules -----------------------------------------------------------
 def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
                        max_sessions: int | None = None) -> list[Conversation]:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from .base import Embedder, encode_queries, normalize_rows
 from .hashing import HashingEmbedder
+from .sentence_transformers import DEFAULT_MODEL  # the module imports torch only when a model is loaded
 
 __all__ = ["Embedder", "HashingEmbedder", "check_embedder_spec", "embedder_for_store", "encode_queries", "load_embedder", "normalize_rows"]
 
 
 _OV = ("openvino", "ov", "ov-int8")
-_DEFAULT = "all-MiniLM-L6-v2"  # sentence_transformers.DEFAULT_MODEL, named here without importing torch
 
 
 def check_embedder_spec(spec: str) -> None:
@@ -20,8 +20,8 @@ def check_embedder_spec(spec: str) -> None:
     kind, a bad ``hashing`` dimension, a model folder that does not exist), without loading anything:
     a build with workers checks the spec it hands them."""
     if spec in _OV or spec.startswith(("ov:", "openvino:", "ov-int8:")):
-        target = spec.partition(":")[2] or _DEFAULT
-        if target != _DEFAULT and not Path(target).expanduser().is_dir():
+        target = spec.partition(":")[2] or DEFAULT_MODEL
+        if target != DEFAULT_MODEL and not Path(target).expanduser().is_dir():
             raise ValueError(f"embedder {spec!r}: no model folder at {target}")
     elif spec.startswith("hashing"):
         _, _, dim = spec.partition(":")
@@ -31,12 +31,12 @@ def check_embedder_spec(spec: str) -> None:
         target = spec[3:]
         if target.startswith(("/", ".", "~")) and not Path(target).expanduser().exists():
             raise ValueError(f"embedder {spec!r}: no model folder at {target}")
-    elif spec != _DEFAULT:
+    elif spec != DEFAULT_MODEL:
         raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM', "
                          "'st:PATH_OR_NAME', 'ov:all-MiniLM-L6-v2' / 'ov:PATH' or 'ov-int8:all-MiniLM-L6-v2' / 'ov-int8:PATH'")
 
 
-def load_embedder(spec: str = _DEFAULT, *, device: str = "cpu", batch_size: int = 64,
+def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64,
                   num_threads: int | None = None) -> Embedder:
     """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, ``st:PATH_OR_NAME`` (any sentence-transformers model),
     or ``openvino`` / ``ov:all-MiniLM-L6-v2`` / ``ov:PATH`` (a mean-pooling sentence-transformers model on
@@ -48,14 +48,14 @@ def load_embedder(spec: str = _DEFAULT, *, device: str = "cpu", batch_size: int 
     if spec in _OV or spec.startswith(("ov:", "openvino:", "ov-int8:")):
         from .openvino import OpenVINOEmbedder
 
-        target = spec.partition(":")[2] or _DEFAULT
+        target = spec.partition(":")[2] or DEFAULT_MODEL
         return OpenVINOEmbedder(target, batch_size=batch_size, int8=spec.startswith("ov-int8"), num_threads=num_threads)
     if spec.startswith("hashing"):
         dim = spec.partition(":")[2]
         return HashingEmbedder(int(dim) if dim else 64)
     from .sentence_transformers import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(spec if spec == _DEFAULT else spec[3:], device=device, batch_size=batch_size)
+    return SentenceTransformerEmbedder(spec if spec == DEFAULT_MODEL else spec[3:], device=device, batch_size=batch_size)
 
 
 def embedder_for_store(name: str, *, device: str = "cpu", num_threads: int | None = None) -> Embedder:
@@ -65,6 +65,4 @@ def embedder_for_store(name: str, *, device: str = "cpu", num_threads: int | Non
         return HashingEmbedder(int(name.split("-", 1)[1]))
     if name.startswith(("ov:", "ov-int8:")):
         return load_embedder(name, num_threads=num_threads)
-    from .sentence_transformers import DEFAULT_MODEL
-
     return load_embedder(name if name == DEFAULT_MODEL else f"st:{name}", device=device)
