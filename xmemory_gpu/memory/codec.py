@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..ops import columns
+from ..ops.columns import MAGIC, aligned
 from .bank import COLUMNS, LEVELS, ROW_REFS, MemorySlice
 from .engine_state import KEY as ENGINE_KEY
 
@@ -55,36 +56,13 @@ def theme_columns(sem_x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> dic
             "x": np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0).astype(np.float32)}
 
 
-MAGIC = b"XMSLICE1"
-ALIGN = 64
-DTYPES = frozenset({"<f4", "<f8", "<i4", "<i8", "|u1"})  # what a container may hold
-
-
-def _aligned(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
-
-
 def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
-    """Named numeric arrays as one container (see the module docstring); each array's bytes are
-    copied once, into the container."""
-    entries, parts, offset = [], [], 0
-    for name, a in arrays.items():
-        a = np.ascontiguousarray(a)  # as the format has always done: a 0-d array is stored as shape [1]
-        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
-        if dt.str not in DTYPES:
-            raise SliceFormatError(f"array {name}: dtype {a.dtype} cannot be stored (expected one of {sorted(DTYPES)})")
-        entries.append({"name": name, "dtype": dt.str, "shape": list(a.shape), "offset": offset})
-        parts.append((offset, a, dt))
-        offset += _aligned(a.size * dt.itemsize)
-    header = json.dumps({"arrays": entries}, separators=(",", ":")).encode()
-    head = MAGIC + struct.pack("<Q", len(header)) + header
-    base = _aligned(len(head))
-    out = bytearray(base + offset)  # zeros: the padding
-    out[: len(head)] = head
-    for off, a, dt in parts:
-        if a.size:
-            np.frombuffer(out, dt, a.size, base + off).reshape(a.shape)[...] = a
-    return bytes(out)
+    """Named numeric arrays as one container (see the module docstring; ``ops.columns``: one C++
+    call when the compiled module is built); each array's bytes are copied once, into the container."""
+    try:
+        return columns.pack_arrays(list(arrays), list(arrays.values()))
+    except ValueError as exc:
+        raise SliceFormatError(str(exc)) from None
 
 
 def unpack_arrays(data: bytes | bytearray, where: str = "container") -> dict[str, np.ndarray]:
@@ -99,23 +77,10 @@ def unpack_arrays(data: bytes | bytearray, where: str = "container") -> dict[str
         entries = json.loads(bytes(data[16 : 16 + n]))["arrays"]
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise SliceFormatError(f"{where}: the header is not valid ({type(exc).__name__})") from None
-    buf, base, out = bytearray(data), _aligned(16 + n), {}
-    for e in entries if isinstance(entries, list) else [None]:
-        try:
-            name, dtype, shape, offset = e["name"], e["dtype"], [int(x) for x in e["shape"]], int(e["offset"])
-        except (KeyError, TypeError, ValueError):
-            raise SliceFormatError(f"{where}: a header entry is not valid: {e!r:.80}") from None
-        if dtype not in DTYPES or any(x < 0 for x in shape) or offset < 0:
-            raise SliceFormatError(f"{where}: array {name}: dtype {dtype!r} or shape {shape} is not allowed")
-        count = math.prod(shape)
-        size = count * np.dtype(dtype).itemsize
-        if base + offset + size > len(buf):
-            raise SliceFormatError(f"{where}: array {name}: its bytes run past the end of the data")
-        try:
-            out[str(name)] = np.frombuffer(buf, dtype, count, base + offset).reshape(shape)
-        except ValueError as exc:  # more dimensions than numpy takes
-            raise SliceFormatError(f"{where}: array {name}: shape {shape[:8]} is not allowed ({exc})") from None
-    return out
+    try:
+        return columns.container_views(entries, bytearray(data), aligned(16 + n))
+    except ValueError as exc:
+        raise SliceFormatError(f"{where}: {exc}") from None
 
 
 def slice_to_bytes(sl: MemorySlice) -> bytes:
@@ -126,18 +91,7 @@ def slice_to_bytes(sl: MemorySlice) -> bytes:
             if lv == "theme" and name in DERIVED:
                 continue
             if a.dtype.kind == "O":
-                texts = [str(s) for s in a.tolist()]
-                joined = "".join(texts)
-                off = np.zeros(len(texts) + 1, np.int64)
-                if joined.isascii():  # one byte per character: the offsets are the lengths' sums
-                    raw = joined.encode("ascii")
-                    np.cumsum([len(t) for t in texts], out=off[1:])
-                else:
-                    enc = [t.encode("utf-8", "surrogatepass") for t in texts]
-                    raw = b"".join(enc)
-                    np.cumsum([len(e) for e in enc], out=off[1:])
-                arrays[f"{lv}.{name}.utf8"] = np.frombuffer(raw, np.uint8)
-                arrays[f"{lv}.{name}.off"] = off
+                arrays[f"{lv}.{name}.utf8"], arrays[f"{lv}.{name}.off"] = columns.join_utf8(a.tolist())
             else:
                 arrays[f"{lv}.{name}"] = a
     return pack_arrays(arrays)
@@ -185,15 +139,14 @@ def encode_slice(sl: MemorySlice, dim: int) -> EncodedSlice:
 
 
 def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:
-    if off.ndim != 1 or off.shape[0] < 1 or off[0] != 0 or off[-1] != len(raw) or (np.diff(off) < 0).any():
+    if off.ndim != 1:
         raise SliceFormatError(f"{where}: offsets do not cut its {len(raw)} bytes")
-    bounds = off.tolist()
-    out = np.empty(len(bounds) - 1, dtype=object)
     try:
-        out[:] = [raw[bounds[i] : bounds[i + 1]].decode("utf-8", "surrogatepass") for i in range(len(bounds) - 1)]
+        return columns.split_utf8(raw, off)
     except UnicodeDecodeError as exc:
         raise SliceFormatError(f"{where}: not UTF-8 ({exc.reason})") from None
-    return out
+    except ValueError:
+        raise SliceFormatError(f"{where}: offsets do not cut its {len(raw)} bytes") from None
 
 
 def catalogue_stats(sl: MemorySlice) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 CPU path and GPU paths (Triton, CUDA C++), and four host-only ops: the theme stage's attach loop
 (attach) and seeded k-means of the theme splits (kmeans), the sentence encoder's batch-invariant dense
 layer (linear) and the hashing embedder's word-feature counts (features), each a reference and C++,
+plus the store's file format (columns: a memory's arrays as one container, text columns as UTF-8),
 behind one contract in three modules:
 
 - ``backends``: which backends exist and can run here (``available_backends``), which each op
@@ -23,6 +24,7 @@ backends an op has; ``validated_backends()`` the GPU paths validated on a real G
 (``validated.json``), which ``backend="auto"`` prefers on CUDA tensors.
 """
 
+from . import columns
 from .attach import attach_rows
 from .backends import BACKENDS, BackendStatus, available_backends, implemented_backends
 from .checks import csr_offsets
@@ -36,7 +38,7 @@ from .objective import Candidates, PartitionState, candidate_gains, partition_ob
 from .validated import rows as validated_backends
 
 __all__ = [
-    "BACKENDS", "BackendStatus", "Candidates", "attach_rows", "KnnGraph", "PackedLinear", "PartitionState", "available_backends",
+    "BACKENDS", "BackendStatus", "Candidates", "attach_rows", "columns", "KnnGraph", "PackedLinear", "PartitionState", "available_backends",
     "candidate_gains", "coverage_select", "csr_offsets", "feature_counts", "implemented_backends", "knn_graph", "knn_search",
     "pack_linear", "partition_objective", "rowwise_linear", "score_candidates", "spherical_kmeans",
     "token_entropy_logprob", "validated_backends",

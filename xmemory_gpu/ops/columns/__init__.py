@@ -1,0 +1,62 @@
+"""A memory's columns as one container of named arrays (the store's file format, ``memory/codec.py``)
+and text columns as UTF-8 bytes plus offsets, both ways. Host only: ``reference`` (Python, the format
+as first written) and ``cpu`` (C++, ``csrc/cpu/columns.cpp``: one call per container or column
+instead of a NumPy call per array and a Python step per string), equal to the byte. Errors are
+``ValueError`` naming the array (``UnicodeDecodeError`` for text that is not UTF-8); the codec adds
+which memory."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..backends import host_backend, implementation, register, resolve_backend
+from .reference import ALIGN, DTYPES, MAGIC, aligned
+
+_ALL = {"reference": "reference", "cpu": "cpu"}
+for _op in ("pack_arrays", "join_utf8", "split_utf8", "container_views"):
+    register(_op, __name__, _ALL)
+
+
+_IMPLS: dict[tuple[str, str, str | None], object] = {}  # a codec calls these per column: resolved once
+
+
+def _impl(op: str, backend: str):
+    key = (op, backend, os.environ.get("XMEMORY_BACKEND") if backend == "auto" else None)
+    fn = _IMPLS.get(key)
+    if fn is None:
+        name = resolve_backend(op, host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+        fn = _IMPLS[key] = implementation(op, name)
+    return fn
+
+
+def pack_arrays(names: list[str], arrays: list[np.ndarray], *, backend: str = "auto") -> bytes:
+    """Named numeric arrays (float32/64, int32/64, uint8; names [n], arrays [n]) as one container:
+    ``MAGIC``, a little-endian u64 header length, the JSON header (each array's name, dtype, shape
+    and offset), then the arrays' bytes, each ``ALIGN``-byte aligned, zero padded."""
+    return _impl("pack_arrays", backend)(list(names), list(arrays))
+
+
+def join_utf8(texts: list, *, backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """A text column: uint8 [B] its items' UTF-8 ("surrogatepass", each item as ``str``) joined, and
+    int64 [n + 1] offsets."""
+    return _impl("join_utf8", backend)(list(texts))
+
+
+def split_utf8(raw: bytes, off: np.ndarray, *, backend: str = "auto") -> np.ndarray:
+    """The inverse of ``join_utf8``: object [n] str of ``raw`` cut at ``off`` int64 [n + 1]; ``ValueError``
+    unless the offsets run from 0 to ``len(raw)`` without decreasing."""
+    off = np.ascontiguousarray(off, np.int64)
+    if off.ndim != 1:
+        raise ValueError(f"offsets: expected one dimension, got shape {off.shape}")
+    return _impl("split_utf8", backend)(bytes(raw), off)
+
+
+def container_views(entries: object, buf: bytearray, base: int, *, backend: str = "auto") -> dict[str, np.ndarray]:
+    """The arrays a container's parsed header ``entries`` name, as writable views of ``buf`` (a
+    bytearray) from byte ``base``; an entry that is not valid or runs past the end raises ``ValueError``."""
+    return _impl("container_views", backend)(entries, buf, int(base))
+
+
+__all__ = ["ALIGN", "DTYPES", "MAGIC", "aligned", "container_views", "join_utf8", "pack_arrays", "split_utf8"]
