@@ -3,8 +3,10 @@ conversations, each run a fresh process and a fresh store, its per-stage timings
 CLI's own report; min and median over the runs. With ``--before DIR`` (a copy of another commit's
 ``xmemory_gpu`` package, e.g. ``git archive <commit> xmemory_gpu | tar -x -C DIR`` plus a link to
 the built ``_C`` module) the runs of the two trees alternate (the machine may be shared: interleaved
-rounds keep the comparison fair); ``--workers N`` rows then run for both trees. ``--profile`` adds one in-process run under cProfile and reports the
-share of the non-encoder time spent inside the compiled module (``xmemory_gpu._C``).
+rounds keep the comparison fair); ``--workers N`` rows then run for both trees. ``--profile`` adds two in-process runs of this tree and reports the
+share of the non-encoder time spent inside the compiled module (``xmemory_gpu._C``): under cProfile,
+and at full speed with every ``_C`` function and the encoder wrapped in a clock (cProfile's per-call
+cost inflates the Python side about 2x; the second figure is the truer one).
 
     python benchmarks/bench_build.py --data ../shared/data/locomo/locomo_dev.json --runs 3
     python benchmarks/bench_build.py --synthetic 1000 --seed 11 --runs 3 --before /tmp/old --profile
@@ -84,6 +86,58 @@ def native_share(data: Path, embedder: str) -> dict[str, float]:
 
 
 
+def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
+    """One in-process build at full speed (no profiler: cProfile's per-call cost inflates the Python
+    side): every ``xmemory_gpu._C`` function and the embedder's ``encode`` wrapped in a clock;
+    seconds in ``_C`` outside ``encode``, in ``encode``, in all."""
+    from xmemory_gpu import _C
+    from xmemory_gpu.construct.pipeline import build_store
+    from xmemory_gpu.embed import load_embedder
+    from xmemory_gpu.ops.knn import graph
+
+    clock = {"native": 0.0, "encode": 0.0, "in_encode": 0}
+
+    def timed_native(fn):
+        def call(*args, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                if not clock["in_encode"]:
+                    clock["native"] += time.perf_counter() - t0
+        return call
+
+    def timed_encode(fn):
+        def call(*args, **kw):
+            t0 = time.perf_counter()
+            clock["in_encode"] += 1
+            try:
+                return fn(*args, **kw)
+            finally:
+                clock["in_encode"] -= 1
+                clock["encode"] += time.perf_counter() - t0
+        return call
+
+    originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
+    emb = load_embedder(embedder)
+    emb.encode = timed_encode(emb.encode)
+    try:
+        for n, f in originals.items():
+            setattr(_C, n, timed_native(f))
+        graph._native.cache_clear()
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            build_store(data, f"{tmp}/store", embedder=emb, progress=False)
+            total = time.perf_counter() - t0
+    finally:
+        for n, f in originals.items():
+            setattr(_C, n, f)
+        graph._native.cache_clear()
+    return {"total_s": total, "encoder_s": clock["encode"], "native_s": clock["native"],
+            "native_share_of_non_encoder": clock["native"] / max(total - clock["encode"], 1e-9)}
+
+
+
 def _table(rows: dict[str, list[dict[str, float]]]) -> str:
     stages = list(dict.fromkeys(k for runs in rows.values() for r in runs for k in r))
     head = "| stage | " + " | ".join(f"{name} min | {name} median" for name in rows) + " |"
@@ -126,7 +180,7 @@ def main() -> None:
         print(_table(rows))
         print(json.dumps(rows))
         if args.profile:
-            print(json.dumps(native_share(data, args.embedder)))
+            print(json.dumps({"cprofile": native_share(data, args.embedder), "timed": native_share_timed(data, args.embedder)}))
 
 
 if __name__ == "__main__":
