@@ -20,9 +20,21 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 
 
-def words(text: str) -> list[str]:
-    """Lower-cased word tokens (letters, digits, inner apostrophes/hyphens)."""
+def words_reference(text: str) -> list[str]:
+    """Lower-cased word tokens (letters, digits, inner apostrophes/hyphens): the rule as written."""
     return [w.lower().strip("'-") for w in _WORD.findall(text)]
+
+
+try:  # the same rule in one C++ call (csrc/cpu/hashing.cpp), when the compiled module is built
+    from ._C import words as _native_words
+except ImportError:
+    _native_words = None
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (letters, digits, inner apostrophes/hyphens): ``words_reference``'s
+    list, from the compiled module when it is built (every build and search splits texts into words)."""
+    return words_reference(text) if _native_words is None else _native_words(text)
 
 
 def content_words(text: str) -> list[str]:

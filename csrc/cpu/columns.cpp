@@ -11,6 +11,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -212,6 +213,75 @@ py::object views(const py::list& entries, const py::bytearray& buf, int64_t base
   return std::move(out);
 }
 
+// Value checks of a slice (memory/codec.py's check_slice after its shape checks), all in one pass:
+// True when every check passes; False when one fails or an array is not of the dtype the layout
+// names (the reference then runs and says which). refs: (int32/int64 array, lo, hi) every value in
+// [lo, hi); psg_msg int32 non-decreasing; msg_psg int32: each first passage >= 0 belongs to its
+// message (psg_msg[first] == row); finite: float32 arrays without NaN or inf; times: float64 arrays,
+// each value NaN or in [tmin, tmax); nonan: float32 arrays without NaN.
+template <typename T>
+bool in_range(const py::array& a, int64_t lo, int64_t hi) {
+  const T* v = static_cast<const T*>(a.data());
+  for (py::ssize_t i = 0, n = a.size(); i < n; ++i)
+    if (int64_t(v[i]) < lo || int64_t(v[i]) >= hi) return false;
+  return true;
+}
+
+bool is_c(const py::handle& h, char kind, int size) {
+  if (!py::isinstance<py::array>(h)) return false;
+  auto a = py::reinterpret_borrow<py::array>(h);
+  const auto dt = a.dtype();
+  return dt.kind() == kind && dt.itemsize() == size && dt.byteorder() != '>' &&
+         (a.flags() & py::array::c_style) != 0;
+}
+
+bool values_ok(const py::list& refs, const py::handle& psg_msg, const py::handle& msg_psg, const py::list& finite,
+               const py::list& times, double tmin, double tmax, const py::list& nonan) {
+  for (py::handle r : refs) {
+    auto t = r.cast<py::tuple>();
+    const int64_t lo = t[1].cast<int64_t>(), hi = t[2].cast<int64_t>();
+    if (is_c(t[0], 'i', 4)) {
+      if (!in_range<int32_t>(t[0].cast<py::array>(), lo, hi)) return false;
+    } else if (is_c(t[0], 'i', 8)) {
+      if (!in_range<int64_t>(t[0].cast<py::array>(), lo, hi)) return false;
+    } else {
+      return false;
+    }
+  }
+  if (!is_c(psg_msg, 'i', 4) || !is_c(msg_psg, 'i', 4)) return false;
+  auto pm = py::reinterpret_borrow<py::array>(psg_msg);
+  auto mp = py::reinterpret_borrow<py::array>(msg_psg);
+  const int32_t* owner = static_cast<const int32_t*>(pm.data());
+  const int32_t* first = static_cast<const int32_t*>(mp.data());
+  const py::ssize_t n_psg = pm.size(), n_msg = mp.size();
+  for (py::ssize_t i = 1; i < n_psg; ++i)
+    if (owner[i] < owner[i - 1]) return false;
+  for (py::ssize_t i = 0; i < n_msg; ++i)
+    if (first[i] >= 0 && (first[i] >= n_psg || owner[first[i]] != i)) return false;
+  for (py::handle h : finite) {
+    if (!is_c(h, 'f', 4)) return false;
+    auto a = py::reinterpret_borrow<py::array>(h);
+    const float* v = static_cast<const float*>(a.data());
+    for (py::ssize_t i = 0, n = a.size(); i < n; ++i)
+      if (!std::isfinite(v[i])) return false;
+  }
+  for (py::handle h : times) {
+    if (!is_c(h, 'f', 8)) return false;
+    auto a = py::reinterpret_borrow<py::array>(h);
+    const double* v = static_cast<const double*>(a.data());
+    for (py::ssize_t i = 0, n = a.size(); i < n; ++i)
+      if (!std::isnan(v[i]) && !(v[i] >= tmin && v[i] < tmax)) return false;
+  }
+  for (py::handle h : nonan) {
+    if (!is_c(h, 'f', 4)) return false;
+    auto a = py::reinterpret_borrow<py::array>(h);
+    const float* v = static_cast<const float*>(a.data());
+    for (py::ssize_t i = 0, n = a.size(); i < n; ++i)
+      if (std::isnan(v[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void register_columns(py::module_& m) {
@@ -221,6 +291,9 @@ void register_columns(py::module_& m) {
         "A text column as (uint8 UTF-8 bytes, int64 [n+1] offsets), or None when the reference must run");
   m.def("split_utf8", &split_utf8, py::arg("raw"), py::arg("offsets"),
         "A text column back from its bytes and offsets: object [n] str (surrogatepass)");
+  m.def("values_ok", &values_ok, py::arg("refs"), py::arg("psg_msg"), py::arg("msg_psg"), py::arg("finite"),
+        py::arg("times"), py::arg("tmin"), py::arg("tmax"), py::arg("nonan"),
+        "A slice's value checks in one pass: True when all pass, False when the reference must say which fails");
   m.def("container_views", &views, py::arg("entries"), py::arg("buf"), py::arg("base"),
         "A container's header entries as views of buf, or None when the reference must run");
 }

@@ -188,6 +188,43 @@ class FeatureCounter {
   std::mutex mu_;
 };
 
+// text.words in one call: the same rule read off the str's own code points (anything above 127,
+// a lone surrogate too, splits words), each word a new ASCII str.
+py::list py_words(const py::handle& text) {
+  PyObject* o = text.ptr();
+  if (!PyUnicode_Check(o)) throw py::type_error("text: expected a str, got " + std::string(Py_TYPE(o)->tp_name));
+  const int kind = PyUnicode_KIND(o);
+  const void* data = PyUnicode_DATA(o);
+  const Py_ssize_t n = PyUnicode_GET_LENGTH(o);
+  auto at = [&](Py_ssize_t i) -> unsigned char {
+    const Py_UCS4 c = PyUnicode_READ(kind, data, i);
+    return c < 128 ? static_cast<unsigned char>(c) : 0;  // 0: never part of a word
+  };
+  py::list out;
+  std::string w;
+  Py_ssize_t i = 0;
+  while (i < n) {
+    if (!word_start(at(i))) {
+      ++i;
+      continue;
+    }
+    Py_ssize_t j = i + 1;
+    while (j < n && word_char(at(j))) ++j;
+    Py_ssize_t end = j;
+    while (end > i + 1 && (at(end - 1) == '\'' || at(end - 1) == '-')) --end;
+    w.resize(static_cast<size_t>(end - i));
+    for (Py_ssize_t k = i; k < end; ++k) {
+      const unsigned char c = at(k);
+      w[static_cast<size_t>(k - i)] = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    PyObject* s = PyUnicode_FromStringAndSize(w.data(), static_cast<Py_ssize_t>(w.size()));
+    if (s == nullptr) throw py::error_already_set();
+    out.append(py::reinterpret_steal<py::object>(s));
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_hashing(py::module_& m) {
@@ -195,6 +232,8 @@ void register_hashing(py::module_& m) {
       .def(py::init<int64_t>(), py::arg("dim"))
       .def("counts", &FeatureCounter::counts, py::arg("texts"), "[n, dim] float64 signed counts")
       .def_property_readonly("dim", &FeatureCounter::dim);
+  m.def("words", &py_words, py::arg("text"),
+        "text.words: lower-cased ASCII word runs [A-Za-z0-9][A-Za-z0-9'-]*, trailing ' and - cut");
   m.def("blake2b64", [](const py::bytes& b) { return blake2b64(static_cast<std::string>(b)); }, py::arg("data"),
         "BLAKE2b with an 8-byte digest, as a little-endian integer (= hashlib.blake2b(data, digest_size=8))");
 }

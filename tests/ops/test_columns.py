@@ -168,3 +168,105 @@ def test_crafted_header_entries_are_read_or_refused_alike(entry):
         assert cpu[1] == ref[1]
     assert _outcome(columns.container_views, {"not": "a list"}, buf, base, backend="cpu") == \
         _outcome(columns.container_views, {"not": "a list"}, buf, base, backend="reference")
+
+
+# ---- the value checks' fast yes (check_slice) --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built_slices(tmp_path_factory):
+    from xmemory_gpu.construct.pipeline import build_slices
+    from xmemory_gpu.datasets.locomo import load_locomo
+    from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+    from xmemory_gpu.embed import load_embedder
+
+    convs = load_locomo(write_json(generate_conversations(4, seed=5, sessions=(2, 3)), tmp_path_factory.mktemp("c") / "d.json"))
+    return build_slices(convs, load_embedder("hashing:32"))
+
+
+def _damaged(sl, rng: np.random.Generator):
+    """A copy of ``sl`` with one value of one checked column broken (or left whole)."""
+    from xmemory_gpu.memory.bank import MemorySlice
+
+    cols = {lv: {k: a.copy() for k, a in c.items()} for lv, c in sl.cols.items()}
+    n = {lv: len(c["x"]) if "x" in c else len(c["id"]) for lv, c in cols.items()}
+    choice = int(rng.integers(9))
+    pick = lambda a: tuple(int(rng.integers(s)) for s in a.shape)  # noqa: E731
+    if choice == 0:
+        lv, name, target = [("epi", "msgs", "msg"), ("sem", "theme", "theme"), ("sem", "knn_idx", "sem"),
+                            ("theme", "knn_idx", "theme"), ("msg", "psg", "psg"), ("sem", "epis", "epi")][int(rng.integers(6))]
+        if cols[lv][name].size:
+            cols[lv][name][pick(cols[lv][name])] = rng.choice([n[target], -2, -1, 2**31 - 1])
+    elif choice == 1:
+        lv, name = [("msg", "x"), ("sem", "x"), ("theme", "x"), ("epi", "x")][int(rng.integers(4))]
+        if cols[lv][name].size:
+            cols[lv][name][pick(cols[lv][name])] = rng.choice([np.nan, np.inf, -np.inf])
+    elif choice == 2:
+        lv, name = [("msg", "time"), ("epi", "start"), ("sem", "time")][int(rng.integers(3))]
+        if cols[lv][name].size:
+            cols[lv][name][pick(cols[lv][name])] = rng.choice([np.nan, np.inf, -np.inf, 3e11, -7e10, 0.0, 253402300799.0])
+    elif choice == 3:
+        lv = ["sem", "theme"][int(rng.integers(2))]
+        if cols[lv]["knn_sim"].size:
+            cols[lv]["knn_sim"][pick(cols[lv]["knn_sim"])] = rng.choice([np.nan, np.inf, -np.inf])
+    elif choice == 4 and cols["psg"]["msg"].size > 1:
+        cols["psg"]["msg"] = cols["psg"]["msg"][::-1].copy()
+    elif choice == 5 and (cols["msg"]["psg"] >= 0).any():
+        i = int(np.flatnonzero(cols["msg"]["psg"] >= 0)[0])
+        cols["msg"]["psg"][i] = (cols["msg"]["psg"][i] + 1) % max(n["psg"], 1)
+    elif choice == 6:
+        cols["sem"]["theme"] = cols["sem"]["theme"].astype(np.int64)  # another dtype: the reference decides
+    return MemorySlice(sl.memory_id, cols, sl.stats)
+
+
+@needs_cpu
+@pytest.mark.parametrize("seed", range(30))
+def test_the_fast_yes_of_check_slice_agrees_with_its_checks(built_slices, seed, monkeypatch):
+    from xmemory_gpu.memory.codec import SliceFormatError, check_slice
+
+    rng = np.random.default_rng(seed)
+    for sl in built_slices:
+        bad = _damaged(sl, rng)
+        got = []
+        for backend in ("cpu", "reference"):
+            monkeypatch.setenv("XMEMORY_BACKEND", backend)
+            try:
+                check_slice(bad, 32)
+                got.append("ok")
+            except SliceFormatError as exc:
+                got.append(str(exc))
+        assert got[0] == got[1]
+
+
+@needs_cpu
+def test_the_fast_yes_says_no_to_each_broken_value():
+    ok = np.zeros(3, np.int32)
+    base = dict(refs=[(np.array([0, 1, -1], np.int32), -1, 2)], psg_msg=np.array([0, 0, 2], np.int32),
+                msg_psg=np.array([0, -1, 2], np.int32), finite=[np.ones((2, 3), np.float32)],
+                times=[np.array([np.nan, 0.0])], tmin=-1.0, tmax=1.0, nonan=[np.array([-np.inf], np.float32)])
+    assert columns.values_ok(**base, backend="cpu")
+    assert not columns.values_ok(**base, backend="reference")  # no C++: the caller's own checks run
+    for key, value in [("refs", [(np.array([2], np.int32), -1, 2)]), ("refs", [(np.array([-2], np.int64), -1, 2)]),
+                       ("refs", [(np.array([0], np.uint8), -1, 2)]), ("psg_msg", np.array([1, 0, 2], np.int32)),
+                       ("msg_psg", np.array([2, -1, 2], np.int32)), ("msg_psg", np.array([3, -1, 2], np.int32)),
+                       ("finite", [np.array([[np.inf]], np.float32)]), ("finite", [np.ones(2)]),
+                       ("times", [np.array([1.0])]), ("times", [np.array([-np.inf])]), ("nonan", [np.array([np.nan], np.float32)]),
+                       ("msg_psg", ok.astype(np.int64)), ("refs", [(np.arange(6, dtype=np.int32)[::2], 0, 9)])]:
+        assert not columns.values_ok(**{**base, key: value}, backend="cpu"), key
+
+
+@needs_cpu
+@pytest.mark.parametrize("seed", range(10))
+def test_native_words_are_the_rule(seed):
+    from xmemory_gpu import _C
+    from xmemory_gpu.text import words_reference
+
+    rng = np.random.default_rng(seed)
+    pieces = PIECES + ["it's", "2nd-hand", "well--", "'quoted'", "-dash", "a'b-c'", "o'-", "İstanbul", "\ud800x", "ß", "Ǆ",
+                       "\u212a", "12:30", "U.S.A."]
+    seps = [" ", ", ", "-", "'", "/", "\u00a0", "\u2019", "\t", ""]
+    for _ in range(200):
+        text = "".join(str(rng.choice(pieces)) + str(rng.choice(seps)) for _ in range(int(rng.integers(0, 20))))
+        assert _C.words(text) == words_reference(text), text
+    with pytest.raises(TypeError, match="text: expected a str"):
+        _C.words(b"bytes")

@@ -197,6 +197,10 @@ def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any], fmt: in
     return MemorySlice(memory_id, cols, stats)
 
 
+_FROM_ZERO = (("sem", "theme"), ("psg", "msg"))  # row references that may not be -1
+_FINITE = (("msg", "x"), ("epi", "x"), ("sem", "x"), ("theme", "sum"), ("theme", "x"), ("psg", "x"))  # no NaN nor inf
+
+
 def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None) -> None:
     """Shapes, row references and finite values of a slice read from outside (a crafted or damaged
     file is refused with ``SliceFormatError`` naming memory, column and what is wrong). ``counts``:
@@ -214,9 +218,14 @@ def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None)
             a = sl.cols[lv][name]
             if a.ndim != (1 if kind == "" else 2) or (kind == "d" and a.shape[1] != dim) or (kind in ("w", "k") and a.shape[1] < 1):
                 raise SliceFormatError(f"{where}: column {lv}.{name}: shape {a.shape} does not fit dim {dim}")
+    refs = [(sl.cols[lv][name], 0 if (lv, name) in _FROM_ZERO else -1, n[target]) for (lv, name), target in ROW_REFS.items()]
+    if columns.values_ok(refs, sl.cols["psg"]["msg"], sl.cols["msg"]["psg"], [sl.cols[lv][name] for lv, name in _FINITE],
+                         [sl.cols[lv][name] for lv, name in TIME_COLUMNS], MIN_TIME, MAX_TIME,
+                         [sl.cols[lv]["knn_sim"] for lv in ("sem", "theme")]):
+        return  # one C++ pass found nothing: the checks below say what is wrong when it does
     for (lv, name), target in ROW_REFS.items():
         a = sl.cols[lv][name]
-        lo = 0 if (lv, name) in (("sem", "theme"), ("psg", "msg")) else -1
+        lo = 0 if (lv, name) in _FROM_ZERO else -1
         if a.size and (a.min() < lo or a.max() >= n[target]):
             raise SliceFormatError(f"{where}: column {lv}.{name}: row ids outside {lo}..{n[target] - 1}")
     psg_msg = sl.cols["psg"]["msg"]
@@ -226,7 +235,7 @@ def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None)
     named = np.flatnonzero(first >= 0)
     if named.size and (psg_msg[first[named]] != named).any():
         raise SliceFormatError(f"{where}: column msg.psg: a first passage belongs to another message")
-    for lv, name in (("msg", "x"), ("epi", "x"), ("sem", "x"), ("theme", "sum"), ("theme", "x"), ("psg", "x")):
+    for lv, name in _FINITE:
         bad = ~np.isfinite(sl.cols[lv][name])
         if bad.any():
             rows = np.flatnonzero(bad.any(axis=1))[:5].tolist()

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from ..backends import host_backend, implementation, register, resolve_backend
+from ..backends import host_backend, implementation, is_available, register, resolve_backend
 from .reference import ALIGN, DTYPES, MAGIC, aligned
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
@@ -59,4 +59,20 @@ def container_views(entries: object, buf: bytearray, base: int, *, backend: str 
     return _impl("container_views", backend)(entries, buf, int(base))
 
 
-__all__ = ["ALIGN", "DTYPES", "MAGIC", "aligned", "container_views", "join_utf8", "pack_arrays", "split_utf8"]
+def values_ok(refs: list[tuple[np.ndarray, int, int]], psg_msg: np.ndarray, msg_psg: np.ndarray, finite: list[np.ndarray],
+              times: list[np.ndarray], tmin: float, tmax: float, nonan: list[np.ndarray], *, backend: str = "auto") -> bool:
+    """A fast yes for a slice's value checks (``memory.codec.check_slice``), one C++ pass: True when
+    every ``refs`` (int32/int64 array, lo, hi) value is in [lo, hi), ``psg_msg`` int32 does not
+    decrease, each ``msg_psg`` int32 first passage >= 0 belongs to its message, ``finite`` float32
+    arrays hold no NaN or inf, ``times`` float64 values are NaN or in [tmin, tmax) and ``nonan`` float32
+    arrays hold no NaN. False when one fails, an array has another dtype, or the C++ module is not
+    in use: the caller then runs its own checks, which say what fails."""
+    name = host_backend(backend)
+    if not (name == "cpu" or name == "auto" and is_available("cpu")):
+        return False
+    from ... import _C
+
+    return bool(_C.values_ok(refs, psg_msg, msg_psg, finite, times, float(tmin), float(tmax), nonan))
+
+
+__all__ = ["ALIGN", "DTYPES", "MAGIC", "aligned", "container_views", "join_utf8", "pack_arrays", "split_utf8", "values_ok"]
