@@ -270,3 +270,20 @@ def test_native_words_are_the_rule(seed):
         assert _C.words(text) == words_reference(text), text
     with pytest.raises(TypeError, match="text: expected a str"):
         _C.words(b"bytes")
+
+
+@needs_cpu
+@pytest.mark.parametrize("seed", range(20))
+def test_group_sums_are_add_at_to_the_bit(seed):
+    rng = np.random.default_rng(seed)
+    n, d, k = int(rng.integers(0, 60)), int(rng.integers(1, 40)), int(rng.integers(1, 12))
+    x = (rng.standard_normal((n, d)) * rng.choice([1e-3, 1.0, 1e4])).astype(np.float32)
+    group = rng.integers(0, k, n).astype(rng.choice([np.int32, np.int64, np.uint8]))
+    want = np.zeros((k, d))
+    for i in range(n):  # the rule: each row added in turn, in float64
+        want[int(group[i])] += x[i].astype(np.float64)
+    for backend in ("cpu", "reference"):
+        got = columns.group_sums(x, group, k, backend=backend)
+        assert got.dtype == np.float64 and got.shape == (k, d) and np.array_equal(got, want), backend
+    with pytest.raises(ValueError, match="outside"):
+        columns.group_sums(np.ones((2, 3), np.float32), np.array([0, k], np.int64), k, backend="cpu")
