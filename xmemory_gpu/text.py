@@ -25,10 +25,11 @@ def words_reference(text: str) -> list[str]:
     return [w.lower().strip("'-") for w in _WORD.findall(text)]
 
 
-try:  # the same rule in one C++ call (csrc/cpu/hashing.cpp), when the compiled module is built
+try:  # the same rules in one C++ call each (csrc/cpu/hashing.cpp), when the compiled module is built
+    from ._C import keywords as _native_keywords
     from ._C import words as _native_words
 except ImportError:
-    _native_words = None
+    _native_keywords = _native_words = None
 
 
 def words(text: str) -> list[str]:
@@ -46,12 +47,20 @@ def content_of(ws: list[str]) -> list[str]:
     return [w for w in ws if w not in STOPWORDS and len(w) > 1]
 
 
-def keywords(texts: list[str], n: int = 4) -> list[str]:
-    """The ``n`` most frequent content words over ``texts`` (ties by first appearance)."""
+def keywords_reference(texts: list[str], n: int = 4) -> list[str]:
+    """The ``n`` most frequent content words over ``texts`` (ties by first appearance): the rule as written."""
     counts: Counter[str] = Counter()
     for t in texts:
         counts.update(content_words(t))
     return [w for w, _ in counts.most_common(n)]
+
+
+def keywords(texts: list[str], n: int = 4) -> list[str]:
+    """``keywords_reference``'s list, in one call of the compiled module when it is built (every
+    episode's title)."""
+    if _native_keywords is None or n < 1:
+        return keywords_reference(texts, n)
+    return _native_keywords(texts, n, STOPWORDS)
 
 
 _DATES: dict[float | None, str] = {}  # timestamp -> ``fmt_date`` (a pure function of it)

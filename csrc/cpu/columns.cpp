@@ -282,31 +282,6 @@ bool values_ok(const py::list& refs, const py::handle& psg_msg, const py::handle
   return true;
 }
 
-// sums [k, d] float64 of the float32 rows x [n, d] by group [n] (int64, each in [0, k)), each row
-// added in row order: np.add.at(sums, group, x.astype(float64)) to the bit.
-py::array_t<double> group_sums(const py::array_t<float, py::array::c_style>& x,
-                               const py::array_t<int64_t, py::array::c_style>& group, int64_t k) {
-  if (x.ndim() != 2 || group.ndim() != 1 || group.shape(0) != x.shape(0) || k < 0)
-    throw py::value_error("group_sums: expected x [n, d], group [n] and k >= 0");
-  const py::ssize_t n = x.shape(0), d = x.shape(1);
-  const int64_t* g = group.data();
-  for (py::ssize_t i = 0; i < n; ++i)
-    if (g[i] < 0 || g[i] >= k) throw py::value_error("group_sums: a group outside 0..k-1");
-  py::array_t<double> out({static_cast<py::ssize_t>(k), d});
-  double* s = out.mutable_data();
-  const float* v = x.data();
-  {
-    py::gil_scoped_release release;
-    std::memset(s, 0, sizeof(double) * size_t(k) * size_t(d));
-    for (py::ssize_t i = 0; i < n; ++i) {
-      double* row = s + g[i] * d;
-      const float* xi = v + i * d;
-      for (py::ssize_t j = 0; j < d; ++j) row[j] += double(xi[j]);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void register_columns(py::module_& m) {
@@ -316,8 +291,6 @@ void register_columns(py::module_& m) {
         "A text column as (uint8 UTF-8 bytes, int64 [n+1] offsets), or None when the reference must run");
   m.def("split_utf8", &split_utf8, py::arg("raw"), py::arg("offsets"),
         "A text column back from its bytes and offsets: object [n] str (surrogatepass)");
-  m.def("group_sums", &group_sums, py::arg("x"), py::arg("group"), py::arg("k"),
-        "float64 [k, d] sums of float32 rows by group, in row order (np.add.at's bits)");
   m.def("values_ok", &values_ok, py::arg("refs"), py::arg("psg_msg"), py::arg("msg_psg"), py::arg("finite"),
         py::arg("times"), py::arg("tmin"), py::arg("tmax"), py::arg("nonan"),
         "A slice's value checks in one pass: True when all pass, False when the reference must say which fails");

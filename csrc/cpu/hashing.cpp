@@ -188,11 +188,10 @@ class FeatureCounter {
   std::mutex mu_;
 };
 
-// text.words in one call: the same rule read off the str's own code points (anything above 127,
-// a lone surrogate too, splits words), each word a new ASCII str.
-py::list py_words(const py::handle& text) {
-  PyObject* o = text.ptr();
-  if (!PyUnicode_Check(o)) throw py::type_error("text: expected a str, got " + std::string(Py_TYPE(o)->tp_name));
+// The words of a str, read off its own code points (anything above 127, a lone surrogate too,
+// splits words), lower-cased, trailing ' and - cut: fn(word) for each, in order.
+template <typename Fn>
+void each_word(PyObject* o, std::string& w, Fn&& fn) {
   const int kind = PyUnicode_KIND(o);
   const void* data = PyUnicode_DATA(o);
   const Py_ssize_t n = PyUnicode_GET_LENGTH(o);
@@ -200,8 +199,6 @@ py::list py_words(const py::handle& text) {
     const Py_UCS4 c = PyUnicode_READ(kind, data, i);
     return c < 128 ? static_cast<unsigned char>(c) : 0;  // 0: never part of a word
   };
-  py::list out;
-  std::string w;
   Py_ssize_t i = 0;
   while (i < n) {
     if (!word_start(at(i))) {
@@ -217,11 +214,68 @@ py::list py_words(const py::handle& text) {
       const unsigned char c = at(k);
       w[static_cast<size_t>(k - i)] = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     }
-    PyObject* s = PyUnicode_FromStringAndSize(w.data(), static_cast<Py_ssize_t>(w.size()));
-    if (s == nullptr) throw py::error_already_set();
-    out.append(py::reinterpret_steal<py::object>(s));
+    fn(w);
     i = j;
   }
+}
+
+py::object ascii_str(const std::string& w) {
+  PyObject* s = PyUnicode_FromStringAndSize(w.data(), static_cast<Py_ssize_t>(w.size()));
+  if (s == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(s);
+}
+
+PyObject* checked_str(const py::handle& text, const char* what) {
+  PyObject* o = text.ptr();
+  if (!PyUnicode_Check(o)) throw py::type_error(std::string(what) + ": expected a str, got " + Py_TYPE(o)->tp_name);
+  return o;
+}
+
+// text.keywords in one call: the n most frequent words of texts longer than one letter and not in
+// `stop` (a set of str), ties to the first seen (Counter.most_common's order).
+py::list py_keywords(const py::sequence& texts, int64_t n, const py::handle& stop) {
+  if (!PyAnySet_Check(stop.ptr())) throw py::type_error("stop: expected a set or frozenset of str");
+  struct Count {
+    int64_t count, first;
+  };
+  std::unordered_map<std::string, Count> counts;
+  std::unordered_map<std::string, bool> is_stop;  // each distinct word looked up in `stop` once
+  std::vector<const std::string*> order;
+  std::string w;
+  for (py::handle t : texts) {
+    each_word(checked_str(t, "texts[i]"), w, [&](const std::string& word) {
+      if (word.size() < 2) return;
+      auto st = is_stop.find(word);
+      if (st == is_stop.end()) {
+        const int hit = PySet_Contains(stop.ptr(), ascii_str(word).ptr());
+        if (hit < 0) throw py::error_already_set();
+        st = is_stop.emplace(word, hit == 1).first;
+      }
+      if (st->second) return;
+      auto [it, fresh] = counts.try_emplace(word, Count{0, static_cast<int64_t>(order.size())});
+      if (fresh) order.push_back(&it->first);
+      ++it->second.count;
+    });
+  }
+  std::vector<std::pair<int64_t, int64_t>> ranked;  // (-count, first)
+  ranked.reserve(order.size());
+  for (const std::string* word : order) {
+    const Count& c = counts.at(*word);
+    ranked.emplace_back(-c.count, c.first);
+  }
+  const size_t keep = n > 0 ? std::min(static_cast<size_t>(n), ranked.size()) : 0;
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end());
+  py::list out;
+  for (size_t r = 0; r < keep; ++r) out.append(ascii_str(*order[static_cast<size_t>(ranked[r].second)]));
+  return out;
+}
+
+// text.words in one call: the same rule read off the str's own code points (anything above 127,
+// a lone surrogate too, splits words), each word a new ASCII str.
+py::list py_words(const py::handle& text) {
+  py::list out;
+  std::string w;
+  each_word(checked_str(text, "text"), w, [&](const std::string& word) { out.append(ascii_str(word)); });
   return out;
 }
 
@@ -234,6 +288,8 @@ void register_hashing(py::module_& m) {
       .def_property_readonly("dim", &FeatureCounter::dim);
   m.def("words", &py_words, py::arg("text"),
         "text.words: lower-cased ASCII word runs [A-Za-z0-9][A-Za-z0-9'-]*, trailing ' and - cut");
+  m.def("keywords", &py_keywords, py::arg("texts"), py::arg("n"), py::arg("stop"),
+        "text.keywords: the n most frequent words longer than one letter and not in stop, ties to the first seen");
   m.def("blake2b64", [](const py::bytes& b) { return blake2b64(static_cast<std::string>(b)); }, py::arg("data"),
         "BLAKE2b with an 8-byte digest, as a little-endian integer (= hashlib.blake2b(data, digest_size=8))");
 }

@@ -253,37 +253,3 @@ def test_the_fast_yes_says_no_to_each_broken_value():
                        ("times", [np.array([1.0])]), ("times", [np.array([-np.inf])]), ("nonan", [np.array([np.nan], np.float32)]),
                        ("msg_psg", ok.astype(np.int64)), ("refs", [(np.arange(6, dtype=np.int32)[::2], 0, 9)])]:
         assert not columns.values_ok(**{**base, key: value}, backend="cpu"), key
-
-
-@needs_cpu
-@pytest.mark.parametrize("seed", range(10))
-def test_native_words_are_the_rule(seed):
-    from xmemory_gpu import _C
-    from xmemory_gpu.text import words_reference
-
-    rng = np.random.default_rng(seed)
-    pieces = PIECES + ["it's", "2nd-hand", "well--", "'quoted'", "-dash", "a'b-c'", "o'-", "İstanbul", "\ud800x", "ß", "Ǆ",
-                       "\u212a", "12:30", "U.S.A."]
-    seps = [" ", ", ", "-", "'", "/", "\u00a0", "\u2019", "\t", ""]
-    for _ in range(200):
-        text = "".join(str(rng.choice(pieces)) + str(rng.choice(seps)) for _ in range(int(rng.integers(0, 20))))
-        assert _C.words(text) == words_reference(text), text
-    with pytest.raises(TypeError, match="text: expected a str"):
-        _C.words(b"bytes")
-
-
-@needs_cpu
-@pytest.mark.parametrize("seed", range(20))
-def test_group_sums_are_add_at_to_the_bit(seed):
-    rng = np.random.default_rng(seed)
-    n, d, k = int(rng.integers(0, 60)), int(rng.integers(1, 40)), int(rng.integers(1, 12))
-    x = (rng.standard_normal((n, d)) * rng.choice([1e-3, 1.0, 1e4])).astype(np.float32)
-    group = rng.integers(0, k, n).astype(rng.choice([np.int32, np.int64, np.uint8]))
-    want = np.zeros((k, d))
-    for i in range(n):  # the rule: each row added in turn, in float64
-        want[int(group[i])] += x[i].astype(np.float64)
-    for backend in ("cpu", "reference"):
-        got = columns.group_sums(x, group, k, backend=backend)
-        assert got.dtype == np.float64 and got.shape == (k, d) and np.array_equal(got, want), backend
-    with pytest.raises(ValueError, match="outside"):
-        columns.group_sums(np.ones((2, 3), np.float32), np.array([0, k], np.int64), k, backend="cpu")

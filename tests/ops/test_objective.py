@@ -27,7 +27,7 @@ from xmemory_gpu.ops.objective import (
 )
 from xmemory_gpu.ops.objective import reference as ref
 from xmemory_gpu.ops.objective.reference import objective_one
-from xmemory_gpu.ops.objective.state import _add_rows_in_order
+from xmemory_gpu.ops.rows import add_rows_in_order
 
 from .gpu import (
     FakeCuda,
@@ -176,16 +176,19 @@ def test_partition_objective_isas_are_bit_identical(rng, monkeypatch, dtype):
 
 def test_row_sums_in_order_equal_add_at_bit_for_bit(rng):
     """The f(P) state's sums continue row by row as ``np.add.at`` adds them (the build's decisions rest on
-    their bits): random themes, repeated rows, magnitudes 1e-8 to 1e8, empty input."""
+    their bits): random themes, repeated rows, magnitudes 1e-8 to 1e8, empty input, float32 and float64
+    rows, the C++ pass and the NumPy steps."""
     for _ in range(100):
         k, d, n = int(rng.integers(1, 30)), int(rng.integers(1, 50)), int(rng.integers(0, 300))
         x = rng.standard_normal((n + 5, d)) * rng.choice([1e-8, 1.0, 1e8], size=(n + 5, 1))
         sums = rng.standard_normal((k, d)) * rng.choice([0.0, 1.0, 1e6], size=(k, 1))
         theme, rows = rng.integers(0, k, n), rng.integers(0, n + 5, n)
-        want, got = sums.copy(), sums.copy()
-        np.add.at(want, theme, x[rows])
-        _add_rows_in_order(got, theme, x, rows)
-        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+        for native, xs in ((True, x), (False, x), (True, x.astype(np.float32)), (False, x.astype(np.float32))):
+            want = sums.copy()
+            np.add.at(want, theme, xs[rows])
+            got = sums.copy()
+            add_rows_in_order(got, theme, xs, rows, native=native)  # C++ (when built) and the NumPy steps
+            np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
 
 
 def test_score_candidates_isas_are_bit_identical(rng, monkeypatch):
@@ -690,3 +693,21 @@ def test_cpu_kernel_pass_is_the_finiteness_check(rng, dtype):
     big = np.full((3, 2), 1e200)
     np.testing.assert_array_equal(partition_objective(big, np.zeros(3, int), [0, 3], backend="cpu"),
                                   partition_objective(big, np.zeros(3, int), [0, 3], backend="reference"))
+
+
+def test_add_rows_refuses_what_it_cannot_index():
+    """The C++ pass checks every group and row before it adds anything (a bad index is one line, sums unchanged)."""
+    pytest.importorskip("xmemory_gpu._C")
+    from xmemory_gpu import _C
+
+    sums = np.zeros((2, 3))
+    x = np.ones((4, 3))
+    for group, rows, what in (([0, 2], [0, 1], "group outside"), ([0, -1], [0, 1], "group outside"),
+                              ([0, 1], [0, 4], "row outside"), ([0], [0, 1], "group and rows")):
+        with pytest.raises(ValueError, match=what):
+            _C.add_rows(sums, np.array(group, np.int64), x, np.array(rows, np.int64))
+        assert not sums.any()
+    with pytest.raises(ValueError, match="sums: expected"):
+        _C.add_rows(np.zeros((2, 3), np.float32), np.zeros(1, np.int64), x, np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="x: expected"):
+        _C.add_rows(sums, np.zeros(1, np.int64), np.ones((4, 2)), np.zeros(1, np.int64))

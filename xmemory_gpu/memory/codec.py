@@ -26,6 +26,7 @@ import numpy as np
 
 from ..ops import columns
 from ..ops.columns import MAGIC, aligned
+from ..ops.rows import add_rows_in_order
 from .bank import COLUMNS, LEVELS, ROW_REFS, MemorySlice
 from .engine_state import KEY as ENGINE_KEY
 
@@ -48,7 +49,8 @@ def theme_columns(sem_x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> dic
     """A memory's theme ``sum`` [K, d] float32 (accumulated in float64), ``count`` [K] int32 and
     unit-norm ``x`` [K, d] float32 (zero rows for empty themes) from its statements' embeddings
     ``sem_x`` [n, d] and theme rows ``theme_of`` [n]."""
-    sums = columns.group_sums(sem_x, theme_of, n_themes)
+    sums = np.zeros((n_themes, sem_x.shape[1]), np.float64)
+    add_rows_in_order(sums, theme_of, sem_x, np.arange(len(theme_of)))
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     return {"sum": sums.astype(np.float32), "count": np.bincount(theme_of, minlength=n_themes).astype(np.int32),
             "x": np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0).astype(np.float32)}

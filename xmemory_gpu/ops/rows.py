@@ -2,9 +2,47 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .devices import host
+
+
+@functools.cache
+def _native_add_rows():
+    """``_C.add_rows`` when the compiled module is built, else None (the NumPy steps)."""
+    try:
+        from .. import _C
+    except ImportError:
+        return None
+    return _C.add_rows
+
+
+def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: np.ndarray, *, native: bool = True) -> None:
+    """``np.add.at(sums, group, x[rows])``, bit for bit, in place: each group's sum continues from its
+    current value with its rows in the given order. sums float64 [k, d], group [m] in [0, k), x [N, d]
+    float32 or float64, rows [m] in [0, N). One C++ pass when the compiled module is built (and
+    ``native``); else step i adds the i-th row of every group that has one (a few dozen vectorised
+    steps: a theme holds at most a session's statements more than the cap), instead of add.at's
+    element-by-element loop."""
+    if group.size == 0:
+        return
+    add = _native_add_rows() if native else None
+    if (add is not None and sums.dtype == np.float64 and sums.flags.c_contiguous and sums.flags.writeable
+            and x.dtype in (np.float32, np.float64) and group.dtype.kind in "iu" and rows.dtype.kind in "iu"):
+        add(sums, group.astype(np.int64, copy=False), np.ascontiguousarray(x), rows.astype(np.int64, copy=False))
+        return
+    order = np.argsort(group, kind="stable")
+    t, r = group[order], rows[order]
+    first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # each touched group's first row in the sorted order
+    lens = np.diff(np.r_[first, len(t)])
+    touched = t[first]
+    acc = sums[touched]
+    for i in range(int(lens.max())):
+        g = np.flatnonzero(lens > i)
+        acc[g] += x[r[first[g] + i]]
+    sums[touched] = acc
 
 
 def row_norms(x: np.ndarray, *, keepdims: bool = False) -> np.ndarray:

@@ -15,7 +15,7 @@ from ..backends import host_backend, implementation, is_available, register, res
 from .reference import ALIGN, DTYPES, MAGIC, aligned
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
-for _op in ("pack_arrays", "join_utf8", "split_utf8", "container_views", "group_sums"):
+for _op in ("pack_arrays", "join_utf8", "split_utf8", "container_views"):
     register(_op, __name__, _ALL)
 
 
@@ -59,13 +59,6 @@ def container_views(entries: object, buf: bytearray, base: int, *, backend: str 
     return _impl("container_views", backend)(entries, buf, int(base))
 
 
-def group_sums(x: np.ndarray, group: np.ndarray, k: int, *, backend: str = "auto") -> np.ndarray:
-    """float64 [k, d] sums of the rows of ``x`` [n, d] (float32: C++, any other dtype the reference)
-    by ``group`` [n] (each in [0, k)), each row added in row order: ``np.add.at``'s bits (a memory's
-    theme sums, computed again when its file is read)."""
-    return _impl("group_sums", backend)(x, np.asarray(group), int(k))
-
-
 def values_ok(refs: list[tuple[np.ndarray, int, int]], psg_msg: np.ndarray, msg_psg: np.ndarray, finite: list[np.ndarray],
               times: list[np.ndarray], tmin: float, tmax: float, nonan: list[np.ndarray], *, backend: str = "auto") -> bool:
     """A fast yes for a slice's value checks (``memory.codec.check_slice``), one C++ pass: True when
@@ -82,4 +75,4 @@ def values_ok(refs: list[tuple[np.ndarray, int, int]], psg_msg: np.ndarray, msg_
     return bool(_C.values_ok(refs, psg_msg, msg_psg, finite, times, float(tmin), float(tmax), nonan))
 
 
-__all__ = ["ALIGN", "DTYPES", "MAGIC", "aligned", "container_views", "join_utf8", "pack_arrays", "split_utf8", "values_ok", "group_sums"]
+__all__ = ["ALIGN", "DTYPES", "MAGIC", "aligned", "container_views", "join_utf8", "pack_arrays", "split_utf8", "values_ok"]

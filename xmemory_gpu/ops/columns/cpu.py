@@ -34,9 +34,3 @@ def container_views(entries: object, buf: bytearray, base: int) -> dict[str, np.
     out = _c().container_views(entries, buf, base) if isinstance(entries, list) else None
     return reference.container_views(entries, buf, base) if out is None else out
 
-
-def group_sums(x: np.ndarray, group: np.ndarray, k: int) -> np.ndarray:
-    signed = group.dtype.kind == "i" or group.dtype.kind == "u" and group.dtype.itemsize < 8  # widened exactly
-    if x.dtype != np.float32 or x.ndim != 2 or group.ndim != 1 or not signed:
-        return reference.group_sums(x, group, k)
-    return _c().group_sums(x, group.astype(np.int64, copy=False), k)

@@ -89,10 +89,3 @@ def container_views(entries: object, buf: bytearray, base: int) -> dict[str, np.
             raise ValueError(f"array {name}: shape {shape[:8]} is not allowed ({exc})") from None
     return out
 
-
-def group_sums(x: np.ndarray, group: np.ndarray, k: int) -> np.ndarray:
-    """float64 [k, d] sums of the rows of ``x`` [n, d] by ``group`` [n], each added in row order."""
-    sums = np.zeros((k, x.shape[1]), np.float64)
-    if group.size:
-        np.add.at(sums, group, x.astype(np.float64))
-    return sums

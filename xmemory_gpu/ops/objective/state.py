@@ -25,7 +25,7 @@ import numpy as np
 
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import row_norms, unit_rows
+from ..rows import add_rows_in_order, row_norms, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -89,7 +89,7 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
     """The blocks of nb memories: their M node rows are ``x[rows]`` (x unit float64 rows; only the
     rows a sum takes are read), labels [M] >= 0, row_off [nb+1].
 
-    Themes, members and sums of all blocks at once (one ``np.add.at`` in row order: a kept theme
+    Themes, members and sums of all blocks at once (``np.add.at``'s sums in row order, ``add_rows_in_order``: a kept theme
     continues its sum with its rows from ``kept.tail`` on, any other sums all its rows, so every sum
     equals a fresh one bit for bit); then per block the centroid cosines (one product), top-2 and f,
     the operations and shapes of the per-memory code they replace (tests/test_theme_lockstep.py), so the
@@ -111,7 +111,7 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
         has[pos[old]] = True
         sums[pos[old]] = kept.theme_sum[old]
         add = ~has[inv] | (np.arange(len(inv)) - row_off[blk] >= kept.tail[blk])
-    _add_rows_in_order(sums, inv[add], x, rows[add])
+    add_rows_in_order(sums, inv[add], x, rows[add])
     counts = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
     nrm = row_norms(sums)  # row by row: each row's bits as a block's own call
     unit = np.divide(sums, nrm[:, None], out=np.zeros_like(sums), where=nrm[:, None] > 0)
@@ -124,25 +124,6 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
     members = np.argsort(inv, kind="stable").astype(np.int64)
     return _Blocks(row_off, theme_off, labels, uniq & (2**_KEY - 1), sums, counts, members - row_off[blk[members]],
                    top_idx, top_cos, _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
-
-
-def _add_rows_in_order(sums: np.ndarray, theme: np.ndarray, x: np.ndarray, rows: np.ndarray) -> None:
-    """``np.add.at(sums, theme, x[rows])``, bit for bit: each theme's sum continues from its current
-    value with its rows in the given order. Step i adds the i-th row of every theme that has one
-    (a few dozen vectorised steps: a theme holds at most a session's statements more than the cap),
-    instead of add.at's element-by-element loop."""
-    if theme.size == 0:
-        return
-    order = np.argsort(theme, kind="stable")
-    t, r = theme[order], rows[order]
-    first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # each touched theme's first row in the sorted order
-    lens = np.diff(np.r_[first, len(t)])
-    touched = t[first]
-    acc = sums[touched]
-    for i in range(int(lens.max())):
-        g = np.flatnonzero(lens > i)
-        acc[g] += x[r[first[g] + i]]
-    sums[touched] = acc
 
 
 def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

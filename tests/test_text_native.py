@@ -1,0 +1,53 @@
+"""text.words and text.keywords from the compiled module: the rules as written (``words_reference``,
+``keywords_reference``) on fresh random texts with every character the word rule splits on, ties and
+stopwords included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.ops import available_backends
+from xmemory_gpu.text import STOPWORDS, keywords, keywords_reference, words, words_reference
+
+pytestmark = pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+
+PIECES = ["dog", "Dog", "DOG", "", "café", "漢字", "\U0001F600", "\x00", "e\u0301", "it's", "2nd-hand", "well--", "'quoted'",
+          "-dash", "a'b-c'", "o'-", "İstanbul", "\ud800x", "ß", "Ǆ", "\u212a", "12:30", "U.S.A.", "the", "The", "I", "a", "x",
+          "hiking", "Hiking", "trip", "trips", "z" * 40]
+SEPS = [" ", ", ", "-", "'", "/", "\u00a0", "\u2019", "\t", "\n", ""]
+
+
+def _texts(rng: np.random.Generator, n: int) -> list[str]:
+    return ["".join(str(rng.choice(PIECES)) + str(rng.choice(SEPS)) for _ in range(int(rng.integers(0, 20)))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_words_are_the_rule(seed):
+    from xmemory_gpu import _C
+
+    for text in _texts(np.random.default_rng(seed), 200):
+        assert _C.words(text) == words_reference(text) == words(text), text
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_keywords_are_the_rule(seed):
+    from xmemory_gpu import _C
+
+    rng = np.random.default_rng(seed)
+    for _ in range(100):
+        texts = _texts(rng, int(rng.integers(0, 8)))
+        for n in (1, 2, 4, 50):
+            assert _C.keywords(texts, n, STOPWORDS) == keywords_reference(texts, n) == keywords(texts, n), (texts, n)
+    assert keywords(["dog dog cat"], 0) == keywords_reference(["dog dog cat"], 0) == []
+
+
+def test_bad_input_is_refused_in_one_line():
+    from xmemory_gpu import _C
+
+    with pytest.raises(TypeError, match="text: expected a str"):
+        _C.words(b"bytes")
+    with pytest.raises(TypeError, match=r"texts\[i\]: expected a str"):
+        _C.keywords(["ok", 3], 4, STOPWORDS)
+    with pytest.raises(TypeError, match="stop: expected a set"):
+        _C.keywords(["ok"], 4, ["the"])
