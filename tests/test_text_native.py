@@ -42,6 +42,21 @@ def test_keywords_are_the_rule(seed):
     assert keywords(["dog dog cat"], 0) == keywords_reference(["dog dog cat"], 0) == []
 
 
+def test_keywords_of_any_iterable_and_n_are_the_rule():
+    """What the C++ path does not take (a NumPy array, a tuple, a generator, n None or huge) goes to the rule."""
+    texts = ["dog cat dog", "cat bird", "the Dog"]
+    want = keywords_reference(texts, 2)
+    assert keywords(np.array(texts), 2) == keywords(tuple(texts), 2) == keywords(iter(texts), 2) == want
+    assert keywords(texts, None) == keywords_reference(texts, None) and keywords(texts, 2**70) == keywords_reference(texts, 2**70)
+
+    class Sub(str):
+        pass
+
+    assert words(Sub("Dog's day")) == words_reference("Dog's day")
+    with pytest.raises(TypeError):
+        words(3)
+
+
 def test_bad_input_is_refused_in_one_line():
     from xmemory_gpu import _C
 

@@ -35,7 +35,7 @@ except ImportError:
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters, digits, inner apostrophes/hyphens): ``words_reference``'s
     list, from the compiled module when it is built (every build and search splits texts into words)."""
-    return words_reference(text) if _native_words is None else _native_words(text)
+    return _native_words(text) if type(text) is str and _native_words is not None else words_reference(text)
 
 
 def content_words(text: str) -> list[str]:
@@ -51,14 +51,14 @@ def keywords_reference(texts: list[str], n: int = 4) -> list[str]:
     """The ``n`` most frequent content words over ``texts`` (ties by first appearance): the rule as written."""
     counts: Counter[str] = Counter()
     for t in texts:
-        counts.update(content_words(t))
+        counts.update(content_of(words_reference(t)))
     return [w for w, _ in counts.most_common(n)]
 
 
 def keywords(texts: list[str], n: int = 4) -> list[str]:
     """``keywords_reference``'s list, in one call of the compiled module when it is built (every
     episode's title)."""
-    if _native_keywords is None or n < 1:
+    if _native_keywords is None or type(texts) is not list or type(n) is not int or not 0 < n < 2**62:
         return keywords_reference(texts, n)
     return _native_keywords(texts, n, STOPWORDS)
 

@@ -136,6 +136,7 @@ py::object join_utf8(const py::list& texts) {
     std::memcpy(dst, s, size_t(len));
     dst += len;
   }
+  raw.attr("setflags")(py::arg("write") = false);  // as np.frombuffer over bytes
   return py::make_tuple(raw, off);
 }
 
@@ -166,8 +167,13 @@ py::array split_utf8(const py::bytes& raw, const py::array_t<int64_t, py::array:
 py::object views(const py::list& entries, const py::bytearray& buf, int64_t base) {
   static const char* kDtypes[] = {"<f4", "<f8", "<i4", "<i8", "|u1"};
   static const int kSizes[] = {4, 8, 4, 8, 1};
+  static auto* frombuffer = new py::object(py::module_::import("numpy").attr("frombuffer"));  // never freed
   const int64_t size = PyByteArray_GET_SIZE(buf.ptr());
-  char* data = PyByteArray_AS_STRING(buf.ptr());
+  if (base < 0 || base > size) return py::none();
+  // the views' base: a uint8 array over buf, which holds buf's buffer export (buf cannot be resized
+  // under them), as np.frombuffer's arrays do
+  py::array owner = (*frombuffer)(buf, "uint8");
+  char* data = static_cast<char*>(owner.mutable_data());
   py::dict out;
   for (py::handle e : entries) {
     if (!PyDict_CheckExact(e.ptr())) return py::none();
@@ -178,14 +184,15 @@ py::object views(const py::list& entries, const py::bytearray& buf, int64_t base
     if (!name || !dtype || !shape || !offset || !PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(dtype) ||
         !PyList_CheckExact(shape) || !PyLong_CheckExact(offset))
       return py::none();
-    const char* code = PyUnicode_AsUTF8(dtype);
+    Py_ssize_t code_len = 0;
+    const char* code = PyUnicode_AsUTF8AndSize(dtype, &code_len);
     if (code == nullptr) {
       PyErr_Clear();
       return py::none();
     }
     int which = -1;
     for (int k = 0; k < 5; ++k)
-      if (std::strcmp(code, kDtypes[k]) == 0) which = k;
+      if (code_len == 3 && std::memcmp(code, kDtypes[k], 3) == 0) which = k;
     const Py_ssize_t ndim = PyList_GET_SIZE(shape);
     if (which < 0 || ndim > 32) return py::none();
     std::vector<py::ssize_t> dims(static_cast<size_t>(ndim));
@@ -205,10 +212,11 @@ py::object views(const py::list& entries, const py::bytearray& buf, int64_t base
     }
     int overflow = 0;
     const long long off = PyLong_AsLongLongAndOverflow(offset, &overflow);
-    if (too_big || overflow || off < 0 || off > size) return py::none();
+    if (too_big || overflow || off < 0 || off > size - base) return py::none();
     const int64_t nbytes = count * kSizes[which];
-    if (base + off + nbytes > size) return py::none();
-    out[name] = py::array(py::dtype(code), dims, data + base + off, buf);
+    if (nbytes > size - base - off) return py::none();
+    if (count == 0 && ndim > 1) return py::none();  // numpy gives such an empty array its own strides
+    out[name] = py::array(py::dtype(kDtypes[which]), dims, data + base + off, owner);
   }
   return std::move(out);
 }
@@ -232,7 +240,7 @@ bool is_c(const py::handle& h, char kind, int size) {
   auto a = py::reinterpret_borrow<py::array>(h);
   const auto dt = a.dtype();
   return dt.kind() == kind && dt.itemsize() == size && dt.byteorder() != '>' &&
-         (a.flags() & py::array::c_style) != 0;
+         (a.flags() & py::array::c_style) != 0 && reinterpret_cast<uintptr_t>(a.data()) % size == 0;
 }
 
 bool values_ok(const py::list& refs, const py::handle& psg_msg, const py::handle& msg_psg, const py::list& finite,

@@ -228,12 +228,13 @@ py::object ascii_str(const std::string& w) {
 PyObject* checked_str(const py::handle& text, const char* what) {
   PyObject* o = text.ptr();
   if (!PyUnicode_Check(o)) throw py::type_error(std::string(what) + ": expected a str, got " + Py_TYPE(o)->tp_name);
+  if (PyUnicode_READY(o) < 0) throw py::error_already_set();  // a legacy str made by the C API
   return o;
 }
 
 // text.keywords in one call: the n most frequent words of texts longer than one letter and not in
 // `stop` (a set of str), ties to the first seen (Counter.most_common's order).
-py::list py_keywords(const py::sequence& texts, int64_t n, const py::handle& stop) {
+py::list py_keywords(const py::list& texts, int64_t n, const py::handle& stop) {
   if (!PyAnySet_Check(stop.ptr())) throw py::type_error("stop: expected a set or frozenset of str");
   struct Count {
     int64_t count, first;
@@ -242,7 +243,7 @@ py::list py_keywords(const py::sequence& texts, int64_t n, const py::handle& sto
   std::unordered_map<std::string, bool> is_stop;  // each distinct word looked up in `stop` once
   std::vector<const std::string*> order;
   std::string w;
-  for (py::handle t : texts) {
+  for (py::handle t : texts) {  // a list's items: borrowed from the list, which the caller holds
     each_word(checked_str(t, "texts[i]"), w, [&](const std::string& word) {
       if (word.size() < 2) return;
       auto st = is_stop.find(word);

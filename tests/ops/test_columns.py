@@ -41,7 +41,8 @@ def _texts(rng: np.random.Generator) -> list[str]:
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return list(a) == list(b) and all(
-        x.dtype == y.dtype and x.shape == y.shape and x.flags.writeable == y.flags.writeable and np.array_equal(x, y)
+        x.dtype == y.dtype and x.shape == y.shape and x.strides == y.strides and x.flags.writeable == y.flags.writeable
+        and x.flags.aligned == y.flags.aligned and np.array_equal(x, y)
         for x, y in zip(a.values(), b.values()))
 
 
@@ -80,6 +81,7 @@ def test_text_columns_equal_the_reference(seed):
     ref_raw, ref_off = columns.join_utf8(texts, backend="reference")
     assert raw.dtype == np.uint8 and off.dtype == np.int64 and off.shape == (len(texts) + 1,)
     assert raw.tobytes() == ref_raw.tobytes() and np.array_equal(off, ref_off)
+    assert raw.flags.writeable == ref_raw.flags.writeable and off.flags.writeable == ref_off.flags.writeable
     back = columns.split_utf8(raw.tobytes(), off, backend="cpu")
     assert back.dtype == object and back.tolist() == texts == columns.split_utf8(raw.tobytes(), off, backend="reference").tolist()
 
@@ -119,7 +121,7 @@ def test_what_the_cpp_path_hands_back_gives_the_reference_result():
 def test_a_dtype_the_format_does_not_hold_is_refused_alike(dtype):
     arrays = [np.zeros(2, np.float32), np.zeros(2, dtype)]
     cpu, ref = (_outcome(columns.pack_arrays, ["a", "b"], arrays, backend=b) for b in ("cpu", "reference"))
-    assert cpu == ref and cpu[0] == "ValueError" and "array b: dtype" in cpu[1]
+    assert cpu == ref and cpu[0] == "ColumnsError" and "array b: dtype" in cpu[1]
 
 
 @needs_cpu
@@ -153,13 +155,18 @@ def test_bad_text_bytes_are_refused_alike():
     {"name": "a", "dtype": "|u1", "shape": [0], "offset": 256},
     {"name": "a", "dtype": "|u1", "shape": [1], "offset": 256},
     {"name": "a", "dtype": "<f4", "shape": [2]},
+    {"name": "a", "dtype": "<f4\u0000x", "shape": [2], "offset": 0},
+    {"name": "a", "dtype": "<f4", "shape": [3, 0], "offset": 0},
+    {"name": "a", "dtype": "<f8", "shape": [2, 0, 3], "offset": 64},
+    {"name": "a", "dtype": "<i4", "shape": [2], "offset": 1},
+    {"name": "a", "dtype": "<f4", "shape": [2], "offset": 2**63 - 1},
     {"name": "a", "shape": [2], "offset": 0},
     ["not", "a", "dict"],
     None,
 ])
-def test_crafted_header_entries_are_read_or_refused_alike(entry):
+@pytest.mark.parametrize("base", [0, 64, 3, -32, 256, 300, 2**62])
+def test_crafted_header_entries_are_read_or_refused_alike(entry, base):
     buf = bytearray(256)
-    base = 0
     cpu, ref = (_outcome(columns.container_views, [entry, entry], buf, base, backend=b) for b in ("cpu", "reference"))
     assert cpu[0] == ref[0], (cpu, ref)
     if cpu[0] == "ok":
@@ -253,3 +260,44 @@ def test_the_fast_yes_says_no_to_each_broken_value():
                        ("times", [np.array([1.0])]), ("times", [np.array([-np.inf])]), ("nonan", [np.array([np.nan], np.float32)]),
                        ("msg_psg", ok.astype(np.int64)), ("refs", [(np.arange(6, dtype=np.int32)[::2], 0, 9)])]:
         assert not columns.values_ok(**{**base, key: value}, backend="cpu"), key
+
+
+
+@needs_cpu
+def test_views_hold_their_buffer():
+    """A view's buffer cannot be resized under it (the views hold its buffer export, as np.frombuffer's do)."""
+    for backend in ("cpu", "reference"):
+        buf = bytearray(4096)
+        got = columns.container_views([{"name": "a", "dtype": "<f8", "shape": [512], "offset": 0}], buf, 0, backend=backend)
+        with pytest.raises(BufferError):
+            buf.extend(b"\0" * (1 << 20))
+        got["a"][:] = 1.5
+        assert bytes(buf[:8]) == np.float64(1.5).tobytes(), backend  # a view of buf itself, writable
+
+
+@needs_cpu
+def test_the_fast_yes_is_taken_on_a_whole_slice(built_slices, monkeypatch):
+    """On a whole slice the C++ pass answers and the NumPy checks do not run (they would raise here)."""
+    from xmemory_gpu.memory.codec import check_slice
+
+    def boom(*a, **k):
+        raise AssertionError("the Python checks ran")
+
+    monkeypatch.setattr(np, "isfinite", boom)
+    monkeypatch.setenv("XMEMORY_BACKEND", "cpu")
+    for sl in built_slices:
+        check_slice(sl, 32)
+    monkeypatch.setenv("XMEMORY_BACKEND", "reference")
+    with pytest.raises(AssertionError, match="Python checks ran"):
+        check_slice(built_slices[0], 32)
+
+
+def test_a_backend_that_does_not_exist_is_not_a_damaged_file(monkeypatch):
+    from xmemory_gpu.memory.codec import SliceFormatError, pack_arrays, unpack_arrays
+
+    data = pack_arrays({"a": np.zeros(2, np.float32)})
+    monkeypatch.setenv("XMEMORY_BACKEND", "bogus")
+    for call in (lambda: pack_arrays({"a": np.zeros(2, np.float32)}), lambda: unpack_arrays(data)):
+        with pytest.raises(ValueError, match="bogus") as info:
+            call()
+        assert not isinstance(info.value, SliceFormatError)

@@ -62,7 +62,7 @@ def test_implemented_backends():
 
     ops = ("knn_graph", "knn_search", "partition_objective", "score_candidates", "coverage_select",
            "token_entropy_logprob")
-    columns = ("pack_arrays", "join_utf8", "split_utf8", "container_views")
+    columns = ("pack_arrays", "join_utf8", "split_utf8", "container_views", "values_ok")
     assert set(bk.registered_ops()) == set(ops) | {"spherical_kmeans", "rowwise_linear", "feature_counts",
                                                        "attach_rows", *columns}
     for op in ops:  # every family has all four (entropy's cpu / cuda are torch's compiled kernels)

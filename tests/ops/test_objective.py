@@ -695,6 +695,16 @@ def test_cpu_kernel_pass_is_the_finiteness_check(rng, dtype):
                                   partition_objective(big, np.zeros(3, int), [0, 3], backend="reference"))
 
 
+def test_rows_of_the_sums_themselves_are_added_as_add_at():
+    """x sharing memory with the sums: add.at reads a copy of x[rows]; so does add_rows_in_order."""
+    for native in (True, False):
+        s = np.arange(6, dtype=np.float64).reshape(2, 3) + 1
+        want = s.copy()
+        np.add.at(want, np.array([1, 0]), want.copy()[np.array([0, 1])])
+        add_rows_in_order(s, np.array([1, 0]), s, np.array([0, 1]), native=native)
+        np.testing.assert_array_equal(s, want)
+
+
 def test_add_rows_refuses_what_it_cannot_index():
     """The C++ pass checks every group and row before it adds anything (a bad index is one line, sums unchanged)."""
     pytest.importorskip("xmemory_gpu._C")

@@ -61,7 +61,7 @@ def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
     call when the compiled module is built); each array's bytes are copied once, into the container."""
     try:
         return columns.pack_arrays(list(arrays), list(arrays.values()))
-    except ValueError as exc:
+    except columns.ColumnsError as exc:
         raise SliceFormatError(str(exc)) from None
 
 
@@ -79,7 +79,7 @@ def unpack_arrays(data: bytes | bytearray, where: str = "container") -> dict[str
         raise SliceFormatError(f"{where}: the header is not valid ({type(exc).__name__})") from None
     try:
         return columns.container_views(entries, bytearray(data), aligned(16 + n))
-    except ValueError as exc:
+    except columns.ColumnsError as exc:
         raise SliceFormatError(f"{where}: {exc}") from None
 
 
@@ -145,7 +145,7 @@ def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:
         return columns.split_utf8(raw, off)
     except UnicodeDecodeError as exc:
         raise SliceFormatError(f"{where}: not UTF-8 ({exc.reason})") from None
-    except ValueError:
+    except columns.ColumnsError:
         raise SliceFormatError(f"{where}: offsets do not cut its {len(raw)} bytes") from None
 
 

@@ -21,7 +21,8 @@ def _native_add_rows():
 
 def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: np.ndarray, *, native: bool = True) -> None:
     """``np.add.at(sums, group, x[rows])``, bit for bit, in place: each group's sum continues from its
-    current value with its rows in the given order. sums float64 [k, d], group [m] in [0, k), x [N, d]
+    current value with its rows in the given order. sums float64 [k, d], group [m] in [0, k) (the C++
+    pass refuses another index with ``ValueError``, where add.at would wrap a negative one), x [N, d]
     float32 or float64, rows [m] in [0, N). One C++ pass when the compiled module is built (and
     ``native``); else step i adds the i-th row of every group that has one (a few dozen vectorised
     steps: a theme holds at most a session's statements more than the cap), instead of add.at's
@@ -30,9 +31,10 @@ def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: 
         return
     add = _native_add_rows() if native else None
     if (add is not None and sums.dtype == np.float64 and sums.flags.c_contiguous and sums.flags.writeable
-            and x.dtype in (np.float32, np.float64) and group.dtype.kind in "iu" and rows.dtype.kind in "iu"):
+            and sums.flags.aligned and x.dtype in (np.float32, np.float64) and x.flags.aligned
+            and group.dtype.kind in "iu" and rows.dtype.kind in "iu" and not np.may_share_memory(sums, x)):
         add(sums, group.astype(np.int64, copy=False), np.ascontiguousarray(x), rows.astype(np.int64, copy=False))
-        return
+        return  # (rows of the sums themselves: the NumPy steps, which read x before writing, as add.at copies)
     order = np.argsort(group, kind="stable")
     t, r = group[order], rows[order]
     first = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])  # each touched group's first row in the sorted order

@@ -1,9 +1,9 @@
 """A memory's columns as one container of named arrays (the store's file format, ``memory/codec.py``)
 and text columns as UTF-8 bytes plus offsets, both ways. Host only: ``reference`` (Python, the format
 as first written) and ``cpu`` (C++, ``csrc/cpu/columns.cpp``: one call per container or column
-instead of a NumPy call per array and a Python step per string), equal to the byte. Errors are
-``ValueError`` naming the array (``UnicodeDecodeError`` for text that is not UTF-8); the codec adds
-which memory."""
+instead of a NumPy call per array and a Python step per string), equal to the byte. Data errors are
+``ColumnsError`` (a ``ValueError``) naming the array (``UnicodeDecodeError`` for text that is not
+UTF-8); the codec adds which memory. A backend that does not exist raises a plain ``ValueError``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import os
 
 import numpy as np
 
-from ..backends import host_backend, implementation, is_available, register, resolve_backend
-from .reference import ALIGN, DTYPES, MAGIC, aligned
+from ..backends import host_backend, implementation, register, resolve_backend
+from .reference import ALIGN, DTYPES, MAGIC, ColumnsError, aligned
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
-for _op in ("pack_arrays", "join_utf8", "split_utf8", "container_views"):
+for _op in ("pack_arrays", "join_utf8", "split_utf8", "container_views", "values_ok"):
     register(_op, __name__, _ALL)
 
 
@@ -25,8 +25,8 @@ _IMPLS: dict[tuple[str, str, str | None], object] = {}  # a codec calls these pe
 def _impl(op: str, backend: str):
     key = (op, backend, os.environ.get("XMEMORY_BACKEND") if backend == "auto" else None)
     fn = _IMPLS.get(key)
-    if fn is None:
-        name = resolve_backend(op, host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+    if fn is None:  # host only: a GPU backend runs the host's best, as the other host-only ops
+        name = resolve_backend(op, host_backend(backend), on_cuda=False)
         fn = _IMPLS[key] = implementation(op, name)
     return fn
 
@@ -35,7 +35,10 @@ def pack_arrays(names: list[str], arrays: list[np.ndarray], *, backend: str = "a
     """Named numeric arrays (float32/64, int32/64, uint8; names [n], arrays [n]) as one container:
     ``MAGIC``, a little-endian u64 header length, the JSON header (each array's name, dtype, shape
     and offset), then the arrays' bytes, each ``ALIGN``-byte aligned, zero padded."""
-    return _impl("pack_arrays", backend)(list(names), list(arrays))
+    names, arrays = list(names), list(arrays)
+    if len(names) != len(arrays):
+        raise ValueError(f"names and arrays: {len(names)} names for {len(arrays)} arrays")
+    return _impl("pack_arrays", backend)(names, arrays)
 
 
 def join_utf8(texts: list, *, backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
@@ -67,12 +70,7 @@ def values_ok(refs: list[tuple[np.ndarray, int, int]], psg_msg: np.ndarray, msg_
     arrays hold no NaN or inf, ``times`` float64 values are NaN or in [tmin, tmax) and ``nonan`` float32
     arrays hold no NaN. False when one fails, an array has another dtype, or the C++ module is not
     in use: the caller then runs its own checks, which say what fails."""
-    name = host_backend(backend)
-    if not (name == "cpu" or name == "auto" and is_available("cpu")):
-        return False
-    from ... import _C
-
-    return bool(_C.values_ok(refs, psg_msg, msg_psg, finite, times, float(tmin), float(tmax), nonan))
+    return _impl("values_ok", backend)(refs, psg_msg, msg_psg, finite, times, float(tmin), float(tmax), nonan)
 
 
-__all__ = ["ALIGN", "DTYPES", "MAGIC", "aligned", "container_views", "join_utf8", "pack_arrays", "split_utf8", "values_ok"]
+__all__ = ["ALIGN", "DTYPES", "MAGIC", "ColumnsError", "aligned", "container_views", "join_utf8", "pack_arrays", "split_utf8", "values_ok"]

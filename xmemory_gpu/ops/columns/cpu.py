@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import reference
+from .reference import ColumnsError
 
 
 def _c():
@@ -27,10 +28,19 @@ def join_utf8(texts: list) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_utf8(raw: bytes, off: np.ndarray) -> np.ndarray:
-    return _c().split_utf8(raw, off)
+    try:
+        return _c().split_utf8(raw, off)
+    except UnicodeDecodeError:
+        raise
+    except ValueError as exc:  # the offsets: the reference's error
+        raise ColumnsError(str(exc)) from None
 
 
 def container_views(entries: object, buf: bytearray, base: int) -> dict[str, np.ndarray]:
     out = _c().container_views(entries, buf, base) if isinstance(entries, list) else None
     return reference.container_views(entries, buf, base) if out is None else out
 
+
+
+def values_ok(refs, psg_msg, msg_psg, finite, times, tmin, tmax, nonan) -> bool:
+    return bool(_c().values_ok(refs, psg_msg, msg_psg, finite, times, tmin, tmax, nonan))
