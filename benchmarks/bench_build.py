@@ -120,7 +120,8 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
         return call
 
     originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
-    bound = {n: getattr(text, n) for n in ("_native_words", "_native_keywords")}  # bound at import: wrapped too
+    bound = {n: getattr(text, n) for n in ("_native_words", "_native_keywords") if hasattr(text, n)}  # bound at import
+    cached = [f.cache_clear for f in (graph._native, getattr(rows, "_native_add_rows", None)) if f is not None]
     emb = load_embedder(embedder)
     emb.encode = timed_encode(emb.encode)
     try:
@@ -128,8 +129,8 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
             setattr(_C, n, timed_native(f))
         for n, f in bound.items():
             setattr(text, n, None if f is None else timed_native(f))
-        graph._native.cache_clear()  # cached lookups of _C's functions: looked up again, wrapped
-        rows._native_add_rows.cache_clear()
+        for clear in cached:  # cached lookups of _C's functions: looked up again, wrapped
+            clear()
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             build_store(data, f"{tmp}/store", embedder=emb, progress=False)
@@ -139,8 +140,8 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
             setattr(_C, n, f)
         for n, f in bound.items():
             setattr(text, n, f)
-        graph._native.cache_clear()
-        rows._native_add_rows.cache_clear()
+        for clear in cached:
+            clear()
     return {"total_s": total, "encoder_s": clock["encode"], "native_s": clock["native"],
             "native_share_of_non_encoder": clock["native"] / max(total - clock["encode"], 1e-9)}
 

@@ -215,8 +215,15 @@ py::object views(const py::list& entries, const py::bytearray& buf, int64_t base
     if (too_big || overflow || off < 0 || off > size - base) return py::none();
     const int64_t nbytes = count * kSizes[which];
     if (nbytes > size - base - off) return py::none();
-    if (count == 0 && ndim > 1) return py::none();  // numpy gives such an empty array its own strides
-    out[name] = py::array(py::dtype(kDtypes[which]), dims, data + base + off, owner);
+    // C strides as numpy fills them (a zero dim does not scale the ones before it: np.frombuffer(...)
+    // .reshape(shape) of an empty array has them)
+    std::vector<py::ssize_t> strides(static_cast<size_t>(ndim));
+    py::ssize_t step = kSizes[which];
+    for (Py_ssize_t d = ndim - 1; d >= 0; --d) {
+      strides[size_t(d)] = step;
+      if (dims[size_t(d)]) step *= dims[size_t(d)];
+    }
+    out[name] = py::array(py::dtype(kDtypes[which]), dims, strides, data + base + off, owner);
   }
   return std::move(out);
 }
