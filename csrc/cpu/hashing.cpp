@@ -95,25 +95,36 @@ uint64_t blake2b64(std::string_view msg) {
 inline bool word_start(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 inline bool word_char(unsigned char c) { return word_start(c) || c == '\'' || c == '-'; }
 
-// The words of UTF-8 text (non-ASCII bytes never belong to a word), lower-cased, trailing ' and - cut.
-void words(std::string_view text, std::vector<std::string>& out) {
-  out.clear();
-  size_t i = 0, n = text.size();
+// The word rule, once: over n characters read by at(i) (0 for anything that is not ASCII, so it
+// never belongs to a word), each word lower-cased with trailing ' and - cut, fn(word) in order.
+template <typename At, typename Fn>
+void scan_words(size_t n, At&& at, std::string& w, Fn&& fn) {
+  size_t i = 0;
   while (i < n) {
-    if (!word_start(static_cast<unsigned char>(text[i]))) {
+    if (!word_start(at(i))) {
       ++i;
       continue;
     }
     size_t j = i + 1;
-    while (j < n && word_char(static_cast<unsigned char>(text[j]))) ++j;
+    while (j < n && word_char(at(j))) ++j;
     size_t end = j;
-    while (end > i + 1 && (text[end - 1] == '\'' || text[end - 1] == '-')) --end;
-    std::string w(text.substr(i, end - i));
-    for (char& c : w)
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    out.push_back(std::move(w));
+    while (end > i + 1 && (at(end - 1) == '\'' || at(end - 1) == '-')) --end;
+    w.resize(end - i);
+    for (size_t k = i; k < end; ++k) {
+      const unsigned char c = at(k);
+      w[k - i] = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    fn(w);
     i = j;
   }
+}
+
+// The words of UTF-8 text (its non-ASCII bytes split words, as the non-ASCII characters they encode).
+void words(std::string_view text, std::vector<std::string>& out) {
+  out.clear();
+  std::string w;
+  scan_words(text.size(), [&](size_t i) { return static_cast<unsigned char>(text[i]); }, w,
+             [&](const std::string& word) { out.push_back(word); });
 }
 
 class FeatureCounter {
@@ -189,34 +200,15 @@ class FeatureCounter {
 };
 
 // The words of a str, read off its own code points (anything above 127, a lone surrogate too,
-// splits words), lower-cased, trailing ' and - cut: fn(word) for each, in order.
+// splits words): fn(word) for each, in order.
 template <typename Fn>
 void each_word(PyObject* o, std::string& w, Fn&& fn) {
   const int kind = PyUnicode_KIND(o);
   const void* data = PyUnicode_DATA(o);
-  const Py_ssize_t n = PyUnicode_GET_LENGTH(o);
-  auto at = [&](Py_ssize_t i) -> unsigned char {
-    const Py_UCS4 c = PyUnicode_READ(kind, data, i);
-    return c < 128 ? static_cast<unsigned char>(c) : 0;  // 0: never part of a word
-  };
-  Py_ssize_t i = 0;
-  while (i < n) {
-    if (!word_start(at(i))) {
-      ++i;
-      continue;
-    }
-    Py_ssize_t j = i + 1;
-    while (j < n && word_char(at(j))) ++j;
-    Py_ssize_t end = j;
-    while (end > i + 1 && (at(end - 1) == '\'' || at(end - 1) == '-')) --end;
-    w.resize(static_cast<size_t>(end - i));
-    for (Py_ssize_t k = i; k < end; ++k) {
-      const unsigned char c = at(k);
-      w[static_cast<size_t>(k - i)] = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    }
-    fn(w);
-    i = j;
-  }
+  scan_words(static_cast<size_t>(PyUnicode_GET_LENGTH(o)), [&](size_t i) -> unsigned char {
+    const Py_UCS4 c = PyUnicode_READ(kind, data, static_cast<Py_ssize_t>(i));
+    return c < 128 ? static_cast<unsigned char>(c) : 0;
+  }, w, fn);
 }
 
 py::object ascii_str(const std::string& w) {

@@ -139,8 +139,6 @@ def encode_slice(sl: MemorySlice, dim: int) -> EncodedSlice:
 
 
 def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:
-    if off.ndim != 1:
-        raise SliceFormatError(f"{where}: offsets do not cut its {len(raw)} bytes")
     try:
         return columns.split_utf8(raw, off)
     except UnicodeDecodeError as exc:

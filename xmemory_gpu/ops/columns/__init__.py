@@ -48,11 +48,11 @@ def join_utf8(texts: list, *, backend: str = "auto") -> tuple[np.ndarray, np.nda
 
 
 def split_utf8(raw: bytes, off: np.ndarray, *, backend: str = "auto") -> np.ndarray:
-    """The inverse of ``join_utf8``: object [n] str of ``raw`` cut at ``off`` int64 [n + 1]; ``ValueError``
-    unless the offsets run from 0 to ``len(raw)`` without decreasing."""
+    """The inverse of ``join_utf8``: object [n] str of ``raw`` cut at ``off`` int64 [n + 1];
+    ``ColumnsError`` unless the offsets are one row running from 0 to ``len(raw)`` without decreasing."""
     off = np.ascontiguousarray(off, np.int64)
     if off.ndim != 1:
-        raise ValueError(f"offsets: expected one dimension, got shape {off.shape}")
+        raise ColumnsError("offsets do not cut the bytes")
     return _impl("split_utf8", backend)(bytes(raw), off)
 
 
