@@ -13,6 +13,7 @@ void register_hashing(py::module_& m);
 void register_attach(py::module_& m);
 void register_columns(py::module_& m);
 void register_rows(py::module_& m);
+void register_decouple(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xmemory_gpu C++ CPU kernels (OpenMP)";
@@ -30,4 +31,5 @@ PYBIND11_MODULE(_C, m) {
   register_attach(m);
   register_columns(m);
   register_rows(m);
+  register_decouple(m);
 }

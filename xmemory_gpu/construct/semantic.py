@@ -31,17 +31,22 @@ _ABBREV = frozenset(
 )
 _PHOTO = re.compile(r"\s*\[shares a photo: (?P<cap>[^\]]*)\]\s*$")
 
-# first person -> speaker; fixed forms first (they carry their own verb)
+# first person -> speaker: (whole-word forms, replacement); fixed forms first (they carry their own verb),
+# the negation rule (_NEGATED) between the two lists
 _FIRST_FIXED = [
-    (r"\bI (?:don't|dont)\b", "{s} doesn't"), (r"\bI do not\b", "{s} does not"), (r"\bI (?:haven't|havent)\b", "{s} hasn't"),
-    (r"\bI have not\b", "{s} has not"), (r"\bI ((?:[a-z]+n't)|(?:can|will|would|could|should|did|was) not)\b", "{s} \\1"),
-    (r"\bI'm\b", "{s} is"), (r"\bI am\b", "{s} is"), (r"\bI've\b", "{s} has"), (r"\bI have\b", "{s} has"),
-    (r"\bI'd\b", "{s} would"), (r"\bI'll\b", "{s} will"), (r"\bI was\b", "{s} was"),
-    (r"\bmyself\b", "{s}"), (r"\b[Mm]y\b", "{s}'s"), (r"\bmine\b", "{s}'s"), (r"\bme\b", "{s}"),
+    (("I don't", "I dont"), "{s} doesn't"), (("I do not",), "{s} does not"), (("I haven't", "I havent"), "{s} hasn't"),
+    (("I have not",), "{s} has not"),
+]
+_NEGATABLE = ("can", "will", "would", "could", "should", "did", "was")  # "I can not" -> "{s} can not"
+_NEGATED = re.compile(r"\bI ((?:[a-z]+n't)|(?:" + "|".join(_NEGATABLE) + r") not)\b")  # "I can't" -> "{s} can't"
+_FIRST_AFTER = [
+    (("I'm",), "{s} is"), (("I am",), "{s} is"), (("I've",), "{s} has"), (("I have",), "{s} has"),
+    (("I'd",), "{s} would"), (("I'll",), "{s} will"), (("I was",), "{s} was"),
+    (("myself",), "{s}"), (("My", "my"), "{s}'s"), (("mine",), "{s}'s"), (("me",), "{s}"),
 ]
 _SECOND_FIXED = [
-    (r"\byou're\b", "{o} is"), (r"\bYou're\b", "{o} is"), (r"\byou've\b", "{o} has"), (r"\bYou've\b", "{o} has"),
-    (r"\byourself\b", "{o}"), (r"\b[Yy]our\b", "{o}'s"), (r"\byours\b", "{o}'s"),
+    (("you're",), "{o} is"), (("You're",), "{o} is"), (("you've",), "{o} has"), (("You've",), "{o} has"),
+    (("yourself",), "{o}"), (("Your", "your"), "{o}'s"), (("yours",), "{o}'s"),
 ]
 _NO_S = frozenset(
     """can could will would should might must may did was had went got made saw took gave came began cannot
@@ -134,41 +139,60 @@ def stated_part(sentence: str) -> str:
     return s
 
 
-def _needles(pattern: str) -> tuple[str, ...]:
-    """Strings one of which any match of ``pattern`` (one of the fixed forms above) contains: its
-    literal start after the word boundary, both cases of a leading ``[Xx]`` class."""
-    body = pattern.removeprefix(r"\b")
-    heads = (body[1], body[2]) if re.match(r"\[[A-Za-z]{2}\]", body) else ("",)
-    rest = body[4:] if heads != ("",) else body
-    lit = re.match(r"[^\\()\[\]?*+|.{]*", rest).group(0)
-    return tuple(h + lit for h in heads)
+def _forms(table: list[tuple[tuple[str, ...], str]]) -> list[tuple[re.Pattern, str, tuple[str, ...]]]:
+    """(pattern, replacement, forms) of whole-word forms: a pattern runs only on a sentence holding one of its forms."""
+    return [(re.compile(r"\b(?:" + "|".join(map(re.escape, forms)) + r")\b"), rep, forms) for forms, rep in table]
 
 
-# (compiled pattern, replacement, needles): a pattern runs only on a sentence holding one of its needles
-_FIRST_RE = [(re.compile(p), rep, _needles(p)) for p, rep in _FIRST_FIXED]
-_SECOND_RE = [(re.compile(p), rep, _needles(p)) for p, rep in _SECOND_FIXED]
+_FIRST_RE, _FIRST_AFTER_RE, _SECOND_RE = _forms(_FIRST_FIXED), _forms(_FIRST_AFTER), _forms(_SECOND_FIXED)
 _I, _YOU = re.compile(r"\bI\b"), re.compile(r"\b[Yy]ou\b")
 # every rewrite above starts at a word boundary with one of these: a sentence without them is left as it is
 _PERSON = re.compile(r"\b(?:I|[Mm]y|mine|me|[Yy]ou)")
 
 
-def decouple(sentence: str, speaker: str, other: str) -> str:
-    """Rewrite first/second person to the speakers' names (a light, rule-based decoupling)."""
-    s = sentence.replace("\u2019", "'")
+def decouple_reference(s: str, speaker: str, other: str) -> str:
+    """``decouple`` of a sentence whose curly apostrophes (U+2019) are already straight, as regular
+    expressions: the rule as written. The names are put in as they are (a backslash in one is no
+    template escape)."""
     if _PERSON.search(s):
-        for pat, rep, needles in _FIRST_RE:
-            if any(map(s.__contains__, needles)):  # a C-level scan: the rules run on every sentence
-                s = pat.sub(rep.format(s=speaker), s)
+        sp, ot = speaker.replace("\\", "\\\\"), other.replace("\\", "\\\\")  # literal in re.sub's templates
+        for pat, rep, forms in _FIRST_RE:
+            if any(map(s.__contains__, forms)):  # a C-level scan: the rules run on every sentence
+                s = pat.sub(rep.format(s=sp), s)
+        if "I " in s:
+            s = _NEGATED.sub(sp + " \\1", s)
+        for pat, rep, forms in _FIRST_AFTER_RE:
+            if any(map(s.__contains__, forms)):
+                s = pat.sub(rep.format(s=sp), s)
         if "I" in s:
             s = _FIRST_VERB.sub(lambda m: _subject_verb(m, speaker), s)
-            s = _I.sub(speaker, s)
-        for pat, rep, needles in _SECOND_RE:
-            if any(map(s.__contains__, needles)):  # a C-level scan: the rules run on every sentence
-                s = pat.sub(rep.format(o=other), s)
-        s = _YOU.sub(other, s)
+            s = _I.sub(sp, s)
+        for pat, rep, forms in _SECOND_RE:
+            if any(map(s.__contains__, forms)):
+                s = pat.sub(rep.format(o=ot), s)
+        s = _YOU.sub(ot, s)
     if speaker not in s and other not in s:
         s = f"{speaker} said: {s}"
     return s.strip()
+
+
+try:  # the same rules in C++ for ASCII text (csrc/cpu/decouple.cpp), when the compiled module is built
+    from .._C import Decoupler
+
+    _native_decouple = Decoupler(_FIRST_FIXED, _FIRST_AFTER, _SECOND_FIXED, list(_NEGATABLE), set(_ADVERBS), set(_NO_S),
+                                 set(_PAST), dict(_IRREGULAR))
+except ImportError:
+    _native_decouple = None
+
+
+def decouple(sentence: str, speaker: str, other: str) -> str:
+    """Rewrite first/second person to the speakers' names (a light, rule-based decoupling):
+    ``decouple_reference``'s string, from the compiled module when the text and names are ASCII."""
+    s = sentence.replace("\u2019", "'")
+    if (_native_decouple is not None and type(s) is type(speaker) is type(other) is str and s.isascii() and speaker.isascii()
+            and other.isascii()):
+        return _native_decouple(s, speaker, other)
+    return decouple_reference(s, speaker, other)
 
 
 # Reactions and pleasantries: content words that state no fact ("Haha, that's so true.").
