@@ -8,11 +8,13 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace py = pybind11;
@@ -92,9 +94,60 @@ py::tuple attach_rows(py::array_t<float, py::array::c_style | py::array::forceca
   return py::make_tuple(n_slots, next_id, attached);
 }
 
+// A memory's merge candidates from its synced theme graph (ThemeState.merge_pairs, ops/attach): row r
+// of the graph is live slot live[r], its neighbours idx[r] (positions in live, -1 none) with cosines
+// sim[r]; t = live[r] offers its neighbours j in graph order, the first lim = max(merge_candidates, 1)
+// when t is tiny (counts[t] <= tiny_size), else all k; a pair counts when idx >= 0, the two fit under
+// size_cap, and t is tiny or the cosine (float32, compared as float64) reaches pair_threshold; each
+// unordered pair once, as first met in row-major order. Returns (t slots [P], j slots [P]) int64.
+py::tuple merge_pairs(const py::array_t<int64_t, py::array::c_style>& live, const py::array_t<int32_t, py::array::c_style>& idx,
+                      const py::array_t<float, py::array::c_style>& sim, const py::array_t<int64_t, py::array::c_style>& counts,
+                      int64_t n_slots, int64_t k, int64_t tiny_size, int64_t merge_candidates, int64_t size_cap,
+                      double pair_threshold) {
+  const int64_t n_live = live.shape(0);
+  if (live.ndim() != 1 || idx.ndim() != 2 || sim.ndim() != 2 || idx.shape(0) != n_live || sim.shape(0) != n_live ||
+      sim.shape(1) != idx.shape(1) || counts.ndim() != 1)
+    throw std::invalid_argument("merge_pairs: expected live [L], idx and sim [L, k] of the same shape, counts [cap]");
+  const int64_t cols = idx.shape(1), cap = counts.shape(0);
+  const int64_t* lv = live.data();
+  const int32_t* ix = idx.data();
+  const float* sm = sim.data();
+  const int64_t* cnt = counts.data();
+  for (int64_t r = 0; r < n_live; ++r)
+    if (lv[r] < 0 || lv[r] >= cap || lv[r] >= n_slots) throw std::invalid_argument("merge_pairs: a live slot outside the columns");
+  for (int64_t e = 0; e < n_live * cols; ++e)
+    if (ix[e] >= n_live) throw std::invalid_argument("merge_pairs: a neighbour outside the live slots");
+  std::vector<int64_t> ts, js;
+  std::unordered_set<int64_t> seen;
+  const int64_t tiny_lim = std::max<int64_t>(merge_candidates, 1);
+  for (int64_t r = 0; r < n_live; ++r) {
+    const int64_t t = lv[r];
+    const bool tiny = cnt[t] <= tiny_size;
+    const int64_t lim = tiny ? tiny_lim : k;
+    for (int64_t c = 0; c < cols && c < lim; ++c) {
+      const int32_t p = ix[r * cols + c];
+      if (p < 0) continue;
+      const int64_t j = lv[p];
+      if (cnt[t] + cnt[j] > size_cap) continue;
+      if (!tiny && !(static_cast<double>(sm[r * cols + c]) >= pair_threshold)) continue;
+      if (seen.insert(std::min(t, j) * n_slots + std::max(t, j)).second) {
+        ts.push_back(t);
+        js.push_back(j);
+      }
+    }
+  }
+  py::array_t<int64_t> t_out(static_cast<py::ssize_t>(ts.size())), j_out(static_cast<py::ssize_t>(js.size()));
+  std::copy(ts.begin(), ts.end(), t_out.mutable_data());
+  std::copy(js.begin(), js.end(), j_out.mutable_data());
+  return py::make_tuple(t_out, j_out);
+}
+
 }  // namespace
 
 void register_attach(py::module_& m) {
+  m.def("merge_pairs", &merge_pairs, py::arg("live"), py::arg("idx"), py::arg("sim"), py::arg("counts"), py::arg("n_slots"),
+        py::arg("k"), py::arg("tiny_size"), py::arg("merge_candidates"), py::arg("size_cap"), py::arg("pair_threshold"),
+        "a memory's merge candidates (t slots, j slots) from its theme graph, in the per-theme rule's order (ops/attach)");
   m.def("attach_rows", &attach_rows, py::arg("x"), py::arg("rows"), py::arg("sums"), py::arg("counts"), py::arg("alive"),
         py::arg("ids"), py::arg("label"), py::arg("n_slots"), py::arg("next_id"), py::arg("attach_threshold"),
         py::arg("lenient_floor"), py::arg("size_cap"), "attach rows to the nearest live theme or open one (ops/attach)");

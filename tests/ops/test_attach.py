@@ -122,3 +122,45 @@ def test_bad_columns_are_refused(backend):
         with pytest.raises(ValueError, match="counts"):
             attach_rows(x, np.array([0]), cols["sums"], cols["counts"].astype(np.int32), cols["alive"], cols["ids"], label, 0, 0,
                         attach_threshold=0.5, lenient_floor=0.5, size_cap=4, backend=backend)
+
+
+def _theme_graph(rng: np.random.Generator, n_slots: int, k: int):
+    """A memory's theme columns and synced graph: live slots ascending, each row's neighbours distinct
+    other live positions (some -1), cosines descending float32 with ties and values at the threshold."""
+    alive = rng.random(n_slots) < 0.7
+    live = np.flatnonzero(alive).astype(np.int64)
+    L = live.size
+    counts = rng.integers(1, 9, n_slots).astype(np.int64)
+    idx = np.full((L, k), -1, np.int32)
+    sim = np.full((L, k), -np.inf, np.float32)
+    for r in range(L):
+        others = rng.permutation([p for p in range(L) if p != r])[: int(rng.integers(0, k + 1))]
+        idx[r, : len(others)] = others
+        vals = rng.choice(np.float32([0.9, 0.8, 0.8, 0.75, 0.5, 0.3, 0.1]), len(others))
+        sim[r, : len(others)] = np.sort(vals)[::-1]
+    return live, idx, sim, counts
+
+
+@needs_cpu
+@pytest.mark.parametrize("seed", range(30))
+def test_merge_pairs_cpu_is_the_numpy_rule(seed):
+    from xmemory_gpu.ops.attach import merge_pairs
+
+    rng = np.random.default_rng(seed)
+    n_slots, k = int(rng.integers(0, 40)), int(rng.integers(1, 7))
+    live, idx, sim, counts = _theme_graph(rng, n_slots, k)
+    for tiny_size, cands, cap, thr in [(2, 1, 8, 0.8), (0, 0, 12, 0.75), (4, 3, 6, 0.5), (8, 2, 100, 0.95)]:
+        kw = dict(k=k, tiny_size=tiny_size, merge_candidates=cands, size_cap=cap, pair_threshold=thr)
+        got = merge_pairs(live, idx, sim, counts, n_slots, **kw)
+        want = merge_pairs(live, idx, sim, counts, n_slots, native=False, **kw)
+        for g, w in zip(got, want):
+            assert g.dtype == np.int64 and np.array_equal(g, w), (seed, kw)
+
+
+@needs_cpu
+def test_merge_pairs_refuses_a_neighbour_outside_the_graph():
+    from xmemory_gpu.ops.attach import merge_pairs
+
+    live, idx, sim, counts = np.array([0, 1]), np.array([[1], [2]], np.int32), np.ones((2, 1), np.float32), np.ones(2, np.int64)
+    with pytest.raises(ValueError, match="neighbour outside"):
+        merge_pairs(live, idx, sim, counts, 2, k=1, tiny_size=1, merge_candidates=1, size_cap=4, pair_threshold=0.5)

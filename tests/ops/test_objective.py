@@ -721,3 +721,23 @@ def test_add_rows_refuses_what_it_cannot_index():
         _C.add_rows(np.zeros((2, 3), np.float32), np.zeros(1, np.int64), x, np.zeros(1, np.int64))
     with pytest.raises(ValueError, match="x: expected"):
         _C.add_rows(sums, np.zeros(1, np.int64), np.ones((4, 2)), np.zeros(1, np.int64))
+
+
+@pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+@pytest.mark.parametrize("seed", range(20))
+def test_top2_picks_in_cpp_are_the_numpy_steps(seed):
+    """The f(P) state's two nearest centroids per theme: the C++ picks equal the NumPy steps on random
+    blocks with equal cosines, zero centroids, infinities and NaN, k = 2 included."""
+    from xmemory_gpu.ops.objective.state import _top2
+
+    rng = np.random.default_rng(seed)
+    k, d = int(rng.integers(2, 12)), int(rng.integers(1, 5))
+    unit = rng.choice([-1.0, 0.0, 0.5, 1.0], (k, d))
+    if seed % 4 == 1:
+        unit[rng.integers(0, k)] = np.inf
+    if seed % 4 == 2:
+        unit[rng.integers(0, k), 0] = np.nan
+    with np.errstate(invalid="ignore"):
+        got, want = _top2(unit), _top2(unit, native=False)
+    assert got[0].dtype == want[0].dtype == np.int64
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True), seed

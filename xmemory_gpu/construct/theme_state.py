@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import ThemeConfig
-from ..ops.attach import attach_rows
+from ..ops.attach import attach_rows, merge_pairs
 from ..ops.checks import csr_offsets
 from ..ops.knn import knn_graph
 from ..ops.rows import unit_rows
@@ -174,24 +174,9 @@ class ThemeState:
         cap and t is tiny or the cosine reaches ``merge_pair_threshold``; each unordered pair once,
         as first met."""
         self._check_synced()
-        live = self.graph_slots
-        empty = np.zeros(0, np.int64)
-        if live.size == 0:
-            return empty, empty
-        idx = self.graph_idx.astype(np.int64)  # [L, k] positions in live, -1 none
-        sim = self.graph_sim.astype(np.float64)  # compared in float64, as float(sim) is
-        j = np.where(idx >= 0, live[np.maximum(idx, 0)], -1)
-        cnt = self.counts[live]
-        tiny = cnt <= cfg.tiny_size
-        lim = np.where(tiny, max(cfg.merge_candidates, 1), self.k)
-        ok = (np.arange(idx.shape[1])[None, :] < lim[:, None]) & (idx >= 0)
-        ok &= cnt[:, None] + self.counts[np.maximum(j, 0)] <= cfg.size_cap
-        ok &= tiny[:, None] | (sim >= cfg.merge_pair_threshold)
-        ti, ri = np.nonzero(ok)  # row-major: t in opening order, then graph order
-        t_s, j_s = live[ti], j[ti, ri]
-        key = np.minimum(t_s, j_s) * self.n_slots + np.maximum(t_s, j_s)
-        first = np.sort(np.unique(key, return_index=True)[1])
-        return t_s[first], j_s[first]
+        return merge_pairs(self.graph_slots, self.graph_idx, self.graph_sim, self.counts, self.n_slots, k=self.k,
+                           tiny_size=cfg.tiny_size, merge_candidates=cfg.merge_candidates, size_cap=cfg.size_cap,
+                           pair_threshold=cfg.merge_pair_threshold)
 
     def final(self) -> tuple[list[int], list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
         """The finished themes, in opening order: ids [K], their parents, each node's theme row

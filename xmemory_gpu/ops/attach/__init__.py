@@ -8,9 +8,12 @@ ISA. The theme columns are edited in place. Host only."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..backends import host_backend, implementation, register, resolve_backend
+from . import reference
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
 register("attach_rows", __name__, _ALL)
@@ -38,4 +41,34 @@ def attach_rows(x: np.ndarray, rows: np.ndarray, sums: np.ndarray, counts: np.nd
     return int(n_slots), int(next_id), bool(joined)
 
 
-__all__ = ["attach_rows"]
+@functools.cache
+def _native_merge_pairs():
+    """``_C.merge_pairs`` when the compiled module is built, else None (the NumPy steps)."""
+    try:
+        from ... import _C
+    except ImportError:
+        return None
+    return _C.merge_pairs
+
+
+def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.ndarray, n_slots: int, *, k: int,
+                tiny_size: int, merge_candidates: int, size_cap: int, pair_threshold: float,
+                native: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """A memory's merge candidates from its theme graph, as slots (t [P], j [P]) int64, in the order the
+    per-theme rule meets them. Graph row r is live slot ``live[r]`` ([L] int64), its neighbours
+    ``idx[r]`` ([L, k] int32 positions in ``live``, -1 none) with cosines ``sim[r]`` ([L, k] float32,
+    descending); ``counts`` [cap] int64 per slot. t = live[r] offers its neighbours j in graph order (the
+    first ``max(merge_candidates, 1)`` when t is tiny, ``counts[t] <= tiny_size``, else all ``k``); a
+    pair counts when the two fit under ``size_cap`` and t is tiny or the cosine (as float64) reaches
+    ``pair_threshold``; each unordered pair once, as first met. One C++ pass when the compiled module is
+    built (and ``native``), else ``reference.merge_pairs``' vectorised steps."""
+    fn = _native_merge_pairs() if native else None
+    if fn is None:
+        return reference.merge_pairs(live, idx, sim, counts, n_slots, k=k, tiny_size=tiny_size,
+                                     merge_candidates=merge_candidates, size_cap=size_cap, pair_threshold=pair_threshold)
+    return fn(live.astype(np.int64, copy=False), idx.astype(np.int32, copy=False), sim.astype(np.float32, copy=False),
+              counts.astype(np.int64, copy=False), int(n_slots), int(k), int(tiny_size), int(merge_candidates),
+              int(size_cap), float(pair_threshold))
+
+
+__all__ = ["attach_rows", "merge_pairs"]

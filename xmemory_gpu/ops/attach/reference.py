@@ -1,4 +1,5 @@
-"""``attach_rows`` in NumPy: the per-node rule, one node at a time, cosines by ``dot4`` (the C++ order)."""
+"""``attach_rows`` in NumPy: the per-node rule, one node at a time, cosines by ``dot4`` (the C++ order);
+``merge_pairs`` in vectorised steps."""
 
 from __future__ import annotations
 
@@ -52,3 +53,25 @@ def attach_rows(x, rows, sums, counts, alive, ids, label, n_slots, next_id, atta
             n_slots += 1
             next_id += 1
     return n_slots, next_id, attached
+
+
+def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.ndarray, n_slots: int, *, k: int,
+                tiny_size: int, merge_candidates: int, size_cap: int, pair_threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """``ops.attach.merge_pairs`` in vectorised NumPy steps (the rule ``_C.merge_pairs`` is tested against)."""
+    empty = np.zeros(0, np.int64)
+    if live.size == 0:
+        return empty, empty
+    idx = idx.astype(np.int64)  # [L, k] positions in live, -1 none
+    sim = sim.astype(np.float64)  # compared in float64, as float(sim) is
+    j = np.where(idx >= 0, live[np.maximum(idx, 0)], -1)
+    cnt = counts[live]
+    tiny = cnt <= tiny_size
+    lim = np.where(tiny, max(merge_candidates, 1), k)
+    ok = (np.arange(idx.shape[1])[None, :] < lim[:, None]) & (idx >= 0)
+    ok &= cnt[:, None] + counts[np.maximum(j, 0)] <= size_cap
+    ok &= tiny[:, None] | (sim >= pair_threshold)
+    ti, ri = np.nonzero(ok)  # row-major: t in opening order, then graph order
+    t_s, j_s = live[ti], j[ti, ri]
+    key = np.minimum(t_s, j_s) * n_slots + np.maximum(t_s, j_s)
+    first = np.sort(np.unique(key, return_index=True)[1])
+    return t_s[first], j_s[first]

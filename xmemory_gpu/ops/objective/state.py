@@ -17,6 +17,7 @@ from zero, so a kept, continued or fresh sum is bit-identical to ``from_labels``
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,11 +127,25 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
                    top_idx, top_cos, _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
 
 
-def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+@functools.cache
+def _native_top2():
+    """``_C.top2_off_diagonal`` when the compiled module is built, else None (the NumPy steps)."""
+    try:
+        from ... import _C
+    except ImportError:
+        return None
+    return _C.top2_off_diagonal
+
+
+def _top2(unit: np.ndarray, *, native: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """One block's two nearest other centroids (local rows, ties to the lower row, as a stable sort of
-    -cos; -1 / -inf none) from its unit centroids [k, d], k >= 2: one product, as the per-memory code."""
+    -cos; -1 / -inf none) from its unit centroids [k, d], k >= 2: one product, as the per-memory code;
+    the picks in one C++ pass when the compiled module is built (and ``native``), else the NumPy steps."""
     k = unit.shape[0]
     cos = unit @ unit.T
+    pick = _native_top2() if native else None
+    if pick is not None:
+        return pick(cos)
     np.fill_diagonal(cos, -np.inf)
     rows = np.arange(k)
     ti = np.empty((k, 2), np.int64)
