@@ -88,13 +88,16 @@ def native_share(data: Path, embedder: str) -> dict[str, float]:
 
 def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     """One in-process build at full speed (no profiler: cProfile's per-call cost inflates the Python
-    side): every ``xmemory_gpu._C`` function and the embedder's ``encode`` wrapped in a clock;
+    side): every ``xmemory_gpu._C`` function (and the natives bound at import: ``text``'s words and
+    keywords, ``semantic``'s decoupler) and the embedder's ``encode`` wrapped in a clock;
     seconds in ``_C`` outside ``encode``, in ``encode``, in all."""
     from xmemory_gpu import _C, text
+    from xmemory_gpu.construct import semantic
     from xmemory_gpu.construct.pipeline import build_store
     from xmemory_gpu.embed import load_embedder
-    from xmemory_gpu.ops import rows
+    from xmemory_gpu.ops import attach, rows
     from xmemory_gpu.ops.knn import graph
+    from xmemory_gpu.ops.objective import state
 
     clock = {"native": 0.0, "encode": 0.0, "in_encode": 0}
 
@@ -120,15 +123,17 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
         return call
 
     originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
-    bound = {n: getattr(text, n) for n in ("_native_words", "_native_keywords") if hasattr(text, n)}  # bound at import
-    cached = [f.cache_clear for f in (graph._native, getattr(rows, "_native_add_rows", None)) if f is not None]
+    bound = {(m, n): getattr(m, n) for m, n in ((text, "_native_words"), (text, "_native_keywords"),
+                                                 (semantic, "_native_decouple")) if hasattr(m, n)}  # bound at import
+    cached = [f.cache_clear for f in (graph._native, getattr(rows, "_native_add_rows", None), getattr(state, "_native_top2", None),
+                                      getattr(attach, "_native_merge_pairs", None)) if f is not None]
     emb = load_embedder(embedder)
     emb.encode = timed_encode(emb.encode)
     try:
         for n, f in originals.items():
             setattr(_C, n, timed_native(f))
-        for n, f in bound.items():
-            setattr(text, n, None if f is None else timed_native(f))
+        for (m, n), f in bound.items():
+            setattr(m, n, None if f is None else timed_native(f))
         for clear in cached:  # cached lookups of _C's functions: looked up again, wrapped
             clear()
         with tempfile.TemporaryDirectory() as tmp:
@@ -138,8 +143,8 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     finally:
         for n, f in originals.items():
             setattr(_C, n, f)
-        for n, f in bound.items():
-            setattr(text, n, f)
+        for (m, n), f in bound.items():
+            setattr(m, n, f)
         for clear in cached:
             clear()
     return {"total_s": total, "encoder_s": clock["encode"], "native_s": clock["native"],

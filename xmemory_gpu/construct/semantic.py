@@ -392,7 +392,10 @@ def merge_duplicates(nodes: list[SemanticNode], x: np.ndarray, threshold: float)
     out: list[SemanticNode] = []
     for new_id, (i, dup) in enumerate(zip(kept, members)):
         node = nodes[int(i)]
-        mids = list(dict.fromkeys(mid for j in sorted(dup) for mid in nodes[j].message_ids))
-        eids = sorted({e for j in dup for e in nodes[j].episode_ids})
+        if len(dup) == 1:  # most statements: nothing merged into them
+            mids, eids = list(dict.fromkeys(node.message_ids)), sorted(set(node.episode_ids))
+        else:
+            mids = list(dict.fromkeys(mid for j in sorted(dup) for mid in nodes[j].message_ids))
+            eids = sorted({e for j in dup for e in nodes[j].episode_ids})
         out.append(SemanticNode(id=new_id, text=node.text, episode_ids=eids, message_ids=mids, timestamp=node.timestamp))
     return out, x[kept]
