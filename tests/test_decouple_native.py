@@ -20,10 +20,10 @@ WORDS = ("I I'm I've I'd I'll Im I_ I2 II i me Me ME my My MY mine myself Myself
          "run walked sings went read said eat love like tried Love LIKE just also really always never still finally "
          "recently already actually usually often now currently sometimes rarely ever even once then first later only "
          "nowhere evening everything onlyx alsoX Alice Bob the a dog TV 2024 it's x y").split()
-GLUE = [" ", " ", " ", "  ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", ", ", ". ", "! ", "? ", "'", "-", "", "_", "(",
-        ")", "\u2019", "\\1 "]
+GLUE = [" ", " ", " ", "  ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1d", "\x1e", "\x1f", ", ", ". ", "! ", "? ", "'", "-", "",
+        "_", "(", ")", "\u2019", "\\1 "]
 NAMES = ["Alice", "Bob", "Me", "I", "My", "you", "Jo Ann", "", "Alice Alice", "me2", "Ann-Marie", "X\\1", "C:\\Users",
-         "{s}", "user", "assistant"]
+         "{s}", "user", "assistant", " Alice", "Bob\t", "\x1e", "I don't", "you're"]
 
 
 def _sentence(rnd: random.Random) -> str:

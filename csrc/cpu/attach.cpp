@@ -94,6 +94,14 @@ py::tuple attach_rows(py::array_t<float, py::array::c_style | py::array::forceca
   return py::make_tuple(n_slots, next_id, attached);
 }
 
+// int64 arithmetic that wraps as NumPy's does (no undefined overflow)
+inline int64_t wrapping_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+inline int64_t wrapping_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
 // A memory's merge candidates from its synced theme graph (ThemeState.merge_pairs, ops/attach): row r
 // of the graph is live slot live[r], its neighbours idx[r] (positions in live, -1 none) with cosines
 // sim[r]; t = live[r] offers its neighbours j in graph order, the first lim = max(merge_candidates, 1)
@@ -128,9 +136,9 @@ py::tuple merge_pairs(const py::array_t<int64_t, py::array::c_style>& live, cons
       const int32_t p = ix[r * cols + c];
       if (p < 0) continue;
       const int64_t j = lv[p];
-      if (cnt[t] + cnt[j] > size_cap) continue;
+      if (wrapping_add(cnt[t], cnt[j]) > size_cap) continue;
       if (!tiny && !(static_cast<double>(sm[r * cols + c]) >= pair_threshold)) continue;
-      if (seen.insert(std::min(t, j) * n_slots + std::max(t, j)).second) {
+      if (seen.insert(wrapping_add(wrapping_mul(std::min(t, j), n_slots), std::max(t, j))).second) {
         ts.push_back(t);
         js.push_back(j);
       }

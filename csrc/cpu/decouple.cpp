@@ -2,9 +2,9 @@
 // ASCII text, the reference's regular expressions matched by hand with their exact semantics:
 // \b is a change between word ([A-Za-z0-9_]) and non-word, \s is what str.isspace accepts
 // (\t \n \v \f \r \x1c-\x1f and space), each rule one left-to-right pass of non-overlapping matches
-// over the previous rule's output (re.sub). The rules' word lists and whole-word forms come from the
-// Python module (one copy of each); the caller keeps non-ASCII text and names holding a backslash
-// (which re.sub would read as a template escape) on the reference.
+// over the previous rule's output (re.sub), the names put in as they are. The rules' word lists and
+// whole-word forms come from the Python module (one copy of each); the caller keeps non-ASCII text and
+// names on the reference.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -268,5 +268,5 @@ void register_decouple(py::module_& m) {
            py::arg("first_fixed"), py::arg("first_after"), py::arg("second_fixed"), py::arg("negatable"),
            py::arg("adverbs"), py::arg("no_s"), py::arg("past"), py::arg("irregular"))
       .def("__call__", &Decoupler::operator(), py::arg("sentence"), py::arg("speaker"), py::arg("other"),
-           "decouple(sentence, speaker, other) for ASCII text and names without a backslash");
+           "decouple(sentence, speaker, other) for ASCII text and names");
 }

@@ -124,37 +124,60 @@ def test_bad_columns_are_refused(backend):
                         attach_threshold=0.5, lenient_floor=0.5, size_cap=4, backend=backend)
 
 
-def _theme_graph(rng: np.random.Generator, n_slots: int, k: int):
-    """A memory's theme columns and synced graph: live slots ascending, each row's neighbours distinct
-    other live positions (some -1), cosines descending float32 with ties and values at the threshold."""
-    alive = rng.random(n_slots) < 0.7
-    live = np.flatnonzero(alive).astype(np.int64)
+def _theme_graph(rng: np.random.Generator, n_slots: int, cols: int):
+    """A memory's theme columns and synced graph: live slots (ascending, or shuffled), each row's
+    neighbours distinct other live positions (the rest -1, some -2), cosines descending float32 with
+    ties, NaN and values at the thresholds; counts from -1 up, some zero."""
+    live = np.flatnonzero(rng.random(n_slots) < 0.7).astype(np.int64)
+    if rng.random() < 0.3:
+        live = rng.permutation(live)
     L = live.size
-    counts = rng.integers(1, 9, n_slots).astype(np.int64)
-    idx = np.full((L, k), -1, np.int32)
-    sim = np.full((L, k), -np.inf, np.float32)
+    counts = rng.integers(-1, 9, n_slots).astype(np.int64)
+    idx = np.full((L, cols), -1, np.int32)
+    sim = np.full((L, cols), -np.inf, np.float32)
     for r in range(L):
-        others = rng.permutation([p for p in range(L) if p != r])[: int(rng.integers(0, k + 1))]
+        others = rng.permutation([p for p in range(L) if p != r])[: int(rng.integers(0, cols + 1))]
         idx[r, : len(others)] = others
-        vals = rng.choice(np.float32([0.9, 0.8, 0.8, 0.75, 0.5, 0.3, 0.1]), len(others))
+        vals = rng.choice(np.float32([0.9, 0.8, 0.8, 0.75, 0.5, 0.3, 0.1, np.nan]), len(others))
         sim[r, : len(others)] = np.sort(vals)[::-1]
+        idx[r, len(others):][rng.random(cols - len(others)) < 0.2] = -2
     return live, idx, sim, counts
 
 
 @needs_cpu
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(40))
 def test_merge_pairs_cpu_is_the_numpy_rule(seed):
     from xmemory_gpu.ops.attach import merge_pairs
 
     rng = np.random.default_rng(seed)
-    n_slots, k = int(rng.integers(0, 40)), int(rng.integers(1, 7))
-    live, idx, sim, counts = _theme_graph(rng, n_slots, k)
-    for tiny_size, cands, cap, thr in [(2, 1, 8, 0.8), (0, 0, 12, 0.75), (4, 3, 6, 0.5), (8, 2, 100, 0.95)]:
-        kw = dict(k=k, tiny_size=tiny_size, merge_candidates=cands, size_cap=cap, pair_threshold=thr)
-        got = merge_pairs(live, idx, sim, counts, n_slots, **kw)
-        want = merge_pairs(live, idx, sim, counts, n_slots, native=False, **kw)
-        for g, w in zip(got, want):
-            assert g.dtype == np.int64 and np.array_equal(g, w), (seed, kw)
+    n_slots, cols = int(rng.integers(0, 40)), int(rng.integers(1, 7))
+    live, idx, sim, counts = _theme_graph(rng, n_slots, cols)
+    for k in (cols, max(cols - 2, 0), cols + 1):  # a graph row may hold more or fewer columns than k
+        for tiny_size, cands, cap, thr in [(2, 1, 8, 0.8), (0, 0, 12, 0.75), (4, 3, 6, 0.5), (8, 2, 100, 0.95)]:
+            kw = dict(k=k, tiny_size=tiny_size, merge_candidates=cands, size_cap=cap, pair_threshold=thr)
+            got = merge_pairs(live, idx, sim, counts, n_slots, **kw)
+            want = merge_pairs(live, idx, sim, counts, n_slots, native=False, **kw)
+            for g, w in zip(got, want):
+                assert g.dtype == np.int64 and np.array_equal(g, w), (seed, kw)
+
+
+@needs_cpu
+def test_merge_pairs_of_other_types_are_the_numpy_rule():
+    """Inputs the C++ does not take as they are (a float64 cosine, an int64 graph, a float count, a
+    non-int parameter) get the NumPy steps' answer, never a cast one."""
+    from xmemory_gpu.ops.attach import merge_pairs
+
+    base = dict(live=np.array([0, 1]), idx=np.array([[1], [0]], np.int32), sim=np.float32([[0.7], [0.1]]),
+                counts=np.array([1, 1]), n_slots=2)
+    kw = dict(k=1, tiny_size=0, merge_candidates=1, size_cap=10, pair_threshold=0.7)
+    cases = [({"sim": np.array([[0.70000000001], [0.1]])}, {}), ({"idx": np.array([[1], [0]], np.int64)}, {}),
+             ({"counts": np.array([0.5, 0.5])}, {"size_cap": 0, "tiny_size": -1}), ({}, {"tiny_size": -0.5}),
+             ({"live": np.array([0, 1], np.int32)}, {})]
+    for over, kover in cases:
+        args, kws = {**base, **over}, {**kw, **kover}
+        want = merge_pairs(*args.values(), native=False, **kws)
+        got = merge_pairs(*args.values(), **kws)
+        assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want)), (over, kover)
 
 
 @needs_cpu

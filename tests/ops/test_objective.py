@@ -731,7 +731,7 @@ def test_top2_picks_in_cpp_are_the_numpy_steps(seed):
     from xmemory_gpu.ops.objective.state import _top2
 
     rng = np.random.default_rng(seed)
-    k, d = int(rng.integers(2, 12)), int(rng.integers(1, 5))
+    k, d = int(rng.integers(2, 12 if seed % 2 else 70)), int(rng.integers(1, 5))
     unit = rng.choice([-1.0, 0.0, 0.5, 1.0], (k, d))
     if seed % 4 == 1:
         unit[rng.integers(0, k)] = np.inf

@@ -61,14 +61,15 @@ def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.n
     first ``max(merge_candidates, 1)`` when t is tiny, ``counts[t] <= tiny_size``, else all ``k``); a
     pair counts when the two fit under ``size_cap`` and t is tiny or the cosine (as float64) reaches
     ``pair_threshold``; each unordered pair once, as first met. One C++ pass when the compiled module is
-    built (and ``native``), else ``reference.merge_pairs``' vectorised steps."""
+    built (and ``native``) and the inputs are of the types above (Python ints, a float threshold),
+    else ``reference.merge_pairs``' vectorised steps (no cast that could change an answer)."""
     fn = _native_merge_pairs() if native else None
-    if fn is None:
+    if (fn is None or live.dtype != np.int64 or idx.dtype != np.int32 or sim.dtype != np.float32 or counts.dtype != np.int64
+            or not all(type(v) is int for v in (n_slots, k, tiny_size, merge_candidates, size_cap))
+            or type(pair_threshold) is not float):
         return reference.merge_pairs(live, idx, sim, counts, n_slots, k=k, tiny_size=tiny_size,
                                      merge_candidates=merge_candidates, size_cap=size_cap, pair_threshold=pair_threshold)
-    return fn(live.astype(np.int64, copy=False), idx.astype(np.int32, copy=False), sim.astype(np.float32, copy=False),
-              counts.astype(np.int64, copy=False), int(n_slots), int(k), int(tiny_size), int(merge_candidates),
-              int(size_cap), float(pair_threshold))
+    return fn(live, idx, sim, counts, n_slots, k, tiny_size, merge_candidates, size_cap, pair_threshold)
 
 
 __all__ = ["attach_rows", "merge_pairs"]
