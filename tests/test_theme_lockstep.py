@@ -26,6 +26,7 @@ from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.ops.objective import Candidates, PartitionState, partition_objective, score_candidates
 from xmemory_gpu.ops.objective.state import objective_from_parts
+from xmemory_gpu.ops.rows import dot4
 
 
 def _block_reference(x: np.ndarray, labels: np.ndarray, eps: float = 1e-8):
@@ -41,7 +42,7 @@ def _block_reference(x: np.ndarray, labels: np.ndarray, eps: float = 1e-8):
     cnt = np.bincount(inv, minlength=k).astype(np.int64)
     nrm = np.linalg.norm(sm, axis=1)
     unit = np.divide(sm, nrm[:, None], out=np.zeros_like(sm), where=nrm[:, None] > 0)
-    cos = unit @ unit.T
+    cos = dot4(unit[:, None, :], unit[None, :, :])  # the centroid cosines in one fixed order (no BLAS product)
     np.fill_diagonal(cos, -np.inf)
     ti, tc = np.full((k, 2), -1, np.int64), np.full((k, 2), -np.inf)
     if k > 1:

@@ -1,3 +1,5 @@
+// Row-wise helpers of the construction's exact-bit arithmetic (compiled with -ffp-contract=off: dot4
+// must round alike everywhere).
 // Rows added into per-group sums in row order (ops/rows.py add_rows_in_order): for i = 0..m-1,
 // sums[group[i]] += x[rows[i]], every element one float64 add in that order, the bits of
 // np.add.at(sums, group, x[rows]) (the theme stage's f(P) state and a memory's theme sums rest on them).
@@ -56,6 +58,8 @@ void add_rows(py::array sums, const py::array_t<int64_t, py::array::c_style>& gr
   }
 }
 
+#include "xmemory/dot4.inc"
+
 // np.argmax of one row (the first largest; a NaN is the largest, its first occurrence)
 int64_t argmax(const double* v, int64_t k) {
   int64_t best = 0;
@@ -64,29 +68,47 @@ int64_t argmax(const double* v, int64_t k) {
   return best;
 }
 
-// Each row's two largest entries off the diagonal of a square cos [k, k], k >= 2: (idx [k, 2] int64,
-// val [k, 2] float64), the first of equals, an index -1 where its value is not finite (ops/objective
-// state.py's _top2 steps: diagonal -inf, argmax, the pick made -inf, argmax again).
-py::tuple top2_off_diagonal(const py::array_t<double, py::array::c_style>& cos) {
-  if (cos.ndim() != 2 || cos.shape(0) != cos.shape(1) || cos.shape(0) < 2)
-    throw py::value_error("top2_off_diagonal: cos: expected a square [k, k] float64 array, k >= 2");
-  const int64_t k = cos.shape(0);
-  py::array_t<int64_t> idx({k, int64_t(2)});
-  py::array_t<double> val({k, int64_t(2)});
-  const double* c = cos.data();
+// Per block of unit rows (theme centroids; block b is rows theme_off[b]:theme_off[b+1] of unit [T, d]
+// float64): each row's two nearest other rows of its block by cosine, dot4's fixed order (the same bits
+// on every ISA, unlike a BLAS product), as (idx [T, 2] int64 rows local to the block, cos [T, 2]
+// float64); the first of equals; -1 / -inf where there is none or the value is not finite (ops/objective
+// state.py's _top2: diagonal -inf, argmax, the pick made -inf, argmax again).
+py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const py::array_t<int64_t, py::array::c_style>& theme_off) {
+  if (unit.ndim() != 2 || theme_off.ndim() != 1 || theme_off.shape(0) < 1)
+    throw py::value_error("top2_blocks: expected unit [T, d] float64 and theme_off [nb+1] int64");
+  const int64_t t_all = unit.shape(0), d = unit.shape(1), nb = theme_off.shape(0) - 1;
+  const int64_t* off = theme_off.data();
+  if (off[0] != 0 || off[nb] != t_all) throw py::value_error("top2_blocks: theme_off must run from 0 to T");
+  for (int64_t b = 0; b < nb; ++b)
+    if (off[b + 1] < off[b]) throw py::value_error("top2_blocks: theme_off must not decrease");
+  py::array_t<int64_t> idx({t_all, int64_t(2)});
+  py::array_t<double> val({t_all, int64_t(2)});
+  const double* u = unit.data();
   int64_t* ti = idx.mutable_data();
   double* tv = val.mutable_data();
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
   {
     py::gil_scoped_release release;
-    std::vector<double> row(static_cast<size_t>(k));
-    for (int64_t i = 0; i < k; ++i) {
-      std::copy(c + i * k, c + (i + 1) * k, row.begin());
-      row[static_cast<size_t>(i)] = -std::numeric_limits<double>::infinity();
-      for (int p = 0; p < 2; ++p) {
-        const int64_t j = argmax(row.data(), k);
-        tv[2 * i + p] = row[static_cast<size_t>(j)];
-        ti[2 * i + p] = std::isfinite(row[static_cast<size_t>(j)]) ? j : -1;
-        row[static_cast<size_t>(j)] = -std::numeric_limits<double>::infinity();
+    std::vector<double> row;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t t0 = off[b], k = off[b + 1] - off[b];
+      row.resize(static_cast<size_t>(k));
+      for (int64_t i = 0; i < k; ++i) {
+        int64_t* oi = ti + 2 * (t0 + i);
+        double* ov = tv + 2 * (t0 + i);
+        if (k < 2) {
+          oi[0] = oi[1] = -1;
+          ov[0] = ov[1] = kNone;
+          continue;
+        }
+        for (int64_t j = 0; j < k; ++j)
+          row[static_cast<size_t>(j)] = j == i ? kNone : dot4(u + (t0 + i) * d, u + (t0 + j) * d, d);
+        for (int p = 0; p < 2; ++p) {
+          const int64_t j = argmax(row.data(), k);
+          ov[p] = row[static_cast<size_t>(j)];
+          oi[p] = std::isfinite(row[static_cast<size_t>(j)]) ? j : -1;
+          row[static_cast<size_t>(j)] = kNone;
+        }
       }
     }
   }
@@ -96,8 +118,8 @@ py::tuple top2_off_diagonal(const py::array_t<double, py::array::c_style>& cos) 
 }  // namespace
 
 void register_rows(py::module_& m) {
-  m.def("top2_off_diagonal", &top2_off_diagonal, py::arg("cos"),
-        "each row's two largest entries off the diagonal of a square float64 [k, k]: (idx [k, 2], val [k, 2]), -1 not finite");
+  m.def("top2_blocks", &top2_blocks, py::arg("unit"), py::arg("theme_off"),
+        "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
   m.def("add_rows", &add_rows, py::arg("sums"), py::arg("group"), py::arg("x"), py::arg("rows"),
         "sums[group[i]] += x[rows[i]] for i in order, in float64 (np.add.at's bits), in place");
 }

@@ -725,19 +725,29 @@ def test_add_rows_refuses_what_it_cannot_index():
 
 @pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
 @pytest.mark.parametrize("seed", range(20))
-def test_top2_picks_in_cpp_are_the_numpy_steps(seed):
-    """The f(P) state's two nearest centroids per theme: the C++ picks equal the NumPy steps on random
-    blocks with equal cosines, zero centroids, infinities and NaN, k = 2 included."""
-    from xmemory_gpu.ops.objective.state import _top2
+def test_top2_blocks_in_cpp_are_the_numpy_steps(seed):
+    """The f(P) state's two nearest centroids per theme, every block in one C++ call: the NumPy steps'
+    indices and cosines to the bit, on ragged blocks (one theme, two, up to 70) with equal cosines, zero
+    centroids, infinities and NaN; the cosines are dot4's fixed order, not a BLAS product's."""
+    from xmemory_gpu.ops.objective.state import top2_blocks
+    from xmemory_gpu.ops.rows import dot4
 
     rng = np.random.default_rng(seed)
-    k, d = int(rng.integers(2, 12 if seed % 2 else 70)), int(rng.integers(1, 5))
-    unit = rng.choice([-1.0, 0.0, 0.5, 1.0], (k, d))
-    if seed % 4 == 1:
-        unit[rng.integers(0, k)] = np.inf
-    if seed % 4 == 2:
-        unit[rng.integers(0, k), 0] = np.nan
+    sizes = rng.integers(0, 12 if seed % 2 else 70, int(rng.integers(1, 6)))
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    d = int(rng.integers(1, 5)) if seed % 3 else 384
+    unit = rng.choice([-1.0, 0.0, 0.5, 1.0], (int(off[-1]), d)) if d < 8 else rng.standard_normal((int(off[-1]), d))
+    if seed % 4 == 1 and len(unit):
+        unit[rng.integers(0, len(unit))] = np.inf
+    if seed % 4 == 2 and len(unit):
+        unit[rng.integers(0, len(unit)), 0] = np.nan
     with np.errstate(invalid="ignore"):
-        got, want = _top2(unit), _top2(unit, native=False)
+        got, want = top2_blocks(unit, off), top2_blocks(unit, off, native=False)
     assert got[0].dtype == want[0].dtype == np.int64
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True), seed
+    for b in range(len(sizes)):  # each pick's value is dot4 of its two rows
+        for i in range(int(off[b]), int(off[b + 1])):
+            for p in range(2):
+                j = int(got[0][i, p])
+                if j >= 0:
+                    assert got[1][i, p] == dot4(unit[i], unit[int(off[b]) + j])

@@ -5,25 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def dot4(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise dot products over the last axis of a [..., d] and b [d] (or [..., d]) in float64, in the
-    order of ``dot4`` in ``csrc/include/xmemory/dot4.inc``: 4 x 8 lanes from zero, lane (u, l) taking
-    k = 32t + 8u + l in order (np.cumsum: sequential), the tail k >= 32q added in order from zero, then
-    per l in order the lanes' ((u0 + u1) + (u2 + u3))."""
-    p = a * b.astype(np.float64)
-    lead, d = p.shape[:-1], p.shape[-1]
-    q = d // 32
-    lanes = np.zeros((*lead, 1, 4, 8))
-    if q:
-        lanes = np.concatenate([lanes, p[..., : 32 * q].reshape(*lead, q, 4, 8)], axis=-3)
-    acc = np.cumsum(lanes, axis=-3)[..., -1, :, :]  # [..., 4, 8]
-    total = np.zeros(lead)
-    for k in range(32 * q, d):
-        total = total + p[..., k]
-    for lane in range(8):
-        total = total + ((acc[..., 0, lane] + acc[..., 1, lane]) + (acc[..., 2, lane] + acc[..., 3, lane]))
-    return total
+from ..rows import dot4
 
 
 def _norm(s: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import add_rows_in_order, row_norms, unit_rows
+from ..rows import add_rows_in_order, dot4, row_norms, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -92,9 +92,10 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
 
     Themes, members and sums of all blocks at once (``np.add.at``'s sums in row order, ``add_rows_in_order``: a kept theme
     continues its sum with its rows from ``kept.tail`` on, any other sums all its rows, so every sum
-    equals a fresh one bit for bit); then per block the centroid cosines (one product), top-2 and f,
-    the operations and shapes of the per-memory code they replace (tests/test_theme_lockstep.py), so the
-    values are its bits and the build's decisions, to the last tie, are unchanged."""
+    equals a fresh one bit for bit); then every block's top-2 in one call (``top2_blocks``: cosines in
+    ``dot4``'s fixed order, the same bits on every CPU) and f (``_f_blocks``, the per-memory code's
+    operations and shapes), so the values do not depend on the batch (tests/test_theme_lockstep.py)
+    and the build's decisions, to the last tie, not on the machine."""
     nb, d = len(row_off) - 1, x.shape[1]
     if labels.size and int(labels.max()) >= 2**31:
         raise ValueError(f"labels must be below 2**31, got {int(labels.max())}")
@@ -116,12 +117,7 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
     counts = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
     nrm = row_norms(sums)  # row by row: each row's bits as a block's own call
     unit = np.divide(sums, nrm[:, None], out=np.zeros_like(sums), where=nrm[:, None] > 0)
-    top_idx = np.full((len(uniq), 2), -1, np.int64)
-    top_cos = np.full((len(uniq), 2), -np.inf)
-    for b in range(nb):
-        t0, t1 = int(theme_off[b]), int(theme_off[b + 1])
-        if t1 - t0 > 1:
-            top_idx[t0:t1], top_cos[t0:t1] = _top2(unit[t0:t1])
+    top_idx, top_cos = top2_blocks(unit, theme_off)
     members = np.argsort(inv, kind="stable").astype(np.int64)
     return _Blocks(row_off, theme_off, labels, uniq & (2**_KEY - 1), sums, counts, members - row_off[blk[members]],
                    top_idx, top_cos, _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
@@ -129,23 +125,21 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
 
 @functools.cache
 def _native_top2():
-    """``_C.top2_off_diagonal`` when the compiled module is built, else None (the NumPy steps)."""
+    """``_C.top2_blocks`` when the compiled module is built, else None (the NumPy steps)."""
     try:
         from ... import _C
     except ImportError:
         return None
-    return _C.top2_off_diagonal
+    return _C.top2_blocks
 
 
-def _top2(unit: np.ndarray, *, native: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One block's two nearest other centroids (local rows, ties to the lower row, as a stable sort of
-    -cos; -1 / -inf none) from its unit centroids [k, d], k >= 2: one product, as the per-memory code;
-    the picks in one C++ pass when the compiled module is built (and ``native``), else the NumPy steps."""
+    -cos; -1 / -inf none) from its unit centroids [k, d], k >= 2: cosines by ``dot4``'s fixed order (a
+    BLAS product's bits depend on the CPU's kernel, and with them which of two near-equal merges goes
+    first), then the picks."""
     k = unit.shape[0]
-    cos = unit @ unit.T
-    pick = _native_top2() if native else None
-    if pick is not None:
-        return pick(cos)
+    cos = dot4(unit[:, None, :], unit[None, :, :])
     np.fill_diagonal(cos, -np.inf)
     rows = np.arange(k)
     ti = np.empty((k, 2), np.int64)
@@ -157,6 +151,22 @@ def _top2(unit: np.ndarray, *, native: bool = True) -> tuple[np.ndarray, np.ndar
     tc[:, 1] = cos[rows, ti[:, 1]]
     ti[~np.isfinite(tc)] = -1
     return ti, tc
+
+
+def top2_blocks(unit: np.ndarray, theme_off: np.ndarray, *, native: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``_top2`` of every block of unit [T, d] float64 (block b: rows ``theme_off[b]:theme_off[b+1]``):
+    (idx [T, 2] int64 local rows, cos [T, 2]), -1 / -inf for a block of one; one C++ call when the
+    compiled module is built (and ``native``), else a NumPy ``_top2`` per block."""
+    fn = _native_top2() if native else None
+    if fn is not None:
+        return fn(np.ascontiguousarray(unit, dtype=np.float64), np.ascontiguousarray(theme_off, dtype=np.int64))
+    top_idx = np.full((unit.shape[0], 2), -1, np.int64)
+    top_cos = np.full((unit.shape[0], 2), -np.inf)
+    for b in range(len(theme_off) - 1):
+        t0, t1 = int(theme_off[b]), int(theme_off[b + 1])
+        if t1 - t0 > 1:
+            top_idx[t0:t1], top_cos[t0:t1] = _top2(unit[t0:t1])
+    return top_idx, top_cos
 
 
 def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray,
