@@ -97,7 +97,6 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     from xmemory_gpu.embed import load_embedder
     from xmemory_gpu.ops import attach, rows
     from xmemory_gpu.ops.knn import graph
-    from xmemory_gpu.ops.objective import state
 
     clock = {"native": 0.0, "encode": 0.0, "in_encode": 0}
 
@@ -125,7 +124,7 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
     bound = {(m, n): getattr(m, n) for m, n in ((text, "_native_words"), (text, "_native_keywords"),
                                                  (semantic, "_native_decouple")) if hasattr(m, n)}  # bound at import
-    cached = [f.cache_clear for f in (graph._native, getattr(rows, "_native_add_rows", None), getattr(state, "_native_top2", None),
+    cached = [f.cache_clear for f in (graph._native, getattr(rows, "compiled", None), getattr(rows, "_native_add_rows", None),
                                       getattr(attach, "_native_merge_pairs", None)) if f is not None]
     emb = load_embedder(embedder)
     emb.encode = timed_encode(emb.encode)

@@ -115,9 +115,67 @@ py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const
   return py::make_tuple(idx, val);
 }
 
+// dot4 of every row of a [n, d] with every row of b [m, d] (float64): [n, m] float64, the same bits on
+// every ISA (the construction's cosines that decide something: theme gists, component edges).
+py::array_t<double> dot4_gram(const py::array_t<double, py::array::c_style>& a, const py::array_t<double, py::array::c_style>& b) {
+  if (a.ndim() != 2 || b.ndim() != 2 || a.shape(1) != b.shape(1))
+    throw py::value_error("dot4_gram: expected a [n, d] and b [m, d] float64");
+  const int64_t n = a.shape(0), m = b.shape(0), d = a.shape(1);
+  py::array_t<double> out({n, m});
+  const double* pa = a.data();
+  const double* pb = b.data();
+  double* po = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) po[i * m + j] = dot4(pa + i * d, pb + j * d, d);
+  }
+  return out;
+}
+
+// segment.boundary_runs' drift rule: the starts of the runs of x [n, d] float32 (unit rows), a run
+// cut before message i when hard[i] (a session change or time gap) or, once the run holds
+// min_messages, when cos(x_i, the run's float64 sum) < drift_threshold (dot4 order: sqrt(dot4(s, s))
+// and dot4(x_i, s)); the sum takes each row as it joins. Returns the starts, 0 first (n > 0).
+py::array_t<int64_t> drift_runs(const py::array_t<float, py::array::c_style>& x, const py::array_t<bool, py::array::c_style>& hard,
+                                int64_t min_messages, double drift_threshold) {
+  if (x.ndim() != 2 || hard.ndim() != 1 || hard.shape(0) != x.shape(0) || x.shape(0) < 1)
+    throw py::value_error("drift_runs: expected x [n, d] float32 (n >= 1) and hard [n] bool");
+  const int64_t n = x.shape(0), d = x.shape(1);
+  const float* px = x.data();
+  const bool* ph = hard.data();
+  std::vector<int64_t> starts{0};
+  {
+    py::gil_scoped_release release;
+    std::vector<double> acc(px, px + d);
+    int64_t start = 0;
+    for (int64_t i = 1; i < n; ++i) {
+      const float* xi = px + i * d;
+      bool cut = ph[i];
+      if (!cut && i - start >= min_messages) {
+        const double norm = std::sqrt(dot4(acc.data(), acc.data(), d));
+        cut = norm > 0 && dot4(xi, acc.data(), d) / norm < drift_threshold;
+      }
+      if (cut) {
+        starts.push_back(i);
+        start = i;
+        for (int64_t k = 0; k < d; ++k) acc[static_cast<size_t>(k)] = static_cast<double>(xi[k]);
+      } else {
+        for (int64_t k = 0; k < d; ++k) acc[static_cast<size_t>(k)] += static_cast<double>(xi[k]);
+      }
+    }
+  }
+  py::array_t<int64_t> out(static_cast<py::ssize_t>(starts.size()));
+  std::copy(starts.begin(), starts.end(), out.mutable_data());
+  return out;
+}
+
 }  // namespace
 
 void register_rows(py::module_& m) {
+  m.def("dot4_gram", &dot4_gram, py::arg("a"), py::arg("b"), "dot4 of every row of a [n, d] with every row of b [m, d]: [n, m]");
+  m.def("drift_runs", &drift_runs, py::arg("x"), py::arg("hard"), py::arg("min_messages"), py::arg("drift_threshold"),
+        "the starts of segment.boundary_runs' runs: hard cuts, then drift from the run's sum by dot4 cosine");
   m.def("top2_blocks", &top2_blocks, py::arg("unit"), py::arg("theme_off"),
         "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
   m.def("add_rows", &add_rows, py::arg("sums"), py::arg("group"), py::arg("x"), py::arg("rows"),

@@ -32,6 +32,7 @@ from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
+from ..ops.rows import dot4_gram
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
@@ -185,7 +186,7 @@ def theme_summary(texts: list[str], x: np.ndarray) -> str:
     if not texts:
         return ""
     c = x.astype(np.float64).sum(axis=0)
-    score = x.astype(np.float64) @ c
+    score = dot4_gram(x, c[None, :])[:, 0]  # fixed order: a near-tie picks the same statement on every CPU
     picked: list[int] = []
     for i in np.lexsort((np.arange(len(texts)), -score)):
         if all(texts[int(i)] != texts[j] for j in picked):

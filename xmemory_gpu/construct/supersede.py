@@ -15,6 +15,8 @@ import re
 
 import numpy as np
 
+from ..ops.rows import dot4_gram
+
 CHANGE = re.compile(
     r"\b(?:now|no longer|any ?more|moved|moving|relocat\w*|switched|switching|changed|changing|instead|new|started|"
     r"starting|began|quit|quitting|left|leaving|joined|joining|sold|raise|promoted|divorced|broke up|engaged|married|"
@@ -59,7 +61,7 @@ def supersessions(texts: list[str], x: np.ndarray, order: np.ndarray, speakers: 
         return {}
     order = np.asarray(order)
     spk = np.unique(np.asarray(speakers, dtype=object), return_inverse=True)[1]
-    sims = np.asarray(x, np.float64)[changes] @ np.asarray(x, np.float64).T  # [C, n]
+    sims = dot4_gram(np.asarray(x)[changes], x)  # [C, n], the same bits on every CPU
     close = np.flatnonzero((sims >= threshold).any(axis=0))  # only these rows' attributes are read
     masks = np.zeros(n, np.int64)
     masks[close] = [_mask(texts[i]) for i in close.tolist()]

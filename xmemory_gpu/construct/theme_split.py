@@ -15,7 +15,7 @@ from ..ops.backends import host_backend
 from ..ops.checks import check_offsets
 from ..ops.kmeans import spherical_kmeans
 from ..ops.kmeans.reference import first_appearance, lloyd
-from ..ops.rows import unit_rows
+from ..ops.rows import dot4_gram, unit_rows
 
 
 def _kmeans_drawing(x: np.ndarray, k: int, rng: np.random.Generator, iters: int = 12) -> np.ndarray:
@@ -33,11 +33,11 @@ def _kmeans_drawing(x: np.ndarray, k: int, rng: np.random.Generator, iters: int 
 
 def connected_components(x: np.ndarray, threshold: float) -> np.ndarray:
     """Component labels [n] (each row's label the smallest row index of its component) of the graph
-    with an edge i - j (i < j) where cos(x_i, x_j) >= threshold, read from the upper triangle of
-    ``x @ x.T`` as the authors' union-find did; found by propagating the smallest label along edges
+    with an edge i - j (i < j) where cos(x_i, x_j) >= threshold, read from the upper triangle of the
+    cosines as the authors' union-find did (``dot4_gram``: the same edges on every CPU); found by propagating the smallest label along edges
     (a theme's diameter in vectorised steps, not a Python loop over edges)."""
     n = x.shape[0]
-    adj = np.triu(x @ x.T >= threshold, 1)
+    adj = np.triu(dot4_gram(x, x) >= threshold, 1)
     adj |= adj.T
     np.fill_diagonal(adj, True)
     labels = np.arange(n)

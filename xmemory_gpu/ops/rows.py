@@ -10,13 +10,13 @@ from .devices import host
 
 
 @functools.cache
-def _native_add_rows():
-    """``_C.add_rows`` when the compiled module is built, else None (the NumPy steps)."""
+def compiled(name: str):
+    """``_C.<name>`` when the compiled module is built, else None (the NumPy steps)."""
     try:
         from .. import _C
     except ImportError:
         return None
-    return _C.add_rows
+    return getattr(_C, name)
 
 
 def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: np.ndarray, *, native: bool = True) -> None:
@@ -29,7 +29,7 @@ def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: 
     element-by-element loop."""
     if group.size == 0:
         return
-    add = _native_add_rows() if native else None
+    add = compiled("add_rows") if native else None
     if (add is not None and sums.dtype == np.float64 and sums.flags.c_contiguous and sums.flags.writeable
             and sums.flags.aligned and x.dtype in (np.float32, np.float64) and x.flags.aligned
             and group.dtype.kind in "iu" and rows.dtype.kind in "iu" and not np.may_share_memory(sums, x)):
@@ -88,3 +88,44 @@ def dot4(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for lane in range(8):
         total = total + ((acc[..., 0, lane] + acc[..., 1, lane]) + (acc[..., 2, lane] + acc[..., 3, lane]))
     return total
+
+
+def dot4_gram(a: np.ndarray, b: np.ndarray, *, native: bool = True) -> np.ndarray:
+    """``dot4`` of every row of a [n, d] with every row of b [m, d] (real, taken as float64): [n, m]
+    float64, the same bits on every CPU (a BLAS product's depend on its kernel). One C++ call when the
+    compiled module is built (and ``native``), else NumPy ``dot4``."""
+    a = np.ascontiguousarray(host(a), dtype=np.float64)
+    b = np.ascontiguousarray(host(b), dtype=np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"dot4_gram: expected a [n, d] and b [m, d], got shapes {a.shape} and {b.shape}")
+    fn = compiled("dot4_gram") if native else None
+    if fn is not None:
+        return fn(a, b)
+    return dot4(a[:, None, :], b[None, :, :]) if a.shape[1] else np.zeros((len(a), len(b)))
+
+
+def drift_runs(x: np.ndarray, hard: np.ndarray, min_messages: int, drift_threshold: float, *,
+               native: bool = True) -> np.ndarray:
+    """The starts [r] int64 (0 first) of runs of x [n, d] float32 unit rows (n >= 1): a run is cut before
+    row i when ``hard[i]`` or, once it holds ``min_messages`` rows, when the cosine of x_i to the run's
+    float64 sum, ``dot4(x_i, s) / sqrt(dot4(s, s))``, is below ``drift_threshold``. One C++ pass when
+    the compiled module is built (and ``native``), else this loop."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    hard = np.ascontiguousarray(hard, dtype=bool)
+    if x.ndim != 2 or hard.shape != (x.shape[0],) or x.shape[0] < 1:
+        raise ValueError(f"drift_runs: expected x [n, d] (n >= 1) and hard [n], got shapes {x.shape} and {hard.shape}")
+    fn = compiled("drift_runs") if native else None
+    if fn is not None:
+        return fn(x, hard, int(min_messages), float(drift_threshold))
+    starts, start, acc = [0], 0, x[0].astype(np.float64)
+    for i in range(1, x.shape[0]):
+        cut = bool(hard[i])
+        if not cut and i - start >= min_messages:
+            norm = float(np.sqrt(dot4(acc, acc)))
+            cut = norm > 0 and float(dot4(x[i].astype(np.float64), acc)) / norm < drift_threshold
+        if cut:
+            starts.append(i)
+            start, acc = i, x[i].astype(np.float64)
+        else:
+            acc = acc + x[i]
+    return np.array(starts, np.int64)

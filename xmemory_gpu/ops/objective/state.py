@@ -17,7 +17,6 @@ from zero, so a kept, continued or fresh sum is bit-identical to ``from_labels``
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ import numpy as np
 
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import add_rows_in_order, dot4, row_norms, unit_rows
+from ..rows import add_rows_in_order, compiled, dot4, row_norms, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -123,16 +122,6 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
                    top_idx, top_cos, _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
 
 
-@functools.cache
-def _native_top2():
-    """``_C.top2_blocks`` when the compiled module is built, else None (the NumPy steps)."""
-    try:
-        from ... import _C
-    except ImportError:
-        return None
-    return _C.top2_blocks
-
-
 def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One block's two nearest other centroids (local rows, ties to the lower row, as a stable sort of
     -cos; -1 / -inf none) from its unit centroids [k, d], k >= 2: cosines by ``dot4``'s fixed order (a
@@ -157,7 +146,7 @@ def top2_blocks(unit: np.ndarray, theme_off: np.ndarray, *, native: bool = True)
     """``_top2`` of every block of unit [T, d] float64 (block b: rows ``theme_off[b]:theme_off[b+1]``):
     (idx [T, 2] int64 local rows, cos [T, 2]), -1 / -inf for a block of one; one C++ call when the
     compiled module is built (and ``native``), else a NumPy ``_top2`` per block."""
-    fn = _native_top2() if native else None
+    fn = compiled("top2_blocks") if native else None
     if fn is not None:
         return fn(np.ascontiguousarray(unit, dtype=np.float64), np.ascontiguousarray(theme_off, dtype=np.int64))
     top_idx = np.full((unit.shape[0], 2), -1, np.int64)

@@ -1,0 +1,113 @@
+"""The construction's fixed-order products (ops/rows.py): ``dot4_gram`` and ``drift_runs`` from the
+compiled module equal their NumPy steps to the bit on fresh random inputs (every d modulo 32, float32
+and float64 rows, ragged hard cuts, thresholds at the cosines), and the drift rule is the per-message
+rule it replaced wherever no cosine sits within rounding of the threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.ops import available_backends
+from xmemory_gpu.ops.rows import dot4, dot4_gram, drift_runs
+
+needs_cpu = pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+
+
+@needs_cpu
+@pytest.mark.parametrize("d", [0, 1, 7, 31, 32, 33, 64, 100, 384])
+def test_dot4_gram_is_the_numpy_order(rng, d):
+    a = rng.standard_normal((int(rng.integers(0, 9)), d)).astype(np.float32)
+    b = rng.standard_normal((int(rng.integers(0, 9)), d))
+    got, want = dot4_gram(a, b), dot4_gram(a, b, native=False)
+    assert got.shape == want.shape == (len(a), len(b)) and got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
+    if len(a) and len(b) and d:
+        assert got[0, 0] == dot4(a[0].astype(np.float64), b[0])
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b.T, rtol=1e-12, atol=1e-12)
+
+
+def _unit(rng, n, d):
+    x = rng.standard_normal((n, d)) + 2.0 * rng.standard_normal(d)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@needs_cpu
+@pytest.mark.parametrize("seed", range(12))
+def test_drift_runs_in_cpp_are_the_numpy_loop(seed):
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(1, 60)), int(rng.choice([3, 32, 45, 384]))
+    x = _unit(rng, n, d)
+    hard = rng.random(n) < 0.1
+    for min_messages in (0, 1, 3):
+        for thr in (-1.0, 0.3, 0.6, 0.9, 1.1):
+            got = drift_runs(x, hard, min_messages, thr)
+            want = drift_runs(x, hard, min_messages, thr, native=False)
+            assert got.dtype == np.int64 and np.array_equal(got, want), (seed, min_messages, thr)
+            assert got[0] == 0 and np.all(np.diff(got) > 0) and set(np.flatnonzero(hard[1:]) + 1) <= set(got.tolist())
+
+
+@needs_cpu
+def test_drift_runs_are_the_per_message_rule(rng):
+    """The rule as the per-message loop wrote it (BLAS dots), where no cosine is near the threshold."""
+    for _ in range(20):
+        n = int(rng.integers(2, 80))
+        x = _unit(rng, n, 64)
+        hard = rng.random(n) < 0.05
+        thr = float(rng.uniform(0.2, 0.9))
+        starts, start, acc = [0], 0, x[0].astype(np.float64).copy()
+        near = False
+        for i in range(1, n):
+            cut = bool(hard[i])
+            if not cut and i - start >= 2:
+                cos = float(x[i] @ acc) / np.sqrt(acc.dot(acc))
+                near |= abs(cos - thr) < 1e-9
+                cut = cos < thr
+            if cut:
+                starts.append(i)
+                start, acc = i, x[i].astype(np.float64).copy()
+            else:
+                acc += x[i]
+        if not near:
+            assert drift_runs(x, hard, 2, thr).tolist() == starts
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(ValueError, match="dot4_gram"):
+        dot4_gram(np.zeros((2, 3)), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="drift_runs"):
+        drift_runs(np.zeros((0, 3), np.float32), np.zeros(0, bool), 1, 0.5)
+
+
+def test_boundary_runs_are_the_per_message_rule():
+    """``segment.boundary_runs`` on synthetic chats (some times missing: no gap there) against the
+    per-message loop it replaced: session changes, time gaps and drift cut at the same messages."""
+    import dataclasses
+
+    from xmemory_gpu.config import SegmentConfig
+    from xmemory_gpu.construct.segment import boundary_runs, embed_messages
+    from xmemory_gpu.datasets.locomo import conversations_of
+    from xmemory_gpu.datasets.synthetic import generate_conversations
+    from xmemory_gpu.embed.hashing import HashingEmbedder
+
+    cfg, emb = SegmentConfig(time_gap_s=600.0), HashingEmbedder(dim=64)
+    for i, conv in enumerate(conversations_of("synthetic", generate_conversations(12, seed=2))):
+        msgs = [dataclasses.replace(m, timestamp=None) if (i + j) % 7 == 0 else m for j, m in enumerate(conv.messages)]
+        conv = dataclasses.replace(conv, messages=msgs)
+        x = embed_messages(emb, conv.messages).x
+        runs, start, acc = [], 0, x[0].astype(np.float64).copy()
+        for k in range(1, len(msgs)):
+            prev, cur = msgs[k - 1], msgs[k]
+            cut = cur.session != prev.session
+            if not cut and cur.timestamp is not None and prev.timestamp is not None:
+                cut = cur.timestamp - prev.timestamp > cfg.time_gap_s
+            if not cut and k - start >= cfg.min_messages:
+                norm = np.sqrt(acc.dot(acc))
+                cut = norm > 0 and float(x[k] @ acc) / norm < cfg.drift_threshold
+            if cut:
+                runs.append((start, k))
+                start, acc = k, x[k].astype(np.float64).copy()
+            else:
+                acc += x[k]
+        runs.append((start, len(msgs)))
+        assert boundary_runs(conv, x, cfg) == runs, conv.sample_id
