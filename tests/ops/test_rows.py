@@ -111,3 +111,19 @@ def test_boundary_runs_are_the_per_message_rule():
                 acc += x[k]
         runs.append((start, len(msgs)))
         assert boundary_runs(conv, x, cfg) == runs, conv.sample_id
+
+
+@needs_cpu
+def test_drift_runs_of_float64_rows_are_not_cast(rng, monkeypatch):
+    """float64 rows take the NumPy loop as they are (a cast to float32 could move a cut); float32 rows
+    the C++ pass."""
+    from xmemory_gpu.ops import rows
+
+    calls = []
+    native = rows.compiled("drift_runs")
+    monkeypatch.setattr(rows, "compiled", lambda name: (lambda *a: calls.append(a[0].dtype) or native(*a)))
+    x = _unit(rng, 30, 16)
+    hard = np.zeros(30, bool)
+    want = drift_runs(x.astype(np.float64), hard, 1, 0.5, native=False)
+    assert np.array_equal(drift_runs(x.astype(np.float64), hard, 1, 0.5), want) and calls == []
+    assert np.array_equal(drift_runs(x, hard, 1, 0.5), want) and calls == [np.float32]

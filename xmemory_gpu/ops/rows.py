@@ -106,17 +106,18 @@ def dot4_gram(a: np.ndarray, b: np.ndarray, *, native: bool = True) -> np.ndarra
 
 def drift_runs(x: np.ndarray, hard: np.ndarray, min_messages: int, drift_threshold: float, *,
                native: bool = True) -> np.ndarray:
-    """The starts [r] int64 (0 first) of runs of x [n, d] float32 unit rows (n >= 1): a run is cut before
+    """The starts [r] int64 (0 first) of runs of x [n, d] unit rows (n >= 1): a run is cut before
     row i when ``hard[i]`` or, once it holds ``min_messages`` rows, when the cosine of x_i to the run's
     float64 sum, ``dot4(x_i, s) / sqrt(dot4(s, s))``, is below ``drift_threshold``. One C++ pass when
-    the compiled module is built (and ``native``), else this loop."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    the compiled module is built (and ``native``) and x is float32, else this loop (rows of another
+    real dtype are read as they are, not cast to float32)."""
+    x = np.asarray(host(x))
     hard = np.ascontiguousarray(hard, dtype=bool)
     if x.ndim != 2 or hard.shape != (x.shape[0],) or x.shape[0] < 1:
         raise ValueError(f"drift_runs: expected x [n, d] (n >= 1) and hard [n], got shapes {x.shape} and {hard.shape}")
-    fn = compiled("drift_runs") if native else None
+    fn = compiled("drift_runs") if native and x.dtype == np.float32 else None
     if fn is not None:
-        return fn(x, hard, int(min_messages), float(drift_threshold))
+        return fn(np.ascontiguousarray(x), hard, int(min_messages), float(drift_threshold))
     starts, start, acc = [0], 0, x[0].astype(np.float64)
     for i in range(1, x.shape[0]):
         cut = bool(hard[i])
