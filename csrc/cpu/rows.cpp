@@ -89,25 +89,27 @@ py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const
   constexpr double kNone = -std::numeric_limits<double>::infinity();
   {
     py::gil_scoped_release release;
-    std::vector<double> row;
+    std::vector<double> cos;  // one block's cosines [k, k], each pair computed once (dot4 is symmetric)
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t t0 = off[b], k = off[b + 1] - off[b];
-      row.resize(static_cast<size_t>(k));
-      for (int64_t i = 0; i < k; ++i) {
-        int64_t* oi = ti + 2 * (t0 + i);
-        double* ov = tv + 2 * (t0 + i);
-        if (k < 2) {
-          oi[0] = oi[1] = -1;
-          ov[0] = ov[1] = kNone;
-          continue;
+      if (k < 2) {
+        for (int64_t i = 0; i < k; ++i) {
+          ti[2 * (t0 + i)] = ti[2 * (t0 + i) + 1] = -1;
+          tv[2 * (t0 + i)] = tv[2 * (t0 + i) + 1] = kNone;
         }
-        for (int64_t j = 0; j < k; ++j)
-          row[static_cast<size_t>(j)] = j == i ? kNone : dot4(u + (t0 + i) * d, u + (t0 + j) * d, d);
+        continue;
+      }
+      cos.assign(static_cast<size_t>(k * k), kNone);
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = i + 1; j < k; ++j)
+          cos[static_cast<size_t>(i * k + j)] = cos[static_cast<size_t>(j * k + i)] = dot4(u + (t0 + i) * d, u + (t0 + j) * d, d);
+      for (int64_t i = 0; i < k; ++i) {
+        double* row = cos.data() + i * k;
         for (int p = 0; p < 2; ++p) {
-          const int64_t j = argmax(row.data(), k);
-          ov[p] = row[static_cast<size_t>(j)];
-          oi[p] = std::isfinite(row[static_cast<size_t>(j)]) ? j : -1;
-          row[static_cast<size_t>(j)] = kNone;
+          const int64_t j = argmax(row, k);
+          tv[2 * (t0 + i) + p] = row[j];
+          ti[2 * (t0 + i) + p] = std::isfinite(row[j]) ? j : -1;
+          row[j] = kNone;
         }
       }
     }

@@ -127,3 +127,55 @@ def test_drift_runs_of_float64_rows_are_not_cast(rng, monkeypatch):
     want = drift_runs(x.astype(np.float64), hard, 1, 0.5, native=False)
     assert np.array_equal(drift_runs(x.astype(np.float64), hard, 1, 0.5), want) and calls == []
     assert np.array_equal(drift_runs(x, hard, 1, 0.5), want) and calls == [np.float32]
+
+
+@needs_cpu
+@pytest.mark.parametrize("d", [5, 32, 77, 384])
+def test_drift_cuts_at_the_dot4_cosine_exactly(rng, d):
+    """A threshold equal to a step's cosine in dot4's order does not cut there (the rule is
+    ``cos < threshold``); the next float above it does: the order of the sums is the rule's."""
+    x = _unit(rng, 6, d)
+    hard = np.zeros(6, bool)
+    acc = x[0].astype(np.float64) + x[1] + x[2]  # the run's sum as the rule adds it
+    cos = float(dot4(x[3].astype(np.float64), acc)) / float(np.sqrt(dot4(acc, acc)))
+    for native in (True, False):
+        starts = drift_runs(x[:4], hard[:4], 3, cos, native=native).tolist()
+        assert starts == [0], (native, starts)
+        assert drift_runs(x[:4], hard[:4], 3, float(np.nextafter(cos, 2.0)), native=native).tolist() == [0, 3], native
+
+
+def test_construction_decides_on_dot4_products(monkeypatch):
+    """Each construction site that compares a cosine to a threshold or a rival reads ``dot4_gram`` /
+    ``drift_runs`` (a BLAS product there made stores depend on the CPU's kernel)."""
+    from xmemory_gpu.config import SegmentConfig
+    from xmemory_gpu.construct import pipeline, segment, supersede, theme_split
+    from xmemory_gpu.memory.records import Conversation, Message
+
+    seen = []
+
+    def spy(name, fn):
+        return lambda *a, **k: seen.append(name) or fn(*a, **k)
+
+    for mod in (pipeline, supersede, theme_split):
+        monkeypatch.setattr(mod, "dot4_gram", spy(mod.__name__, mod.dot4_gram))
+    monkeypatch.setattr(segment, "drift_runs", spy("segment", segment.drift_runs))
+    x = np.eye(4, 8, dtype=np.float32)
+    pipeline.theme_summary(["a b", "c d", "e f", "g h"], x)
+    theme_split.connected_components(x.astype(np.float64), 0.5)
+    supersede.supersessions(["Alice lives in Paris.", "Alice moved to Rome now."], x[:2], [0, 1], ["Alice", "Alice"])
+    conv = Conversation("c", ("a", "b"), [Message(f"m{i}", "a", "hi there", 1, float(i)) for i in range(4)])
+    segment.boundary_runs(conv, x, SegmentConfig())
+    assert seen == ["xmemory_gpu.construct.pipeline", "xmemory_gpu.construct.theme_split", "xmemory_gpu.construct.supersede",
+                    "segment"]
+
+
+def test_a_gap_of_exactly_the_limit_does_not_cut():
+    from xmemory_gpu.config import SegmentConfig
+    from xmemory_gpu.construct.segment import boundary_runs
+    from xmemory_gpu.memory.records import Conversation, Message
+
+    cfg = SegmentConfig(time_gap_s=600.0, min_messages=100)  # no drift cut
+    ts = [0.0, 600.0, 1200.5, None, 5000.0]
+    conv = Conversation("c", ("a", "b"), [Message(f"m{i}", "a", "hi", 1, t) for i, t in enumerate(ts)])
+    x = np.ones((5, 4), np.float32) / 2
+    assert boundary_runs(conv, x, cfg) == [(0, 2), (2, 5)]  # 600 s apart: no cut; 600.5 s: a cut; no time: none

@@ -91,11 +91,10 @@ def boundary_runs(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> 
     n = len(conv.messages)
     if n == 0:
         return []
-    sessions = np.fromiter((m.session for m in conv.messages), np.int64, n)
-    ts = np.fromiter((np.nan if m.timestamp is None else m.timestamp for m in conv.messages), np.float64, n)
-    hard = np.zeros(n, bool)
-    with np.errstate(invalid="ignore"):  # a missing time (NaN) makes no gap
-        hard[1:] = (sessions[1:] != sessions[:-1]) | (ts[1:] - ts[:-1] > cfg.time_gap_s)
+    msgs = conv.messages
+    hard = np.array([False] + [cur.session != prev.session or (cur.timestamp is not None and prev.timestamp is not None
+                                                               and cur.timestamp - prev.timestamp > cfg.time_gap_s)
+                               for prev, cur in zip(msgs, msgs[1:])], bool)
     starts = drift_runs(msg_x, hard, cfg.min_messages, cfg.drift_threshold).tolist()
     return list(zip(starts, starts[1:] + [n]))
 

@@ -101,7 +101,10 @@ def dot4_gram(a: np.ndarray, b: np.ndarray, *, native: bool = True) -> np.ndarra
     fn = compiled("dot4_gram") if native else None
     if fn is not None:
         return fn(a, b)
-    return dot4(a[:, None, :], b[None, :, :]) if a.shape[1] else np.zeros((len(a), len(b)))
+    out = np.zeros((len(a), len(b)))
+    for i in range(len(a) if a.shape[1] and len(b) else 0):  # row by row: O(m d) memory, not O(n m d)
+        out[i] = dot4(b, a[i])
+    return out
 
 
 def drift_runs(x: np.ndarray, hard: np.ndarray, min_messages: int, drift_threshold: float, *,
@@ -115,9 +118,9 @@ def drift_runs(x: np.ndarray, hard: np.ndarray, min_messages: int, drift_thresho
     hard = np.ascontiguousarray(hard, dtype=bool)
     if x.ndim != 2 or hard.shape != (x.shape[0],) or x.shape[0] < 1:
         raise ValueError(f"drift_runs: expected x [n, d] (n >= 1) and hard [n], got shapes {x.shape} and {hard.shape}")
-    fn = compiled("drift_runs") if native and x.dtype == np.float32 else None
+    fn = compiled("drift_runs") if native and x.dtype == np.float32 and type(min_messages) is int else None
     if fn is not None:
-        return fn(np.ascontiguousarray(x), hard, int(min_messages), float(drift_threshold))
+        return fn(np.ascontiguousarray(x), hard, min_messages, float(drift_threshold))
     starts, start, acc = [0], 0, x[0].astype(np.float64)
     for i in range(1, x.shape[0]):
         cut = bool(hard[i])

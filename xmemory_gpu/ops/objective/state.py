@@ -25,7 +25,7 @@ import numpy as np
 
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import add_rows_in_order, compiled, dot4, row_norms, unit_rows
+from ..rows import add_rows_in_order, compiled, dot4_gram, row_norms, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -128,7 +128,7 @@ def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     BLAS product's bits depend on the CPU's kernel, and with them which of two near-equal merges goes
     first), then the picks."""
     k = unit.shape[0]
-    cos = dot4(unit[:, None, :], unit[None, :, :])
+    cos = dot4_gram(unit, unit, native=False)
     np.fill_diagonal(cos, -np.inf)
     rows = np.arange(k)
     ti = np.empty((k, 2), np.int64)
