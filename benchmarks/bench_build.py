@@ -95,7 +95,7 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     from xmemory_gpu.construct import semantic
     from xmemory_gpu.construct.pipeline import build_store
     from xmemory_gpu.embed import load_embedder
-    from xmemory_gpu.ops import attach, rows
+    from xmemory_gpu.ops import rows
     from xmemory_gpu.ops.knn import graph
 
     clock = {"native": 0.0, "encode": 0.0, "in_encode": 0}
@@ -124,8 +124,9 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
     bound = {(m, n): getattr(m, n) for m, n in ((text, "_native_words"), (text, "_native_keywords"),
                                                  (semantic, "_native_decouple")) if hasattr(m, n)}  # bound at import
-    cached = [f.cache_clear for f in (graph._native, getattr(rows, "compiled", None), getattr(rows, "_native_add_rows", None),
-                                      getattr(attach, "_native_merge_pairs", None)) if f is not None]
+    # (an older tree, measured with this function, may name its cached lookups otherwise)
+    cached = [f.cache_clear for f in (graph._native, getattr(rows, "compiled", None), getattr(rows, "_native_add_rows", None))
+              if f is not None]
     emb = load_embedder(embedder)
     emb.encode = timed_encode(emb.encode)
     try:

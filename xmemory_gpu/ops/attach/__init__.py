@@ -8,11 +8,10 @@ ISA. The theme columns are edited in place. Host only."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from ..backends import host_backend, implementation, register, resolve_backend
+from ..rows import compiled
 from . import reference
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
@@ -41,16 +40,6 @@ def attach_rows(x: np.ndarray, rows: np.ndarray, sums: np.ndarray, counts: np.nd
     return int(n_slots), int(next_id), bool(joined)
 
 
-@functools.cache
-def _native_merge_pairs():
-    """``_C.merge_pairs`` when the compiled module is built, else None (the NumPy steps)."""
-    try:
-        from ... import _C
-    except ImportError:
-        return None
-    return _C.merge_pairs
-
-
 def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.ndarray, n_slots: int, *, k: int,
                 tiny_size: int, merge_candidates: int, size_cap: int, pair_threshold: float,
                 native: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -63,7 +52,7 @@ def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.n
     ``pair_threshold``; each unordered pair once, as first met. One C++ pass when the compiled module is
     built (and ``native``) and the inputs are of the types above (Python ints, a float threshold),
     else ``reference.merge_pairs``' vectorised steps (no cast that could change an answer)."""
-    fn = _native_merge_pairs() if native else None
+    fn = compiled("merge_pairs") if native else None
     if (fn is None or live.dtype != np.int64 or idx.dtype != np.int32 or sim.dtype != np.float32 or counts.dtype != np.int64
             or not all(type(v) is int for v in (n_slots, k, tiny_size, merge_candidates, size_cap))
             or type(pair_threshold) is not float):
