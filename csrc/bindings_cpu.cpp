@@ -14,6 +14,7 @@ void register_attach(py::module_& m);
 void register_columns(py::module_& m);
 void register_rows(py::module_& m);
 void register_decouple(py::module_& m);
+void register_files(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xmemory_gpu C++ CPU kernels (OpenMP)";
@@ -32,4 +33,5 @@ PYBIND11_MODULE(_C, m) {
   register_columns(m);
   register_rows(m);
   register_decouple(m);
+  register_files(m);
 }

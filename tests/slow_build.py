@@ -9,11 +9,11 @@ from pathlib import Path
 SLOW_DRIVER = """
 import sys, time
 from xmemory_gpu.memory.store import Store
-_commit = Store.commit
-def slow_commit(self, *a, **kw):
-    _commit(self, *a, **kw)
+_finish = Store._finish  # every commit ends there (commit, and a build's start_commit ... finish)
+def slow_finish(self, *a, **kw):
+    _finish(self, *a, **kw)
     time.sleep(0.4)
-Store.commit = slow_commit
+Store._finish = slow_finish
 from xmemory_gpu.cli import main
 sys.exit(main(sys.argv[1:]))
 """

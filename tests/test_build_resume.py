@@ -145,3 +145,31 @@ def test_a_rerun_finds_what_it_skips_by_id(tmp_path, monkeypatch):
     monkeypatch.setattr(Conversation, "__eq__", refuse)
     again = pipeline.build_store(data, backend, embedder=emb, shard_size=2, progress=False)
     assert again.skipped == ["synth-4-0", "synth-4-1", "synth-4-2"] and again.built == ["synth-4-3", "synth-4-4"]
+
+
+def test_a_shard_that_fails_to_build_keeps_the_commits_before_it(tmp_path, monkeypatch):
+    """The build writes a shard's files while the next shard builds (``start_commit``); a failure in
+    that build still finishes the commit before it, as committing each shard first would: the
+    store holds the shards built, every file it holds is catalogued, and a rerun completes it."""
+    from xmemory_gpu.construct import pipeline
+
+    emb, data, _ = _backend_and_data(tmp_path, 6)
+    real, calls = pipeline.build_slices, []
+
+    def failing(shard, *args, **kw):
+        calls.append([c.sample_id for c in shard])
+        if len(calls) == 3:
+            raise RuntimeError("the encoder crashed")
+        return real(shard, *args, **kw)
+
+    monkeypatch.setattr(pipeline, "build_slices", failing)
+    root = tmp_path / "store"
+    with pytest.raises(RuntimeError, match="the encoder crashed"):
+        pipeline.build_store(data, root, embedder=emb, shard_size=2, progress=False)
+    store = Store.open(root)
+    assert store.memory_ids() == [f"synth-4-{i}" for i in range(4)]
+    assert sorted(p.name for p in (root / "arrays").iterdir()) == sorted(store.versions().values())
+    store.close()
+    monkeypatch.setattr(pipeline, "build_slices", real)
+    again = pipeline.build_store(data, root, embedder=emb, shard_size=2, progress=False)
+    assert again.built == ["synth-4-4", "synth-4-5"]

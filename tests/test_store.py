@@ -209,33 +209,54 @@ def test_a_failed_commit_of_unchanged_columns_keeps_the_live_file(tmp_path, memo
         st.commit([st.get_slice(mid), st.get_slice(mid)], replace=True)
 
 
-def test_a_commit_of_several_memories_that_fails_leaves_no_file(tmp_path, memories, monkeypatch):
-    """A shard's commit: a failed write (a full disk) or a broken slice after others were written
-    leaves the store as it was, with no file of the failed commit (the writer threads' files removed)."""
+def test_a_commit_of_several_memories_that_fails_leaves_no_file(tmp_path, memories):
+    """A shard's commit: a failed write (here a real one: the file's name is taken by a folder, so
+    its rename fails) or a broken slice leaves the store as it was, with no file of the failed
+    commit (the files the writers did write removed)."""
     root = tmp_path / "store"
     st = Store.create(root, dim=32, embedder="hashing-32", config={})
     before = _files(root)
     slices = [slice_from_memory(m) for m in memories]
-    real = Store._write_file
-
-    def failing(self, memory_id, name, data):
-        if memory_id == memories[1].memory_id:
-            raise OSError(28, "No space left on device")
-        return real(self, memory_id, name, data)
-
-    monkeypatch.setattr(Store, "_write_file", failing)
-    with pytest.raises(OSError, match="No space left on device"):
+    taken = root / "arrays" / st._encode(slices[1])[0]
+    taken.mkdir()
+    with pytest.raises(StoreError, match=f"cannot write memory {memories[1].memory_id!r}"):
         st.commit(slices)
-    monkeypatch.undo()
+    taken.rmdir()
     assert st.memory_ids() == [] and _files(root) == before
+    assert sorted(p.name for p in (root / "arrays").iterdir()) == []  # no temporary file either
     broken = slices[2]
     broken = MemorySlice(broken.memory_id, {**broken.cols, "msg": {**broken.cols["msg"], "x": broken.cols["msg"]["x"][:, :16]}},
                          broken.stats)
     with pytest.raises(StoreError, match="dim 16 != store dim 32"):
-        st.commit([*slices[:2], broken])  # the first two were handed to the writers before the third failed
+        st.commit([*slices[:2], broken])  # refused before any file is written
     assert st.memory_ids() == [] and _files(root) == before
     st.commit(slices)  # the same memories commit afterwards
     assert st.memory_ids() == [m.memory_id for m in memories]
+    st.close()
+
+
+def test_a_started_commit_is_invisible_until_finished_and_abandon_leaves_nothing(tmp_path, memories):
+    """``start_commit`` writes the files in the background; the catalogue names them only after
+    ``finish``; ``abandon`` removes them; one pending commit at a time; ``close`` abandons one."""
+    root = tmp_path / "store"
+    st = Store.create(root, dim=32, embedder="hashing-32", config={})
+    before = _files(root)
+    slices = [slice_from_memory(m) for m in memories]
+    pending = st.start_commit(slices[:2])
+    assert st.memory_ids() == []
+    with pytest.raises(StoreError, match="a commit is pending"):
+        st.start_commit(slices[2:])
+    pending.abandon()
+    assert st.memory_ids() == [] and _files(root) == before
+    pending = st.start_commit(slices[:2])
+    pending.finish()
+    assert st.memory_ids() == [m.memory_id for m in memories[:2]]
+    assert st.get_slice(memories[1].memory_id).n("sem") == slices[1].n("sem")
+    after_two = _files(root)
+    st.start_commit(slices[2:])
+    st.close()  # a pending commit is abandoned
+    st = Store.open(root)
+    assert st.memory_ids() == [m.memory_id for m in memories[:2]] and _files(root) == after_two
     st.close()
 
 
@@ -256,13 +277,13 @@ slices = [slice_from_memory(m) for m in build_memories(load_locomo(data), Hashin
 st = Store.create(tmp / "store", dim=32, embedder="hashing-32", config={})
 files = lambda: sorted(p.name for p in (tmp / "store").rglob("*") if p.is_file())
 before = files()
-real = Store._write_file
-def slow(self, memory_id, name, data):
+real = Store._write
+def slow(self, files):
     time.sleep(0.4)
-    return real(self, memory_id, name, data)
+    return real(self, files)
 def interrupt(signum, frame):
     raise KeyboardInterrupt
-Store._write_file = slow
+Store._write = slow
 signal.signal(signal.SIGALRM, interrupt)
 signal.setitimer(signal.ITIMER_REAL, 0.15)
 try:

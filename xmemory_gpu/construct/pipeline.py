@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import XMemoryConfig
-from ..memory.backend import MemoryBackend
+from ..memory.backend import CommitHandle, MemoryBackend
 from ..memory.bank import Bank, MemorySlice
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, memory_from_slice, slice_of_records
@@ -526,14 +526,32 @@ def _build_into(store: MemoryBackend, convs: Iterable[Conversation], count: int,
             size = balanced_shard_size(count, job.workers, size)
         job.pool.build(store, chunks(todo(), size), damaged, on_commit=committed)
     else:
-        for shard in chunks(list(todo()), job.shard_size):
-            slices = build_slices(shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm)
-            ids = [sl.memory_id for sl in slices]
-            with tm.stage("commit"):  # the shard in one commit: one transaction, its memories all or none
-                store.commit(slices, replace=bool(damaged & set(ids)))
-            built += ids
-            if bar is not None:
-                bar.update(len(slices))
+        # each shard in one commit (one transaction, its memories all or none), its files written
+        # while the next shard builds: the commit of shard i is finished before shard i+1's starts,
+        # and a failure while building a shard still finishes the commit of the one before
+        pending: tuple[CommitHandle, list[str]] | None = None
+
+        def finish() -> None:
+            nonlocal pending
+            if pending is not None:
+                handle, ids = pending
+                pending = None
+                handle.finish()
+                built.extend(ids)
+                if bar is not None:
+                    bar.update(len(ids))
+
+        try:
+            for shard in chunks(list(todo()), job.shard_size):
+                slices = build_slices(shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm)
+                ids = [sl.memory_id for sl in slices]
+                with tm.stage("commit"):
+                    finish()
+                    pending = (store.start_commit(slices, replace=bool(damaged & set(ids))), ids)
+            with tm.stage("commit"):
+                finish()
+        finally:
+            finish()
     if bar is not None:
         bar.close()
     return BuildReport(built=built, skipped=skipped, timings=tm.as_dict(), wall_s=time.perf_counter() - t0)

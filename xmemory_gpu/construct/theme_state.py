@@ -212,9 +212,12 @@ def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
         if drop:  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)
             near_zero = sim <= ZERO_COSINE
             idx, sim = np.where(near_zero, -1, idx), np.where(near_zero, -np.inf, sim).astype(np.float32)
+        # positions local to each memory, for all memories at once; each state keeps row views
+        local = np.where(idx >= 0, idx - np.repeat(off[:-1], np.diff(off)).astype(np.int32)[:, None], -1).astype(np.int32)
+        sim = np.asarray(sim, np.float32)
+        bounds = off.tolist()
         for b, (st, v) in enumerate(zip(group, live)):
-            i = idx[off[b] : off[b + 1]]
             st.graph_slots = v
-            st.graph_idx = np.where(i >= 0, i - np.int32(off[b]), -1).astype(np.int32)
-            st.graph_sim = np.array(sim[off[b] : off[b + 1]], np.float32)
+            st.graph_idx = local[bounds[b] : bounds[b + 1]]
+            st.graph_sim = sim[bounds[b] : bounds[b + 1]]
             st.graph_stale = False

@@ -21,6 +21,14 @@ from .engine_state import without_state
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 
+class CommitHandle(Protocol):
+    """A commit started and not yet visible (``MemoryBackend.start_commit``): ``finish`` makes it
+    (or raises, leaving no trace of it), ``abandon`` drops it. Exactly one of the two is called."""
+
+    def finish(self) -> None: ...
+    def abandon(self) -> None: ...
+
+
 @runtime_checkable
 class MemoryBackend(Protocol):
     """Where memories live. ``dim``, ``embedder`` and ``config`` describe how they were built;
@@ -45,6 +53,9 @@ class MemoryBackend(Protocol):
     def load_bank(self, memory_ids: list[str] | None = None, *, quarantine: bool = False) -> Bank: ...
     def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
                log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None: ...
+    def start_commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False,
+                     delete: list[str] = (), log: list[tuple[str, str, list[str]]] = (),
+                     redact: dict[str, set[str]] | None = None) -> CommitHandle: ...
     def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
     def put_slice(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
     def delete(self, memory_id: str) -> None: ...
@@ -53,6 +64,19 @@ class MemoryBackend(Protocol):
     def collect_garbage(self) -> list[str]: ...
     def maybe_compact(self) -> bool: ...
     def close(self) -> None: ...
+
+
+class _DeferredCommit:
+    """A commit made by ``finish`` (``InMemoryBackend.start_commit``), dropped by ``abandon``."""
+
+    def __init__(self, run) -> None:
+        self._run = run
+
+    def finish(self) -> None:
+        self._run()
+
+    def abandon(self) -> None:
+        self._run = None
 
 
 class InMemoryBackend:
@@ -154,6 +178,12 @@ class InMemoryBackend:
             self._files[mid] = (data, digest, stats)
         now = time.time()
         self._log += [(m, op, list(ids), now) for m, op, ids in log]
+
+    def start_commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False,
+                     delete: list[str] = (), log: list[tuple[str, str, list[str]]] = (),
+                     redact: dict[str, set[str]] | None = None) -> CommitHandle:
+        """``commit``, held until the handle's ``finish`` (nothing is written in between to wait for)."""
+        return _DeferredCommit(lambda: self.commit(units, replace=replace, delete=delete, log=log, redact=redact))
 
     def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None:
         self.commit([unit], replace=replace)

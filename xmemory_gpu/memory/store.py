@@ -49,6 +49,7 @@ from .codec import (
     encode_slice,
     slice_from_bytes,
 )
+from .durable import write_durable
 from .engine_state import without_state
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
@@ -57,7 +58,7 @@ __all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "Store", "StoreE
 SCHEMA_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)  # older ones are read as they are and upgraded by the first commit
 DB_NAME = "memory.sqlite"
-WRITE_THREADS = 8  # files written and fsynced at once by one commit
+WRITE_THREADS = 8  # files written and fsynced at once by a commit
 COMPACT_FREE_FRACTION = 0.25  # ``maybe_compact`` rewrites the database when this share of pages is free
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,28 @@ _OPLOG = """CREATE TABLE IF NOT EXISTS oplog (seq INTEGER PRIMARY KEY AUTOINCREM
 _INDEXES = """CREATE INDEX IF NOT EXISTS oplog_by_memory ON oplog (memory_id);
 CREATE INDEX IF NOT EXISTS memories_by_position ON memories (position);"""
 _COUNT_COLUMNS = tuple(f"n_{lv}" for lv in LEVELS)
+
+
+class PendingCommit:
+    """A commit whose files are being written (``Store.start_commit``): ``finish`` waits for them and
+    commits the catalogue (``StoreError`` and no trace of the commit when a write or the transaction
+    fails), ``abandon`` waits for them and removes them. Exactly one of the two is called."""
+
+    def __init__(self, store: Store, written: list[tuple[str, EncodedSlice]], olds: dict[str, tuple[str, int] | None],
+                 live: set[str], delete: list[str], log: list[tuple[str, str, list[str]]], redact: dict[str, set[str]],
+                 done: Future) -> None:
+        self.store, self.written, self.olds, self.live = store, written, olds, live
+        self.delete, self.log, self.redact, self.done = delete, log, redact, done
+
+    @property
+    def memory_ids(self) -> list[str]:
+        return [enc.memory_id for _, enc in self.written]
+
+    def finish(self) -> None:
+        self.store._finish(self)
+
+    def abandon(self) -> None:
+        self.store._abandon(self)
 
 
 class StoreError(ValueError):
@@ -135,8 +158,9 @@ class Store:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._conn = conn
-        self._pool: ThreadPoolExecutor | None = None  # file writers, started by the first commit of several
-        self._pool_pid = 0  # the process that started them
+        self._pool: ThreadPoolExecutor | None = None  # the background writer, started by the first commit of several
+        self._pool_pid = 0  # the process that started it
+        self._pending: PendingCommit | None = None  # a commit started and not yet finished or abandoned
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         try:
             self.schema_version = int(meta["schema_version"])
@@ -237,6 +261,8 @@ class Store:
         return store
 
     def close(self) -> None:
+        if self._pending is not None:  # started and never finished: its files go
+            self._pending.abandon()
         if self._pool is not None and self._pool_pid == os.getpid():  # a forked child's copy has no threads
             self._pool.shutdown()
         self._pool = None
@@ -342,75 +368,43 @@ class Store:
         key = hashlib.sha1(unit.memory_id.encode()).hexdigest()[:16]
         return f"{key}-{unit.sha256[:12]}.slice", unit
 
+    def _write(self, files: list[tuple[str, str, bytes]]) -> None:
+        """Files ``(memory id, name, data)`` written as new files (``write_durable``: temp, fsync,
+        rename, up to ``WRITE_THREADS`` at once, in C++ without the GIL when built); ``StoreError``
+        naming a memory whose file failed."""
+        arrays, pid, tid = self.path / "arrays", os.getpid(), threading.get_ident()
+        try:
+            write_durable([(arrays / f".{name}.{pid}.{tid}.tmp", arrays / name, data) for _, name, data in files],
+                          threads=WRITE_THREADS)
+        except OSError as exc:
+            where = os.path.basename(exc.filename or "")
+            mid = next((m for m, name, _ in files if name in where), files[0][0])
+            raise StoreError(f"{self.path}: cannot write memory {mid!r}: {exc.strerror or exc} "
+                             "(nothing of this commit was stored)") from None
+
     def _write_file(self, memory_id: str, name: str, data: bytes) -> None:
         """``data`` in the new file ``name`` (temp, fsync, rename)."""
-        tmp = self.path / "arrays" / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path / "arrays" / name)
-        except BaseException as exc:
-            tmp.unlink(missing_ok=True)  # a full disk or an interrupt leaves no orphan
-            if isinstance(exc, OSError):
-                raise StoreError(f"{self.path}: cannot write memory {memory_id!r}: {exc.strerror or exc} "
-                                 "(nothing of this commit was stored)") from None
-            raise
+        self._write([(memory_id, name, data)])
 
-    def _writers(self) -> ThreadPoolExecutor:
-        """The store's file writers, started once per process (starting threads per commit cost a bulk
-        build ~1 s). A Store must not be used across ``fork`` (SQLite's rule: a child opens its own);
-        should a child still commit, it starts its own writers rather than wait on inherited ones,
-        which have no threads there."""
+    def _writer(self) -> ThreadPoolExecutor:
+        """The store's background writer (one thread, started once per process), which runs a
+        commit's ``_write`` while the caller goes on. A Store must not be used across ``fork``
+        (SQLite's rule: a child opens its own); should a child still commit, it starts its own
+        writer rather than wait on an inherited one, which has no thread there."""
         if self._pool is None or self._pool_pid != os.getpid():
-            self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="xmemory-store-write")
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xmemory-store-write")
             self._pool_pid = os.getpid()
         return self._pool
-
-    def _write_files(self, slices: list[MemorySlice | EncodedSlice], live: set[str]) -> list[tuple[str, EncodedSlice]]:
-        """Each memory's file: a slice encoded and checked here, an ``EncodedSlice`` checked
-        (:meth:`_encode`), one after another (CPU work under the GIL), each handed to the store's
-        writer threads as soon as it is ready (writes and fsyncs overlap
-        the next encodings and each other: a bulk build commits a shard of memories in one call),
-        then the folder fsynced (the renames survive a power loss). Returns (name, sha256) per slice.
-        If anything fails or interrupts it (a broken slice, a full disk, Ctrl-C), the writes already
-        handed out are waited for and every file of this commit is removed, but for names in
-        ``live``: the catalogue already names them (a memory committed again with the same columns)."""
-        pool = self._writers() if len(slices) > 1 else None
-        named: list[tuple[str, EncodedSlice]] = []  # each recorded before its file can exist
-        futures: list[Future] = []
-        try:
-            for sl in slices:
-                name, enc = self._encode(sl)
-                named.append((name, enc))
-                if pool is None:
-                    self._write_file(enc.memory_id, name, enc.data)
-                else:
-                    futures.append(pool.submit(self._write_file, enc.memory_id, name, enc.data))
-            for fut in futures:
-                fut.result()
-            if named:
-                try:
-                    fd = os.open(self.path / "arrays", os.O_RDONLY)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                except OSError as exc:
-                    raise StoreError(f"{self.path}: cannot sync the arrays folder: {exc.strerror or exc}") from None
-        except BaseException:
-            wait(futures)  # the writes handed out finish (or fail) before their files are removed
-            self._remove_new(named, live)
-            raise
-        return named
 
     def _remove_new(self, written: list[tuple[str, EncodedSlice]], live: set[str]) -> None:
         """Remove the files a failed commit wrote (or may have: a missing one is skipped), but never one
         the catalogue names."""
         for name, _ in written:
             if name not in live:
-                (self.path / "arrays" / name).unlink(missing_ok=True)
+                try:
+                    (self.path / "arrays" / name).unlink(missing_ok=True)
+                except OSError:  # cleaning up must not hide why the commit failed (garbage collection takes it)
+                    pass
 
     def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
                log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
@@ -421,6 +415,18 @@ class Store:
         log, ``log`` entries (memory id, operation, unit ids) appended to it. Files go first; the
         catalogue and the log change in one SQLite transaction; replaced files are removed after it.
         A crash at any point leaves the store as before or as after."""
+        self.start_commit(units, replace=replace, delete=delete, log=log, redact=redact).finish()
+
+    def start_commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False,
+                     delete: list[str] = (), log: list[tuple[str, str, list[str]]] = (),
+                     redact: dict[str, set[str]] | None = None) -> PendingCommit:
+        """:meth:`commit`'s first half: every unit checked and encoded here (a broken one raises
+        before any file is written), their files then written by the store's background writer
+        while the caller goes on (a bulk build builds its next shard meanwhile). The returned
+        :class:`PendingCommit`'s ``finish`` waits for the files and commits the catalogue;
+        ``abandon`` removes them. One pending commit at a time."""
+        if self._pending is not None:
+            raise StoreError(f"{self.path}: a commit is pending (finish or abandon it first)")
         self._sync_version()
         if self.schema_version < SCHEMA_VERSION:
             self.upgrade()
@@ -440,34 +446,71 @@ class Store:
         ids = [sl.memory_id for sl in slices]
         if len(set(ids)) != len(ids):
             raise StoreError(f"{self.path}: one commit names a memory twice ({sorted({m for m in ids if ids.count(m) > 1})[:3]})")
-        live = {old[0] for old in olds.values() if old is not None}
-        written: list[tuple[str, EncodedSlice]] = []
+        written = [self._encode(sl) for sl in slices]  # CPU work under the GIL; nothing is written yet
+        files = [(enc.memory_id, name, enc.data) for name, enc in written]
+        done: Future = Future()
+        if len(files) > 1:
+            done = self._writer().submit(self._write, files)
+        else:  # one file (an engine's write): here, no hand-off
+            try:
+                self._write(files)
+                done.set_result(None)
+            except StoreError as exc:
+                done.set_exception(exc)
+        self._pending = PendingCommit(self, written, olds, {old[0] for old in olds.values() if old is not None},
+                                      list(delete), list(log), dict(redact or {}), done)
+        return self._pending
+
+    def _finish(self, p: PendingCommit) -> None:
+        """``PendingCommit.finish``: wait for the files, sync the folder, commit the catalogue and the
+        log in one transaction, remove replaced files; on any failure the new files go."""
+        c = self._conn
         try:
-            written = self._write_files(slices, live)
+            p.done.result()
+            if p.written:
+                try:
+                    fd = os.open(self.path / "arrays", os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    raise StoreError(f"{self.path}: cannot sync the arrays folder: {exc.strerror or exc}") from None
             with c:
-                pos = c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0] if slices else 0
-                for mid in delete:
+                pos = c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0] if p.written else 0
+                for mid in p.delete:
                     c.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
                     c.execute("DELETE FROM oplog WHERE memory_id = ?", (mid,))
-                for mid, gone in (redact or {}).items():
+                for mid, gone in p.redact.items():
                     self._redact(mid, set(gone))
-                for name, enc in written:
-                    old = olds[enc.memory_id]
+                for name, enc in p.written:
+                    old = p.olds[enc.memory_id]
                     if old is not None:
                         c.execute("DELETE FROM memories WHERE memory_id = ?", (enc.memory_id,))
                     self._insert(enc, old[1] if old is not None else pos, name)
                     pos += old is None
                 c.executemany("INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
-                              [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in log])
+                              [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in p.log])
         except BaseException as exc:
-            self._remove_new(written, live)  # the commit did not happen: its new files go
+            wait([p.done])  # the writes handed out finish (or fail) before their files are removed
+            self._remove_new(p.written, p.live)  # the commit did not happen: its new files go
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"{self.path / DB_NAME}: the commit failed and was rolled back: {exc}") from None
             raise
-        new_names = {name for name, _ in written}
-        for old in olds.values():
+        finally:
+            self._pending = None
+        new_names = {name for name, _ in p.written}
+        for old in p.olds.values():
             if old is not None and old[0] not in new_names:
                 (self.path / "arrays" / old[0]).unlink(missing_ok=True)
+
+    def _abandon(self, p: PendingCommit) -> None:
+        """``PendingCommit.abandon``: wait for the files and remove them; the store is as before."""
+        try:
+            wait([p.done])
+            self._remove_new(p.written, p.live)
+        finally:
+            self._pending = None
 
     def _insert(self, enc: EncodedSlice, pos: int, name: str) -> None:
         c, mid = self._conn, enc.memory_id

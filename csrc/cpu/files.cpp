@@ -1,0 +1,98 @@
+// Durable file writes without the GIL: each file written to its temporary path, fsynced, closed
+// and renamed into place, several at once on threads of our own, in one call. A store's commit
+// hands a shard's files to this call from one background thread while the build's thread runs
+// Python: written in Python, each of open, write, fsync, close and rename hands the GIL back and
+// waits for it again, and a thread waiting for the GIL behind a busy interpreter waits a switch
+// interval (5 ms) each time (1,000 files of 148 kB: 4.3 s next to a busy interpreter, 0.6 s idle).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <fcntl.h>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unistd.h>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+struct Job {
+  std::string tmp, dst;
+  const char* data;
+  Py_ssize_t size;
+  int err = 0;
+  bool at_dst = false;  // the failed step was the rename (the error names dst)
+};
+
+// One file: created or truncated (mode 0666 less the umask, as Python's open(tmp, "wb")), written,
+// fsynced, closed, renamed; on failure tmp is removed.
+void write_one(Job& j) {
+  const int fd = ::open(j.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    j.err = errno;
+    return;
+  }
+  Py_ssize_t done = 0;
+  while (done < j.size && j.err == 0) {
+    const ssize_t w = ::write(fd, j.data + done, size_t(j.size - done));
+    if (w < 0) {
+      if (errno != EINTR) j.err = errno;
+    } else {
+      done += w;
+    }
+  }
+  if (j.err == 0 && ::fsync(fd) != 0) j.err = errno;
+  if (::close(fd) != 0 && j.err == 0) j.err = errno;
+  if (j.err == 0 && ::rename(j.tmp.c_str(), j.dst.c_str()) != 0) {
+    j.err = errno;
+    j.at_dst = true;
+  }
+  if (j.err != 0) ::unlink(j.tmp.c_str());
+}
+
+// Files i: data[i] to tmp[i], fsynced, renamed to dst[i], on up to `threads` threads. Returns the
+// failures (index, errno, path) in index order; every other file is in place.
+std::vector<std::tuple<size_t, int, py::bytes>> write_durable(const std::vector<std::string>& tmp,
+                                                              const std::vector<std::string>& dst,
+                                                              const py::list& data, int threads) {
+  const size_t n = tmp.size();
+  if (dst.size() != n || data.size() != n) throw py::value_error("tmp, dst and data differ in length");
+  std::vector<Job> jobs(n);
+  for (size_t i = 0; i < n; ++i) {
+    py::handle h = data[i];
+    if (!PyBytes_CheckExact(h.ptr())) throw py::type_error("data: expected bytes");
+    jobs[i].tmp = tmp[i];
+    jobs[i].dst = dst[i];
+    jobs[i].data = PyBytes_AS_STRING(h.ptr());
+    jobs[i].size = PyBytes_GET_SIZE(h.ptr());
+  }
+  {
+    py::gil_scoped_release release;  // the bytes are held by `data`, the caller's list
+    std::atomic<size_t> next{0};
+    auto run = [&] {
+      for (size_t i = next++; i < n; i = next++) write_one(jobs[i]);
+    };
+    const size_t t = std::min(n, size_t(std::max(threads, 1)));
+    std::vector<std::thread> pool;
+    for (size_t k = 1; k < t; ++k) pool.emplace_back(run);
+    run();
+    for (auto& th : pool) th.join();
+  }
+  std::vector<std::tuple<size_t, int, py::bytes>> failed;
+  for (size_t i = 0; i < n; ++i)
+    if (jobs[i].err != 0) failed.emplace_back(i, jobs[i].err, py::bytes(jobs[i].at_dst ? jobs[i].dst : jobs[i].tmp));
+  return failed;
+}
+
+}  // namespace
+
+void register_files(py::module_& m) {
+  m.def("write_durable", &write_durable, py::arg("tmp"), py::arg("dst"), py::arg("data"), py::arg("threads"),
+        "Files written to tmp paths, fsynced, renamed to dst, on threads of our own without the GIL: the "
+        "failures (index, errno, path)");
+}

@@ -1,0 +1,83 @@
+"""``memory.durable.write_durable``: the C++ call (no GIL, threads of its own) and the Python steps
+write the same files, attempt every file, and leave no temporary file where one fails."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+
+import pytest
+
+from xmemory_gpu.memory.durable import write_durable
+from xmemory_gpu.ops.rows import compiled
+
+PATHS = [pytest.param(True, id="native"), pytest.param(False, id="python")]
+
+
+def _files(folder, n, size=3000):
+    return [(folder / f".f{i}.tmp", folder / f"f{i}", os.urandom(size + i)) for i in range(n)]
+
+
+@pytest.mark.parametrize("native", PATHS)
+@pytest.mark.parametrize("threads", [1, 3, 8])
+def test_every_file_lands_whole_and_no_temporary_stays(tmp_path, native, threads):
+    if native and compiled("write_durable") is None:
+        pytest.skip("the compiled module is not built")
+    files = _files(tmp_path, 7)
+    (tmp_path / "f2").write_bytes(b"an older file of that name")  # replaced, as os.replace does
+    write_durable(files, threads=threads, native=native)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"f{i}" for i in range(7))
+    for _, dst, data in files:
+        assert dst.read_bytes() == data
+    write_durable([], native=native)
+    write_durable([(tmp_path / ".e.tmp", tmp_path / "empty", b"")], native=native)
+    assert (tmp_path / "empty").read_bytes() == b""
+
+
+@pytest.mark.parametrize("native", PATHS)
+def test_a_failed_file_raises_after_the_others_land(tmp_path, native):
+    """The rename of file 1 fails (its name is a folder): OSError with errno and path, its temporary
+    file removed; files 0 and 2 are in place."""
+    if native and compiled("write_durable") is None:
+        pytest.skip("the compiled module is not built")
+    files = _files(tmp_path, 3)
+    files[1][1].mkdir()
+    (files[1][1] / "x").write_bytes(b"")  # a non-empty folder: no rename over it
+    with pytest.raises(OSError) as info:
+        write_durable(files, threads=2, native=native)
+    assert info.value.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
+    assert "f1" in str(info.value.filename)
+    assert not files[1][0].exists()
+    assert files[0][1].read_bytes() == files[0][2] and files[2][1].read_bytes() == files[2][2]
+    missing = [(tmp_path / "no such folder" / ".t.tmp", tmp_path / "no such folder" / "t", b"x")]
+    with pytest.raises(FileNotFoundError):
+        write_durable(missing, native=native)
+
+
+def test_the_native_writes_leave_the_interpreter_free(tmp_path):
+    """While the C++ call writes (and fsyncs) files on a background thread, a Python loop on this
+    thread keeps running: its longest stall is far shorter than the call (a call holding the GIL
+    throughout would stall it for the whole call)."""
+    if compiled("write_durable") is None:
+        pytest.skip("the compiled module is not built")
+    files = _files(tmp_path, 96, size=400_000)
+    span = {}
+
+    def write() -> None:
+        t = time.perf_counter()
+        write_durable(files, threads=2)
+        span["s"] = time.perf_counter() - t
+
+    thread = threading.Thread(target=write)
+    longest, last = 0.0, time.perf_counter()
+    thread.start()
+    while thread.is_alive():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    thread.join()
+    assert all(dst.read_bytes() == data for _, dst, data in files)
+    if span["s"] < 0.05:
+        pytest.skip(f"the writes took {span['s'] * 1e3:.0f} ms: too short to tell a stall from a switch interval")
+    assert longest < span["s"] / 2, (longest, span["s"])

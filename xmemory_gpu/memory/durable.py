@@ -1,0 +1,51 @@
+"""New files written durably, several at once: each one's bytes in a temporary file, fsynced,
+renamed into place; a file that fails leaves no temporary file behind. One C++ call without the
+GIL when the compiled module is built (``csrc/cpu/files.cpp``, on threads of its own): a store
+commits a shard's files from one background thread while the build's thread runs Python, and
+never waits on the interpreter in between (a thread that needs the GIL behind a busy interpreter
+waits a 5 ms switch interval each time, and Python's steps need it five times a file); Python's
+steps on a thread pool otherwise."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..ops.rows import compiled
+
+
+def write_durable(files: list[tuple[Path, Path, bytes]], *, threads: int = 8, native: bool = True) -> None:
+    """Each ``(tmp, dst, data)``: ``data`` to ``tmp`` (created or truncated), fsynced, renamed to
+    ``dst``, up to ``threads`` at once. Every file is attempted; the first that failed (in order)
+    raises ``OSError`` after all are done (its ``tmp`` removed; the others are in place)."""
+    fn = compiled("write_durable") if native else None
+    if fn is not None and all(type(data) is bytes for _, _, data in files):
+        failed = fn([os.fsencode(t) for t, _, _ in files], [os.fsencode(d) for _, d, _ in files],
+                    [data for _, _, data in files], threads)
+        if failed:
+            _, err, path = failed[0]
+            raise OSError(err, os.strerror(err), os.fsdecode(path))
+        return
+    if len(files) <= 1 or threads <= 1:
+        errors = [_error(*f) for f in files]
+    else:
+        with ThreadPoolExecutor(max_workers=min(threads, len(files))) as pool:
+            errors = list(pool.map(lambda f: _error(*f), files))
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+
+
+def _error(tmp: Path, dst: Path, data: bytes) -> OSError | None:
+    """One file written (the Python steps); the ``OSError`` that stopped it, or None."""
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, dst)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        return exc
+    return None
