@@ -15,6 +15,7 @@ void register_columns(py::module_& m);
 void register_rows(py::module_& m);
 void register_decouple(py::module_& m);
 void register_files(py::module_& m);
+void register_dedup(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xmemory_gpu C++ CPU kernels (OpenMP)";
@@ -34,4 +35,5 @@ PYBIND11_MODULE(_C, m) {
   register_rows(m);
   register_decouple(m);
   register_files(m);
+  register_dedup(m);
 }

@@ -13,6 +13,7 @@ import pytest
 from xmemory_gpu.construct import incremental
 from xmemory_gpu.construct.incremental import _dedup_into, match_duplicates
 from xmemory_gpu.memory.records import SemanticNode
+from xmemory_gpu.ops.rows import compiled
 
 
 def _dense_dedup(mem, raw, raw_x, threshold):
@@ -150,3 +151,34 @@ def test_identical_columns_tie_exactly_wherever_they_sit(n, d):
     assert (arg == pos[0]).all()
     assert len(set(exact_cosines(np.repeat(rows[:1], 6, 0), cols[pos]).tolist())) == 1
     assert best[0] == exact_cosines(rows[:1], cols[pos[:1]])[0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("block", [3, 64, 512])
+@pytest.mark.parametrize("threshold", [0.5, 0.92, 0.99])
+def test_the_native_block_rule_decides_as_the_python_loop(seed, block, threshold):
+    """``csrc/cpu/dedup.cpp`` against ``semantic.dedup_block`` (the loop it replaces) on planted
+    copies, near copies around the threshold and identical candidates, old rows or none."""
+    if compiled("dedup_block") is None:
+        pytest.skip("the compiled module is not built")
+    rng = np.random.default_rng(seed)
+    old, new = _planted(rng, d=int(rng.choice([3, 16, 37])), n_old=int(rng.integers(31, 60)), n_new=int(rng.integers(90, 160)))
+    for prior in (old, old[:0]):
+        want = match_duplicates(prior, new, threshold, block=block, native=False)
+        got = match_duplicates(prior, new, threshold, block=block, native=True)
+        assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_cosine_exactly_at_the_threshold_does_not_merge(native):
+    """Merging takes a cosine above the threshold: at the exact cosine of a pair, no merge; one float
+    below it, a merge (both paths; the exact cosine is the left-to-right sum of exact products)."""
+    if native and compiled("dedup_block") is None:
+        pytest.skip("the compiled module is not built")
+    rng = np.random.default_rng(3)
+    u = _unit(rng.standard_normal((1, 24)))
+    v = _unit(u + 0.05 * _unit(rng.standard_normal((1, 24))))
+    x = np.concatenate([u, v])
+    c = float(_exact(v, u)[0, 0])
+    assert match_duplicates(x[:0], x, c, native=native).tolist() == [-1, -1]
+    assert match_duplicates(x[:0], x, float(np.nextafter(c, -np.inf)), native=native).tolist() == [-1, 0]

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..config import SemanticConfig
 from ..memory.records import Conversation, Episode, SemanticNode
+from ..ops.rows import compiled
 from ..text import content_of, words
 
 ASSISTANT_SPEAKERS = frozenset({"assistant", "system", "tool"})  # chat roles whose turns are answers, not the user's facts
@@ -339,10 +340,12 @@ def _best_prior(rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, bloc
     return best, arg
 
 
-def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK) -> np.ndarray:
+def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK,
+                     native: bool = True) -> np.ndarray:
     """The de-duplication rule, in blocks: in order, each new row merges into its most similar
     earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie, cosines
-    compared exactly: :func:`first_best`) when the cosine exceeds ``threshold``, else it is kept. Returns, per new row, the position it merges into
+    compared exactly: :func:`first_best`) when the cosine exceeds ``threshold``, else it is kept; within a
+    block, one C++ pass when the compiled module is built (and ``native``), else :func:`dedup_block`. Returns, per new row, the position it merges into
     among the old rows followed by the kept new rows, or -1 when kept. Memory is O(block * (block + d))
     whatever the sizes; work is O(new * (old + new) * d), the dense rule's."""
     n_old = len(old_x)
@@ -357,22 +360,39 @@ def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, 
             better = v > best
             best[better], arg[better] = v[better], n_old + j[better]
         inner = rows @ rows.T
-        local: list[int] = []  # rows of this block kept so far
-        for li in range(len(rows)):
-            b, t = best[li], arg[li]
-            if local:
-                sims = inner[li : li + 1, local]
-                # exact scores only where they can decide: a candidate clearly below both the best so far
-                # and the threshold changes nothing (most rows: no duplicate in the block)
-                if sims.max() >= max(b, threshold) - TIE_TOL:
-                    w, k = first_best(sims, rows[li : li + 1], rows[local])
-                    if w[0] > b:
-                        b, t = w[0], n_old + n_prev + int(k[0])
-            if t >= 0 and b > threshold:
-                target[a + li] = t
-            else:
-                local.append(li)
-                kept.append(a + li)
+        fn = compiled("dedup_block") if native else None
+        if fn is not None and rows.dtype == np.float32 and type(threshold) is float:
+            t_block = fn(inner, rows, best, arg, threshold, TIE_TOL, n_old + n_prev)
+        else:
+            t_block = dedup_block(inner, rows, best, arg, threshold, n_old + n_prev)
+        target[a : a + len(rows)] = t_block
+        kept.extend((a + np.flatnonzero(t_block < 0)).tolist())
+    return target
+
+
+def dedup_block(inner: np.ndarray, rows: np.ndarray, best: np.ndarray, arg: np.ndarray, threshold: float,
+                base: int) -> np.ndarray:
+    """The rule's sequential part over one block of new rows (``csrc/cpu/dedup.cpp`` is this loop in
+    C++): row i merges into the most similar earlier kept row, its best against earlier blocks
+    (``best``, ``arg`` [m]) or a row of this block kept before it (screened on ``inner`` [m, m], the
+    block's gram, re-scored exactly: :func:`first_best`; target ``base`` + its position among the
+    block's kept rows), when the cosine exceeds ``threshold``. Returns target [m] int64, -1 kept."""
+    target = np.full(len(rows), -1, np.int64)
+    local: list[int] = []  # rows of this block kept so far
+    for li in range(len(rows)):
+        b, t = best[li], arg[li]
+        if local:
+            sims = inner[li : li + 1, local]
+            # exact scores only where they can decide: a candidate clearly below both the best so far
+            # and the threshold changes nothing (most rows: no duplicate in the block)
+            if sims.max() >= max(b, threshold) - TIE_TOL:
+                w, k = first_best(sims, rows[li : li + 1], rows[local])
+                if w[0] > b:
+                    b, t = w[0], base + int(k[0])
+        if t >= 0 and b > threshold:
+            target[li] = t
+        else:
+            local.append(li)
     return target
 
 
