@@ -62,7 +62,7 @@ def test_the_native_writes_leave_the_interpreter_free(tmp_path):
     throughout would stall it for the whole call)."""
     if compiled("write_durable") is None:
         pytest.skip("the compiled module is not built")
-    files = _files(tmp_path, 96, size=400_000)
+    files = _files(tmp_path, 64, size=2_000_000)
     span = {}
 
     def write() -> None:

@@ -1,10 +1,12 @@
-"""New files written durably, several at once: each one's bytes in a temporary file, fsynced,
+"""New files written durably, several at once: each one's bytes in a temporary file, made durable,
 renamed into place; a file that fails leaves no temporary file behind. One C++ call without the
-GIL when the compiled module is built (``csrc/cpu/files.cpp``, on threads of its own): a store
-commits a shard's files from one background thread while the build's thread runs Python, and
-never waits on the interpreter in between (a thread that needs the GIL behind a busy interpreter
-waits a 5 ms switch interval each time, and Python's steps need it five times a file); Python's
-steps on a thread pool otherwise."""
+GIL when the compiled module is built (``csrc/cpu/files.cpp``: the files written on threads of its
+own, then one ``syncfs`` of the file system for all of them on Linux, one fsync each elsewhere):
+a store commits a shard's files from one background thread while the build's thread runs Python,
+and never waits on the interpreter in between (a thread that needs the GIL behind a busy
+interpreter waits a 5 ms switch interval each time, and Python's steps need it five times a
+file); Python's steps (an fsync per file) on a thread pool otherwise.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ..ops.rows import compiled
 
 
 def write_durable(files: list[tuple[Path, Path, bytes]], *, threads: int = 8, native: bool = True) -> None:
-    """Each ``(tmp, dst, data)``: ``data`` to ``tmp`` (created or truncated), fsynced, renamed to
+    """Each ``(tmp, dst, data)``: ``data`` to ``tmp`` (created or truncated), on disk, renamed to
     ``dst``, up to ``threads`` at once. Every file is attempted; the first that failed (in order)
     raises ``OSError`` after all are done (its ``tmp`` removed; the others are in place)."""
     fn = compiled("write_durable") if native else None
