@@ -16,6 +16,7 @@ void register_rows(py::module_& m);
 void register_decouple(py::module_& m);
 void register_files(py::module_& m);
 void register_dedup(py::module_& m);
+void register_partition(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "xmemory_gpu C++ CPU kernels (OpenMP)";
@@ -36,4 +37,5 @@ PYBIND11_MODULE(_C, m) {
   register_decouple(m);
   register_files(m);
   register_dedup(m);
+  register_partition(m);
 }

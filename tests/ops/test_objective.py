@@ -751,3 +751,47 @@ def test_top2_blocks_in_cpp_are_the_numpy_steps(seed):
                 j = int(got[0][i, p])
                 if j >= 0:
                     assert got[1][i, p] == dot4(unit[i], unit[int(off[b]) + j])
+
+
+@pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+@pytest.mark.parametrize("seed", range(24))
+def test_theme_sums_in_cpp_are_the_numpy_steps(seed):
+    """The f(P) state's block bookkeeping in one C++ pass (``csrc/cpu/partition.cpp``): the NumPy
+    steps' themes, labels, counts and members, and their sums to the bit, on ragged blocks (empty,
+    one node, many), sparse and large labels, with kept themes (kept, dropped, relabelled away) and
+    tails anywhere in a block, as ``apply`` and ``extend`` hand them."""
+    from xmemory_gpu.ops.objective.state import _Kept, theme_sums
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 3 if seed % 5 == 0 else 40, int(rng.integers(1, 7)))
+    row_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    m, d = int(row_off[-1]), int(rng.integers(1, 40)) if seed % 3 else 384
+    x = rng.standard_normal((m + 7, d))
+    rows = rng.permutation(m + 7)[:m].astype(np.int64)
+    pool = np.array([0, 1, 2, 5, 9, 2**31 - 1]) if seed % 2 else np.arange(12) * 3
+    labels = rng.choice(pool, m).astype(np.int64)
+    kept = None
+    if seed % 4:
+        olds = [np.unique(rng.choice(pool, int(rng.integers(0, 5)))) for _ in sizes]
+        keep = rng.random(sum(len(o) for o in olds)) < 0.7
+        kept = _Kept(np.concatenate([[0], np.cumsum([len(o) for o in olds])]).astype(np.int64),
+                     np.concatenate(olds).astype(np.int64), rng.standard_normal((len(keep), d)), keep,
+                     np.array([int(rng.integers(0, s + 1)) for s in sizes], np.int64))
+    got = theme_sums(x, rows, labels, row_off, kept)
+    want = theme_sums(x, rows, labels, row_off, kept, native=False)
+    for name, a, b in zip(("theme_off", "theme_label", "sums", "counts", "members"), got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), (seed, name)
+
+
+@pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+def test_theme_sums_in_cpp_refuse_what_does_not_fit():
+    from xmemory_gpu import _C
+
+    x, e = np.zeros((3, 2)), np.zeros(0, np.int64)
+    kept = (np.zeros((0, 2)), np.zeros(0, bool), np.zeros(1, np.int64))  # kept_sum, keep, tail
+    with pytest.raises(ValueError, match="a row outside"):
+        _C.theme_blocks(x, np.array([3]), np.array([0]), np.array([0, 1]), np.array([0, 0]), e, *kept)
+    with pytest.raises(ValueError, match="non-negative"):
+        _C.theme_blocks(x, np.array([0]), np.array([-1]), np.array([0, 1]), np.array([0, 0]), e, *kept)
+    with pytest.raises(ValueError, match="offsets"):
+        _C.theme_blocks(x, np.array([0]), np.array([0]), np.array([0, 2]), np.array([0, 0]), e, *kept)

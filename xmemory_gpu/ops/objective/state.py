@@ -85,19 +85,45 @@ class _Kept:
 
 
 def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.ndarray, eps: float,
-            kept: _Kept | None = None) -> _Blocks:
+            kept: _Kept | None = None, *, native: bool = True) -> _Blocks:
     """The blocks of nb memories: their M node rows are ``x[rows]`` (x unit float64 rows; only the
     rows a sum takes are read), labels [M] >= 0, row_off [nb+1].
 
-    Themes, members and sums of all blocks at once (``np.add.at``'s sums in row order, ``add_rows_in_order``: a kept theme
-    continues its sum with its rows from ``kept.tail`` on, any other sums all its rows, so every sum
+    Themes, members and sums of all blocks at once (``theme_sums``: a kept theme continues its sum
+    with its rows from ``kept.tail`` on, any other sums all its rows, in row order, so every sum
     equals a fresh one bit for bit); then every block's top-2 in one call (``top2_blocks``: cosines in
     ``dot4``'s fixed order, the same bits on every CPU) and f (``_f_blocks``, the per-memory code's
     operations and shapes), so the values do not depend on the batch (tests/test_theme_lockstep.py)
     and the build's decisions, to the last tie, not on the machine."""
-    nb, d = len(row_off) - 1, x.shape[1]
     if labels.size and int(labels.max()) >= 2**31:
         raise ValueError(f"labels must be below 2**31, got {int(labels.max())}")
+    theme_off, theme_label, sums, counts, members = theme_sums(x, rows, labels, row_off, kept, native=native)
+    nrm = row_norms(sums)  # row by row: each row's bits as a block's own call
+    unit = np.divide(sums, nrm[:, None], out=np.zeros_like(sums), where=nrm[:, None] > 0)
+    top_idx, top_cos = top2_blocks(unit, theme_off, native=native)
+    return _Blocks(row_off, theme_off, labels, theme_label, sums, counts, members, top_idx, top_cos,
+                   _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
+
+
+def theme_sums(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.ndarray, kept: _Kept | None = None, *,
+               native: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``_blocks``' bookkeeping: (theme_off [nb+1], theme_label [T] ascending within each block, sums
+    [T, d] float64, counts [T], members [M] local rows grouped by theme, ascending within one) of the
+    nodes ``x[rows]`` labelled ``labels`` (below 2**31), block b the entries ``row_off[b]:row_off[b+1]``.
+    A kept theme continues its sum with its rows from ``kept.tail`` on, any other sums all its rows
+    (``add_rows_in_order``: a sum's bits are a fresh one's). One C++ pass (``csrc/cpu/partition.cpp``)
+    when the compiled module is built (and ``native``) and x is C-contiguous float64, else these
+    NumPy steps."""
+    nb, d = len(row_off) - 1, x.shape[1]
+    fn = compiled("theme_blocks") if native else None
+    if fn is not None and x.dtype == np.float64 and x.flags.c_contiguous:
+        if kept is None:
+            kept = _Kept(np.zeros(nb + 1, np.int64), np.zeros(0, np.int64), np.zeros((0, d)), np.zeros(0, bool),
+                         np.zeros(nb, np.int64))
+        i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+        return fn(x, i64(rows), i64(labels), i64(row_off), i64(kept.theme_off), i64(kept.theme_label),
+                  np.ascontiguousarray(kept.theme_sum, dtype=np.float64), np.ascontiguousarray(kept.keep, dtype=bool),
+                  i64(kept.tail))
     blk = np.repeat(np.arange(nb, dtype=np.int64), np.diff(row_off))
     uniq, inv = np.unique((blk << _KEY) | labels, return_inverse=True)
     inv = inv.reshape(-1)
@@ -112,14 +138,10 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
         has[pos[old]] = True
         sums[pos[old]] = kept.theme_sum[old]
         add = ~has[inv] | (np.arange(len(inv)) - row_off[blk] >= kept.tail[blk])
-    add_rows_in_order(sums, inv[add], x, rows[add])
+    add_rows_in_order(sums, inv[add], x, rows[add], native=native)
     counts = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
-    nrm = row_norms(sums)  # row by row: each row's bits as a block's own call
-    unit = np.divide(sums, nrm[:, None], out=np.zeros_like(sums), where=nrm[:, None] > 0)
-    top_idx, top_cos = top2_blocks(unit, theme_off)
     members = np.argsort(inv, kind="stable").astype(np.int64)
-    return _Blocks(row_off, theme_off, labels, uniq & (2**_KEY - 1), sums, counts, members - row_off[blk[members]],
-                   top_idx, top_cos, _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
+    return theme_off, uniq & (2**_KEY - 1), sums, counts, members - row_off[blk[members]]
 
 
 def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
