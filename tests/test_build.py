@@ -90,6 +90,10 @@ def test_merge_duplicates_keeps_every_source(rng):
     assert [n.text for n in kept] == ["s0", "s1", "s3"]
     assert kept[0].message_ids == ["m0", "m2"] and kept[0].episode_ids == [0, 2]
     assert np.array_equal(kx, x[[0, 1, 3]])
+    nodes[1] = SemanticNode(1, "s1", [3, 1, 3], ["m1", "m0", "m1"])  # nothing merges into it: its sources still tidied
+    kept, _ = merge_duplicates(nodes, x, 0.99)
+    assert kept[1].message_ids == ["m1", "m0"] and kept[1].episode_ids == [1, 3]
+    assert kept[2].message_ids == ["m3"] and kept[2].message_ids is not nodes[3].message_ids  # a copy, not shared
 
 
 @pytest.fixture(scope="module")

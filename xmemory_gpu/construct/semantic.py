@@ -406,14 +406,15 @@ def merge_duplicates(nodes: list[SemanticNode], x: np.ndarray, threshold: float)
         return [], x[:0]
     target = match_duplicates(x[:0], x, threshold)
     kept = np.flatnonzero(target < 0)
-    members: list[list[int]] = [[int(i)] for i in kept]  # per kept node: itself, then what merged into it
-    for i in np.flatnonzero(target >= 0):
-        members[int(target[i])].append(int(i))
+    members: list[list[int]] = [[i] for i in kept.tolist()]  # per kept node: itself, then what merged into it
+    for i, t in zip(np.flatnonzero(target >= 0).tolist(), target[target >= 0].tolist()):
+        members[t].append(i)
     out: list[SemanticNode] = []
-    for new_id, (i, dup) in enumerate(zip(kept, members)):
-        node = nodes[int(i)]
-        if len(dup) == 1:  # most statements: nothing merged into them
-            mids, eids = list(dict.fromkeys(node.message_ids)), sorted(set(node.episode_ids))
+    for new_id, dup in enumerate(members):
+        node = nodes[dup[0]]
+        if len(dup) == 1:  # most statements: nothing merged into them (and one source each: copied as it is)
+            mids = list(node.message_ids) if len(node.message_ids) == 1 else list(dict.fromkeys(node.message_ids))
+            eids = list(node.episode_ids) if len(node.episode_ids) == 1 else sorted(set(node.episode_ids))
         else:
             mids = list(dict.fromkeys(mid for j in sorted(dup) for mid in nodes[j].message_ids))
             eids = sorted({e for j in dup for e in nodes[j].episode_ids})
