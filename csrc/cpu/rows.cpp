@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -174,12 +175,48 @@ py::array_t<int64_t> drift_runs(const py::array_t<float, py::array::c_style>& x,
 
 }  // namespace
 
+// Rows of [a; b] by index without forming [a; b]: out[i] = a[take[i]] when take[i] < len(a), else
+// b[take[i] - len(a)]; a and b C-contiguous of one dtype and one row shape (the f(P) state re-packs
+// its columns so after every edit: one copy instead of a concatenation and a gather).
+py::array take_rows2(const py::array& a, const py::array& b, const py::array_t<int64_t, py::array::c_style>& take) {
+  const auto bad = [](const std::string& what) { throw py::value_error("take_rows2: " + what); };
+  if (a.ndim() < 1 || b.ndim() != a.ndim() || !a.dtype().is(b.dtype())) bad("a and b: expected arrays of one dtype and rank");
+  if (!(a.flags() & py::array::c_style) || !(b.flags() & py::array::c_style)) bad("a and b: expected C-contiguous arrays");
+  const char kind = a.dtype().kind();
+  if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f') bad("a and b: expected a bool, integer or float dtype");
+  for (py::ssize_t k = 1; k < a.ndim(); ++k)
+    if (a.shape(k) != b.shape(k)) bad("a and b: expected one row shape");
+  if (take.ndim() != 1) bad("take: expected [n]");
+  const int64_t na = a.shape(0), nb = b.shape(0), n = take.shape(0);
+  std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
+  shape[0] = n;
+  py::array out(a.dtype(), shape);
+  size_t row_bytes = size_t(a.itemsize());
+  for (py::ssize_t k = 1; k < a.ndim(); ++k) row_bytes *= size_t(a.shape(k));
+  const int64_t* t = take.data();
+  for (int64_t i = 0; i < n; ++i)
+    if (t[i] < 0 || t[i] >= na + nb) bad("an index outside 0.." + std::to_string(na + nb - 1));
+  const char* pa = static_cast<const char*>(a.data());
+  const char* pb = static_cast<const char*>(b.data());
+  char* po = static_cast<char*>(out.mutable_data());
+  {
+    py::gil_scoped_release release;
+    for (int64_t i = 0; i < n; ++i) {
+      const char* src = t[i] < na ? pa + size_t(t[i]) * row_bytes : pb + size_t(t[i] - na) * row_bytes;
+      std::memcpy(po + size_t(i) * row_bytes, src, row_bytes);
+    }
+  }
+  return out;
+}
+
 void register_rows(py::module_& m) {
   m.def("dot4_gram", &dot4_gram, py::arg("a"), py::arg("b"), "dot4 of every row of a [n, d] with every row of b [m, d]: [n, m]");
   m.def("drift_runs", &drift_runs, py::arg("x"), py::arg("hard"), py::arg("min_messages"), py::arg("drift_threshold"),
         "the starts of segment.boundary_runs' runs: hard cuts, then drift from the run's sum by dot4 cosine");
   m.def("top2_blocks", &top2_blocks, py::arg("unit"), py::arg("theme_off"),
         "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
+  m.def("take_rows2", &take_rows2, py::arg("a"), py::arg("b"), py::arg("take"),
+        "rows of [a; b] by index (np.concatenate([a, b])[take]) without forming [a; b]");
   m.def("add_rows", &add_rows, py::arg("sums"), py::arg("group"), py::arg("x"), py::arg("rows"),
         "sums[group[i]] += x[rows[i]] for i in order, in float64 (np.add.at's bits), in place");
 }

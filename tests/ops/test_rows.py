@@ -179,3 +179,30 @@ def test_a_gap_of_exactly_the_limit_does_not_cut():
     conv = Conversation("c", ("a", "b"), [Message(f"m{i}", "a", "hi", 1, t) for i, t in enumerate(ts)])
     x = np.ones((5, 4), np.float32) / 2
     assert boundary_runs(conv, x, cfg) == [(0, 2), (2, 5)]  # 600 s apart: no cut; 600.5 s: a cut; no time: none
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32, np.bool_])
+@pytest.mark.parametrize("shape", [(), (3,), (2, 5)])
+def test_take_rows2_is_a_concatenation_then_a_gather(dtype, shape):
+    """``take_rows2`` (the f(P) state's re-pack) gives ``np.concatenate([a, b])[take]``: every dtype
+    and row shape, empty sides, repeated and unordered indices; the C++ call refuses an index out of
+    range and a dtype it cannot copy bytewise (the wrapper hands those to NumPy)."""
+    from xmemory_gpu.ops.rows import compiled, take_rows2
+
+    rng = np.random.default_rng(7)
+    for na, nb in ((0, 0), (0, 4), (5, 0), (6, 3)):
+        a = (rng.standard_normal((na, *shape)) * 9).astype(dtype)
+        b = (rng.standard_normal((nb, *shape)) * 9).astype(dtype)
+        take = rng.integers(0, max(na + nb, 1), 11 if na + nb else 0)
+        want = np.concatenate([a, b])[take]
+        for native in (True, False):
+            got = take_rows2(a, b, take, native=native)
+            assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+    fn = compiled("take_rows2")
+    if fn is not None:
+        with pytest.raises(ValueError, match="outside"):
+            fn(np.zeros(2), np.zeros(1), np.array([3]))
+        with pytest.raises(ValueError, match="dtype"):
+            fn(np.array(["x"], object), np.array(["y"], object), np.array([0]))
+        objs = take_rows2(np.array(["x"], object), np.array(["y"], object), np.array([1, 0]))
+        assert objs.tolist() == ["y", "x"]

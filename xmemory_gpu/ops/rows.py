@@ -47,6 +47,17 @@ def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: 
     sums[touched] = acc
 
 
+def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray, *, native: bool = True) -> np.ndarray:
+    """``np.concatenate([a, b])[take]`` (a [na, ...], b [nb, ...] of one numeric dtype and row shape,
+    take [n] in [0, na + nb)) without forming the concatenation: one copy of the rows taken, one C++
+    call when the compiled module is built (and ``native``)."""
+    fn = compiled("take_rows2") if native else None
+    if (fn is not None and a.dtype == b.dtype and a.dtype.kind in "biuf" and a.ndim == b.ndim >= 1
+            and a.shape[1:] == b.shape[1:]):
+        return fn(np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(take, dtype=np.int64))
+    return np.concatenate([a, b])[take]
+
+
 def row_norms(x: np.ndarray, *, keepdims: bool = False) -> np.ndarray:
     """Euclidean norms of the rows of a real x [m, d]: [m] (or [m, 1]). The bits of
     ``np.linalg.norm(x, axis=1)`` (the same square, sum and root), without its argument handling,

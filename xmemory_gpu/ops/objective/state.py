@@ -25,7 +25,7 @@ import numpy as np
 
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import add_rows_in_order, compiled, dot4_gram, row_norms, unit_rows
+from ..rows import add_rows_in_order, compiled, dot4_gram, row_norms, take_rows2, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -345,23 +345,23 @@ class PartitionState:
         if len({a[0].shape[1] for a in add.values()} | {self.x.shape[1]}) != 1:
             raise ValueError(f"new nodes must have the state's dimension {self.x.shape[1]}")
         # unit_rows is row by row: one call over every memory's new rows gives each row's bits of its own call
-        unit = np.split(unit_rows(np.concatenate([add[b][0] for b in bs])), np.cumsum([len(add[b][1]) for b in bs])[:-1])
-        add = {b: (u, add[b][1]) for b, u in zip(bs, unit)}
-        n_mem = len(self.offsets) - 1
-        pieces, sizes = [], []
-        for b in range(n_mem):
-            s, e = int(self.offsets[b]), int(self.offsets[b + 1])
-            pieces.append(self.x[s:e])
-            if b in add:
-                pieces.append(add[b][0])
-            sizes.append(e - s + (len(add[b][1]) if b in add else 0))
-        new_off = csr_offsets(sizes)
-        x = np.concatenate(pieces) if pieces else self.x
-        tails = [int(self.offsets[b + 1] - self.offsets[b]) for b in bs]
-        rows = np.concatenate([np.arange(int(new_off[b]), int(new_off[b + 1])) for b in bs])
-        ls = np.concatenate([np.concatenate([self.labels[int(self.offsets[b]) : int(self.offsets[b + 1])], add[b][1]]) for b in bs])
-        kept = self._kept(bs, tails)
-        self._replace(bs, _blocks(x, rows, ls, csr_offsets([sizes[b] for b in bs]), self.eps, kept), x)
+        unit = unit_rows(np.concatenate([add[b][0] for b in bs]))
+        n_mem, n_old = len(self.offsets) - 1, len(self.x)
+        bs_arr = np.asarray(bs, np.int64)
+        old_n = np.diff(self.offsets)
+        add_n = np.zeros(n_mem, np.int64)
+        add_n[bs_arr] = [len(add[b][1]) for b in bs]
+        new_off = csr_offsets(old_n + add_n)
+        # memory b's rows in [old x; new rows]: its old rows, then its new ones (one segment each)
+        seg_start = np.stack([self.offsets[:-1], n_old + csr_offsets(add_n)[:-1]], axis=1).reshape(-1)
+        seg_n = np.stack([old_n, add_n], axis=1).reshape(-1)
+        take = np.repeat(seg_start - csr_offsets(seg_n)[:-1], seg_n) + np.arange(int(new_off[-1]))
+        x = take_rows2(self.x, unit, take)
+        sizes = (old_n + add_n)[bs_arr]
+        rows = np.repeat(new_off[bs_arr] - csr_offsets(sizes)[:-1], sizes) + np.arange(int(sizes.sum()))
+        ls = take_rows2(self.labels, np.concatenate([add[b][1] for b in bs]), take[rows])
+        kept = self._kept(bs, old_n[bs_arr].tolist())
+        self._replace(bs, _blocks(x, rows, ls, csr_offsets(sizes), self.eps, kept), x)
 
     def _kept(self, bs: list[int], tails: list[int], removed: dict[int, set[int]] | None = None) -> _Kept:
         """The old themes of memories ``bs`` as ``_blocks`` takes them, all kept but the ``removed`` labels."""
@@ -376,7 +376,8 @@ class PartitionState:
     def _replace(self, bs: list[int], blocks: _Blocks, x: np.ndarray | None = None) -> None:
         """Swap in the blocks of memories ``bs`` (and ``x``, the node rows re-packed for their new sizes);
         the other memories' columns are kept as they are. Every column is one gather from the old
-        column followed by the blocks' (the rows each memory takes, by CSR ranges): no per-memory loop."""
+        column followed by the blocks' (the rows each memory takes, by CSR ranges; ``take_rows2``: one
+        copy, no concatenation): no per-memory loop."""
         n_mem = len(self.offsets) - 1
         bs_arr = np.asarray(bs, np.int64)
         new = np.zeros(n_mem, bool)
@@ -396,17 +397,17 @@ class PartitionState:
         old_top = np.where(self.top_idx >= 0, self.top_idx - np.repeat(self.theme_offsets[:-1], old_t)[:, None], -1)
         if x is not None:
             self.x = x
-        self.labels = np.concatenate([self.labels, blocks.labels.astype(np.int64, copy=False)])[n_take]
-        members = np.concatenate([old_members, blocks.members.astype(np.int64, copy=False)])[n_take]
+        self.labels = take_rows2(self.labels, blocks.labels.astype(np.int64, copy=False), n_take)
+        members = take_rows2(old_members, blocks.members.astype(np.int64, copy=False), n_take)
         self.offsets, self.theme_offsets = off, t_off
-        self.theme_label = np.concatenate([self.theme_label, blocks.theme_label.astype(np.int64, copy=False)])[t_take]
-        self.theme_sum = np.concatenate([self.theme_sum, blocks.theme_sum.astype(np.float64, copy=False)])[t_take]
-        self.theme_count = np.concatenate([self.theme_count, blocks.theme_count.astype(np.int64, copy=False)])[t_take]
+        self.theme_label = take_rows2(self.theme_label, blocks.theme_label.astype(np.int64, copy=False), t_take)
+        self.theme_sum = take_rows2(self.theme_sum, blocks.theme_sum.astype(np.float64, copy=False), t_take)
+        self.theme_count = take_rows2(self.theme_count, blocks.theme_count.astype(np.int64, copy=False), t_take)
         self.member_offsets = csr_offsets(self.theme_count)
         self.member_rows = members + np.repeat(off[:-1], n_sizes)
-        top = np.concatenate([old_top, blocks.top_idx.astype(np.int64, copy=False)])[t_take]
+        top = take_rows2(old_top, blocks.top_idx.astype(np.int64, copy=False), t_take)
         self.top_idx = np.where(top >= 0, top + np.repeat(t_off[:-1], t_sizes)[:, None], -1)
-        self.top_cos = np.concatenate([self.top_cos, blocks.top_cos.astype(np.float64, copy=False)])[t_take]
+        self.top_cos = take_rows2(self.top_cos, blocks.top_cos.astype(np.float64, copy=False), t_take)
         f = np.array(self.f, np.float64)
         f[bs_arr] = blocks.f
         self.f = f
