@@ -22,13 +22,14 @@ def _files(folder, n, size=3000):
 
 @pytest.mark.parametrize("native", PATHS)
 @pytest.mark.parametrize("threads", [1, 3, 8])
-def test_every_file_lands_whole_and_no_temporary_stays(tmp_path, native, threads):
+@pytest.mark.parametrize("n", [7, 40])
+def test_every_file_lands_whole_and_no_temporary_stays(tmp_path, native, threads, n):
     if native and compiled("write_durable") is None:
         pytest.skip("the compiled module is not built")
-    files = _files(tmp_path, 7)
+    files = _files(tmp_path, n)
     (tmp_path / "f2").write_bytes(b"an older file of that name")  # replaced, as os.replace does
     write_durable(files, threads=threads, native=native)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"f{i}" for i in range(7))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"f{i}" for i in range(n))
     for _, dst, data in files:
         assert dst.read_bytes() == data
     write_durable([], native=native)
@@ -37,12 +38,13 @@ def test_every_file_lands_whole_and_no_temporary_stays(tmp_path, native, threads
 
 
 @pytest.mark.parametrize("native", PATHS)
-def test_a_failed_file_raises_after_the_others_land(tmp_path, native):
+@pytest.mark.parametrize("n", [3, 20])  # an fsync each; one sync of the file system for all
+def test_a_failed_file_raises_after_the_others_land(tmp_path, native, n):
     """The rename of file 1 fails (its name is a folder): OSError with errno and path, its temporary
-    file removed; files 0 and 2 are in place."""
+    file removed; every other file is in place."""
     if native and compiled("write_durable") is None:
         pytest.skip("the compiled module is not built")
-    files = _files(tmp_path, 3)
+    files = _files(tmp_path, n)
     files[1][1].mkdir()
     (files[1][1] / "x").write_bytes(b"")  # a non-empty folder: no rename over it
     with pytest.raises(OSError) as info:
@@ -50,7 +52,8 @@ def test_a_failed_file_raises_after_the_others_land(tmp_path, native):
     assert info.value.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
     assert "f1" in str(info.value.filename)
     assert not files[1][0].exists()
-    assert files[0][1].read_bytes() == files[0][2] and files[2][1].read_bytes() == files[2][2]
+    assert all(dst.read_bytes() == data for i, (_, dst, data) in enumerate(files) if i != 1)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     missing = [(tmp_path / "no such folder" / ".t.tmp", tmp_path / "no such folder" / "t", b"x")]
     with pytest.raises(FileNotFoundError):
         write_durable(missing, native=native)

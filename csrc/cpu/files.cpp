@@ -1,7 +1,7 @@
 // Durable file writes without the GIL: several files written to their temporary paths on threads
-// of our own, their bytes made durable by one syncfs of the file system (one journal commit, not
-// one per file: a bulk build's 1,000 fsyncs cost the build thread ~0.15 s of the machine's second
-// core), then renamed into place, in one call; one file is fsynced. A store's commit hands a
+// of our own, their bytes made durable, from 16 files on, by one syncfs of the file system (one
+// journal commit, not one per file: a bulk build's 1,000 fsyncs cost the build thread ~0.15 s of
+// the machine's second core), below that by an fsync each, then renamed into place, in one call. A store's commit hands a
 // shard's files to this call from one background thread while the build's thread runs Python:
 // written in Python, each of open, write, fsync, close and rename hands the GIL back and waits for
 // it again, and a thread waiting for the GIL behind a busy interpreter waits a switch interval
@@ -22,6 +22,8 @@
 namespace py = pybind11;
 
 namespace {
+
+constexpr size_t kSyncAll = 16;  // files from which one syncfs replaces an fsync each
 
 struct Job {
   std::string tmp, dst;
@@ -106,9 +108,10 @@ std::vector<std::tuple<size_t, int, py::bytes>> write_durable(const std::vector<
   }
   {
     py::gil_scoped_release release;  // the bytes are held by `data`, the caller's list
-    // several files: written on the threads, then one sync of the file system, then renamed
-    // (one journal commit for all rather than one per fsync); one file: fsynced, renamed
-    const bool batch = n > 1;
+    // many files (a bulk build's shard): written on the threads, then one sync of the file system,
+    // then renamed (one journal commit for all rather than one per fsync); a few (a live engine's
+    // write): each fsynced, so it never waits on other writers' dirty pages of the file system
+    const bool batch = n >= kSyncAll;
     std::atomic<size_t> next{0};
     auto run = [&] {
       for (size_t i = next++; i < n; i = next++) write_one(jobs[i], !batch);

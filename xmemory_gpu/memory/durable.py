@@ -1,7 +1,8 @@
 """New files written durably, several at once: each one's bytes in a temporary file, made durable,
 renamed into place; a file that fails leaves no temporary file behind. One C++ call without the
 GIL when the compiled module is built (``csrc/cpu/files.cpp``: the files written on threads of its
-own, then one ``syncfs`` of the file system for all of them on Linux, one fsync each elsewhere):
+own, then, from 16 files on (a bulk build's shard), one ``syncfs`` of the file system for all of them
+on Linux, else one fsync each: a live engine's few files never wait on other writers' dirty pages):
 a store commits a shard's files from one background thread while the build's thread runs Python,
 and never waits on the interpreter in between (a thread that needs the GIL behind a busy
 interpreter waits a 5 ms switch interval each time, and Python's steps need it five times a
