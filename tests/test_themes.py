@@ -82,7 +82,8 @@ def _random_edits(rng: np.random.Generator, st: PartitionState, labels: np.ndarr
     return edits, labels, next_label
 
 
-def test_apply_equals_from_labels(rng):
+@pytest.mark.parametrize("check_groups", [True, False])  # the theme stage's own edits skip the cover check
+def test_apply_equals_from_labels(rng, check_groups):
     for _ in range(25):
         sizes = [int(n) for n in rng.integers(0, 60, size=int(rng.integers(1, 6)))]
         x, labels, off = _partition(rng, sizes, int(rng.integers(2, 12)))
@@ -90,7 +91,7 @@ def test_apply_equals_from_labels(rng):
         next_label = 1000
         for _ in range(4):  # successive rounds on the same state
             edits, labels, next_label = _random_edits(rng, st, labels, next_label)
-            st.apply(edits)
+            st.apply(edits, check_groups=check_groups)
             _assert_same(st, PartitionState.from_labels(x, labels, off))
 
 

@@ -126,7 +126,7 @@ def split_overfull(states: list[ThemeState], part: PartitionState, active: list[
             b, t = todo[j]
             groups = items[c][2]
             edits.append((b, [t], groups, states[b].split(t, [g - part.offsets[b] for g in groups])))
-        part.apply(edits)
+        part.apply(edits, check_groups=False)  # each theme's members cut by its proposal's labels: a cover
 
 
 def merge_small(states: list[ThemeState], part: PartitionState, active: list[int], cfg: ThemeConfig, *,
@@ -148,7 +148,7 @@ def merge_small(states: list[ThemeState], part: PartitionState, active: list[int
             continue
         used.update({(b, t), (b, j)})
         edits.append((b, [t, j], [mo[go[c] : go[c + 1]]], [states[b].merge(t, j)]))
-    part.apply(edits)
+    part.apply(edits, check_groups=False)  # t's members then j's, from the state: a cover
 
 
 def merge_candidates(states: list[ThemeState], part: PartitionState, active: list[int],

@@ -283,11 +283,13 @@ class PartitionState:
         return self.member_rows[self.member_offsets[row] : self.member_offsets[row + 1]]
 
     # -- in-place updates ------------------------------------------------------------------------
-    def apply(self, edits: Sequence[tuple[int, Sequence[int], Sequence[np.ndarray], Sequence[int]]]) -> None:
+    def apply(self, edits: Sequence[tuple[int, Sequence[int], Sequence[np.ndarray], Sequence[int]]], *,
+              check_groups: bool = True) -> None:
         """Apply edits in place, each ``(memory b, labels of the themes removed, groups of GLOBAL node
         rows, the new label of each group)``: a split, merge or move. The groups cover exactly the
-        removed themes' members; a new label is not one of the memory's remaining themes. Edits of one
-        memory apply in order. Kept themes keep their sums; new ones are summed; the touched memories'
+        removed themes' members (checked, ``ValueError`` otherwise, unless ``check_groups`` is False:
+        the theme stage's own edits, whose groups are cut from this state's members); a new label is
+        not one of the memory's remaining themes. Edits of one memory apply in order. Kept themes keep their sums; new ones are summed; the touched memories'
         blocks are redone in one ``_blocks`` call: the state equals ``from_labels`` on the edited labels."""
         if not edits:
             return
@@ -306,7 +308,7 @@ class PartitionState:
             if any(t not in have for t in remove):
                 raise ValueError(f"edit {c}: memory {b} has no theme labelled {sorted(set(remove) - set(have))}")
             groups = [np.asarray(g, dtype=np.int64) - s for g in groups]
-            if not _covers(lab, remove, sum(have[t] for t in remove), groups):
+            if check_groups and not _covers(lab, remove, sum(have[t] for t in remove), groups):
                 raise ValueError(f"edit {c} (memory {b}): the groups must cover exactly the members of the removed themes")
             new = [int(t) for t in new]
             if len(new) != len(groups) or len(set(new)) != len(new) or min(new, default=0) < 0 \
