@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace py = pybind11;
@@ -175,6 +176,70 @@ py::array_t<int64_t> drift_runs(const py::array_t<float, py::array::c_style>& x,
 
 }  // namespace
 
+// NumPy's pairwise sum of n doubles (numpy/_core/src/umath/loops_utils.h.src, what np.add.reduce
+// runs along a contiguous axis, from 0): below 8 one by one; up to 128 eight accumulators, then
+// ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) and the rest one by one; above, the two halves
+// (the first a multiple of 8 long) summed apart. Here of the squares v[i] * v[i] (this file is
+// compiled without multiply-add contraction, so each square is rounded as NumPy's x * x is).
+double pairwise_sq(const double* v, int64_t n) {
+  if (n < 8) {
+    double res = 0.0;
+    for (int64_t i = 0; i < n; ++i) res += v[i] * v[i];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int k = 0; k < 8; ++k) r[k] = v[k] * v[k];
+    int64_t i = 8;
+    for (; i < n - (n % 8); i += 8)
+      for (int k = 0; k < 8; ++k) r[k] += v[i + k] * v[i + k];
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += v[i] * v[i];
+    return res;
+  }
+  int64_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_sq(v, n2) + pairwise_sq(v + n2, n - n2);
+}
+
+// Row norms of x [m, d] float64 (ops/rows.py row_norms: np.sqrt(np.add.reduce(x * x, axis=1)), bit
+// for bit) and, with `unit`, the rows divided by them (zero where the norm is not > 0, as
+// np.divide(..., where=norm > 0) into zeros), as float64 or rounded to float32.
+py::array row_norms_c(const py::array_t<double, py::array::c_style>& x, bool unit, bool f32) {
+  if (x.ndim() != 2) throw py::value_error("row_norms: expected x [m, d]");
+  const int64_t m = x.shape(0), d = x.shape(1);
+  const double* v = x.data();
+  if (!unit) {
+    py::array_t<double> out(m);
+    double* o = out.mutable_data();
+    py::gil_scoped_release release;
+    for (int64_t i = 0; i < m; ++i) o[i] = std::sqrt(pairwise_sq(v + i * d, d));
+    return out;
+  }
+  auto fill = [&](auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    py::gil_scoped_release release;
+    for (int64_t i = 0; i < m; ++i) {
+      const double nrm = std::sqrt(pairwise_sq(v + i * d, d));
+      const double* row = v + i * d;
+      T* dst = o + i * d;
+      if (nrm > 0) {
+        for (int64_t j = 0; j < d; ++j) dst[j] = static_cast<T>(row[j] / nrm);
+      } else {
+        for (int64_t j = 0; j < d; ++j) dst[j] = T(0);
+      }
+    }
+  };
+  if (f32) {
+    py::array_t<float> out({m, d});
+    fill(out.mutable_data());
+    return out;
+  }
+  py::array_t<double> out({m, d});
+  fill(out.mutable_data());
+  return out;
+}
+
 // Rows of [a; b] by index without forming [a; b]: out[i] = a[take[i]] when take[i] < len(a), else
 // b[take[i] - len(a)]; a and b C-contiguous of one dtype and one row shape (the f(P) state re-packs
 // its columns so after every edit: one copy instead of a concatenation and a gather).
@@ -215,6 +280,8 @@ void register_rows(py::module_& m) {
         "the starts of segment.boundary_runs' runs: hard cuts, then drift from the run's sum by dot4 cosine");
   m.def("top2_blocks", &top2_blocks, py::arg("unit"), py::arg("theme_off"),
         "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
+  m.def("row_norms", &row_norms_c, py::arg("x"), py::arg("unit"), py::arg("f32"),
+        "np.sqrt(np.add.reduce(x * x, axis=1)) of x [m, d] float64, bit for bit, or the rows divided by it");
   m.def("take_rows2", &take_rows2, py::arg("a"), py::arg("b"), py::arg("take"),
         "rows of [a; b] by index (np.concatenate([a, b])[take]) without forming [a; b]");
   m.def("add_rows", &add_rows, py::arg("sums"), py::arg("group"), py::arg("x"), py::arg("rows"),

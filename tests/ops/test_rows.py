@@ -206,3 +206,31 @@ def test_take_rows2_is_a_concatenation_then_a_gather(dtype, shape):
             fn(np.array(["x"], object), np.array(["y"], object), np.array([0]))
         objs = take_rows2(np.array(["x"], object), np.array(["y"], object), np.array([1, 0]))
         assert objs.tolist() == ["y", "x"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_row_norms_and_unit_rows_in_cpp_are_numpys_bits(seed):
+    """``row_norms`` / ``unit_rows`` in C++ replay NumPy's pairwise sum of the squares (below 8 one by
+    one, eight accumulators up to 128, halves above): the bits of ``np.sqrt(np.add.reduce(x * x,
+    axis=1))`` and of the division into zeros where the norm is not positive, float32 rounded from
+    float64, on widths around every switch of the pairwise sum, many rows, zero, inf and NaN rows,
+    tiny and huge scales."""
+    from xmemory_gpu.ops.rows import compiled, row_norms, unit_rows
+
+    if compiled("row_norms") is None:
+        pytest.skip("the compiled module is not built")
+    rng = np.random.default_rng(seed)
+    for d in (0, 1, 3, 7, 8, 9, 15, 16, 17, 127, 128, 129, 136, 255, 256, 257, 384, 385, 1031):
+        for m in (0, 1, 5, 300):
+            x = rng.standard_normal((m, d)) * rng.choice([1e-160, 1e-3, 1.0, 1e3, 1e160])
+            if m > 2 and d:
+                x[0], x[1, 0], x[2, -1] = 0.0, np.inf, np.nan
+            with np.errstate(all="ignore"):
+                want = np.sqrt(np.add.reduce(x * x, axis=1))
+                unit = np.divide(x, want[:, None], out=np.zeros_like(x), where=want[:, None] > 0)
+                got = row_norms(x)
+                assert got.tobytes() == want.tobytes() and row_norms(x, native=False).tobytes() == want.tobytes()
+                assert row_norms(x, keepdims=True).shape == (m, 1)
+                assert unit_rows(x).tobytes() == unit.tobytes() == unit_rows(x, native=False).tobytes()
+                assert unit_rows(x, dtype=np.float32).tobytes() == unit.astype(np.float32).tobytes()
+                assert unit_rows(x, dtype=np.float32, native=False).tobytes() == unit.astype(np.float32).tobytes()

@@ -206,7 +206,7 @@ def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
         live = [np.flatnonzero(st.alive[: st.n_slots]) for st in group]
         off = csr_offsets([len(v) for v in live])
         # unit_rows is row by row: one call over all memories' sums gives each row's bits of its own call
-        x = unit_rows(np.concatenate([st.sums[v] for st, v in zip(group, live)])).astype(np.float32) if off[-1] \
+        x = unit_rows(np.concatenate([st.sums[v] for st, v in zip(group, live)]), dtype=np.float32) if off[-1] \
             else np.zeros((0, d), np.float32)
         idx, sim = knn_graph(x, off, k, drop_nonpositive=drop, backend=backend)
         if drop:  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)

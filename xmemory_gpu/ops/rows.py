@@ -58,18 +58,29 @@ def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray, *, native: bool =
     return np.concatenate([a, b])[take]
 
 
-def row_norms(x: np.ndarray, *, keepdims: bool = False) -> np.ndarray:
+def row_norms(x: np.ndarray, *, keepdims: bool = False, native: bool = True) -> np.ndarray:
     """Euclidean norms of the rows of a real x [m, d]: [m] (or [m, 1]). The bits of
     ``np.linalg.norm(x, axis=1)`` (the same square, sum and root), without its argument handling,
-    which costs more than the arithmetic on the small blocks of the theme stage."""
+    which costs more than the arithmetic on the small blocks of the theme stage. One C++ pass for
+    float64 x when the compiled module is built (and ``native``): NumPy's pairwise sum of the squares
+    (``csrc/cpu/rows.cpp``), the same bits."""
+    fn = compiled("row_norms") if native else None
+    if fn is not None and x.dtype == np.float64 and x.ndim == 2:
+        out = fn(np.ascontiguousarray(x), False, False)
+        return out[:, None] if keepdims else out
     return np.sqrt(np.add.reduce(x * x, axis=1, keepdims=keepdims))
 
 
-def unit_rows(x) -> np.ndarray:
-    """[n, d] float64 rows scaled to unit norm (zero rows stay zero); x any real array, host or device."""
+def unit_rows(x, *, dtype=np.float64, native: bool = True) -> np.ndarray:
+    """[n, d] rows scaled to unit norm in float64 (zero rows stay zero), returned as ``dtype``
+    (float64, or float32 rounded from them); x any real array, host or device. One C++ pass when
+    the compiled module is built (and ``native``), the NumPy steps' bits."""
     x = np.asarray(host(x), dtype=np.float64)
-    norms = row_norms(x, keepdims=True)
-    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    fn = compiled("row_norms") if native else None
+    if fn is not None and x.ndim == 2 and np.dtype(dtype) in (np.float64, np.float32):
+        return fn(np.ascontiguousarray(x), True, np.dtype(dtype) == np.float32)
+    norms = np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True))
+    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0).astype(dtype, copy=False)
 
 
 def row_sum_in_order(m: np.ndarray) -> np.ndarray:
