@@ -179,27 +179,48 @@ py::array_t<int64_t> drift_runs(const py::array_t<float, py::array::c_style>& x,
 // NumPy's pairwise sum of n doubles (numpy/_core/src/umath/loops_utils.h.src, what np.add.reduce
 // runs along a contiguous axis, from 0): below 8 one by one; up to 128 eight accumulators, then
 // ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) and the rest one by one; above, the two halves
-// (the first a multiple of 8 long) summed apart. Here of the squares v[i] * v[i] (this file is
-// compiled without multiply-add contraction, so each square is rounded as NumPy's x * x is).
-double pairwise_sq(const double* v, int64_t n) {
+// (the first a multiple of 8 long) summed apart. Of the values f(v[i]): v[i] itself, or its square
+// (this file is compiled without multiply-add contraction, so each square is rounded as NumPy's
+// x * x is).
+template <typename F>
+double pairwise(const double* v, int64_t n, F f) {
   if (n < 8) {
     double res = 0.0;
-    for (int64_t i = 0; i < n; ++i) res += v[i] * v[i];
+    for (int64_t i = 0; i < n; ++i) res += f(v[i]);
     return res;
   }
   if (n <= 128) {
     double r[8];
-    for (int k = 0; k < 8; ++k) r[k] = v[k] * v[k];
+    for (int k = 0; k < 8; ++k) r[k] = f(v[k]);
     int64_t i = 8;
     for (; i < n - (n % 8); i += 8)
-      for (int k = 0; k < 8; ++k) r[k] += v[i + k] * v[i + k];
+      for (int k = 0; k < 8; ++k) r[k] += f(v[i + k]);
     double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += v[i] * v[i];
+    for (; i < n; ++i) res += f(v[i]);
     return res;
   }
   int64_t n2 = n / 2;
   n2 -= n2 % 8;
-  return pairwise_sq(v, n2) + pairwise_sq(v + n2, n - n2);
+  return pairwise(v, n2, f) + pairwise(v + n2, n - n2, f);
+}
+
+double pairwise_sq(const double* v, int64_t n) {
+  return pairwise(v, n, [](double a) { return a * a; });
+}
+
+// np.sum of each segment of v [n] float64 (segment b: v[off[b]:off[b+1]]), bit for bit: [nb].
+py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& v,
+                                 const py::array_t<int64_t, py::array::c_style>& off) {
+  if (v.ndim() != 1 || off.ndim() != 1 || off.size() < 1) throw py::value_error("segment_sums: expected v [n], off [nb+1]");
+  const int64_t nb = off.size() - 1, n = v.size();
+  const int64_t* o = off.data();
+  for (int64_t b = 0; b < nb; ++b)
+    if (o[b] < 0 || o[b] > o[b + 1] || o[b + 1] > n) throw py::value_error("segment_sums: offsets outside v or decreasing");
+  py::array_t<double> out(nb);
+  double* r = out.mutable_data();
+  const double* x = v.data();
+  for (int64_t b = 0; b < nb; ++b) r[b] = pairwise(x + o[b], o[b + 1] - o[b], [](double a) { return a; });
+  return out;
 }
 
 // Row norms of x [m, d] float64 (ops/rows.py row_norms: np.sqrt(np.add.reduce(x * x, axis=1)), bit
@@ -280,6 +301,8 @@ void register_rows(py::module_& m) {
         "the starts of segment.boundary_runs' runs: hard cuts, then drift from the run's sum by dot4 cosine");
   m.def("top2_blocks", &top2_blocks, py::arg("unit"), py::arg("theme_off"),
         "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
+  m.def("segment_sums", &segment_sums, py::arg("v"), py::arg("off"),
+        "np.sum of each segment v[off[b]:off[b+1]] of v [n] float64, bit for bit (NumPy's pairwise sum)");
   m.def("row_norms", &row_norms_c, py::arg("x"), py::arg("unit"), py::arg("f32"),
         "np.sqrt(np.add.reduce(x * x, axis=1)) of x [m, d] float64, bit for bit, or the rows divided by it");
   m.def("take_rows2", &take_rows2, py::arg("a"), py::arg("b"), py::arg("take"),

@@ -234,3 +234,19 @@ def test_row_norms_and_unit_rows_in_cpp_are_numpys_bits(seed):
                 assert unit_rows(x).tobytes() == unit.tobytes() == unit_rows(x, native=False).tobytes()
                 assert unit_rows(x, dtype=np.float32).tobytes() == unit.astype(np.float32).tobytes()
                 assert unit_rows(x, dtype=np.float32, native=False).tobytes() == unit.astype(np.float32).tobytes()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_segment_sums_are_numpys_sum_of_each_slice(seed):
+    """``segment_sums`` (the f(P) state's per-memory mean, every block at once) is ``np.sum`` of each
+    slice to the bit: empty segments, lengths around the pairwise sum's switches, large ones."""
+    from xmemory_gpu.ops.rows import segment_sums
+
+    rng = np.random.default_rng(seed)
+    sizes = np.array([0, 1, 7, 8, 9, 128, 129, 300, 1031, 0, 5])[rng.permutation(11)]
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    v = rng.standard_normal(int(off[-1])) * 10.0 ** rng.integers(-5, 6, int(off[-1]))
+    want = np.array([v[a:b].sum() for a, b in zip(off[:-1], off[1:])])
+    for native in (True, False):
+        assert segment_sums(v, off, native=native).tobytes() == want.tobytes()
+    assert segment_sums(v, off[:1]).shape == (0,)

@@ -71,6 +71,18 @@ def row_norms(x: np.ndarray, *, keepdims: bool = False, native: bool = True) -> 
     return np.sqrt(np.add.reduce(x * x, axis=1, keepdims=keepdims))
 
 
+def segment_sums(v: np.ndarray, off: np.ndarray, *, native: bool = True) -> np.ndarray:
+    """``np.sum(v[off[b]:off[b + 1]])`` of every segment b of v [n] float64 (off [nb+1]): [nb], the
+    same bits (NumPy's pairwise sum), in one C++ call when the compiled module is built (and
+    ``native``), else one NumPy sum per segment."""
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    off = np.ascontiguousarray(off, dtype=np.int64)
+    fn = compiled("segment_sums") if native else None
+    if fn is not None:
+        return fn(v, off)
+    return np.array([v[int(a) : int(b)].sum() for a, b in zip(off[:-1], off[1:])], np.float64).reshape(-1)
+
+
 def unit_rows(x, *, dtype=np.float64, native: bool = True) -> np.ndarray:
     """[n, d] rows scaled to unit norm in float64 (zero rows stay zero), returned as ``dtype``
     (float64, or float32 rounded from them); x any real array, host or device. One C++ pass when

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import add_rows_in_order, compiled, dot4_gram, row_norms, take_rows2, unit_rows
+from ..rows import add_rows_in_order, compiled, dot4_gram, row_norms, segment_sums, take_rows2, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -207,9 +207,11 @@ def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: n
     den = np.array([2 * float(v) ** 2 for v in sigma.tolist()])  # Python float powers, as objective_from_parts takes them
     term = norms / counts * np.exp(-((s - m[t_blk]) ** 2) / den[t_blk])
     sumsq = np.add.reduceat((counts.astype(np.float64) ** 2), theme_off[live])  # integers: exact in any order
-    for j, b in enumerate(live.tolist()):
-        t0, t1 = int(theme_off[b]), int(theme_off[b + 1])
-        f[b] = int(n[b]) * int(n[b]) / (int(k[b]) * float(sumsq[j])) + float(term[t0:t1].sum() / (t1 - t0))
+    # per block, as the per-memory code's Python floats: n * n / (k * sumsq) + sum(term) / k, the sum
+    # np.sum's (pairwise) over the block's slice; each operation one IEEE rounding either way
+    nl, kl = n[live].astype(np.int64), k[live].astype(np.int64)
+    f[live] = (nl * nl).astype(np.float64) / (kl.astype(np.float64) * sumsq) \
+        + segment_sums(term, theme_off)[live] / kl.astype(np.float64)
     return f
 
 
