@@ -160,30 +160,30 @@ def merge_candidates(states: list[ThemeState], part: PartitionState, active: lis
     t is tiny or their cosine reaches ``merge_pair_threshold``, the first time either side offers it.
     The candidate removes t and j and adds one group, t's members then j's (ascending within each).
     Equal to ``merge_candidates_reference`` (the per-theme loop), vectorised per memory."""
-    mem, rem, pairs = [], [], []
+    mems, t_ids, j_ids = [], [], []
     sync_graphs([states[b] for b in active], backend=backend)
     for b in active:
         s = states[b]
         t_slot, j_slot = s.merge_pairs(cfg)
-        if t_slot.size == 0:
-            continue
-        ids = s.ids
-        ts, te = int(part.theme_offsets[b]), int(part.theme_offsets[b + 1])
-        lab = part.theme_label[ts:te]
-        rows = ts + np.searchsorted(lab, np.stack([ids[t_slot], ids[j_slot]], axis=1))
-        mem.append(np.full(t_slot.size, b, np.int64))
-        rem.append(rows)
-        pairs.extend(zip([b] * t_slot.size, ids[t_slot].tolist(), ids[j_slot].tolist()))
-    if not pairs:
+        if t_slot.size:
+            mems.append(np.full(t_slot.size, b, np.int64))
+            t_ids.append(s.ids[t_slot])
+            j_ids.append(s.ids[j_slot])
+    if not mems:
         return Candidates.from_lists(part, []), []
-    rem_rows = np.concatenate(rem).reshape(-1)  # [2C]: t's row, j's row
+    mem, t_id, j_id = np.concatenate(mems), np.concatenate(t_ids), np.concatenate(j_ids)
+    pairs = list(zip(mem.tolist(), t_id.tolist(), j_id.tolist()))
+    # theme rows: the state's rows are ordered by (memory, label), so one search over those keys
+    t_mem = np.repeat(np.arange(len(part.theme_offsets) - 1, dtype=np.int64), np.diff(part.theme_offsets))
+    keys = (t_mem << 32) | part.theme_label
+    rem_rows = np.searchsorted(keys, (np.repeat(mem, 2) << 32) | np.stack([t_id, j_id], axis=1).reshape(-1))  # [2C]: t's row, j's row
     starts, sizes = part.member_offsets[rem_rows], np.diff(part.member_offsets)[rem_rows]
     group_offsets = np.zeros(len(pairs) + 1, np.int64)
     np.cumsum(sizes.reshape(-1, 2).sum(axis=1), out=group_offsets[1:])
     seg_start = np.repeat(np.cumsum(sizes) - sizes, sizes)
     members = part.member_rows[np.repeat(starts, sizes) + np.arange(int(sizes.sum())) - seg_start]
     n = len(pairs)
-    cands = Candidates(memory=np.concatenate(mem), rem_offsets=np.arange(0, 2 * n + 1, 2, dtype=np.int64), rem_rows=rem_rows,
+    cands = Candidates(memory=mem, rem_offsets=np.arange(0, 2 * n + 1, 2, dtype=np.int64), rem_rows=rem_rows,
                        add_offsets=np.arange(n + 1, dtype=np.int64), group_offsets=group_offsets, members=members)
     return cands, pairs
 

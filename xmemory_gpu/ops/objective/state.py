@@ -369,13 +369,17 @@ class PartitionState:
 
     def _kept(self, bs: list[int], tails: list[int], removed: dict[int, set[int]] | None = None) -> _Kept:
         """The old themes of memories ``bs`` as ``_blocks`` takes them, all kept but the ``removed`` labels."""
-        spans = [(int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])) for b in bs]
-        rows = np.concatenate([np.arange(ts, te) for ts, te in spans]) if spans else np.zeros(0, np.int64)
+        bs_arr = np.asarray(bs, np.int64)
+        start = self.theme_offsets[bs_arr]
+        size = self.theme_offsets[bs_arr + 1] - start
+        off = csr_offsets(size)
+        rows = np.repeat(start - off[:-1], size) + np.arange(int(off[-1]))
         lab = self.theme_label[rows]
+        keep = np.ones(len(rows), bool)
         gone = [(i << _KEY) | t for i, b in enumerate(bs) for t in (removed or {}).get(b, ())]
-        keep = ~np.isin((np.repeat(np.arange(len(bs), dtype=np.int64), [te - ts for ts, te in spans]) << _KEY) | lab,
-                        np.array(gone, np.int64))
-        return _Kept(csr_offsets([te - ts for ts, te in spans]), lab, self.theme_sum[rows], keep, np.array(tails, np.int64))
+        if gone:
+            keep = ~np.isin((np.repeat(np.arange(len(bs), dtype=np.int64), size) << _KEY) | lab, np.array(gone, np.int64))
+        return _Kept(off, lab, self.theme_sum[rows], keep, np.array(tails, np.int64))
 
     def _replace(self, bs: list[int], blocks: _Blocks, x: np.ndarray | None = None) -> None:
         """Swap in the blocks of memories ``bs`` (and ``x``, the node rows re-packed for their new sizes);
