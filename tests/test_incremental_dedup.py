@@ -182,3 +182,26 @@ def test_a_cosine_exactly_at_the_threshold_does_not_merge(native):
     c = float(_exact(v, u)[0, 0])
     assert match_duplicates(x[:0], x, c, native=native).tolist() == [-1, -1]
     assert match_duplicates(x[:0], x, float(np.nextafter(c, -np.inf)), native=native).tolist() == [-1, 0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_native_block_rule_keeps_the_loops_nan_and_float32_semantics(seed):
+    """Rows the rule does not expect still decide as the Python loop: NaN rows (NumPy's max is NaN:
+    no screen), rows far from unit norm (the screen meets a threshold that is a Python float in
+    float32, NEP 50, and the float64 best in float64), infinities, zero rows, odd thresholds."""
+    if compiled("dedup_block") is None:
+        pytest.skip("the compiled module is not built")
+    rng = np.random.default_rng(seed)
+    old, new = _planted(rng, d=int(rng.choice([2, 8, 33])), n_new=120)
+    x = np.concatenate([old, new])
+    x[rng.integers(0, len(x), 3)] = np.nan
+    x[rng.integers(0, len(x), 2)] = 0.0
+    x[rng.integers(0, len(x)), 0] = np.inf
+    x *= rng.choice([1.0, 40.0], size=(len(x), 1)).astype(np.float32)
+    old, new = x[: len(old)], x[len(old):]
+    with np.errstate(all="ignore"):
+        for threshold in (0.92, 1.0, 0.5, 1500.0, -np.inf, np.nan):
+            for block in (3, 64):
+                for prior in (old, old[:0]):
+                    want = match_duplicates(prior, new, threshold, block=block, native=False)
+                    assert match_duplicates(prior, new, threshold, block=block).tolist() == want.tolist()

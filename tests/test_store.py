@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
@@ -337,3 +338,114 @@ def test_a_write_costs_what_it_changes(tmp_path, memories, monkeypatch):
     assert st.maybe_compact()  # most pages free now: compaction runs, once
     assert st._conn.execute("PRAGMA page_count").fetchone()[0] < pages / 2
     assert not st.maybe_compact()
+
+
+def _dangling(st: Store) -> list[str]:
+    named = [r[0] for r in st._conn.execute("SELECT arrays_file FROM memories")]
+    return [n for n in named if not (st.path / "arrays" / n).exists()]
+
+
+def test_a_pending_commit_is_finished_or_abandoned_once(tmp_path, memories):
+    """A second finish, or an abandon after finish, raises and removes nothing the catalogue names;
+    an old handle cannot touch the commit pending after it."""
+    st = Store.create(tmp_path / "store", dim=32, embedder="hashing-32", config={})
+    slices = [slice_from_memory(m) for m in memories]
+    first = st.start_commit(slices[:2])
+    first.finish()
+    for again in (first.finish, first.abandon):
+        with pytest.raises(StoreError, match="this commit is finished"):
+            again()
+    second = st.start_commit(slices[2:])
+    with pytest.raises(StoreError, match="finished"):
+        first.abandon()
+    second.finish()
+    assert st.memory_ids() == [m.memory_id for m in memories] and _dangling(st) == []
+    st.close()
+
+
+def test_an_interrupt_as_the_transaction_commits_keeps_its_files(tmp_path, memories):
+    """A Ctrl-C raised right after SQLite's COMMIT returns (it arrived during it): the commit
+    happened, so its files stay (the cleanup leaves every file the catalogue names)."""
+    st = Store.create(tmp_path / "store", dim=32, embedder="hashing-32", config={})
+
+    class InterruptedAfterCommit:
+        def __init__(self, conn):
+            self.conn = conn
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+        def __enter__(self):
+            return self.conn.__enter__()
+
+        def __exit__(self, *exc):
+            out = self.conn.__exit__(*exc)
+            if exc[0] is None:
+                raise KeyboardInterrupt
+            return out
+
+    real, st._conn = st._conn, InterruptedAfterCommit(st._conn)
+    with pytest.raises(KeyboardInterrupt):
+        st.commit([slice_from_memory(m) for m in memories[:2]])
+    st._conn = real
+    assert st.memory_ids() == [m.memory_id for m in memories[:2]] and _dangling(st) == []
+    st.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_leaves_the_parents_pending_commit_alone(tmp_path, memories):
+    """A child forked while a commit is pending closes its copy of the store: the parent's files stay
+    and its finish commits them."""
+    st = Store.create(tmp_path / "store", dim=32, embedder="hashing-32", config={})
+    pending = st.start_commit([slice_from_memory(m) for m in memories])
+    pid = os.fork()
+    if pid == 0:  # the child: close the inherited store, then leave without running the parent's cleanup
+        try:
+            st.close()
+        finally:
+            os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    pending.finish()
+    assert st.memory_ids() == [m.memory_id for m in memories] and _dangling(st) == []
+    st.close()
+
+
+_WRITE_FAILS = """
+import resource, signal, sys
+from pathlib import Path
+import xmemory_gpu.memory.durable as durable
+from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.pipeline import build_memories
+from xmemory_gpu.datasets.locomo import load_locomo
+from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+from xmemory_gpu.embed.hashing import HashingEmbedder
+from xmemory_gpu.memory.hierarchy import slice_from_memory
+from xmemory_gpu.memory.store import Store, StoreError
+
+tmp, n = Path(sys.argv[1]), int(sys.argv[3])
+if sys.argv[2] == "python":
+    durable.compiled = lambda name: None
+data = write_json(generate_conversations(n, seed=5), tmp / "s.json")
+slices = [slice_from_memory(m) for m in build_memories(load_locomo(data), HashingEmbedder(32), XMemoryConfig())]
+st = Store.create(tmp / "store", dim=32, embedder="hashing-32", config={})
+size = {sl.memory_id: len(st._encode(sl)[1].data) for sl in slices}
+big = max(size, key=size.get)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (size[big] - 1, resource.RLIM_INFINITY))  # the largest file cannot be written
+try:
+    st.commit(slices)
+    print("committed")
+except StoreError as exc:
+    print("failed", big in str(exc), st.memory_ids(), sorted(p.name for p in (tmp / "store" / "arrays").iterdir()))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ as on Linux")
+@pytest.mark.parametrize("path", ["native", "python"])
+@pytest.mark.parametrize("n", [3, 17])  # an fsync each; one sync of the file system for all
+def test_a_failed_write_names_its_memory_and_leaves_nothing(tmp_path, path, n):
+    """A write that fails part-way (the file size limit: EFBIG, as a full disk's ENOSPC) names the
+    memory whose file failed; the store keeps no file of the commit."""
+    out = subprocess.run([sys.executable, "-c", _WRITE_FAILS, str(tmp_path), path, str(n)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "failed True [] []", out.stdout + out.stderr

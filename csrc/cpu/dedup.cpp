@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -53,8 +54,18 @@ py::array_t<int64_t> dedup_block(const F32& inner, const F32& rows, const F64& b
       if (!local.empty()) {
         const float* gi = g + i * m;
         float mx = gi[local[0]];
-        for (int64_t l : local) mx = std::max(mx, gi[l]);
-        if (double(mx) >= std::max(b, threshold) - tie_tol) {  // the screen, as the Python loop's
+        for (int64_t l : local) {
+          if (std::isnan(gi[l])) {  // NumPy's max is NaN then, and the screen below fails
+            mx = gi[l];
+            break;
+          }
+          mx = std::max(mx, gi[l]);
+        }
+        // the screen, as the Python loop's `sims.max() >= max(b, threshold) - TIE_TOL`: Python's max
+        // gives the threshold only when it is larger; a Python float meets a float32 in float32
+        // (NEP 50), the float64 b in float64
+        const bool screen = threshold > b ? mx >= static_cast<float>(threshold - tie_tol) : double(mx) >= b - tie_tol;
+        if (screen) {
           const float floor = mx - tol32;  // float32, as NumPy's sims.max() - TIE_TOL
           double w = 0.0;
           int64_t k = -1;

@@ -266,7 +266,7 @@ py::array row_norms_c(const py::array_t<double, py::array::c_style>& x, bool uni
 // its columns so after every edit: one copy instead of a concatenation and a gather).
 py::array take_rows2(const py::array& a, const py::array& b, const py::array_t<int64_t, py::array::c_style>& take) {
   const auto bad = [](const std::string& what) { throw py::value_error("take_rows2: " + what); };
-  if (a.ndim() < 1 || b.ndim() != a.ndim() || !a.dtype().is(b.dtype())) bad("a and b: expected arrays of one dtype and rank");
+  if (a.ndim() < 1 || b.ndim() != a.ndim() || !a.dtype().equal(b.dtype())) bad("a and b: expected arrays of one dtype and rank");
   if (!(a.flags() & py::array::c_style) || !(b.flags() & py::array::c_style)) bad("a and b: expected C-contiguous arrays");
   const char kind = a.dtype().kind();
   if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f') bad("a and b: expected a bool, integer or float dtype");

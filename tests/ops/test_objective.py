@@ -771,12 +771,16 @@ def test_theme_sums_in_cpp_are_the_numpy_steps(seed):
     pool = np.array([0, 1, 2, 5, 9, 2**31 - 1]) if seed % 2 else np.arange(12) * 3
     labels = rng.choice(pool, m).astype(np.int64)
     kept = None
-    if seed % 4:
-        olds = [np.unique(rng.choice(pool, int(rng.integers(0, 5)))) for _ in sizes]
-        keep = rng.random(sum(len(o) for o in olds)) < 0.7
+    if seed % 4:  # kept themes as apply / extend hand them (unique, ascending), or repeated and unordered
+        olds = [rng.choice(pool, int(rng.integers(0, 5))) for _ in sizes]
+        if seed % 3:
+            olds = [np.unique(o) for o in olds]
+        keep = rng.random(sum(len(o) for o in olds)) < (0.0 if seed % 7 == 3 else 0.7)
         kept = _Kept(np.concatenate([[0], np.cumsum([len(o) for o in olds])]).astype(np.int64),
                      np.concatenate(olds).astype(np.int64), rng.standard_normal((len(keep), d)), keep,
-                     np.array([int(rng.integers(0, s + 1)) for s in sizes], np.int64))
+                     np.array([int(rng.integers(0, s + 3)) for s in sizes], np.int64))  # a tail may pass the block
+    if seed % 5 == 2:  # other integer types and a strided view: the wrapper's conversions
+        rows, labels, x = rows.astype(np.int32), labels.astype(np.int32), np.asfortranarray(x)
     got = theme_sums(x, rows, labels, row_off, kept)
     want = theme_sums(x, rows, labels, row_off, kept, native=False)
     for name, a, b in zip(("theme_off", "theme_label", "sums", "counts", "members"), got, want):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import XMemoryConfig
-from ..memory.backend import CommitHandle, MemoryBackend
+from ..memory.backend import CommitHandle, MemoryBackend, start_commit_on
 from ..memory.bank import Bank, MemorySlice
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, memory_from_slice, slice_of_records
@@ -547,7 +547,7 @@ def _build_into(store: MemoryBackend, convs: Iterable[Conversation], count: int,
                 ids = [sl.memory_id for sl in slices]
                 with tm.stage("commit"):
                     finish()
-                    pending = (store.start_commit(slices, replace=bool(damaged & set(ids))), ids)
+                    pending = (start_commit_on(store, slices, replace=bool(damaged & set(ids))), ids)
             with tm.stage("commit"):
                 finish()
         finally:

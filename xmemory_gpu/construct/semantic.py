@@ -319,6 +319,8 @@ def first_best(sims: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> tuple[np
     if n == 0 or m == 0:
         return best, arg
     r, j = np.nonzero(sims >= (sims.max(axis=1) - TIE_TOL)[:, None])
+    if r.size == 0:  # every row's similarities NaN: no candidate
+        return best, arg
     exact = exact_cosines(rows[r], cols[j])
     order = np.lexsort((j, -exact, r))  # per row: the largest value, then the first column
     head = order[np.r_[True, r[order][1:] != r[order][:-1]]]

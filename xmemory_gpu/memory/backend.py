@@ -67,16 +67,32 @@ class MemoryBackend(Protocol):
 
 
 class _DeferredCommit:
-    """A commit made by ``finish`` (``InMemoryBackend.start_commit``), dropped by ``abandon``."""
+    """A commit made by ``finish`` (``InMemoryBackend.start_commit``, or a backend with no
+    ``start_commit`` of its own: ``start_commit_on``), dropped by ``abandon``; one of the two, once."""
 
     def __init__(self, run) -> None:
         self._run = run
 
     def finish(self) -> None:
-        self._run()
+        run, self._run = self._run, None
+        if run is None:
+            raise ValueError("this commit was already finished or abandoned")
+        run()
 
     def abandon(self) -> None:
+        if self._run is None:
+            raise ValueError("this commit was already finished or abandoned")
         self._run = None
+
+
+def start_commit_on(backend: MemoryBackend, units: list[MemorySlice | Memory | EncodedSlice], *,
+                    replace: bool = False) -> CommitHandle:
+    """``backend.start_commit``, or, for a backend written before it existed, its ``commit`` deferred
+    to the handle's ``finish``."""
+    start = getattr(backend, "start_commit", None)
+    if start is not None:
+        return start(units, replace=replace)
+    return _DeferredCommit(lambda: backend.commit(units, replace=replace))
 
 
 class InMemoryBackend:
@@ -150,6 +166,11 @@ class InMemoryBackend:
 
     def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
                log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
+        self._apply(self._checked(units, replace, delete), delete, log, redact)
+
+    def _checked(self, units: list[MemorySlice | Memory | EncodedSlice], replace: bool,
+                 delete: list[str]) -> list[tuple[str, bytes, str, dict[str, Any]]]:
+        """The units encoded and checked against the backend (``ValueError`` / ``KeyError``, nothing changed)."""
         encoded = []
         named = [u.memory_id for u in units]
         if len(set(named)) != len(named):
@@ -168,6 +189,10 @@ class InMemoryBackend:
             encoded.append((enc.memory_id, enc.data, enc.sha256, json.loads(json.dumps(enc.stats))))
         for mid in delete:
             self._row(mid)
+        return encoded
+
+    def _apply(self, encoded: list[tuple[str, bytes, str, dict[str, Any]]], delete: list[str],
+               log: list[tuple[str, str, list[str]]], redact: dict[str, set[str]] | None) -> None:
         for mid in delete:  # nothing has changed before this point
             del self._files[mid]
         gone = set(delete)
@@ -182,7 +207,9 @@ class InMemoryBackend:
     def start_commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False,
                      delete: list[str] = (), log: list[tuple[str, str, list[str]]] = (),
                      redact: dict[str, set[str]] | None = None) -> CommitHandle:
-        """``commit``, held until the handle's ``finish`` (nothing is written in between to wait for)."""
+        """``commit``'s checks and encoding now (what is refused raises here), its effect at the
+        handle's ``finish`` (checked again there: the backend may have changed in between)."""
+        self._checked(units, replace, delete)
         return _DeferredCommit(lambda: self.commit(units, replace=replace, delete=delete, log=log, redact=redact))
 
     def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None:

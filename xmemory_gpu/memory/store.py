@@ -88,13 +88,17 @@ _COUNT_COLUMNS = tuple(f"n_{lv}" for lv in LEVELS)
 class PendingCommit:
     """A commit whose files are being written (``Store.start_commit``): ``finish`` waits for them and
     commits the catalogue (``StoreError`` and no trace of the commit when a write or the transaction
-    fails), ``abandon`` waits for them and removes them. Exactly one of the two is called."""
+    fails), ``abandon`` waits for them and removes them. One of the two is called, once (a second
+    call raises ``StoreError``, having changed nothing); a forked child's copy is inert (its
+    ``abandon`` does nothing, its ``finish`` raises)."""
 
     def __init__(self, store: Store, written: list[tuple[str, EncodedSlice]], olds: dict[str, tuple[str, int] | None],
                  live: set[str], delete: list[str], log: list[tuple[str, str, list[str]]], redact: dict[str, set[str]],
                  done: Future) -> None:
         self.store, self.written, self.olds, self.live = store, written, olds, live
         self.delete, self.log, self.redact, self.done = delete, log, redact, done
+        self.pid = os.getpid()  # the process whose writer writes the files
+        self.state = "pending"  # then "finished", "failed" or "abandoned"
 
     @property
     def memory_ids(self) -> list[str]:
@@ -262,7 +266,7 @@ class Store:
         return store
 
     def close(self) -> None:
-        if self._pending is not None:  # started and never finished: its files go
+        if self._pending is not None:  # started and never finished: its files go (in the process that wrote them)
             self._pending.abandon()
         if self._pool is not None and self._pool_pid == os.getpid():  # a forked child's copy has no threads
             self._pool.shutdown()
@@ -400,8 +404,17 @@ class Store:
     def _remove_new(self, written: list[tuple[str, EncodedSlice]], live: set[str]) -> None:
         """Remove the files a failed commit wrote (or may have: a missing one is skipped), but never one
         the catalogue names."""
-        for name, _ in written:
-            if name not in live:
+        names = [name for name, _ in written if name not in live]
+        named: set[str] = set()
+        try:  # a file the catalogue names stays, whatever interrupted the commit (one that committed)
+            for i in range(0, len(names), 500):
+                chunk = names[i : i + 500]
+                named.update(n for (n,) in self._conn.execute(
+                    f"SELECT arrays_file FROM memories WHERE arrays_file IN ({', '.join('?' * len(chunk))})", chunk))
+        except sqlite3.Error:
+            return  # the catalogue cannot be read: leave the files (garbage collection takes the orphans)
+        for name in names:
+            if name not in named:
                 try:
                     (self.path / "arrays" / name).unlink(missing_ok=True)
                 except OSError:  # cleaning up must not hide why the commit failed (garbage collection takes it)
@@ -449,6 +462,7 @@ class Store:
             raise StoreError(f"{self.path}: one commit names a memory twice ({sorted({m for m in ids if ids.count(m) > 1})[:3]})")
         written = [self._encode(sl) for sl in slices]  # CPU work under the GIL; nothing is written yet
         files = [(enc.memory_id, name, enc.data) for name, enc in written]
+        live = {old[0] for old in olds.values() if old is not None}
         done: Future = Future()
         if len(files) > 1:
             done = self._writer().submit(self._write, files)
@@ -458,14 +472,26 @@ class Store:
                 done.set_result(None)
             except StoreError as exc:
                 done.set_exception(exc)
-        self._pending = PendingCommit(self, written, olds, {old[0] for old in olds.values() if old is not None},
-                                      list(delete), list(log), dict(redact or {}), done)
+            except BaseException:  # an interrupt: the file may exist, nothing names it
+                self._remove_new(written, live)
+                raise
+        self._pending = PendingCommit(self, written, olds, live, list(delete), list(log), dict(redact or {}), done)
         return self._pending
+
+    def _claim(self, p: PendingCommit, what: str) -> None:
+        """Check that ``p`` is this store's pending commit, in this process, not yet finished or
+        abandoned (``StoreError`` otherwise, nothing changed)."""
+        if p.pid != os.getpid():
+            raise StoreError(f"{self.path}: a commit started in process {p.pid} cannot be {what} in another")
+        if p.state != "pending" or self._pending is not p:
+            raise StoreError(f"{self.path}: this commit is {p.state}, it cannot be {what}")
 
     def _finish(self, p: PendingCommit) -> None:
         """``PendingCommit.finish``: wait for the files, sync the folder, commit the catalogue and the
         log in one transaction, remove replaced files; on any failure the new files go."""
+        self._claim(p, "finished")
         c = self._conn
+        p.state = "failed"  # until the transaction is in
         try:
             p.done.result()
             if p.written:
@@ -492,9 +518,10 @@ class Store:
                     pos += old is None
                 c.executemany("INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
                               [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in p.log])
+            p.state = "finished"
         except BaseException as exc:
             wait([p.done])  # the writes handed out finish (or fail) before their files are removed
-            self._remove_new(p.written, p.live)  # the commit did not happen: its new files go
+            self._remove_new(p.written, p.live)  # the commit did not happen (or did: what the catalogue names stays)
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"{self.path / DB_NAME}: the commit failed and was rolled back: {exc}") from None
             raise
@@ -506,7 +533,14 @@ class Store:
                 (self.path / "arrays" / old[0]).unlink(missing_ok=True)
 
     def _abandon(self, p: PendingCommit) -> None:
-        """``PendingCommit.abandon``: wait for the files and remove them; the store is as before."""
+        """``PendingCommit.abandon``: wait for the files and remove them; the store is as before. A
+        forked child's copy of a pending commit is dropped untouched (its files are the parent's)."""
+        if p.pid != os.getpid():
+            if self._pending is p:
+                self._pending = None
+            return
+        self._claim(p, "abandoned")
+        p.state = "abandoned"
         try:
             wait([p.done])
             self._remove_new(p.written, p.live)

@@ -62,11 +62,12 @@ def row_norms(x: np.ndarray, *, keepdims: bool = False, native: bool = True) -> 
     """Euclidean norms of the rows of a real x [m, d]: [m] (or [m, 1]). The bits of
     ``np.linalg.norm(x, axis=1)`` (the same square, sum and root), without its argument handling,
     which costs more than the arithmetic on the small blocks of the theme stage. One C++ pass for
-    float64 x when the compiled module is built (and ``native``): NumPy's pairwise sum of the squares
-    (``csrc/cpu/rows.cpp``), the same bits."""
+    C-contiguous float64 x when the compiled module is built (and ``native``): NumPy's pairwise sum of
+    the squares (``csrc/cpu/rows.cpp``), the same bits (other layouts: NumPy, which sums them in
+    another order)."""
     fn = compiled("row_norms") if native else None
-    if fn is not None and x.dtype == np.float64 and x.ndim == 2:
-        out = fn(np.ascontiguousarray(x), False, False)
+    if fn is not None and x.dtype == np.float64 and x.ndim == 2 and x.flags.c_contiguous:  # (NumPy sums other
+        out = fn(x, False, False)  # layouts in another order)
         return out[:, None] if keepdims else out
     return np.sqrt(np.add.reduce(x * x, axis=1, keepdims=keepdims))
 
@@ -89,8 +90,8 @@ def unit_rows(x, *, dtype=np.float64, native: bool = True) -> np.ndarray:
     the compiled module is built (and ``native``), the NumPy steps' bits."""
     x = np.asarray(host(x), dtype=np.float64)
     fn = compiled("row_norms") if native else None
-    if fn is not None and x.ndim == 2 and np.dtype(dtype) in (np.float64, np.float32):
-        return fn(np.ascontiguousarray(x), True, np.dtype(dtype) == np.float32)
+    if fn is not None and x.ndim == 2 and x.flags.c_contiguous and np.dtype(dtype) in (np.float64, np.float32):
+        return fn(x, True, np.dtype(dtype) == np.float32)
     norms = np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True))
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0).astype(dtype, copy=False)
 
