@@ -127,3 +127,39 @@ def test_the_engine_state_is_typed_in_memory_and_stored_in_the_catalogue(tmp_pat
         eng.add([{"role": "user", "content": "I started a new job at Tilde in June."}], user_id="u1")
         assert eng.bank.engine[eng.bank.index[key]].speakers == ("Priya", "assistant")
         assert any("Tilde" in u["text"] for u in eng.get_all(user_id="u1") if u["type"] == "semantic")
+
+
+def test_a_started_commit_on_the_in_memory_backend_or_an_older_backend(data):
+    """``start_commit`` checks at start (a refused commit raises there), commits at ``finish`` what
+    was handed at start (the caller's list may change meanwhile), once; a backend with only
+    ``commit`` is committed at the handle's ``finish`` (``start_commit_on``)."""
+    from xmemory_gpu.memory.backend import start_commit_on
+
+    emb = load_embedder(SPEC)
+    mem = InMemoryBackend(dim=emb.dim, embedder=emb.name)
+    build_store(data, mem, embedder=emb, config=_cfg(), limit=2, progress=False)
+    a, b = mem.memory_ids()
+    with pytest.raises(ValueError, match="already stored"):
+        mem.start_commit([mem.get_slice(a)])
+    units = [mem.get_slice(a)]
+    pending = mem.start_commit(units, replace=True, delete=[b])
+    units.append(mem.get_slice(b))  # the caller reuses its list: not what commits
+    assert mem.memory_ids() == [a, b]
+    pending.finish()
+    assert mem.memory_ids() == [a]
+    for again in (pending.finish, pending.abandon):
+        with pytest.raises(ValueError, match="already finished or abandoned"):
+            again()
+
+    class OlderBackend:  # a backend written before start_commit: only commit
+        def __init__(self) -> None:
+            self.committed: list[list[str]] = []
+
+        def commit(self, units, *, replace=False):
+            self.committed.append([u.memory_id for u in units])
+
+    old = OlderBackend()
+    handle = start_commit_on(old, units)
+    assert old.committed == []
+    handle.finish()
+    assert old.committed == [[a, b]]

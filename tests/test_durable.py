@@ -84,3 +84,16 @@ def test_the_native_writes_leave_the_interpreter_free(tmp_path):
     if span["s"] < 0.05:
         pytest.skip(f"the writes took {span['s'] * 1e3:.0f} ms: too short to tell a stall from a switch interval")
     assert longest < span["s"] / 2, (longest, span["s"])
+
+
+@pytest.mark.parametrize("native", PATHS)
+def test_many_files_in_two_folders_all_land(tmp_path, native):
+    """Files of one call in two folders (no single file system sync covers them: an fsync each)."""
+    if native and compiled("write_durable") is None:
+        pytest.skip("the compiled module is not built")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    files = _files(tmp_path / "a", 10) + _files(tmp_path / "b", 10)
+    write_durable(files, threads=2, native=native)
+    assert all(dst.read_bytes() == data for _, dst, data in files)
+    assert not [p for p in tmp_path.rglob("*.tmp")]

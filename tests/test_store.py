@@ -389,6 +389,27 @@ def test_an_interrupt_as_the_transaction_commits_keeps_its_files(tmp_path, memor
         st.commit([slice_from_memory(m) for m in memories[:2]])
     st._conn = real
     assert st.memory_ids() == [m.memory_id for m in memories[:2]] and _dangling(st) == []
+    # the same as a replacement: the replaced files go too (no orphan), the commit is finished
+    changed = [slice_from_memory(m) for m in memories[:2]]
+    for sl in changed:
+        sl.cols["msg"]["x"] = sl.cols["msg"]["x"] * np.float32(0.5)
+    st._conn = InterruptedAfterCommit(real)
+    with pytest.raises(KeyboardInterrupt):
+        st.start_commit(changed, replace=True).finish()
+    st._conn = real
+    names = sorted(st.versions().values())
+    assert _dangling(st) == [] and sorted(p.name for p in (st.path / "arrays").iterdir()) == names
+    assert st.get_slice(memories[0].memory_id).cols["msg"]["x"].tobytes() == changed[0].cols["msg"]["x"].tobytes()
+    st.close()
+
+
+def test_garbage_is_not_collected_under_a_pending_commit(tmp_path, memories):
+    st = Store.create(tmp_path / "store", dim=32, embedder="hashing-32", config={})
+    pending = st.start_commit([slice_from_memory(m) for m in memories])
+    with pytest.raises(StoreError, match="a commit is pending"):
+        st.collect_garbage()
+    pending.finish()
+    assert st.collect_garbage() == [] and _dangling(st) == []
     st.close()
 
 

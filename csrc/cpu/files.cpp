@@ -100,28 +100,32 @@ std::string folder_of(const std::string& path) {
   return at == std::string::npos ? std::string(".") : path.substr(0, at);
 }
 
-// Every written file's bytes on disk in one call: syncfs of their file system (all files in one
-// folder, a file system where that is enough: syncfs_is_enough); otherwise, or when it fails, each
-// file fsynced.
-void sync_all(std::vector<Job>& jobs) {
-  bool synced = false;
+// An open descriptor of the one folder every file of `jobs` goes to, when one syncfs there makes
+// them durable (syncfs_is_enough), else -1: then each file is fsynced as it is written.
+int syncfs_folder(const std::vector<Job>& jobs) {
 #ifdef __linux__
-  const Job* first = nullptr;
-  bool one_folder = true;
-  for (const Job& j : jobs) {
-    if (j.err != 0) continue;
-    if (first == nullptr) first = &j;
-    else if (folder_of(j.tmp) != folder_of(first->tmp)) one_folder = false;
-  }
-  if (first != nullptr && one_folder) {
-    const int fd = ::open(first->tmp.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      synced = syncfs_is_enough(fd) && ::syncfs(fd) == 0;
-      ::close(fd);
-    }
-  }
+  if (jobs.empty()) return -1;
+  const std::string folder = folder_of(jobs[0].tmp);
+  for (const Job& j : jobs)
+    if (folder_of(j.tmp) != folder) return -1;
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (syncfs_is_enough(fd)) return fd;
+  ::close(fd);
+#else
+  (void)jobs;
 #endif
-  if (synced) return;
+  return -1;
+}
+
+// The written files' bytes on disk: one syncfs through `folder_fd`; should it fail, each file
+// fsynced (a file that cannot be is dropped: its tmp removed, its error kept).
+void sync_all(std::vector<Job>& jobs, int folder_fd) {
+#ifdef __linux__
+  if (::syncfs(folder_fd) == 0) return;
+#else
+  (void)folder_fd;
+#endif
   for (Job& j : jobs) {
     if (j.err != 0) continue;
     const int fd = ::open(j.tmp.c_str(), O_RDONLY | O_CLOEXEC);
@@ -149,26 +153,32 @@ std::vector<std::tuple<size_t, int, py::bytes>> write_durable(const std::vector<
   }
   {
     py::gil_scoped_release release;  // the bytes are held by `data`, the caller's list
-    // many files (a bulk build's shard): written on the threads, then one sync of the file system,
-    // then renamed (one journal commit for all rather than one per fsync); a few (a live engine's
-    // write): each fsynced, so it never waits on other writers' dirty pages of the file system
-    const bool batch = n >= kSyncAll;
+    // many files (a bulk build's shard) where one syncfs is enough: written on the threads, then one
+    // sync of the file system, then renamed (one journal commit for all rather than one per fsync);
+    // a few (a live engine's write: it never waits on other writers' dirty pages) or elsewhere:
+    // each fsynced on the threads as it is written
+    const int folder_fd = n >= kSyncAll ? syncfs_folder(jobs) : -1;
+    const bool batch = folder_fd >= 0;
     std::atomic<size_t> next{0};
     auto run = [&] {
       for (size_t i = next++; i < n; i = next++) write_one(jobs[i], !batch);
     };
     const size_t t = std::min(n, size_t(std::max(threads, 1)));
     std::vector<std::thread> pool;
+    pool.reserve(t);
     for (size_t k = 1; k < t; ++k) {
       try {
         pool.emplace_back(run);
-      } catch (const std::system_error&) {  // no thread to be had (a process limit): the ones started do it
+      } catch (const std::exception&) {  // no thread to be had (a process limit): the ones started do it
         break;
       }
     }
     run();
     for (auto& th : pool) th.join();
-    if (batch) sync_all(jobs);
+    if (batch) {
+      sync_all(jobs, folder_fd);
+      ::close(folder_fd);
+    }
     for (Job& j : jobs) rename_one(j);
   }
   std::vector<std::tuple<size_t, int, py::bytes>> failed;

@@ -92,6 +92,7 @@ def start_commit_on(backend: MemoryBackend, units: list[MemorySlice | Memory | E
     start = getattr(backend, "start_commit", None)
     if start is not None:
         return start(units, replace=replace)
+    units = list(units)
     return _DeferredCommit(lambda: backend.commit(units, replace=replace))
 
 
@@ -209,6 +210,7 @@ class InMemoryBackend:
                      redact: dict[str, set[str]] | None = None) -> CommitHandle:
         """``commit``'s checks and encoding now (what is refused raises here), its effect at the
         handle's ``finish`` (checked again there: the backend may have changed in between)."""
+        units, delete, log, redact = list(units), list(delete), list(log), dict(redact or {})  # the caller's lists may change
         self._checked(units, replace, delete)
         return _DeferredCommit(lambda: self.commit(units, replace=replace, delete=delete, log=log, redact=redact))
 

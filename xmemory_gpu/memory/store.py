@@ -522,11 +522,29 @@ class Store:
         except BaseException as exc:
             wait([p.done])  # the writes handed out finish (or fail) before their files are removed
             self._remove_new(p.written, p.live)  # the commit did not happen (or did: what the catalogue names stays)
+            if self._committed(p):  # an interrupt raised as COMMIT returned: the commit happened
+                p.state = "finished"
+                self._remove_replaced(p)
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"{self.path / DB_NAME}: the commit failed and was rolled back: {exc}") from None
             raise
         finally:
             self._pending = None
+        self._remove_replaced(p)
+
+    def _committed(self, p: PendingCommit) -> bool:
+        """Whether the catalogue holds commit ``p`` (its memories with its new files, its deletions gone)."""
+        try:
+            c = self._conn
+            mine = all(c.execute("SELECT 1 FROM memories WHERE memory_id = ? AND arrays_file = ?", (enc.memory_id, name)).fetchone()
+                       for name, enc in p.written)
+            gone = not any(c.execute("SELECT 1 FROM memories WHERE memory_id = ?", (mid,)).fetchone() for mid in p.delete)
+        except sqlite3.Error:
+            return False
+        return mine and gone and bool(p.written or p.delete)
+
+    def _remove_replaced(self, p: PendingCommit) -> None:
+        """After commit ``p``: the files of the memories it replaced or deleted (but a file it kept)."""
         new_names = {name for name, _ in p.written}
         for old in p.olds.values():
             if old is not None and old[0] not in new_names:
@@ -587,7 +605,10 @@ class Store:
         return False
 
     def collect_garbage(self) -> list[str]:
-        """Remove files no catalogue row names (left by a crash between writing and committing)."""
+        """Remove files no catalogue row names (left by a crash between writing and committing);
+        ``StoreError`` while a commit is pending (its files are not named yet)."""
+        if self._pending is not None and self._pending.pid == os.getpid():
+            raise StoreError(f"{self.path}: a commit is pending (finish or abandon it before collecting garbage)")
         named = {r[0] for r in self._conn.execute("SELECT arrays_file FROM memories")}
         gone = []
         for f in (self.path / "arrays").iterdir():
