@@ -100,10 +100,6 @@ class PendingCommit:
         self.pid = os.getpid()  # the process whose writer writes the files
         self.state = "pending"  # then "finished", "failed" or "abandoned"
 
-    @property
-    def memory_ids(self) -> list[str]:
-        return [enc.memory_id for _, enc in self.written]
-
     def finish(self) -> None:
         self.store._finish(self)
 

@@ -99,7 +99,7 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
         raise ValueError(f"labels must be below 2**31, got {int(labels.max())}")
     theme_off, theme_label, sums, counts, members = theme_sums(x, rows, labels, row_off, kept, native=native)
     nrm = row_norms(sums)  # row by row: each row's bits as a block's own call
-    unit = unit_rows(sums)  # sums / nrm, zero rows zero
+    unit = np.divide(sums, nrm[:, None], out=np.zeros_like(sums), where=nrm[:, None] > 0)
     top_idx, top_cos = top2_blocks(unit, theme_off, native=native)
     return _Blocks(row_off, theme_off, labels, theme_label, sums, counts, members, top_idx, top_cos,
                    _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
