@@ -1,4 +1,4 @@
-"""construct.semantic.decouple from the compiled module (csrc/cpu/decouple.cpp): the regular
+"""construct.semantic.decouple from the compiled module (csrc/cpu/statements.cpp): the regular
 expressions' string (``decouple_reference``) on fresh random sentences built from every form the rules
 match, near misses (word characters glued on, other cases, adverbs as prefixes), every whitespace
 ``\\s`` accepts, odd names; non-ASCII text and names stay on the reference."""

@@ -18,9 +18,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "words.h"
+
 namespace py = pybind11;
 
 namespace {
+
+using xmem::scan_words;
 
 constexpr size_t kMaxCached = size_t(1) << 20;  // features whose bucket is remembered
 
@@ -90,33 +94,6 @@ uint64_t blake2b64(std::string_view msg) {
   std::memcpy(block, p, left);
   compress(h, block, t + left, true);
   return h[0];
-}
-
-inline bool word_start(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-inline bool word_char(unsigned char c) { return word_start(c) || c == '\'' || c == '-'; }
-
-// The word rule, once: over n characters read by at(i) (0 for anything that is not ASCII, so it
-// never belongs to a word), each word lower-cased with trailing ' and - cut, fn(word) in order.
-template <typename At, typename Fn>
-void scan_words(size_t n, At&& at, std::string& w, Fn&& fn) {
-  size_t i = 0;
-  while (i < n) {
-    if (!word_start(at(i))) {
-      ++i;
-      continue;
-    }
-    size_t j = i + 1;
-    while (j < n && word_char(at(j))) ++j;
-    size_t end = j;
-    while (end > i + 1 && (at(end - 1) == '\'' || at(end - 1) == '-')) --end;
-    w.resize(end - i);
-    for (size_t k = i; k < end; ++k) {
-      const unsigned char c = at(k);
-      w[k - i] = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    }
-    fn(w);
-    i = j;
-  }
 }
 
 // The words of UTF-8 text (its non-ASCII bytes split words, as the non-ASCII characters they encode).

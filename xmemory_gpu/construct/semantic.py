@@ -19,7 +19,7 @@ import numpy as np
 from ..config import SemanticConfig
 from ..memory.records import Conversation, Episode, SemanticNode
 from ..ops.rows import compiled
-from ..text import content_of, words
+from ..text import STOPWORDS, content_of, words
 
 ASSISTANT_SPEAKERS = frozenset({"assistant", "system", "tool"})  # chat roles whose turns are answers, not the user's facts
 ASSISTANT_MIN_WORDS = 40  # an assistant turn shorter than this (a reply, small talk) yields no statement
@@ -114,11 +114,16 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-_ASK_YOU = re.compile(r"[,;:\u2014-]\s*(?:so\s+|and\s+|but\s+)?(?:can|could|would|will|should|do|did|have|are)\s+you\b", re.I)
-_THAT_CLAUSE = re.compile(r"\b(?:remind me|remember|note|know|keep in mind)\s+that\s+(?P<fact>.+?)[?.!]*$", re.I)
-_INTERROGATIVE = re.compile(
-    r"^(?:what|where|when|who|whom|whose|why|how|which|do|does|did|can|could|would|will|is|are|was|were|should|"
-    r"have|has|had|may|might|shall|am|any|anything|ever)\b", re.I)
+_ASK_JOINS = ("so", "and", "but")
+_ASK_VERBS = ("can", "could", "would", "will", "should", "do", "did", "have", "are")
+_ASK_YOU = re.compile(r"[,;:\u2014-]\s*(?:" + "".join(rf"{j}\s+|" for j in _ASK_JOINS)[:-1] + ")?(?:" + "|".join(_ASK_VERBS)
+                      + r")\s+you\b", re.I)
+_THAT_HEADS = ("remind me", "remember", "note", "know", "keep in mind")
+_THAT_CLAUSE = re.compile(r"\b(?:" + "|".join(_THAT_HEADS) + r")\s+that\s+(?P<fact>.+?)[?.!]*$", re.I)
+_INTERROGATIVES = ("what", "where", "when", "who", "whom", "whose", "why", "how", "which", "do", "does", "did", "can", "could",
+                   "would", "will", "is", "are", "was", "were", "should", "have", "has", "had", "may", "might", "shall", "am",
+                   "any", "anything", "ever")
+_INTERROGATIVE = re.compile(r"^(?:" + "|".join(_INTERROGATIVES) + r")\b", re.I)
 
 
 def stated_part(sentence: str) -> str:
@@ -177,7 +182,7 @@ def decouple_reference(s: str, speaker: str, other: str) -> str:
     return s.strip()
 
 
-try:  # the same rules in C++ for ASCII text (csrc/cpu/decouple.cpp), when the compiled module is built
+try:  # the same rules in C++ for ASCII text (csrc/cpu/statements.cpp), when the compiled module is built
     from .._C import Decoupler
 
     _native_decouple = Decoupler(_FIRST_FIXED, _FIRST_AFTER, _SECOND_FIXED, list(_NEGATABLE), set(_ADVERBS), set(_NO_S),
@@ -206,14 +211,18 @@ REACTION_WORDS = frozenset(
 
 # A request to the assistant ("Give me a stretching routine.", "Explain what a Roth IRA is."): an
 # imperative verb first (after an optional "please" / "so" / "ok"), which states no fact.
-_REQUEST = re.compile(
-    r"^(?:(?:please|so|ok|okay|now|also|and)[, ]+)*(?:give|explain|write|summari[sz]e|suggest|tell|show|help|list|make|"
-    r"describe|find|recommend|translate|draft|create|compare|define|calculate|generate|rewrite|outline|convert)\s+"
-    r"(?:me|us|him|her|them|it|this|that|a|an|the|some|my|our|what|how|why|when|where|which|who)\b", re.I)
+_REQUEST_LEADS = ("please", "so", "ok", "okay", "now", "also", "and")
+_REQUEST_VERBS = ("give", "explain", "write", "summarise", "summarize", "suggest", "tell", "show", "help", "list", "make",
+                  "describe", "find", "recommend", "translate", "draft", "create", "compare", "define", "calculate", "generate",
+                  "rewrite", "outline", "convert")
+_REQUEST_OBJECTS = ("me", "us", "him", "her", "them", "it", "this", "that", "a", "an", "the", "some", "my", "our", "what", "how",
+                    "why", "when", "where", "which", "who")
+_REQUEST = re.compile(r"^(?:(?:" + "|".join(_REQUEST_LEADS) + r")[, ]+)*(?:" + "|".join(_REQUEST_VERBS) + r")\s+(?:"
+                      + "|".join(_REQUEST_OBJECTS) + r")\b", re.I)
 # A greeting or pleasantry that names someone ("Nice to meet you, Alice.", "Hi Sam!"): no fact.
-_GREETING = re.compile(
-    r"^(?:(?:hi|hello|hey|good (?:morning|afternoon|evening)|morning|welcome|nice to (?:meet|see|hear from) you|"
-    r"pleased to meet you|great to meet you|thanks|thank you)\b[\s,!.]*)+(?:[A-Z][a-z]+)?[\s,!.]*$", re.I)
+_GREETINGS = ("hi", "hello", "hey", "good morning", "good afternoon", "good evening", "morning", "welcome", "nice to meet you",
+              "nice to see you", "nice to hear from you", "pleased to meet you", "great to meet you", "thanks", "thank you")
+_GREETING = re.compile(r"^(?:(?:" + "|".join(_GREETINGS) + r")\b[\s,!.]*)+(?:[A-Z][a-z]+)?[\s,!.]*$", re.I)
 
 
 def is_filler(sentence: str, cfg: SemanticConfig) -> bool:
@@ -261,35 +270,65 @@ def _cut(sentence: str, max_words: int) -> str:
     return sentence if len(ws) <= max_words else " ".join(ws[:max_words]) + " ..."
 
 
-def extract_statements(conv: Conversation, episodes: list[Episode], cfg: SemanticConfig) -> list[SemanticNode]:
-    """Statements of one conversation (before de-duplication), ids in order of appearance."""
+def message_statements(text: str, speaker: str, other: str, assistant: bool, cfg: SemanticConfig) -> list[str]:
+    """One message's statements, in order (the rule as written; ``csrc/cpu/statements.cpp`` is it in
+    C++ for ASCII text and names): its sentences without filler, the most specific
+    ``max_per_message`` of them (a photo's caption counts), facts said inside questions where they
+    leave room, each cut to ``max_statement_words`` words and decoupled (``other``: the speaker
+    "you" is); ``assistant``: a chat role's turn, which yields nothing when short and is otherwise
+    attributed to it ("assistant said: ..."); a shared photo's caption last."""
+    if assistant and len(text.split()) < ASSISTANT_MIN_WORDS:  # an assistant's small talk is no memory
+        return []
+    photo = _PHOTO.search(text)
+    if photo:
+        text = text[: photo.start()]
+    sentences = split_sentences(text)
+    has_cap = bool(photo and photo.group("cap").strip())
+    cands = [s for s in sentences if not is_filler(s, cfg)]
+    # facts said inside questions fill the places the message's plain statements leave
+    asked = [f for f in (stated_part(s) for s in sentences if s.endswith("?")) if not is_filler(f, cfg)]
+    n_max = cfg.max_per_message
+    room = n_max - has_cap  # the caption counts
+    kept = most_specific(cands, room) if room > 0 else ([] if n_max else cands)
+    kept += asked[: max(0, room - len(kept))] if n_max else asked
+    out = [decouple(_cut(s, cfg.max_statement_words), speaker, other) for s in kept]
+    if assistant:  # what an assistant says is its answer, never a fact about the user: attributed to it
+        out = [s if s.startswith(speaker) else f"{speaker} said: {s.removeprefix(f'{speaker} said: ')}" for s in out]
+    if has_cap:
+        caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo.group("cap").strip())
+        out.append(f"{speaker} shared a photo of {caption}")
+    return out
+
+
+try:  # message_statements in C++ for ASCII text and names (csrc/cpu/statements.cpp), when the module is built
+    from .._C import StatementRules
+
+    _native_statements = StatementRules(
+        _native_decouple, set(_ABBREV), set(STOPWORDS), set(REACTION_WORDS), list(_GREETINGS), list(_REQUEST_LEADS),
+        list(_REQUEST_VERBS), list(_REQUEST_OBJECTS), list(_THAT_HEADS), list(_ASK_JOINS), list(_ASK_VERBS),
+        list(_INTERROGATIVES), ASSISTANT_MIN_WORDS)
+except ImportError:
+    _native_statements = None
+
+
+def extract_statements(conv: Conversation, episodes: list[Episode], cfg: SemanticConfig, *,
+                       native: bool = True) -> list[SemanticNode]:
+    """Statements of one conversation (before de-duplication), ids in order of appearance: each
+    message's ``message_statements``, one C++ call for the conversation's ASCII messages (``native``
+    and the module built), the reference for the others."""
     ep_of = {mid: ep.id for ep in episodes for mid in ep.message_ids}
     a, b = conv.speakers
+    msgs = conv.messages
+    others = [b if m.speaker == a else a for m in msgs]
+    assistant = [m.speaker.lower() in ASSISTANT_SPEAKERS for m in msgs]
+    limits = (cfg.min_words, cfg.max_per_message, cfg.max_statement_words)
+    said: list = [None] * len(msgs)
+    if native and _native_statements is not None and all(type(v) is int and abs(v) < 2**62 for v in limits):
+        said = _native_statements.statements([m.text for m in msgs], [m.speaker for m in msgs], others, assistant, *limits)
     nodes: list[SemanticNode] = []
-    for m in conv.messages:
-        assistant = m.speaker.lower() in ASSISTANT_SPEAKERS
-        if assistant and len(m.text.split()) < ASSISTANT_MIN_WORDS:  # an assistant's small talk is no memory
-            continue
-        other = b if m.speaker == a else a
-        text = m.text
-        photo = _PHOTO.search(text)
-        if photo:
-            text = text[: photo.start()]
-        sentences = split_sentences(text)
-        has_cap = bool(photo and photo.group("cap").strip())
-        cands = [s for s in sentences if not is_filler(s, cfg)]
-        # facts said inside questions fill the places the message's plain statements leave
-        asked = [f for f in (stated_part(s) for s in sentences if s.endswith("?")) if not is_filler(f, cfg)]
-        n_max = cfg.max_per_message
-        room = n_max - has_cap  # the caption counts
-        kept = most_specific(cands, room) if room > 0 else ([] if n_max else cands)
-        kept += asked[: max(0, room - len(kept))] if n_max else asked
-        out = [decouple(_cut(s, cfg.max_statement_words), m.speaker, other) for s in kept]
-        if assistant:  # what an assistant says is its answer, never a fact about the user: attributed to it
-            out = [s if s.startswith(m.speaker) else f"{m.speaker} said: {s.removeprefix(f'{m.speaker} said: ')}" for s in out]
-        if has_cap:
-            caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo.group("cap").strip())
-            out.append(f"{m.speaker} shared a photo of {caption}")
+    for m, other, asst, out in zip(msgs, others, assistant, said):
+        if out is None:
+            out = message_statements(m.text, m.speaker, other, asst, cfg)
         for s in out:
             nodes.append(SemanticNode(id=len(nodes), text=s, episode_ids=[ep_of[m.id]], message_ids=[m.id], timestamp=m.timestamp))
     return nodes
