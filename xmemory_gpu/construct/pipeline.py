@@ -32,7 +32,7 @@ from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
-from ..ops.rows import dot4_gram
+from ..ops.rows import compiled, dot4_gram
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
@@ -183,22 +183,52 @@ def theme_summary(texts: list[str], x: np.ndarray) -> str:
     """Extractive gist that reads as a sentence: the ``SUMMARY_STATEMENTS`` member statements
     closest to the theme's centroid (distinct texts, in member order, each cut to ``SUMMARY_WORDS``
     words) joined by "; ". texts [n], x [n, d] their unit rows."""
-    if not texts:
+    picked = summary_picks_reference(texts, x, np.zeros(len(texts), np.int32), 1)[1] if texts else []
+    return gist([texts[i] for i in picked])
+
+
+def gist(picked: list[str]) -> str:
+    """The picked statements (in member order) as one sentence: each cut to ``SUMMARY_WORDS`` words,
+    joined by "; ", a full stop unless it ends in "..." ("" for none)."""
+    if not picked:
         return ""
-    c = x.astype(np.float64).sum(axis=0)
-    score = dot4_gram(x, c[None, :])[:, 0]  # fixed order: a near-tie picks the same statement on every CPU
-    picked: list[int] = []
-    for i in np.lexsort((np.arange(len(texts)), -score)):
-        if all(texts[int(i)] != texts[j] for j in picked):
-            picked.append(int(i))
-        if len(picked) == SUMMARY_STATEMENTS:
-            break
     parts = []
-    for i in sorted(picked):
-        ws = texts[i].split()
-        parts.append(" ".join(ws[:SUMMARY_WORDS]) + " ..." if len(ws) > SUMMARY_WORDS else texts[i].rstrip(" .;"))
+    for t in picked:
+        ws = t.split()
+        parts.append(" ".join(ws[:SUMMARY_WORDS]) + " ..." if len(ws) > SUMMARY_WORDS else t.rstrip(" .;"))
     out = "; ".join(parts)
     return out if out.endswith("...") else out + "."
+
+
+def summary_picks_reference(texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per theme r (rows ``theme_of == r``), the ``SUMMARY_STATEMENTS`` members nearest its float64
+    sum by ``dot4`` (ties: the earlier) whose texts differ from those picked before, ascending:
+    (offsets [n_themes + 1], rows). texts [n], x [n, d], theme_of [n]: the rule as written."""
+    offsets, rows = [0], []
+    for r in range(n_themes):
+        mem = np.flatnonzero(theme_of == r)
+        picked: list[int] = []
+        if len(mem):
+            xm = x[mem]
+            score = dot4_gram(xm, xm.astype(np.float64).sum(axis=0)[None, :])[:, 0]  # fixed order: the same pick on every CPU
+            for i in np.lexsort((np.arange(len(mem)), -score)):
+                if all(texts[int(mem[i])] != texts[j] for j in picked):
+                    picked.append(int(mem[i]))
+                if len(picked) == SUMMARY_STATEMENTS:
+                    break
+        rows += sorted(picked)
+        offsets.append(len(rows))
+    return np.asarray(offsets, np.int64), np.asarray(rows, np.int64)
+
+
+def summary_picks(texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``summary_picks_reference``'s picks in one C++ pass (``csrc/cpu/rows.cpp``) when the compiled
+    module is built and x is float32, theme_of int32."""
+    fn = compiled("summary_picks")
+    if fn is None or not (isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 2 and isinstance(theme_of, np.ndarray)
+                          and theme_of.dtype == np.int32 and type(texts) is list):
+        return summary_picks_reference(texts, x, theme_of, n_themes)
+    return fn(np.ascontiguousarray(x), np.ascontiguousarray(theme_of), n_themes, texts, SUMMARY_STATEMENTS)
 
 
 def _finalize(
@@ -221,11 +251,18 @@ def _finalize(
     changed themes are re-summarised). ``engine``: the live engine's state of a grown memory."""
     theme_ids, parents, theme_of, t_idx, t_sim = st.final()
     texts = [n.text for n in semantics]
+    p_off, p_rows = summary_picks(texts, sem_x, theme_of, len(theme_ids))
+    p_off, p_rows = p_off.tolist(), p_rows.tolist()
+    if previous:  # each theme's members, ascending (a stable sort by theme row)
+        order = np.argsort(theme_of, kind="stable")
+        m_off = np.searchsorted(theme_of[order], np.arange(len(theme_ids) + 1)).tolist()
     themes = []
     for r, (t, par) in enumerate(zip(theme_ids, parents)):
-        mem = np.flatnonzero(theme_of == r)
         old = (previous or {}).get(t)
-        summary = old[1] if old is not None and old[0] == frozenset(mem.tolist()) else theme_summary([texts[i] for i in mem], sem_x[mem])
+        if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
+            summary = old[1]
+        else:
+            summary = gist([texts[i] for i in p_rows[p_off[r] : p_off[r + 1]]])
         themes.append(Theme(id=t, summary=summary, parents=par))
     sizes = np.bincount(theme_of, minlength=len(themes)) if len(themes) else np.zeros(0, int)
     stats = {
