@@ -136,3 +136,31 @@ def test_conversations_are_the_reference():
 def test_word_lists_are_checked():
     with pytest.raises(ValueError, match="lower-case ASCII"):
         sem.StatementRules(sem._native_decouple, set(), set(), set(), ["Hi"], [], [], [], [], [], [], [], 40)
+
+
+def test_long_repetitions_need_no_deep_stack():
+    """A greeting or request lead repeated 200,000 times: the C++ walks the repetitions without
+    recursion (it once recursed per repetition) and agrees with the regular expressions."""
+    rules, cfg = sem._native_statements, SemanticConfig()
+    for text in ("good morning, " * 200_000 + "Sam!", "good morning " * 200_000 + "Sam x",
+                 "please, " * 200_000 + "give me a list of things", "please, " * 200_000 + "give xme"):
+        assert rules.is_filler(text, cfg.min_words) == sem.is_filler(text, cfg)
+
+
+def test_a_flag_that_edits_the_lists_is_read_first():
+    """The assistant flag's truth runs Python code: it is read before the text and names are viewed,
+    and each is held while the C++ reads it (a replaced 2 MB text was read after being freed)."""
+    texts, speakers = ["I adopted a puppy named Rex in Boston. " * 50_000], ["Alice"]
+
+    class Flag:
+        def __bool__(self) -> bool:
+            texts[0], speakers[0] = "I moved to Paris in May 2023 with my two cats.", "Carol"
+            return False
+
+    got = sem._native_statements.statements(texts, speakers, ["Bob"], [Flag()], 4, 3, 60)
+    assert got == [["Carol moved to Paris in May 2023 with Carol's two cats."]]
+
+
+def test_limits_past_2_62_are_refused():
+    with pytest.raises(ValueError, match="2\\*\\*62"):
+        sem._native_statements.statements(["I adopted a puppy named Rex."], ["Alice"], ["Bob"], [False], 4, -2**63, 60)

@@ -58,6 +58,26 @@ def test_bad_input_is_refused():
         _C.summary_picks(x, np.array([0, 1, 5], np.int32), 2, ["a", "b", "c"], 2)
     with pytest.raises(ValueError, match="texts"):
         _C.summary_picks(x, np.zeros(3, np.int32), 1, ["a"], 2)
+    with pytest.raises(ValueError, match="d >= 2"):  # NumPy sums one column pairwise: the wrapper keeps it on the reference
+        _C.summary_picks(np.zeros((3, 1), np.float32), np.zeros(3, np.int32), 1, ["a", "b", "c"], 2)
+
+
+def test_texts_compared_as_python_does():
+    """Distinct means ``!=`` asked of the texts themselves, even when two are one object (a NaN is
+    not equal to itself), and an error from it propagates."""
+    x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
+    nan = float("nan")
+    theme_of = np.zeros(3, np.int32)
+    assert [a.tolist() for a in pipeline.summary_picks([nan] * 3, x, theme_of, 1)] == \
+        [a.tolist() for a in pipeline.summary_picks_reference([nan] * 3, x, theme_of, 1)]
+
+    class Refuses:
+        def __ne__(self, other):
+            raise RuntimeError("no comparing")
+
+    r = Refuses()
+    with pytest.raises(RuntimeError, match="no comparing"):
+        pipeline.summary_picks([r, r, r], x, theme_of, 1)
 
 
 def test_built_summaries_are_the_reference(monkeypatch):

@@ -308,6 +308,7 @@ py::tuple summary_picks(const py::array_t<float, py::array::c_style>& x, const p
   const int64_t n = x.shape(0), d = x.shape(1);
   if (static_cast<int64_t>(texts.size()) != n) bad("texts: expected one per row of x");
   if (n_themes < 0 || n_pick < 0) bad("n_themes and n_pick: expected >= 0");
+  if (d < 2) bad("x: expected d >= 2 (NumPy sums a one-column array pairwise, not row by row)");
   const int32_t* t = theme_of.data();
   std::vector<int64_t> count(static_cast<size_t>(n_themes) + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -347,7 +348,12 @@ py::tuple summary_picks(const py::array_t<float, py::array::c_style>& x, const p
         const int64_t row = mem[order[k]];
         bool fresh = true;
         for (size_t q = first; q < picked.size() && fresh; ++q) {
-          const int ne = PyObject_RichCompareBool(texts[row].ptr(), texts[picked[q]].ptr(), Py_NE);
+          // Python's a != b (RichCompareBool would take one object as equal to itself without asking it)
+          const py::object a = texts[row], b = texts[picked[q]];
+          PyObject* ne_obj = PyObject_RichCompare(a.ptr(), b.ptr(), Py_NE);
+          if (ne_obj == nullptr) throw py::error_already_set();
+          const int ne = PyObject_IsTrue(ne_obj);
+          Py_DECREF(ne_obj);
           if (ne < 0) throw py::error_already_set();
           fresh = ne == 1;
         }

@@ -549,34 +549,62 @@ class StatementRules {
     while (p < s.size() && greeting_punct(uc(s[p]))) ++p;
     return p == s.size();
   }
-  bool greeting_from(std::string_view s, size_t pos) const {
-    for (const auto& g : greetings_) {
-      if (!ci_at(s, pos, g) || !boundary(s, pos + g.size())) continue;
-      size_t p = pos + g.size();
-      while (p < s.size() && greeting_punct(uc(s[p]))) ++p;
-      size_t q = p;
-      while (q < s.size() && is_alpha(uc(s[q]))) ++q;
-      if (punct_to_end(s, p) || (q - p >= 2 && punct_to_end(s, q)) || greeting_from(s, p)) return true;
+  // each parse as a position reached after one more repetition, visited once: no recursion, so no C
+  // stack limit whatever the text (re's own matcher keeps its backtracking on the heap too)
+  template <typename Step>
+  static bool reaches(std::string_view s, size_t pos, Step&& step) {
+    std::vector<char> seen(s.size() + 1, 0);
+    std::vector<size_t> todo{pos};
+    seen[pos] = 1;
+    while (!todo.empty()) {
+      const size_t p = todo.back();
+      todo.pop_back();
+      bool done = false;
+      step(p, done, [&](size_t q) {
+        if (!seen[q]) seen[q] = 1, todo.push_back(q);
+      });
+      if (done) return true;
     }
     return false;
   }
 
+  bool greeting_from(std::string_view s, size_t pos) const {
+    return reaches(s, pos, [&](size_t at_, bool& done, auto&& next) {
+      for (const auto& g : greetings_) {
+        if (!ci_at(s, at_, g) || !boundary(s, at_ + g.size())) continue;
+        size_t p = at_ + g.size();
+        while (p < s.size() && greeting_punct(uc(s[p]))) ++p;
+        size_t q = p;
+        while (q < s.size() && is_alpha(uc(s[q]))) ++q;
+        if (punct_to_end(s, p) || (q - p >= 2 && punct_to_end(s, q))) {
+          done = true;
+          return;
+        }
+        next(p);  // another greeting from p
+      }
+    });
+  }
+
   // _REQUEST.match: ^(?:(?:leads)[, ]+)*(?:verbs)\s+(?:objects)\b under re.I, from pos
   bool request_from(std::string_view s, size_t pos) const {
-    for (const auto& v : verbs_) {
-      if (!ci_at(s, pos, v)) continue;
-      const size_t q = skip_spaces(s, pos + v.size());
-      if (q == pos + v.size()) continue;
-      for (const auto& o : objects_)
-        if (ci_at(s, q, o) && boundary(s, q + o.size())) return true;
-    }
-    for (const auto& l : leads_) {
-      if (!ci_at(s, pos, l)) continue;
-      size_t q = pos + l.size();
-      while (q < s.size() && (s[q] == ',' || s[q] == ' ')) ++q;
-      if (q > pos + l.size() && request_from(s, q)) return true;
-    }
-    return false;
+    return reaches(s, pos, [&](size_t at_, bool& done, auto&& next) {
+      for (const auto& v : verbs_) {
+        if (!ci_at(s, at_, v)) continue;
+        const size_t q = skip_spaces(s, at_ + v.size());
+        if (q == at_ + v.size()) continue;
+        for (const auto& o : objects_)
+          if (ci_at(s, q, o) && boundary(s, q + o.size())) {
+            done = true;
+            return;
+          }
+      }
+      for (const auto& l : leads_) {
+        if (!ci_at(s, at_, l)) continue;
+        size_t q = at_ + l.size();
+        while (q < s.size() && (s[q] == ',' || s[q] == ' ')) ++q;
+        if (q > at_ + l.size()) next(q);
+      }
+    });
   }
 
   // the rest of _ASK_YOU after its punctuation: \s*(?:so\s+|and\s+|but\s+)?(?:verbs)\s+you\b under re.I
@@ -666,15 +694,20 @@ py::list statements_of(const StatementRules& rules, const py::list& texts, const
   const size_t n = texts.size();
   if (speakers.size() != n || others.size() != n || assistant.size() != n)
     throw std::invalid_argument("StatementRules.statements: texts, speakers, others and assistant differ in length");
+  for (int64_t v : {min_words, max_per, max_words})  // the rules add and subtract small counts to them
+    if (v <= -(int64_t(1) << 62) || v >= (int64_t(1) << 62))
+      throw std::invalid_argument("StatementRules.statements: min_words, max_per_message and max_statement_words must lie within +-2**62");
   py::list out(n);
   for (size_t i = 0; i < n; ++i) {
+    // the flag first (its __bool__ may run Python code), and a reference held to each str whose bytes are viewed
+    const int flag = PyObject_IsTrue(assistant[i].ptr());
+    if (flag < 0) throw py::error_already_set();
+    const py::object t = texts[i], sp = speakers[i], ot = others[i];
     std::string_view text, speaker, other;
-    if (!ascii_view(texts[i].ptr(), text) || !ascii_view(speakers[i].ptr(), speaker) || !ascii_view(others[i].ptr(), other)) {
+    if (!ascii_view(t.ptr(), text) || !ascii_view(sp.ptr(), speaker) || !ascii_view(ot.ptr(), other)) {
       out[i] = py::none();
       continue;
     }
-    const int flag = PyObject_IsTrue(assistant[i].ptr());
-    if (flag < 0) throw py::error_already_set();
     const auto said = rules.message(text, std::string(speaker), std::string(other), flag == 1, min_words, max_per, max_words);
     py::list row(said.size());
     for (size_t k = 0; k < said.size(); ++k) row[k] = new_str(said[k]);

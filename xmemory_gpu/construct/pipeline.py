@@ -223,9 +223,10 @@ def summary_picks_reference(texts: list[str], x: np.ndarray, theme_of: np.ndarra
 
 def summary_picks(texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> tuple[np.ndarray, np.ndarray]:
     """``summary_picks_reference``'s picks in one C++ pass (``csrc/cpu/rows.cpp``) when the compiled
-    module is built and x is float32, theme_of int32."""
+    module is built, x is float32 with two or more columns (NumPy sums one column pairwise) and theme_of int32."""
     fn = compiled("summary_picks")
-    if fn is None or not (isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 2 and isinstance(theme_of, np.ndarray)
+    if fn is None or not (isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 2 and x.shape[1] >= 2
+                          and isinstance(theme_of, np.ndarray)
                           and theme_of.dtype == np.int32 and type(texts) is list):
         return summary_picks_reference(texts, x, theme_of, n_themes)
     return fn(np.ascontiguousarray(x), np.ascontiguousarray(theme_of), n_themes, texts, SUMMARY_STATEMENTS)

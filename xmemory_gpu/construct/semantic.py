@@ -30,7 +30,20 @@ _ABBREV = frozenset(
     """st dr mr mrs ms mx mt jr sr prof rev gen capt lt col sgt cpl ave blvd rd hwy ft no nos vol fig approx
     e.g i.e cf vs jan feb mar apr jun jul aug sep sept oct nov dec inc ltd co corp dept est univ""".split()
 )
-_PHOTO = re.compile(r"\s*\[shares a photo: (?P<cap>[^\]]*)\]\s*$")
+_PHOTO = re.compile(r"\[shares a photo: (?P<cap>[^\]]*)\]\s*$")  # a shared photo's caption, at the end
+
+
+def photo_caption(text: str) -> tuple[int, str] | None:
+    r"""Where a trailing ``[shares a photo: CAPTION]`` starts (with the whitespace before it) and its
+    caption, or None: ``re.search(r"\s*\[shares a photo: ...)`` without its leading ``\s*``, which made
+    the search quadratic in a long run of whitespace."""
+    m = _PHOTO.search(text)
+    if m is None:
+        return None
+    start = m.start()
+    while start and text[start - 1].isspace():
+        start -= 1
+    return start, m.group("cap")
 
 # first person -> speaker: (whole-word forms, replacement); fixed forms first (they carry their own verb),
 # the negation rule (_NEGATED) between the two lists
@@ -279,11 +292,11 @@ def message_statements(text: str, speaker: str, other: str, assistant: bool, cfg
     attributed to it ("assistant said: ..."); a shared photo's caption last."""
     if assistant and len(text.split()) < ASSISTANT_MIN_WORDS:  # an assistant's small talk is no memory
         return []
-    photo = _PHOTO.search(text)
+    photo = photo_caption(text)
     if photo:
-        text = text[: photo.start()]
+        text = text[: photo[0]]
     sentences = split_sentences(text)
-    has_cap = bool(photo and photo.group("cap").strip())
+    has_cap = bool(photo and photo[1].strip())
     cands = [s for s in sentences if not is_filler(s, cfg)]
     # facts said inside questions fill the places the message's plain statements leave
     asked = [f for f in (stated_part(s) for s in sentences if s.endswith("?")) if not is_filler(f, cfg)]
@@ -295,7 +308,7 @@ def message_statements(text: str, speaker: str, other: str, assistant: bool, cfg
     if assistant:  # what an assistant says is its answer, never a fact about the user: attributed to it
         out = [s if s.startswith(speaker) else f"{speaker} said: {s.removeprefix(f'{speaker} said: ')}" for s in out]
     if has_cap:
-        caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo.group("cap").strip())
+        caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo[1].strip())
         out.append(f"{speaker} shared a photo of {caption}")
     return out
 
