@@ -77,7 +77,8 @@ def native_share(data: Path, embedder: str) -> dict[str, float]:
         prof.disable()
     stats = pstats.Stats(prof).stats
     total = max(v[3] for v in stats.values())
-    kernels = {name: v[2] for (_, _, name), v in stats.items() if name.startswith("<built-in method xmemory_gpu._C.")}
+    kernels = {name: v[2] for (_, _, name), v in stats.items()
+               if name.startswith("<built-in method xmemory_gpu._C.") or " of 'xmemory_gpu._C." in name}  # functions, methods
     # the encoder's own kernels (hashed features, dense layers) run inside ``encode``: not non-encoder time
     in_encoder = sum(t for name, t in kernels.items() if name.rsplit(".", 1)[-1].rstrip(">") in _ENCODER_KERNELS)
     native = sum(kernels.values()) - in_encoder
@@ -90,7 +91,7 @@ def native_share(data: Path, embedder: str) -> dict[str, float]:
 def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     """One in-process build at full speed (no profiler: cProfile's per-call cost inflates the Python
     side): every ``xmemory_gpu._C`` function (and the natives bound at import: ``text``'s words and
-    keywords, ``semantic``'s decoupler) and the embedder's ``encode`` wrapped in a clock;
+    keywords, ``semantic``'s decoupler and statement rules) and the embedder's ``encode`` wrapped in a clock;
     seconds in ``_C`` outside ``encode``, in ``encode``, in all, on the build's own thread (a store's
     background writer runs its ``_C`` call beside the build: not the build's time)."""
     from xmemory_gpu import _C, text
@@ -125,8 +126,16 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
         return call
 
     originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
+    class Methods:  # a compiled object's methods, each wrapped in the clock
+        def __init__(self, obj) -> None:
+            self._obj = obj
+
+        def __getattr__(self, name: str):
+            return timed_native(getattr(self._obj, name))
+
     bound = {(m, n): getattr(m, n) for m, n in ((text, "_native_words"), (text, "_native_keywords"),
                                                  (semantic, "_native_decouple")) if hasattr(m, n)}  # bound at import
+    objects = {(m, n): getattr(m, n) for m, n in ((semantic, "_native_statements"),) if getattr(m, n, None) is not None}
     # (an older tree, measured with this function, may name its cached lookups otherwise)
     cached = [f.cache_clear for f in (graph._native, getattr(rows, "compiled", None), getattr(rows, "_native_add_rows", None))
               if f is not None]
@@ -137,6 +146,8 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
             setattr(_C, n, timed_native(f))
         for (m, n), f in bound.items():
             setattr(m, n, None if f is None else timed_native(f))
+        for (m, n), obj in objects.items():
+            setattr(m, n, Methods(obj))
         for clear in cached:  # cached lookups of _C's functions: looked up again, wrapped
             clear()
         with tempfile.TemporaryDirectory() as tmp:
@@ -146,7 +157,7 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     finally:
         for n, f in originals.items():
             setattr(_C, n, f)
-        for (m, n), f in bound.items():
+        for (m, n), f in {**bound, **objects}.items():
             setattr(m, n, f)
         for clear in cached:
             clear()

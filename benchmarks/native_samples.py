@@ -3,7 +3,8 @@ per-call cost, unlike cProfile): one in-process ``build_store`` run under ``py-s
 (py-spy is not a dependency: ``pip install py-spy``), each sample of the thread that runs the build
 attributed to its innermost frame that is Python code or a library other than the C runtime and the
 interpreter (so a regular expression or a ``str`` method counts as Python, a NumPy ufunc as NumPy,
-``xmemory_gpu._C`` as ours). Prints the shares and the top Python functions.
+``xmemory_gpu._C`` as ours). Prints the shares, the same outside the embedder's ``encode`` (the
+non-encoder time), and the top Python functions.
 
     python benchmarks/native_samples.py --synthetic 1000 --seed 11 --embedder hashing:384
     python benchmarks/native_samples.py --raw /tmp/samples.txt     # a py-spy ``-f raw`` file already recorded
@@ -29,11 +30,13 @@ _RUN = ("import sys, tempfile\n"
         "    build_store(sys.argv[1], tmp + '/store', embedder=load_embedder(sys.argv[2]), progress=False)\n")
 
 
-def attribute(raw: Path, marker: str = "build_store") -> tuple[int, collections.Counter, collections.Counter]:
+def attribute(raw: Path, marker: str = "build_store") -> tuple[int, collections.Counter, collections.Counter, collections.Counter]:
     """(samples of the stacks holding ``marker``, samples per library or "python", samples per Python
-    leaf function) from a py-spy raw file (``frame;frame;... count`` lines, innermost last)."""
+    leaf function, the same per library for the samples outside the embedder's ``encode``) from a
+    py-spy raw file (``frame;frame;... count`` lines, innermost last)."""
     kinds: collections.Counter = collections.Counter()
     funcs: collections.Counter = collections.Counter()
+    outside: collections.Counter = collections.Counter()
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -41,6 +44,7 @@ def attribute(raw: Path, marker: str = "build_store") -> tuple[int, collections.
             continue
         n = int(count)
         total += n
+        in_encoder = any(f.split(" (")[0].rsplit(".", 1)[-1] == "encode" and "/embed/" in f for f in stack.split(";"))
         kind = "runtime"
         for frame in reversed(stack.split(";")):
             m = _FRAME.search(frame)
@@ -57,7 +61,9 @@ def attribute(raw: Path, marker: str = "build_store") -> tuple[int, collections.
                 kind = lib
                 break
         kinds[kind] += n
-    return total, kinds, funcs
+        if not in_encoder:
+            outside[kind] += n
+    return total, kinds, funcs, outside
 
 
 def main() -> None:
@@ -84,10 +90,15 @@ def main() -> None:
             raw = Path(tmp) / "samples.txt"
             subprocess.run(["py-spy", "record", "-r", str(args.rate), "--native", "-f", "raw", "-o", str(raw), "--",
                             sys.executable, "-c", _RUN, str(data), args.embedder], check=True, capture_output=True)
-        total, kinds, funcs = attribute(raw)
+        total, kinds, funcs, outside = attribute(raw)
     print(f"{total} samples of the build's thread")
     for kind, n in kinds.most_common():
         print(f"{n / total:7.1%}  {kind}")
+    rest = max(sum(outside.values()), 1)
+    compiled = rest - outside["python"] - outside["runtime"]
+    print(f"outside the encoder ({rest} samples): Python {outside['python'] / rest:.1%}, compiled code {compiled / rest:.1%} "
+          f"(xmemory_gpu._C {outside['_C'] / rest:.1%}, NumPy {outside['_multiarray_umath'] / rest:.1%}, "
+          f"SQLite {outside['libsqlite3'] / rest:.1%}), the interpreter's runtime {outside['runtime'] / rest:.1%}")
     print("Python functions (innermost):")
     for name, n in funcs.most_common(args.top):
         print(f"{n / total:7.1%}  {name}")
