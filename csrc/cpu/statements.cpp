@@ -33,6 +33,21 @@ inline bool is_word(unsigned char c) {
 }
 inline bool is_space(unsigned char c) { return c == ' ' || (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x1f); }
 inline bool is_lower(unsigned char c) { return c >= 'a' && c <= 'z'; }
+inline unsigned char uc(char c) { return static_cast<unsigned char>(c); }
+
+// the end of \s* at i (i itself when there is none)
+inline size_t skip_spaces(std::string_view s, size_t i) {
+  while (i < s.size() && is_space(uc(s[i]))) ++i;
+  return i;
+}
+
+// str.strip() (whitespace as str.isspace)
+std::string_view strip(std::string_view s) {
+  size_t a = 0, b = s.size();
+  while (a < b && is_space(uc(s[a]))) ++a;
+  while (b > a && is_space(uc(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
 
 // \b at position i of s (before s[i]; i == s.size() is the end)
 inline bool boundary(std::string_view s, size_t i) {
@@ -139,10 +154,7 @@ class Decoupler {
       s = sub_forms(s, {"You", "you"}, other);
     }
     if (s.find(speaker) == std::string::npos && s.find(other) == std::string::npos) s = speaker + " said: " + s;
-    size_t a = 0, b = s.size();
-    while (a < b && is_space(static_cast<unsigned char>(s[a]))) ++a;
-    while (b > a && is_space(static_cast<unsigned char>(s[b - 1]))) --b;
-    return s.substr(a, b - a);
+    return std::string(strip(s));
   }
 
  private:
@@ -186,15 +198,9 @@ class Decoupler {
     return out;
   }
 
-  // the end of \s+ at i (i itself when there is none)
-  static size_t spaces(std::string_view s, size_t i) {
-    while (i < s.size() && is_space(static_cast<unsigned char>(s[i]))) ++i;
-    return i;
-  }
-
   // the end of \s+[a-z]+\b at i, or 0
   static size_t tail(std::string_view s, size_t i) {
-    size_t q = spaces(s, i);
+    size_t q = skip_spaces(s, i);
     if (q == i) return 0;
     size_t r = q;
     while (r < s.size() && is_lower(static_cast<unsigned char>(s[r]))) ++r;
@@ -212,7 +218,7 @@ class Decoupler {
       if (s[i] == 'I' && boundary(v, i)) {
         stops.assign(1, i + 1);  // where each further (\s+ adverb) repetition ends
         for (;;) {
-          size_t q = spaces(v, stops.back());
+          size_t q = skip_spaces(v, stops.back());
           if (q == stops.back()) break;
           size_t len = 0;
           for (const auto& a : adverb_list_)  // no adverb is a prefix of another: at most one matches
@@ -226,7 +232,7 @@ class Decoupler {
         out += speaker;
         bool done = false;
         for (size_t p = i + 1; p < end;) {  // group 1's words (str.split), the first non-adverb conjugated
-          p = spaces(v, p);
+          p = skip_spaces(v, p);
           size_t e = p;
           while (e < end && !is_space(static_cast<unsigned char>(s[e]))) ++e;
           std::string tok = s.substr(p, e - p);
@@ -274,7 +280,6 @@ inline bool is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
 inline bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 inline bool is_end(unsigned char c) { return c == '.' || c == '!' || c == '?'; }
 inline unsigned char lower(unsigned char c) { return is_upper(c) ? static_cast<unsigned char>(c - 'A' + 'a') : c; }
-inline unsigned char uc(char c) { return static_cast<unsigned char>(c); }
 
 // re.I: the lower-case literal lit at position i of s, ASCII letters compared caselessly
 inline bool ci_at(std::string_view s, size_t i, std::string_view lit) {
@@ -284,19 +289,7 @@ inline bool ci_at(std::string_view s, size_t i, std::string_view lit) {
   return true;
 }
 
-inline size_t skip_spaces(std::string_view s, size_t i) {
-  while (i < s.size() && is_space(uc(s[i]))) ++i;
-  return i;
-}
-
-// str.strip() / str.rstrip() (whitespace as str.isspace)
-std::string_view strip(std::string_view s) {
-  size_t a = 0, b = s.size();
-  while (a < b && is_space(uc(s[a]))) ++a;
-  while (b > a && is_space(uc(s[b - 1]))) --b;
-  return s.substr(a, b - a);
-}
-std::string_view rstrip(std::string_view s) {
+std::string_view rstrip(std::string_view s) {  // str.rstrip()
   size_t b = s.size();
   while (b > 0 && is_space(uc(s[b - 1]))) --b;
   return s.substr(0, b);
