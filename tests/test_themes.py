@@ -82,8 +82,8 @@ def _random_edits(rng: np.random.Generator, st: PartitionState, labels: np.ndarr
     return edits, labels, next_label
 
 
-@pytest.mark.parametrize("check_groups", [True, False])  # the theme stage's own edits skip the cover check
-def test_apply_equals_from_labels(rng, check_groups):
+@pytest.mark.parametrize("check", [True, False])  # the theme stage's own edits skip the checks
+def test_apply_equals_from_labels(rng, check):
     for _ in range(25):
         sizes = [int(n) for n in rng.integers(0, 60, size=int(rng.integers(1, 6)))]
         x, labels, off = _partition(rng, sizes, int(rng.integers(2, 12)))
@@ -91,7 +91,7 @@ def test_apply_equals_from_labels(rng, check_groups):
         next_label = 1000
         for _ in range(4):  # successive rounds on the same state
             edits, labels, next_label = _random_edits(rng, st, labels, next_label)
-            st.apply(edits, check_groups=check_groups)
+            st.apply(edits, check=check)
             _assert_same(st, PartitionState.from_labels(x, labels, off))
 
 
@@ -232,7 +232,7 @@ def test_theme_graphs_synced_together_equal_each_alone(rng):
         np.testing.assert_array_equal(st.graph_idx, np.where(want_sim > ZERO_COSINE, want_idx, -1))
     together[1]._open(np.array([0]), [])  # a theme opened since the sync: the graph must be synced again
     with pytest.raises(RuntimeError, match="stale"):
-        together[1].merge_pairs(ThemeConfig())
+        together[1].merge_pair_item()
 
 
 def test_theme_graph_has_no_edge_between_orthogonal_centroids():

@@ -368,7 +368,56 @@ py::tuple summary_picks(const py::array_t<float, py::array::c_style>& x, const p
   return py::make_tuple(offsets, rows);
 }
 
+// The live rows of many column sets (construct/theme_state.py sync_graphs): items is a sequence of
+// (alive [cap] bool, sums [cap, d] float64, n_slots); item b's live slots s < n_slots, ascending.
+// Returns (slots [L] int64, off [B+1] int64: item b's are slots[off[b]:off[b+1]], rows [L, d] float64
+// their sums), the bits of np.concatenate of each item's sums[np.flatnonzero(alive[:n_slots])].
+py::tuple live_rows(const py::sequence& items, int64_t d) {
+  struct Item {
+    py::array_t<bool, py::array::c_style> alive;
+    py::array_t<double, py::array::c_style> sums;
+    int64_t n_slots;
+  };
+  std::vector<Item> its;
+  its.reserve(items.size());
+  for (const py::handle h : items) {
+    const auto t = py::reinterpret_borrow<py::sequence>(h);
+    if (t.size() != 3) throw py::value_error("live_rows: each item is (alive, sums, n_slots)");
+    Item it{t[0].cast<py::array_t<bool, py::array::c_style>>(), t[1].cast<py::array_t<double, py::array::c_style>>(),
+            t[2].cast<int64_t>()};
+    if (it.alive.ndim() != 1 || it.sums.ndim() != 2 || it.sums.shape(1) != d || it.n_slots < 0 ||
+        it.n_slots > it.alive.shape(0) || it.n_slots > it.sums.shape(0))
+      throw py::value_error("live_rows: expected alive [cap], sums [cap, d] float64 and 0 <= n_slots <= cap");
+    its.push_back(std::move(it));
+  }
+  py::array_t<int64_t> off(static_cast<py::ssize_t>(its.size() + 1));
+  int64_t* o = off.mutable_data();
+  o[0] = 0;
+  for (size_t b = 0; b < its.size(); ++b) {
+    const bool* a = its[b].alive.data();
+    o[b + 1] = o[b] + std::count(a, a + its[b].n_slots, true);
+  }
+  const int64_t total = o[its.size()];
+  py::array_t<int64_t> slots(total);
+  py::array_t<double> rows({total, d});
+  int64_t* sl = slots.mutable_data();
+  double* r = rows.mutable_data();
+  for (size_t b = 0; b < its.size(); ++b) {
+    const bool* a = its[b].alive.data();
+    const double* sm = its[b].sums.data();
+    for (int64_t s = 0; s < its[b].n_slots; ++s) {
+      if (!a[s]) continue;
+      *sl++ = s;
+      std::memcpy(r, sm + s * d, static_cast<size_t>(d) * sizeof(double));
+      r += d;
+    }
+  }
+  return py::make_tuple(slots, off, rows);
+}
+
 void register_rows(py::module_& m) {
+  m.def("live_rows", &live_rows, py::arg("items"), py::arg("d"),
+        "the live slots (ascending) and their sums of many (alive, sums, n_slots) column sets: (slots, off, rows)");
   m.def("summary_picks", &summary_picks, py::arg("x"), py::arg("theme_of"), py::arg("n_themes"), py::arg("texts"), py::arg("n_pick"),
         "per theme, the n_pick members nearest its float64 sum by dot4 with distinct texts: (offsets, rows)");
   m.def("dot4_gram", &dot4_gram, py::arg("a"), py::arg("b"), "dot4 of every row of a [n, d] with every row of b [m, d]: [n, m]");

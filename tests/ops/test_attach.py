@@ -187,3 +187,89 @@ def test_merge_pairs_refuses_a_neighbour_outside_the_graph():
     live, idx, sim, counts = np.array([0, 1]), np.array([[1], [2]], np.int32), np.ones((2, 1), np.float32), np.ones(2, np.int64)
     with pytest.raises(ValueError, match="neighbour outside"):
         merge_pairs(live, idx, sim, counts, 2, k=1, tiny_size=1, merge_candidates=1, size_cap=4, pair_threshold=0.5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attach_rows_batch_is_each_memory_alone(backend):
+    """Many memories in one call take each one's own decisions: the columns as ``attach_rows`` (the
+    reference) leaves them memory by memory, on fresh random memories (some with no rows)."""
+    from xmemory_gpu.ops.attach import attach_rows_batch
+
+    rng = np.random.default_rng(11)
+    for _ in range(4):
+        d = int(rng.choice([3, 16, 33]))
+        cfg = {"attach_threshold": 0.6, "lenient_floor": 0.4, "size_cap": 3}
+        mems = []
+        for _ in range(int(rng.integers(1, 7))):
+            n = int(rng.integers(1, 30))
+            x = rng.standard_normal((n, d)).astype(np.float32)
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+            n_open = int(rng.integers(0, 4))
+            rows = rng.permutation(n)[: int(rng.integers(0, n + 1))]
+            mems.append((x, rows, _columns(rng, d, n_open + n + 2, n_open), np.full(n, -1, np.int64), n_open))
+        want = [_run("reference", x, rows, cols, label, n_open, cfg) for x, rows, cols, label, n_open in mems]
+        held = [({k: v.copy() for k, v in cols.items()}, label.copy()) for _, _, cols, label, _ in mems]
+        items = [(x, rows, c["sums"], c["counts"], c["alive"], c["ids"], lab, n_open, 10 + n_open)
+                 for (x, rows, _, _, n_open), (c, lab) in zip(mems, held)]
+        got = attach_rows_batch(items, backend=backend, **cfg)
+        for (w_out, w_cols, w_lab), g_out, (g_cols, g_lab) in zip(want, got, held):
+            assert g_out == w_out
+            np.testing.assert_array_equal(g_lab, w_lab)
+            for k in w_cols:
+                np.testing.assert_array_equal(g_cols[k], w_cols[k], err_msg=k)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attach_rows_batch_checks_every_item_before_editing_any(backend):
+    from xmemory_gpu.ops.attach import attach_rows_batch
+
+    x = np.eye(3, dtype=np.float32)
+
+    def item(rows):
+        cols = {"sums": np.zeros((4, 3)), "counts": np.zeros(4, np.int64), "alive": np.zeros(4, bool),
+                "ids": np.full(4, -1, np.int64)}
+        return (x, np.array(rows), *cols.values(), np.full(3, -1, np.int64), 0, 0)
+
+    good, bad = item([0, 1]), item([3])
+    cfg = {"attach_threshold": 0.5, "lenient_floor": 0.5, "size_cap": 4}
+    with pytest.raises(ValueError, match="rows"):
+        attach_rows_batch([good, bad], backend=backend, **cfg)
+    assert not good[4].any() and (good[6] == -1).all()  # the first memory was not touched
+    with pytest.raises(ValueError, match="share a column"):
+        attach_rows_batch([good, good], backend=backend, **cfg)
+    assert attach_rows_batch([], backend=backend, **cfg) == []
+    assert attach_rows_batch([good], backend=backend, **cfg) == [(2, 2, False)]
+
+
+@needs_cpu
+@pytest.mark.parametrize("seed", range(12))
+def test_merge_pairs_batch_is_merge_pairs_memory_by_memory(seed):
+    """Many memories' graphs in one C++ call: each memory's pairs, in its rule's order, as theme ids,
+    memory after memory; the same with the NumPy rule; an item of another type takes the NumPy rule."""
+    from xmemory_gpu.ops.attach import merge_pairs, merge_pairs_batch
+
+    rng = np.random.default_rng(seed)
+    kw = dict(tiny_size=2, merge_candidates=1, size_cap=8, pair_threshold=0.8)
+    items = []
+    for _ in range(int(rng.integers(0, 6))):
+        n_slots, cols = int(rng.integers(0, 30)), int(rng.integers(1, 6))
+        live, idx, sim, counts = _theme_graph(rng, n_slots, cols)
+        ids = rng.permutation(1000)[:n_slots].astype(np.int64)
+        items.append((live, idx, sim, counts, ids, n_slots, int(rng.integers(max(cols - 1, 1), cols + 2))))
+    got = merge_pairs_batch(items, **kw)
+    owner, t_ids, j_ids = [], [], []
+    for b, (live, idx, sim, counts, ids, n_slots, k) in enumerate(items):
+        t, j = merge_pairs(live, idx, sim, counts, n_slots, k=k, native=False, **kw)
+        owner += [b] * len(t)
+        t_ids += ids[t].tolist()
+        j_ids += ids[j].tolist()
+    for g, w in zip(got, (owner, t_ids, j_ids)):
+        assert g.dtype == np.int64
+        np.testing.assert_array_equal(g, np.array(w, np.int64))
+    for g, w in zip(merge_pairs_batch(items, native=False, **kw), got):
+        np.testing.assert_array_equal(g, w)
+    if items:  # a float64 cosine: not cast to float32, the NumPy rule for every item
+        live, idx, sim, counts, ids, n_slots, k = items[0]
+        mixed = [(live, idx, sim.astype(np.float64) + 1e-9, counts, ids, n_slots, k), *items[1:]]
+        for g, w in zip(merge_pairs_batch(mixed, **kw), merge_pairs_batch(mixed, native=False, **kw)):
+            np.testing.assert_array_equal(g, w)

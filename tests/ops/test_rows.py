@@ -250,3 +250,27 @@ def test_segment_sums_are_numpys_sum_of_each_slice(seed):
     for native in (True, False):
         assert segment_sums(v, off, native=native).tobytes() == want.tobytes()
     assert segment_sums(v, off[:1]).shape == (0,)
+
+
+@needs_cpu
+@pytest.mark.parametrize("seed", range(6))
+def test_live_rows_in_cpp_are_the_numpy_gather(seed):
+    """Many column sets' live slots and sums in one pass: the NumPy gather's bits, item by item
+    (closed slots, slots past n_slots, empty and all-closed sets, no sets)."""
+    from xmemory_gpu.ops.rows import live_rows
+
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 40))
+    items = []
+    for _ in range(int(rng.integers(0, 9))):
+        cap = int(rng.integers(0, 20))
+        alive = rng.random(cap) < rng.choice([0.0, 0.5, 1.0])
+        items.append((alive, rng.standard_normal((cap, d)), int(rng.integers(0, cap + 1))))
+    got, want = live_rows(items, d), live_rows(items, d, native=False)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+    slots, off, rows = got
+    for b, (alive, sums, n) in enumerate(items):
+        np.testing.assert_array_equal(slots[off[b] : off[b + 1]], np.flatnonzero(alive[:n]))
+        np.testing.assert_array_equal(rows[off[b] : off[b + 1]], sums[np.flatnonzero(alive[:n])])

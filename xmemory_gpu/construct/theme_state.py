@@ -23,10 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import ThemeConfig
-from ..ops.attach import attach_rows, merge_pairs
-from ..ops.checks import csr_offsets
+from ..ops.attach import attach_rows_batch
 from ..ops.knn import knn_graph
-from ..ops.rows import unit_rows
+from ..ops.rows import live_rows, unit_rows
 
 ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
 
@@ -114,20 +113,27 @@ class ThemeState:
         """Attach ``rows`` in order, each to the theme with the most similar centroid (cosine >=
         ``attach_threshold``, or >= ``lenient_floor`` when that theme is below the cap; ties to the
         earliest opened) or to a new theme: ``ops.attach.attach_rows`` on these columns (one fixed
-        order of the float64 products, so the decisions are the same on every ISA)."""
+        order of the float64 products, so the decisions are the same on every ISA).
+        ``attach_all`` does this for many memories in one call."""
+        attach_all([self], [rows], cfg)
+
+    def _attach_item(self, rows: np.ndarray) -> tuple | None:
+        """The ``attach_rows_batch`` item of ``rows`` on these columns (grown to take them), None for no rows."""
         rows = np.asarray(rows, np.int64)
         if rows.size == 0:
-            return
+            return None
         while len(self.ids) < self.n_slots + rows.size:
             self._grow()
+        return self.x, rows, self.sums, self.counts, self.alive, self.ids, self.label, self.n_slots, self.next_id
+
+    def _attached(self, rows: np.ndarray, n_slots: int, next_id: int, joined: bool) -> None:
+        """The bookkeeping after ``rows`` were attached: the opened slots' lineage and ids, the graph's staleness."""
         n0 = self.n_slots
-        self.n_slots, self.next_id, joined = attach_rows(
-            self.x, rows, self.sums, self.counts, self.alive, self.ids, self.label, self.n_slots, self.next_id,
-            attach_threshold=cfg.attach_threshold, lenient_floor=cfg.lenient_floor, size_cap=cfg.size_cap)
-        for s in range(n0, self.n_slots):
+        self.n_slots, self.next_id = n_slots, next_id
+        for s in range(n0, n_slots):
             self.parents.append([])
             self.slot_of[int(self.ids[s])] = s
-        if joined or self.n_slots > n0:
+        if joined or n_slots > n0:
             self.graph_stale = True
         self.n_attached = max(self.n_attached, int(rows.max()) + 1)
 
@@ -145,9 +151,11 @@ class ThemeState:
         self.n_splits += 1
         return new
 
-    def merge(self, a: int, b: int) -> int:
-        """Replace themes a and b by one; returns its id. The smaller side counts as reassigned."""
-        ma, mb = self.members(a), self.members(b)
+    def merge(self, a: int, b: int, members: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+        """Replace themes a and b by one; returns its id. The smaller side counts as reassigned.
+        ``members``: a's and b's node rows, ascending, where the caller holds them (the f(P) state's
+        member lists), else found from the labels."""
+        ma, mb = members if members is not None else (self.members(a), self.members(b))
         self.reassigned[ma if len(ma) < len(mb) else mb] = True
         self._close(a)
         self._close(b)
@@ -167,16 +175,14 @@ class ThemeState:
         if self.graph_stale:
             raise RuntimeError("ThemeState: the theme graph is stale; call sync_graphs first")
 
-    def merge_pairs(self, cfg: ThemeConfig) -> tuple[np.ndarray, np.ndarray]:
-        """Slots (t [P], j [P]) of the merge candidates from the synced graph, in the order the
-        per-theme rule meets them: t in opening order offers its neighbours j in graph order (the
-        first ``merge_candidates`` when t is tiny, else all), a pair counts when the two fit under the
-        cap and t is tiny or the cosine reaches ``merge_pair_threshold``; each unordered pair once,
-        as first met."""
+    def merge_pair_item(self) -> tuple:
+        """This memory's ``ops.attach.merge_pairs_batch`` item, from the synced graph: the merge
+        candidates are the slots (t, j) in the order the per-theme rule meets them: t in opening
+        order offers its neighbours j in graph order (the first ``merge_candidates`` when t is tiny,
+        else all), a pair counts when the two fit under the cap and t is tiny or the cosine reaches
+        ``merge_pair_threshold``; each unordered pair once, as first met."""
         self._check_synced()
-        return merge_pairs(self.graph_slots, self.graph_idx, self.graph_sim, self.counts, self.n_slots, k=self.k,
-                           tiny_size=cfg.tiny_size, merge_candidates=cfg.merge_candidates, size_cap=cfg.size_cap,
-                           pair_threshold=cfg.merge_pair_threshold)
+        return self.graph_slots, self.graph_idx, self.graph_sim, self.counts, self.ids, self.n_slots, self.k
 
     def final(self) -> tuple[list[int], list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
         """The finished themes, in opening order: ids [K], their parents, each node's theme row
@@ -194,6 +200,18 @@ class ThemeState:
         return {str(int(self.ids[s])): p for s, p in enumerate(self.parents) if p}
 
 
+def attach_all(states: list[ThemeState], rows: list[np.ndarray], cfg: ThemeConfig) -> None:
+    """``states[b].attach(rows[b], cfg)`` for every b, in one ``attach_rows_batch`` call (one C++ call
+    when built): the memories are independent, so each takes the decisions of its own call."""
+    todo = [(st, item) for st, r in zip(states, rows, strict=True) if (item := st._attach_item(r)) is not None]
+    if not todo:
+        return
+    done = attach_rows_batch([item for _, item in todo], attach_threshold=cfg.attach_threshold,
+                             lenient_floor=cfg.lenient_floor, size_cap=cfg.size_cap)
+    for (st, item), (n_slots, next_id, joined) in zip(todo, done):
+        st._attached(item[1], n_slots, next_id, joined)
+
+
 def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
     """Recompute the theme graph of every stale state: exact cosine top-k among its live centroids
     (in opening order; ties to the earlier opened), all states with the same k and edge rule in one
@@ -203,11 +221,9 @@ def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
         if st.graph_stale:
             groups.setdefault((st.k, st.drop_nonpositive, st.sums.shape[1]), []).append(st)
     for (k, drop, d), group in groups.items():
-        live = [np.flatnonzero(st.alive[: st.n_slots]) for st in group]
-        off = csr_offsets([len(v) for v in live])
+        slots, off, sums = live_rows([(st.alive, st.sums, st.n_slots) for st in group], d)
         # unit_rows is row by row: one call over all memories' sums gives each row's bits of its own call
-        x = unit_rows(np.concatenate([st.sums[v] for st, v in zip(group, live)]), dtype=np.float32) if off[-1] \
-            else np.zeros((0, d), np.float32)
+        x = unit_rows(sums, dtype=np.float32)
         idx, sim = knn_graph(x, off, k, drop_nonpositive=drop, backend=backend)
         if drop:  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)
             near_zero = sim <= ZERO_COSINE
@@ -216,8 +232,8 @@ def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
         local = np.where(idx >= 0, idx - np.repeat(off[:-1], np.diff(off)).astype(np.int32)[:, None], -1).astype(np.int32)
         sim = np.asarray(sim, np.float32)
         bounds = off.tolist()
-        for b, (st, v) in enumerate(zip(group, live)):
-            st.graph_slots = v
+        for b, st in enumerate(group):
+            st.graph_slots = slots[bounds[b] : bounds[b + 1]]
             st.graph_idx = local[bounds[b] : bounds[b + 1]]
             st.graph_sim = sim[bounds[b] : bounds[b + 1]]
             st.graph_stale = False

@@ -31,9 +31,10 @@ import functools
 import numpy as np
 
 from ..config import ThemeConfig
+from ..ops.attach import merge_pairs_batch
 from ..ops.objective import Candidates, PartitionState, score_candidates
 from .theme_split import split_proposals
-from .theme_state import ThemeState, sync_graphs
+from .theme_state import ThemeState, attach_all, sync_graphs
 
 
 def grow_themes(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, *, backend: str = "auto") -> None:
@@ -69,8 +70,7 @@ def _grow(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeCon
     part: PartitionState | None = None
     for step in range(max((len(s) for s in steps), default=0)):
         active = [b for b, rows in enumerate(steps) if step < len(rows)]
-        for b in active:
-            states[b].attach(steps[b][step], cfg)
+        attach_all([states[b] for b in active], [steps[b][step] for b in active], cfg)
         if not active or not (cfg.split or cfg.merge):
             continue
         part = _synced(part, states)
@@ -126,7 +126,7 @@ def split_overfull(states: list[ThemeState], part: PartitionState, active: list[
             b, t = todo[j]
             groups = items[c][2]
             edits.append((b, [t], groups, states[b].split(t, [g - part.offsets[b] for g in groups])))
-        part.apply(edits, check_groups=False)  # each theme's members cut by its proposal's labels: a cover
+        part.apply(edits, check=False)  # each theme's members cut by its proposal's labels: a cover
 
 
 def merge_small(states: list[ThemeState], part: PartitionState, active: list[int], cfg: ThemeConfig, *,
@@ -140,6 +140,7 @@ def merge_small(states: list[ThemeState], part: PartitionState, active: list[int
     used: set[tuple[int, int]] = set()
     edits = []
     go, mo = cands.group_offsets, cands.members
+    n_t = part.theme_count[cands.rem_rows[0::2]]  # [C] t's members come first in each group
     for c in np.argsort(-gains, kind="stable").tolist():
         b, t, j = pairs[c]
         if gains[c] <= 0:
@@ -147,8 +148,10 @@ def merge_small(states: list[ThemeState], part: PartitionState, active: list[int
         if (b, t) in used or (b, j) in used:
             continue
         used.update({(b, t), (b, j)})
-        edits.append((b, [t, j], [mo[go[c] : go[c + 1]]], [states[b].merge(t, j)]))
-    part.apply(edits, check_groups=False)  # t's members then j's, from the state: a cover
+        rows = mo[go[c] : go[c + 1]]
+        local = rows - part.offsets[b]
+        edits.append((b, [t, j], [rows], [states[b].merge(t, j, (local[: n_t[c]], local[n_t[c] :]))]))
+    part.apply(edits, check=False)  # t's members then j's, from the state: a cover
 
 
 def merge_candidates(states: list[ThemeState], part: PartitionState, active: list[int],
@@ -160,18 +163,13 @@ def merge_candidates(states: list[ThemeState], part: PartitionState, active: lis
     t is tiny or their cosine reaches ``merge_pair_threshold``, the first time either side offers it.
     The candidate removes t and j and adds one group, t's members then j's (ascending within each).
     Equal to ``merge_candidates_reference`` (the per-theme loop), vectorised per memory."""
-    mems, t_ids, j_ids = [], [], []
     sync_graphs([states[b] for b in active], backend=backend)
-    for b in active:
-        s = states[b]
-        t_slot, j_slot = s.merge_pairs(cfg)
-        if t_slot.size:
-            mems.append(np.full(t_slot.size, b, np.int64))
-            t_ids.append(s.ids[t_slot])
-            j_ids.append(s.ids[j_slot])
-    if not mems:
+    owner, t_id, j_id = merge_pairs_batch([states[b].merge_pair_item() for b in active], tiny_size=cfg.tiny_size,
+                                          merge_candidates=cfg.merge_candidates, size_cap=cfg.size_cap,
+                                          pair_threshold=cfg.merge_pair_threshold)
+    if not owner.size:
         return Candidates.from_lists(part, []), []
-    mem, t_id, j_id = np.concatenate(mems), np.concatenate(t_ids), np.concatenate(j_ids)
+    mem = np.asarray(active, np.int64)[owner]
     pairs = list(zip(mem.tolist(), t_id.tolist(), j_id.tolist()))
     # theme rows: the state's rows are ordered by (memory, label), so one search over those keys
     t_mem = np.repeat(np.arange(len(part.theme_offsets) - 1, dtype=np.int64), np.diff(part.theme_offsets))

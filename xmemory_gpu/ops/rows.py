@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from .checks import csr_offsets
 from .devices import host
 
 
@@ -45,6 +46,23 @@ def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: 
         g = np.flatnonzero(lens > i)
         acc[g] += x[r[first[g] + i]]
     sums[touched] = acc
+
+
+def live_rows(items: list[tuple[np.ndarray, np.ndarray, int]], d: int, *, native: bool = True
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The live slots of many column sets, each ``(alive [cap] bool, sums [cap, d] float64, n_slots)``:
+    (slots [L] int64, item b's the live s < n_slots ascending at ``slots[off[b]:off[b+1]]``; off [B+1]
+    int64; rows [L, d] float64 their sums), the bits of concatenating each item's
+    ``sums[np.flatnonzero(alive[:n_slots])]``. One C++ pass when the compiled module is built (and
+    ``native``) and the columns are C-contiguous bool / float64, else those NumPy steps."""
+    fn = compiled("live_rows") if native else None
+    if fn is not None and all(a.dtype == np.bool_ and s.dtype == np.float64 and a.flags.c_contiguous
+                              and s.flags.c_contiguous for a, s, _ in items):
+        return fn(items, int(d))
+    live = [np.flatnonzero(a[:n]) for a, _, n in items]
+    off = csr_offsets([len(v) for v in live])
+    rows = np.concatenate([s[v] for (_, s, _), v in zip(items, live)]) if off[-1] else np.zeros((0, d))
+    return (np.concatenate(live).astype(np.int64) if live else np.zeros(0, np.int64)), off, rows
 
 
 def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray, *, native: bool = True) -> np.ndarray:

@@ -16,6 +16,7 @@ from . import reference
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
 register("attach_rows", __name__, _ALL)
+register("attach_rows_batch", __name__, _ALL)
 
 
 def attach_rows(x: np.ndarray, rows: np.ndarray, sums: np.ndarray, counts: np.ndarray, alive: np.ndarray,
@@ -27,6 +28,29 @@ def attach_rows(x: np.ndarray, rows: np.ndarray, sums: np.ndarray, counts: np.nd
     node). A joined theme adds the row to its sum; an opened one takes slot ``n_slots``, id ``next_id``
     and the next ones after. Returns (n_slots, next_id, whether a row joined an existing theme)."""
     name = resolve_backend("attach_rows", host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+    item = _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id)
+    n_slots, next_id, joined = implementation("attach_rows", name)(
+        *item, float(attach_threshold), float(lenient_floor), int(size_cap))
+    return int(n_slots), int(next_id), bool(joined)
+
+
+def attach_rows_batch(items: list[tuple], *, attach_threshold: float, lenient_floor: float, size_cap: int,
+                      backend: str = "auto") -> list[tuple[int, int, bool]]:
+    """``attach_rows`` of many memories in one call (one C++ call on the ``cpu`` backend): each item
+    ``(x, rows, sums, counts, alive, ids, label, n_slots, next_id)`` as ``attach_rows`` takes them, one
+    item per memory (no two items' columns may be the same arrays). Returns ``(n_slots, next_id,
+    joined)`` per item, in order; every item is checked before any is edited."""
+    name = resolve_backend("attach_rows_batch", host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+    items = [_checked(*item) for item in items]
+    held = [id(a) for item in items for a in item[2:7]]
+    if len(set(held)) != len(held):
+        raise ValueError("attach_rows_batch: two items share a column array (one item per memory)")
+    out = implementation("attach_rows_batch", name)(items, float(attach_threshold), float(lenient_floor), int(size_cap))
+    return [(int(n), int(i), bool(j)) for n, i, j in out]
+
+
+def _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id) -> tuple:
+    """One memory's attach arguments, checked (rows as int64, the slot counts as ints)."""
     rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
     if x.ndim != 2 or x.dtype != np.float32:
         raise ValueError(f"x: expected [n, d] float32, got {x.dtype} of shape {x.shape}")
@@ -34,10 +58,7 @@ def attach_rows(x: np.ndarray, rows: np.ndarray, sums: np.ndarray, counts: np.nd
         raise ValueError(f"rows: expected node rows in [0, {x.shape[0]})")
     if n_slots + rows.size > sums.shape[0]:
         raise ValueError(f"sums: {sums.shape[0]} slots cannot take {rows.size} new ones after {n_slots}")
-    n_slots, next_id, joined = implementation("attach_rows", name)(
-        x, rows, sums, counts, alive, ids, label, int(n_slots), int(next_id), float(attach_threshold),
-        float(lenient_floor), int(size_cap))
-    return int(n_slots), int(next_id), bool(joined)
+    return x, rows, sums, counts, alive, ids, label, int(n_slots), int(next_id)
 
 
 def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.ndarray, n_slots: int, *, k: int,
@@ -61,4 +82,28 @@ def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.n
     return fn(live, idx, sim, counts, n_slots, k, tiny_size, merge_candidates, size_cap, pair_threshold)
 
 
-__all__ = ["attach_rows", "merge_pairs"]
+def merge_pairs_batch(items: list[tuple], *, tiny_size: int, merge_candidates: int, size_cap: int,
+                      pair_threshold: float, native: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``merge_pairs`` of many memories, as theme ids: each item ``(live, idx, sim, counts, ids, n_slots,
+    k)``, ``ids [cap]`` int64 the theme id of each slot. Returns (item [P], t ids [P], j ids [P]) int64:
+    item 0's pairs in its rule's order, then item 1's, ... One C++ call when the compiled module is
+    built (and ``native``) and every item is of the types ``merge_pairs`` runs natively, else
+    ``merge_pairs`` item by item."""
+    fn = compiled("merge_pairs_batch") if native else None
+    if fn is not None and type(pair_threshold) is float and all(
+            type(v) is int for v in (tiny_size, merge_candidates, size_cap)) and all(
+            live.dtype == np.int64 and idx.dtype == np.int32 and sim.dtype == np.float32 and counts.dtype == np.int64
+            and ids.dtype == np.int64 and type(n_slots) is int and type(k) is int
+            for live, idx, sim, counts, ids, n_slots, k in items):
+        return fn(items, tiny_size, merge_candidates, size_cap, pair_threshold)
+    owner, t_ids, j_ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for b, (live, idx, sim, counts, ids, n_slots, k) in enumerate(items):
+        t, j = merge_pairs(live, idx, sim, counts, n_slots, k=k, tiny_size=tiny_size, merge_candidates=merge_candidates,
+                           size_cap=size_cap, pair_threshold=pair_threshold, native=native)
+        owner.append(np.full(t.size, b, np.int64))
+        t_ids.append(np.asarray(ids[t], np.int64))
+        j_ids.append(np.asarray(ids[j], np.int64))
+    return np.concatenate(owner), np.concatenate(t_ids), np.concatenate(j_ids)
+
+
+__all__ = ["attach_rows", "attach_rows_batch", "merge_pairs", "merge_pairs_batch"]

@@ -1,4 +1,4 @@
-"""C++ CPU path of ``attach_rows`` (``xmemory_gpu._C.attach_rows``: the columns edited in place)."""
+"""C++ CPU paths of ``attach_rows`` and ``attach_rows_batch`` (``xmemory_gpu._C``: the columns edited in place)."""
 
 from __future__ import annotations
 
@@ -8,3 +8,9 @@ def attach_rows(x, rows, sums, counts, alive, ids, label, n_slots, next_id, atta
 
     return _C.attach_rows(x, rows, sums, counts, alive, ids, label, n_slots, next_id, attach_threshold, lenient_floor,
                           size_cap)
+
+
+def attach_rows_batch(items, attach_threshold, lenient_floor, size_cap):
+    from ... import _C
+
+    return _C.attach_rows_batch(items, attach_threshold, lenient_floor, size_cap)

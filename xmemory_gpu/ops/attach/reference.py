@@ -37,6 +37,11 @@ def attach_rows(x, rows, sums, counts, alive, ids, label, n_slots, next_id, atta
     return n_slots, next_id, attached
 
 
+def attach_rows_batch(items, attach_threshold, lenient_floor, size_cap):
+    """``attach_rows`` of each item (x, rows, sums, counts, alive, ids, label, n_slots, next_id) in turn."""
+    return [attach_rows(*item, attach_threshold, lenient_floor, size_cap) for item in items]
+
+
 def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.ndarray, n_slots: int, *, k: int,
                 tiny_size: int, merge_candidates: int, size_cap: int, pair_threshold: float) -> tuple[np.ndarray, np.ndarray]:
     """``ops.attach.merge_pairs`` in vectorised NumPy steps (the rule ``_C.merge_pairs`` is tested against)."""

@@ -98,8 +98,8 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
     if labels.size and int(labels.max()) >= 2**31:
         raise ValueError(f"labels must be below 2**31, got {int(labels.max())}")
     theme_off, theme_label, sums, counts, members = theme_sums(x, rows, labels, row_off, kept, native=native)
-    nrm = row_norms(sums)  # row by row: each row's bits as a block's own call
-    unit = np.divide(sums, nrm[:, None], out=np.zeros_like(sums), where=nrm[:, None] > 0)
+    nrm = row_norms(sums, native=native)  # row by row: each row's bits as a block's own call
+    unit = unit_rows(sums, native=native)  # sums / nrm (zero rows zero): the same norms, one pass
     top_idx, top_cos = top2_blocks(unit, theme_off, native=native)
     return _Blocks(row_off, theme_off, labels, theme_label, sums, counts, members, top_idx, top_cos,
                    _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
@@ -286,19 +286,20 @@ class PartitionState:
 
     # -- in-place updates ------------------------------------------------------------------------
     def apply(self, edits: Sequence[tuple[int, Sequence[int], Sequence[np.ndarray], Sequence[int]]], *,
-              check_groups: bool = True) -> None:
+              check: bool = True) -> None:
         """Apply edits in place, each ``(memory b, labels of the themes removed, groups of GLOBAL node
         rows, the new label of each group)``: a split, merge or move. The groups cover exactly the
-        removed themes' members (checked, ``ValueError`` otherwise, unless ``check_groups`` is False:
-        the theme stage's own edits, whose groups are cut from this state's members); a new label is
-        not one of the memory's remaining themes. Edits of one memory apply in order. Kept themes keep their sums; new ones are summed; the touched memories'
+        removed themes' members and a new label is none of the memory's remaining themes (both
+        checked, ``ValueError`` otherwise, unless ``check`` is False: the theme stage's own edits,
+        whose groups are cut from this state's members and whose labels are fresh ids). Edits of one
+        memory apply in order. Kept themes keep their sums; new ones are summed; the touched memories'
         blocks are redone in one ``_blocks`` call: the state equals ``from_labels`` on the edited labels."""
         if not edits:
             return
         labels: dict[int, np.ndarray] = {}
         removed: dict[int, set[int]] = {}
         count: dict[int, dict[int, int]] = {}  # memory -> its current themes' sizes
-        for c, (b, remove, groups, new) in enumerate(edits):
+        for c, (b, remove, groups, new) in enumerate(edits if check else ()):
             s = int(self.offsets[b])
             if b not in labels:
                 labels[b] = self.labels[s : int(self.offsets[b + 1])].copy()
@@ -310,7 +311,7 @@ class PartitionState:
             if any(t not in have for t in remove):
                 raise ValueError(f"edit {c}: memory {b} has no theme labelled {sorted(set(remove) - set(have))}")
             groups = [np.asarray(g, dtype=np.int64) - s for g in groups]
-            if check_groups and not _covers(lab, remove, sum(have[t] for t in remove), groups):
+            if not _covers(lab, remove, sum(have[t] for t in remove), groups):
                 raise ValueError(f"edit {c} (memory {b}): the groups must cover exactly the members of the removed themes")
             new = [int(t) for t in new]
             if len(new) != len(groups) or len(set(new)) != len(new) or min(new, default=0) < 0 \
@@ -322,6 +323,14 @@ class PartitionState:
                 lab[g] = t
                 if g.size:
                     have[t] = int(g.size)
+            removed[b].update(remove)
+        for b, remove, groups, new in (() if check else edits):  # trusted: the labels set, nothing asked
+            s = int(self.offsets[b])
+            if b not in labels:
+                labels[b] = self.labels[s : int(self.offsets[b + 1])].copy()
+                removed[b] = set()
+            for g, t in zip(groups, new):
+                labels[b][np.asarray(g, np.int64) - s] = t
             removed[b].update(remove)
         bs = sorted(labels)
         sizes = [int(self.offsets[b + 1] - self.offsets[b]) for b in bs]
@@ -377,8 +386,11 @@ class PartitionState:
         lab = self.theme_label[rows]
         keep = np.ones(len(rows), bool)
         gone = [(i << _KEY) | t for i, b in enumerate(bs) for t in (removed or {}).get(b, ())]
-        if gone:
-            keep = ~np.isin((np.repeat(np.arange(len(bs), dtype=np.int64), size) << _KEY) | lab, np.array(gone, np.int64))
+        if gone and len(rows):  # the (block, label) keys ascend: each removed old theme's row by one search
+            keys = (np.repeat(np.arange(len(bs), dtype=np.int64), size) << _KEY) | lab
+            want = np.array(gone, np.int64)
+            at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+            keep[at[keys[at] == want]] = False  # (a label opened and removed within one call is not there)
         return _Kept(off, lab, self.theme_sum[rows], keep, np.array(tails, np.int64))
 
     def _replace(self, bs: list[int], blocks: _Blocks, x: np.ndarray | None = None) -> None:
