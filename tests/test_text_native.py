@@ -66,3 +66,41 @@ def test_bad_input_is_refused_in_one_line():
         _C.keywords(["ok", 3], 4, STOPWORDS)
     with pytest.raises(TypeError, match="stop: expected a set"):
         _C.keywords(["ok"], 4, ["the"])
+
+
+class _Loud(str):
+    """A str whose f-string form is not its text (``__str__`` overridden), and equal to its text as a key."""
+
+    def __str__(self) -> str:
+        return "loud " + str.__str__(self)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_episode_parts_are_the_rule(seed):
+    """An episode's lines, keywords and speakers from one C++ call per conversation equal the rule as
+    written (``episode_parts_reference``) on fresh random messages: non-ASCII text, repeated and
+    equal-but-distinct speakers, str subclasses formatted as f-strings format them, spans of one message."""
+    from dataclasses import dataclass
+
+    from xmemory_gpu.construct.segment import episode_parts, episode_parts_reference
+
+    @dataclass
+    class M:
+        speaker: str
+        text: str
+
+    rng = np.random.default_rng(seed)
+    names = ["Ann", "Bob", "user", "assistant", "Zoë", _Loud("Ann"), "".join(["A", "nn"])]
+    for _ in range(30):
+        msgs = [M(names[int(rng.integers(0, len(names)))], t or "x") for t in _texts(rng, int(rng.integers(1, 30)))]
+        if rng.random() < 0.3:
+            msgs[0].text = _Loud(msgs[0].text)
+        cuts = sorted({0, len(msgs), *rng.integers(1, len(msgs) + 1, int(rng.integers(0, 5))).tolist()})
+        spans = list(zip(cuts[:-1], cuts[1:]))
+        got, want = episode_parts(msgs, spans), episode_parts_reference(msgs, spans)
+        assert got == want
+        assert [type(p[0]) for p in got] == [str] * len(spans)
+    with pytest.raises(ValueError, match="spans"):
+        episode_parts([M("a", "b")], [(0, 2)])
+    with pytest.raises(ValueError, match="spans"):
+        episode_parts([M("a", "b")], [(1, 1)])

@@ -201,42 +201,106 @@ PyObject* checked_str(const py::handle& text, const char* what) {
   return o;
 }
 
-// text.keywords in one call: the n most frequent words of texts longer than one letter and not in
-// `stop` (a set of str), ties to the first seen (Counter.most_common's order).
+// text.keywords' counting: the n most frequent words of texts longer than one letter and not in
+// `stop` (a set of str), ties to the first seen (Counter.most_common's order); each distinct word is
+// looked up in `stop` once per Keywords object (one episode or a conversation's episodes).
+class Keywords {
+ public:
+  explicit Keywords(const py::handle& stop) : stop_(stop) {
+    if (!PyAnySet_Check(stop.ptr())) throw py::type_error("stop: expected a set or frozenset of str");
+  }
+
+  // keywords of texts[0..m) (each a str; borrowed, held by the caller)
+  py::list of(PyObject* const* texts, Py_ssize_t m, int64_t n) {
+    struct Count {
+      int64_t count, first;
+    };
+    std::unordered_map<std::string, Count> counts;
+    std::vector<const std::string*> order;
+    for (Py_ssize_t i = 0; i < m; ++i) {
+      each_word(checked_str(texts[i], "texts[i]"), w_, [&](const std::string& word) {
+        if (word.size() < 2 || is_stop(word)) return;
+        auto [it, fresh] = counts.try_emplace(word, Count{0, static_cast<int64_t>(order.size())});
+        if (fresh) order.push_back(&it->first);
+        ++it->second.count;
+      });
+    }
+    std::vector<std::pair<int64_t, int64_t>> ranked;  // (-count, first)
+    ranked.reserve(order.size());
+    for (const std::string* word : order) {
+      const Count& c = counts.at(*word);
+      ranked.emplace_back(-c.count, c.first);
+    }
+    const size_t keep = n > 0 ? std::min(static_cast<size_t>(n), ranked.size()) : 0;
+    std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end());
+    py::list out;
+    for (size_t r = 0; r < keep; ++r) out.append(ascii_str(*order[static_cast<size_t>(ranked[r].second)]));
+    return out;
+  }
+
+ private:
+  bool is_stop(const std::string& word) {
+    auto st = stop_cache_.find(word);
+    if (st == stop_cache_.end()) {
+      const int hit = PySet_Contains(stop_.ptr(), ascii_str(word).ptr());
+      if (hit < 0) throw py::error_already_set();
+      st = stop_cache_.emplace(word, hit == 1).first;
+    }
+    return st->second;
+  }
+
+  py::handle stop_;
+  std::unordered_map<std::string, bool> stop_cache_;
+  std::string w_;
+};
+
+// text.keywords in one call (texts: a list, whose items the list holds while it is read).
 py::list py_keywords(const py::list& texts, int64_t n, const py::handle& stop) {
-  if (!PyAnySet_Check(stop.ptr())) throw py::type_error("stop: expected a set or frozenset of str");
-  struct Count {
-    int64_t count, first;
-  };
-  std::unordered_map<std::string, Count> counts;
-  std::unordered_map<std::string, bool> is_stop;  // each distinct word looked up in `stop` once
-  std::vector<const std::string*> order;
-  std::string w;
-  for (py::handle t : texts) {  // a list's items: borrowed from the list, which the caller holds
-    each_word(checked_str(t, "texts[i]"), w, [&](const std::string& word) {
-      if (word.size() < 2) return;
-      auto st = is_stop.find(word);
-      if (st == is_stop.end()) {
-        const int hit = PySet_Contains(stop.ptr(), ascii_str(word).ptr());
-        if (hit < 0) throw py::error_already_set();
-        st = is_stop.emplace(word, hit == 1).first;
-      }
-      if (st->second) return;
-      auto [it, fresh] = counts.try_emplace(word, Count{0, static_cast<int64_t>(order.size())});
-      if (fresh) order.push_back(&it->first);
-      ++it->second.count;
-    });
-  }
-  std::vector<std::pair<int64_t, int64_t>> ranked;  // (-count, first)
-  ranked.reserve(order.size());
-  for (const std::string* word : order) {
-    const Count& c = counts.at(*word);
-    ranked.emplace_back(-c.count, c.first);
-  }
-  const size_t keep = n > 0 ? std::min(static_cast<size_t>(n), ranked.size()) : 0;
-  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end());
+  Keywords kw(stop);
+  return kw.of(PySequence_Fast_ITEMS(texts.ptr()), PyList_GET_SIZE(texts.ptr()), n);
+}
+
+py::object steal(PyObject* o) {
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+// segment.episode_parts in one call per conversation: for each span [s, e) of `messages` (objects
+// with .speaker and .text), (text, keywords, speakers): the lines f"{speaker}: {text}" joined by
+// "\n" (each piece formatted as an f-string formats it), text.keywords of the texts (n, stop), and
+// " and ".join(dict.fromkeys(speakers)). The spans are (s, e) pairs, 0 <= s < e <= len(messages).
+py::list episode_parts(const py::list& messages, const py::sequence& spans, int64_t n, const py::handle& stop) {
+  Keywords kw(stop);
+  const Py_ssize_t n_msg = PyList_GET_SIZE(messages.ptr());
+  const py::str speaker_attr("speaker"), text_attr("text"), sep(": "), nl("\n"), and_(" and "), empty("");
   py::list out;
-  for (size_t r = 0; r < keep; ++r) out.append(ascii_str(*order[static_cast<size_t>(ranked[r].second)]));
+  for (const py::handle span : spans) {
+    const auto se = py::reinterpret_borrow<py::sequence>(span);
+    if (se.size() != 2) throw py::value_error("spans: expected (start, end) pairs");
+    const Py_ssize_t s = se[0].cast<Py_ssize_t>(), e = se[1].cast<Py_ssize_t>();
+    if (s < 0 || e <= s || e > n_msg) throw py::value_error("spans: expected 0 <= start < end <= len(messages)");
+    std::vector<py::object> held;  // the speakers and texts read, held while their views are used
+    std::vector<PyObject*> texts;
+    py::list pieces;
+    const py::object seen = steal(PyDict_New());
+    for (Py_ssize_t i = s; i < e; ++i) {
+      PyObject* m = PyList_GET_ITEM(messages.ptr(), i);
+      py::object sp = steal(PyObject_GetAttr(m, speaker_attr.ptr()));
+      py::object tx = steal(PyObject_GetAttr(m, text_attr.ptr()));
+      if (i > s) pieces.append(nl);
+      pieces.append(steal(PyObject_Format(sp.ptr(), empty.ptr())));
+      pieces.append(sep);
+      pieces.append(steal(PyObject_Format(tx.ptr(), empty.ptr())));
+      if (PyDict_SetDefault(seen.ptr(), sp.ptr(), Py_None) == nullptr) throw py::error_already_set();
+      texts.push_back(tx.ptr());
+      held.push_back(std::move(sp));
+      held.push_back(std::move(tx));
+    }
+    py::object text = steal(PyUnicode_Join(empty.ptr(), pieces.ptr()));
+    py::list words = kw.of(texts.data(), static_cast<Py_ssize_t>(texts.size()), n);
+    py::object speakers = steal(PyUnicode_Join(and_.ptr(), steal(PyDict_Keys(seen.ptr())).ptr()));
+    out.append(py::make_tuple(text, words, speakers));
+  }
   return out;
 }
 
@@ -260,6 +324,8 @@ void register_hashing(py::module_& m) {
         "text.words: lower-cased ASCII word runs [A-Za-z0-9][A-Za-z0-9'-]*, trailing ' and - cut");
   m.def("keywords", &py_keywords, py::arg("texts"), py::arg("n"), py::arg("stop"),
         "text.keywords: the n most frequent words longer than one letter and not in stop, ties to the first seen");
+  m.def("episode_parts", &episode_parts, py::arg("messages"), py::arg("spans"), py::arg("n"), py::arg("stop"),
+        "segment.episode_parts: per span, (lines joined, keywords, speakers joined), one call per conversation");
   m.def("blake2b64", [](const py::bytes& b) { return blake2b64(static_cast<std::string>(b)); }, py::arg("data"),
         "BLAKE2b with an 8-byte digest, as a little-endian integer (= hashlib.blake2b(data, digest_size=8))");
 }

@@ -14,7 +14,14 @@ import numpy as np
 from ..config import SegmentConfig
 from ..memory.records import Conversation, Episode, Message
 from ..ops.rows import drift_runs
-from ..text import PASSAGE_WORDS, embedding_text, fmt_date, keywords, passages  # noqa: F401 (re-exported)
+from ..text import PASSAGE_WORDS, STOPWORDS, embedding_text, fmt_date, keywords, passages  # noqa: F401 (re-exported)
+
+try:
+    from .._C import episode_parts as _native_episode_parts
+except ImportError:
+    _native_episode_parts = None
+
+EPISODE_KEYWORDS = 4  # content words in an episode's title
 
 
 @dataclass
@@ -119,24 +126,32 @@ def boundaries(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> lis
 
 def make_episodes(conv: Conversation, spans: list[tuple[int, int]]) -> list[Episode]:
     """Episodes whose text keeps the messages intact ("Speaker: text" lines) with an extractive title."""
+    msgs = conv.messages
     episodes = []
-    for eid, (s, e) in enumerate(spans):
-        msgs = conv.messages[s:e]
-        lines = [f"{m.speaker}: {m.text}" for m in msgs]
-        kw = keywords([m.text for m in msgs], 4)
-        speakers = " and ".join(dict.fromkeys(m.speaker for m in msgs))
-        title = f"{fmt_date(msgs[0].timestamp)}: {speakers} talk about {', '.join(kw) if kw else 'small talk'}"
-        episodes.append(
-            Episode(
-                id=eid,
-                title=title,
-                text="\n".join(lines),
-                message_ids=[m.id for m in msgs],
-                start=msgs[0].timestamp,
-                end=msgs[-1].timestamp,
-            )
-        )
+    for eid, ((s, e), (text, kw, speakers)) in enumerate(zip(spans, episode_parts(msgs, spans), strict=True)):
+        title = f"{fmt_date(msgs[s].timestamp)}: {speakers} talk about {', '.join(kw) if kw else 'small talk'}"
+        episodes.append(Episode(id=eid, title=title, text=text, message_ids=[m.id for m in msgs[s:e]],
+                                start=msgs[s].timestamp, end=msgs[e - 1].timestamp))
     return episodes
+
+
+def episode_parts_reference(messages: list[Message], spans: list[tuple[int, int]]) -> list[tuple[str, list[str], str]]:
+    """Per span [s, e) of ``messages``: (its "speaker: text" lines joined by newlines, ``keywords`` of
+    its texts (4), its distinct speakers in order joined by " and "): the rule as written."""
+    out = []
+    for s, e in spans:
+        msgs = messages[s:e]
+        out.append(("\n".join(f"{m.speaker}: {m.text}" for m in msgs), keywords([m.text for m in msgs], EPISODE_KEYWORDS),
+                    " and ".join(dict.fromkeys(m.speaker for m in msgs))))
+    return out
+
+
+def episode_parts(messages: list[Message], spans: list[tuple[int, int]]) -> list[tuple[str, list[str], str]]:
+    """``episode_parts_reference``, in one call of the compiled module per conversation when it is
+    built (``messages`` a list; spans non-empty and inside it)."""
+    if _native_episode_parts is None or type(messages) is not list:
+        return episode_parts_reference(messages, spans)
+    return _native_episode_parts(messages, spans, EPISODE_KEYWORDS, STOPWORDS)
 
 
 def episode_embeddings(spans: list[tuple[int, int]], msg_x: np.ndarray) -> np.ndarray:
