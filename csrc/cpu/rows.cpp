@@ -223,6 +223,65 @@ py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& 
   return out;
 }
 
+// The C library's pow, called as CPython's float ** calls it (through a pointer: GCC would turn
+// pow(x, 2.0) into x * x, which may round otherwise).
+double (*volatile const libm_pow)(double, double) = static_cast<double (*)(double, double)>(::pow);
+
+// The values of a block sorted ascending, NaN last (np.sort's order), and its median as
+// ops/objective/state.py _f_blocks takes it: the middle one, or the mean of the middle two.
+double median_of(std::vector<double>& v) {
+  std::sort(v.begin(), v.end(), [](double a, double b) { return a < b || (std::isnan(b) && !std::isnan(a)); });
+  const size_t k = v.size();
+  return k % 2 == 1 ? v[k / 2] : (v[(k - 1) / 2] + v[k / 2]) / 2;
+}
+
+// f(P) of every block (ops/objective/state.py _f_blocks, bit for bit): norms [T] the themes' sum
+// norms, counts [T], s [T] each theme's nearest cosine (0 in a block of one theme), theme_off [nb+1],
+// n [nb] node counts. Per block with themes and nodes, objective_from_parts' operations in its order:
+// medians as order statistics, sigma squared by the C library's pow as Python's float ** takes it,
+// exp the C library's (math.exp), the mean NumPy's pairwise sum of the block's terms / k; 0 elsewhere.
+py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norms,
+                             const py::array_t<int64_t, py::array::c_style>& counts,
+                             const py::array_t<double, py::array::c_style>& s, const py::array_t<int64_t, py::array::c_style>& theme_off,
+                             const py::array_t<int64_t, py::array::c_style>& n, double eps) {
+  if (norms.ndim() != 1 || counts.ndim() != 1 || s.ndim() != 1 || theme_off.ndim() != 1 || n.ndim() != 1 ||
+      counts.size() != norms.size() || s.size() != norms.size() || theme_off.size() != n.size() + 1)
+    throw py::value_error("f_blocks: expected norms, counts, s [T], theme_off [nb+1], n [nb]");
+  const int64_t nb = n.size(), total = norms.size();
+  const int64_t* o = theme_off.data();
+  for (int64_t b = 0; b < nb; ++b)
+    if (o[b] < 0 || o[b] > o[b + 1] || o[b + 1] > total) throw py::value_error("f_blocks: theme offsets outside the themes or decreasing");
+  py::array_t<double> out(nb);
+  double* f = out.mutable_data();
+  const double* nrm = norms.data();
+  const double* near = s.data();
+  const int64_t* cnt = counts.data();
+  const int64_t* nodes = n.data();
+  std::vector<double> sv, dev, term;
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t t0 = o[b], k = o[b + 1] - o[b];
+    f[b] = 0.0;
+    if (k <= 0 || nodes[b] <= 0) continue;
+    sv.assign(near + t0, near + t0 + k);
+    if (k == 1) sv[0] = 0.0;
+    dev = sv;
+    const double m = median_of(dev);
+    for (int64_t i = 0; i < k; ++i) dev[i] = std::fabs(sv[i] - m);
+    const double sigma = median_of(dev) + eps;
+    const double den = 2.0 * libm_pow(sigma, 2.0);
+    term.resize(static_cast<size_t>(k));
+    double sumsq = 0.0;  // integers: exact in any order
+    for (int64_t i = 0; i < k; ++i) {
+      const double z = sv[i] - m, c = static_cast<double>(cnt[t0 + i]);
+      term[i] = nrm[t0 + i] / c * std::exp(-(z * z) / den);
+      sumsq += c * c;
+    }
+    const double kd = static_cast<double>(k);
+    f[b] = static_cast<double>(nodes[b] * nodes[b]) / (kd * sumsq) + pairwise(term.data(), k, [](double a) { return a; }) / kd;
+  }
+  return out;
+}
+
 // Row norms of x [m, d] float64 (ops/rows.py row_norms: np.sqrt(np.add.reduce(x * x, axis=1)), bit
 // for bit) and, with `unit`, the rows divided by them (zero where the norm is not > 0, as
 // np.divide(..., where=norm > 0) into zeros), as float64 or rounded to float32.
@@ -425,6 +484,8 @@ void register_rows(py::module_& m) {
         "the starts of segment.boundary_runs' runs: hard cuts, then drift from the run's sum by dot4 cosine");
   m.def("top2_blocks", &top2_blocks, py::arg("unit"), py::arg("theme_off"),
         "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
+  m.def("f_blocks", &f_blocks, py::arg("norms"), py::arg("counts"), py::arg("s"), py::arg("theme_off"), py::arg("n"), py::arg("eps"),
+        "f(P) of every block from its themes' sum norms, counts and nearest cosines (ops/objective/state.py _f_blocks)");
   m.def("segment_sums", &segment_sums, py::arg("v"), py::arg("off"),
         "np.sum of each segment v[off[b]:off[b+1]] of v [n] float64, bit for bit (NumPy's pairwise sum)");
   m.def("row_norms", &row_norms_c, py::arg("x"), py::arg("unit"), py::arg("f32"),

@@ -64,13 +64,14 @@ def test_implemented_backends():
            "token_entropy_logprob")
     columns = ("pack_arrays", "join_utf8", "split_utf8", "container_views", "values_ok")
     assert set(bk.registered_ops()) == set(ops) | {"spherical_kmeans", "rowwise_linear", "feature_counts",
-                                                       "attach_rows", *columns}
+                                                       "attach_rows", "attach_rows_batch", *columns}
     for op in ops:  # every family has all four (entropy's cpu / cuda are torch's compiled kernels)
         assert implemented_backends(op) == ("reference", "cpu", "triton", "cuda"), op
     assert implemented_backends("spherical_kmeans") == ("reference", "cpu")  # host only: a theme is tens of rows
     assert implemented_backends("rowwise_linear") == ("reference", "cpu")  # host only: the CPU encoder's layers
     assert implemented_backends("feature_counts") == ("reference", "cpu")  # host only: the hashing embedder
     assert implemented_backends("attach_rows") == ("reference", "cpu")  # host only: one memory's attach loop
+    assert implemented_backends("attach_rows_batch") == ("reference", "cpu")  # many memories' attach loops in one call
     for op in columns:  # host only: the store's file format
         assert implemented_backends(op) == ("reference", "cpu"), op
     with pytest.raises(ValueError, match="unknown op 'knn'"):

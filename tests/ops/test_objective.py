@@ -799,3 +799,37 @@ def test_theme_sums_in_cpp_refuse_what_does_not_fit():
         _C.theme_blocks(x, np.array([0]), np.array([-1]), np.array([0, 1]), np.array([0, 0]), e, *kept)
     with pytest.raises(ValueError, match="offsets"):
         _C.theme_blocks(x, np.array([0]), np.array([0]), np.array([0, 2]), np.array([0, 0]), e, *kept)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_f_blocks_are_objective_from_parts_per_block(seed):
+    """f(P) of many blocks at once (the C++ pass and its NumPy steps) is ``objective_from_parts`` of
+    each block to the bit: blocks of one theme, none, no nodes, tied and zero cosines, odd and even sizes."""
+    from xmemory_gpu.ops.objective.state import _f_blocks, objective_from_parts
+
+    rng = np.random.default_rng(seed)
+    k = rng.integers(0, 9, int(rng.integers(1, 12)))
+    off = np.concatenate([[0], np.cumsum(k)]).astype(np.int64)
+    total = int(off[-1])
+    counts = rng.integers(1, 30, total).astype(np.int64)
+    norms = counts * rng.uniform(0.2, 1.0, total)
+    s = rng.choice(np.array([0.0, -0.0, 0.25, 0.5, 0.5, 0.9, -0.3]), total) if seed % 2 else rng.uniform(-1, 1, total)
+    n = np.array([int(counts[a:b].sum()) for a, b in zip(off[:-1], off[1:])], np.int64)
+    n[rng.random(len(n)) < 0.2] = 0  # a block whose nodes are not counted: f is 0
+    eps = 1e-8
+    got = [_f_blocks(norms, counts, s, off, n, eps, native=native) for native in (True, False)]
+    for b in range(len(k)):
+        a, e = int(off[b]), int(off[b + 1])
+        want = objective_from_parts(norms[a:e], counts[a:e], s[a:e] if e - a > 1 else np.zeros(1), int(n[b]), eps) \
+            if e > a and n[b] else 0.0
+        assert got[0][b] == want and got[1][b] == want, (b, got[0][b], got[1][b], want)
+
+
+def test_libm_exp_is_the_c_librarys():
+    import math
+
+    from xmemory_gpu.ops.objective.state import libm_exp
+
+    v = np.random.default_rng(0).uniform(-40, 1, (7, 11))
+    got = libm_exp(v)
+    assert got.shape == v.shape and all(g == math.exp(t) for g, t in zip(got.ravel().tolist(), v.ravel().tolist()))

@@ -17,6 +17,7 @@ from zero, so a kept, continued or fresh sum is bit-identical to ``from_labels``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,13 @@ def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> flo
     return objective_from_parts(norms, counts, cos.max(axis=1) if k > 1 else np.zeros(1), n, eps)
 
 
+def libm_exp(v: np.ndarray) -> np.ndarray:
+    """exp of each element by the C library (``math.exp``), as the C++ paths take it: NumPy's own
+    exp is vectorised per ISA (AVX-512's rounds about 5% of arguments otherwise than AVX2's), which
+    would make f(P), and a near-tie between two merges, depend on the CPU."""
+    return np.array([math.exp(t) for t in np.asarray(v, np.float64).reshape(-1).tolist()]).reshape(np.shape(v))
+
+
 def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n: int, eps: float) -> float:
     """f(P) from the themes' sum norms [K], counts [K] and nearest-centroid cosines s [K]."""
     k = len(counts)
@@ -48,7 +56,7 @@ def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n
     cohesion = norms / counts
     m = float(np.median(s))
     sigma = float(np.median(np.abs(s - m))) + eps
-    return n * n / (k * float(np.sum(counts.astype(np.float64) ** 2))) + float(np.mean(cohesion * np.exp(-((s - m) ** 2) / (2 * sigma**2))))
+    return n * n / (k * float(np.sum(counts.astype(np.float64) ** 2))) + float(np.mean(cohesion * libm_exp(-((s - m) ** 2) / (2 * sigma**2))))
 
 
 _KEY = 32  # (block, label) sort keys: block << 32 | label (labels are below 2**31)
@@ -102,7 +110,7 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
     unit = unit_rows(sums, native=native)  # sums / nrm (zero rows zero): the same norms, one pass
     top_idx, top_cos = top2_blocks(unit, theme_off, native=native)
     return _Blocks(row_off, theme_off, labels, theme_label, sums, counts, members, top_idx, top_cos,
-                   _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps))
+                   _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps, native=native))
 
 
 def theme_sums(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.ndarray, kept: _Kept | None = None, *,
@@ -181,11 +189,17 @@ def top2_blocks(unit: np.ndarray, theme_off: np.ndarray, *, native: bool = True)
 
 
 def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray,
-              eps: float) -> np.ndarray:
+              eps: float, *, native: bool = True) -> np.ndarray:
     """``objective_from_parts`` of every block at once, bit for bit: norms [T], counts [T], s [T] each theme's nearest
     cosine (its block's s is 0 where the block has one theme), theme_off [nb+1], n [nb] node counts.
     Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
-    elementwise, and each block's mean one ``sum`` over its slice, as ``np.mean`` sums."""
+    elementwise, and each block's mean one ``sum`` over its slice, as ``np.mean`` sums. One C++ pass
+    (``csrc/cpu/rows.cpp``) when the compiled module is built (and ``native``), else these NumPy steps."""
+    fn = compiled("f_blocks") if native else None
+    if fn is not None:
+        i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+        return fn(np.ascontiguousarray(norms, dtype=np.float64), i64(counts), np.ascontiguousarray(s, dtype=np.float64),
+                  i64(theme_off), i64(n), float(eps))
     nb = len(theme_off) - 1
     k = np.diff(theme_off)
     f = np.zeros(nb)
@@ -205,8 +219,8 @@ def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: n
     m = median(s)
     sigma = median(np.abs(s - m[t_blk])) + eps
     den = np.array([2 * float(v) ** 2 for v in sigma.tolist()])  # Python float powers, as objective_from_parts takes them
-    term = norms / counts * np.exp(-((s - m[t_blk]) ** 2) / den[t_blk])
-    sumsq = np.add.reduceat((counts.astype(np.float64) ** 2), theme_off[live])  # integers: exact in any order
+    term = norms / counts * libm_exp(-((s - m[t_blk]) ** 2) / den[t_blk])
+    sumsq = segment_sums(counts.astype(np.float64) ** 2, theme_off, native=False)[live]  # integers: exact in any order
     # per block, as the per-memory code's Python floats: n * n / (k * sumsq) + sum(term) / k, the sum
     # np.sum's (pairwise) over the block's slice; each operation one IEEE rounding either way
     nl, kl = n[live].astype(np.int64), k[live].astype(np.int64)
