@@ -88,11 +88,12 @@ def test_episode_parts_are_the_rule(seed):
     class M:
         speaker: str
         text: str
+        id: str = "m"
 
     rng = np.random.default_rng(seed)
     names = ["Ann", "Bob", "user", "assistant", "Zoë", _Loud("Ann"), "".join(["A", "nn"])]
     for _ in range(30):
-        msgs = [M(names[int(rng.integers(0, len(names)))], t or "x") for t in _texts(rng, int(rng.integers(1, 30)))]
+        msgs = [M(names[int(rng.integers(0, len(names)))], t or "x", f"D{i}") for i, t in enumerate(_texts(rng, int(rng.integers(1, 30))))]
         if rng.random() < 0.3:
             msgs[0].text = _Loud(msgs[0].text)
         cuts = sorted({0, len(msgs), *rng.integers(1, len(msgs) + 1, int(rng.integers(0, 5))).tolist()})

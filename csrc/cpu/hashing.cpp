@@ -266,13 +266,14 @@ py::object steal(PyObject* o) {
 }
 
 // segment.episode_parts in one call per conversation: for each span [s, e) of `messages` (objects
-// with .speaker and .text), (text, keywords, speakers): the lines f"{speaker}: {text}" joined by
-// "\n" (each piece formatted as an f-string formats it), text.keywords of the texts (n, stop), and
-// " and ".join(dict.fromkeys(speakers)). The spans are (s, e) pairs, 0 <= s < e <= len(messages).
+// with .id, .speaker and .text), (text, keywords, speakers, ids): the lines f"{speaker}: {text}"
+// joined by "\n" (each piece formatted as an f-string formats it), text.keywords of the texts (n,
+// stop), " and ".join(dict.fromkeys(speakers)) and the list of the ids. The spans are (s, e) pairs,
+// 0 <= s < e <= len(messages).
 py::list episode_parts(const py::list& messages, const py::sequence& spans, int64_t n, const py::handle& stop) {
   Keywords kw(stop);
   const Py_ssize_t n_msg = PyList_GET_SIZE(messages.ptr());
-  const py::str speaker_attr("speaker"), text_attr("text"), sep(": "), nl("\n"), and_(" and "), empty("");
+  const py::str id_attr("id"), speaker_attr("speaker"), text_attr("text"), sep(": "), nl("\n"), and_(" and "), empty("");
   py::list out;
   for (const py::handle span : spans) {
     const auto se = py::reinterpret_borrow<py::sequence>(span);
@@ -281,10 +282,11 @@ py::list episode_parts(const py::list& messages, const py::sequence& spans, int6
     if (s < 0 || e <= s || e > n_msg) throw py::value_error("spans: expected 0 <= start < end <= len(messages)");
     std::vector<py::object> held;  // the speakers and texts read, held while their views are used
     std::vector<PyObject*> texts;
-    py::list pieces;
+    py::list pieces, ids;
     const py::object seen = steal(PyDict_New());
     for (Py_ssize_t i = s; i < e; ++i) {
       PyObject* m = PyList_GET_ITEM(messages.ptr(), i);
+      ids.append(steal(PyObject_GetAttr(m, id_attr.ptr())));
       py::object sp = steal(PyObject_GetAttr(m, speaker_attr.ptr()));
       py::object tx = steal(PyObject_GetAttr(m, text_attr.ptr()));
       if (i > s) pieces.append(nl);
@@ -299,7 +301,7 @@ py::list episode_parts(const py::list& messages, const py::sequence& spans, int6
     py::object text = steal(PyUnicode_Join(empty.ptr(), pieces.ptr()));
     py::list words = kw.of(texts.data(), static_cast<Py_ssize_t>(texts.size()), n);
     py::object speakers = steal(PyUnicode_Join(and_.ptr(), steal(PyDict_Keys(seen.ptr())).ptr()));
-    out.append(py::make_tuple(text, words, speakers));
+    out.append(py::make_tuple(text, words, speakers, ids));
   }
   return out;
 }
@@ -325,7 +327,7 @@ void register_hashing(py::module_& m) {
   m.def("keywords", &py_keywords, py::arg("texts"), py::arg("n"), py::arg("stop"),
         "text.keywords: the n most frequent words longer than one letter and not in stop, ties to the first seen");
   m.def("episode_parts", &episode_parts, py::arg("messages"), py::arg("spans"), py::arg("n"), py::arg("stop"),
-        "segment.episode_parts: per span, (lines joined, keywords, speakers joined), one call per conversation");
+        "segment.episode_parts: per span, (lines joined, keywords, speakers joined, ids), one call per conversation");
   m.def("blake2b64", [](const py::bytes& b) { return blake2b64(static_cast<std::string>(b)); }, py::arg("data"),
         "BLAKE2b with an 8-byte digest, as a little-endian integer (= hashlib.blake2b(data, digest_size=8))");
 }

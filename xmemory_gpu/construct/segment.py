@@ -128,25 +128,26 @@ def make_episodes(conv: Conversation, spans: list[tuple[int, int]]) -> list[Epis
     """Episodes whose text keeps the messages intact ("Speaker: text" lines) with an extractive title."""
     msgs = conv.messages
     episodes = []
-    for eid, ((s, e), (text, kw, speakers)) in enumerate(zip(spans, episode_parts(msgs, spans), strict=True)):
+    for eid, ((s, e), (text, kw, speakers, ids)) in enumerate(zip(spans, episode_parts(msgs, spans), strict=True)):
         title = f"{fmt_date(msgs[s].timestamp)}: {speakers} talk about {', '.join(kw) if kw else 'small talk'}"
-        episodes.append(Episode(id=eid, title=title, text=text, message_ids=[m.id for m in msgs[s:e]],
-                                start=msgs[s].timestamp, end=msgs[e - 1].timestamp))
+        episodes.append(Episode(id=eid, title=title, text=text, message_ids=ids, start=msgs[s].timestamp,
+                                end=msgs[e - 1].timestamp))
     return episodes
 
 
-def episode_parts_reference(messages: list[Message], spans: list[tuple[int, int]]) -> list[tuple[str, list[str], str]]:
+def episode_parts_reference(messages: list[Message], spans: list[tuple[int, int]]
+                            ) -> list[tuple[str, list[str], str, list[str]]]:
     """Per span [s, e) of ``messages``: (its "speaker: text" lines joined by newlines, ``keywords`` of
-    its texts (4), its distinct speakers in order joined by " and "): the rule as written."""
+    its texts (4), its distinct speakers in order joined by " and ", its message ids): the rule as written."""
     out = []
     for s, e in spans:
         msgs = messages[s:e]
         out.append(("\n".join(f"{m.speaker}: {m.text}" for m in msgs), keywords([m.text for m in msgs], EPISODE_KEYWORDS),
-                    " and ".join(dict.fromkeys(m.speaker for m in msgs))))
+                    " and ".join(dict.fromkeys(m.speaker for m in msgs)), [m.id for m in msgs]))
     return out
 
 
-def episode_parts(messages: list[Message], spans: list[tuple[int, int]]) -> list[tuple[str, list[str], str]]:
+def episode_parts(messages: list[Message], spans: list[tuple[int, int]]) -> list[tuple[str, list[str], str, list[str]]]:
     """``episode_parts_reference``, in one call of the compiled module per conversation when it is
     built (``messages`` a list; spans non-empty and inside it)."""
     if _native_episode_parts is None or type(messages) is not list:
