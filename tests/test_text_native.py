@@ -105,3 +105,36 @@ def test_episode_parts_are_the_rule(seed):
         episode_parts([M("a", "b")], [(0, 2)])
     with pytest.raises(ValueError, match="spans"):
         episode_parts([M("a", "b")], [(1, 1)])
+
+
+def test_episode_parts_survive_code_that_edits_the_messages():
+    """A message's getter that empties the caller's list, and spans given as a NumPy array (whose rows
+    are fresh objects): no freed object is read, the span read is the rule's ``messages[s:e]``."""
+    from xmemory_gpu.construct.segment import episode_parts, episode_parts_reference
+
+    def messages():
+        msgs: list = []
+
+        class M:
+            def __init__(self, i: int) -> None:
+                self.id, self.text = f"m{i}", f"hello world {i}"
+
+            @property
+            def speaker(self) -> str:
+                msgs.clear()
+                return "Ann"
+
+        msgs.extend(M(i) for i in range(50))
+        return msgs
+
+    assert episode_parts(messages(), [(0, 50)]) == episode_parts_reference(messages(), [(0, 50)])
+    with pytest.raises(ValueError, match="spans"):  # the list is empty by the second span: refused, not read
+        episode_parts(messages(), [(0, 25), (25, 50)])
+
+    class N:
+        def __init__(self, i: int) -> None:
+            self.id, self.speaker, self.text = f"n{i}", "Bo", f"text {i}"
+
+    msgs = [N(i) for i in range(6)]
+    spans = np.array([[0, 2], [2, 6]])
+    assert episode_parts(msgs, spans) == episode_parts_reference(msgs, [(0, 2), (2, 6)])

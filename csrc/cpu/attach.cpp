@@ -44,11 +44,20 @@ struct Columns {
   bool attached = false;
 };
 
+// An edited column as the array it is: anything else (a list, which pybind would copy into a new
+// array whose edits nobody sees) is refused.
+py::array column(const py::handle& h, const char* name) {
+  if (!py::isinstance<py::array>(h))
+    throw std::invalid_argument(std::string(name) + ": expected a NumPy array (the column is edited in place)");
+  return py::reinterpret_borrow<py::array>(h);
+}
+
 Columns checked(py::array_t<float, py::array::c_style | py::array::forcecast> x,
-                py::array_t<int64_t, py::array::c_style | py::array::forcecast> rows, py::array sums_a, py::array counts_a,
-                py::array alive_a, py::array ids_a, py::array label_a, int64_t n_slots, int64_t next_id) {
-  Columns c{std::move(x), std::move(rows), std::move(sums_a), std::move(counts_a), std::move(alive_a), std::move(ids_a),
-            std::move(label_a)};
+                py::array_t<int64_t, py::array::c_style | py::array::forcecast> rows, const py::handle& sums_a,
+                const py::handle& counts_a, const py::handle& alive_a, const py::handle& ids_a, const py::handle& label_a,
+                int64_t n_slots, int64_t next_id) {
+  Columns c{std::move(x), std::move(rows), column(sums_a, "sums"), column(counts_a, "counts"), column(alive_a, "alive"),
+            column(ids_a, "ids"), column(label_a, "label")};
   if (c.x.ndim() != 2) throw std::invalid_argument("x must be [n, d]");
   c.n = c.x.shape(0), c.d = c.x.shape(1), c.m = c.rows.size();
   c.sums = writable<double>(c.sums_a, "sums", 2);
@@ -60,7 +69,8 @@ Columns checked(py::array_t<float, py::array::c_style | py::array::forcecast> x,
   if (c.sums_a.shape(1) != c.d || c.counts_a.shape(0) != c.cap || c.alive_a.shape(0) != c.cap || c.ids_a.shape(0) != c.cap)
     throw std::invalid_argument("sums [cap, d], counts, alive and ids [cap] must agree");
   if (c.label_a.shape(0) != c.n) throw std::invalid_argument("label must be [n]");
-  if (n_slots < 0 || n_slots + c.m > c.cap) throw std::invalid_argument("the columns need room for one new slot per row");
+  if (n_slots < 0 || c.m > c.cap || n_slots > c.cap - c.m)
+    throw std::invalid_argument("the columns need room for one new slot per row");
   c.X = c.x.data();
   c.R = c.rows.data();
   for (int64_t j = 0; j < c.m; ++j)
@@ -114,11 +124,11 @@ void attach(Columns& c, double attach_threshold, double lenient_floor, int64_t s
 
 // (n_slots, next_id, attached) of one memory after attaching its rows.
 py::tuple attach_rows(py::array_t<float, py::array::c_style | py::array::forcecast> x,
-                      py::array_t<int64_t, py::array::c_style | py::array::forcecast> rows, py::array sums_a,
-                      py::array counts_a, py::array alive_a, py::array ids_a, py::array label_a, int64_t n_slots,
-                      int64_t next_id, double attach_threshold, double lenient_floor, int64_t size_cap) {
-  Columns c = checked(std::move(x), std::move(rows), std::move(sums_a), std::move(counts_a), std::move(alive_a),
-                      std::move(ids_a), std::move(label_a), n_slots, next_id);
+                      py::array_t<int64_t, py::array::c_style | py::array::forcecast> rows, const py::object& sums_a,
+                      const py::object& counts_a, const py::object& alive_a, const py::object& ids_a,
+                      const py::object& label_a, int64_t n_slots, int64_t next_id, double attach_threshold,
+                      double lenient_floor, int64_t size_cap) {
+  Columns c = checked(std::move(x), std::move(rows), sums_a, counts_a, alive_a, ids_a, label_a, n_slots, next_id);
   {
     py::gil_scoped_release nogil;
     attach(c, attach_threshold, lenient_floor, size_cap);
@@ -132,13 +142,13 @@ py::tuple attach_rows(py::array_t<float, py::array::c_style | py::array::forceca
 py::list attach_rows_batch(const py::sequence& items, double attach_threshold, double lenient_floor, int64_t size_cap) {
   std::vector<Columns> cols;
   cols.reserve(items.size());
-  for (const py::handle item : items) {
+  for (const py::object item : items) {
     const auto t = py::reinterpret_borrow<py::sequence>(item);
     if (t.size() != 9) throw std::invalid_argument("attach_rows_batch: each item is (x, rows, sums, counts, alive, ids, label, n_slots, next_id)");
     cols.push_back(checked(t[0].cast<py::array_t<float, py::array::c_style | py::array::forcecast>>(),
                            t[1].cast<py::array_t<int64_t, py::array::c_style | py::array::forcecast>>(),
-                           t[2].cast<py::array>(), t[3].cast<py::array>(), t[4].cast<py::array>(), t[5].cast<py::array>(),
-                           t[6].cast<py::array>(), t[7].cast<int64_t>(), t[8].cast<int64_t>()));
+                           py::object(t[2]), py::object(t[3]), py::object(t[4]), py::object(t[5]), py::object(t[6]),
+                           t[7].cast<int64_t>(), t[8].cast<int64_t>()));
   }
   {
     py::gil_scoped_release nogil;
@@ -229,7 +239,7 @@ py::tuple merge_pairs_batch(const py::sequence& items, int64_t tiny_size, int64_
                             double pair_threshold) {
   std::vector<int64_t> owner, t_ids, j_ids, ts, js;
   int64_t b = 0;
-  for (const py::handle h : items) {
+  for (const py::object h : items) {
     const auto t = py::reinterpret_borrow<py::sequence>(h);
     if (t.size() != 7) throw std::invalid_argument("merge_pairs_batch: each item is (live, idx, sim, counts, ids, n_slots, k)");
     const auto live = t[0].cast<py::array_t<int64_t, py::array::c_style>>();

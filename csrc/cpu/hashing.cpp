@@ -272,24 +272,27 @@ py::object steal(PyObject* o) {
 // 0 <= s < e <= len(messages).
 py::list episode_parts(const py::list& messages, const py::sequence& spans, int64_t n, const py::handle& stop) {
   Keywords kw(stop);
-  const Py_ssize_t n_msg = PyList_GET_SIZE(messages.ptr());
   const py::str id_attr("id"), speaker_attr("speaker"), text_attr("text"), sep(": "), nl("\n"), and_(" and "), empty("");
   py::list out;
-  for (const py::handle span : spans) {
+  for (const py::object span : spans) {
     const auto se = py::reinterpret_borrow<py::sequence>(span);
     if (se.size() != 2) throw py::value_error("spans: expected (start, end) pairs");
     const Py_ssize_t s = se[0].cast<Py_ssize_t>(), e = se[1].cast<Py_ssize_t>();
-    if (s < 0 || e <= s || e > n_msg) throw py::value_error("spans: expected 0 <= start < end <= len(messages)");
+    if (s < 0 || e <= s || e > PyList_GET_SIZE(messages.ptr()))
+      throw py::value_error("spans: expected 0 <= start < end <= len(messages)");
+    // the span's messages, held (as the rule's messages[s:e]): code run below (a getter, __format__,
+    // __eq__) may edit the caller's list
+    const py::object msgs = steal(PyList_GetSlice(messages.ptr(), s, e));
     std::vector<py::object> held;  // the speakers and texts read, held while their views are used
     std::vector<PyObject*> texts;
     py::list pieces, ids;
     const py::object seen = steal(PyDict_New());
-    for (Py_ssize_t i = s; i < e; ++i) {
-      PyObject* m = PyList_GET_ITEM(messages.ptr(), i);
+    for (Py_ssize_t i = 0; i < e - s; ++i) {
+      PyObject* m = PyList_GET_ITEM(msgs.ptr(), i);
       ids.append(steal(PyObject_GetAttr(m, id_attr.ptr())));
       py::object sp = steal(PyObject_GetAttr(m, speaker_attr.ptr()));
       py::object tx = steal(PyObject_GetAttr(m, text_attr.ptr()));
-      if (i > s) pieces.append(nl);
+      if (i > 0) pieces.append(nl);
       pieces.append(steal(PyObject_Format(sp.ptr(), empty.ptr())));
       pieces.append(sep);
       pieces.append(steal(PyObject_Format(tx.ptr(), empty.ptr())));

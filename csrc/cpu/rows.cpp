@@ -277,7 +277,8 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
       sumsq += c * c;
     }
     const double kd = static_cast<double>(k);
-    f[b] = static_cast<double>(nodes[b] * nodes[b]) / (kd * sumsq) + pairwise(term.data(), k, [](double a) { return a; }) / kd;
+    const auto nn = static_cast<int64_t>(static_cast<uint64_t>(nodes[b]) * static_cast<uint64_t>(nodes[b]));  // NumPy's wrap
+    f[b] = static_cast<double>(nn) / (kd * sumsq) + pairwise(term.data(), k, [](double a) { return a; }) / kd;
   }
   return out;
 }
@@ -439,7 +440,7 @@ py::tuple live_rows(const py::sequence& items, int64_t d) {
   };
   std::vector<Item> its;
   its.reserve(items.size());
-  for (const py::handle h : items) {
+  for (const py::object h : items) {
     const auto t = py::reinterpret_borrow<py::sequence>(h);
     if (t.size() != 3) throw py::value_error("live_rows: each item is (alive, sums, n_slots)");
     Item it{t[0].cast<py::array_t<bool, py::array::c_style>>(), t[1].cast<py::array_t<double, py::array::c_style>>(),

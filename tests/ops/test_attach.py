@@ -118,10 +118,49 @@ def test_bad_columns_are_refused(backend):
     with pytest.raises(ValueError, match="x: expected"):
         attach_rows(x.astype(np.float64), np.array([0]), *cols.values(), label, 0, 0, attach_threshold=0.5,
                     lenient_floor=0.5, size_cap=4, backend=backend)
-    if backend == "cpu":
-        with pytest.raises(ValueError, match="counts"):
-            attach_rows(x, np.array([0]), cols["sums"], cols["counts"].astype(np.int32), cols["alive"], cols["ids"], label, 0, 0,
+    # columns every backend refuses before editing anything: another dtype, a list (its copy's edits
+    # would be lost), read-only, a view with gaps, a short label
+    read_only = cols["alive"].copy()
+    read_only.flags.writeable = False
+    for name, bad in [("counts", cols["counts"].astype(np.int32)), ("counts", [0, 0]), ("alive", read_only),
+                      ("ids", np.zeros(4, np.int64)[::2]), ("sums", cols["sums"].astype(np.float32)),
+                      ("label", np.full(2, -1, np.int64))]:
+        args = {**cols, "label": label, name: bad}
+        with pytest.raises(ValueError, match=name):
+            attach_rows(x, np.array([0]), args["sums"], args["counts"], args["alive"], args["ids"], args["label"], 0, 0,
                         attach_threshold=0.5, lenient_floor=0.5, size_cap=4, backend=backend)
+        assert (label == -1).all() and not cols["alive"].any()
+
+
+@needs_cpu
+def test_compiled_attach_refuses_what_it_cannot_edit_in_place():
+    """The compiled functions themselves (without the Python checks): a list column is refused, not
+    copied and edited unseen, and a slot count near 2**63 does not overflow the room check."""
+    from xmemory_gpu import _C
+
+    x = np.eye(3, dtype=np.float32)
+    sums, counts, alive, ids, label = np.zeros((4, 3)), [0, 0, 0, 0], np.zeros(4, bool), np.full(4, -1), np.full(3, -1)
+    with pytest.raises(ValueError, match="counts: expected a NumPy array"):
+        _C.attach_rows_batch([(x, np.array([0, 1]), sums, counts, alive, ids, label, 0, 0)], 0.5, 0.5, 4)
+    with pytest.raises(ValueError, match="counts: expected a NumPy array"):
+        _C.attach_rows(x, np.array([0, 1]), sums, counts, alive, ids, label, 0, 0, 0.5, 0.5, 4)
+    assert not alive.any() and (label == -1).all()
+    with pytest.raises(ValueError, match="room"):
+        _C.attach_rows_batch([(x, np.array([0]), sums, np.zeros(4, np.int64), alive, ids, label, 2**63 - 1, 0)], 0.5, 0.5, 4)
+
+
+def test_a_nan_cosine_is_never_the_nearest_on_either_backend():
+    """A theme whose sum holds a NaN: the C++ loop's comparison (a later slot wins only when strictly
+    more similar) and the reference pick alike."""
+    for first_nan in (False, True):
+        got = []
+        for backend in BACKENDS:
+            x = np.array([[1, 0]], np.float32)
+            sums = np.array([[np.nan, 1], [1, 0], [0, 0]], float) if first_nan else np.array([[1, 0], [np.nan, 1], [0, 0]], float)
+            cols = [sums, np.ones(3, np.int64), np.array([True, True, False]), np.array([7, 8, -1]), np.full(1, -1)]
+            got.append((attach_rows(x, np.array([0]), *cols, 2, 9, attach_threshold=0.5, lenient_floor=0.5, size_cap=4,
+                                    backend=backend), cols[4].tolist(), cols[1].tolist()))
+        assert all(g == got[0] for g in got), got
 
 
 def _theme_graph(rng: np.random.Generator, n_slots: int, cols: int):

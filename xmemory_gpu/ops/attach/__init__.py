@@ -49,15 +49,30 @@ def attach_rows_batch(items: list[tuple], *, attach_threshold: float, lenient_fl
     return [(int(n), int(i), bool(j)) for n, i, j in out]
 
 
+_COLUMNS = (("sums", np.float64, 2), ("counts", np.int64, 1), ("alive", np.bool_, 1), ("ids", np.int64, 1),
+            ("label", np.int64, 1))  # the columns edited in place: (name, dtype, ndim)
+
+
 def _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id) -> tuple:
-    """One memory's attach arguments, checked (rows as int64, the slot counts as ints)."""
+    """One memory's attach arguments, checked alike for every backend before anything is edited (rows
+    as int64, the slot counts as ints); ``ValueError`` naming the argument otherwise."""
     rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-    if x.ndim != 2 or x.dtype != np.float32:
-        raise ValueError(f"x: expected [n, d] float32, got {x.dtype} of shape {x.shape}")
+    if not isinstance(x, np.ndarray) or x.ndim != 2 or x.dtype != np.float32:
+        raise ValueError(f"x: expected [n, d] float32, got {getattr(x, 'dtype', type(x).__name__)} of shape {np.shape(x)}")
+    for (name, dtype, ndim), a in zip(_COLUMNS, (sums, counts, alive, ids, label)):
+        if not (isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == ndim and a.flags.c_contiguous and a.flags.writeable):
+            raise ValueError(f"{name}: expected a writable C-contiguous {np.dtype(dtype).name} array of {ndim} dimension(s) "
+                             f"(edited in place), got {getattr(a, 'dtype', type(a).__name__)} of shape {np.shape(a)}")
+    cap = sums.shape[0]
+    if sums.shape[1] != x.shape[1] or counts.shape[0] != cap or alive.shape[0] != cap or ids.shape[0] != cap:
+        raise ValueError(f"sums [cap, d], counts, alive and ids [cap] must agree with x [n, d={x.shape[1]}]: got sums "
+                         f"{sums.shape}, counts {counts.shape}, alive {alive.shape}, ids {ids.shape}")
+    if label.shape[0] != x.shape[0]:
+        raise ValueError(f"label: expected [n={x.shape[0]}], got {label.shape}")
     if rows.size and (rows.min() < 0 or rows.max() >= x.shape[0]):
         raise ValueError(f"rows: expected node rows in [0, {x.shape[0]})")
-    if n_slots + rows.size > sums.shape[0]:
-        raise ValueError(f"sums: {sums.shape[0]} slots cannot take {rows.size} new ones after {n_slots}")
+    if not 0 <= n_slots <= cap or n_slots + rows.size > cap:
+        raise ValueError(f"sums: {cap} slots cannot take {rows.size} new ones after {n_slots}")
     return x, rows, sums, counts, alive, ids, label, int(n_slots), int(next_id)
 
 

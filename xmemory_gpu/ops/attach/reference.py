@@ -22,7 +22,9 @@ def attach_rows(x, rows, sums, counts, alive, ids, label, n_slots, next_id, atta
         if live.size:
             s = sums[live]
             cos = dot4(s, x[i]) / _norm(s)
-            j = int(np.argmax(cos))
+            # the first slot, unless a later one is strictly more similar (a NaN cosine never is; the
+            # C++ loop's comparison): np.argmax alone would pick a NaN
+            j = 0 if np.isnan(cos[0]) else int(np.argmax(np.where(np.isnan(cos), -np.inf, cos)))
             slot, best = int(live[j]), float(cos[j])
         if slot >= 0 and (best >= attach_threshold or (counts[slot] < size_cap and best >= lenient_floor)):
             sums[slot] += x[i]

@@ -42,9 +42,12 @@ def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> flo
 
 
 def libm_exp(v: np.ndarray) -> np.ndarray:
-    """exp of each element by the C library (``math.exp``), as the C++ paths take it: NumPy's own
-    exp is vectorised per ISA (AVX-512's rounds about 5% of arguments otherwise than AVX2's), which
-    would make f(P), and a near-tie between two merges, depend on the CPU."""
+    """exp of each element by the C library (``math.exp``, its ``OverflowError`` above about 709.78;
+    f(P) passes none), as the C++ paths take it: NumPy's own float64 exp is vectorised per ISA
+    (AVX-512's rounds about 5% of arguments otherwise than AVX2's), which made f(P), and a near-tie
+    between two merges, depend on the CPU. The C library picks its exp per CPU too (glibc: one FMA
+    variant on every AVX2 or AVX-512 CPU; without FMA about 0.07% of arguments round otherwise), so
+    f is the same bits on hosts with one C library and FMA, not on every machine."""
     return np.array([math.exp(t) for t in np.asarray(v, np.float64).reshape(-1).tolist()]).reshape(np.shape(v))
 
 
