@@ -90,11 +90,12 @@ def native_share(data: Path, embedder: str) -> dict[str, float]:
 def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     """One in-process build at full speed (no profiler: cProfile's per-call cost inflates the Python
     side): every ``xmemory_gpu._C`` function (and the natives bound at import: ``text``'s words and
-    keywords, ``semantic``'s decoupler and statement rules) and the embedder's ``encode`` wrapped in a clock;
+    keywords, ``semantic``'s decoupler and statement rules, ``segment``'s episode parts) and the embedder's
+    ``encode`` wrapped in a clock;
     seconds in ``_C`` outside ``encode``, in ``encode``, in all, on the build's own thread (a store's
     background writer runs its ``_C`` call beside the build: not the build's time)."""
     from xmemory_gpu import _C, text
-    from xmemory_gpu.construct import semantic
+    from xmemory_gpu.construct import segment, semantic
     from xmemory_gpu.construct.pipeline import build_store
     from xmemory_gpu.embed import load_embedder
     from xmemory_gpu.ops import rows
@@ -133,7 +134,8 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
             return timed_native(getattr(self._obj, name))
 
     bound = {(m, n): getattr(m, n) for m, n in ((text, "_native_words"), (text, "_native_keywords"),
-                                                 (semantic, "_native_decouple")) if hasattr(m, n)}  # bound at import
+                                                 (semantic, "_native_decouple"), (segment, "_native_episode_parts"))
+             if hasattr(m, n)}  # bound at import
     objects = {(m, n): getattr(m, n) for m, n in ((semantic, "_native_statements"),) if getattr(m, n, None) is not None}
     # (an older tree, measured with this function, may name its cached lookups otherwise)
     cached = [f.cache_clear for f in (graph._native, getattr(rows, "compiled", None), getattr(rows, "_native_add_rows", None))
