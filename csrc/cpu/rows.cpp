@@ -208,14 +208,20 @@ double pairwise_sq(const double* v, int64_t n) {
   return pairwise(v, n, [](double a) { return a * a; });
 }
 
+// CSR offsets o [nb+1] over `total` entries: every block inside them and none decreasing, else
+// ValueError(message).
+void check_blocks(const int64_t* o, int64_t nb, int64_t total, const char* message) {
+  for (int64_t b = 0; b < nb; ++b)
+    if (o[b] < 0 || o[b] > o[b + 1] || o[b + 1] > total) throw py::value_error(message);
+}
+
 // np.sum of each segment of v [n] float64 (segment b: v[off[b]:off[b+1]]), bit for bit: [nb].
 py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& v,
                                  const py::array_t<int64_t, py::array::c_style>& off) {
   if (v.ndim() != 1 || off.ndim() != 1 || off.size() < 1) throw py::value_error("segment_sums: expected v [n], off [nb+1]");
   const int64_t nb = off.size() - 1, n = v.size();
   const int64_t* o = off.data();
-  for (int64_t b = 0; b < nb; ++b)
-    if (o[b] < 0 || o[b] > o[b + 1] || o[b + 1] > n) throw py::value_error("segment_sums: offsets outside v or decreasing");
+  check_blocks(o, nb, n, "segment_sums: offsets outside v or decreasing");
   py::array_t<double> out(nb);
   double* r = out.mutable_data();
   const double* x = v.data();
@@ -249,8 +255,7 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
     throw py::value_error("f_blocks: expected norms, counts, s [T], theme_off [nb+1], n [nb]");
   const int64_t nb = n.size(), total = norms.size();
   const int64_t* o = theme_off.data();
-  for (int64_t b = 0; b < nb; ++b)
-    if (o[b] < 0 || o[b] > o[b + 1] || o[b + 1] > total) throw py::value_error("f_blocks: theme offsets outside the themes or decreasing");
+  check_blocks(o, nb, total, "f_blocks: theme offsets outside the themes or decreasing");
   py::array_t<double> out(nb);
   double* f = out.mutable_data();
   const double* nrm = norms.data();

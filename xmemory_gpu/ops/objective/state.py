@@ -245,6 +245,29 @@ def _covers(lab: np.ndarray, remove: list[int], size: int, groups: list[np.ndarr
     return bool(np.logical_or.reduce([got == t for t in remove]).all())
 
 
+def _checked_edit(c: int, b: int, lab: np.ndarray, have: dict[int, int], remove: Sequence[int],
+                  groups: list[np.ndarray], new: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Edit c of memory b checked against its labels ``lab`` (local node rows) and theme sizes ``have``
+    before it (``have`` updated to after it): the removed themes exist, the groups (local rows) cover
+    exactly their members, one new label per group, none a remaining theme's. (remove, new) as ints;
+    ``ValueError`` otherwise."""
+    remove = [int(t) for t in remove]
+    if any(t not in have for t in remove):
+        raise ValueError(f"edit {c}: memory {b} has no theme labelled {sorted(set(remove) - set(have))}")
+    if not _covers(lab, remove, sum(have[t] for t in remove), groups):
+        raise ValueError(f"edit {c} (memory {b}): the groups must cover exactly the members of the removed themes")
+    new = [int(t) for t in new]
+    if len(new) != len(groups) or len(set(new)) != len(new) or min(new, default=0) < 0 \
+            or any(t in have and t not in remove for t in new):
+        raise ValueError(f"edit {c} (memory {b}): one new non-negative label per group, none a remaining theme's")
+    for t in remove:
+        del have[t]
+    for g, t in zip(groups, new):
+        if g.size:
+            have[t] = int(g.size)
+    return remove, new
+
+
 @dataclass
 class PartitionState:
     """Themes of B memories. Theme rows of memory b: ``theme_offsets[b]:theme_offsets[b+1]``."""
@@ -316,38 +339,19 @@ class PartitionState:
         labels: dict[int, np.ndarray] = {}
         removed: dict[int, set[int]] = {}
         count: dict[int, dict[int, int]] = {}  # memory -> its current themes' sizes
-        for c, (b, remove, groups, new) in enumerate(edits if check else ()):
+        for c, (b, remove, groups, new) in enumerate(edits):
             s = int(self.offsets[b])
             if b not in labels:
                 labels[b] = self.labels[s : int(self.offsets[b + 1])].copy()
                 removed[b] = set()
-                ts, te = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
-                count[b] = dict(zip(self.theme_label[ts:te].tolist(), self.theme_count[ts:te].tolist()))
-            lab, have = labels[b], count[b]
-            remove = [int(t) for t in remove]
-            if any(t not in have for t in remove):
-                raise ValueError(f"edit {c}: memory {b} has no theme labelled {sorted(set(remove) - set(have))}")
+                if check:
+                    ts, te = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
+                    count[b] = dict(zip(self.theme_label[ts:te].tolist(), self.theme_count[ts:te].tolist()))
             groups = [np.asarray(g, dtype=np.int64) - s for g in groups]
-            if not _covers(lab, remove, sum(have[t] for t in remove), groups):
-                raise ValueError(f"edit {c} (memory {b}): the groups must cover exactly the members of the removed themes")
-            new = [int(t) for t in new]
-            if len(new) != len(groups) or len(set(new)) != len(new) or min(new, default=0) < 0 \
-                    or any(t in have and t not in remove for t in new):
-                raise ValueError(f"edit {c} (memory {b}): one new non-negative label per group, none a remaining theme's")
-            for t in remove:
-                del have[t]
+            if check:
+                remove, new = _checked_edit(c, b, labels[b], count[b], remove, groups, new)
             for g, t in zip(groups, new):
-                lab[g] = t
-                if g.size:
-                    have[t] = int(g.size)
-            removed[b].update(remove)
-        for b, remove, groups, new in (() if check else edits):  # trusted: the labels set, nothing asked
-            s = int(self.offsets[b])
-            if b not in labels:
-                labels[b] = self.labels[s : int(self.offsets[b + 1])].copy()
-                removed[b] = set()
-            for g, t in zip(groups, new):
-                labels[b][np.asarray(g, np.int64) - s] = t
+                labels[b][g] = t
             removed[b].update(remove)
         bs = sorted(labels)
         sizes = [int(self.offsets[b + 1] - self.offsets[b]) for b in bs]
