@@ -31,7 +31,9 @@ def _ms(xs: list[float]) -> str:
     return f"p50 {1000 * statistics.median(xs):.1f} ms, max {1000 * max(xs):.1f} ms" if xs else "-"
 
 
-def run(embedder: str | None, budget: int, strategies: list[str], threshold: float | None, small_talk: bool = True) -> dict:
+def run(
+    embedder: str | None, budget: int, strategies: list[str], threshold: float | None, small_talk: bool = True
+) -> dict:
     CHATS = chats(small_talk)
     emb = load_embedder(embedder) if embedder else None
     out: dict = {"embedder": embedder or "default", "budget": budget, "strategies": {}}
@@ -41,9 +43,15 @@ def run(embedder: str | None, budget: int, strategies: list[str], threshold: flo
             msgs = chat.messages()
             for i in range(0, len(msgs), 2):
                 t = time.perf_counter()
-                eng.add(msgs[i : i + 2], user_id=chat.user_id, **({"user_name": chat.user_name} if chat.user_name else {}))
+                eng.add(
+                    msgs[i : i + 2],
+                    user_id=chat.user_id,
+                    **({"user_name": chat.user_name} if chat.user_name else {}),
+                )
                 adds.append(time.perf_counter() - t)
-        statements = [u["text"] for c in CHATS for u in eng.get_all(user_id=c.user_id) if u["type"] == "semantic"]
+        statements = [
+            u["text"] for c in CHATS for u in eng.get_all(user_id=c.user_id) if u["type"] == "semantic"
+        ]
         broken = [(s, b) for s in statements if (b := broken_forms(s))]
         probe = CHATS[0].turns[2][1]
         fw = []
@@ -57,14 +65,27 @@ def run(embedder: str | None, budget: int, strategies: list[str], threshold: flo
             for chat in CHATS:
                 for q in chat.questions:
                     t = time.perf_counter()
-                    r = eng.search(q.text, user_id=chat.user_id, strategy=strategy, budget_tokens=budget,
-                                   **({"threshold": 0.0} if threshold is None else {}))[0]
+                    r = eng.search(
+                        q.text,
+                        user_id=chat.user_id,
+                        strategy=strategy,
+                        budget_tokens=budget,
+                        **({"threshold": 0.0} if threshold is None else {}),
+                    )[0]
                     times.append(time.perf_counter() - t)
                     order = [m for u in r.units if u.type != "theme" for m in u.message_ids]
                     ev, st = [chat.message_id(n) for n in q.evidence], [chat.message_id(n) for n in q.stale]
-                    rows.append({"kind": q.kind, "question": q.text, "recall": evidence_recall(ev, r.message_ids),
-                                 "newer_first": newer_first(order, ev, st) if st else None,
-                                 "top_relevance": r.top_relevance, "empty": not r.units, "context": r.context})
+                    rows.append(
+                        {
+                            "kind": q.kind,
+                            "question": q.text,
+                            "recall": evidence_recall(ev, r.message_ids),
+                            "newer_first": newer_first(order, ev, st) if st else None,
+                            "top_relevance": r.top_relevance,
+                            "empty": not r.units,
+                            "context": r.context,
+                        }
+                    )
             ans = [r for r in rows if r["kind"] != "unanswerable"]
             una = [r for r in rows if r["kind"] == "unanswerable"]
             changed = [r["newer_first"] for r in rows if r["newer_first"] is not None]
@@ -72,11 +93,14 @@ def run(embedder: str | None, budget: int, strategies: list[str], threshold: flo
                 "recall": statistics.mean(r["recall"] for r in ans),
                 "recall_first": statistics.mean(r["recall"] for r in ans if r["kind"] == "first"),
                 "recall_named": statistics.mean(r["recall"] for r in ans if r["kind"] == "named"),
-                "newer_first": sum(changed) / len(changed), "changed_facts": len(changed),
+                "newer_first": sum(changed) / len(changed),
+                "changed_facts": len(changed),
                 "auroc": auroc([r["top_relevance"] for r in ans], [r["top_relevance"] for r in una]),
                 "unanswerable_empty": sum(r["empty"] for r in una) / len(una),
                 "answerable_empty": sum(r["empty"] for r in ans) / len(ans),
-                "search": _ms(times), "questions": len(rows), "rows": rows,
+                "search": _ms(times),
+                "questions": len(rows),
+                "rows": rows,
             }
     return out
 
@@ -86,24 +110,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embedder", default=None, help="embedder spec (default: all-MiniLM-L6-v2)")
     ap.add_argument("--budget", type=int, default=150)
     ap.add_argument("--strategies", nargs="+", default=["xmemory", "memory-only", "naive-rag"])
-    ap.add_argument("--default-threshold", action="store_true",
-                    help="searches keep the engine's default no-answer threshold (else threshold=0: off)")
+    ap.add_argument(
+        "--default-threshold",
+        action="store_true",
+        help="searches keep the engine's default no-answer threshold (else threshold=0: off)",
+    )
     ap.add_argument("--no-small-talk", action="store_true", help="the chats without the inserted small talk")
     ap.add_argument("--json", type=Path, help="write every row here")
     args = ap.parse_args(argv)
-    res = run(args.embedder, args.budget, args.strategies, 1.0 if args.default_threshold else None,
-              not args.no_small_talk)
-    print(f"embedder {res['embedder']}, budget {res['budget']} tokens; add {res['add']}; one encoder forward "
-          f"{res['one_forward']}; {res['statements']} statements, {len(res['broken'])} broken")
+    res = run(
+        args.embedder,
+        args.budget,
+        args.strategies,
+        1.0 if args.default_threshold else None,
+        not args.no_small_talk,
+    )
+    print(
+        f"embedder {res['embedder']}, budget {res['budget']} tokens; add {res['add']}; one encoder forward "
+        f"{res['one_forward']}; {res['statements']} statements, {len(res['broken'])} broken"
+    )
     for s, b in res["broken"]:
         print(f"  broken: {s!r}: {b}")
-    print("| strategy | recall | first-person | named | newer first | AUROC top_relevance | unanswerable empty | "
-          "answerable empty | search |")
+    print(
+        "| strategy | recall | first-person | named | newer first | AUROC top_relevance | unanswerable empty | "
+        "answerable empty | search |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, m in res["strategies"].items():
-        print(f"| {name} | {m['recall']:.3f} | {m['recall_first']:.3f} | {m['recall_named']:.3f} | "
-              f"{m['newer_first']:.2f} ({m['changed_facts']}) | {m['auroc']:.3f} | {m['unanswerable_empty']:.2f} | "
-              f"{m['answerable_empty']:.2f} | {m['search']} |")
+        print(
+            f"| {name} | {m['recall']:.3f} | {m['recall_first']:.3f} | {m['recall_named']:.3f} | "
+            f"{m['newer_first']:.2f} ({m['changed_facts']}) | {m['auroc']:.3f} | {m['unanswerable_empty']:.2f} | "
+            f"{m['answerable_empty']:.2f} | {m['search']} |"
+        )
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))
     return 0

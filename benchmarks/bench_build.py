@@ -30,16 +30,20 @@ import time
 from pathlib import Path
 
 _LINE = re.compile(r"^\s+(\w+)\s+([0-9.]+) s$")
-_RUN = ("import sys; src = sys.argv.pop(1)\n"
-        "if src:  # editable-install hooks are off there (_NO_EDITABLE)\n"
-        "    sys.path.insert(0, src)\n"
-        "from xmemory_gpu.cli import main\n"
-        "sys.exit(main(sys.argv[1:]))\n")
+_RUN = (
+    "import sys; src = sys.argv.pop(1)\n"
+    "if src:  # editable-install hooks are off there (_NO_EDITABLE)\n"
+    "    sys.path.insert(0, src)\n"
+    "from xmemory_gpu.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
 
 
 # On the path of another tree's processes (its build workers too): editable installs' import hooks off, so
 # ``xmemory_gpu`` is the tree's (a build worker imports it by the path the builder gives it)
-_NO_EDITABLE = "import sys\nsys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+_NO_EDITABLE = (
+    "import sys\nsys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+)
 
 
 def build_once(data: Path, embedder: str, src: str = "", workers: int = 1) -> dict[str, float]:
@@ -47,14 +51,30 @@ def build_once(data: Path, embedder: str, src: str = "", workers: int = 1) -> di
     (``workers`` > 1: its ``--workers``; stage seconds are then summed over the workers)."""
     with tempfile.TemporaryDirectory() as tmp:
         src = str(Path(src).resolve()) if src else ""  # the before tree's runs start in a temp folder
-        cmd = [sys.executable, "-c", _RUN, src, "build", str(Path(data).resolve()), "--out", f"{tmp}/store", "--embedder", embedder,
-               "--no-progress", *(["--workers", str(workers)] if workers > 1 else [])]
+        cmd = [
+            sys.executable,
+            "-c",
+            _RUN,
+            src,
+            "build",
+            str(Path(data).resolve()),
+            "--out",
+            f"{tmp}/store",
+            "--embedder",
+            embedder,
+            "--no-progress",
+            *(["--workers", str(workers)] if workers > 1 else []),
+        ]
         env = dict(os.environ)
-        if src:  # run from the temp folder: a worker started with ``-m`` has the working folder first on its path
+        if (
+            src
+        ):  # run from the temp folder: a worker started with ``-m`` has the working folder first on its path
             Path(tmp, "sitecustomize.py").write_text(_NO_EDITABLE)
             env["PYTHONPATH"] = os.pathsep.join([tmp, *filter(None, [env.get("PYTHONPATH")])])
         t0 = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=tmp if src else None).stdout
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, check=True, env=env, cwd=tmp if src else None
+        ).stdout
         wall = time.perf_counter() - t0
     stages = {m.group(1): float(m.group(2)) for m in map(_LINE.match, out.splitlines()) if m}
     built = re.search(r"built \d+ memories.*?([0-9.]+) s$", out, re.M)
@@ -77,14 +97,22 @@ def native_share(data: Path, embedder: str) -> dict[str, float]:
         prof.disable()
     stats = pstats.Stats(prof).stats
     total = max(v[3] for v in stats.values())
-    kernels = {name: v[2] for (_, _, name), v in stats.items() if name.startswith("<built-in method xmemory_gpu._C.")}  # methods too
+    kernels = {
+        name: v[2] for (_, _, name), v in stats.items() if name.startswith("<built-in method xmemory_gpu._C.")
+    }  # methods too
     # the encoder's own kernels (hashed features, dense layers) run inside ``encode``: not non-encoder time
-    in_encoder = sum(t for name, t in kernels.items() if name.rsplit(".", 1)[-1].rstrip(">") in _ENCODER_KERNELS)
+    in_encoder = sum(
+        t for name, t in kernels.items() if name.rsplit(".", 1)[-1].rstrip(">") in _ENCODER_KERNELS
+    )
     native = sum(kernels.values()) - in_encoder
     encode = sum(v[3] for (path, _, name), v in stats.items() if name == "encode" and "/embed/" in path)
-    return {"total_s": total, "encoder_s": encode, "encoder_native_s": in_encoder, "native_s": native,
-            "native_share_of_non_encoder": native / max(total - encode, 1e-9)}
-
+    return {
+        "total_s": total,
+        "encoder_s": encode,
+        "encoder_native_s": in_encoder,
+        "native_s": native,
+        "native_share_of_non_encoder": native / max(total - encode, 1e-9),
+    }
 
 
 def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
@@ -112,6 +140,7 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
             finally:
                 if not clock["in_encode"] and threading.get_ident() == build_thread:
                     clock["native"] += time.perf_counter() - t0
+
         return call
 
     def timed_encode(fn):
@@ -123,9 +152,11 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
             finally:
                 clock["in_encode"] -= 1
                 clock["encode"] += time.perf_counter() - t0
+
         return call
 
     originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
+
     class Methods:  # a compiled object's methods, each wrapped in the clock
         def __init__(self, obj) -> None:
             self._obj = obj
@@ -133,13 +164,27 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
         def __getattr__(self, name: str):
             return timed_native(getattr(self._obj, name))
 
-    bound = {(m, n): getattr(m, n) for m, n in ((text, "_native_words"), (text, "_native_keywords"),
-                                                 (semantic, "_native_decouple"), (segment, "_native_episode_parts"))
-             if hasattr(m, n)}  # bound at import
-    objects = {(m, n): getattr(m, n) for m, n in ((semantic, "_native_statements"),) if getattr(m, n, None) is not None}
+    bound = {
+        (m, n): getattr(m, n)
+        for m, n in (
+            (text, "_native_words"),
+            (text, "_native_keywords"),
+            (semantic, "_native_decouple"),
+            (segment, "_native_episode_parts"),
+        )
+        if hasattr(m, n)
+    }  # bound at import
+    objects = {
+        (m, n): getattr(m, n)
+        for m, n in ((semantic, "_native_statements"),)
+        if getattr(m, n, None) is not None
+    }
     # (an older tree, measured with this function, may name its cached lookups otherwise)
-    cached = [f.cache_clear for f in (graph._native, getattr(rows, "compiled", None), getattr(rows, "_native_add_rows", None))
-              if f is not None]
+    cached = [
+        f.cache_clear
+        for f in (graph._native, getattr(rows, "compiled", None), getattr(rows, "_native_add_rows", None))
+        if f is not None
+    ]
     emb = load_embedder(embedder)
     emb.encode = timed_encode(emb.encode)
     try:
@@ -162,9 +207,12 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
             setattr(m, n, f)
         for clear in cached:
             clear()
-    return {"total_s": total, "encoder_s": clock["encode"], "native_s": clock["native"],
-            "native_share_of_non_encoder": clock["native"] / max(total - clock["encode"], 1e-9)}
-
+    return {
+        "total_s": total,
+        "encoder_s": clock["encode"],
+        "native_s": clock["native"],
+        "native_share_of_non_encoder": clock["native"] / max(total - clock["encode"], 1e-9),
+    }
 
 
 def _table(rows: dict[str, list[dict[str, float]]]) -> str:
@@ -184,21 +232,36 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", type=Path, help="a LoCoMo-format JSON file or folder")
-    src.add_argument("--synthetic", type=int, metavar="N", help="N synthetic conversations (datasets.synthetic)")
+    src.add_argument(
+        "--synthetic", type=int, metavar="N", help="N synthetic conversations (datasets.synthetic)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic conversations")
     ap.add_argument("--embedder", default="hashing:384")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--before", default="", help="a copy of another tree's xmemory_gpu package: its runs alternate with these")
-    ap.add_argument("--profile", action="store_true", help="also measure the share of non-encoder time in xmemory_gpu._C")
-    ap.add_argument("--workers", type=int, default=[], action="append",
-                    help="also time `xmemory build --workers N` (repeatable; its rows alternate with the others)")
+    ap.add_argument(
+        "--before",
+        default="",
+        help="a copy of another tree's xmemory_gpu package: its runs alternate with these",
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="also measure the share of non-encoder time in xmemory_gpu._C"
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=[],
+        action="append",
+        help="also time `xmemory build --workers N` (repeatable; its rows alternate with the others)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data
         if data is None:
             from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 
-            data = write_json(generate_conversations(args.synthetic, seed=args.seed), Path(tmp) / "synthetic.json")
+            data = write_json(
+                generate_conversations(args.synthetic, seed=args.seed), Path(tmp) / "synthetic.json"
+            )
         trees = {"after": ("", 1)} if not args.before else {"before": (args.before, 1), "after": ("", 1)}
         trees |= {f"before workers {n}": (args.before, n) for n in args.workers if args.before}
         trees |= {f"workers {n}": ("", n) for n in args.workers}
@@ -209,7 +272,14 @@ def main() -> None:
         print(_table(rows))
         print(json.dumps(rows))
         if args.profile:
-            print(json.dumps({"cprofile": native_share(data, args.embedder), "timed": native_share_timed(data, args.embedder)}))
+            print(
+                json.dumps(
+                    {
+                        "cprofile": native_share(data, args.embedder),
+                        "timed": native_share_timed(data, args.embedder),
+                    }
+                )
+            )
 
 
 if __name__ == "__main__":

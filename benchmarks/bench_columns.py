@@ -27,7 +27,9 @@ N_CONVERSATIONS = 200
 
 @pytest.fixture(scope="module")
 def slices(tmp_path_factory):
-    convs = load_locomo(write_json(generate_conversations(N_CONVERSATIONS, seed=11), tmp_path_factory.mktemp("c") / "d.json"))
+    convs = load_locomo(
+        write_json(generate_conversations(N_CONVERSATIONS, seed=11), tmp_path_factory.mktemp("c") / "d.json")
+    )
     out = build_slices(convs, load_embedder("hashing:384"))
     print(f"\n{len(out)} memories, {sum(len(slice_to_bytes(s)) for s in out) / len(out) / 1e3:.0f} kB each")
     return out

@@ -26,7 +26,9 @@ def problem():
 @pytest.mark.parametrize("impl", ["cpu (10,000 queries)", "reference (200 queries)"])
 def test_coverage(benchmark, problem, impl, stop):
     sizes, (off, idx, w, rel) = problem
-    benchmark.group = f"coverage_select ({stop} stop): {N_Q} queries x 40-500 candidates, k=10, budget {BUDGET}"
+    benchmark.group = (
+        f"coverage_select ({stop} stop): {N_Q} queries x 40-500 candidates, k=10, budget {BUDGET}"
+    )
     if impl.startswith("cpu"):
         args, rounds, backend = (off, idx, w, rel), 5, "cpu"
     else:
@@ -35,5 +37,6 @@ def test_coverage(benchmark, problem, impl, stop):
     benchmark.extra_info["queries_timed"] = len(args[0]) - 1
     sel_off, _, _ = coverage_select(*args, budget=BUDGET, stop=stop, backend=backend)
     benchmark.extra_info["mean_picks"] = float(np.diff(sel_off).mean())
-    benchmark.pedantic(lambda: coverage_select(*args, budget=BUDGET, stop=stop, backend=backend), rounds=rounds,
-                       iterations=1)
+    benchmark.pedantic(
+        lambda: coverage_select(*args, budget=BUDGET, stop=stop, backend=backend), rounds=rounds, iterations=1
+    )

@@ -33,8 +33,10 @@ def _message() -> str:
 
 def _bulk_texts() -> list[str]:
     rng = np.random.default_rng(7)
-    words = ("I went to the park with my dog yesterday and it rained a lot so we came back early "
-             "Caroline said her support group meets on Tuesdays at the library near the station").split()
+    words = (
+        "I went to the park with my dog yesterday and it rained a lot so we came back early "
+        "Caroline said her support group meets on Tuesdays at the library near the station"
+    ).split()
     return [" ".join(rng.choice(words, int(rng.integers(3, 60)))) for _ in range(400)]
 
 
@@ -49,7 +51,9 @@ def models():
 def _filled(plain: SentenceTransformer, texts: list[str]) -> np.ndarray:
     """The rule before ops.linear: same-length batches filled with copies up to 256 tokens."""
     uniq, inverse = distinct_texts(texts)
-    lengths = np.array([len(ids) for ids in plain.tokenizer(uniq, truncation=True, max_length=256)["input_ids"]])
+    lengths = np.array(
+        [len(ids) for ids in plain.tokenizer(uniq, truncation=True, max_length=256)["input_ids"]]
+    )
     out = np.empty((len(uniq), 384), np.float32)
     for n_tokens, rows in same_length_batches(lengths, 64):
         batch = [uniq[i] for i in rows]
@@ -61,9 +65,11 @@ def _filled(plain: SentenceTransformer, texts: list[str]) -> np.ndarray:
 @pytest.mark.parametrize("how", ["plain_forward", "ours", "filled_256"])
 def test_one_message(benchmark, models, how):
     ours, plain = models
-    run = {"plain_forward": lambda: plain.encode([_message()], convert_to_numpy=True),
-           "ours": lambda: ours.encode([_message()]),
-           "filled_256": lambda: _filled(plain, [_message()])}[how]
+    run = {
+        "plain_forward": lambda: plain.encode([_message()], convert_to_numpy=True),
+        "ours": lambda: ours.encode([_message()]),
+        "filled_256": lambda: _filled(plain, [_message()]),
+    }[how]
     benchmark.pedantic(run, rounds=25, warmup_rounds=3)
 
 
@@ -71,9 +77,11 @@ def test_one_message(benchmark, models, how):
 def test_bulk_400_texts(benchmark, models, how):
     ours, plain = models
     texts = _bulk_texts()
-    run = {"plain_forward": lambda: plain.encode(texts, batch_size=64, convert_to_numpy=True),
-           "ours": lambda: ours.encode(texts),
-           "filled_256": lambda: _filled(plain, texts)}[how]
+    run = {
+        "plain_forward": lambda: plain.encode(texts, batch_size=64, convert_to_numpy=True),
+        "ours": lambda: ours.encode(texts),
+        "filled_256": lambda: _filled(plain, texts),
+    }[how]
     benchmark.pedantic(run, rounds=3, warmup_rounds=1)
 
 
@@ -83,7 +91,18 @@ def test_engine_add_one_message(benchmark, models, embedder):
     with tempfile.TemporaryDirectory() as tmp:
         emb = models[0] if embedder == "all-MiniLM-L6-v2" else embedder
         with MemoryEngine.open(os.path.join(tmp, "s"), embedder=emb) as mem:
-            mem.add([{"role": "user", "content": "Hi! I'm Priya. I work as a night-shift nurse at St. Mary's."},
-                     {"role": "assistant", "content": "Nice to meet you, Priya."}], user_id="u1")
-            benchmark.pedantic(lambda: mem.add([{"role": "user", "content": _message()}], user_id="u1"),
-                               rounds=15, warmup_rounds=2)
+            mem.add(
+                [
+                    {
+                        "role": "user",
+                        "content": "Hi! I'm Priya. I work as a night-shift nurse at St. Mary's.",
+                    },
+                    {"role": "assistant", "content": "Nice to meet you, Priya."},
+                ],
+                user_id="u1",
+            )
+            benchmark.pedantic(
+                lambda: mem.add([{"role": "user", "content": _message()}], user_id="u1"),
+                rounds=15,
+                warmup_rounds=2,
+            )

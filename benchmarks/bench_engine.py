@@ -38,18 +38,26 @@ READERS = 4
 
 def _stream_data(n: int, rounds: int) -> list[dict]:
     """Synthetic conversations cut to their first ``rounds`` turns (LoCoMo format)."""
-    convs = generate_conversations(n, seed=7, sessions=(1, 1), turns_per_session=(max(rounds, 8), max(rounds, 8) + 4))
+    convs = generate_conversations(
+        n, seed=7, sessions=(1, 1), turns_per_session=(max(rounds, 8), max(rounds, 8) + 4)
+    )
     for c in convs:
         c["conversation"]["session_1"] = c["conversation"]["session_1"][:rounds]
-        for k in [k for k in c["conversation"] if k.startswith("session_") and k not in ("session_1", "session_1_date_time")]:
+        for k in [
+            k
+            for k in c["conversation"]
+            if k.startswith("session_") and k not in ("session_1", "session_1_date_time")
+        ]:
             del c["conversation"][k]
         c["qa"] = c["qa"][:2]
     return convs
 
 
 def _messages(conv: dict) -> list[dict]:
-    return [{"id": t["dia_id"], "speaker": t["speaker"], "content": t["text"], "session": 1}
-            for t in conv["conversation"]["session_1"]]
+    return [
+        {"id": t["dia_id"], "speaker": t["speaker"], "content": t["text"], "session": 1}
+        for t in conv["conversation"]["session_1"]
+    ]
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -73,20 +81,36 @@ def run(n_mem: int = N_MEM, rounds: int = ROUNDS, embedder: str = EMBEDDER) -> d
         round_s = []
         for r in range(rounds):
             t1 = time.perf_counter()
-            eng.add_batch([{"user_id": c["sample_id"], "messages": m[r : r + 1]} for c, m in zip(convs, msgs) if r < len(m)])
+            eng.add_batch(
+                [
+                    {"user_id": c["sample_id"], "messages": m[r : r + 1]}
+                    for c, m in zip(convs, msgs)
+                    if r < len(m)
+                ]
+            )
             round_s.append(time.perf_counter() - t1)
         stream_s = sum(round_s)
 
         questions = [q["question"] for c in convs[:50] for q in c["qa"]][:100]
         users = [c["sample_id"] for c in convs[:50] for _ in c["qa"]][:100]
         lat_idle = _readers(eng, questions, users, None)
-        extra = [[{"speaker": "User", "content": f"Extra note {r} for memory {i}: I bought a new lamp."}] for i in range(n_mem)
-                 for r in range(1)]
+        extra = [
+            [{"speaker": "User", "content": f"Extra note {r} for memory {i}: I bought a new lamp."}]
+            for i in range(n_mem)
+            for r in range(1)
+        ]
 
         def writer():
             for r in range(3):  # bounded: three more rounds
-                eng.add_batch([{"user_id": c["sample_id"], "messages": [dict(e[0], content=e[0]["content"] + f" ({r})")]}
-                               for c, e in zip(convs, extra)])
+                eng.add_batch(
+                    [
+                        {
+                            "user_id": c["sample_id"],
+                            "messages": [dict(e[0], content=e[0]["content"] + f" ({r})")],
+                        }
+                        for c, e in zip(convs, extra)
+                    ]
+                )
 
         lat_busy = _readers(eng, questions, users, writer)
         victims = [m[0]["id"] for m in msgs[:20]]
@@ -96,10 +120,20 @@ def run(n_mem: int = N_MEM, rounds: int = ROUNDS, embedder: str = EMBEDDER) -> d
         del_s = time.perf_counter() - t2
         eng.close()
         return {
-            "machine": os.uname().nodename, "cpus": os.cpu_count(), "embedder": emb.name, "memories": n_mem, "rounds": rounds,
-            "messages": n_msgs, "bulk_build_s": bulk_s, "bulk_msgs_per_s": n_msgs / bulk_s, "bulk_stage_s": rep.timings,
-            "stream_s": stream_s, "stream_msgs_per_s": n_msgs / stream_s, "round_s_median": float(np.median(round_s)),
-            "round_s_max": float(np.max(round_s)), "stream_over_bulk": (n_msgs / stream_s) / (n_msgs / bulk_s),
+            "machine": os.uname().nodename,
+            "cpus": os.cpu_count(),
+            "embedder": emb.name,
+            "memories": n_mem,
+            "rounds": rounds,
+            "messages": n_msgs,
+            "bulk_build_s": bulk_s,
+            "bulk_msgs_per_s": n_msgs / bulk_s,
+            "bulk_stage_s": rep.timings,
+            "stream_s": stream_s,
+            "stream_msgs_per_s": n_msgs / stream_s,
+            "round_s_median": float(np.median(round_s)),
+            "round_s_max": float(np.max(round_s)),
+            "stream_over_bulk": (n_msgs / stream_s) / (n_msgs / bulk_s),
             "search_idle_ms": {"p50": _pct(lat_idle, 50), "p99": _pct(lat_idle, 99), "n": len(lat_idle)},
             "search_ingest_ms": {"p50": _pct(lat_busy, 50), "p99": _pct(lat_busy, 99), "n": len(lat_busy)},
             "deletes_per_s": len(victims) / del_s,

@@ -23,7 +23,11 @@ N_TEXTS = 3435
 
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
-    path = Path(os.environ.get("XMEM_LOCOMO", Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"))
+    path = Path(
+        os.environ.get(
+            "XMEM_LOCOMO", Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
+        )
+    )
     if path.exists():
         from xmemory_gpu.datasets.locomo import load_locomo
 
@@ -31,9 +35,16 @@ def texts() -> list[str]:
     else:
         from xmemory_gpu.datasets.synthetic import generate_conversations
 
-        out = [t["text"] for c in generate_conversations(200, seed=0) for k, v in c["conversation"].items()
-               if k.startswith("session_") and isinstance(v, list) for t in v]
-    print(f"\n{len(out[:N_TEXTS])} texts, {sum(map(len, out[:N_TEXTS])) / max(len(out[:N_TEXTS]), 1):.0f} characters each")
+        out = [
+            t["text"]
+            for c in generate_conversations(200, seed=0)
+            for k, v in c["conversation"].items()
+            if k.startswith("session_") and isinstance(v, list)
+            for t in v
+        ]
+    print(
+        f"\n{len(out[:N_TEXTS])} texts, {sum(map(len, out[:N_TEXTS])) / max(len(out[:N_TEXTS]), 1):.0f} characters each"
+    )
     return out[:N_TEXTS]
 
 
@@ -47,8 +58,13 @@ def test_feature_counts(benchmark, texts, impl):
         run = lambda: feature_counts(texts, DIM, backend="reference")  # noqa: E731
     else:
         text = pytest.importorskip("sklearn.feature_extraction.text")
-        vec = text.HashingVectorizer(n_features=DIM, ngram_range=(1, 2), alternate_sign=True, norm=None,
-                                     token_pattern=r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+        vec = text.HashingVectorizer(
+            n_features=DIM,
+            ngram_range=(1, 2),
+            alternate_sign=True,
+            norm=None,
+            token_pattern=r"[A-Za-z0-9][A-Za-z0-9'\-]*",
+        )
         run = lambda: vec.transform(texts)  # noqa: E731
     run()  # buckets remembered, as in a build
     benchmark(run)

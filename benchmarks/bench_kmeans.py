@@ -35,8 +35,12 @@ def per_theme_oracle(x: np.ndarray, off: np.ndarray) -> list[np.ndarray]:
     for t in range(len(off) - 1):
         xt = x[off[t] : off[t + 1]]
         rng = np.random.default_rng([0, zlib.crc32(xt.tobytes())])
-        out += [kmeans_oracle._canonical(kmeans_oracle.spherical_kmeans(xt, k, rng))
-                for k in KS if 2 <= k < len(xt) for _ in range(N_INIT)]
+        out += [
+            kmeans_oracle._canonical(kmeans_oracle.spherical_kmeans(xt, k, rng))
+            for k in KS
+            if 2 <= k < len(xt)
+            for _ in range(N_INIT)
+        ]
     return out
 
 
@@ -50,4 +54,6 @@ def test_spherical_kmeans(benchmark, problem, impl):
         return
     backend = "cpu" if impl.startswith("cpu") else "reference"
     labels, ok = benchmark(spherical_kmeans, x, off, seg, k, first, u, backend=backend)
-    assert ok.sum() > 0.7 * len(seg)  # a fifth of the themes repeat one row: their seeding runs out of weights
+    assert ok.sum() > 0.7 * len(
+        seg
+    )  # a fifth of the themes repeat one row: their seeding runs out of weights

@@ -89,18 +89,32 @@ def test_a_interleaved(benchmark, case_a):
     flops = float(np.sum(sizes * sizes) * D)
     peak = _C.fma_peak_gflops(1.0)  # measured: 12 FMA chains per thread, all threads, the kernels' ISA
     best_base = min((n for n in IMPLS_A if n != "cpu"), key=lambda n: min(times[n]))
-    info = {f"{n} {stat}": round(f(t), 4) for n, t in times.items() for stat, f in (("min_s", min), ("median_s", statistics.median))}
-    info.update(strongest_baseline=best_base, speedup_vs_strongest_min=round(min(times[best_base]) / min(times["cpu"]), 2),
-                speedup_vs_strongest_median=round(statistics.median(times[best_base]) / statistics.median(times["cpu"]), 2),
-                gflop=round(flops / 1e9, 2), fma_peak_gflops=round(peak, 1),
-                cpu_fraction_of_peak=round(flops / min(times["cpu"]) / 1e9 / peak, 3), rounds=rounds)
+    info = {
+        f"{n} {stat}": round(f(t), 4)
+        for n, t in times.items()
+        for stat, f in (("min_s", min), ("median_s", statistics.median))
+    }
+    info.update(
+        strongest_baseline=best_base,
+        speedup_vs_strongest_min=round(min(times[best_base]) / min(times["cpu"]), 2),
+        speedup_vs_strongest_median=round(
+            statistics.median(times[best_base]) / statistics.median(times["cpu"]), 2
+        ),
+        gflop=round(flops / 1e9, 2),
+        fma_peak_gflops=round(peak, 1),
+        cpu_fraction_of_peak=round(flops / min(times["cpu"]) / 1e9 / peak, 3),
+        rounds=rounds,
+    )
     benchmark.group = "knn (a) interleaved: ours vs per-segment loops"
     benchmark.extra_info.update(info)
     benchmark.pedantic(lambda: IMPLS_A["cpu"](x, off), rounds=1, iterations=1)
     print("\n" + "\n".join(f"{k}: {v}" for k, v in info.items()))
 
 
-@pytest.mark.parametrize("impl", ["cpu", "reference", "numpy BLAS loop", "torch mm+topk loop", "faiss-cpu loop", "torch padded bmm"])
+@pytest.mark.parametrize(
+    "impl",
+    ["cpu", "reference", "numpy BLAS loop", "torch mm+topk loop", "faiss-cpu loop", "torch padded bmm"],
+)
 def test_a_1000_segments(benchmark, case_a, impl):
     x, off = case_a
     benchmark.group = "knn (a) 1000 segments x 200-600 rows, d=384, k=10"
@@ -113,7 +127,12 @@ def test_a_1000_segments(benchmark, case_a, impl):
         "faiss-cpu loop": lambda: faiss_loop(x, off, K),
         "torch padded bmm": lambda: torch_padded_bmm(x, off, K),
     }[impl]
-    benchmark.pedantic(fn, rounds=1 if impl == "reference" else 3, iterations=1, warmup_rounds=0 if impl == "reference" else 1)
+    benchmark.pedantic(
+        fn,
+        rounds=1 if impl == "reference" else 3,
+        iterations=1,
+        warmup_rounds=0 if impl == "reference" else 1,
+    )
 
 
 @pytest.mark.parametrize("impl", ["cpu", "faiss-cpu"])
@@ -121,7 +140,9 @@ def test_b_one_large_segment(benchmark, impl):
     rng = np.random.default_rng(1)
     x, off = ragged(rng, [50_000], D)
     benchmark.group = "knn (b) one segment of 50,000 rows, d=384, k=10"
-    fn = {"cpu": lambda: knn_graph(x, off, K, backend="cpu"), "faiss-cpu": lambda: faiss_loop(x, off, K)}[impl]
+    fn = {"cpu": lambda: knn_graph(x, off, K, backend="cpu"), "faiss-cpu": lambda: faiss_loop(x, off, K)}[
+        impl
+    ]
     benchmark.pedantic(fn, rounds=2, iterations=1, warmup_rounds=0)
 
 

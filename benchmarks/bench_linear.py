@@ -50,4 +50,6 @@ def test_dense_layer(benchmark, peak_gflops, impl, m, k, n):
     with torch.inference_mode():
         benchmark(run)
     floor_ms = 2 * m * n * k / (peak_gflops * 1e9) * 1e3
-    benchmark.extra_info.update(floor_ms=round(floor_ms, 4), gflops=round(2 * m * n * k / benchmark.stats["median"] / 1e9, 1))
+    benchmark.extra_info.update(
+        floor_ms=round(floor_ms, 4), gflops=round(2 * m * n * k / benchmark.stats["median"] / 1e9, 1)
+    )

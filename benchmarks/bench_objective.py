@@ -54,10 +54,14 @@ def test_candidates_are_many(problem):
     assert problem[1].n >= 9000
 
 
-@pytest.mark.parametrize("impl", ["cpu (all candidates)", "numpy closed form from scratch (200)", "reference from scratch (200)"])
+@pytest.mark.parametrize(
+    "impl", ["cpu (all candidates)", "numpy closed form from scratch (200)", "reference from scratch (200)"]
+)
 def test_score_candidates(benchmark, problem, impl):
     state, cands = problem
-    benchmark.group = f"f(P) scoring: {cands.n} candidates, {N_MEM} memories x {NODES} nodes x {THEMES} themes, d={D}"
+    benchmark.group = (
+        f"f(P) scoring: {cands.n} candidates, {N_MEM} memories x {NODES} nodes x {THEMES} themes, d={D}"
+    )
     n = cands.n if impl.startswith("cpu") else SAMPLE
     benchmark.extra_info["candidates_timed"] = n
     if impl.startswith("cpu"):
@@ -70,9 +74,14 @@ def test_score_candidates(benchmark, problem, impl):
         from xmemory_gpu.ops.objective.state import Candidates
 
         g = int(cands.add_offsets[SAMPLE])  # the first SAMPLE candidates, their arrays cut to them
-        sub = Candidates(cands.memory[:SAMPLE], cands.rem_offsets[: SAMPLE + 1],
-                         cands.rem_rows[: int(cands.rem_offsets[SAMPLE])], cands.add_offsets[: SAMPLE + 1],
-                         cands.group_offsets[: g + 1], cands.members[: int(cands.group_offsets[g])])
+        sub = Candidates(
+            cands.memory[:SAMPLE],
+            cands.rem_offsets[: SAMPLE + 1],
+            cands.rem_rows[: int(cands.rem_offsets[SAMPLE])],
+            cands.add_offsets[: SAMPLE + 1],
+            cands.group_offsets[: g + 1],
+            cands.members[: int(cands.group_offsets[g])],
+        )
         fn = lambda: score_candidates(state, sub, backend="reference")  # noqa: E731
         rounds = 1
     result = benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=0)
@@ -99,6 +108,7 @@ def _on_isa(isa: str, fn):
             return fn()
         finally:
             os.environ.pop("XMEM_CPU_ISA") if old is None else os.environ.__setitem__("XMEM_CPU_ISA", old)
+
     return run
 
 
@@ -125,12 +135,18 @@ def test_partition_objective_interleaved(benchmark, labelled):
             t0 = time.perf_counter()
             fn()
             times[n].append(time.perf_counter() - t0)
-    info = {f"{n} {stat}": round(f(t), 4) for n, t in times.items() for stat, f in (("min_s", min), ("median_s", statistics.median))}
+    info = {
+        f"{n} {stat}": round(f(t), 4)
+        for n, t in times.items()
+        for stat, f in (("min_s", min), ("median_s", statistics.median))
+    }
     for n in impls:
         if n.startswith("cpu"):
             tag = "" if n == "cpu" else f" ({n[4:]})"
             info[f"speedup_min{tag}"] = round(min(times["numpy closed form"]) / min(times[n]), 2)
-            info[f"speedup_median{tag}"] = round(statistics.median(times["numpy closed form"]) / statistics.median(times[n]), 2)
+            info[f"speedup_median{tag}"] = round(
+                statistics.median(times["numpy closed form"]) / statistics.median(times[n]), 2
+            )
     benchmark.group = "partition_objective: 1000 segments x 200-400 rows, 64 labels, d=384"
     benchmark.extra_info.update(info)
     benchmark.pedantic(impls["cpu"], rounds=1, iterations=1)

@@ -34,7 +34,10 @@ SHARD = 16
 def _summary(path: Path) -> dict[str, tuple]:
     st = Store.open(path)
     try:
-        return {mid: (tuple(sorted(st.counts(mid).items())), round(st.stats(mid)["f_P"], 6)) for mid in st.memory_ids()}
+        return {
+            mid: (tuple(sorted(st.counts(mid).items())), round(st.stats(mid)["f_P"], 6))
+            for mid in st.memory_ids()
+        }
     finally:
         st.close()
 
@@ -52,12 +55,21 @@ def run(n: int | None = None, embedder: str | None = None, cpus: int | None = No
     try:
         data = write_json(generate_conversations(n, seed=0), tmp / "synthetic.json")
         t0 = time.perf_counter()
-        local = build_store(data, tmp / "local", config=cfg, embedder=load_embedder(spec), shard_size=SHARD, progress=False)
+        local = build_store(
+            data, tmp / "local", config=cfg, embedder=load_embedder(spec), shard_size=SHARD, progress=False
+        )
         local_wall = time.perf_counter() - t0
         t0 = time.perf_counter()
-        ray_rep = build_store_ray(data, tmp / "ray", config=cfg, embedder=load_embedder(spec), shard_size=SHARD,
-                                  progress=False, workers=cpus,
-                                  init_kwargs={"num_cpus": cpus, "object_store_memory": 500 * 2**20, "log_to_driver": False})
+        ray_rep = build_store_ray(
+            data,
+            tmp / "ray",
+            config=cfg,
+            embedder=load_embedder(spec),
+            shard_size=SHARD,
+            progress=False,
+            workers=cpus,
+            init_kwargs={"num_cpus": cpus, "object_store_memory": 500 * 2**20, "log_to_driver": False},
+        )
         ray_wall = time.perf_counter() - t0
         same = _summary(tmp / "local") == _summary(tmp / "ray")
         ray_start = ray_rep.timings.get("ray_start", 0.0)
@@ -68,12 +80,20 @@ def run(n: int | None = None, embedder: str | None = None, cpus: int | None = No
             "ray_cpus": cpus,
             "ray_actors": ray_rep.workers,
             "stores_equal": same,
-            "local": {"wall_s": round(local_wall, 2), "conv_per_s": round(n / local_wall, 2), "stages_s": local.timings},
-            "ray": {"wall_s": round(ray_wall, 2), "conv_per_s": round(n / ray_wall, 2),
-                    "wall_after_start_s": round(ray_wall - ray_start, 2),
-                    "conv_per_s_after_start": round(n / max(ray_wall - ray_start, 1e-9), 2),
-                    "shards": ray_rep.shards, "repeats_dropped": ray_rep.repeats_dropped,
-                    "stages_s (construction summed over actors)": ray_rep.timings},
+            "local": {
+                "wall_s": round(local_wall, 2),
+                "conv_per_s": round(n / local_wall, 2),
+                "stages_s": local.timings,
+            },
+            "ray": {
+                "wall_s": round(ray_wall, 2),
+                "conv_per_s": round(n / ray_wall, 2),
+                "wall_after_start_s": round(ray_wall - ray_start, 2),
+                "conv_per_s_after_start": round(n / max(ray_wall - ray_start, 1e-9), 2),
+                "shards": ray_rep.shards,
+                "repeats_dropped": ray_rep.repeats_dropped,
+                "stages_s (construction summed over actors)": ray_rep.timings,
+            },
             "ray_overhead_s": round(ray_wall - local_wall, 2),
             "ray_overhead_after_start_s": round(ray_wall - ray_start - local_wall, 2),
         }

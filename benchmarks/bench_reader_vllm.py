@@ -32,7 +32,10 @@ def convert(out: Path) -> Path:
     src = fetch_smollm2()
     tok = AutoTokenizer.from_pretrained(src, gguf_file=SMOLLM2_GGUF)
     model = AutoModelForCausalLM.from_pretrained(src, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
-    for attr in ("quantization_config", "_pre_quantization_dtype"):  # dequantised: save as plain float32 weights
+    for attr in (
+        "quantization_config",
+        "_pre_quantization_dtype",
+    ):  # dequantised: save as plain float32 weights
         if hasattr(model.config, attr):
             delattr(model.config, attr)
     model.hf_quantizer = None
@@ -57,17 +60,35 @@ def probe(store: str, data: str, reader, sample: int, categories=(1, 2, 3, 4)) -
     qs = qs[::step][:sample]
     cfg.stage2 = replace(cfg.stage2, include_threshold=-1e9, early_stop_first=0)  # walk every probe
     r = Retriever.from_store(store, sorted({q["sample_id"] for q in qs}), reader=reader, config=cfg)
-    u0 = (reader.usage.prompt_tokens, reader.usage.output_tokens, reader.usage.cached_prompt_tokens, reader.usage.calls)
+    u0 = (
+        reader.usage.prompt_tokens,
+        reader.usage.output_tokens,
+        reader.usage.cached_prompt_tokens,
+        reader.usage.calls,
+    )
     t0 = time.perf_counter()
     res = r.search([q["question"] for q in qs], [q["sample_id"] for q in qs], strategy="xmemory")
     seconds = time.perf_counter() - t0
     u = reader.usage
-    prompt, output, cached, calls = (u.prompt_tokens - u0[0], u.output_tokens - u0[1], u.cached_prompt_tokens - u0[2],
-                                     u.calls - u0[3])
+    prompt, output, cached, calls = (
+        u.prompt_tokens - u0[0],
+        u.output_tokens - u0[1],
+        u.cached_prompt_tokens - u0[2],
+        u.calls - u0[3],
+    )
     drops = [[e.scores["uncertainty_drop"] for e in x.units if e.type == "episode"] for x in res]
-    return {"reader": reader.name, "questions": len(qs), "seconds": seconds, "probes": calls, "prompt_tokens": prompt,
-            "output_tokens": output, "cached_prompt_tokens": cached, "drops": drops,
-            "kind": cfg.stage2.uncertainty, "qa": [(q["sample_id"], q["qa_index"]) for q in qs]}
+    return {
+        "reader": reader.name,
+        "questions": len(qs),
+        "seconds": seconds,
+        "probes": calls,
+        "prompt_tokens": prompt,
+        "output_tokens": output,
+        "cached_prompt_tokens": cached,
+        "drops": drops,
+        "kind": cfg.stage2.uncertainty,
+        "qa": [(q["sample_id"], q["qa_index"]) for q in qs],
+    }
 
 
 def run(a: argparse.Namespace) -> None:
@@ -85,7 +106,9 @@ def run(a: argparse.Namespace) -> None:
         if name == "hf":
             reader = HFReader(a.model)
         elif name == "vllm":
-            reader = VLLMReader(a.model, logprobs=a.logprobs, max_model_len=a.max_model_len, kv_cache_gib=a.kv_cache_gib)
+            reader = VLLMReader(
+                a.model, logprobs=a.logprobs, max_model_len=a.max_model_len, kv_cache_gib=a.kv_cache_gib
+            )
         else:
             raise SystemExit(f"unknown reader {name!r}: expected hf or vllm")
         load_s = time.perf_counter() - t0
@@ -97,8 +120,11 @@ def run(a: argparse.Namespace) -> None:
         (out / f"probes_{name}.json").write_text(json.dumps(res, indent=1))
         print(summary_line(name, res), flush=True)
         del reader
-    lines = ["| reader | questions | s / question | probes | probe tokens / s (prompt + output) | output tokens / s "
-             "| prefix-cache hit rate | load s |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| reader | questions | s / question | probes | probe tokens / s (prompt + output) | output tokens / s "
+        "| prefix-cache hit rate | load s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in results.items():
         lines.append(table_row(name, r))
     if "hf" in results and "vllm" in results:
@@ -107,25 +133,33 @@ def run(a: argparse.Namespace) -> None:
         diffs = [abs(x - y) for qh, qv in zip(h, v) for x, y in zip(qh, qv)]
         same = sum(
             [ok for _, ok, _ in walk_independent(qh, base)] == [ok for _, ok, _ in walk_independent(qv, base)]
-            for qh, qv in zip(h, v))
-        lines += ["", f"Drops ({results['hf']['kind']}) over {len(diffs)} episodes: max |hf - vllm| = {max(diffs):.2e}, "
-                      f"median {statistics.median(diffs):.2e}; default walk (include_threshold {base.include_threshold}) "
-                      f"admits the same episodes for {same} of {len(h)} questions."]
+            for qh, qv in zip(h, v)
+        )
+        lines += [
+            "",
+            f"Drops ({results['hf']['kind']}) over {len(diffs)} episodes: max |hf - vllm| = {max(diffs):.2e}, "
+            f"median {statistics.median(diffs):.2e}; default walk (include_threshold {base.include_threshold}) "
+            f"admits the same episodes for {same} of {len(h)} questions.",
+        ]
     text = "\n".join(lines) + "\n"
     (out / "bench.md").write_text(text)
     print(text)
 
 
 def summary_line(name: str, r: dict) -> str:
-    return f"{name}: {r['questions']} questions in {r['seconds']:.1f} s, {r['probes']} probes, " \
-           f"{r['prompt_tokens']} prompt + {r['output_tokens']} output tokens, {r['cached_prompt_tokens']} cached"
+    return (
+        f"{name}: {r['questions']} questions in {r['seconds']:.1f} s, {r['probes']} probes, "
+        f"{r['prompt_tokens']} prompt + {r['output_tokens']} output tokens, {r['cached_prompt_tokens']} cached"
+    )
 
 
 def table_row(name: str, r: dict) -> str:
     s = r["seconds"]
-    return (f"| {name} | {r['questions']} | {s / r['questions']:.2f} | {r['probes']} | "
-            f"{(r['prompt_tokens'] + r['output_tokens']) / s:.0f} | {r['output_tokens'] / s:.1f} | "
-            f"{r['cached_prompt_tokens'] / max(1, r['prompt_tokens']):.2f} | {r['load_seconds']:.0f} |")
+    return (
+        f"| {name} | {r['questions']} | {s / r['questions']:.2f} | {r['probes']} | "
+        f"{(r['prompt_tokens'] + r['output_tokens']) / s:.0f} | {r['output_tokens'] / s:.1f} | "
+        f"{r['cached_prompt_tokens'] / max(1, r['prompt_tokens']):.2f} | {r['load_seconds']:.0f} |"
+    )
 
 
 def main() -> None:
@@ -139,7 +173,9 @@ def main() -> None:
     r.add_argument("--model", required=True, help="a safetensors model folder (see convert)")
     r.add_argument("--readers", default="hf,vllm")
     r.add_argument("--sample", type=int, default=24)
-    r.add_argument("--logprobs", type=int, default=20, help="vllm: top-K logprobs, or -1 for the whole vocabulary")
+    r.add_argument(
+        "--logprobs", type=int, default=20, help="vllm: top-K logprobs, or -1 for the whole vocabulary"
+    )
     r.add_argument("--max-model-len", type=int, default=4096)
     r.add_argument("--kv-cache-gib", type=float, default=1.0)
     r.add_argument("--warmup", action="store_true")

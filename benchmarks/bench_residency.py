@@ -21,13 +21,29 @@ import time
 from pathlib import Path
 
 EMBEDDER = "hashing:384"
-TOPICS = ["tulips", "Lisbon", "cello", "marathon", "pottery", "sourdough", "chess", "kayak", "Denver", "violin"]
+TOPICS = [
+    "tulips",
+    "Lisbon",
+    "cello",
+    "marathon",
+    "pottery",
+    "sourdough",
+    "chess",
+    "kayak",
+    "Denver",
+    "violin",
+]
 
 
 def _talk(u: int) -> list[dict]:
     rnd = random.Random(u)
-    return [{"speaker": "User" if j % 2 else "Ana",
-             "content": f"I went to {rnd.choice(TOPICS)} with {rnd.choice(TOPICS)} on day {j}."} for j in range(6)]
+    return [
+        {
+            "speaker": "User" if j % 2 else "Ana",
+            "content": f"I went to {rnd.choice(TOPICS)} with {rnd.choice(TOPICS)} on day {j}.",
+        }
+        for j in range(6)
+    ]
 
 
 def build(root: Path, n: int) -> None:
@@ -37,7 +53,9 @@ def build(root: Path, n: int) -> None:
         return
     with MemoryEngine.open(root, embedder=EMBEDDER) as eng:
         for start in range(0, n, 100):
-            eng.add_batch([{"user_id": f"u{i}", "messages": _talk(i)} for i in range(start, min(n, start + 100))])
+            eng.add_batch(
+                [{"user_id": f"u{i}", "messages": _talk(i)} for i in range(start, min(n, start + 100))]
+            )
 
 
 def _rss_mb() -> float:
@@ -84,10 +102,18 @@ def measure(root: Path, n: int, budget: int | None, searches: int) -> dict:
     eng.close()
     shutil.rmtree(copy, ignore_errors=True)
     ms = lambda xs: round(1000 * statistics.median(xs), 2)  # noqa: E731
-    return {"memories": n, "budget": budget, "open_s": round(open_s, 3), "rss_base_mb": round(base, 1),
-            "rss_after_open_mb": round(rss_open, 1), "rss_peak_searching_mb": round(peak, 1),
-            "search_first_touch_p50_ms": ms(first), "search_resident_p50_ms": ms(again),
-            "delete_all_p50_ms": ms(times), "searches": searches}
+    return {
+        "memories": n,
+        "budget": budget,
+        "open_s": round(open_s, 3),
+        "rss_base_mb": round(base, 1),
+        "rss_after_open_mb": round(rss_open, 1),
+        "rss_peak_searching_mb": round(peak, 1),
+        "search_first_touch_p50_ms": ms(first),
+        "search_resident_p50_ms": ms(again),
+        "delete_all_p50_ms": ms(times),
+        "searches": searches,
+    }
 
 
 def main() -> None:
@@ -110,9 +136,22 @@ def main() -> None:
         build(root, n)
         print(f"store of {n} memories ready ({time.perf_counter() - t0:.1f} s)", flush=True)
         for budget in (-1, args.budget):
-            out = subprocess.run([sys.executable, __file__, "--one", str(root), str(n), str(budget), "--searches",
-                                  str(args.searches)], capture_output=True, text=True, check=True,
-                                 env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    str(root),
+                    str(n),
+                    str(budget),
+                    "--searches",
+                    str(args.searches),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]), flush=True)
     if args.out:

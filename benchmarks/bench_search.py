@@ -33,7 +33,9 @@ from pathlib import Path
 import pytest
 
 STORE = os.environ.get("XMEM_STORE", "")
-LOCOMO = os.environ.get("XMEM_LOCOMO", str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"))
+LOCOMO = os.environ.get(
+    "XMEM_LOCOMO", str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json")
+)
 BUDGETS = os.environ.get("XMEM_BENCH_BUDGETS", "600")
 
 
@@ -82,12 +84,22 @@ if __name__ != "__main__":
     @pytest.mark.parametrize("strategy", STRATEGIES)
     def test_batched_search(benchmark, batch, strategy, budget):
         r, questions, mems, q_x = batch
-        benchmark.group = f"one batched search of {len(questions)} LoCoMo dev questions, query embeddings given (host)"
+        benchmark.group = (
+            f"one batched search of {len(questions)} LoCoMo dev questions, query embeddings given (host)"
+        )
         times: list[float] = []
-        benchmark.pedantic(lambda: times.append(ms_per_query(r, questions, mems, q_x, strategy, budget)),
-                           rounds=5, iterations=1, warmup_rounds=1)
-        benchmark.extra_info.update(questions=len(questions), budget_tokens=budget,
-                                    ms_per_query_min=min(times), ms_per_query_median=statistics.median(times))
+        benchmark.pedantic(
+            lambda: times.append(ms_per_query(r, questions, mems, q_x, strategy, budget)),
+            rounds=5,
+            iterations=1,
+            warmup_rounds=1,
+        )
+        benchmark.extra_info.update(
+            questions=len(questions),
+            budget_tokens=budget,
+            ms_per_query_min=min(times),
+            ms_per_query_median=statistics.median(times),
+        )
 
 
 def single_queries(r, questions, mems, strategy: str, budget: int | None) -> tuple[list[float], list[float]]:
@@ -119,7 +131,9 @@ def faiss_queries(r, questions, mems, k: int = 20) -> list[float]:
     try:
         import faiss
     except ImportError:
-        raise SystemExit("bench_search.py --single: its baseline needs faiss-cpu (pip install faiss-cpu)") from None
+        raise SystemExit(
+            "bench_search.py --single: its baseline needs faiss-cpu (pip install faiss-cpu)"
+        ) from None
 
     from xmemory_gpu.embed import encode_queries
 
@@ -161,6 +175,7 @@ class KernelClock:
                 return fn(*a, **k)
             finally:
                 self.seconds += time.perf_counter() - t0
+
         return call
 
     def __exit__(self, *exc) -> None:
@@ -190,24 +205,57 @@ def main() -> None:
         step = max(1, len(questions) // args.single)
         qs, ms = questions[::step][: args.single], mems[::step][: args.single]
         fq = faiss_queries(r, qs, ms)
-        print(json.dumps({"single": True, "baseline": "encoder + faiss IndexFlatIP top-20", "questions": len(qs),
-                          "p50_ms": _pct(fq, 50), "p99_ms": _pct(fq, 99)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "single": True,
+                    "baseline": "encoder + faiss IndexFlatIP top-20",
+                    "questions": len(qs),
+                    "p50_ms": _pct(fq, 50),
+                    "p99_ms": _pct(fq, 99),
+                }
+            ),
+            flush=True,
+        )
         for strategy in strategies:
             for budget in _budgets(args.budgets):
                 t, enc = single_queries(r, qs, ms, strategy, budget)
-                print(json.dumps({"single": True, "strategy": strategy, "budget": budget, "questions": len(qs),
-                                  "p50_ms": _pct(t, 50), "p99_ms": _pct(t, 99), "max_ms": round(max(t), 2),
-                                  "encoder_p50_ms": _pct(enc, 50), "encoder_p99_ms": _pct(enc, 99)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "single": True,
+                            "strategy": strategy,
+                            "budget": budget,
+                            "questions": len(qs),
+                            "p50_ms": _pct(t, 50),
+                            "p99_ms": _pct(t, 99),
+                            "max_ms": round(max(t), 2),
+                            "encoder_p50_ms": _pct(enc, 50),
+                            "encoder_p99_ms": _pct(enc, 99),
+                        }
+                    ),
+                    flush=True,
+                )
     for strategy in strategies:
         for budget in _budgets(args.budgets):
             ms_per_query(r, questions, mems, q_x, strategy, budget)  # warm: caches, passage levels
             with KernelClock() as clock:
                 t = [ms_per_query(r, questions, mems, q_x, strategy, budget) for _ in range(args.repeat)]
             kernel_ms = 1000 * clock.seconds / (args.repeat * len(questions))
-            print(json.dumps({"strategy": strategy, "budget": budget, "questions": len(questions),
-                              "min_ms": round(min(t), 3), "median_ms": round(statistics.median(t), 3),
-                              "kernel_ms": round(kernel_ms, 4),
-                              "kernel_share": round(kernel_ms / statistics.mean(t), 3)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "strategy": strategy,
+                        "budget": budget,
+                        "questions": len(questions),
+                        "min_ms": round(min(t), 3),
+                        "median_ms": round(statistics.median(t), 3),
+                        "kernel_ms": round(kernel_ms, 4),
+                        "kernel_share": round(kernel_ms / statistics.mean(t), 3),
+                    }
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -18,8 +18,12 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
 
 STORE = os.environ.get("XMEM_STORE", "")
-LOCOMO = os.environ.get("XMEM_LOCOMO", str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"))
-pytestmark = pytest.mark.skipif(not STORE or not Path(STORE).exists(), reason="set XMEM_STORE to a built LoCoMo dev store")
+LOCOMO = os.environ.get(
+    "XMEM_LOCOMO", str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json")
+)
+pytestmark = pytest.mark.skipif(
+    not STORE or not Path(STORE).exists(), reason="set XMEM_STORE to a built LoCoMo dev store"
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +37,8 @@ def batch():
 def test_1000_questions(benchmark, batch, strategy):
     questions, mems, retriever = batch
     benchmark.group = "1,000 LoCoMo dev questions, one batch, embedding included (CPU)"
-    res = benchmark.pedantic(lambda: retriever.search(questions, mems, strategy=strategy), rounds=3, iterations=1, warmup_rounds=1)
+    res = benchmark.pedantic(
+        lambda: retriever.search(questions, mems, strategy=strategy), rounds=3, iterations=1, warmup_rounds=1
+    )
     assert len(res) == 1000
     benchmark.extra_info["questions"] = 1000

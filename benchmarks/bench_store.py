@@ -40,16 +40,22 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
 EMBEDDER = "hashing:384"
 PARTS = ("build", "open", "delete")
 # the child of --tree: the editable install's finder removed, the other tree first on sys.path
-_RUN = ("import runpy, sys; src = sys.argv.pop(1)\n"
-        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
-        "sys.path.insert(0, src)\n"
-        "sys.argv = sys.argv[1:]\n"
-        "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+_RUN = (
+    "import runpy, sys; src = sys.argv.pop(1)\n"
+    "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+    "sys.path.insert(0, src)\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
 
 
 def _ms(seconds: list[float]) -> dict[str, Any]:
     ms = [s * 1000 for s in seconds]
-    return {"min_ms": round(min(ms), 3), "median_ms": round(statistics.median(ms), 3), "runs_ms": [round(v, 3) for v in ms]}
+    return {
+        "min_ms": round(min(ms), 3),
+        "median_ms": round(statistics.median(ms), 3),
+        "runs_ms": [round(v, 3) for v in ms],
+    }
 
 
 def disk_bytes(folder: Path) -> tuple[int, int]:
@@ -93,11 +99,42 @@ def bench_open(store: Path, repeat: int) -> dict[str, Any]:
 
 
 _NAMES = ["Alice", "Ben", "Chloe", "Dev", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Kemi", "Liam"]
-_PLACES = ["Lisbon", "the lake", "Kyoto", "the farmers market", "Denver", "the library", "Oslo", "the gym", "Nairobi", "the beach"]
-_THINGS = ["a red bicycle", "a sourdough starter", "a used piano", "running shoes", "a tomato plant", "a film camera",
-           "a chess set", "a kayak", "a sketchbook", "a sewing machine"]
-_HOBBIES = ["painting", "rock climbing", "baking bread", "learning Spanish", "birdwatching", "playing guitar", "pottery",
-            "trail running", "gardening", "writing poems"]
+_PLACES = [
+    "Lisbon",
+    "the lake",
+    "Kyoto",
+    "the farmers market",
+    "Denver",
+    "the library",
+    "Oslo",
+    "the gym",
+    "Nairobi",
+    "the beach",
+]
+_THINGS = [
+    "a red bicycle",
+    "a sourdough starter",
+    "a used piano",
+    "running shoes",
+    "a tomato plant",
+    "a film camera",
+    "a chess set",
+    "a kayak",
+    "a sketchbook",
+    "a sewing machine",
+]
+_HOBBIES = [
+    "painting",
+    "rock climbing",
+    "baking bread",
+    "learning Spanish",
+    "birdwatching",
+    "playing guitar",
+    "pottery",
+    "trail running",
+    "gardening",
+    "writing poems",
+]
 
 
 def chat(u: int) -> list[dict[str, str]]:
@@ -108,9 +145,15 @@ def chat(u: int) -> list[dict[str, str]]:
     return [
         {"role": "user", "content": f"Hi, I'm {name}. I moved to {place} {days} weeks ago."},
         {"role": "assistant", "content": f"Welcome, {name}! How are you settling in at {place}?"},
-        {"role": "user", "content": f"Pretty well. Yesterday I bought {thing} and started {hobby} with my friend {friend}."},
+        {
+            "role": "user",
+            "content": f"Pretty well. Yesterday I bought {thing} and started {hobby} with my friend {friend}.",
+        },
         {"role": "assistant", "content": f"That sounds fun. How often do you and {friend} meet for {hobby}?"},
-        {"role": "user", "content": f"Every Saturday morning, and I'm allergic to cats, so we meet at {friend}'s flat."},
+        {
+            "role": "user",
+            "content": f"Every Saturday morning, and I'm allergic to cats, so we meet at {friend}'s flat.",
+        },
         {"role": "assistant", "content": f"Noted: {hobby} on Saturdays with {friend}, and no cats for you."},
     ]
 
@@ -127,7 +170,7 @@ def bench_delete(folder: Path, memories: int, deletes: int, chunk: int) -> dict[
         ids: list[list[str]] = []
         if hasattr(eng, "add_batch"):
             for i in range(0, len(items), chunk):
-                ids += eng.add_batch(items[i:i + chunk])
+                ids += eng.add_batch(items[i : i + chunk])
         else:
             ids = [eng.add(it["messages"], user_id=it["user_id"]) for it in items]
         add_s = time.perf_counter() - t0
@@ -135,8 +178,11 @@ def bench_delete(folder: Path, memories: int, deletes: int, chunk: int) -> dict[
         picks = sorted({round(k * (memories - 1) / max(deletes - 1, 1)) for k in range(deletes)})
         times = []
         for n, u in enumerate(picks):
-            mids = list(ids[u]) if u < len(ids) and ids[u] else [
-                x["id"] for x in eng.get_all(user_id=users[u]) if x.get("type") == "message"]
+            mids = (
+                list(ids[u])
+                if u < len(ids) and ids[u]
+                else [x["id"] for x in eng.get_all(user_id=users[u]) if x.get("type") == "message"]
+            )
             mid = mids[(2 + n) % len(mids)]  # a different turn of the chat each time
             t1 = time.perf_counter()
             eng.delete(mid, user_id=users[u])
@@ -146,9 +192,18 @@ def bench_delete(folder: Path, memories: int, deletes: int, chunk: int) -> dict[
     finally:
         eng.close()
     size_after, files_after = disk_bytes(folder)
-    return {"memories": memories, "messages": sum(len(it["messages"]) for it in items), "add_s": round(add_s, 4),
-            "add_chunk": chunk, "bytes_before": size_before, "files_before": files_before, "bytes_after": size_after,
-            "files_after": files_after, "deleted": len(times), "delete": _ms(times)}
+    return {
+        "memories": memories,
+        "messages": sum(len(it["messages"]) for it in items),
+        "add_s": round(add_s, 4),
+        "add_chunk": chunk,
+        "bytes_before": size_before,
+        "files_before": files_before,
+        "bytes_after": size_after,
+        "files_after": files_after,
+        "deleted": len(times),
+        "delete": _ms(times),
+    }
 
 
 def cpu_name() -> str:
@@ -166,16 +221,23 @@ def table(res: dict[str, Any]) -> str:
     if "build" in res:
         b = res["build"]
         stages = ", ".join(f"{k} {v:.2f}" for k, v in b.get("stages_s", {}).items())
-        lines.append(f"build   {b['wall_s']:8.2f} s wall, {b['memories']} memories" + (f"  [stages s: {stages}]" if stages else ""))
+        lines.append(
+            f"build   {b['wall_s']:8.2f} s wall, {b['memories']} memories"
+            + (f"  [stages s: {stages}]" if stages else "")
+        )
     if "open" in res:
         o = res["open"]
-        lines.append(f"open    {o['bytes']:,} bytes in {o['files']} files; open+load_bank min {o['open_load_bank']['min_ms']:.1f} ms, "
-                     f"median {o['open_load_bank']['median_ms']:.1f} ms (close median {o['close']['median_ms']:.2f} ms)")
+        lines.append(
+            f"open    {o['bytes']:,} bytes in {o['files']} files; open+load_bank min {o['open_load_bank']['min_ms']:.1f} ms, "
+            f"median {o['open_load_bank']['median_ms']:.1f} ms (close median {o['close']['median_ms']:.2f} ms)"
+        )
     if "delete" in res:
         d = res["delete"]
-        lines.append(f"delete  {d['memories']} memories ({d['messages']} messages, add {d['add_s']:.2f} s, "
-                     f"{d['bytes_before']:,} bytes in {d['files_before']} files); delete min {d['delete']['min_ms']:.1f} ms, "
-                     f"median {d['delete']['median_ms']:.1f} ms over {d['deleted']}")
+        lines.append(
+            f"delete  {d['memories']} memories ({d['messages']} messages, add {d['add_s']:.2f} s, "
+            f"{d['bytes_before']:,} bytes in {d['files_before']} files); delete min {d['delete']['min_ms']:.1f} ms, "
+            f"median {d['delete']['median_ms']:.1f} ms over {d['deleted']}"
+        )
     return "\n".join(lines)
 
 
@@ -189,8 +251,23 @@ def run_tree(tree: Path, args: argparse.Namespace) -> int:
         if not any(pkg.glob(pattern)):
             for so in site.glob(pattern):
                 (pkg / so.name).symlink_to(so)
-    argv = [str(Path(__file__).resolve()), "--data", str(args.data), "--only", ",".join(args.only), "--repeat", str(args.repeat),
-            "--memories", str(args.memories), "--deletes", str(args.deletes), "--chunk", str(args.chunk), "--in-tree", str(tree)]
+    argv = [
+        str(Path(__file__).resolve()),
+        "--data",
+        str(args.data),
+        "--only",
+        ",".join(args.only),
+        "--repeat",
+        str(args.repeat),
+        "--memories",
+        str(args.memories),
+        "--deletes",
+        str(args.deletes),
+        "--chunk",
+        str(args.chunk),
+        "--in-tree",
+        str(tree),
+    ]
     if args.out:
         argv += ["--out", str(args.out)]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -199,9 +276,18 @@ def run_tree(tree: Path, args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo-format JSON file or folder (default: %(default)s)")
-    ap.add_argument("--only", type=lambda s: [p.strip() for p in s.split(",") if p.strip()], default=list(PARTS),
-                    help="comma-separated parts among build,open,delete (default: all)")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="a LoCoMo-format JSON file or folder (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--only",
+        type=lambda s: [p.strip() for p in s.split(",") if p.strip()],
+        default=list(PARTS),
+        help="comma-separated parts among build,open,delete (default: all)",
+    )
     ap.add_argument("--tree", type=Path, help="measure the xmemory_gpu package under this folder instead")
     ap.add_argument("--out", type=Path, help="write the result as JSON here")
     ap.add_argument("--repeat", type=int, default=5, help="rounds of open + load_bank")
@@ -224,9 +310,15 @@ def main() -> int:
     package = str(Path(xmemory_gpu.__file__).resolve().parent)
     if args.in_tree is not None and not package.startswith(str(args.in_tree)):
         sys.exit(f"--tree {args.in_tree}: xmemory_gpu was imported from {package}, not from the tree")
-    res: dict[str, Any] = {"tree": str(args.in_tree or ROOT), "package": package, "cpu": cpu_name(),
-                           "python": platform.python_version(), "embedder": EMBEDDER, "data": str(args.data),
-                           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    res: dict[str, Any] = {
+        "tree": str(args.in_tree or ROOT),
+        "package": package,
+        "cpu": cpu_name(),
+        "python": platform.python_version(),
+        "embedder": EMBEDDER,
+        "data": str(args.data),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     with tempfile.TemporaryDirectory(prefix="bench_store_") as tmp:
         if "build" in args.only or "open" in args.only:
             store = Path(tmp) / "store"

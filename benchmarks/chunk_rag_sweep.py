@@ -28,10 +28,14 @@ def _ints(s: str) -> list[int]:
 
 def table(sweep: dict, key: str) -> str:
     budgets = sweep["budgets"]
-    lines = ["| strategy | " + " | ".join(f"@{b}" for b in budgets) + " | tokens@" + f"{budgets[-1]} |",
-             "|" + "---|" * (len(budgets) + 2)]
+    lines = [
+        "| strategy | " + " | ".join(f"@{b}" for b in budgets) + " | tokens@" + f"{budgets[-1]} |",
+        "|" + "---|" * (len(budgets) + 2),
+    ]
     for s, r in sweep["strategies"].items():
-        lines.append(f"| {s} | " + " | ".join(fmt(v) for v in r[key]) + f" | {fmt(r['context_tokens'][-1], 0)} |")
+        lines.append(
+            f"| {s} | " + " | ".join(fmt(v) for v in r[key]) + f" | {fmt(r['context_tokens'][-1], 0)} |"
+        )
     return "\n".join(lines)
 
 
@@ -52,13 +56,26 @@ def main() -> None:
     for w in args.widths:  # build each width's passages level once, timed (the sweep's searches reuse it)
         t0 = time.perf_counter()
         lv = r._passages.level(r.bank, r.embedder, w, r.config.semantic.passage_words)
-        levels[w] = {"passages": int(lv.level.seg.lengths.sum()), "seconds": round(time.perf_counter() - t0, 2)}
+        levels[w] = {
+            "passages": int(lv.level.seg.lengths.sum()),
+            "seconds": round(time.perf_counter() - t0, 2),
+        }
     strategies = ["naive-rag", *(f"chunk-rag:{w}" for w in args.widths), "memory-only", "xmemory"]
     t0 = time.perf_counter()
     sweep = run_sweep(r, qs, q_x, strategies, args.budgets, CATEGORIES)
-    report = {"store": args.store, "data": args.data, "questions": len(qs), "memories": r.bank.n_memories,
-              "messages": int(r.bank.msg.seg.lengths.sum()), "embedder": r.embedder.name, "tokenizer": r.tokens.name,
-              "commit": git_commit(), "levels": levels, "sweep_seconds": round(time.perf_counter() - t0, 1), "sweep": sweep}
+    report = {
+        "store": args.store,
+        "data": args.data,
+        "questions": len(qs),
+        "memories": r.bank.n_memories,
+        "messages": int(r.bank.msg.seg.lengths.sum()),
+        "embedder": r.embedder.name,
+        "tokenizer": r.tokens.name,
+        "commit": git_commit(),
+        "levels": levels,
+        "sweep_seconds": round(time.perf_counter() - t0, 1),
+        "sweep": sweep,
+    }
     print(json.dumps({k: v for k, v in report.items() if k != "sweep"}))
     print("\nEvidence recall\n\n" + table(sweep, "recall"))
     print("\nEvidence-word recall\n\n" + table(sweep, "evidence_word_recall"))

@@ -43,34 +43,63 @@ def main() -> None:
         if not eng.bank.n_memories:
             sessions = [sorted({m.session for m in c.messages}) for c in convs]
             for step in range(max(len(s) for s in sessions)):
-                eng.add_batch([{"user_id": c.sample_id, "messages": [
-                    {"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
-                    for m in c.messages if step < len(s) and m.session == s[step]]} for c, s in zip(convs, sessions)])
+                eng.add_batch(
+                    [
+                        {
+                            "user_id": c.sample_id,
+                            "messages": [
+                                {
+                                    "id": m.id,
+                                    "speaker": m.speaker,
+                                    "content": m.text,
+                                    "timestamp": m.timestamp,
+                                    "session": m.session,
+                                }
+                                for m in c.messages
+                                if step < len(s) and m.session == s[step]
+                            ],
+                        }
+                        for c, s in zip(convs, sessions)
+                    ]
+                )
         stream_s = time.perf_counter() - t0
         st = Store.open(args.bulk_store)
         per_memory = {}
         for c in convs:
             b = st.stats(c.sample_id)
             e = eng.bank.stats[eng.bank.index[scope_key(c.sample_id)]]
-            per_memory[c.sample_id] = {k: (b.get(k), e.get(k)) for k in ("n_messages", "n_episodes", "n_semantics", "n_themes", "f_P")}
+            per_memory[c.sample_id] = {
+                k: (b.get(k), e.get(k))
+                for k in ("n_messages", "n_episodes", "n_semantics", "n_themes", "f_P")
+            }
             per_memory[c.sample_id]["f_P_rel_diff"] = abs(e["f_P"] - b["f_P"]) / abs(b["f_P"])
         qs = [(c.sample_id, q) for c in convs for q in c.qa if q.category != 5]
         recall = {}
         for budget in [int(x) for x in args.budgets.split(",")]:
             bud = budget or None
             for s in STRATEGIES:
-                rb = bulk.search([q.question for _, q in qs], [m for m, _ in qs], strategy=s, budget_tokens=bud)
+                rb = bulk.search(
+                    [q.question for _, q in qs], [m for m, _ in qs], strategy=s, budget_tokens=bud
+                )
                 re_ = []
                 for c in convs:  # one batched search per memory
                     mine = [q.question for m, q in qs if m == c.sample_id]
-                    re_ += eng.search(mine, user_id=c.sample_id, strategy=s, budget_tokens=bud) if mine else []
+                    re_ += (
+                        eng.search(mine, user_id=c.sample_id, strategy=s, budget_tokens=bud) if mine else []
+                    )
                 vb = [evidence_recall(r.message_ids, q.evidence) for r, (_, q) in zip(rb, qs)]
                 ve = [evidence_recall(r.message_ids, q.evidence) for r, (_, q) in zip(re_, qs)]
                 mb = float(np.mean([v for v in vb if v is not None]))
                 me = float(np.mean([v for v in ve if v is not None]))
                 recall[f"{s}@{budget or 'none'}"] = {"bulk": mb, "stream": me, "diff": me - mb}
-    report = {"data": args.data, "questions": len(qs), "stream_s": stream_s, "per_memory": per_memory,
-              "max_f_P_rel_diff": max(v["f_P_rel_diff"] for v in per_memory.values()), "recall": recall}
+    report = {
+        "data": args.data,
+        "questions": len(qs),
+        "stream_s": stream_s,
+        "per_memory": per_memory,
+        "max_f_P_rel_diff": max(v["f_P_rel_diff"] for v in per_memory.values()),
+        "recall": recall,
+    }
     (out / "equivalence.json").write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "per_memory"}, indent=2))
 

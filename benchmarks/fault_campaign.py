@@ -108,7 +108,10 @@ def bad_inputs(tmp: Path) -> dict:
         ("build: item a string", B + [data(["x"])] + BO),
         ("build: sample_id missing", B + [data(conv(sample_id=None))] + BO),
         ("build: sample_id a number", B + [data(conv(sample_id=5))] + BO),
-        ("build: conversation missing", B + [data(conv(conversation=None) if False else [{"sample_id": "z"}])] + BO),
+        (
+            "build: conversation missing",
+            B + [data(conv(conversation=None) if False else [{"sample_id": "z"}])] + BO,
+        ),
         ("build: speaker_a missing", B + [data(conv(conversation={"speaker_a": None}))] + BO),
         ("build: session not a list", B + [data(conv(conversation={"session_1": "x"}))] + BO),
         ("build: date unparsable", B + [data(conv(conversation={"session_1_date_time": "yesterday"}))] + BO),
@@ -117,11 +120,19 @@ def bad_inputs(tmp: Path) -> dict:
         ("build: dia_id missing", B + [data(conv(turn={"dia_id": None}))] + BO),
         ("build: empty text", B + [data(conv(turn={"text": "   "}))] + BO),
         ("build: speaker missing", B + [data(conv(turn={"speaker": ""}))] + BO),
-        ("build: lone surrogate", B + [data(None, json.dumps(conv(turn={"text": "hi XSURX"})).replace("XSURX", "\\ud800").encode())] + BO),
+        (
+            "build: lone surrogate",
+            B
+            + [data(None, json.dumps(conv(turn={"text": "hi XSURX"})).replace("XSURX", "\\ud800").encode())]
+            + BO,
+        ),
         ("build: qa not a list", B + [data(conv(qa="x"))] + BO),
         ("build: question missing", B + [data(conv(qa=[{"answer": "x"}]))] + BO),
         ("build: category abc", B + [data(conv(qa=[{"question": "q", "category": "abc"}]))] + BO),
-        ("build: evidence not a list", B + [data(conv(qa=[{"question": "q", "category": 1, "evidence": 5}]))] + BO),
+        (
+            "build: evidence not a list",
+            B + [data(conv(qa=[{"question": "q", "category": 1, "evidence": 5}]))] + BO,
+        ),
         ("build: duplicate sample across files", B + [str(good), str(good)] + BO),
         ("build: --limit -1", B + [str(good), "--limit", "-1"] + BO),
         ("build: --limit x", B + [str(good), "--limit", "x"] + BO),
@@ -159,25 +170,84 @@ def bad_inputs(tmp: Path) -> dict:
         ("search: unknown backend", ["search", s, "--backend", "nope", "q"]),
         ("eval: --limit -1", ["eval", s, "--data", str(good), "--out", str(tmp / "e1"), "--limit", "-1"]),
         ("eval: --out a file", ["eval", s, "--data", str(good), "--out", str(afile)]),
-        ("eval: unknown strategy", ["eval", s, "--data", str(good), "--out", str(tmp / "e2"), "--strategies", "nope"]),
-        ("eval: --sweep-budget -1", ["eval", s, "--data", str(good), "--out", str(tmp / "e3"), "--sweep-budget", "-1"]),
-        ("eval: --categories x", ["eval", s, "--data", str(good), "--out", str(tmp / "e4"), "--categories", "x"]),
+        (
+            "eval: unknown strategy",
+            ["eval", s, "--data", str(good), "--out", str(tmp / "e2"), "--strategies", "nope"],
+        ),
+        (
+            "eval: --sweep-budget -1",
+            ["eval", s, "--data", str(good), "--out", str(tmp / "e3"), "--sweep-budget", "-1"],
+        ),
+        (
+            "eval: --categories x",
+            ["eval", s, "--data", str(good), "--out", str(tmp / "e4"), "--categories", "x"],
+        ),
         ("eval: data missing", ["eval", s, "--data", str(tmp / "none.json"), "--out", str(tmp / "e5")]),
         ("synth: --conversations -1", ["synth", "--conversations", "-1", "--out", str(tmp / "s.json")]),
         ("synth: --out a folder", ["synth", "--out", str(folder)]),
         ("stats: not a store", ["stats", str(folder)]),
         ("stats: --drop-damaged without --check", ["stats", s, "--drop-damaged"]),
-        ("add: file missing", ["add", str(tmp / "live"), str(tmp / "none.json"), "--user", "u", "--embedder", EMB]),
+        (
+            "add: file missing",
+            ["add", str(tmp / "live"), str(tmp / "none.json"), "--user", "u", "--embedder", EMB],
+        ),
         ("add: not a list", ["add", str(tmp / "live"), data({"x": 1}), "--user", "u", "--embedder", EMB]),
-        ("add: message without content", ["add", str(tmp / "live"), data([{"role": "user"}]), "--user", "u", "--embedder", EMB]),
-        ("add: bad timestamp", ["add", str(tmp / "live"), data([{"role": "u", "content": "x", "timestamp": "soon"}]), "--user", "u",
-                                "--embedder", EMB]),
-        ("add: id a number", ["add", str(tmp / "live"), data([{"role": "u", "content": "x", "id": 5}]), "--user", "u", "--embedder", EMB]),
-        ("add: unknown field", ["add", str(tmp / "live"), data([{"role": "u", "content": "x", "mood": 1}]), "--user", "u",
-                                "--embedder", EMB]),
-        ("add: empty user", ["add", str(tmp / "live"), data([{"role": "u", "content": "x"}]), "--user", "", "--embedder", EMB]),
-        ("add: into a bulk store with another embedder", ["add", s, data([{"role": "u", "content": "x"}]), "--user", "u",
-                                                          "--embedder", "hashing:32"]),
+        (
+            "add: message without content",
+            ["add", str(tmp / "live"), data([{"role": "user"}]), "--user", "u", "--embedder", EMB],
+        ),
+        (
+            "add: bad timestamp",
+            [
+                "add",
+                str(tmp / "live"),
+                data([{"role": "u", "content": "x", "timestamp": "soon"}]),
+                "--user",
+                "u",
+                "--embedder",
+                EMB,
+            ],
+        ),
+        (
+            "add: id a number",
+            [
+                "add",
+                str(tmp / "live"),
+                data([{"role": "u", "content": "x", "id": 5}]),
+                "--user",
+                "u",
+                "--embedder",
+                EMB,
+            ],
+        ),
+        (
+            "add: unknown field",
+            [
+                "add",
+                str(tmp / "live"),
+                data([{"role": "u", "content": "x", "mood": 1}]),
+                "--user",
+                "u",
+                "--embedder",
+                EMB,
+            ],
+        ),
+        (
+            "add: empty user",
+            [
+                "add",
+                str(tmp / "live"),
+                data([{"role": "u", "content": "x"}]),
+                "--user",
+                "",
+                "--embedder",
+                EMB,
+            ],
+        ),
+        (
+            "add: into a bulk store with another embedder",
+            ["add", s, data([{"role": "u", "content": "x"}]), "--user", "u", "--embedder", "hashing:32"],
+        ),
         ("delete: unknown unit", ["delete", s, "nope", "--user", "u"]),
         ("delete: neither unit nor --all", ["delete", s, "--user", "u"]),
         ("history: not a store", ["history", str(folder), "--user", "u"]),
@@ -188,11 +258,25 @@ def bad_inputs(tmp: Path) -> dict:
         code, err = _run_cli(argv)
         lines = [x for x in err.strip().splitlines() if x.strip()]
         ours = [x for x in lines if x.startswith("xmemory")]
-        rows.append({"kind": name, "exit": code, "one_line": len(ours) == 1 and "error:" in ours[0],
-                     "traceback": "Traceback" in err, "wrong_exit": code not in (2,), "stderr": ours[-1] if ours else err[-300:]})
+        rows.append(
+            {
+                "kind": name,
+                "exit": code,
+                "one_line": len(ours) == 1 and "error:" in ours[0],
+                "traceback": "Traceback" in err,
+                "wrong_exit": code not in (2,),
+                "stderr": ours[-1] if ours else err[-300:],
+            }
+        )
     lost = before != _store_state(store)
-    return {"kinds": len(rows), "one_line_errors": sum(r["one_line"] for r in rows), "tracebacks": sum(r["traceback"] for r in rows),
-            "wrong_exit_codes": sum(r["wrong_exit"] for r in rows), "data_lost": int(lost), "rows": rows}
+    return {
+        "kinds": len(rows),
+        "one_line_errors": sum(r["one_line"] for r in rows),
+        "tracebacks": sum(r["traceback"] for r in rows),
+        "wrong_exit_codes": sum(r["wrong_exit"] for r in rows),
+        "data_lost": int(lost),
+        "rows": rows,
+    }
 
 
 def _random_store(tmp: Path) -> Path:
@@ -216,13 +300,26 @@ def kill_builds(tmp: Path, kills: int, rng: random.Random) -> dict:
     from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 
     data = write_json(generate_conversations(40, seed=5), tmp / "k.json")
-    cmd = [sys.executable, "-m", "xmemory_gpu", "build", str(data), "--embedder", EMB, "--no-progress", "--shard-size", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "xmemory_gpu",
+        "build",
+        str(data),
+        "--embedder",
+        EMB,
+        "--no-progress",
+        "--shard-size",
+        "2",
+    ]
     ref = tmp / "ref"
     subprocess.run(cmd + ["--out", str(ref)], check=True, env=ENV, capture_output=True, timeout=900)
     store = tmp / "killed"
     failed_reopen, done = 0, 0
     for _ in range(kills):
-        p = subprocess.Popen(cmd + ["--out", str(store)], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            cmd + ["--out", str(store)], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(rng.uniform(0.5, 4.0))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=60)
@@ -234,8 +331,14 @@ def kill_builds(tmp: Path, kills: int, rng: random.Random) -> dict:
             failed_reopen += 1
     subprocess.run(cmd + ["--out", str(store)], check=True, env=ENV, capture_output=True, timeout=900)
     a, b = _dump(ref), _dump(store)
-    return {"kills": done, "lost": len(set(a) - set(b)), "duplicated": len(b) - len(set(b)), "extra": len(set(b) - set(a)),
-            "failed_reopen": failed_reopen, "equal_to_uninterrupted": a == b}
+    return {
+        "kills": done,
+        "lost": len(set(a) - set(b)),
+        "duplicated": len(b) - len(set(b)),
+        "extra": len(set(b) - set(a)),
+        "failed_reopen": failed_reopen,
+        "equal_to_uninterrupted": a == b,
+    }
 
 
 def kill_streams(tmp: Path, kills: int, rng: random.Random) -> dict:
@@ -244,7 +347,13 @@ def kill_streams(tmp: Path, kills: int, rng: random.Random) -> dict:
 
     n = 200
     ref = tmp / "sref"
-    subprocess.run([sys.executable, "-c", STREAM, str(ref), "0", str(n)], check=True, env=ENV, timeout=900, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", STREAM, str(ref), "0", str(n)],
+        check=True,
+        env=ENV,
+        timeout=900,
+        capture_output=True,
+    )
     store = tmp / "skilled"
     failed, done = 0, 0
     for _ in range(kills):
@@ -255,15 +364,24 @@ def kill_streams(tmp: Path, kills: int, rng: random.Random) -> dict:
             break
         if start >= n:
             break
-        p = subprocess.Popen([sys.executable, "-c", STREAM, str(store), str(start), str(n)], env=ENV, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [sys.executable, "-c", STREAM, str(store), str(start), str(n)],
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(rng.uniform(0.8, 2.5))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=60)
         done += 1
     start = committed_batches(store)
-    subprocess.run([sys.executable, "-c", STREAM, str(store), str(start), str(n)], check=True, env=ENV, timeout=900,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", STREAM, str(store), str(start), str(n)],
+        check=True,
+        env=ENV,
+        timeout=900,
+        capture_output=True,
+    )
     same = _snapshot(store) == _snapshot(ref)
     return {"kills": done, "failed_reopen": failed, "equal_to_uninterrupted": same, "batches": n}
 
@@ -291,16 +409,43 @@ def disk_full(tmp: Path) -> dict:
     out = {}
     mnt = tmp / "tiny"
     mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)], capture_output=True).returncode == 0
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        == 0
+    )
     try:
         target = mnt / "store" if mounted else tmp / "enospc"
         if mounted:
-            p = subprocess.run([sys.executable, "-m", "xmemory_gpu", "build", str(data), "--out", str(target), "--embedder",
-                                "hashing:384", "--no-progress", "--shard-size", "1"], env=ENV, capture_output=True, text=True,
-                               timeout=600)
+            p = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "xmemory_gpu",
+                    "build",
+                    str(data),
+                    "--out",
+                    str(target),
+                    "--embedder",
+                    "hashing:384",
+                    "--no-progress",
+                    "--shard-size",
+                    "1",
+                ],
+                env=ENV,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         else:
-            p = subprocess.run([sys.executable, "-c", _ENOSPC, str(data), str(target), "3"], env=ENV, capture_output=True,
-                               text=True, timeout=600)
+            p = subprocess.run(
+                [sys.executable, "-c", _ENOSPC, str(data), str(target), "3"],
+                env=ENV,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         err = [x for x in p.stderr.splitlines() if x.startswith("xmemory")]
         kept = _store_state(target)
         loadable = True
@@ -309,10 +454,20 @@ def disk_full(tmp: Path) -> dict:
         except Exception:  # noqa: BLE001 - counted
             loadable = False
         named = _arrays_named(target)
-        orphans = [f.name for f in (target / "arrays").iterdir() if f.name not in named] if (target / "arrays").exists() else []
-        out = {"method": "tmpfs 300 KB" if mounted else "ENOSPC from a patched np.savez after 3 writes", "exit": p.returncode,
-               "one_line_error": len(err) == 1 and "No space left" in err[0], "committed_memories": len(kept),
-               "store_loads": loadable, "orphan_files": orphans, "message": err[-1] if err else p.stderr[-300:]}
+        orphans = (
+            [f.name for f in (target / "arrays").iterdir() if f.name not in named]
+            if (target / "arrays").exists()
+            else []
+        )
+        out = {
+            "method": "tmpfs 300 KB" if mounted else "ENOSPC from a patched np.savez after 3 writes",
+            "exit": p.returncode,
+            "one_line_error": len(err) == 1 and "No space left" in err[0],
+            "committed_memories": len(kept),
+            "store_loads": loadable,
+            "orphan_files": orphans,
+            "message": err[-1] if err else p.stderr[-300:],
+        }
     finally:
         if mounted:
             subprocess.run(["umount", str(mnt)], capture_output=True)
@@ -328,25 +483,48 @@ def read_only_store(tmp: Path) -> dict:
     more = write_json(generate_conversations(5, seed=1), tmp / "more.json")
     store = tmp / "ro"
     build = [sys.executable, "-m", "xmemory_gpu", "build"]
-    subprocess.run(build + [str(a), "--out", str(store), "--embedder", EMB, "--no-progress"], check=True, env=ENV,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        build + [str(a), "--out", str(store), "--embedder", EMB, "--no-progress"],
+        check=True,
+        env=ENV,
+        capture_output=True,
+        timeout=600,
+    )
     before = _store_state(store)
-    ok = subprocess.run(["mount", "--bind", str(store), str(store)], capture_output=True).returncode == 0 and subprocess.run(
-        ["mount", "-o", "remount,ro,bind", str(store)], capture_output=True).returncode == 0
+    ok = (
+        subprocess.run(["mount", "--bind", str(store), str(store)], capture_output=True).returncode == 0
+        and subprocess.run(["mount", "-o", "remount,ro,bind", str(store)], capture_output=True).returncode
+        == 0
+    )
     if not ok:
         subprocess.run(["umount", str(store)], capture_output=True)
         return {"method": "not possible here (no bind mount)"}
     try:
-        p = subprocess.run(build + [str(more), "--out", str(store), "--embedder", EMB, "--no-progress"], env=ENV,
-                           capture_output=True, text=True, timeout=600)
-        q = subprocess.run([sys.executable, "-m", "xmemory_gpu", "search", str(store), "what is the job?"], env=ENV,
-                           capture_output=True, text=True, timeout=600)
+        p = subprocess.run(
+            build + [str(more), "--out", str(store), "--embedder", EMB, "--no-progress"],
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        q = subprocess.run(
+            [sys.executable, "-m", "xmemory_gpu", "search", str(store), "what is the job?"],
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         err = [x for x in p.stderr.splitlines() if x.startswith("xmemory")]
     finally:
         subprocess.run(["umount", str(store)], capture_output=True)
-    return {"method": "read-only bind mount", "build_exit": p.returncode, "one_line_error": len(err) == 1,
-            "message": err[-1] if err else p.stderr[-300:], "nothing_lost": _store_state(store) == before,
-            "search_exit": q.returncode}
+    return {
+        "method": "read-only bind mount",
+        "build_exit": p.returncode,
+        "one_line_error": len(err) == 1,
+        "message": err[-1] if err else p.stderr[-300:],
+        "nothing_lost": _store_state(store) == before,
+        "search_exit": q.returncode,
+    }
 
 
 def _arrays_named(store: Path) -> set[str]:
@@ -362,8 +540,22 @@ def two_writers(tmp: Path) -> dict:
 
     data = write_json(generate_conversations(12, seed=6), tmp / "w.json")
     store = tmp / "two"
-    cmd = [sys.executable, "-m", "xmemory_gpu", "build", str(data), "--out", str(store), "--embedder", EMB, "--no-progress"]
-    ps = [subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "xmemory_gpu",
+        "build",
+        str(data),
+        "--out",
+        str(store),
+        "--embedder",
+        EMB,
+        "--no-progress",
+    ]
+    ps = [
+        subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     res = [(p.wait(timeout=600), p.stderr.read()) for p in ps]
     codes = sorted(c for c, _ in res)
     refused = [e for c, e in res if c == 2]
@@ -372,8 +564,13 @@ def two_writers(tmp: Path) -> dict:
         n = len(_dump(store))
     except Exception:  # noqa: BLE001 - counted
         ok, n = False, 0
-    return {"exit_codes": codes, "refused_message": refused[0].strip()[-200:] if refused else "", "store_loads": ok, "memories": n,
-            "both_succeeded": codes == [0, 0]}
+    return {
+        "exit_codes": codes,
+        "refused_message": refused[0].strip()[-200:] if refused else "",
+        "store_loads": ok,
+        "memories": n,
+        "both_succeeded": codes == [0, 0],
+    }
 
 
 def main() -> None:
@@ -386,7 +583,10 @@ def main() -> None:
     rng = random.Random(args.seed)
     random.seed(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="xmem-faults-"))
-    report: dict = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.uname().nodename}, {os.cpu_count()} cpus"}
+    report: dict = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.uname().nodename}, {os.cpu_count()} cpus",
+    }
     try:
         parts = set(args.parts.split(","))
         if "a" in parts:
@@ -410,9 +610,16 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "faults.json").write_text(json.dumps(report, indent=2))
-    summary = {k: ({kk: vv for kk, vv in v.items() if kk != "rows"} if isinstance(v, dict) else v) for k, v in report.items()}
+    summary = {
+        k: ({kk: vv for kk, vv in v.items() if kk != "rows"} if isinstance(v, dict) else v)
+        for k, v in report.items()
+    }
     print(json.dumps(summary, indent=2))
-    bad = [r for r in report.get("bad_inputs", {}).get("rows", []) if not r["one_line"] or r["traceback"] or r["wrong_exit"]]
+    bad = [
+        r
+        for r in report.get("bad_inputs", {}).get("rows", [])
+        if not r["one_line"] or r["traceback"] or r["wrong_exit"]
+    ]
     for r in bad:
         print("NOT CLEAN:", r["kind"], r["exit"], r["stderr"][:200])
 

@@ -28,7 +28,18 @@ sys.path.insert(0, str(ROOT))
 from xmemory_gpu.client import MemoryClient  # noqa: E402
 
 KEY = "load-test-key-0123456789"
-TOPICS = ["kayak", "violin", "garden", "Lisbon", "nurse", "marathon", "pottery", "chess", "Denver", "sourdough"]
+TOPICS = [
+    "kayak",
+    "violin",
+    "garden",
+    "Lisbon",
+    "nurse",
+    "marathon",
+    "pottery",
+    "chess",
+    "Denver",
+    "sourdough",
+]
 
 
 def _port() -> int:
@@ -40,8 +51,24 @@ def _port() -> int:
 def _serve(store: Path, coalesce_ms: float, embedder: str) -> tuple[subprocess.Popen, str]:
     port = _port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "XMEMORY_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-m", "xmemory_gpu", "serve", str(store), "--port", str(port), "--coalesce-ms",
-                          str(coalesce_ms), "--embedder", embedder], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xmemory_gpu",
+            "serve",
+            str(store),
+            "--port",
+            str(port),
+            "--coalesce-ms",
+            str(coalesce_ms),
+            "--embedder",
+            embedder,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):  # bounded start-up wait (60 s)
         try:
@@ -64,10 +91,19 @@ def _load(url: str, clients: int, requests: int, users: int, kind: str, tag: str
             u = f"user{(c * requests + r) % users}"
             t = time.perf_counter()
             if kind == "search":
-                mc.search(f"What did I say about {TOPICS[(c + r) % len(TOPICS)]}?", user_id=u, strategy="xmemory")
+                mc.search(
+                    f"What did I say about {TOPICS[(c + r) % len(TOPICS)]}?", user_id=u, strategy="xmemory"
+                )
             else:
-                mc.add([{"role": "user", "content": f"{tag} {c}-{r}: today I practised {TOPICS[r % len(TOPICS)]} again."}],
-                       user_id=u)
+                mc.add(
+                    [
+                        {
+                            "role": "user",
+                            "content": f"{tag} {c}-{r}: today I practised {TOPICS[r % len(TOPICS)]} again.",
+                        }
+                    ],
+                    user_id=u,
+                )
             mine.append(time.perf_counter() - t)
         with lock:
             lat.extend(mine)
@@ -80,8 +116,12 @@ def _load(url: str, clients: int, requests: int, users: int, kind: str, tag: str
         t.join()
     wall = time.perf_counter() - t0
     ms = np.asarray(lat) * 1e3
-    return {"requests": len(lat), "req_per_s": len(lat) / wall, "p50_ms": float(np.percentile(ms, 50)),
-            "p99_ms": float(np.percentile(ms, 99))}
+    return {
+        "requests": len(lat),
+        "req_per_s": len(lat) / wall,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+    }
 
 
 def main() -> None:
@@ -97,9 +137,21 @@ def main() -> None:
     p, url = _serve(store, 2.0, args.embedder)
     try:  # preload: every user gets a short history
         mc = MemoryClient(url, api_key=KEY, timeout=1800)
-        mc.add_batch([{"user_id": f"user{u}", "messages": [
-            {"role": "user" if i % 2 == 0 else "assistant", "content": f"I love {TOPICS[(u + i) % len(TOPICS)]}; it is my week {i} hobby."}
-            for i in range(8)]} for u in range(args.users)])
+        mc.add_batch(
+            [
+                {
+                    "user_id": f"user{u}",
+                    "messages": [
+                        {
+                            "role": "user" if i % 2 == 0 else "assistant",
+                            "content": f"I love {TOPICS[(u + i) % len(TOPICS)]}; it is my week {i} hobby.",
+                        }
+                        for i in range(8)
+                    ],
+                }
+                for u in range(args.users)
+            ]
+        )
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=120)
@@ -117,17 +169,29 @@ def main() -> None:
             p.wait(timeout=120)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.uname().nodename}, {os.cpu_count()} cpus",
-              "embedder": args.embedder, "users": args.users, "requests_per_client": args.requests, "rows": rows}
+    report = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.uname().nodename}, {os.cpu_count()} cpus",
+        "embedder": args.embedder,
+        "users": args.users,
+        "requests_per_client": args.requests,
+        "rows": rows,
+    }
     s32 = {r["coalesce_ms"]: r["req_per_s"] for r in rows if r["clients"] == 32 and r["kind"] == "search"}
     report["search_32_clients_coalesced_over_single"] = s32.get(2.0, 0) / s32[0.0] if s32.get(0.0) else None
     (out / "load.json").write_text(json.dumps(report, indent=2))
     lines = ["| coalescing | clients | kind | req/s | p50 ms | p99 ms |", "|---|---|---|---|---|---|"]
-    lines += [f"| {'on (2 ms)' if r['coalesce_ms'] else 'off'} | {r['clients']} | {r['kind']} | {r['req_per_s']:.1f} | "
-              f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} |" for r in rows]
+    lines += [
+        f"| {'on (2 ms)' if r['coalesce_ms'] else 'off'} | {r['clients']} | {r['kind']} | {r['req_per_s']:.1f} | "
+        f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} |"
+        for r in rows
+    ]
     (out / "load.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    print("32-client search throughput, coalesced / one call per request:", report["search_32_clients_coalesced_over_single"])
+    print(
+        "32-client search throughput, coalesced / one call per request:",
+        report["search_32_clients_coalesced_over_single"],
+    )
 
 
 if __name__ == "__main__":

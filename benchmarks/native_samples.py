@@ -21,16 +21,28 @@ import sys
 import tempfile
 from pathlib import Path
 
-_GENERIC = ("libc", "libpython", "libstdc++", "libm", "ld-linux", "libgcc", "?")  # runtime, not a library's work
+_GENERIC = (
+    "libc",
+    "libpython",
+    "libstdc++",
+    "libm",
+    "ld-linux",
+    "libgcc",
+    "?",
+)  # runtime, not a library's work
 _FRAME = re.compile(r"\(([^()]*)\)$")
-_RUN = ("import sys, tempfile\n"
-        "from xmemory_gpu.construct.pipeline import build_store\n"
-        "from xmemory_gpu.embed import load_embedder\n"
-        "with tempfile.TemporaryDirectory() as tmp:\n"
-        "    build_store(sys.argv[1], tmp + '/store', embedder=load_embedder(sys.argv[2]), progress=False)\n")
+_RUN = (
+    "import sys, tempfile\n"
+    "from xmemory_gpu.construct.pipeline import build_store\n"
+    "from xmemory_gpu.embed import load_embedder\n"
+    "with tempfile.TemporaryDirectory() as tmp:\n"
+    "    build_store(sys.argv[1], tmp + '/store', embedder=load_embedder(sys.argv[2]), progress=False)\n"
+)
 
 
-def attribute(raw: Path, marker: str = "build_store") -> tuple[int, collections.Counter, collections.Counter, collections.Counter]:
+def attribute(
+    raw: Path, marker: str = "build_store"
+) -> tuple[int, collections.Counter, collections.Counter, collections.Counter]:
     """(samples of the stacks holding ``marker``, samples per library or "python", samples per Python
     leaf function, the same per library for the samples outside the embedder's ``encode``) from a
     py-spy raw file (``frame;frame;... count`` lines, innermost last)."""
@@ -44,7 +56,9 @@ def attribute(raw: Path, marker: str = "build_store") -> tuple[int, collections.
             continue
         n = int(count)
         total += n
-        in_encoder = any(f.split(" (")[0].rsplit(".", 1)[-1] == "encode" and "/embed/" in f for f in stack.split(";"))
+        in_encoder = any(
+            f.split(" (")[0].rsplit(".", 1)[-1] == "encode" and "/embed/" in f for f in stack.split(";")
+        )
         kind = "runtime"
         for frame in reversed(stack.split(";")):
             m = _FRAME.search(frame)
@@ -70,7 +84,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", type=Path, help="a LoCoMo-format JSON file or folder")
-    src.add_argument("--synthetic", type=int, metavar="N", help="N synthetic conversations (datasets.synthetic)")
+    src.add_argument(
+        "--synthetic", type=int, metavar="N", help="N synthetic conversations (datasets.synthetic)"
+    )
     src.add_argument("--raw", type=Path, help="a py-spy raw file already recorded")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--embedder", default="hashing:384")
@@ -86,19 +102,42 @@ def main() -> None:
             if data is None:
                 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 
-                data = write_json(generate_conversations(args.synthetic, seed=args.seed), Path(tmp) / "synthetic.json")
+                data = write_json(
+                    generate_conversations(args.synthetic, seed=args.seed), Path(tmp) / "synthetic.json"
+                )
             raw = Path(tmp) / "samples.txt"
-            subprocess.run(["py-spy", "record", "-r", str(args.rate), "--native", "-f", "raw", "-o", str(raw), "--",
-                            sys.executable, "-c", _RUN, str(data), args.embedder], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    "py-spy",
+                    "record",
+                    "-r",
+                    str(args.rate),
+                    "--native",
+                    "-f",
+                    "raw",
+                    "-o",
+                    str(raw),
+                    "--",
+                    sys.executable,
+                    "-c",
+                    _RUN,
+                    str(data),
+                    args.embedder,
+                ],
+                check=True,
+                capture_output=True,
+            )
         total, kinds, funcs, outside = attribute(raw)
     print(f"{total} samples of the build's thread")
     for kind, n in kinds.most_common():
         print(f"{n / total:7.1%}  {kind}")
     rest = max(sum(outside.values()), 1)
     compiled = rest - outside["python"] - outside["runtime"]
-    print(f"outside the encoder ({rest} samples): Python {outside['python'] / rest:.1%}, compiled code {compiled / rest:.1%} "
-          f"(xmemory_gpu._C {outside['_C'] / rest:.1%}, NumPy {outside['_multiarray_umath'] / rest:.1%}, "
-          f"SQLite {outside['libsqlite3'] / rest:.1%}), the interpreter's runtime {outside['runtime'] / rest:.1%}")
+    print(
+        f"outside the encoder ({rest} samples): Python {outside['python'] / rest:.1%}, compiled code {compiled / rest:.1%} "
+        f"(xmemory_gpu._C {outside['_C'] / rest:.1%}, NumPy {outside['_multiarray_umath'] / rest:.1%}, "
+        f"SQLite {outside['libsqlite3'] / rest:.1%}), the interpreter's runtime {outside['runtime'] / rest:.1%}"
+    )
     print("Python functions (innermost):")
     for name, n in funcs.most_common(args.top):
         print(f"{n / total:7.1%}  {name}")

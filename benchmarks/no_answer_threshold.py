@@ -44,7 +44,9 @@ def locomo_side(store: str, data: str, strategy: str, budget: int) -> tuple[np.n
                 mids.append(mid)
                 ev.append(qa.evidence)
     res = ret.search(qs, mids, strategy=strategy, budget_tokens=budget)
-    return np.array([top_relevance(r) for r in res]), np.array([evidence_recall(e, r.message_ids) for e, r in zip(ev, res)])
+    return np.array([top_relevance(r) for r in res]), np.array(
+        [evidence_recall(e, r.message_ids) for e, r in zip(ev, res)]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("data")
     ap.add_argument("--strategy", default="xmemory")
     ap.add_argument("--budget", type=int, default=600)
-    ap.add_argument("--chats-embedder", default=None, help="embedder of the role-chat side (default: the default)")
+    ap.add_argument(
+        "--chats-embedder", default=None, help="embedder of the role-chat side (default: the default)"
+    )
     args = ap.parse_args(argv)
     top, rec = locomo_side(args.store, args.data, args.strategy, args.budget)
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
@@ -62,16 +66,22 @@ def main(argv: list[str] | None = None) -> int:
     chats = run(args.chats_embedder, 150, [args.strategy], None)["strategies"][args.strategy]["rows"]
     ans = [r for r in chats if r["kind"] != "unanswerable"]
     una = [r for r in chats if r["kind"] == "unanswerable"]
-    print(f"LoCoMo: {len(top)} answerable questions, {args.strategy} at {args.budget} tokens, recall {rec.mean():.3f}; "
-          f"role chats: {len(ans)} answerable, {len(una)} unanswerable, {args.strategy} at 150 tokens")
-    print("| threshold | LoCoMo recall lost (points) | LoCoMo questions emptied | chats: unanswerable emptied | "
-          "chats: answerable recall kept |")
+    print(
+        f"LoCoMo: {len(top)} answerable questions, {args.strategy} at {args.budget} tokens, recall {rec.mean():.3f}; "
+        f"role chats: {len(ans)} answerable, {len(una)} unanswerable, {args.strategy} at 150 tokens"
+    )
+    print(
+        "| threshold | LoCoMo recall lost (points) | LoCoMo questions emptied | chats: unanswerable emptied | "
+        "chats: answerable recall kept |"
+    )
     print("|---|---|---|---|---|")
     for t in GRID:
         lost = rec[top < t].sum() / len(rec) * 100
         kept = sum(r["recall"] for r in ans if r["top_relevance"] >= t) / len(ans)
-        print(f"| {t:.2f} | {lost:.2f} | {np.mean(top < t):.3f} | {np.mean([r['top_relevance'] < t for r in una]):.2f} | "
-              f"{kept:.3f} |")
+        print(
+            f"| {t:.2f} | {lost:.2f} | {np.mean(top < t):.3f} | {np.mean([r['top_relevance'] < t for r in una]):.2f} | "
+            f"{kept:.3f} |"
+        )
     return 0
 
 

@@ -29,7 +29,9 @@ def _request(s: requests.Session, url: str, kind: str, i: int) -> int:
     u = USERS[i % len(USERS)]
     if kind == "add":
         text = f"{u} note {i}: went hiking near lake {i % 7} with friend {i % 5}"
-        return s.post(url + "/v1/memories", json={"user_id": u, "messages": [{"speaker": u, "text": text}]}).status_code
+        return s.post(
+            url + "/v1/memories", json={"user_id": u, "messages": [{"speaker": u, "text": text}]}
+        ).status_code
     return s.post(url + "/v1/search", json={"user_id": u, "query": f"where did {u} go hiking?"}).status_code
 
 
@@ -62,8 +64,12 @@ def load(url: str) -> dict:
             t.join()
         dt = time.perf_counter() - t0
         lat.sort()
-        out[kind] = {"req_s": round(N / dt, 1), "p50_ms": round(1e3 * lat[len(lat) // 2], 1),
-                     "p99_ms": round(1e3 * lat[int(len(lat) * 0.99)], 1), "errors": bad[0]}
+        out[kind] = {
+            "req_s": round(N / dt, 1),
+            "p50_ms": round(1e3 * lat[len(lat) // 2], 1),
+            "p99_ms": round(1e3 * lat[int(len(lat) * 0.99)], 1),
+            "errors": bad[0],
+        }
     return out
 
 
@@ -82,8 +88,21 @@ def free_port() -> int:
 
 def single_process(root: Path) -> dict:
     port = free_port()
-    p = subprocess.Popen([sys.executable, "-m", "xmemory_gpu", "serve", str(root / "single"), "--embedder", "hashing:64",
-                          "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xmemory_gpu",
+            "serve",
+            str(root / "single"),
+            "--embedder",
+            "hashing:64",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(240):  # bounded wait for the port

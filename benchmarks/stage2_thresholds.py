@@ -44,15 +44,37 @@ def probe(store: str, data: str, reader_spec: str, sample: int, categories=(1, 2
     for q, x in zip(qs, res):
         sem = [u for u in x.units if u.type == "semantic"]
         epi = [u for u in x.units if u.type == "episode"]
-        rows.append({
-            "sample_id": q["sample_id"], "qa_index": q["qa_index"], "category": q["category"], "evidence": q["evidence"],
-            "semantic_ids": sorted({m for u in sem for m in u.message_ids}), "semantic_tokens": sum(u.tokens for u in sem),
-            "episodes": [{"id": u.id, "drop": u.scores["uncertainty_drop"], "tokens": u.tokens, "message_ids": u.message_ids,
-                          "holds_evidence": bool(set(u.message_ids) & set(q["evidence"]))} for u in epi],
-            "llm_calls": x.llm_calls, "llm_tokens": x.llm_tokens,
-        })
-    return {"reader": reader.name, "questions": len(qs), "seconds": seconds, "config": cfg.stage2.__dict__, "rows": rows,
-            "cached_prompt_tokens": reader.usage.cached_prompt_tokens, "prompt_tokens": reader.usage.prompt_tokens}
+        rows.append(
+            {
+                "sample_id": q["sample_id"],
+                "qa_index": q["qa_index"],
+                "category": q["category"],
+                "evidence": q["evidence"],
+                "semantic_ids": sorted({m for u in sem for m in u.message_ids}),
+                "semantic_tokens": sum(u.tokens for u in sem),
+                "episodes": [
+                    {
+                        "id": u.id,
+                        "drop": u.scores["uncertainty_drop"],
+                        "tokens": u.tokens,
+                        "message_ids": u.message_ids,
+                        "holds_evidence": bool(set(u.message_ids) & set(q["evidence"])),
+                    }
+                    for u in epi
+                ],
+                "llm_calls": x.llm_calls,
+                "llm_tokens": x.llm_tokens,
+            }
+        )
+    return {
+        "reader": reader.name,
+        "questions": len(qs),
+        "seconds": seconds,
+        "config": cfg.stage2.__dict__,
+        "rows": rows,
+        "cached_prompt_tokens": reader.usage.cached_prompt_tokens,
+        "prompt_tokens": reader.usage.prompt_tokens,
+    }
 
 
 def replay(rows: list[dict], include: float, base: XMemoryConfig) -> dict:
@@ -66,8 +88,12 @@ def replay(rows: list[dict], include: float, base: XMemoryConfig) -> dict:
         tok.append(row["semantic_tokens"] + sum(e["tokens"] for e in adm))
         n_adm.append(len(adm))
     rec = [v for v in rec if v is not None]
-    return {"include_threshold": include, "recall": statistics.fmean(rec), "unit_tokens": statistics.fmean(tok),
-            "episodes_admitted": statistics.fmean(n_adm)}
+    return {
+        "include_threshold": include,
+        "recall": statistics.fmean(rec),
+        "unit_tokens": statistics.fmean(tok),
+        "episodes_admitted": statistics.fmean(n_adm),
+    }
 
 
 def report(probes: dict) -> str:
@@ -75,20 +101,29 @@ def report(probes: dict) -> str:
     rows = probes["rows"]
     drops_ev = [e["drop"] for r in rows for e in r["episodes"] if e["holds_evidence"]]
     drops_no = [e["drop"] for r in rows for e in r["episodes"] if not e["holds_evidence"]]
-    sem_only = statistics.fmean(v for v in (evidence_recall(r["semantic_ids"], r["evidence"]) for r in rows) if v is not None)
-    lines = [f"Stage II probes: {probes['questions']} questions, reader {probes['reader']}, {probes['seconds']:.0f} s "
-             f"({probes['questions'] / probes['seconds']:.3f} q/s), {statistics.fmean(r['llm_calls'] for r in rows):.1f} calls and "
-             f"{statistics.fmean(r['llm_tokens'] for r in rows):.0f} tokens per question, "
-             f"{probes['cached_prompt_tokens']} of {probes['prompt_tokens']} prompt tokens from shared-prefix caches.", "",
-             f"Uncertainty drop (nats, {probes['config']['uncertainty']}): episodes holding evidence "
-             f"mean {statistics.fmean(drops_ev) if drops_ev else float('nan'):.3f} (n={len(drops_ev)}), others "
-             f"mean {statistics.fmean(drops_no) if drops_no else float('nan'):.3f} (n={len(drops_no)}).",
-             f"Stage I semantics alone: evidence recall {sem_only:.3f}.", "",
-             "| include_threshold | evidence recall | unit tokens | episodes admitted |", "|---|---|---|---|"]
+    sem_only = statistics.fmean(
+        v for v in (evidence_recall(r["semantic_ids"], r["evidence"]) for r in rows) if v is not None
+    )
+    lines = [
+        f"Stage II probes: {probes['questions']} questions, reader {probes['reader']}, {probes['seconds']:.0f} s "
+        f"({probes['questions'] / probes['seconds']:.3f} q/s), {statistics.fmean(r['llm_calls'] for r in rows):.1f} calls and "
+        f"{statistics.fmean(r['llm_tokens'] for r in rows):.0f} tokens per question, "
+        f"{probes['cached_prompt_tokens']} of {probes['prompt_tokens']} prompt tokens from shared-prefix caches.",
+        "",
+        f"Uncertainty drop (nats, {probes['config']['uncertainty']}): episodes holding evidence "
+        f"mean {statistics.fmean(drops_ev) if drops_ev else float('nan'):.3f} (n={len(drops_ev)}), others "
+        f"mean {statistics.fmean(drops_no) if drops_no else float('nan'):.3f} (n={len(drops_no)}).",
+        f"Stage I semantics alone: evidence recall {sem_only:.3f}.",
+        "",
+        "| include_threshold | evidence recall | unit tokens | episodes admitted |",
+        "|---|---|---|---|",
+    ]
     for t in GRID:
         s = replay(rows, t, base)
         label = "all (no gate)" if t < -1e8 else f"{t:g}"
-        lines.append(f"| {label} | {s['recall']:.3f} | {s['unit_tokens']:.0f} | {s['episodes_admitted']:.2f} |")
+        lines.append(
+            f"| {label} | {s['recall']:.3f} | {s['unit_tokens']:.0f} | {s['episodes_admitted']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,10 @@ LOCOMO_DEV = Path(os.environ.get("XMEM_LOCOMO", SHARED / "data" / "locomo" / "lo
 
 
 def pytest_report_header(config) -> list[str]:
-    return [f"xmemory test seed: {_SEED} (set XMEM_TEST_SEED to repeat)", f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '')}"]
+    return [
+        f"xmemory test seed: {_SEED} (set XMEM_TEST_SEED to repeat)",
+        f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET', '')}",
+    ]
 
 
 _SEED = int(os.environ.get("XMEM_TEST_SEED", np.random.SeedSequence().entropy % (2**31)))

@@ -42,8 +42,13 @@ def to_schema_2(root: Path) -> None:
     """Rewrite the store at ``root`` (any readable schema) as schema 2 wrote it; the operations log is kept."""
     st = Store.open(root)
     mems = [st.get(m) for m in st.memory_ids()]
-    meta = {"schema_version": "2", "dim": str(st.dim), "embedder": st.embedder, "config": json.dumps(st.config),
-            "created": str(time.time())}
+    meta = {
+        "schema_version": "2",
+        "dim": str(st.dim),
+        "embedder": st.embedder,
+        "config": json.dumps(st.config),
+        "created": str(time.time()),
+    }
     oplog = st._conn.execute("SELECT memory_id, op, ids, time FROM oplog ORDER BY seq").fetchall()
     st.close()
     for f in (root / "arrays").iterdir():
@@ -63,15 +68,37 @@ def to_schema_2(root: Path) -> None:
             name = f"{key}-{digest[:12]}.npz"
             tmp.rename(root / "arrays" / name)
             mid = mem.memory_id
-            c.execute("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?)", (mid, pos, name, digest, json.dumps(mem.stats), time.time()))
-            c.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
-                          [(mid, i, m.id, m.speaker, m.text, m.session, m.timestamp) for i, m in enumerate(mem.messages)])
-            c.executemany("INSERT INTO episodes (memory_id, id, title, text, message_ids, start, end, row) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                          [(mid, e.id, e.title, e.text, json.dumps(e.message_ids), e.start, e.end, r)
-                           for r, e in enumerate(mem.episodes)])
-            c.executemany("INSERT INTO semantics (memory_id, id, text, episode_ids, message_ids, timestamp, row) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                          [(mid, s.id, s.text, json.dumps(s.episode_ids), json.dumps(s.message_ids), s.timestamp, r)
-                           for r, s in enumerate(mem.semantics)])
-            c.executemany("INSERT INTO themes VALUES (?, ?, ?, ?)", [(mid, r, t.id, t.summary) for r, t in enumerate(mem.themes)])
-            c.executemany("INSERT INTO lineage VALUES (?, ?, ?)", [(mid, t.id, p) for t in mem.themes for p in t.parents])
+            c.execute(
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?)",
+                (mid, pos, name, digest, json.dumps(mem.stats), time.time()),
+            )
+            c.executemany(
+                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (mid, i, m.id, m.speaker, m.text, m.session, m.timestamp)
+                    for i, m in enumerate(mem.messages)
+                ],
+            )
+            c.executemany(
+                "INSERT INTO episodes (memory_id, id, title, text, message_ids, start, end, row) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (mid, e.id, e.title, e.text, json.dumps(e.message_ids), e.start, e.end, r)
+                    for r, e in enumerate(mem.episodes)
+                ],
+            )
+            c.executemany(
+                "INSERT INTO semantics (memory_id, id, text, episode_ids, message_ids, timestamp, row) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (mid, s.id, s.text, json.dumps(s.episode_ids), json.dumps(s.message_ids), s.timestamp, r)
+                    for r, s in enumerate(mem.semantics)
+                ],
+            )
+            c.executemany(
+                "INSERT INTO themes VALUES (?, ?, ?, ?)",
+                [(mid, r, t.id, t.summary) for r, t in enumerate(mem.themes)],
+            )
+            c.executemany(
+                "INSERT INTO lineage VALUES (?, ?, ?)",
+                [(mid, t.id, p) for t in mem.themes for p in t.parents],
+            )
     c.close()

@@ -92,16 +92,26 @@ class CompletionServer:
             if mode == "badjson":
                 return _send(h, 200, b'{"choices": [')
             if mode == "nochoices":
-                return _send(h, 200, json.dumps({"object": "text_completion", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode())
+                return _send(
+                    h,
+                    200,
+                    json.dumps(
+                        {"object": "text_completion", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+                    ).encode(),
+                )
             if mode == "flaky" and hit % 2 == 1:
                 return _send(h, 503, b'{"error": "overloaded"}')
             if mode == "http400":
                 return _send(h, 400, b'{"error": "bad request"}')
             vllm_like = mode != "plain"
             with self.lock:
-                answer = self._complete(prompts, int(body["max_tokens"]), int(body.get("logprobs") or 0),
-                                        vllm_like and bool(body.get("return_tokens_as_token_ids")),
-                                        vllm_like and bool(body.get("return_token_ids")))
+                answer = self._complete(
+                    prompts,
+                    int(body["max_tokens"]),
+                    int(body.get("logprobs") or 0),
+                    vllm_like and bool(body.get("return_tokens_as_token_ids")),
+                    vllm_like and bool(body.get("return_token_ids")),
+                )
             if mode == "wrongcount":
                 answer["choices"] = answer["choices"][:-1]
             if mode == "shuffled":
@@ -119,7 +129,9 @@ class CompletionServer:
         for i, (prompt, u) in enumerate(zip(prompts, unc)):
             p_ids = tok(prompt, add_special_tokens=False)["input_ids"]
             with torch.no_grad():
-                logits = r.model(torch.tensor([p_ids + u.token_ids])).logits[0, len(p_ids) - 1 : len(p_ids) - 1 + len(u.token_ids)]
+                logits = r.model(torch.tensor([p_ids + u.token_ids])).logits[
+                    0, len(p_ids) - 1 : len(p_ids) - 1 + len(u.token_ids)
+                ]
             logp = torch.log_softmax(logits.double(), dim=-1)
             name = (lambda t: f"token_id:{t}") if as_ids else (lambda t: tok.convert_ids_to_tokens(t))
             top_lp, top_ids = logp.topk(k, dim=-1) if k else (None, None)
@@ -130,7 +142,9 @@ class CompletionServer:
                     "tokens": [name(t) for t in u.token_ids],
                     "token_logprobs": [float(logp[s, t]) for s, t in enumerate(u.token_ids)],
                     "top_logprobs": [
-                        {name(int(t)): float(v) for t, v in zip(top_ids[s].tolist(), top_lp[s].tolist())} if k else None
+                        {name(int(t)): float(v) for t, v in zip(top_ids[s].tolist(), top_lp[s].tolist())}
+                        if k
+                        else None
                         for s in range(len(u.token_ids))
                     ],
                     "text_offset": [0] * len(u.token_ids),
@@ -140,10 +154,19 @@ class CompletionServer:
             if with_ids:
                 choice["token_ids"], choice["prompt_token_ids"] = list(u.token_ids), list(p_ids)
             choices.append(choice)
-        usage = {"prompt_tokens": sum(u.prompt_tokens for u in unc), "completion_tokens": sum(len(u.token_ids) for u in unc)}
+        usage = {
+            "prompt_tokens": sum(u.prompt_tokens for u in unc),
+            "completion_tokens": sum(len(u.token_ids) for u in unc),
+        }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        return {"id": "cmpl-test", "object": "text_completion", "created": int(time.time()), "model": "tiny",
-                "choices": choices, "usage": usage}
+        return {
+            "id": "cmpl-test",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": "tiny",
+            "choices": choices,
+            "usage": usage,
+        }
 
 
 def _send(h: BaseHTTPRequestHandler, status: int, data: bytes) -> None:

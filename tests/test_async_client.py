@@ -50,17 +50,25 @@ def test_every_call_against_a_real_server(live):
     async def main() -> None:
         c = AsyncMemoryClient(live.url, api_key=ADMIN)
         assert (await c.health())["status"] == "ok"
-        ids = await c.add([{"role": "user", "content": "I bought a red kayak in town.", "id": "a/1"},
-                           {"role": "user", "content": "My sister Ana lives in Porto.", "id": "a2"}], user_id="alice",
-                          metadata={"topic": "life"})
+        ids = await c.add(
+            [
+                {"role": "user", "content": "I bought a red kayak in town.", "id": "a/1"},
+                {"role": "user", "content": "My sister Ana lives in Porto.", "id": "a2"},
+            ],
+            user_id="alice",
+            metadata={"topic": "life"},
+        )
         assert ids == ["a/1", "a2"]
-        assert await c.add_batch([{"user_id": "bob", "messages": [{"role": "user", "content": "I play the violin."}]}])
+        assert await c.add_batch(
+            [{"user_id": "bob", "messages": [{"role": "user", "content": "I play the violin."}]}]
+        )
         res = await c.search(["What did I buy?", "Where does Ana live?"], user_id="alice", limit=2)
         assert len(res) == 2 and all(len(r["units"]) <= 2 for r in res)
         assert res == sync.search(["What did I buy?", "Where does Ana live?"], user_id="alice", limit=2)
         assert (await c.get_all(user_id="alice")) == sync.get_all(user_id="alice")
-        assert (await c.get_all(user_id="alice", filters={"topic": "life"})) == sync.get_all(user_id="alice",
-                                                                                             filters={"topic": "life"})
+        assert (await c.get_all(user_id="alice", filters={"topic": "life"})) == sync.get_all(
+            user_id="alice", filters={"topic": "life"}
+        )
         assert (await c.get("a/1", user_id="alice"))["text"] == "I bought a red kayak in town."
         await c.update("a/1", "I bought a green canoe in town.", user_id="alice")
         assert (await c.get("a/1", user_id="alice"))["text"] == "I bought a green canoe in town."
@@ -102,9 +110,15 @@ def test_concurrent_calls_on_one_loop(live):
     async def main() -> list:
         c = AsyncMemoryClient(live.url, api_key=ADMIN)
         users = [f"c{i}" for i in range(6)]
-        await asyncio.gather(*(c.add([{"role": "user", "content": f"{u} bought a lamp.", "id": f"{u}-0"}], user_id=u)
-                               for u in users))
-        return await asyncio.gather(*(c.search("What did I buy?", user_id=u) for u in users for _ in range(3)))
+        await asyncio.gather(
+            *(
+                c.add([{"role": "user", "content": f"{u} bought a lamp.", "id": f"{u}-0"}], user_id=u)
+                for u in users
+            )
+        )
+        return await asyncio.gather(
+            *(c.search("What did I buy?", user_id=u) for u in users for _ in range(3))
+        )
 
     out = asyncio.run(main())
     assert len(out) == 18
@@ -121,18 +135,28 @@ def _closed_port() -> int:
 def test_no_redirect_is_followed():
     target_cls = type("Target", (_Recorder,), {"seen": [], "location": ""})
     target = _serve(target_cls)
-    redirector = _serve(type("Redirector", (_Recorder,), {"seen": [], "location": f"http://127.0.0.1:{target.server_port}"}))
+    redirector = _serve(
+        type("Redirector", (_Recorder,), {"seen": [], "location": f"http://127.0.0.1:{target.server_port}"})
+    )
     try:
+
         async def main() -> None:
             c = AsyncMemoryClient(f"http://127.0.0.1:{redirector.server_port}", api_key=ADMIN, timeout=10)
             for aw in (c.get_all(user_id="alice"), c.add([{"role": "u", "content": "x"}], user_id="alice")):
                 with pytest.raises(ServiceError) as e:
                     await aw
                 assert e.value.status == 302 and f"127.0.0.1:{target.server_port}" in e.value.detail
-            assert await AsyncMemoryClient(f"http://127.0.0.1:{target.server_port}", api_key=ADMIN).get_all(user_id="a") == []
+            assert (
+                await AsyncMemoryClient(f"http://127.0.0.1:{target.server_port}", api_key=ADMIN).get_all(
+                    user_id="a"
+                )
+                == []
+            )
 
         asyncio.run(main())
-        assert len(target_cls.seen) == 1 and target_cls.seen[0]["Authorization"] == f"Bearer {ADMIN}"  # the direct call only
+        assert (
+            len(target_cls.seen) == 1 and target_cls.seen[0]["Authorization"] == f"Bearer {ADMIN}"
+        )  # the direct call only
     finally:
         redirector.shutdown()
         target.shutdown()
@@ -155,7 +179,7 @@ class _Chunked(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         for i in range(0, len(body), 1000):
-            part = body[i:i + 1000]
+            part = body[i : i + 1000]
             self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
         self.wfile.write(b"0\r\n\r\n")
 
@@ -167,6 +191,7 @@ def test_chunked_answers_base_paths_and_timeouts():
     srv = _serve(type("C", (_Chunked,), {"lines": []}))
     handler = srv.RequestHandlerClass
     try:
+
         async def main() -> None:
             c = AsyncMemoryClient(f"http://127.0.0.1:{srv.server_port}/mem/", timeout=1)
             units = await c.get_all(user_id="a b", filters={"k": "v"})
@@ -177,7 +202,9 @@ def test_chunked_answers_base_paths_and_timeouts():
             assert time.perf_counter() - t0 < 2.5
 
         asyncio.run(main())
-        assert handler.lines[0] == ("GET /mem/v1/memories?user_id=a+b&filters=%7B%22k%22%3A+%22v%22%7D HTTP/1.1")
+        assert handler.lines[0] == (
+            "GET /mem/v1/memories?user_id=a+b&filters=%7B%22k%22%3A+%22v%22%7D HTTP/1.1"
+        )
     finally:
         srv.shutdown()
 
@@ -191,8 +218,17 @@ def test_sync_and_async_clients_send_the_same_requests():
         def _answer(self) -> None:
             n = int(self.headers.get("Content-Length") or 0)
             seen.append((self.command, self.path, self.rfile.read(n)))
-            body = json.dumps({"ids": [], "results": [], "units": [], "history": [], "deleted_messages": 0,
-                               "deleted_memories": 0, "updated": "x"}).encode()
+            body = json.dumps(
+                {
+                    "ids": [],
+                    "results": [],
+                    "units": [],
+                    "history": [],
+                    "deleted_messages": 0,
+                    "deleted_memories": 0,
+                    "updated": "x",
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -206,12 +242,26 @@ def test_sync_and_async_clients_send_the_same_requests():
 
     srv = _serve(Echo)
     url = f"http://127.0.0.1:{srv.server_port}"
-    calls = [("add", ([{"role": "user", "content": "x"}],), {"user_id": "u", "metadata": {"a": 1}, "user_name": "U"}),
-             ("add_batch", ([{"user_id": "u", "messages": []}],), {}),
-             ("search", ("q",), {"user_id": "u", "agent_id": "g", "limit": 3, "threshold": 0.2, "filters": {"a": 1}}),
-             ("get_all", (), {"user_id": "u", "filters": {"a": True}}), ("get", ("a/b",), {"user_id": "u"}),
-             ("update", ("a/b", "new"), {"user_id": "u", "run_id": "r"}), ("delete", ("a/b",), {"user_id": "u"}),
-             ("delete_all", (), {"user_id": "u"}), ("reset", (), {}), ("history", (), {"user_id": "u"})]
+    calls = [
+        (
+            "add",
+            ([{"role": "user", "content": "x"}],),
+            {"user_id": "u", "metadata": {"a": 1}, "user_name": "U"},
+        ),
+        ("add_batch", ([{"user_id": "u", "messages": []}],), {}),
+        (
+            "search",
+            ("q",),
+            {"user_id": "u", "agent_id": "g", "limit": 3, "threshold": 0.2, "filters": {"a": 1}},
+        ),
+        ("get_all", (), {"user_id": "u", "filters": {"a": True}}),
+        ("get", ("a/b",), {"user_id": "u"}),
+        ("update", ("a/b", "new"), {"user_id": "u", "run_id": "r"}),
+        ("delete", ("a/b",), {"user_id": "u"}),
+        ("delete_all", (), {"user_id": "u"}),
+        ("reset", (), {}),
+        ("history", (), {"user_id": "u"}),
+    ]
     try:
         sync, asyn = MemoryClient(url), AsyncMemoryClient(url)
         for name, args, kw in calls:
@@ -242,6 +292,7 @@ def test_cancelling_a_call_closes_its_connection():
 
     srv = _serve(Hold)
     try:
+
         async def main() -> None:
             task = asyncio.ensure_future(AsyncMemoryClient(f"http://127.0.0.1:{srv.server_port}").health())
             await asyncio.sleep(0.3)

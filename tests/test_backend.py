@@ -20,7 +20,9 @@ SPEC = "hashing:64"
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return write_json(generate_conversations(4, seed=21, sessions=(2, 4)), tmp_path_factory.mktemp("b") / "d.json")
+    return write_json(
+        generate_conversations(4, seed=21, sessions=(2, 4)), tmp_path_factory.mktemp("b") / "d.json"
+    )
 
 
 def _cfg() -> XMemoryConfig:
@@ -33,7 +35,11 @@ def _memories(backend: MemoryBackend) -> dict:
     out = {}
     for mid in backend.memory_ids():
         sl = backend.get_slice(mid)
-        cols = {(lv, k): (v.tolist() if v.dtype.kind == "O" else v.tobytes()) for lv, c in sl.cols.items() for k, v in c.items()}
+        cols = {
+            (lv, k): (v.tolist() if v.dtype.kind == "O" else v.tobytes())
+            for lv, c in sl.cols.items()
+            for k, v in c.items()
+        }
         out[mid] = (cols, {k: v for k, v in sl.stats.items() if k != "timings"}, backend.counts(mid))
     return out
 
@@ -109,21 +115,35 @@ def test_the_engine_state_is_typed_in_memory_and_stored_in_the_catalogue(tmp_pat
     from xmemory_gpu.memory.engine_state import EngineState
 
     with MemoryEngine.open(tmp_path / "e", embedder=SPEC) as eng:
-        eng.add([{"role": "user", "content": "I moved to Lisbon in May."},
-                 {"role": "assistant", "content": "Lisbon is lovely in spring."}], user_id="u1", user_name="Priya")
+        eng.add(
+            [
+                {"role": "user", "content": "I moved to Lisbon in May."},
+                {"role": "assistant", "content": "Lisbon is lovely in spring."},
+            ],
+            user_id="u1",
+            user_name="Priya",
+        )
         key = scope_key("u1")
         b = eng.bank.index[key]
         st = eng.bank.engine[b]
-        assert isinstance(st, EngineState) and st.speakers == ("Priya", "assistant") and "engine" not in eng.bank.stats[b]
+        assert (
+            isinstance(st, EngineState)
+            and st.speakers == ("Priya", "assistant")
+            and "engine" not in eng.bank.stats[b]
+        )
         sl = eng.store.get_slice(key)
         assert sl.engine == st and "engine" not in sl.stats and "engine" not in eng.store.stats(key)
     with sqlite3.connect(tmp_path / "e" / "memory.sqlite") as c:
         raw = json.loads(c.execute("SELECT stats FROM memories WHERE memory_id = ?", (key,)).fetchone()[0])
     assert raw["engine"] == st.as_dict()
     # stats as a catalogue holds them (an older store, the Ray build's table) are typed on reading
-    again = MemorySlice("m", sl.cols, {"f_P": 1.0, "engine": {"open_from": 1, "next_theme_id": 3, "speakers": ["a"]}})
+    again = MemorySlice(
+        "m", sl.cols, {"f_P": 1.0, "engine": {"open_from": 1, "next_theme_id": 3, "speakers": ["a"]}}
+    )
     assert again.stats == {"f_P": 1.0} and again.engine == EngineState(1, 3, ("a",), ())
-    with MemoryEngine.open(tmp_path / "e", embedder=SPEC) as eng:  # reopened: it grows on from the stored state
+    with MemoryEngine.open(
+        tmp_path / "e", embedder=SPEC
+    ) as eng:  # reopened: it grows on from the stored state
         eng.add([{"role": "user", "content": "I started a new job at Tilde in June."}], user_id="u1")
         assert eng.bank.engine[eng.bank.index[key]].speakers == ("Priya", "assistant")
         assert any("Tilde" in u["text"] for u in eng.get_all(user_id="u1") if u["type"] == "semantic")

@@ -30,8 +30,12 @@ def memories(tmp_path_factory):
 
 
 def _records(mem):
-    return ([m.__dict__ for m in mem.messages], [e.__dict__ for e in mem.episodes], [s.__dict__ for s in mem.semantics],
-            [t.__dict__ for t in mem.themes])
+    return (
+        [m.__dict__ for m in mem.messages],
+        [e.__dict__ for e in mem.episodes],
+        [s.__dict__ for s in mem.semantics],
+        [t.__dict__ for t in mem.themes],
+    )
 
 
 def test_view_round_trips_records_and_arrays(memories):
@@ -87,7 +91,9 @@ def test_growth_moves_only_the_growing_memory(memories):
         got = bank.slice(b)
         for lv in LEVELS:
             for name in before[b].cols[lv]:
-                np.testing.assert_array_equal(got.cols[lv][name], before[b].cols[lv][name], err_msg=f"{lv}.{name}")
+                np.testing.assert_array_equal(
+                    got.cols[lv][name], before[b].cols[lv][name], err_msg=f"{lv}.{name}"
+                )
     got = bank.slice(1)
     for name in grown.cols["sem"]:
         np.testing.assert_array_equal(got.cols["sem"][name], grown.cols["sem"][name], err_msg=name)

@@ -21,8 +21,10 @@ from xmemory_gpu.retrieve.result import RetrievalResult, RetrievedUnit
 from xmemory_gpu.tokens import default_counter
 
 TS = 1_700_000_000.0
-WORDS = ("the assistant recommended a slow smoky sauce with pepper garlic and lemon for the weekend "
-         "barbecue because it keeps the chicken tender and takes about four hours in the fridge").split()
+WORDS = (
+    "the assistant recommended a slow smoky sauce with pepper garlic and lemon for the weekend "
+    "barbecue because it keeps the chicken tender and takes about four hours in the fridge"
+).split()
 
 
 def _text(n_words: int, seed: int) -> str:
@@ -30,14 +32,16 @@ def _text(n_words: int, seed: int) -> str:
 
 
 def _units(budget: TokenBudget, specs: list[tuple[str, str, int, list[str]]]) -> list[RetrievedUnit]:
-    units = [RetrievedUnit(kind, uid, _text(n, i), 0, 1.0, ids, TS) for i, (kind, uid, n, ids) in enumerate(specs)]
+    units = [
+        RetrievedUnit(kind, uid, _text(n, i), 0, 1.0, ids, TS) for i, (kind, uid, n, ids) in enumerate(specs)
+    ]
     for u, c in zip(units, budget.count([u.text for u in units])):
         u.tokens = c
     return units
 
 
 def _context(budget: TokenBudget, units: list[RetrievedUnit], b: int) -> tuple[list[RetrievedUnit], int]:
-    (kept, ctx, n_tok), = budget.contexts([units], b)
+    ((kept, ctx, n_tok),) = budget.contexts([units], b)
     assert ctx == assemble(kept) and n_tok == budget.tokens.count([ctx])[0]
     return kept, n_tok
 
@@ -68,7 +72,11 @@ def test_the_room_left_is_filled_by_a_cut_of_the_first_unit_that_did_not_fit():
     # episode and its messages (tried in its place) that follow
     words = _statement_words(budget, int(0.87 * b), 4)
     specs = [("semantic", f"s{i}", words, [f"D1:{i}"]) for i in range(5)]
-    specs += [("episode", "e", 900, ["D2:1", "D2:2"]), ("message", "D2:1", 700, ["D2:1"]), ("message", "D2:2", 70, ["D2:2"])]
+    specs += [
+        ("episode", "e", 900, ["D2:1", "D2:2"]),
+        ("message", "D2:1", 700, ["D2:1"]),
+        ("message", "D2:2", 70, ["D2:2"]),
+    ]
     units = _units(budget, specs)
     for u in units[-2:]:
         as_part(u)
@@ -84,8 +92,15 @@ def test_the_room_left_is_filled_by_a_cut_of_the_first_unit_that_did_not_fit():
 def test_a_unit_whose_parts_were_tried_is_not_cut_its_part_is():
     budget = TokenBudget(default_counter())
     b = 160
-    units = _units(budget, [("semantic", "s0", 60, ["D1:1"]), ("episode", "e", 900, ["D2:1", "D2:2"]),
-                            ("message", "D2:1", 20, ["D2:1"]), ("message", "D2:2", 400, ["D2:2"])])
+    units = _units(
+        budget,
+        [
+            ("semantic", "s0", 60, ["D1:1"]),
+            ("episode", "e", 900, ["D2:1", "D2:2"]),
+            ("message", "D2:1", 20, ["D2:1"]),
+            ("message", "D2:2", 400, ["D2:2"]),
+        ],
+    )
     for u in units[2:]:
         as_part(u)
     kept, n_tok = _context(budget, units, b)
@@ -101,13 +116,23 @@ def test_no_cut_below_the_minimum_and_never_past_the_budget():
         kept, n_tok = _context(budget, units, b)
         assert n_tok <= b
         cuts = [u for u in kept if u.cut]
-        assert len(cuts) <= 1 and all(u.tokens >= MIN_CUT_TOKENS for u in cuts) and cuts == [u for u in kept[-1:] if u in cuts]
-        assert [u.id for u in kept] == [f"s{i}" for i in range(len(kept))]  # in order: the whole ones, then the cut
+        assert (
+            len(cuts) <= 1
+            and all(u.tokens >= MIN_CUT_TOKENS for u in cuts)
+            and cuts == [u for u in kept[-1:] if u in cuts]
+        )
+        assert [u.id for u in kept] == [
+            f"s{i}" for i in range(len(kept))
+        ]  # in order: the whole ones, then the cut
         if len(kept) < 8:  # what is left is less than a cut with its date line, its "..." (and the header)
-            assert b - n_tok < MIN_CUT_TOKENS + sum(budget.count(["- (2023-11-14)", "...", "Semantic memories:"]))
+            assert b - n_tok < MIN_CUT_TOKENS + sum(
+                budget.count(["- (2023-11-14)", "...", "Semantic memories:"])
+            )
 
 
-def _block(budget: TokenBudget, kind: str, lines: list[str], ids: list[str], *, raw: bool = True) -> RetrievedUnit:
+def _block(
+    budget: TokenBudget, kind: str, lines: list[str], ids: list[str], *, raw: bool = True
+) -> RetrievedUnit:
     u = RetrievedUnit(kind, "e", "\n".join(lines), 0, 1.0, ids, TS, {}, _line_ends(lines) if raw else None)
     u.tokens = budget.count([u.text])[0]
     return u
@@ -120,13 +145,26 @@ def test_a_cut_block_of_messages_is_credited_only_with_the_messages_it_shows():
     messages (an LLM-written episode) keeps none; a statement or a lone message counts as a whole
     under the same half rule; a passage keeps its message."""
     budget = TokenBudget(default_counter())
-    lines = [f"A: {_text(19, 0)}", f"B: {_text(9, 1)}\n\n{_text(10, 2)}", f"A: {_text(39, 3)}", f"B: {_text(19, 4)}"]
+    lines = [
+        f"A: {_text(19, 0)}",
+        f"B: {_text(9, 1)}\n\n{_text(10, 2)}",
+        f"A: {_text(39, 3)}",
+        f"B: {_text(19, 4)}",
+    ]
     ids = ["D1:1", "D1:2", "D1:3", "D1:4"]
     ep = _block(budget, "episode", lines, ids)
     words = ep.text.split(" ")  # a line break joins the last word of a line and the first of the next
     # line 1: 20 words; line 2: 20 words with a paragraph break; line 3: 40 words
-    for shown_words, want in ((9, []), (10, ["D1:1"]), (19, ["D1:1"]), (28, ["D1:1"]), (29, ids[:2]),
-                              (56, ids[:2]), (57, ids[:3]), (len(words), ids)):
+    for shown_words, want in (
+        (9, []),
+        (10, ["D1:1"]),
+        (19, ["D1:1"]),
+        (28, ["D1:1"]),
+        (29, ids[:2]),
+        (56, ids[:2]),
+        (57, ids[:3]),
+        (len(words), ids),
+    ):
         assert shown_messages(ep, " ".join(words[:shown_words])) == want, shown_words
     cut = budget._cut(ep, 30)
     assert cut.cut and cut.tokens <= 30 and cut.message_ids == ["D1:1"]
@@ -145,8 +183,10 @@ def test_a_result_counts_only_what_its_cut_unit_shows():
     budget = TokenBudget(default_counter())
     words = _statement_words(budget, int(0.6 * 300), 3)
     units = _units(budget, [("semantic", f"s{i}", words, [f"D1:{i}"]) for i in range(3)])
-    units.append(_block(budget, "episode", [f"A: {_text(60, i)}" for i in range(6)], [f"D2:{i}" for i in range(6)]))
-    (kept, _, n_tok), = budget.contexts([units], 300)
+    units.append(
+        _block(budget, "episode", [f"A: {_text(60, i)}" for i in range(6)], [f"D2:{i}" for i in range(6)])
+    )
+    ((kept, _, n_tok),) = budget.contexts([units], 300)
     assert kept[-1].cut and n_tok <= 300
     result = RetrievalResult("q", "m", "x", kept, assemble(kept), n_tok, budget.name)
     shown = shown_messages(units[-1], kept[-1].text.removesuffix(" ..."))
@@ -166,9 +206,36 @@ def test_word_level_counts_equal_the_tokenizer_on_whole_texts():
         pytest.skip("the default WordPiece tokenizer is not installed")
     assert tok.additive
     rng = random.Random(0)
-    pieces = ["Caroline:", "went", "to", "St.", "Mary's", "école", "naïve", "東京都", "🙂", "don't", "e.g.", "3.5km",
-              "a" * 130, "x\x1fy", "nbsp\u00a0here", "line\u2028sep", "tab\there", "new\nline", "", "ZWJ\u200dx", "...",
-              "Ω≈ç√", "co-operate", "\u0301accent", "¿Qué?", "ﬁ", "\x85", "\r\n"]
+    pieces = [
+        "Caroline:",
+        "went",
+        "to",
+        "St.",
+        "Mary's",
+        "école",
+        "naïve",
+        "東京都",
+        "🙂",
+        "don't",
+        "e.g.",
+        "3.5km",
+        "a" * 130,
+        "x\x1fy",
+        "nbsp\u00a0here",
+        "line\u2028sep",
+        "tab\there",
+        "new\nline",
+        "",
+        "ZWJ\u200dx",
+        "...",
+        "Ω≈ç√",
+        "co-operate",
+        "\u0301accent",
+        "¿Qué?",
+        "ﬁ",
+        "\x85",
+        "\r\n",
+    ]
     texts = [" ".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(300)]
     texts += ["", " ", "  double  spaces  ", "trailing ", " leading"]
     for counter in (tok, WhitespaceCounter()):
@@ -253,7 +320,10 @@ def test_token_counts_under_concurrent_searches(monkeypatch):
         rng = random.Random(seed)
         try:
             for _ in range(3000):
-                texts = [" ".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(1, 6))) for _ in range(5)]
+                texts = [
+                    " ".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(1, 6)))
+                    for _ in range(5)
+                ]
                 assert tb.count(texts) == [len(t.split()) for t in texts]
         except Exception as exc:  # noqa: BLE001 - collected for the assertion below
             errors.append(repr(exc))

@@ -20,7 +20,15 @@ def _conv(sessions: list[int], gaps: list[float] | None = None) -> Conversation:
     t, msgs = 1.7e9, []
     for i, s in enumerate(sessions):
         t += gaps[i] if gaps else 10.0
-        msgs.append(Message(id=f"D{s}:{i}", speaker="Alice" if i % 2 == 0 else "Bob", text=f"message {i} about hiking", session=s, timestamp=t))
+        msgs.append(
+            Message(
+                id=f"D{s}:{i}",
+                speaker="Alice" if i % 2 == 0 else "Bob",
+                text=f"message {i} about hiking",
+                session=s,
+                timestamp=t,
+            )
+        )
     return Conversation(sample_id="c", speakers=("Alice", "Bob"), messages=msgs)
 
 
@@ -75,7 +83,11 @@ def test_filler_and_questions_are_dropped():
 
 
 def test_photo_caption_becomes_a_statement():
-    conv = Conversation("c", ("Alice", "Bob"), [Message("D1:1", "Alice", "Look at this! [shares a photo: a red kayak on a lake]", 1, 0.0)])
+    conv = Conversation(
+        "c",
+        ("Alice", "Bob"),
+        [Message("D1:1", "Alice", "Look at this! [shares a photo: a red kayak on a lake]", 1, 0.0)],
+    )
     (node,) = extract_statements(conv, make_episodes(conv, [(0, 1)]), SemanticConfig())
     assert node.text == "Alice shared a photo of a red kayak on a lake"
     assert node.message_ids == ["D1:1"] and node.episode_ids == [0]
@@ -90,10 +102,14 @@ def test_merge_duplicates_keeps_every_source(rng):
     assert [n.text for n in kept] == ["s0", "s1", "s3"]
     assert kept[0].message_ids == ["m0", "m2"] and kept[0].episode_ids == [0, 2]
     assert np.array_equal(kx, x[[0, 1, 3]])
-    nodes[1] = SemanticNode(1, "s1", [3, 1, 3], ["m1", "m0", "m1"])  # nothing merges into it: its sources still tidied
+    nodes[1] = SemanticNode(
+        1, "s1", [3, 1, 3], ["m1", "m0", "m1"]
+    )  # nothing merges into it: its sources still tidied
     kept, _ = merge_duplicates(nodes, x, 0.99)
     assert kept[1].message_ids == ["m1", "m0"] and kept[1].episode_ids == [1, 3]
-    assert kept[2].message_ids == ["m3"] and kept[2].message_ids is not nodes[3].message_ids  # a copy, not shared
+    assert (
+        kept[2].message_ids == ["m3"] and kept[2].message_ids is not nodes[3].message_ids
+    )  # a copy, not shared
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +128,9 @@ def test_memories_are_complete_and_traceable(synthetic, built):
     cfg = XMemoryConfig()
     for conv, mem in zip(synthetic, built):
         ids = [m.id for m in conv.messages]
-        assert [mid for e in mem.episodes for mid in e.message_ids] == ids  # every message in one episode, in order
+        assert [
+            mid for e in mem.episodes for mid in e.message_ids
+        ] == ids  # every message in one episode, in order
         assert mem.theme_of.shape == (len(mem.semantics),)
         assert mem.theme_of.min() >= 0 and mem.theme_of.max() < len(mem.themes)
         counts = np.bincount(mem.theme_of, minlength=len(mem.themes))
@@ -128,7 +146,9 @@ def test_memories_are_complete_and_traceable(synthetic, built):
         assert mem.sem_knn_idx.max() < len(mem.semantics)
         assert mem.stats["n_semantics"] == len(mem.semantics)
         assert 0.0 <= mem.stats["reassignment_ratio"] <= 1.0
-        f = partition_objective(mem.sem_x, mem.theme_of.astype(np.int64), np.array([0, len(mem.semantics)]), backend="reference")
+        f = partition_objective(
+            mem.sem_x, mem.theme_of.astype(np.int64), np.array([0, len(mem.semantics)]), backend="reference"
+        )
         assert mem.stats["f_P"] == pytest.approx(float(f[0]), rel=1e-6)
 
 
@@ -138,7 +158,13 @@ def test_theme_graph_is_the_exact_knn_of_final_centroids(built):
 
     for mem in built:
         theme_x = theme_columns(mem.sem_x, mem.theme_of, len(mem.themes))["x"]
-        idx, sim = knn_graph(theme_x, np.array([0, len(mem.themes)]), mem.theme_knn_idx.shape[1], drop_nonpositive=True, backend="reference")
+        idx, sim = knn_graph(
+            theme_x,
+            np.array([0, len(mem.themes)]),
+            mem.theme_knn_idx.shape[1],
+            drop_nonpositive=True,
+            backend="reference",
+        )
         for r in range(len(mem.themes)):
             # edges at similarity ~0 sit on the "drop <= 0" boundary: rounding decides them
             got = mem.theme_knn_sim[r][(mem.theme_knn_idx[r] >= 0) & (mem.theme_knn_sim[r] > 1e-6)]

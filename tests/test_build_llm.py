@@ -48,7 +48,13 @@ class ScriptedGenerator:
             date = re.search(r"sent on (\S+)\.", prompt).group(1)
             return json.dumps({"title": "a talk", "content": "They talked.", "timestamp": date})
         if kind == "facts":
-            return json.dumps({"facts": [{"text": f"Fact number {i} here.", "sources": [i]} for i in range(1, min(n, 3) + 1)]})
+            return json.dumps(
+                {
+                    "facts": [
+                        {"text": f"Fact number {i} here.", "sources": [i]} for i in range(1, min(n, 3) + 1)
+                    ]
+                }
+            )
         return json.dumps({"summary": "A theme."})
 
     def generate(self, prompts, max_tokens=32, temperature=0.0, purpose="generate"):
@@ -62,10 +68,20 @@ class ScriptedGenerator:
             self.order.setdefault(key, len(self.order) + 1)
             m = self.mode(kind, self.order[key], attempt)
             good = self._good(kind, p)
-            texts.append({"good": good, "fenced": f"Sure!\n```json\n{good}\n```", "garbage": "I cannot do that.",
-                          "bad_then_good": good if attempt else "{'starts': oops"}[m])
+            texts.append(
+                {
+                    "good": good,
+                    "fenced": f"Sure!\n```json\n{good}\n```",
+                    "garbage": "I cannot do that.",
+                    "bad_then_good": good if attempt else "{'starts': oops",
+                }[m]
+            )
             self.calls += 1
-        return SimpleNamespace(texts=texts, prompt_tokens=[len(p.split()) for p in prompts], output_tokens=[len(t.split()) for t in texts])
+        return SimpleNamespace(
+            texts=texts,
+            prompt_tokens=[len(p.split()) for p in prompts],
+            output_tokens=[len(t.split()) for t in texts],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -88,25 +104,38 @@ def test_parse_json_repairs():
 
 
 def test_stage_retries_then_falls_back_and_counts():
-    gen = ScriptedGenerator(lambda kind, i, attempt: ["good", "fenced", "bad_then_good", "garbage"][(i - 1) % 4])
+    gen = ScriptedGenerator(
+        lambda kind, i, attempt: ["good", "fenced", "bad_then_good", "garbage"][(i - 1) % 4]
+    )
     counts = [StageCounts() for _ in range(4)]
     users = [f"Messages:\n1. A: hi\n2. B: hello {i}" for i in range(4)]
-    out = run_json_stage(gen, users, Boundaries, max_tokens=8, max_retries=2, purpose="build boundaries", counts=counts)
+    out = run_json_stage(
+        gen, users, Boundaries, max_tokens=8, max_retries=2, purpose="build boundaries", counts=counts
+    )
     assert [o is not None for o in out] == [True, True, True, False]
     assert [c.calls for c in counts] == [1, 1, 2, 3]
     assert [c.retries for c in counts] == [0, 0, 1, 2]
     assert [c.repaired for c in counts] == [0, 1, 0, 0]
     assert [c.fallbacks for c in counts] == [0, 0, 0, 1]
-    assert gen.batches == [("boundaries", 4), ("boundaries", 2), ("boundaries", 1)]  # failures re-sent as one batch
+    assert gen.batches == [
+        ("boundaries", 4),
+        ("boundaries", 2),
+        ("boundaries", 1),
+    ]  # failures re-sent as one batch
 
 
 @pytest.mark.parametrize("mix", ["good", "garbage", "mixed"])
 def test_llm_builder_loses_no_message(convs, mix):
     _, conversations = convs
-    modes = {"good": lambda k, i, a: "good", "garbage": lambda k, i, a: "garbage",
-             "mixed": lambda k, i, a: ["good", "fenced", "bad_then_good", "garbage"][i % 4]}
+    modes = {
+        "good": lambda k, i, a: "good",
+        "garbage": lambda k, i, a: "garbage",
+        "mixed": lambda k, i, a: ["good", "fenced", "bad_then_good", "garbage"][i % 4],
+    }
     gen = ScriptedGenerator(modes[mix])
-    mems = build_memories(conversations, HashingEmbedder(64), XMemoryConfig(), llm=LLMBuilder(gen, max_retries=1))
+    mems = build_memories(
+        conversations, HashingEmbedder(64), XMemoryConfig(), llm=LLMBuilder(gen, max_retries=1)
+    )
     # bulk mode: one batch per stage (plus one retry batch), all conversations together
     kinds = [k for k, _ in gen.batches]
     assert kinds == sorted(kinds, key=["boundaries", "episodes", "facts", "summaries"].index)
@@ -119,12 +148,18 @@ def test_llm_builder_loses_no_message(convs, mix):
             assert set(n.message_ids) <= {mid for e in n.episode_ids for mid in mem.episodes[e].message_ids}
         llm = mem.stats["llm"]
         assert llm["episodes"]["units"] == len(mem.episodes) and llm["summaries"]["units"] == len(mem.themes)
-        assert mem.stats["llm_tokens"] == sum(c["prompt_tokens"] + c["output_tokens"] for c in llm.values()) > 0
+        assert (
+            mem.stats["llm_tokens"] == sum(c["prompt_tokens"] + c["output_tokens"] for c in llm.values()) > 0
+        )
         for stage, c in llm.items():
             if mix == "good":
                 assert c["fallbacks"] == c["retries"] == 0 and c["calls"] == c["units"], stage
             elif mix == "garbage":
-                assert c["fallbacks"] == c["units"] and c["calls"] == 2 * c["units"] and c["retries"] == c["units"], stage
+                assert (
+                    c["fallbacks"] == c["units"]
+                    and c["calls"] == 2 * c["units"]
+                    and c["retries"] == c["units"]
+                ), stage
             else:
                 assert c["calls"] == c["units"] + c["retries"] and c["fallbacks"] <= c["retries"], stage
         if mix == "good":
@@ -144,7 +179,14 @@ def test_llm_builder_loses_no_message(convs, mix):
 def test_build_store_with_llm_and_stats_cli(convs, tmp_path):
     path, conversations = convs
     gen = ScriptedGenerator(lambda k, i, a: ["good", "garbage"][i % 2])
-    rep = build_store(path, tmp_path / "s", embedder=HashingEmbedder(64), llm=LLMBuilder(gen, max_retries=1), max_sessions=1, progress=False)
+    rep = build_store(
+        path,
+        tmp_path / "s",
+        embedder=HashingEmbedder(64),
+        llm=LLMBuilder(gen, max_retries=1),
+        max_sessions=1,
+        progress=False,
+    )
     assert len(rep.built) == 3
     store = Store.open(tmp_path / "s")
     for conv in conversations:
@@ -152,5 +194,10 @@ def test_build_store_with_llm_and_stats_cli(convs, tmp_path):
         first = conv.messages[0].session
         assert [m.id for m in mem.messages] == [m.id for m in conv.messages if m.session == first]
         assert mem.stats["builder"] == "llm (scripted)" and mem.stats["llm"]["facts"]["fallbacks"] >= 0
-    out = subprocess.run([sys.executable, "-m", "xmemory_gpu", "stats", str(tmp_path / "s")], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "xmemory_gpu", "stats", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "LLM builder work" in out and "fallbacks" in out and "summaries" in out

@@ -72,7 +72,10 @@ def test_build_rejects_a_store_of_another_dimension(tmp_path, capsys):
 def test_build_reports_malformed_json_with_the_file(tmp_path, capsys):
     bad = tmp_path / "broken.json"
     bad.write_text('[{"sample_id": "x", "conversation": ')
-    assert main(["build", str(bad), "--embedder", "hashing:64", "--out", str(tmp_path / "s"), "--no-progress"]) == 2
+    assert (
+        main(["build", str(bad), "--embedder", "hashing:64", "--out", str(tmp_path / "s"), "--no-progress"])
+        == 2
+    )
     assert "broken.json" in capsys.readouterr().err
 
 
@@ -144,7 +147,10 @@ def test_a_rerun_finds_what_it_skips_by_id(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Conversation, "__eq__", refuse)
     again = pipeline.build_store(data, backend, embedder=emb, shard_size=2, progress=False)
-    assert again.skipped == ["synth-4-0", "synth-4-1", "synth-4-2"] and again.built == ["synth-4-3", "synth-4-4"]
+    assert again.skipped == ["synth-4-0", "synth-4-1", "synth-4-2"] and again.built == [
+        "synth-4-3",
+        "synth-4-4",
+    ]
 
 
 def test_a_shard_that_fails_to_build_keeps_the_commits_before_it(tmp_path, monkeypatch):

@@ -37,8 +37,10 @@ def _config() -> XMemoryConfig:
 
 def _catalogue(store: Path) -> list[tuple]:
     with sqlite3.connect(store / "memory.sqlite") as con:
-        rows = con.execute("SELECT memory_id, position, arrays_file, sha256, stats, n_msg, n_epi, n_sem, n_theme, n_psg "
-                           "FROM memories ORDER BY position").fetchall()
+        rows = con.execute(
+            "SELECT memory_id, position, arrays_file, sha256, stats, n_msg, n_epi, n_sem, n_theme, n_psg "
+            "FROM memories ORDER BY position"
+        ).fetchall()
         ids = con.execute("SELECT memory_id, id FROM message_ids ORDER BY memory_id, id").fetchall()
     return [*rows, ids]
 
@@ -49,8 +51,16 @@ def _files(store: Path) -> dict[str, bytes]:
 
 def _build(data: Path, out: Path, workers: int, **kw) -> object:
     cfg = kw.pop("config", _config())
-    return build_store(data, out, embedder=load_embedder(cfg.embed.model), config=cfg, progress=False, shard_size=2,
-                       workers=workers, **kw)
+    return build_store(
+        data,
+        out,
+        embedder=load_embedder(cfg.embed.model),
+        config=cfg,
+        progress=False,
+        shard_size=2,
+        workers=workers,
+        **kw,
+    )
 
 
 def _other_embedder() -> XMemoryConfig:
@@ -64,7 +74,9 @@ def test_workers_write_the_store_one_process_writes(data, tmp_path):
     one = _build(data, tmp_path / "one", 1)
     two = _build(data, tmp_path / "two", 2)
     assert two.built == one.built and len(one.built) == 9
-    assert _catalogue(tmp_path / "two") == _catalogue(tmp_path / "one")  # names, positions, sha256, stats, counts, ids
+    assert _catalogue(tmp_path / "two") == _catalogue(
+        tmp_path / "one"
+    )  # names, positions, sha256, stats, counts, ids
     assert _files(tmp_path / "two") == _files(tmp_path / "one")
     assert {"episodes", "themes", "encode", "commit"} <= set(two.timings)
     again = _build(data, tmp_path / "two", 2)  # everything stored: skipped, nothing sent to a worker
@@ -93,6 +105,7 @@ def test_a_killed_worker_stops_the_build_with_earlier_shards_committed(data, tmp
     store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
     committed: list[str] = []
     with pytest.raises(WorkerError, match=r"build worker \d: exited"), WorkerPool(2, settings) as pool:
+
         def kill_all(ids, seconds):
             committed.extend(ids)
             for w in pool._pool:
@@ -100,7 +113,7 @@ def test_a_killed_worker_stops_the_build_with_earlier_shards_committed(data, tmp
 
         pool.build(store, shards, set(), kill_all)
     assert pool._pool == []  # stopped
-    assert 1 <= len(committed) <= 5 and committed == [c.sample_id for c in convs[:len(committed)]]
+    assert 1 <= len(committed) <= 5 and committed == [c.sample_id for c in convs[: len(committed)]]
     assert store.memory_ids() == committed
     store.close()
     rest = _build(data, tmp_path / "s", 2)
@@ -110,8 +123,12 @@ def test_a_killed_worker_stops_the_build_with_earlier_shards_committed(data, tmp
 
 
 def test_a_worker_without_settings_answers_one_error_line():
-    run = subprocess.run([sys.executable, "-m", "xmemory_gpu.construct.build_worker"], input=b"", capture_output=True,
-                         timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "xmemory_gpu.construct.build_worker"],
+        input=b"",
+        capture_output=True,
+        timeout=120,
+    )
     assert run.returncode == 1
     msg = json.loads(run.stdout.decode().strip())
     assert "no settings line" in msg["error"]
@@ -120,8 +137,24 @@ def test_a_worker_without_settings_answers_one_error_line():
 def test_workers_must_be_a_positive_integer_and_llm_free(data, tmp_path, capsys):
     with pytest.raises(ValueError, match="workers: expected an integer >= 1"):
         _build(data, tmp_path / "s", 0)
-    assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", "2", "--builder", "llm",
-                 "--embedder", EMBEDDER, "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "build",
+                str(data),
+                "--out",
+                str(tmp_path / "s"),
+                "--workers",
+                "2",
+                "--builder",
+                "llm",
+                "--embedder",
+                EMBEDDER,
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--workers builds LLM-free" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "s").exists()
@@ -134,8 +167,25 @@ def _refuse(*args, **kw):
 @pytest.mark.slow
 def test_cli_build_with_workers(data, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("xmemory_gpu.embed.load_embedder", _refuse)  # only the workers load it
-    assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", "2", "--embedder", EMBEDDER,
-                 "--shard-size", "4", "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "build",
+                str(data),
+                "--out",
+                str(tmp_path / "s"),
+                "--workers",
+                "2",
+                "--embedder",
+                EMBEDDER,
+                "--shard-size",
+                "4",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert len(report["built"]) == 9 and report["timings"]["commit"] > 0
     assert Store.open(tmp_path / "s").embedder == "hashing-64"  # the name the workers reported
@@ -147,21 +197,39 @@ def test_without_an_embedder_the_workers_load_the_configured_one(data, tmp_path,
     monkeypatch.setattr("xmemory_gpu.embed.load_embedder", _refuse)
     report = build_store(data, tmp_path / "s", config=_config(), progress=False, shard_size=2, workers=2)
     assert len(report.built) == 9
-    assert _files(tmp_path / "s") == _files(tmp_path / "ref") and _catalogue(tmp_path / "s") == _catalogue(tmp_path / "ref")
+    assert _files(tmp_path / "s") == _files(tmp_path / "ref") and _catalogue(tmp_path / "s") == _catalogue(
+        tmp_path / "ref"
+    )
 
 
 def test_a_malformed_embedder_spec_is_refused_as_one_process_refuses_it(data, tmp_path, capsys):
     errors = []
     for workers in ("1", "2"):
-        assert main(["build", str(data), "--out", str(tmp_path / "s"), "--workers", workers, "--embedder", "hashing:x",
-                     "--no-progress"]) == 2
+        assert (
+            main(
+                [
+                    "build",
+                    str(data),
+                    "--out",
+                    str(tmp_path / "s"),
+                    "--workers",
+                    workers,
+                    "--embedder",
+                    "hashing:x",
+                    "--no-progress",
+                ]
+            )
+            == 2
+        )
         errors.append(capsys.readouterr().err.strip())
     assert errors[0] == errors[1] and len(errors[0].splitlines()) == 1 and "embedder 'hashing:x'" in errors[0]
     assert not (tmp_path / "s").exists()
 
 
 @pytest.mark.slow
-def test_shards_are_built_while_the_inputs_are_checked_and_a_bad_input_commits_nothing(data, tmp_path, monkeypatch):
+def test_shards_are_built_while_the_inputs_are_checked_and_a_bad_input_commits_nothing(
+    data, tmp_path, monkeypatch
+):
     import threading
 
     from xmemory_gpu.construct import pipeline
@@ -196,7 +264,9 @@ def test_shards_are_built_while_the_inputs_are_checked_and_a_bad_input_commits_n
     with pytest.raises(DatasetError, match="item 4"):
         _build(data, tmp_path / "s", 2)
     assert built.is_set()  # a shard was built before the bad input was read ...
-    assert not (tmp_path / "s" / "memory.sqlite").exists() and not (tmp_path / "s" / "arrays").exists()  # ... no store
+    assert (
+        not (tmp_path / "s" / "memory.sqlite").exists() and not (tmp_path / "s" / "arrays").exists()
+    )  # ... no store
     monkeypatch.undo()
     _build(data, tmp_path / "s", 2, config=_other_embedder())  # so another embedder may build there
 
@@ -230,9 +300,16 @@ def test_conversations_cross_the_wire_unchanged_but_for_their_questions(data):
         conversation_to_wire,
     )
 
-    odd = Conversation("s\u00e9", ("Zo\u00eb", "\u674e"), [Message("d1", "Zo\u00eb", "caf\u00e9 \U0001F600 \"q\"\nline", 1, None),
-                                                       Message("d2", "\u674e", "x", 2, 1.5e9 + 0.1)],
-                       [QA("why?", None, ["d1"], 2, "no")], "f.json")
+    odd = Conversation(
+        "s\u00e9",
+        ("Zo\u00eb", "\u674e"),
+        [
+            Message("d1", "Zo\u00eb", 'caf\u00e9 \U0001f600 "q"\nline', 1, None),
+            Message("d2", "\u674e", "x", 2, 1.5e9 + 0.1),
+        ],
+        [QA("why?", None, ["d1"], 2, "no")],
+        "f.json",
+    )
     for conv in [*load_conversations(data), odd, replace(odd, messages=[])]:
         text = conversation_to_wire(conv)
         assert "\n" not in text and text.isascii()  # one line of the worker's wire
@@ -245,11 +322,23 @@ def test_conversations_cross_the_wire_unchanged_but_for_their_questions(data):
 
 def test_a_worker_of_another_install_refuses_to_build():
     emb = load_embedder(EMBEDDER)
-    settings = {"name": emb.name, "dim": emb.dim, "device": "cpu", "config": _config().to_dict(), "backend": "auto",
-                "package": "/elsewhere/xmemory_gpu"}
-    run = subprocess.run([sys.executable, "-m", "xmemory_gpu.construct.build_worker"], input=json.dumps(settings).encode() + b"\n",
-                         capture_output=True, timeout=120)
-    assert run.returncode == 1 and "not the builder's /elsewhere/xmemory_gpu" in json.loads(run.stdout)["error"]
+    settings = {
+        "name": emb.name,
+        "dim": emb.dim,
+        "device": "cpu",
+        "config": _config().to_dict(),
+        "backend": "auto",
+        "package": "/elsewhere/xmemory_gpu",
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "xmemory_gpu.construct.build_worker"],
+        input=json.dumps(settings).encode() + b"\n",
+        capture_output=True,
+        timeout=120,
+    )
+    assert (
+        run.returncode == 1 and "not the builder's /elsewhere/xmemory_gpu" in json.loads(run.stdout)["error"]
+    )
 
 
 @pytest.mark.slow
@@ -285,16 +374,26 @@ def test_workers_rebuild_a_damaged_memory(data, tmp_path):
     victim.write_bytes(victim.read_bytes()[:-10])  # cut: the memory fails its checksum
     again = _build(data, tmp_path / "s", 2)
     assert len(again.built) == 1 and len(again.skipped) == 8
-    assert _files(tmp_path / "s") == _files(tmp_path / "ref") and _catalogue(tmp_path / "s") == _catalogue(tmp_path / "ref")
+    assert _files(tmp_path / "s") == _files(tmp_path / "ref") and _catalogue(tmp_path / "s") == _catalogue(
+        tmp_path / "ref"
+    )
 
 
 def test_a_worker_that_fails_before_its_task_reports_its_own_error(data, tmp_path):
     emb = load_embedder(EMBEDDER)
-    settings = {"name": emb.name, "dim": emb.dim + 1, "device": "cpu", "config": _config().to_dict(), "backend": "auto"}
+    settings = {
+        "name": emb.name,
+        "dim": emb.dim + 1,
+        "device": "cpu",
+        "config": _config().to_dict(),
+        "backend": "auto",
+    }
     convs = load_conversations(data)
     store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config={})
-    with pytest.raises(WorkerError, match=r"loads as 'hashing-64' \(64\) in a worker, not with dim 65"), \
-            WorkerPool(1, settings) as pool:
+    with (
+        pytest.raises(WorkerError, match=r"loads as 'hashing-64' \(64\) in a worker, not with dim 65"),
+        WorkerPool(1, settings) as pool,
+    ):
         pool.build(store, [convs], set(), lambda ids, seconds: None)  # its ready line is the error
     assert store.memory_ids() == []
 
@@ -304,8 +403,10 @@ def test_a_worker_that_dies_before_its_task_stops_the_build_and_a_pool_builds_on
     settings = {"name": emb.name, "dim": emb.dim, "device": "cpu", "config": cfg.to_dict(), "backend": "auto"}
     convs = load_conversations(data)
     store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
-    with pytest.raises(WorkerError, match=r"build worker 0: exited before its task was sent \(exit code -9\)"), \
-            WorkerPool(1, settings) as pool:
+    with (
+        pytest.raises(WorkerError, match=r"build worker 0: exited before its task was sent \(exit code -9\)"),
+        WorkerPool(1, settings) as pool,
+    ):
         assert pool.loaded() == (emb.name, emb.dim)
         pool._pool[0].proc.kill()
         pool._pool[0].proc.wait()
@@ -330,8 +431,11 @@ def test_ctrl_c_stops_the_build_and_its_workers_with_one_line(data, tmp_path):
     part = tmp_path / "part"
     # Python's own Ctrl-C handler, even where this test runs with SIGINT ignored (a background job of a script)
     driver = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + SLOW_DRIVER
-    proc = subprocess.Popen([sys.executable, "-c", driver, "build", *args, "--out", str(part)],
-                            stderr=subprocess.PIPE, start_new_session=True)  # its own group: the terminal's Ctrl-C
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver, "build", *args, "--out", str(part)],
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # its own group: the terminal's Ctrl-C
     deadline = time.time() + 120
     while proc.poll() is None and time.time() < deadline and committed(part) < 1:
         time.sleep(0.02)
@@ -374,7 +478,10 @@ def test_a_build_that_stops_before_its_first_commit_leaves_no_store(data, tmp_pa
     (tmp_path / "s" / "notes.txt").write_text("mine")
     with pytest.raises(RuntimeError, match="encoder down"):
         build_store(data, tmp_path / "s", embedder=Broken(), config=_config(), progress=False)
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["notes.txt", "write.lock"]  # the user's file stays
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
+        "notes.txt",
+        "write.lock",
+    ]  # the user's file stays
     _build(data, tmp_path / "s", 1, config=_other_embedder())  # another embedder builds there
     part = _build(data, tmp_path / "p", 1, limit=2)
     with pytest.raises(RuntimeError, match="encoder down"):  # a store with memories is kept

@@ -42,12 +42,15 @@ class CountingEmbedder:
 
 @pytest.fixture(scope="module")
 def chats(tmp_path_factory):
-    path = write_json(generate_long_chats(3, seed=7, target_tokens=8000), tmp_path_factory.mktemp("long") / "long.json")
+    path = write_json(
+        generate_long_chats(3, seed=7, target_tokens=8000), tmp_path_factory.mktemp("long") / "long.json"
+    )
     convs = load_locomo(path)
     return convs, bank_of(build_memories(convs, EMB, XMemoryConfig()))
 
 
 # -- the independent implementation: the issue's rule in plain Python and NumPy ---------------------
+
 
 def plain_passages(text: str, n: int) -> list[tuple[int, int, str]]:
     """(first word, end word, text) per passage: at most n words, a window ending at the last
@@ -56,8 +59,10 @@ def plain_passages(text: str, n: int) -> list[tuple[int, int, str]]:
     words = [text[a:b] for a, b in spans]
     if len(words) <= n:
         return [(0, len(words), text)]
-    ends = [w[-1] in ".!?" or "\n" in text[spans[i][1]: spans[i + 1][0] if i + 1 < len(words) else 0]
-            for i, w in enumerate(words)]
+    ends = [
+        w[-1] in ".!?" or "\n" in text[spans[i][1] : spans[i + 1][0] if i + 1 < len(words) else 0]
+        for i, w in enumerate(words)
+    ]
     out, a = [], 0
     while a < len(words):
         b = min(a + n, len(words))
@@ -123,22 +128,32 @@ def test_chunk_rag_equals_a_plain_implementation_at_every_budget(chats, width):
         words = {i: len(t.split()) for i, (_, t) in msgs.items()}
         plain = plain_chunk_rag(conv, width, [qa.question for qa in qas], BUDGETS, count)
         for j, budget in enumerate(BUDGETS):
-            res = r.search([qa.question for qa in qas], conv.sample_id, strategy=f"chunk-rag:{width}", budget_tokens=budget)
+            res = r.search(
+                [qa.question for qa in qas],
+                conv.sample_id,
+                strategy=f"chunk-rag:{width}",
+                budget_tokens=budget,
+            )
             for qa, got, want in zip(qas, res, plain):
                 taken, used = want[j]
                 assert set(got.message_ids) == {t[0] for t in taken}, (conv.sample_id, qa.question, budget)
                 assert [u.text for u in got.units] == [t[3] for t in taken]
                 assert got.context_tokens == used <= budget
                 ev = list(qa.evidence)
-                assert evidence_word_recall(got.units, ev, msgs) == pytest.approx(plain_word_recall(taken, ev, words), abs=1e-12)
+                assert evidence_word_recall(got.units, ev, msgs) == pytest.approx(
+                    plain_word_recall(taken, ev, words), abs=1e-12
+                )
                 checked += 1
     assert checked >= 3 * 30
 
 
 # -- the splitter ----------------------------------------------------------------------------------
 
+
 def test_windows_cut_at_a_sentence_end_near_the_window_end_and_lose_no_word():
-    text = "one two three. four five six seven eight nine ten eleven twelve. thirteen fourteen fifteen sixteen"
+    text = (
+        "one two three. four five six seven eight nine ten eleven twelve. thirteen fourteen fifteen sixteen"
+    )
     assert windows(text, 16) == [(0, 16)]  # a message of at most N words is one passage
     assert windows(text, 12) == [(0, 12), (12, 16)]  # "twelve." ends the window exactly
     assert windows(text, 14) == [(0, 12), (12, 16)]  # backs off to "twelve." (in the last quarter)
@@ -157,10 +172,19 @@ def test_windows_cut_at_a_sentence_end_near_the_window_end_and_lose_no_word():
 
 # -- names -----------------------------------------------------------------------------------------
 
+
 def test_names_work_wherever_strategy_names_go(chats):
     convs, bank = chats
-    assert width_of("chunk-rag") == DEFAULT_WORDS == 64 and width_of("chunk-rag:16") == 16 and width_of("naive-rag") is None
-    assert "chunk-rag" in STRATEGIES and "chunk-rag:128" in STRATEGIES and list(STRATEGIES).count("chunk-rag") == 1
+    assert (
+        width_of("chunk-rag") == DEFAULT_WORDS == 64
+        and width_of("chunk-rag:16") == 16
+        and width_of("naive-rag") is None
+    )
+    assert (
+        "chunk-rag" in STRATEGIES
+        and "chunk-rag:128" in STRATEGIES
+        and list(STRATEGIES).count("chunk-rag") == 1
+    )
     for bad in ("chunk-rag:0", "chunk-rag:", "chunk-rag:x", "chunk-rag:1001", "chunk-rag:١٦", "chunk-rag:-4"):
         assert bad not in STRATEGIES
         with pytest.raises(ValueError, match=r"chunk-rag:N with N a whole number of words from 1 to 1000"):
@@ -171,7 +195,10 @@ def test_names_work_wherever_strategy_names_go(chats):
     q = convs[0].qa[0].question
     with pytest.raises(ValueError, match="chunk-rag:0"):
         r.search(q, convs[0].sample_id, strategy="chunk-rag:0")
-    a, b = (r.search(q, convs[0].sample_id, strategy=s, budget_tokens=600)[0] for s in ("chunk-rag", "chunk-rag:64"))
+    a, b = (
+        r.search(q, convs[0].sample_id, strategy=s, budget_tokens=600)[0]
+        for s in ("chunk-rag", "chunk-rag:64")
+    )
     assert a.strategy == "chunk-rag" and b.strategy == "chunk-rag:64" and a.context == b.context
 
 
@@ -180,7 +207,9 @@ def test_units_without_a_budget_and_under_one(chats):
     r = Retriever(bank, EMB)
     cfg = r.config.baselines
     q = [qa.question for qa in convs[1].qa]
-    for res in r.search(q, convs[1].sample_id, strategy="chunk-rag:32"):  # no budget: the top naive_rag_k passages
+    for res in r.search(
+        q, convs[1].sample_id, strategy="chunk-rag:32"
+    ):  # no budget: the top naive_rag_k passages
         assert len(res.units) == cfg.naive_rag_k
         sims = [u.score for u in res.units]
         assert sims == sorted(sims, reverse=True)
@@ -197,17 +226,25 @@ def test_units_without_a_budget_and_under_one(chats):
 
 # -- embedded once, following the bank ---------------------------------------------------------------
 
+
 def test_passages_are_embedded_once_and_follow_the_bank(chats):
     convs, bank = chats
-    bank = Bank.from_slices([bank.slice(b) for b in range(bank.n_memories)], bank.dim)  # a copy this test may change
+    bank = Bank.from_slices(
+        [bank.slice(b) for b in range(bank.n_memories)], bank.dim
+    )  # a copy this test may change
     emb = CountingEmbedder()
     r = Retriever(bank, emb)
     qs = [qa.question for c in convs for qa in c.qa]
     mids = [c.sample_id for c in convs for _ in c.qa]
     r.search(qs, mids, strategy="chunk-rag:16", budget_tokens=600, query_x=EMB.encode(qs))
     (encoded,) = emb.calls  # one batched call, for the distinct passages of long messages only
-    want = {f"{m.speaker}: " + " ".join(m.text.split()[a:b]) for c in convs for m in c.messages
-            if len(m.text.split()) > 16 for a, b in windows(m.text, 16)}
+    want = {
+        f"{m.speaker}: " + " ".join(m.text.split()[a:b])
+        for c in convs
+        for m in c.messages
+        if len(m.text.split()) > 16
+        for a, b in windows(m.text, 16)
+    }
     assert len(encoded) == len(set(encoded)) and set(encoded) == want
     r.search(qs, mids, strategy="chunk-rag:16", budget_tokens=600, query_x=EMB.encode(qs))
     assert len(emb.calls) == 1  # searched again: nothing embedded
@@ -220,10 +257,14 @@ def test_passages_are_embedded_once_and_follow_the_bank(chats):
     cols["id"][n], cols["text"][n] = "D99:1", new
     bank.put_slice(sl)
     q = "When does the Zanzibar lantern festival start?"
-    got = r.search(q, convs[0].sample_id, strategy="chunk-rag:16", budget_tokens=300, query_x=EMB.encode([q]))[0]
+    got = r.search(
+        q, convs[0].sample_id, strategy="chunk-rag:16", budget_tokens=300, query_x=EMB.encode([q])
+    )[0]
     assert len(emb.calls) == 2 and len(emb.calls[1]) == len(windows(new, 16)) == 3  # only the new passages
     assert got.units[0].message_ids == ["D99:1"] and "Zanzibar" in got.units[0].text
-    other = r.search(qs[-1], mids[-1], strategy="chunk-rag:16", budget_tokens=600, query_x=EMB.encode(qs[-1:]))[0]
+    other = r.search(
+        qs[-1], mids[-1], strategy="chunk-rag:16", budget_tokens=600, query_x=EMB.encode(qs[-1:])
+    )[0]
     assert other.context_tokens > 0 and len(emb.calls) == 2
 
 
@@ -232,16 +273,24 @@ def test_the_engine_serves_chunk_rag_with_ids_get_takes(tmp_path, chats):
 
     convs, _ = chats
     conv = convs[0]
-    msgs = [{"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
-            for m in conv.messages]
+    msgs = [
+        {"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
+        for m in conv.messages
+    ]
     with MemoryEngine.open(tmp_path / "e", embedder=EMB, config=XMemoryConfig()) as eng:
         eng.add(msgs[:4], user_id="u")
-        q = next(qa for qa in conv.qa if qa.evidence and qa.evidence[0] in {m["id"] for m in msgs[4:]}).question
+        q = next(
+            qa for qa in conv.qa if qa.evidence and qa.evidence[0] in {m["id"] for m in msgs[4:]}
+        ).question
         before = eng.search(q, user_id="u", strategy="chunk-rag:32", budget_tokens=600)[0]
-        assert before.units and {i for u in before.units for i in u.message_ids} <= {m["id"] for m in msgs[:4]}
+        assert before.units and {i for u in before.units for i in u.message_ids} <= {
+            m["id"] for m in msgs[:4]
+        }
         eng.add(msgs[4:], user_id="u")
         after = eng.search(q, user_id="u", strategy="chunk-rag:32", budget_tokens=600)[0]
-        assert {i for u in after.units for i in u.message_ids} - {m["id"] for m in msgs[:4]}  # the new messages are found
+        assert {i for u in after.units for i in u.message_ids} - {
+            m["id"] for m in msgs[:4]
+        }  # the new messages are found
         for u in after.units:  # a passage's id is its message's: get takes it
             assert u.id == u.message_ids[0] and eng.get(u.id, user_id="u")["id"] == u.id
 

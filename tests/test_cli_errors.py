@@ -38,8 +38,12 @@ def test_bad_arguments_are_one_line_errors(built, capsys, tmp_path):
     s = str(store)
     assert "memory id" in _err(capsys, ["search", s, "--memory", "", "q"])
     assert "--budget-tokens" in _err(capsys, ["search", s, "--budget-tokens", "-5", "q"])
-    assert "--conversations" in _err(capsys, ["synth", "--conversations", "-1", "--out", str(tmp_path / "x.json")])
-    assert "--limit" in _err(capsys, ["eval", s, "--data", str(data), "--out", str(tmp_path / "e"), "--limit", "-1"])
+    assert "--conversations" in _err(
+        capsys, ["synth", "--conversations", "-1", "--out", str(tmp_path / "x.json")]
+    )
+    assert "--limit" in _err(
+        capsys, ["eval", s, "--data", str(data), "--out", str(tmp_path / "e"), "--limit", "-1"]
+    )
     assert "no memory 'nope'" in _err(capsys, ["search", s, "--memory", "nope", "q"])
     assert "is a folder" in _err(capsys, ["search", s, "--batch", str(root)])
     assert "is a folder" in _err(capsys, ["synth", "--out", str(root)])
@@ -49,14 +53,17 @@ def test_bad_arguments_are_one_line_errors(built, capsys, tmp_path):
     assert "not valid UTF-8" in _err(capsys, ["search", s, "bad \udcff bytes"])
 
 
-@pytest.mark.parametrize("config, expect", [
-    ([1, 2], "expected a JSON object"),
-    ({"stage1": None}, "stage1: expected an object"),
-    ({"theme": {"size_cap": "x"}}, "theme.size_cap: expected int"),
-    ({"theme": {"size_cap": 0}}, "theme.size_cap: expected >= 2"),
-    ({"stage1": {"semantic_budget": "abc"}}, "stage1.semantic_budget: expected int"),
-    ({"nope": 1}, "unknown setting 'nope'"),
-])
+@pytest.mark.parametrize(
+    "config, expect",
+    [
+        ([1, 2], "expected a JSON object"),
+        ({"stage1": None}, "stage1: expected an object"),
+        ({"theme": {"size_cap": "x"}}, "theme.size_cap: expected int"),
+        ({"theme": {"size_cap": 0}}, "theme.size_cap: expected >= 2"),
+        ({"stage1": {"semantic_budget": "abc"}}, "stage1.semantic_budget: expected int"),
+        ({"nope": 1}, "unknown setting 'nope'"),
+    ],
+)
 def test_bad_config_files_name_the_field(built, capsys, tmp_path, config, expect):
     _, _, store = built
     cfg = tmp_path / "cfg.json"
@@ -66,8 +73,18 @@ def test_bad_config_files_name_the_field(built, capsys, tmp_path, config, expect
 
 
 def _conv(turns: list[tuple[str, str]], sid: str = "bad") -> dict:
-    return {"sample_id": sid, "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [{"dia_id": f"D1:{i}", "speaker": sp, "text": t} for i, (sp, t) in enumerate(turns, 1)]}, "qa": []}
+    return {
+        "sample_id": sid,
+        "conversation": {
+            "speaker_a": "A",
+            "speaker_b": "B",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"dia_id": f"D1:{i}", "speaker": sp, "text": t} for i, (sp, t) in enumerate(turns, 1)
+            ],
+        },
+        "qa": [],
+    }
 
 
 def test_bad_data_files_name_file_and_field(capsys, tmp_path):

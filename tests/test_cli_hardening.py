@@ -43,25 +43,42 @@ def live(tmp_path_factory) -> Path:
     """A live store with two users' memories (alice and bob)."""
     root = tmp_path_factory.mktemp("live")
     store = root / "live"
-    for user, topic in (("alice", "I adopted a grey cat named Pixel last spring."),
-                        ("bob", "My new bicycle is a red racing bike with thin tyres.")):
+    for user, topic in (
+        ("alice", "I adopted a grey cat named Pixel last spring."),
+        ("bob", "My new bicycle is a red racing bike with thin tyres."),
+    ):
         msgs = root / f"{user}.json"
-        msgs.write_text(json.dumps([{"id": f"{user}-1", "role": "user", "content": topic},
-                                    {"id": f"{user}-2", "role": "user", "content": "We talk about it every single week."}]))
+        msgs.write_text(
+            json.dumps(
+                [
+                    {"id": f"{user}-1", "role": "user", "content": topic},
+                    {"id": f"{user}-2", "role": "user", "content": "We talk about it every single week."},
+                ]
+            )
+        )
         assert main(["add", str(store), "--user", user, str(msgs), "--embedder", EMB]) == 0
     return store
 
 
 # -- settings --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("config, expect", [
-    ('{"stage1": {"semantic_pool": 1000000000}}', "stage1.semantic_pool: expected <= 10000, got 1000000000"),
-    ('{"knn": {"k_semantics": 100000}}', "knn.k_semantics: expected <= 256"),
-    ('{"embed": {"batch_size": 10000000}}', "embed.batch_size: expected <= 4096"),
-    ('{"baselines": {"naive_rag_fill": -5}}', "baselines.naive_rag_fill: expected >= 0"),
-    ('{"theme": {"split_ks": [2, 1000000]}}', "theme.split_ks: expected at most 16 integers in [2, 64]"),
-    ('{"segment": {"drift_threshold": Infinity}}', "segment.drift_threshold: expected a finite number, got inf"),
-    ('{"stage2": {"parent_weight": NaN}}', "stage2.parent_weight: expected a finite number, got nan"),
-])
+@pytest.mark.parametrize(
+    "config, expect",
+    [
+        (
+            '{"stage1": {"semantic_pool": 1000000000}}',
+            "stage1.semantic_pool: expected <= 10000, got 1000000000",
+        ),
+        ('{"knn": {"k_semantics": 100000}}', "knn.k_semantics: expected <= 256"),
+        ('{"embed": {"batch_size": 10000000}}', "embed.batch_size: expected <= 4096"),
+        ('{"baselines": {"naive_rag_fill": -5}}', "baselines.naive_rag_fill: expected >= 0"),
+        ('{"theme": {"split_ks": [2, 1000000]}}', "theme.split_ks: expected at most 16 integers in [2, 64]"),
+        (
+            '{"segment": {"drift_threshold": Infinity}}',
+            "segment.drift_threshold: expected a finite number, got inf",
+        ),
+        ('{"stage2": {"parent_weight": NaN}}', "stage2.parent_weight: expected a finite number, got nan"),
+    ],
+)
 def test_settings_past_their_bounds_are_refused(built, capsys, tmp_path, config, expect):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(config)
@@ -80,11 +97,14 @@ def _set_store_config(store: Path, config: dict) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("edit, expect", [
-    ({"stage1": {"semantic_pool": 10**9}}, "store config: stage1.semantic_pool: expected <= 10000"),
-    ({"stage1": {"semantic_pol": 40}}, "store config: stage1: unknown setting 'semantic_pol'"),
-    ({"retrieval": {}}, "store config: settings: unknown setting 'retrieval'"),
-])
+@pytest.mark.parametrize(
+    "edit, expect",
+    [
+        ({"stage1": {"semantic_pool": 10**9}}, "store config: stage1.semantic_pool: expected <= 10000"),
+        ({"stage1": {"semantic_pol": 40}}, "store config: stage1: unknown setting 'semantic_pol'"),
+        ({"retrieval": {}}, "store config: settings: unknown setting 'retrieval'"),
+    ],
+)
 def test_a_hand_edited_store_config_is_refused(built, tmp_path, capsys, edit, expect):
     import shutil
 
@@ -154,7 +174,10 @@ def test_delete_takes_the_message_id_after_the_options(live, capsys):
 
 def test_search_of_several_memories_needs_a_choice(live, capsys, tmp_path):
     err = _err(capsys, ["search", str(live), "what pet do I have?"])
-    assert "the store holds 2 memories: choose one with --memory ID or --user ID" in err and "--user alice" in err
+    assert (
+        "the store holds 2 memories: choose one with --memory ID or --user ID" in err
+        and "--user alice" in err
+    )
     capsys.readouterr()
     assert main(["search", str(live), "--user", "alice", "what pet do I have?", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -171,7 +194,9 @@ def test_search_of_several_memories_needs_a_choice(live, capsys, tmp_path):
 
 def test_search_of_a_single_memory_needs_no_choice(tmp_path, capsys):
     msgs = tmp_path / "m.json"
-    msgs.write_text(json.dumps([{"id": "m1", "role": "user", "content": "I adopted a grey cat named Pixel."}]))
+    msgs.write_text(
+        json.dumps([{"id": "m1", "role": "user", "content": "I adopted a grey cat named Pixel."}])
+    )
     store = tmp_path / "one"
     assert main(["add", str(store), "--user", "alice", str(msgs), "--embedder", EMB]) == 0
     capsys.readouterr()
@@ -182,22 +207,45 @@ def test_search_of_a_single_memory_needs_no_choice(tmp_path, capsys):
 # -- LoCoMo parsing ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("field, value", [("text", 42), ("text", ["a"]), ("blip_caption", 7)])
 def test_a_turn_whose_text_is_not_a_string_is_refused(tmp_path, capsys, field, value):
-    turn = {"dia_id": "D1:1", "speaker": "A", "text": "I like tea a lot these days.", "blip_caption": "a cup of tea"}
+    turn = {
+        "dia_id": "D1:1",
+        "speaker": "A",
+        "text": "I like tea a lot these days.",
+        "blip_caption": "a cup of tea",
+    }
     turn[field] = value
-    conv = {"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B",
-            "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [turn]}, "qa": []}
+    conv = {
+        "sample_id": "x",
+        "conversation": {
+            "speaker_a": "A",
+            "speaker_b": "B",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [turn],
+        },
+        "qa": [],
+    }
     f = tmp_path / "d.json"
     f.write_text(json.dumps([conv]))
     err = _err(capsys, ["build", str(f), "--out", str(tmp_path / "s"), "--embedder", EMB])
-    assert f"conversation.session_1[0].{field}: expected a string, got {type(value).__name__}" in err and "D1:1" in err
+    assert (
+        f"conversation.session_1[0].{field}: expected a string, got {type(value).__name__}" in err
+        and "D1:1" in err
+    )
 
 
 def test_a_photo_turn_with_only_a_caption_is_kept(tmp_path):
     from xmemory_gpu.datasets.locomo import load_locomo
 
-    conv = {"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B",
+    conv = {
+        "sample_id": "x",
+        "conversation": {
+            "speaker_a": "A",
+            "speaker_b": "B",
             "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [{"dia_id": "D1:1", "speaker": "A", "blip_caption": "a cup of tea"}]}, "qa": []}
+            "session_1": [{"dia_id": "D1:1", "speaker": "A", "blip_caption": "a cup of tea"}],
+        },
+        "qa": [],
+    }
     f = tmp_path / "d.json"
     f.write_text(json.dumps([conv]))
     assert load_locomo(f)[0].messages[0].text == "[shares a photo: a cup of tea]"
@@ -210,8 +258,14 @@ def test_add_of_a_file_longer_than_one_write(tmp_path, capsys):
 
     n = Limits().max_messages + 5
     f = tmp_path / "m.json"
-    f.write_text(json.dumps([{"id": f"m{i}", "role": "user", "content": f"note number {i} about topic {i % 7}"}
-                             for i in range(n)]))
+    f.write_text(
+        json.dumps(
+            [
+                {"id": f"m{i}", "role": "user", "content": f"note number {i} about topic {i % 7}"}
+                for i in range(n)
+            ]
+        )
+    )
     assert main(["add", str(tmp_path / "s"), "--user", "u", str(f), "--embedder", "hashing:64"]) == 0
     out = capsys.readouterr().out.split()
     assert out == [f"m{i}" for i in range(n)]

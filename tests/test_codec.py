@@ -31,13 +31,15 @@ SPEC = "hashing:64"
 
 @pytest.fixture(scope="module")
 def convs(tmp_path_factory):
-    p = write_json(generate_conversations(3, seed=11, sessions=(2, 4)), tmp_path_factory.mktemp("c") / "d.json")
+    p = write_json(
+        generate_conversations(3, seed=11, sessions=(2, 4)), tmp_path_factory.mktemp("c") / "d.json"
+    )
     return load_locomo(p)
 
 
 @pytest.fixture(scope="module")
 def bank(convs):
-    convs[0].messages[0].text = "odd text: \x00 trailing NUL, é, 漢字, emoji \U0001F600 \x00"
+    convs[0].messages[0].text = "odd text: \x00 trailing NUL, é, 漢字, emoji \U0001f600 \x00"
     convs[0].messages[1].text = ""
     return build_bank(convs, load_embedder(SPEC), XMemoryConfig())
 
@@ -92,7 +94,10 @@ def _bad_cases(sl):
     off[-1] += 7
     return [
         ({"sem__text__utf8": None}, "column sem.text is missing"),
-        ({"msg__session": sl.cols["msg"]["session"].astype(np.float32)}, "column msg.session: expected int64"),
+        (
+            {"msg__session": sl.cols["msg"]["session"].astype(np.float32)},
+            "column msg.session: expected int64",
+        ),
         ({"sem__x": x}, "column sem.x: non-finite values in rows \\[1\\]"),
         ({"msg__time": t}, "column msg.time: times outside years 1-9999"),
         ({"sem__knn_idx": idx}, "column sem.knn_idx: row ids outside"),
@@ -120,7 +125,11 @@ def test_the_codec_refuses_what_breaks_the_layout(bank):
 def test_the_container_holds_numeric_arrays_only():
     with pytest.raises(SliceFormatError, match="cannot be stored"):
         pack_arrays({"a": np.array(["x"], dtype=object)})
-    a = {"f": np.arange(7, dtype=np.float32).reshape(7, 1), "e": np.zeros((0, 3), np.int64), "u": np.frombuffer(b"abc", np.uint8)}
+    a = {
+        "f": np.arange(7, dtype=np.float32).reshape(7, 1),
+        "e": np.zeros((0, 3), np.int64),
+        "u": np.frombuffer(b"abc", np.uint8),
+    }
     got = unpack_arrays(pack_arrays(a))
     assert all(np.array_equal(got[k], v) and got[k].dtype == v.dtype for k, v in a.items())
     got["f"][0, 0] = 5  # writable
@@ -135,10 +144,17 @@ def test_the_store_refuses_a_crafted_file_and_quarantines_only_it(tmp_path, bank
     sl = st.get_slice(victim)
     for change, msg in _bad_cases(sl):
         data = _packed(sl, **change)
-        name = st._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (victim,)).fetchone()[0]
+        name = st._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (victim,)).fetchone()[
+            0
+        ]
         (root / "arrays" / name).write_bytes(data)
-        with sqlite3.connect(root / "memory.sqlite") as con:  # a matching checksum: only the columns are wrong
-            con.execute("UPDATE memories SET sha256 = ? WHERE memory_id = ?", (hashlib.sha256(data).hexdigest(), victim))
+        with sqlite3.connect(
+            root / "memory.sqlite"
+        ) as con:  # a matching checksum: only the columns are wrong
+            con.execute(
+                "UPDATE memories SET sha256 = ? WHERE memory_id = ?",
+                (hashlib.sha256(data).hexdigest(), victim),
+            )
         with pytest.raises(StoreError, match=msg):
             st.get_slice(victim)
         assert st.check(victim) is not None and st.check(bank.memory_ids[0]) is None
@@ -175,4 +191,10 @@ def test_a_crafted_header_is_refused_in_one_line():
     with pytest.raises(SliceFormatError, match="shape"):  # empty, but larger than numpy can describe
         unpack_arrays(container(json.dumps(huge).encode()))
     with pytest.raises(SliceFormatError, match="run past the end"):
-        unpack_arrays(container(json.dumps({"arrays": [{"name": "a", "dtype": "<f8", "shape": [2**40], "offset": 0}]}).encode()))
+        unpack_arrays(
+            container(
+                json.dumps(
+                    {"arrays": [{"name": "a", "dtype": "<f8", "shape": [2**40], "offset": 0}]}
+                ).encode()
+            )
+        )

@@ -38,9 +38,15 @@ def good():
 @pytest.mark.parametrize(
     "mutate, field",
     [
-        (lambda c: [c["conversation"].pop(k) for k in list(c["conversation"]) if k.startswith("session_")], "no session_N"),
+        (
+            lambda c: [c["conversation"].pop(k) for k in list(c["conversation"]) if k.startswith("session_")],
+            "no session_N",
+        ),
         (lambda c: c["conversation"]["session_1"][0].__setitem__("text", ""), "text: missing or empty"),
-        (lambda c: c["conversation"].__setitem__("session_1_date_time", "sometime in May"), "session_1_date_time: cannot parse"),
+        (
+            lambda c: c["conversation"].__setitem__("session_1_date_time", "sometime in May"),
+            "session_1_date_time: cannot parse",
+        ),
         (lambda c: c["conversation"]["session_1"][0].pop("dia_id"), "dia_id: missing"),
         (lambda c: c.pop("sample_id"), "sample_id"),
     ],

@@ -16,9 +16,14 @@ def _dump(path) -> dict:
     out = {}
     for mid in st.memory_ids():
         m = st.get(mid)
-        out[mid] = ([x.__dict__ for x in m.messages], [e.__dict__ for e in m.episodes], [s.__dict__ for s in m.semantics],
-                    [t.__dict__ for t in m.themes], {k: v.tolist() for k, v in m.arrays().items()},
-                    {k: v for k, v in m.stats.items() if k != "timings"})
+        out[mid] = (
+            [x.__dict__ for x in m.messages],
+            [e.__dict__ for e in m.episodes],
+            [s.__dict__ for s in m.semantics],
+            [t.__dict__ for t in m.themes],
+            {k: v.tolist() for k, v in m.arrays().items()},
+            {k: v for k, v in m.stats.items() if k != "timings"},
+        )
     st.close()
     return out
 

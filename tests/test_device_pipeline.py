@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("pydantic", reason="the construction pipeline imports pydantic (absent on the bare GPU image)")
+pytest.importorskip(
+    "pydantic", reason="the construction pipeline imports pydantic (absent on the bare GPU image)"
+)
 
 from xmemory_gpu.cli import main  # noqa: E402
 from xmemory_gpu.config import XMemoryConfig
@@ -28,7 +30,12 @@ from xmemory_gpu.retrieve import Retriever
 pytestmark = pytest.mark.skipif(not is_available("triton"), reason="triton: no GPU and not interpreted")
 
 EMB = HashingEmbedder(64)
-QUESTIONS = ["What did she paint last week?", "Where did they travel?", "Who adopted a dog?", "What sport does he play?"]
+QUESTIONS = [
+    "What did she paint last week?",
+    "Where did they travel?",
+    "Who adopted a dog?",
+    "What sport does he play?",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +47,22 @@ def stores(tmp_path_factory):
     out = {}
     for backend in ("cpu", "triton"):
         out[backend] = root / backend
-        assert main(["build", str(data), "--out", str(out[backend]), "--embedder", "hashing:64", "--backend", backend,
-                     "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "build",
+                    str(data),
+                    "--out",
+                    str(out[backend]),
+                    "--embedder",
+                    "hashing:64",
+                    "--backend",
+                    backend,
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     return out
 
 
@@ -153,8 +174,10 @@ def test_write_log_says_when_it_no_longer_reaches_back():
 def test_the_engine_serves_from_the_device_while_it_grows(tmp_path):
     write_json(generate_conversations(1, seed=5), tmp_path / "one.json")
     conv = load_locomo(tmp_path / "one.json")[0]
-    turns = [{"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
-             for m in conv.messages]
+    turns = [
+        {"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
+        for m in conv.messages
+    ]
     half = len(turns) // 2
     results = {}
     for backend in ("cpu", "triton"):

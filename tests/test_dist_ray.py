@@ -43,9 +43,15 @@ def _dump(path: Path) -> dict:
     out = {}
     for mid in st.memory_ids():
         m = st.get(mid)
-        out[mid] = ([x.__dict__ for x in m.messages], [e.__dict__ for e in m.episodes], [s.__dict__ for s in m.semantics],
-                    [t.__dict__ for t in m.themes], {k: v.tobytes() for k, v in m.arrays().items()},
-                    {k: v for k, v in m.stats.items() if k != "timings"}, st.counts(mid))
+        out[mid] = (
+            [x.__dict__ for x in m.messages],
+            [e.__dict__ for e in m.episodes],
+            [s.__dict__ for s in m.semantics],
+            [t.__dict__ for t in m.themes],
+            {k: v.tobytes() for k, v in m.arrays().items()},
+            {k: v for k, v in m.stats.items() if k != "timings"},
+            st.counts(mid),
+        )
     st.close()
     return out
 
@@ -87,7 +93,9 @@ def test_loading_matches_the_local_build(data):
 
 def test_cli_without_ray_is_one_line(data, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if it were not installed
-    rc = main(["build", str(data), "--out", str(tmp_path / "s"), "--embedder", SPEC, "--ray", "--no-progress"])
+    rc = main(
+        ["build", str(data), "--out", str(tmp_path / "s"), "--embedder", SPEC, "--ray", "--no-progress"]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err
     assert "Ray Data is not installed" in err and "xmemory-gpu[dist]" in err
@@ -124,15 +132,23 @@ def test_local_ray_listens_on_loopback_only_and_stops_on_ctrl_c(data, tmp_path, 
     def interrupted(*args, **kwargs):
         for p in psutil.Process().children(recursive=True):
             try:
-                seen[p.pid] = [c.laddr for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+                seen[p.pid] = [
+                    c.laddr for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+                ]
             except psutil.NoSuchProcess:
                 pass
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ray_build, "_run", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        ray_build.build_store_ray(data, tmp_path / "s", config=_cfg(), progress=False, workers=1,
-                                  init_kwargs={"num_cpus": 1, "object_store_memory": 100 * 2**20, "log_to_driver": False})
+        ray_build.build_store_ray(
+            data,
+            tmp_path / "s",
+            config=_cfg(),
+            progress=False,
+            workers=1,
+            init_kwargs={"num_cpus": 1, "object_store_memory": 100 * 2**20, "log_to_driver": False},
+        )
     assert not ray.is_initialized()
     listening = [a for addrs in seen.values() for a in addrs]
     assert len(listening) >= 3, seen  # GCS, raylet (node manager and object manager), ...
@@ -172,8 +188,9 @@ def test_worker_killed_mid_shard_gives_every_memory_once(ray_cluster, data, loca
     from xmemory_gpu.distributed import build_store_ray
 
     marker = tmp_path / "crashed"
-    rep = build_store_ray(data, tmp_path / "s", config=_cfg(), shard_size=3, workers=2, progress=False,
-                          crash_marker=str(marker))
+    rep = build_store_ray(
+        data, tmp_path / "s", config=_cfg(), shard_size=3, workers=2, progress=False, crash_marker=str(marker)
+    )
     assert marker.exists()  # a worker did die after building a shard, before returning it
     rows = _rows(tmp_path / "s")
     assert len(rows) == len(set(rows)) == N
@@ -183,10 +200,26 @@ def test_worker_killed_mid_shard_gives_every_memory_once(ray_cluster, data, loca
 
 def test_resume_skips_committed_memories_via_cli(ray_cluster, data, local_store, tmp_path, capsys):
     out = tmp_path / "s"
-    build_store(data, out, embedder=load_embedder(SPEC), config=_cfg(), limit=4, progress=False)  # a run cut short
+    build_store(
+        data, out, embedder=load_embedder(SPEC), config=_cfg(), limit=4, progress=False
+    )  # a run cut short
     # Ray is already initialised in this process: --ray uses it as it is
-    rc = main(["build", str(data), "--out", str(out), "--embedder", SPEC, "--ray", "--ray-workers", "2",
-               "--shard-size", "2", "--no-progress"])
+    rc = main(
+        [
+            "build",
+            str(data),
+            "--out",
+            str(out),
+            "--embedder",
+            SPEC,
+            "--ray",
+            "--ray-workers",
+            "2",
+            "--shard-size",
+            "2",
+            "--no-progress",
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0, text
     assert f"built {N - 4} memories, skipped 4 already in" in text and "ray: 2 actors" in text
@@ -218,8 +251,13 @@ def test_driver_killed_mid_run_resumes(ray_cluster, data, local_store, tmp_path)
 
     out = tmp_path / "s"
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(data), str(out)], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(data), str(out)],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and proc.poll() is None:
@@ -251,8 +289,14 @@ def test_the_driver_refuses_a_memory_whose_bytes_do_not_match_the_workers_sha256
     emb = load_embedder("hashing:64")
     convs = load_conversations(write_json(generate_conversations(1, seed=4), tmp_path / "c.json"))
     enc = encode_slice(build_slices(convs, emb)[0], emb.dim)
-    row = {"arrays": enc.data, "sha256": enc.sha256, "dim": emb.dim, "stats": json.dumps(enc.stats),
-           "counts": json.dumps(enc.counts), "message_ids": json.dumps(enc.message_ids)}
+    row = {
+        "arrays": enc.data,
+        "sha256": enc.sha256,
+        "dim": emb.dim,
+        "stats": json.dumps(enc.stats),
+        "counts": json.dumps(enc.counts),
+        "message_ids": json.dumps(enc.message_ids),
+    }
     assert _received(enc.memory_id, row) == enc
     store = Store.open_or_create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config={})
     damaged = enc.data[:-1] + bytes([enc.data[-1] ^ 1])

@@ -82,7 +82,9 @@ def test_the_native_writes_leave_the_interpreter_free(tmp_path):
     thread.join()
     assert all(dst.read_bytes() == data for _, dst, data in files)
     if span["s"] < 0.05:
-        pytest.skip(f"the writes took {span['s'] * 1e3:.0f} ms: too short to tell a stall from a switch interval")
+        pytest.skip(
+            f"the writes took {span['s'] * 1e3:.0f} ms: too short to tell a stall from a switch interval"
+        )
     assert longest < span["s"] / 2, (longest, span["s"])
 
 

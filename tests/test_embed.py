@@ -16,21 +16,36 @@ def test_repeated_texts_are_embedded_once_and_share_their_row():
     e = load_embedder("all-MiniLM-L6-v2")
     calls = []
     real = e.forward_tokens
-    e.forward_tokens = lambda tokens: calls.append(e.model.tokenizer.batch_decode(tokens["input_ids"], skip_special_tokens=True)) or real(tokens)
-    texts = ["Melanie paints sunsets.", "hi", "Melanie paints sunsets.", "Caroline went to a support group.", "hi"]
+    e.forward_tokens = lambda tokens: (
+        calls.append(e.model.tokenizer.batch_decode(tokens["input_ids"], skip_special_tokens=True))
+        or real(tokens)
+    )
+    texts = [
+        "Melanie paints sunsets.",
+        "hi",
+        "Melanie paints sunsets.",
+        "Caroline went to a support group.",
+        "hi",
+    ]
     x = e.encode(texts)
     distinct = [t for call in calls for t in dict.fromkeys(call)]  # a call may repeat its last text as filler
-    assert x.shape == (5, e.dim) and sorted(distinct) == sorted(t.lower() for t in set(texts))  # each distinct text once
+    assert x.shape == (5, e.dim) and sorted(distinct) == sorted(
+        t.lower() for t in set(texts)
+    )  # each distinct text once
     np.testing.assert_array_equal(x[0], x[2])
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(x[3], e.encode(["Caroline went to a support group."])[0], atol=1e-6)
 
 
 def _chat_texts(rng: np.random.Generator, n: int) -> list[str]:
-    words = ("I went to the park with my dog yesterday and it rained a lot so we came back early "
-             "Caroline said her support group meets on Tuesdays at the library near the station").split()
-    return [f"{rng.choice(['Caroline', 'Melanie'])}: " + " ".join(rng.choice(words, int(rng.integers(1, 60))))
-            for _ in range(n)]
+    words = (
+        "I went to the park with my dog yesterday and it rained a lot so we came back early "
+        "Caroline said her support group meets on Tuesdays at the library near the station"
+    ).split()
+    return [
+        f"{rng.choice(['Caroline', 'Melanie'])}: " + " ".join(rng.choice(words, int(rng.integers(1, 60))))
+        for _ in range(n)
+    ]
 
 
 def test_rows_do_not_depend_on_the_rest_of_the_call():
@@ -43,7 +58,9 @@ def test_rows_do_not_depend_on_the_rest_of_the_call():
     i = 0
     while i < 40:
         n = int(rng.integers(1, 8))
-        np.testing.assert_array_equal(e.encode(texts[i : i + n]), bulk[i : i + n], err_msg=f"rows {i}..{i + n}")
+        np.testing.assert_array_equal(
+            e.encode(texts[i : i + n]), bulk[i : i + n], err_msg=f"rows {i}..{i + n}"
+        )
         i += n
     np.testing.assert_array_equal(e.encode(texts[::-1]), bulk[::-1])
 
@@ -55,14 +72,21 @@ def test_a_lone_text_costs_one_forward_of_its_own_tokens():
     e = load_embedder("all-MiniLM-L6-v2")
     if not e.rowwise:
         pytest.skip("the C++ module is not built: the embedder fills small batches instead")
-    texts = ["I moved to Lisbon in May.", "Call me Sam.", "ok", "My sister Emma visits on October 12th, remind me?"]
+    texts = [
+        "I moved to Lisbon in May.",
+        "Call me Sam.",
+        "ok",
+        "My sister Emma visits on October 12th, remind me?",
+    ]
     calls = []
     real = e.forward_tokens
     e.forward_tokens = lambda tokens: calls.append(len(tokens["input_ids"])) or real(tokens)
     alone = np.concatenate([e.encode([t]) for t in texts])
     assert calls == [1] * len(texts)
     np.testing.assert_array_equal(e.encode(texts * 3)[:4], alone)
-    np.testing.assert_array_equal(normalize_rows(e.model.encode(texts[:1])), alone[:1])  # the model's own path
+    np.testing.assert_array_equal(
+        normalize_rows(e.model.encode(texts[:1])), alone[:1]
+    )  # the model's own path
     plain = SentenceTransformer(str(default_model_path()), device="cpu")  # BLAS dense layers
     x = plain.encode(texts, convert_to_numpy=True, normalize_embeddings=True)
     assert np.abs(x - alone).max() < 1e-5
@@ -116,12 +140,23 @@ def test_a_default_prompt_is_applied_as_sentence_transformers_applies_it(tmp_pat
     texts = ["I moved to Lisbon in May.", "Call me Sam."]
     got = e.encode(texts[:1])
     np.testing.assert_array_equal(e.encode(texts)[:1], got)  # batch-invariant (filled batches)
-    np.testing.assert_allclose(got, normalize_rows(e.model.encode(texts[:1])), atol=1e-6)  # prompted, as encode does
-    assert not np.allclose(got, normalize_rows(base.encode(texts[:1], prompt="")), atol=1e-3)  # the prompt matters
+    np.testing.assert_allclose(
+        got, normalize_rows(e.model.encode(texts[:1])), atol=1e-6
+    )  # prompted, as encode does
+    assert not np.allclose(
+        got, normalize_rows(base.encode(texts[:1], prompt="")), atol=1e-3
+    )  # the prompt matters
 
 
-@pytest.mark.parametrize("spec, message", [("hashing:x", "integer >= 1"), ("hashing:0", "integer >= 1"),
-                                           ("st:/no/such/model", "no model folder"), ("nope", "unknown embedder spec")])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("hashing:x", "integer >= 1"),
+        ("hashing:0", "integer >= 1"),
+        ("st:/no/such/model", "no model folder"),
+        ("nope", "unknown embedder spec"),
+    ],
+)
 def test_bad_embedder_specs_are_one_line_errors(spec, message):
     with pytest.raises(ValueError, match=message):
         load_embedder(spec)

@@ -15,21 +15,32 @@ import pytest
 
 from xmemory_gpu.embed import embedder_for_store, encode_queries, load_embedder
 
-needs_openvino = pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="openvino is not installed")
+needs_openvino = pytest.mark.skipif(
+    importlib.util.find_spec("openvino") is None, reason="openvino is not installed"
+)
 
 
 def _chat_texts(rng: np.random.Generator, n: int) -> list[str]:
-    words = ("I went to the park with my dog yesterday and it rained a lot so we came back early "
-             "Caroline said her support group meets on Tuesdays at the library near the station").split()
-    return [f"{rng.choice(['Caroline', 'Melanie'])}: " + " ".join(rng.choice(words, int(rng.integers(1, 60))))
-            for _ in range(n)]
+    words = (
+        "I went to the park with my dog yesterday and it rained a lot so we came back early "
+        "Caroline said her support group meets on Tuesdays at the library near the station"
+    ).split()
+    return [
+        f"{rng.choice(['Caroline', 'Melanie'])}: " + " ".join(rng.choice(words, int(rng.integers(1, 60))))
+        for _ in range(n)
+    ]
 
 
 def _locomo_texts(path: Path, n: int) -> list[str]:
     """``n`` messages spread over the dev split (every conversation)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    texts = [turn["text"] for conv in data for key, turns in conv["conversation"].items()
-             if key.startswith("session_") and isinstance(turns, list) for turn in turns]
+    texts = [
+        turn["text"]
+        for conv in data
+        for key, turns in conv["conversation"].items()
+        if key.startswith("session_") and isinstance(turns, list)
+        for turn in turns
+    ]
     return texts[:: max(1, len(texts) // n)][:n]
 
 
@@ -48,7 +59,12 @@ def test_rows_match_sentence_transformers_on_locomo_texts(ov, st, locomo_path):
     """Same tokenizer, truncation (256 word pieces), mean pooling and normalisation as sentence-
     transformers, in float32: measured min cosine 0.9999998, max |diff| 3.9e-7 on the 3,435 dev
     messages (the bound below leaves margin for other CPUs' kernels)."""
-    texts = _locomo_texts(locomo_path, 400) + ["x " * 600, "", "  padded  ", "Émile's café, naïve 😀"]  # truncated, empty, odd
+    texts = _locomo_texts(locomo_path, 400) + [
+        "x " * 600,
+        "",
+        "  padded  ",
+        "Émile's café, naïve 😀",
+    ]  # truncated, empty, odd
     a, b = ov.encode(texts), st.encode(texts)
     assert a.shape == b.shape == (len(texts), 384) and a.dtype == np.float32
     assert (a * b).sum(1).min() >= 1 - 1e-6
@@ -63,7 +79,13 @@ def test_unit_rows_and_repeats_embedded_once(ov):
     real = ov._run
     ov._run = lambda batches: calls.extend(batches) or real(batches)
     try:
-        texts = ["Melanie paints sunsets.", "hi", "Melanie paints sunsets.", "Caroline went to a support group.", "hi"]
+        texts = [
+            "Melanie paints sunsets.",
+            "hi",
+            "Melanie paints sunsets.",
+            "Caroline went to a support group.",
+            "hi",
+        ]
         x = ov.encode(texts)
     finally:
         del ov._run
@@ -83,13 +105,18 @@ def test_rows_do_not_depend_on_the_rest_of_the_call(ov):
     tests/test_embed.py), with no filler: OpenVINO's rows for one token count do not depend on the
     batch size. Padding would change them, hence one token count per batch."""
     rng = np.random.default_rng(7)
-    long = [" ".join(rng.choice(["the", "support", "group", "painting", "Caroline"], int(n))) for n in rng.integers(60, 300, 30)]
+    long = [
+        " ".join(rng.choice(["the", "support", "group", "painting", "Caroline"], int(n)))
+        for n in rng.integers(60, 300, 30)
+    ]
     texts = _chat_texts(rng, 150) + long  # 4 to 256 tokens (the longest truncated)
     bulk = ov.encode(texts)
     i = 0
     while i < len(texts):
         n = int(rng.integers(1, 8))
-        np.testing.assert_array_equal(ov.encode(texts[i : i + n]), bulk[i : i + n], err_msg=f"rows {i}..{i + n}")
+        np.testing.assert_array_equal(
+            ov.encode(texts[i : i + n]), bulk[i : i + n], err_msg=f"rows {i}..{i + n}"
+        )
         i += n
     np.testing.assert_array_equal(ov.encode(texts[::-1]), bulk[::-1])
     small = load_embedder("openvino", batch_size=3)
@@ -103,7 +130,11 @@ def test_rows_do_not_depend_on_threads_or_performance_hint(ov):
 
     texts = _chat_texts(np.random.default_rng(11), 80)
     want = ov.encode(texts)
-    for e in (OpenVINOEmbedder(num_threads=1), OpenVINOEmbedder(num_threads=4), OpenVINOEmbedder(performance_hint="THROUGHPUT")):
+    for e in (
+        OpenVINOEmbedder(num_threads=1),
+        OpenVINOEmbedder(num_threads=4),
+        OpenVINOEmbedder(performance_hint="THROUGHPUT"),
+    ):
         np.testing.assert_array_equal(e.encode(texts), want)
 
 
@@ -113,12 +144,16 @@ def test_empty_input_and_queries(ov):
     q = "When did Caroline go to the support group?"
     np.testing.assert_array_equal(encode_queries(ov, [q]), ov.encode([q]))  # a lone query: no padding
     qs = [q, "hi", "What does Melanie paint, and where did she see the sunset she painted last summer?"]
-    np.testing.assert_allclose(encode_queries(ov, qs), ov.encode(qs), atol=1e-5)  # padded batch: float32 noise
+    np.testing.assert_allclose(
+        encode_queries(ov, qs), ov.encode(qs), atol=1e-5
+    )  # padded batch: float32 noise
 
 
 @needs_openvino
 def test_store_name_and_reload(ov):
-    assert ov.name == "ov:all-MiniLM-L6-v2"  # not the torch embedder's name: rows are close, not bit-identical
+    assert (
+        ov.name == "ov:all-MiniLM-L6-v2"
+    )  # not the torch embedder's name: rows are close, not bit-identical
     again = embedder_for_store(ov.name)
     assert type(again) is type(ov) and again.name == ov.name
     texts = _chat_texts(np.random.default_rng(5), 20)
@@ -137,7 +172,9 @@ def test_converted_model_is_cached_and_rows_do_not_depend_on_the_cache(tmp_path,
     assert sorted(p.name for p in entry.iterdir()) == ["model.bin", "model.xml", "source.json"]
     no_cache = mod.OpenVINOEmbedder(cache_dir=None)
     assert list(tmp_path.iterdir()) == [entry]
-    monkeypatch.setattr(mod, "_convert", lambda *a: pytest.fail("converted again instead of reading the cache"))
+    monkeypatch.setattr(
+        mod, "_convert", lambda *a: pytest.fail("converted again instead of reading the cache")
+    )
     second = mod.OpenVINOEmbedder(cache_dir=tmp_path)
     texts = _chat_texts(np.random.default_rng(9), 30)
     want = ov.encode(texts)
@@ -158,8 +195,10 @@ def test_bad_openvino_spec():
         load_embedder("ov:/no/such/model")
 
 
-needs_nncf = pytest.mark.skipif(importlib.util.find_spec("openvino") is None or importlib.util.find_spec("nncf") is None,
-                                reason="openvino and nncf are not installed")
+needs_nncf = pytest.mark.skipif(
+    importlib.util.find_spec("openvino") is None or importlib.util.find_spec("nncf") is None,
+    reason="openvino and nncf are not installed",
+)
 
 
 @pytest.fixture(scope="module")
@@ -205,12 +244,16 @@ def test_int8_model_is_quantised_once_and_deterministically(ov8, ov8_cache, monk
     from xmemory_gpu.embed import openvino as mod
 
     entries = sorted(p.name for p in ov8_cache.iterdir())
-    assert len(entries) == 2 and entries[1].startswith(f"{entries[0]}-int8-")  # the float32 IR, then the int8 one
+    assert len(entries) == 2 and entries[1].startswith(
+        f"{entries[0]}-int8-"
+    )  # the float32 IR, then the int8 one
     texts = _chat_texts(np.random.default_rng(4), 40)
     want = ov8.encode(texts)
     fresh = mod.OpenVINOEmbedder(int8=True, cache_dir=None)
     np.testing.assert_array_equal(fresh.encode(texts), want)
-    monkeypatch.setattr(mod, "_quantize", lambda *a: pytest.fail("quantised again instead of reading the cache"))
+    monkeypatch.setattr(
+        mod, "_quantize", lambda *a: pytest.fail("quantised again instead of reading the cache")
+    )
     again = mod.OpenVINOEmbedder(int8=True, cache_dir=ov8_cache)
     np.testing.assert_array_equal(again.encode(texts), want)
     assert sorted(p.name for p in ov8_cache.iterdir()) == entries
@@ -222,7 +265,9 @@ def test_one_line_error_without_nncf(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "nncf", None)
     from xmemory_gpu.embed import openvino as mod
 
-    monkeypatch.setattr(mod, "_convert", lambda *a: pytest.fail("converted before reporting the missing package"))
+    monkeypatch.setattr(
+        mod, "_convert", lambda *a: pytest.fail("converted before reporting the missing package")
+    )
     for cache in (tmp_path, None):
         with pytest.raises(ValueError, match=r"needs the package nncf \(pip install") as info:
             mod.OpenVINOEmbedder(int8=True, cache_dir=cache)
@@ -251,7 +296,9 @@ def test_conversion_and_quantisation_start_their_telemetry_declined(monkeypatch)
 
 
 @needs_nncf
-@pytest.mark.parametrize("damage", ["truncated weights", "garbage graph", "damaged source.json", "missing weights"])
+@pytest.mark.parametrize(
+    "damage", ["truncated weights", "garbage graph", "damaged source.json", "missing weights"]
+)
 def test_a_damaged_int8_cache_entry_is_rebuilt_and_replaced(ov8, ov8_cache, tmp_path, monkeypatch, damage):
     """A damaged cached int8 IR is not fatal: the open quantises again and replaces the entry, and the
     open after reads the repaired entry. (The quantiser is stubbed: the float32 model stands in.)"""
@@ -275,7 +322,9 @@ def test_a_damaged_int8_cache_entry_is_rebuilt_and_replaced(ov8, ov8_cache, tmp_
     monkeypatch.setattr(mod, "_quantize", lambda model, tokenize: calls.append(1) or model)
     first = mod.OpenVINOEmbedder(int8=True, cache_dir=tmp_path)
     assert calls == [1] and mod._entry_intact(int8)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in ov8_cache.iterdir())  # nothing left aside
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in ov8_cache.iterdir()
+    )  # nothing left aside
     again = mod.OpenVINOEmbedder(int8=True, cache_dir=tmp_path)
     assert calls == [1]  # read from the repaired entry
     texts = ["Melanie paints sunsets.", "Caroline went to a support group."]
@@ -291,6 +340,10 @@ def test_a_cached_int8_open_reads_no_float32_ir(ov8, ov8_cache, monkeypatch):
     monkeypatch.setattr(mod, "_quantize", lambda *a: pytest.fail("quantised"))
     read = []
     real = mod._cached_ir
-    monkeypatch.setattr(mod, "_cached_ir", lambda target, build, source: read.append(target.name) or real(target, build, source))
+    monkeypatch.setattr(
+        mod,
+        "_cached_ir",
+        lambda target, build, source: read.append(target.name) or real(target, build, source),
+    )
     mod.OpenVINOEmbedder(int8=True, cache_dir=ov8_cache)
     assert len(read) == 1 and "-int8-" in read[0]

@@ -31,8 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _msgs(conv, session=None):
-    return [{"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
-            for m in conv.messages if session is None or m.session == session]
+    return [
+        {"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
+        for m in conv.messages
+        if session is None or m.session == session
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +52,13 @@ def _check_invariants(mem, cap: int) -> None:
         assert mem.theme_of.min() >= 0 and mem.theme_of.max() < len(mem.themes)
         assert np.bincount(mem.theme_of).max() <= cap
     ids = {m.id for m in mem.messages}
-    assert all(set(s.message_ids) <= ids and s.message_ids for s in mem.semantics)  # provenance to live messages
+    assert all(
+        set(s.message_ids) <= ids and s.message_ids for s in mem.semantics
+    )  # provenance to live messages
     assert all(set(e.message_ids) <= ids for e in mem.episodes)
-    assert sorted(i for e in mem.episodes for i in e.message_ids) == sorted(ids)  # every message in one episode
+    assert sorted(i for e in mem.episodes for i in e.message_ids) == sorted(
+        ids
+    )  # every message in one episode
 
 
 def test_streaming_sessions_matches_the_bulk_build(tmp_path, convs):
@@ -83,11 +90,17 @@ def test_turn_by_turn_keeps_the_invariants_and_reopens_exactly(tmp_path, convs):
         mem = view(eng.bank, 0)
         _check_invariants(mem, cfg.theme.size_cap)
         before = eng.get_all(user_id="u")
-        res = [r.to_dict() for r in eng.search([q.question for q in conv.qa], user_id="u", strategy="xmemory")]
+        res = [
+            r.to_dict() for r in eng.search([q.question for q in conv.qa], user_id="u", strategy="xmemory")
+        ]
     with MemoryEngine.open(tmp_path / "t", embedder=EMB) as eng:
         assert eng.get_all(user_id="u") == before
-        again = [r.to_dict() for r in eng.search([q.question for q in conv.qa], user_id="u", strategy="xmemory")]
-        assert [{k: v for k, v in r.items() if k != "timings"} for r in again] == [{k: v for k, v in r.items() if k != "timings"} for r in res]
+        again = [
+            r.to_dict() for r in eng.search([q.question for q in conv.qa], user_id="u", strategy="xmemory")
+        ]
+        assert [{k: v for k, v in r.items() if k != "timings"} for r in again] == [
+            {k: v for k, v in r.items() if k != "timings"} for r in res
+        ]
 
 
 TOKEN = "Qzxvwplorbanth"
@@ -97,8 +110,10 @@ def test_delete_forgets_a_planted_token_everywhere(tmp_path, convs):
     store = tmp_path / "d"
     with MemoryEngine.open(store, embedder=EMB) as eng:
         eng.add(_msgs(convs[1])[:20], user_id="alice")
-        planted = eng.add([{"speaker": "Alice", "content": f"My new neighbour is called {TOKEN} and she keeps bees."}],
-                          user_id="alice")[0]
+        planted = eng.add(
+            [{"speaker": "Alice", "content": f"My new neighbour is called {TOKEN} and she keeps bees."}],
+            user_id="alice",
+        )[0]
         eng.add(_msgs(convs[1])[20:30], user_id="alice")
         eng.add(_msgs(convs[2])[:10], user_id="bob")
         assert any(TOKEN in u["text"] for u in eng.get_all(user_id="alice") if u["type"] == "semantic")
@@ -111,10 +126,19 @@ def test_delete_forgets_a_planted_token_everywhere(tmp_path, convs):
                     assert not any(TOKEN in str(v) for v in col), name
         assert not any(TOKEN in json.dumps(u) for u in eng.get_all(user_id="alice"))
         for s in STRATEGIES:
-            assert all(TOKEN not in r.context for r in eng.search([f"Who is {TOKEN}?", "bees"], user_id="alice", strategy=s))
+            assert all(
+                TOKEN not in r.context
+                for r in eng.search([f"Who is {TOKEN}?", "bees"], user_id="alice", strategy=s)
+            )
         digest = "message sha256:" + hashlib.sha256(planted.encode()).hexdigest()[:16]
-        assert eng.history(user_id="alice")[-1] == {"op": "delete", "ids": [digest], "time": pytest.approx(time.time(), abs=60)}
-        assert not any(planted in e["ids"] for e in eng.history(user_id="alice"))  # the deleted id left the log
+        assert eng.history(user_id="alice")[-1] == {
+            "op": "delete",
+            "ids": [digest],
+            "time": pytest.approx(time.time(), abs=60),
+        }
+        assert not any(
+            planted in e["ids"] for e in eng.history(user_id="alice")
+        )  # the deleted id left the log
         n_bob = len(eng.get_all(user_id="bob"))
     for f in store.rglob("*"):
         if f.is_file():
@@ -136,8 +160,16 @@ def test_deleting_a_statement_keeps_its_message_but_not_the_fact(tmp_path, convs
         assert sem["text"] not in [u["text"] for u in eng.get_all(user_id="u") if u["type"] == "semantic"]
 
 
-ADVERSARIAL = ["../../etc/passwd", "a'; DROP TABLE memories;--", '["alice", null, null]', "alice\\", "用户 ✓", "%s%n", "a" * 400,
-               "alice"]
+ADVERSARIAL = [
+    "../../etc/passwd",
+    "a'; DROP TABLE memories;--",
+    '["alice", null, null]',
+    "alice\\",
+    "用户 ✓",
+    "%s%n",
+    "a" * 400,
+    "alice",
+]
 
 
 def test_scopes_are_isolated_with_adversarial_ids(tmp_path):
@@ -145,23 +177,42 @@ def test_scopes_are_isolated_with_adversarial_ids(tmp_path):
         items = []
         for i, user in enumerate(ADVERSARIAL):
             for agent in (None, "agent/../x"):
-                items.append({"user_id": user, "agent_id": agent,
-                              "messages": [{"speaker": "U", "content": f"My secret code word is tok{i}{agent is None} today."},
-                                           {"speaker": "A", "content": "I will remember that for you."}]})
+                items.append(
+                    {
+                        "user_id": user,
+                        "agent_id": agent,
+                        "messages": [
+                            {
+                                "speaker": "U",
+                                "content": f"My secret code word is tok{i}{agent is None} today.",
+                            },
+                            {"speaker": "A", "content": "I will remember that for you."},
+                        ],
+                    }
+                )
         eng.add_batch(items)
         assert {p.name for p in (tmp_path / "iso").iterdir()} == {"memory.sqlite", "arrays", "write.lock"}
         for i, user in enumerate(ADVERSARIAL):
             for agent in (None, "agent/../x"):
                 mine = f"tok{i}{agent is None}"
                 for s in STRATEGIES:
-                    for r in eng.search(["What is my secret code word?"], user_id=user, agent_id=agent, strategy=s):
+                    for r in eng.search(
+                        ["What is my secret code word?"], user_id=user, agent_id=agent, strategy=s
+                    ):
                         words = {w.strip(".") for w in r.context.split()}
                         assert not any(w.startswith("tok") and w != mine for w in words), (user, agent, s)
                 units = eng.get_all(user_id=user, agent_id=agent)
                 assert any(mine in u["text"] for u in units)
-                assert not any(f"tok{j}" in u["text"] for j in range(len(ADVERSARIAL)) for u in units if f"tok{j}" not in mine)
+                assert not any(
+                    f"tok{j}" in u["text"]
+                    for j in range(len(ADVERSARIAL))
+                    for u in units
+                    if f"tok{j}" not in mine
+                )
         assert eng.delete_all(user_id=ADVERSARIAL[1]) == 2
-        assert eng.get_all(user_id=ADVERSARIAL[1]) == [] and eng.get_all(user_id=ADVERSARIAL[1], agent_id="agent/../x")
+        assert eng.get_all(user_id=ADVERSARIAL[1]) == [] and eng.get_all(
+            user_id=ADVERSARIAL[1], agent_id="agent/../x"
+        )
     for bad in ("", None, 5, "x\x00y"):
         with pytest.raises(ValueError, match="user_id"):
             scope_key(bad)
@@ -185,8 +236,13 @@ def test_readers_never_see_half_a_batch(tmp_path):
         t.start()
     try:
         for i in range(15):  # bounded
-            eng.add([{"speaker": "U", "content": f"In round {i} I planted tulips in the garden."},
-                     {"speaker": "A", "content": f"Round {i} noted: tulips."}], user_id="u")
+            eng.add(
+                [
+                    {"speaker": "U", "content": f"In round {i} I planted tulips in the garden."},
+                    {"speaker": "A", "content": f"Round {i} noted: tulips."},
+                ],
+                user_id="u",
+            )
     finally:
         stop.set()
         for t in threads:
@@ -213,8 +269,13 @@ def test_a_second_writer_is_refused_and_readers_still_work(tmp_path):
     store = tmp_path / "one"
     with MemoryEngine.open(store, embedder=EMB) as eng:
         eng.add([{"speaker": "U", "content": "The first writer holds the lock."}], user_id="u")
-        p = subprocess.run([sys.executable, "-c", _WRITER, str(store)], capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        p = subprocess.run(
+            [sys.executable, "-c", _WRITER, str(store)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
         assert p.returncode == 3 and "another process is writing" in p.stdout
         with MemoryEngine.open(store, embedder=EMB, read_only=True) as ro:
             assert len(ro.get_all(user_id="u")) >= 1
@@ -222,7 +283,9 @@ def test_a_second_writer_is_refused_and_readers_still_work(tmp_path):
                 ro.add([{"speaker": "U", "content": "x"}], user_id="u")
         with pytest.raises(WriterLockError):
             MemoryEngine.open(store, embedder=EMB)
-    p = subprocess.run([sys.executable, "-c", _WRITER, str(store)], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", _WRITER, str(store)], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stdout + p.stderr  # released with the first engine
 
 
@@ -264,8 +327,13 @@ def test_kill_9_during_a_stream_loses_at_most_the_batch_in_flight(tmp_path):
     n_batches, kills = 40, 10
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     ref = tmp_path / "ref"
-    subprocess.run([sys.executable, "-c", STREAM, str(ref), "0", str(n_batches)], check=True, env=env, timeout=600,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", STREAM, str(ref), "0", str(n_batches)],
+        check=True,
+        env=env,
+        timeout=600,
+        capture_output=True,
+    )
     store = tmp_path / "killed"
     rng = np.random.default_rng(int(os.environ.get("XMEM_TEST_SEED", "0")) or 1)
     progress = []
@@ -274,28 +342,48 @@ def test_kill_9_during_a_stream_loses_at_most_the_batch_in_flight(tmp_path):
         progress.append(start)
         if start >= n_batches:
             break
-        p = subprocess.Popen([sys.executable, "-c", STREAM, str(store), str(start), str(n_batches)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        p = subprocess.Popen(
+            [sys.executable, "-c", STREAM, str(store), str(start), str(n_batches)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         p.stdout.readline() if rng.random() < 0.5 else None  # sometimes after a commit, sometimes during start-up
         time.sleep(float(rng.uniform(0.0, 0.2)))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=60)
         p.stdout.close()
     start = committed_batches(store)  # reopen and continue to the end
-    subprocess.run([sys.executable, "-c", STREAM, str(store), str(start), str(n_batches)], check=True, env=env, timeout=600,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", STREAM, str(store), str(start), str(n_batches)],
+        check=True,
+        env=env,
+        timeout=600,
+        capture_output=True,
+    )
     assert committed_batches(store) == n_batches
-    assert len(progress) >= 4 and progress == sorted(progress)  # killed mid-stream several times, never went back
+    assert len(progress) >= 4 and progress == sorted(
+        progress
+    )  # killed mid-stream several times, never went back
     assert _snapshot(store) == _snapshot(ref)
-    assert not [f.name for f in (store / "arrays").iterdir() if f.suffix == ".tmp"]  # the last writer collected orphans
+    assert not [
+        f.name for f in (store / "arrays").iterdir() if f.suffix == ".tmp"
+    ]  # the last writer collected orphans
 
 
 def test_cli_add_history_delete(tmp_path, capsys):
     from xmemory_gpu.cli import main
 
     f = tmp_path / "m.json"
-    f.write_text(json.dumps([{"role": "user", "content": "I moved to Lisbon in May.", "id": "m1"},
-                             {"role": "assistant", "content": "Lisbon is lovely in spring."}]))
+    f.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "I moved to Lisbon in May.", "id": "m1"},
+                {"role": "assistant", "content": "Lisbon is lovely in spring."},
+            ]
+        )
+    )
     store = str(tmp_path / "cli")
     assert main(["add", store, str(f), "--user", "alice", "--embedder", "hashing:64"]) == 0
     assert capsys.readouterr().out.split("\n")[0] == "m1"
@@ -328,7 +416,9 @@ def test_a_build_is_refused_while_another_process_writes(tmp_path, capsys):
     p = subprocess.Popen([sys.executable, "-c", _BUILD, str(store)], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "locked"
-        assert main(["build", str(data), "--out", str(store), "--embedder", "hashing:32", "--no-progress"]) == 2
+        assert (
+            main(["build", str(data), "--out", str(store), "--embedder", "hashing:32", "--no-progress"]) == 2
+        )
         assert "another process is writing" in capsys.readouterr().err
         assert not (store / "memory.sqlite").exists()  # nothing half-created
     finally:

@@ -23,14 +23,32 @@ from xmemory_gpu.retrieve import STRATEGIES
 
 EMB = HashingEmbedder(64)
 ROOT = Path(__file__).resolve().parents[1]
-TOPICS = ["tulips in the garden", "a cello lesson", "the Lisbon trip", "sourdough bread", "a chess club", "kayak races",
-          "pottery class", "the marathon", "a violin concert", "Denver snow", "night shifts as a nurse", "a new puppy"]
+TOPICS = [
+    "tulips in the garden",
+    "a cello lesson",
+    "the Lisbon trip",
+    "sourdough bread",
+    "a chess club",
+    "kayak races",
+    "pottery class",
+    "the marathon",
+    "a violin concert",
+    "Denver snow",
+    "night shifts as a nurse",
+    "a new puppy",
+]
 
 
 def _talk(n: int, prefix: str = "m") -> list[dict]:
-    return [{"id": f"{prefix}{i}", "speaker": "Alice" if i % 2 == 0 else "Bob",
-             "content": f"I really love {TOPICS[i % len(TOPICS)]} and I did it again on day {i}.", "session": i // 6}
-            for i in range(n)]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "speaker": "Alice" if i % 2 == 0 else "Bob",
+            "content": f"I really love {TOPICS[i % len(TOPICS)]} and I did it again on day {i}.",
+            "session": i // 6,
+        }
+        for i in range(n)
+    ]
 
 
 def _npz_of(store: Path, key: str) -> Path:
@@ -43,10 +61,17 @@ def test_unit_shaped_message_ids_are_refused(tmp_path, mid):
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
         eng.add(_talk(2), user_id="alice")
         with pytest.raises(ValueError, match=r"messages\[1\]: id: .*derived unit id"):
-            eng.add([{"id": "ok", "speaker": "A", "content": "fine"}, {"id": mid, "speaker": "A", "content": "x"}],
-                    user_id="alice")
+            eng.add(
+                [
+                    {"id": "ok", "speaker": "A", "content": "fine"},
+                    {"id": mid, "speaker": "A", "content": "x"},
+                ],
+                user_id="alice",
+            )
         assert [u["id"] for u in eng.get_all(user_id="alice") if u["type"] == "message"] == ["m0", "m1"]
-        eng.add([{"id": "episode:x", "speaker": "A", "content": "not a unit id"}], user_id="alice")  # only <kind>:<digits>
+        eng.add(
+            [{"id": "episode:x", "speaker": "A", "content": "not a unit id"}], user_id="alice"
+        )  # only <kind>:<digits>
 
 
 def test_a_stored_unit_shaped_message_id_is_ambiguous_not_a_mass_delete(tmp_path, monkeypatch):
@@ -81,7 +106,10 @@ def test_statement_ids_survive_a_delete_and_are_never_reused(tmp_path):
         eng.delete(victim["id"], user_id="u")
         with pytest.raises(KeyError, match="no semantic"):
             eng.get(victim["id"], user_id="u")
-        eng.add([{"id": "new", "speaker": "Alice", "content": "I adopted a parrot called Kiwi yesterday."}], user_id="u")
+        eng.add(
+            [{"id": "new", "speaker": "Alice", "content": "I adopted a parrot called Kiwi yesterday."}],
+            user_id="u",
+        )
         fresh = {i for t, i in _by_text(eng.get_all(user_id="u"), "semantic").items() if "Kiwi" in t}
         used = set(sem.values()) | set(kept.values())
         assert fresh and not fresh & used  # a new statement gets an id never used in this memory
@@ -99,7 +127,10 @@ def test_every_id_a_result_carries_works_with_get_and_delete(tmp_path):
         for s in STRATEGIES:
             for r in eng.search(["What about the cello?", "Where was the trip?"], user_id="u", strategy=s):
                 for unit in r.units:
-                    if unit.type in ("chunk", "session"):  # views over messages: their message_ids are the ids
+                    if unit.type in (
+                        "chunk",
+                        "session",
+                    ):  # views over messages: their message_ids are the ids
                         continue
                     got = eng.get(unit.id, user_id="u")
                     assert got["id"] == unit.id, (s, unit.type, unit.id)
@@ -141,8 +172,20 @@ def test_a_schema_1_store_keeps_its_ids_and_upgrades(tmp_path):
 
 
 # -- findings 3 and 13: timestamps, sessions, unicode, queries -------------------------------------------
-@pytest.mark.parametrize("ts", [1e20, 10**400, -1e15, 253402300800, 1e17, -62135596801, float("inf"),
-                                "0001-01-01T00:30:00+01:00", "10000-01-01"])
+@pytest.mark.parametrize(
+    "ts",
+    [
+        1e20,
+        10**400,
+        -1e15,
+        253402300800,
+        1e17,
+        -62135596801,
+        float("inf"),
+        "0001-01-01T00:30:00+01:00",
+        "10000-01-01",
+    ],
+)
 def test_out_of_range_timestamps_are_refused(tmp_path, ts):
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
         eng.add(_talk(2), user_id="u")
@@ -201,12 +244,16 @@ def test_unicode_and_query_errors_name_the_field(tmp_path):
 # -- finding 5: size limits -------------------------------------------------------------------------------
 def test_writes_are_bounded_and_refused_before_any_work(tmp_path):
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
-        with pytest.raises(ValueError, match=r"messages\[0\]: content: 100001 characters, more than the limit of 100000"):
+        with pytest.raises(
+            ValueError, match=r"messages\[0\]: content: 100001 characters, more than the limit of 100000"
+        ):
             eng.add([{"speaker": "A", "content": "x" * 100_001}], user_id="u")
         with pytest.raises(ValueError, match="messages: 1001 messages, more than the limit of 1000"):
             eng.add([{"speaker": "A", "content": "x"}] * 1001, user_id="u")
         with pytest.raises(ValueError, match="items: 257 items"):
-            eng.add_batch([{"user_id": f"u{i}", "messages": [{"speaker": "A", "content": "x"}]} for i in range(257)])
+            eng.add_batch(
+                [{"user_id": f"u{i}", "messages": [{"speaker": "A", "content": "x"}]} for i in range(257)]
+            )
         big = [{"user_id": f"u{i}", "messages": [{"speaker": "A", "content": "x"}] * 1000} for i in range(11)]
         with pytest.raises(ValueError, match=r"items\[10\]: messages: more than 10000 messages"):
             eng.add_batch(big)
@@ -232,7 +279,9 @@ def test_a_damaged_memory_is_quarantined_and_the_others_serve(tmp_path, budget):
     with pytest.raises(StoreError, match="checksum"):  # the strict default: a library caller decides
         Store.open(store).load_bank()
     st = Store.open(store)
-    assert st.load_bank(quarantine=True).memory_ids == [scope_key("bob")] and list(st.quarantined) == [scope_key("alice")]
+    assert st.load_bank(quarantine=True).memory_ids == [scope_key("bob")] and list(st.quarantined) == [
+        scope_key("alice")
+    ]
     report = Store.open(store).check_all()
     assert "checksum" in report[scope_key("alice")] and report[scope_key("bob")] is None
     with MemoryEngine.open(store, embedder=EMB, max_resident_bytes=budget) as eng:
@@ -241,10 +290,16 @@ def test_a_damaged_memory_is_quarantined_and_the_others_serve(tmp_path, budget):
             with pytest.raises(QuarantinedError, match="checksum"):
                 eng.search("tulips", user_id="alice")
         assert list(eng.quarantined) == [scope_key("alice")] and eng.stats()["quarantined"] == 1
-        for call in (lambda: eng.search("tulips", user_id="alice"), lambda: eng.get_all(user_id="alice"),
-                     lambda: eng.add(_talk(1, "z"), user_id="alice"), lambda: eng.get("m1", user_id="alice"),
-                     lambda: eng.search_batch([{"query": "x", "user_id": "alice"}])):
-            with pytest.raises(QuarantinedError, match=r'memory \["alice", null, null\]: quarantined.*checksum'):
+        for call in (
+            lambda: eng.search("tulips", user_id="alice"),
+            lambda: eng.get_all(user_id="alice"),
+            lambda: eng.add(_talk(1, "z"), user_id="alice"),
+            lambda: eng.get("m1", user_id="alice"),
+            lambda: eng.search_batch([{"query": "x", "user_id": "alice"}]),
+        ):
+            with pytest.raises(
+                QuarantinedError, match=r'memory \["alice", null, null\]: quarantined.*checksum'
+            ):
                 call()
         eng.add(_talk(2, "c"), user_id="bob")  # the others write and read
         assert eng.search("tulips", user_id="bob")[0].units
@@ -293,7 +348,9 @@ SECRET = "Qzxvwplorbanth"
 def test_deleted_message_ids_leave_the_history(tmp_path):
     store = tmp_path / "s"
     with MemoryEngine.open(store, embedder=EMB) as eng:
-        eng.add([{"id": f"note-{SECRET}", "speaker": "A", "content": "I like tea."}] + _talk(3), user_id="alice")
+        eng.add(
+            [{"id": f"note-{SECRET}", "speaker": "A", "content": "I like tea."}] + _talk(3), user_id="alice"
+        )
         eng.add(_talk(2, "b"), user_id="bob")
         eng.delete(f"note-{SECRET}", user_id="alice")
         hist = eng.history(user_id="alice")
@@ -324,7 +381,9 @@ def test_a_read_only_engine_sees_later_writes_after_refresh(tmp_path, budget):
             assert len([u for u in ro.get_all(user_id="alice") if u["type"] == "message"]) == 4  # not yet
             assert set(ro.refresh()) == {scope_key("alice"), scope_key("bob"), scope_key("carol")}
             assert ro.get_all(user_id="alice") == eng.get_all(user_id="alice")
-            assert ro.get_all(user_id="bob") == [] and ro.get_all(user_id="carol") == eng.get_all(user_id="carol")
+            assert ro.get_all(user_id="bob") == [] and ro.get_all(user_id="carol") == eng.get_all(
+                user_id="carol"
+            )
             assert ro.search("tulips", user_id="carol")[0].units
             assert ro.refresh() == []
 
@@ -344,8 +403,13 @@ print(out[0], out[1])
 
 
 def test_the_first_add_after_open_costs_what_the_next_one_does():
-    p = subprocess.run([sys.executable, "-c", _COLD], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
+    p = subprocess.run(
+        [sys.executable, "-c", _COLD],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)},
+    )
     assert p.returncode == 0, p.stderr
     first, second = map(float, p.stdout.split())
     assert first <= 2 * second + 0.25, (first, second)
@@ -354,14 +418,21 @@ def test_the_first_add_after_open_costs_what_the_next_one_does():
 def test_a_cpu_engine_imports_no_gpu_stack():
     """Under ``auto`` an engine runs its kernels on host arrays: open (its warm-up), add and search
     probe the C++ backend only, so with an encoder that needs no torch none of torch or triton loads."""
-    code = ("import sys, tempfile\n"
-            "from xmemory_gpu.engine import MemoryEngine\n"
-            "with MemoryEngine.open(tempfile.mkdtemp(), embedder='hashing:64') as eng:\n"
-            "    eng.add([{'role': 'user', 'content': 'I moved to Lisbon in May.'}], user_id='u')\n"
-            "    assert eng.search('where do I live?', user_id='u')[0].units\n"
-            "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, tempfile\n"
+        "from xmemory_gpu.engine import MemoryEngine\n"
+        "with MemoryEngine.open(tempfile.mkdtemp(), embedder='hashing:64') as eng:\n"
+        "    eng.add([{'role': 'user', 'content': 'I moved to Lisbon in May.'}], user_id='u')\n"
+        "    assert eng.search('where do I live?', user_id='u')[0].units\n"
+        "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)},
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]", p.stdout
 

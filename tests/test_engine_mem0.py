@@ -19,15 +19,22 @@ from xmemory_gpu.retrieve.strategies import strategy_names
 
 EMB = HashingEmbedder(128)
 TOKEN = "Wibblethorpe"
-TRAVEL = [("I flew to Lisbon in May and ate custard tarts by the river.", "t1"),
-          ("In Lisbon I rode the old yellow tram up the hill every morning.", "t2")]
-HOBBY = [("I bought a second-hand violin and practise scales every evening.", "h1"),
-         ("My violin teacher says my bowing has improved a lot this month.", "h2")]
+TRAVEL = [
+    ("I flew to Lisbon in May and ate custard tarts by the river.", "t1"),
+    ("In Lisbon I rode the old yellow tram up the hill every morning.", "t2"),
+]
+HOBBY = [
+    ("I bought a second-hand violin and practise scales every evening.", "h1"),
+    ("My violin teacher says my bowing has improved a lot this month.", "h2"),
+]
 PLAIN = [("I water the tomato plants on the balcony after dinner.", "p1")]
 
 
 def _msgs(rows):
-    return [{"role": "user", "content": t, "id": i, "timestamp": 1_700_000_000 + 3600 * n} for n, (t, i) in enumerate(rows)]
+    return [
+        {"role": "user", "content": t, "id": i, "timestamp": 1_700_000_000 + 3600 * n}
+        for n, (t, i) in enumerate(rows)
+    ]
 
 
 @pytest.fixture
@@ -44,20 +51,34 @@ def test_top_level_names():
     from xmemory_gpu import AsyncMemoryClient, MemoryClient
     from xmemory_gpu import MemoryEngine as Top
 
-    assert Top is MemoryEngine and MemoryClient.__name__ == "MemoryClient" and AsyncMemoryClient.__name__ == "AsyncMemoryClient"
+    assert (
+        Top is MemoryEngine
+        and MemoryClient.__name__ == "MemoryClient"
+        and AsyncMemoryClient.__name__ == "AsyncMemoryClient"
+    )
     assert {"MemoryEngine", "MemoryClient", "AsyncMemoryClient"} <= set(xmemory_gpu.__all__)
 
 
 def test_metadata_is_returned_and_filters_select_by_it(eng):
     units = eng.get_all(user_id="u")
     md = {u["id"]: u.get("metadata") for u in units if u["type"] == "message"}
-    assert md == {"t1": {"topic": "travel", "year": 2024}, "t2": {"topic": "travel", "year": 2024},
-                  "h1": {"topic": "hobby", "year": 2024, "loud": True}, "h2": {"topic": "hobby", "year": 2024, "loud": True},
-                  "p1": None}
+    assert md == {
+        "t1": {"topic": "travel", "year": 2024},
+        "t2": {"topic": "travel", "year": 2024},
+        "h1": {"topic": "hobby", "year": 2024, "loud": True},
+        "h2": {"topic": "hobby", "year": 2024, "loud": True},
+        "p1": None,
+    }
     src = {u["id"]: set(u.get("message_ids", [u["id"]])) for u in units if u["type"] != "theme"}
-    for flt, ok in (({"topic": "travel"}, {"t1", "t2"}), ({"year": 2024}, {"t1", "t2", "h1", "h2"}), ({"year": 2024.0}, {"t1", "t2", "h1", "h2"}),
-                    ({"loud": True}, {"h1", "h2"}), ({"loud": 1}, set()), ({"topic": "travel", "loud": True}, set()),
-                    ({"nope": None}, set())):
+    for flt, ok in (
+        ({"topic": "travel"}, {"t1", "t2"}),
+        ({"year": 2024}, {"t1", "t2", "h1", "h2"}),
+        ({"year": 2024.0}, {"t1", "t2", "h1", "h2"}),
+        ({"loud": True}, {"h1", "h2"}),
+        ({"loud": 1}, set()),
+        ({"topic": "travel", "loud": True}, set()),
+        ({"nope": None}, set()),
+    ):
         got = eng.get_all(user_id="u", filters=flt)
         assert {u["id"] for u in got if u["type"] == "message"} == ok, flt
         for u in got:  # every derived unit comes from matching messages only
@@ -69,10 +90,17 @@ def test_metadata_is_returned_and_filters_select_by_it(eng):
 
 @pytest.mark.parametrize("strategy", sorted(set(strategy_names()) - {"xmemory-llm", "llm-select"}))
 def test_filtered_search_sees_only_matching_messages(eng, strategy):
-    for flt, ok, banned in (({"topic": "travel"}, {"t1", "t2"}, ("violin", "tomato")),
-                            ({"topic": "hobby"}, {"h1", "h2"}, ("Lisbon", "tomato"))):
-        for r in eng.search(["What did I buy?", "Where did I travel?"], user_id="u", strategy=strategy, budget_tokens=400,
-                            filters=flt):
+    for flt, ok, banned in (
+        ({"topic": "travel"}, {"t1", "t2"}, ("violin", "tomato")),
+        ({"topic": "hobby"}, {"h1", "h2"}, ("Lisbon", "tomato")),
+    ):
+        for r in eng.search(
+            ["What did I buy?", "Where did I travel?"],
+            user_id="u",
+            strategy=strategy,
+            budget_tokens=400,
+            filters=flt,
+        ):
             assert set(r.message_ids) <= ok, (strategy, flt, r.message_ids)
             assert r.units and not any(b in r.context for b in banned), (strategy, flt, r.context)
             assert not any(b in u.text for u in r.units for b in banned)
@@ -86,7 +114,16 @@ def test_filtered_search_sees_only_matching_messages(eng, strategy):
 def test_restrict_to_everything_searches_the_same(eng):
     mem = view(eng.bank, eng.bank.index[eng.bank.memory_ids[0]])
     whole = restrict(mem, {m.id for m in mem.messages}, theme_summary)
-    for name in ("sem_knn_idx", "sem_knn_sim", "theme_knn_idx", "theme_knn_sim", "theme_of", "sem_x", "msg_x", "epi_x"):
+    for name in (
+        "sem_knn_idx",
+        "sem_knn_sim",
+        "theme_knn_idx",
+        "theme_knn_sim",
+        "theme_of",
+        "sem_x",
+        "msg_x",
+        "epi_x",
+    ):
         assert np.array_equal(getattr(whole, name), getattr(mem, name)), name
     assert [t.summary for t in whole.themes] == [t.summary for t in mem.themes]
 
@@ -116,14 +153,26 @@ def test_limit_and_threshold(eng):
     best = sorted(range(len(full.units)), key=lambda i: (-relevance(full.units[i]), i))[:2]
     assert [u.id for u in two.units] == [full.units[i].id for i in sorted(best)]
     assert all(u.text in two.context for u in two.units)
-    assert not any(u.text in two.context for u in full.units if u.id not in {v.id for v in two.units} and u.type != "theme")
+    assert not any(
+        u.text in two.context
+        for u in full.units
+        if u.id not in {v.id for v in two.units} and u.type != "theme"
+    )
     assert two.context_tokens < full.context_tokens and any("past limit 2" in n for n in two.notes)
     cut = sorted(relevance(u) for u in full.units)[len(full.units) // 2]
-    hi = eng.search("What did I buy?", user_id="u", strategy="memory-only", budget_tokens=400, threshold=cut)[0]
+    hi = eng.search("What did I buy?", user_id="u", strategy="memory-only", budget_tokens=400, threshold=cut)[
+        0
+    ]
     assert hi.units and all(relevance(u) >= cut for u in hi.units)
     assert eng.search("What did I buy?", user_id="u", threshold=1.0)[0].units == []
-    for kw, field in (({"limit": 0}, "limit"), ({"limit": True}, "limit"), ({"threshold": 2}, "threshold"),
-                      ({"threshold": "0.1"}, "threshold"), ({"filters": {"a": [1]}}, "filters"), ({"filters": "x"}, "filters")):
+    for kw, field in (
+        ({"limit": 0}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"threshold": 2}, "threshold"),
+        ({"threshold": "0.1"}, "threshold"),
+        ({"filters": {"a": [1]}}, "filters"),
+        ({"filters": "x"}, "filters"),
+    ):
         with pytest.raises(ValueError, match=field):
             eng.search("q", user_id="u", **kw)
 
@@ -131,15 +180,24 @@ def test_limit_and_threshold(eng):
 def test_update_rederives_and_forgets_the_old_text(tmp_path):
     store = tmp_path / "s"
     with MemoryEngine.open(store, embedder=EMB) as e:
-        e.add(_msgs([(f"My neighbour {TOKEN} keeps bees in the garden.", "n1"), ("I bought a red kayak.", "k1")]),
-              user_id="u", metadata={"topic": "home"})
+        e.add(
+            _msgs(
+                [(f"My neighbour {TOKEN} keeps bees in the garden.", "n1"), ("I bought a red kayak.", "k1")]
+            ),
+            user_id="u",
+            metadata={"topic": "home"},
+        )
         assert TOKEN in json.dumps(e.get_all(user_id="u"))
         got = e.update("n1", "My neighbour Maple keeps goats in the garden.", user_id="u")
-        assert got["text"] == "My neighbour Maple keeps goats in the garden." and got["metadata"] == {"topic": "home"}
+        assert got["text"] == "My neighbour Maple keeps goats in the garden." and got["metadata"] == {
+            "topic": "home"
+        }
         units = e.get_all(user_id="u")
         assert TOKEN not in json.dumps(units)
         assert any("goats" in u["text"] for u in units if u["type"] == "semantic")
-        assert all(TOKEN not in r.context for r in e.search([TOKEN, "bees"], user_id="u", strategy="naive-rag"))
+        assert all(
+            TOKEN not in r.context for r in e.search([TOKEN, "bees"], user_id="u", strategy="naive-rag")
+        )
         assert e.history(user_id="u")[-1]["op"] == "update"
         with pytest.raises(ValueError, match="derived"):
             e.update(next(u["id"] for u in units if u["type"] == "semantic"), "x", user_id="u")
@@ -160,7 +218,9 @@ def test_delete_drops_the_metadata_and_reset_forgets_everything(tmp_path):
         e.delete("t1", user_id="u")
         assert e.bank.stats[e.bank.index[e.bank.memory_ids[0]]]["message_metadata"].keys() == {"t2"}
         assert e.reset() == 2
-        assert e.scopes() == [] and e.get_all(user_id="u") == [] and e.get_all(user_id="v", agent_id="a") == []
+        assert (
+            e.scopes() == [] and e.get_all(user_id="u") == [] and e.get_all(user_id="v", agent_id="a") == []
+        )
         assert e.reset() == 0
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as e:  # reopened: still empty
         assert e.stats()["memories"] == 0
@@ -168,15 +228,28 @@ def test_delete_drops_the_metadata_and_reset_forgets_everything(tmp_path):
 
 def test_user_name_names_and_arrival_stamps(tmp_path):
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as e:
-        ids = e.add([{"role": "user", "content": "I adopted a grey cat called Pixel."},
-                     {"role": "assistant", "content": "Pixel is a lovely name."},
-                     {"role": "user", "name": "Sam", "content": "Sam here, I borrowed the laptop."},
-                     {"role": "user", "content": "Yesterday I moved flat.", "timestamp": "2024-03-01T10:00:00Z"}],
-                    user_id="u", user_name="Maya")
-        later = e.add([{"role": "user", "content": "I started a pottery class."}], user_id="u")  # the name is remembered
+        ids = e.add(
+            [
+                {"role": "user", "content": "I adopted a grey cat called Pixel."},
+                {"role": "assistant", "content": "Pixel is a lovely name."},
+                {"role": "user", "name": "Sam", "content": "Sam here, I borrowed the laptop."},
+                {"role": "user", "content": "Yesterday I moved flat.", "timestamp": "2024-03-01T10:00:00Z"},
+            ],
+            user_id="u",
+            user_name="Maya",
+        )
+        later = e.add(
+            [{"role": "user", "content": "I started a pottery class."}], user_id="u"
+        )  # the name is remembered
         msgs = {u["id"]: u for u in e.get_all(user_id="u") if u["type"] == "message"}
         assert [msgs[i]["speaker"] for i in ids + later] == ["Maya", "assistant", "Sam", "Maya", "Maya"]
-        assert [msgs[i]["timestamp_source"] for i in ids + later] == ["arrival", "arrival", "arrival", "given", "arrival"]
+        assert [msgs[i]["timestamp_source"] for i in ids + later] == [
+            "arrival",
+            "arrival",
+            "arrival",
+            "given",
+            "arrival",
+        ]
         assert msgs[ids[0]]["timestamp"] == msgs[ids[1]]["timestamp"] > 1.7e9  # one arrival time per call
         with pytest.raises(ValueError, match="user_name"):
             e.add([{"role": "user", "content": "x"}], user_id="u", user_name="")

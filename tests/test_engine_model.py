@@ -24,11 +24,28 @@ from xmemory_gpu.memory.hierarchy import view
 
 EMB = HashingEmbedder(64)
 SCOPES = [("alice", None, None), ("alice", "agent", None), ("bob", None, "run/1"), ("o'neil; --", None, None)]
-WORDS = ["garden", "tulips", "Lisbon", "nurse", "cello", "marathon", "pottery", "sourdough", "chess", "Denver", "kayak", "violin"]
+WORDS = [
+    "garden",
+    "tulips",
+    "Lisbon",
+    "nurse",
+    "cello",
+    "marathon",
+    "pottery",
+    "sourdough",
+    "chess",
+    "Denver",
+    "kayak",
+    "violin",
+]
 CFG = XMemoryConfig.from_dict({"theme": {"size_cap": 4}})  # a small cap, so splits happen in short runs
 
-sentence = st.builds(lambda a, b, n: f"I really enjoy {a} and {b} every week, number {n}.",
-                     st.sampled_from(WORDS), st.sampled_from(WORDS), st.integers(0, 999))
+sentence = st.builds(
+    lambda a, b, n: f"I really enjoy {a} and {b} every week, number {n}.",
+    st.sampled_from(WORDS),
+    st.sampled_from(WORDS),
+    st.integers(0, 999),
+)
 
 
 class EngineModel(RuleBasedStateMachine):
@@ -85,11 +102,18 @@ class EngineModel(RuleBasedStateMachine):
         assert n == len(self.model[scope])
         self.model[scope] = {}
 
-    @rule(scope=st.sampled_from(SCOPES), word=st.sampled_from(WORDS),
-          strategy=st.sampled_from(["xmemory", "memory-only", "naive-rag", "tir", "higmem"]))
+    @rule(
+        scope=st.sampled_from(SCOPES),
+        word=st.sampled_from(WORDS),
+        strategy=st.sampled_from(["xmemory", "memory-only", "naive-rag", "tir", "higmem"]),
+    )
     def search(self, scope, word, strategy):
-        for r in self.eng.search([f"What about {word}?"], user_id=scope[0], agent_id=scope[1], run_id=scope[2], strategy=strategy):
-            assert set(r.message_ids) <= set(self.model[scope]), "a result crossed scopes or named a deleted message"
+        for r in self.eng.search(
+            [f"What about {word}?"], user_id=scope[0], agent_id=scope[1], run_id=scope[2], strategy=strategy
+        ):
+            assert set(r.message_ids) <= set(self.model[scope]), (
+                "a result crossed scopes or named a deleted message"
+            )
 
     @rule()
     def reopen(self):
@@ -119,9 +143,12 @@ class EngineModel(RuleBasedStateMachine):
 
 
 EngineModel.TestCase.settings = settings(
-    max_examples=int(os.environ.get("XMEM_MODEL_EXAMPLES", "12")), stateful_step_count=10, deadline=None,
+    max_examples=int(os.environ.get("XMEM_MODEL_EXAMPLES", "12")),
+    stateful_step_count=10,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if os.environ.get("XMEM_MODEL_SHRINK") else []),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate]
+    + ([Phase.shrink] if os.environ.get("XMEM_MODEL_SHRINK") else []),
 )
 TestEngineModel = EngineModel.TestCase
 
@@ -151,7 +178,9 @@ class ResidentEngineModel(EngineModel):
     def stays_within_the_budget(self):
         st = self.eng.stats()
         assert st["resident_bytes"] <= st["max_resident_bytes"]  # nothing in flight pins a memory now
-        assert st["resident_memories"] <= sum(1 for s in SCOPES if not self.model[s])  # only empty ones (0 bytes) stay
+        assert st["resident_memories"] <= sum(
+            1 for s in SCOPES if not self.model[s]
+        )  # only empty ones (0 bytes) stay
 
 
 ResidentEngineModel.TestCase.settings = EngineModel.TestCase.settings

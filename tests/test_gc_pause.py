@@ -91,7 +91,12 @@ def test_a_search_restores_the_collector_and_matches_one_with_it_running(tmp_pat
     emb = load_embedder("hashing:64")
     convs = load_locomo(write_json(generate_conversations(2, seed=4, sessions=(2, 3)), tmp_path / "c.json"))
     r = Retriever(build_bank(convs, emb, XMemoryConfig()), emb, XMemoryConfig())
-    qs = ["What did they do at the weekend?", "Where do they work?", "Who visited whom?", "What was painted?"] * 8
+    qs = [
+        "What did they do at the weekend?",
+        "Where do they work?",
+        "Who visited whom?",
+        "What was painted?",
+    ] * 8
     mids = [c.sample_id for c in convs] * 16
     seen = []
     real = r.budget.contexts

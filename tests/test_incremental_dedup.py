@@ -19,7 +19,10 @@ from xmemory_gpu.ops.rows import compiled
 def _dense_dedup(mem, raw, raw_x, threshold):
     """The rule as it was before blocking (dense similarity matrices), kept as the reference; its
     cosines are exact (float64 products summed left to right), so identical rows tie exactly on any CPU."""
-    semantics = [SemanticNode(s.id, s.text, list(s.episode_ids), list(s.message_ids), s.timestamp) for s in mem.semantics]
+    semantics = [
+        SemanticNode(s.id, s.text, list(s.episode_ids), list(s.message_ids), s.timestamp)
+        for s in mem.semantics
+    ]
     new_rows: list[int] = []
     old_sims, new_sims = _exact(raw_x, mem.sem_x), _exact(raw_x, raw_x)
     for i, node in enumerate(raw):
@@ -31,7 +34,11 @@ def _dense_dedup(mem, raw, raw_x, threshold):
                 target.message_ids = list(dict.fromkeys(target.message_ids + node.message_ids))
                 continue
         new_rows.append(i)
-        semantics.append(SemanticNode(len(semantics), node.text, list(node.episode_ids), list(node.message_ids), node.timestamp))
+        semantics.append(
+            SemanticNode(
+                len(semantics), node.text, list(node.episode_ids), list(node.message_ids), node.timestamp
+            )
+        )
     sem_x = np.concatenate([mem.sem_x, raw_x[new_rows]]) if new_rows else mem.sem_x
     return semantics, sem_x.astype(np.float32), len(new_rows)
 
@@ -51,7 +58,9 @@ def _nodes(n: int, prefix: str) -> list[SemanticNode]:
     return [SemanticNode(i, f"{prefix}{i}", [0], [f"{prefix}m{i}"], None) for i in range(n)]
 
 
-def _planted(rng: np.random.Generator, d: int = 16, n_old: int = 40, n_new: int = 90) -> tuple[np.ndarray, np.ndarray]:
+def _planted(
+    rng: np.random.Generator, d: int = 16, n_old: int = 40, n_new: int = 90
+) -> tuple[np.ndarray, np.ndarray]:
     """Old rows (with exact copies among them) and new rows that repeat old and earlier new rows
     exactly (ties between identical candidates), nearly (cosine just above or below 0.92), or not."""
     old = _unit(rng.standard_normal((n_old, d)))
@@ -96,7 +105,13 @@ def test_exact_ties_go_to_the_first_candidate_across_blocks(block):
     # old: e0, e1; new: e2, e3 (kept), then rows halfway between two candidates (cosine 0.707 to each)
     old, new = e[:2], np.concatenate([e[2:], mid])
     target = match_duplicates(old, new, 0.5, block=block)
-    assert target.tolist() == [-1, -1, 0, 2, 0]  # old e0 before old e1; new e2 before new e3; old e0 before new e2
+    assert target.tolist() == [
+        -1,
+        -1,
+        0,
+        2,
+        0,
+    ]  # old e0 before old e1; new e2 before new e3; old e0 before new e2
     mem = SimpleNamespace(semantics=_nodes(2, "o"), sem_x=old)
     raw = _nodes(len(new), "n")
     want, got = _dense_dedup(mem, raw, new, 0.5), _dedup_into(mem, raw, new, 0.5)
@@ -162,7 +177,9 @@ def test_the_native_block_rule_decides_as_the_python_loop(seed, block, threshold
     if compiled("dedup_block") is None:
         pytest.skip("the compiled module is not built")
     rng = np.random.default_rng(seed)
-    old, new = _planted(rng, d=int(rng.choice([3, 16, 37])), n_old=int(rng.integers(31, 60)), n_new=int(rng.integers(90, 160)))
+    old, new = _planted(
+        rng, d=int(rng.choice([3, 16, 37])), n_old=int(rng.integers(31, 60)), n_new=int(rng.integers(90, 160))
+    )
     for prior in (old, old[:0]):
         want = match_duplicates(prior, new, threshold, block=block, native=False)
         got = match_duplicates(prior, new, threshold, block=block, native=True)
@@ -198,7 +215,7 @@ def test_the_native_block_rule_keeps_the_loops_nan_and_float32_semantics(seed):
     x[rng.integers(0, len(x), 2)] = 0.0
     x[rng.integers(0, len(x)), 0] = np.inf
     x *= rng.choice([1.0, 40.0], size=(len(x), 1)).astype(np.float32)
-    old, new = x[: len(old)], x[len(old):]
+    old, new = x[: len(old)], x[len(old) :]
     with np.errstate(all="ignore"):
         for threshold in (0.92, 1.0, 0.5, 1500.0, -np.inf, np.nan):
             for block in (3, 64):

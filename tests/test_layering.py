@@ -22,12 +22,44 @@ ALLOWED: dict[str, set[str]] = {
     "construct": {"ops", "memory", "embed", "llm", "datasets"},
     "retrieve": {"ops", "memory", "embed", "llm"},
     "eval": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve"},
-    "distributed": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "engine", "service"},
+    "distributed": {
+        "ops",
+        "memory",
+        "embed",
+        "llm",
+        "datasets",
+        "construct",
+        "retrieve",
+        "engine",
+        "service",
+    },
     "engine": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve"},
     "service": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "engine"},
-    "integrations": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "engine", "service"},
-    "cli": {"ops", "memory", "embed", "llm", "datasets", "construct", "retrieve", "eval", "distributed", "engine", "service",
-            "integrations"},
+    "integrations": {
+        "ops",
+        "memory",
+        "embed",
+        "llm",
+        "datasets",
+        "construct",
+        "retrieve",
+        "engine",
+        "service",
+    },
+    "cli": {
+        "ops",
+        "memory",
+        "embed",
+        "llm",
+        "datasets",
+        "construct",
+        "retrieve",
+        "eval",
+        "distributed",
+        "engine",
+        "service",
+        "integrations",
+    },
 }
 
 
@@ -47,7 +79,9 @@ def _imports(path: Path) -> list[tuple[int, str]]:
                 continue
             out += [(node.lineno, n[0]) for n in names if n]
         elif isinstance(node, ast.Import):
-            out += [(node.lineno, a.name.split(".")[1]) for a in node.names if a.name.startswith("xmemory_gpu.")]
+            out += [
+                (node.lineno, a.name.split(".")[1]) for a in node.names if a.name.startswith("xmemory_gpu.")
+            ]
     return out
 
 
@@ -101,14 +135,21 @@ def _ops_modules(path: Path) -> list[tuple[int, list[str]]]:
             if mod[:1] == ["ops"]:
                 out += [(node.lineno, mod[1:] + [a.name]) for a in node.names]
         elif isinstance(node, ast.Import):
-            out += [(node.lineno, a.name.split(".")[2:]) for a in node.names if a.name.startswith("xmemory_gpu.ops.")]
+            out += [
+                (node.lineno, a.name.split(".")[2:])
+                for a in node.names
+                if a.name.startswith("xmemory_gpu.ops.")
+            ]
     return out
 
 
 def _private_ops_imports(path: Path) -> list[str]:
     """``line: xmemory_gpu.ops.<path>`` for each import in ``path`` of a private ops module or name."""
-    return [f"{line}: xmemory_gpu.ops.{'.'.join(parts)}" for line, parts in _ops_modules(path)
-            if any(p.startswith("_") and p != "__init__" for p in parts)]
+    return [
+        f"{line}: xmemory_gpu.ops.{'.'.join(parts)}"
+        for line, parts in _ops_modules(path)
+        if any(p.startswith("_") and p != "__init__" for p in parts)
+    ]
 
 
 def test_no_private_ops_module_is_imported_from_outside_ops() -> None:
@@ -116,7 +157,9 @@ def test_no_private_ops_module_is_imported_from_outside_ops() -> None:
     path component under ``ops`` that starts with ``_`` (``ops._dispatch``, ``ops.knn._torch``), and no
     private name imported from an ops module. Benchmarks included."""
     files = [p for p in PKG.rglob("*.py") if "ops" not in p.relative_to(PKG).parts[:1]]
-    files += [p for p in (ROOT / "tests").rglob("*.py") if "ops" not in p.relative_to(ROOT / "tests").parts[:1]]
+    files += [
+        p for p in (ROOT / "tests").rglob("*.py") if "ops" not in p.relative_to(ROOT / "tests").parts[:1]
+    ]
     files += list((ROOT / "benchmarks").rglob("*.py"))
     bad = [f"{path.relative_to(ROOT)}:{hit}" for path in sorted(files) for hit in _private_ops_imports(path)]
     assert not bad, "private ops modules or names imported from outside ops:\n" + "\n".join(bad)
@@ -169,7 +212,9 @@ def _module_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     pkg = rel[:-1] if rel[-1] != "__init__" else rel[:-1]
-                    base = pkg[: len(pkg) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+                    base = pkg[: len(pkg) - (node.level - 1)] + (
+                        node.module.split(".") if node.module else []
+                    )
                 elif node.module and node.module.startswith("xmemory_gpu"):
                     base = node.module.split(".")[1:]
                 else:

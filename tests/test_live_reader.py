@@ -18,11 +18,13 @@ from xmemory_gpu.engine import MemoryEngine  # noqa: E402
 
 EMB = HashingEmbedder(128)
 NOTE = "no reader configured"
-CHAT = [("I moved to Lisbon in May and rent a flat near the river.", "Lisbon is lovely."),
-        ("I work as a nurse at St. Mary's Hospital on night shifts.", "Night shifts are hard."),
-        ("My dog Biscuit is a beagle who hates the rain.", "Beagles are great."),
-        ("I started pottery classes on Thursday evenings.", "Pottery is relaxing."),
-        ("My sister Meena visits in June for two weeks.", "That will be fun.")]
+CHAT = [
+    ("I moved to Lisbon in May and rent a flat near the river.", "Lisbon is lovely."),
+    ("I work as a nurse at St. Mary's Hospital on night shifts.", "Night shifts are hard."),
+    ("My dog Biscuit is a beagle who hates the rain.", "Beagles are great."),
+    ("I started pottery classes on Thursday evenings.", "Pottery is relaxing."),
+    ("My sister Meena visits in June for two weeks.", "That will be fun."),
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +34,13 @@ def tiny(tmp_path_factory):
 
 def _fill(eng, user: str) -> None:
     for n, (u, a) in enumerate(CHAT):
-        eng.add([{"role": "user", "content": u, "timestamp": 1_700_000_000 + 86_400 * n},
-                 {"role": "assistant", "content": a, "timestamp": 1_700_000_060 + 86_400 * n}], user_id=user)
+        eng.add(
+            [
+                {"role": "user", "content": u, "timestamp": 1_700_000_000 + 86_400 * n},
+                {"role": "assistant", "content": a, "timestamp": 1_700_000_060 + 86_400 * n},
+            ],
+            user_id=user,
+        )
 
 
 def test_the_gate_runs_live_with_a_reader(tmp_path, tiny):
@@ -52,8 +59,13 @@ def test_the_gate_runs_live_with_a_reader(tmp_path, tiny):
         assert NOTE not in " ".join(r.notes) and r.llm_calls > 0 and calls, r.notes
         one = len(calls)
         calls.clear()
-        out = eng.search_batch([{"query": "Where do I live?", "user_id": "a"}, {"query": "What is my dog called?", "user_id": "b"},
-                                {"queries": ["Where do I work?", "Who visits in June?"], "user_id": "a"}])
+        out = eng.search_batch(
+            [
+                {"query": "Where do I live?", "user_id": "a"},
+                {"query": "What is my dog called?", "user_id": "b"},
+                {"queries": ["Where do I work?", "Who visits in June?"], "user_id": "a"},
+            ]
+        )
         assert [len(x) for x in out] == [1, 1, 2]
         assert len(calls) == one and sum(calls) > 0  # every query's probes in the same reader batches
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:  # no reader: the note stays

@@ -12,7 +12,12 @@ from xmemory_gpu.llm import load_reader
 from xmemory_gpu.ops.entropy import token_entropy_logprob
 from xmemory_gpu.ops.entropy.reference import token_entropy, token_logprob
 
-PROMPTS = ["alice moved to lisbon last week", "where does alice live now", "bob", "the cat sat on the mat and then it slept"]
+PROMPTS = [
+    "alice moved to lisbon last week",
+    "where does alice live now",
+    "bob",
+    "the cat sat on the mat and then it slept",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,9 @@ def test_uncertainty_equals_independent_recomputation(reader, kind):
         assert u.prompt_tokens == len(ids) and 1 <= len(u.token_ids) <= 6
         full = torch.tensor([ids + u.token_ids])
         with torch.no_grad():
-            logits = reader.model(full).logits[0, len(ids) - 1 : len(ids) - 1 + len(u.token_ids)].double().numpy()
+            logits = (
+                reader.model(full).logits[0, len(ids) - 1 : len(ids) - 1 + len(u.token_ids)].double().numpy()
+            )
         assert u.token_ids == logits.argmax(axis=1).tolist()  # greedy
         np.testing.assert_allclose(u.token_entropy, token_entropy(logits), rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(u.token_logprob, token_logprob(logits, u.token_ids), rtol=1e-4, atol=1e-4)
@@ -69,10 +76,18 @@ def test_bad_specs():
         HFReader.uncertainty(None, ["x"], kind="variance")  # type: ignore[arg-type]
 
 
-SHARED = "memories : alice moved to lisbon in may and adopted a dog named rex . bob paints landscapes on weekends . " * 3
-PROBES = [SHARED + "question : where does alice live", SHARED + "episode : alice and bob went hiking . question : where does alice live",
-          SHARED + "episode : rex is a puppy . question : what is the dog called", "unrelated short prompt",
-          SHARED + "q", SHARED + "question : who paints"]
+SHARED = (
+    "memories : alice moved to lisbon in may and adopted a dog named rex . bob paints landscapes on weekends . "
+    * 3
+)
+PROBES = [
+    SHARED + "question : where does alice live",
+    SHARED + "episode : alice and bob went hiking . question : where does alice live",
+    SHARED + "episode : rex is a puppy . question : what is the dog called",
+    "unrelated short prompt",
+    SHARED + "q",
+    SHARED + "question : who paints",
+]
 
 
 def test_prefix_groups():

@@ -17,8 +17,14 @@ from xmemory_gpu.llm import load_reader
 from xmemory_gpu.llm.openai import OpenAIReader, ReaderHTTPError, _parse
 from xmemory_gpu.llm.topk_entropy import entropy_from_topk
 
-PROMPTS = ["alice moved to lisbon last week", "where does alice live now", "bob", "the cat sat on the mat and then it slept",
-           "what did bob say", "lisbon is a city"]
+PROMPTS = [
+    "alice moved to lisbon last week",
+    "where does alice live now",
+    "bob",
+    "the cat sat on the mat and then it slept",
+    "what did bob say",
+    "lisbon is a city",
+]
 FAST = {"timeout": 0.2, "retries": 2, "backoff": 0.01}
 
 
@@ -100,7 +106,9 @@ def test_mean_nll_equals_hf(srv, ref, ref_nll, mode):
         assert sum(u.prompt_tokens for u in got) == sum(want_p)
     else:
         assert [u.prompt_tokens for u in got] == want_p
-    assert r.usage.prompt_tokens == sum(want_p) and r.usage.output_tokens == sum(len(u.token_ids) for u in ref_nll)
+    assert r.usage.prompt_tokens == sum(want_p) and r.usage.output_tokens == sum(
+        len(u.token_ids) for u in ref_nll
+    )
 
 
 def test_plain_server_single_prompt_counts_exact(srv, ref_nll):
@@ -111,14 +119,19 @@ def test_plain_server_single_prompt_counts_exact(srv, ref_nll):
 def test_entropy_estimate_brackets_true_entropy(srv, ref, tiny_model):
     true = ref.uncertainty(PROMPTS, n_tokens=6, kind="entropy")
     vocab = len(ref.tokenizer)
-    est = {(k, v): client(srv, logprobs=k, vocab_size=v).uncertainty(PROMPTS, n_tokens=6, kind="entropy")
-           for k in (5, 20) for v in (None, vocab)}
+    est = {
+        (k, v): client(srv, logprobs=k, vocab_size=v).uncertainty(PROMPTS, n_tokens=6, kind="entropy")
+        for k in (5, 20)
+        for v in (None, vocab)
+    }
     for i, t in enumerate(true):
         for res in est.values():
             u = res[i]
             assert u.estimated and u.kind == "entropy" and u.token_ids == t.token_ids
             assert u.value == pytest.approx(np.mean(u.token_entropy))
-        lump5, uni5, lump20, uni20 = (np.array(est[key][i].token_entropy) for key in [(5, None), (5, vocab), (20, None), (20, vocab)])
+        lump5, uni5, lump20, uni20 = (
+            np.array(est[key][i].token_entropy) for key in [(5, None), (5, vocab), (20, None), (20, vocab)]
+        )
         truth = np.array(t.token_entropy)
         # lump <= truth <= uniform (float32 logits: 1e-4), and a larger K tightens both bounds
         assert np.all(lump5 <= lump20 + 1e-9) and np.all(lump20 <= truth + 1e-4)
@@ -138,7 +151,11 @@ def test_generate_equals_hf(srv, ref):
         assert got.texts == want.texts
         if mode == "":
             assert got.prompt_tokens == want.prompt_tokens and got.output_tokens == want.output_tokens
-        assert r.usage.by_purpose["answer"] == [len(PROMPTS), sum(want.prompt_tokens), sum(want.output_tokens)]
+        assert r.usage.by_purpose["answer"] == [
+            len(PROMPTS),
+            sum(want.prompt_tokens),
+            sum(want.output_tokens),
+        ]
 
 
 def test_batching_and_concurrency_equal_one_by_one(srv, ref_nll):
@@ -176,11 +193,19 @@ def test_timeout_retried_then_raises(srv):
     assert e.value.attempts == 3 and r.requests == 3 and srv.hits["slow"] == 3
 
 
-@pytest.mark.parametrize(("mode", "reason"), [("badjson", "invalid JSON"), ("nochoices", "missing 'choices'"),
-                                              ("wrongcount", "1 choices for 2 prompts")])
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("badjson", "invalid JSON"),
+        ("nochoices", "missing 'choices'"),
+        ("wrongcount", "1 choices for 2 prompts"),
+    ],
+)
 def test_malformed_response_retried_then_raises(srv, mode, reason):
     r = client(srv, mode, **FAST)
-    with pytest.raises(ReaderHTTPError, match=f"failed after 3 attempts: malformed response: .*{reason}") as e:
+    with pytest.raises(
+        ReaderHTTPError, match=f"failed after 3 attempts: malformed response: .*{reason}"
+    ) as e:
         r.uncertainty(PROMPTS[:2], n_tokens=3)
     assert e.value.url == srv.url(mode) + "/completions" and e.value.status is None
     assert srv.hits[mode] == 3
@@ -234,7 +259,9 @@ def test_load_reader_openai_spec(srv, ref, tiny_model):
     from xmemory_gpu.tokens import default_counter
 
     plain = load_reader(f"openai:{srv.url()}#tiny")
-    assert plain.count_name == default_counter().name and plain.count(["a b"]) == default_counter().count(["a b"])
+    assert plain.count_name == default_counter().name and plain.count(["a b"]) == default_counter().count(
+        ["a b"]
+    )
     for bad in ("openai:http://localhost:8000/v1", "openai:#m", "openai:localhost:8000#m"):
         with pytest.raises(ValueError):
             load_reader(bad)
@@ -242,11 +269,26 @@ def test_load_reader_openai_spec(srv, ref, tiny_model):
 
 def test_parse_choice_details():
     top = [{"token_id:7": -0.5, "token_id:3": -1.5}, {"x": -0.1, "z": -3.0}]
-    ans = {"choices": [
-        {"index": 1, "text": "b", "logprobs": {"tokens": ["token_id:9"], "token_logprobs": [-2.0], "top_logprobs": top[:1]}},
-        {"index": 0, "text": "a", "token_ids": [4, 8], "prompt_token_ids": [1, 2, 3],
-         "logprobs": {"tokens": ["x", "y"], "token_logprobs": [-0.1, -0.2], "top_logprobs": [top[1], {"y": -0.2}]}},
-    ]}
+    ans = {
+        "choices": [
+            {
+                "index": 1,
+                "text": "b",
+                "logprobs": {"tokens": ["token_id:9"], "token_logprobs": [-2.0], "top_logprobs": top[:1]},
+            },
+            {
+                "index": 0,
+                "text": "a",
+                "token_ids": [4, 8],
+                "prompt_token_ids": [1, 2, 3],
+                "logprobs": {
+                    "tokens": ["x", "y"],
+                    "token_logprobs": [-0.1, -0.2],
+                    "top_logprobs": [top[1], {"y": -0.2}],
+                },
+            },
+        ]
+    }
     (a, b), usage = _parse(ans, 2, 4, strict=True)
     assert usage is None and (a.text, b.text) == ("a", "b")
     assert a.token_ids == [4, 8] and a.prompt_tokens == 3 and b.token_ids == [9] and b.prompt_tokens is None

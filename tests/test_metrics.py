@@ -106,7 +106,15 @@ def test_rouge_l():
 
 def test_qa_scores():
     s = qa_scores("The cat sat.", "the cat")
-    assert set(s) == {"f1_authors", "f1_squad", "exact_match", "bleu1", "bleu1_authors", "rouge_l", "locomo_f1"}
+    assert set(s) == {
+        "f1_authors",
+        "f1_squad",
+        "exact_match",
+        "bleu1",
+        "bleu1_authors",
+        "rouge_l",
+        "locomo_f1",
+    }
     # authors {the, cat, sat} vs {the, cat}: 0.8; SQuAD [cat, sat] vs [cat]: 2/3;
     # BLEU-1 c = 2 > r = 1, p1 = 1/2; ROUGE-L LCS 1, P = 1/2, R = 1 -> 2/3
     assert s == {
@@ -149,10 +157,13 @@ def test_locomo_f1_hand_worked():
     assert locomo_f1_score("a the", "an") == 0.0  # both normalise to nothing
     # category 1: comma-split multi-answer, mean over gold parts of the best prediction part:
     # gold "swimming" -> 1; gold "running and pottery" -> [run, potteri] vs best [run]: 2/3
-    assert locomo_f1("running, swimming", "swimming, running and pottery", 1) == pytest.approx((1 + 2 / 3) / 2)
+    assert locomo_f1("running, swimming", "swimming, running and pottery", 1) == pytest.approx(
+        (1 + 2 / 3) / 2
+    )
     # the same strings outside category 1 are one answer each (commas deleted)
     assert locomo_f1("running, swimming", "swimming, running and pottery", 2) == pytest.approx(
-        2 * (2 / 2) * (2 / 3) / (2 / 2 + 2 / 3))
+        2 * (2 / 2) * (2 / 3) / (2 / 2 + 2 / 3)
+    )
     # category 3: the gold is cut at ";"
     assert locomo_f1("likely yes", "Likely yes; she enjoys it", 3) == 1.0
     assert locomo_f1("likely yes", "Likely yes; she enjoys it", 4) < 1.0

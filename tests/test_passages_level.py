@@ -40,13 +40,19 @@ class CountingEmbedder(HashingEmbedder):
 
 
 # the strategies whose search needs no LLM; chunk-rag cuts its own chunks of a width given at search time
-STRATEGIES = [s for s in strategy_names() if s not in ("chunk-rag", "tir-llm", "llm-select") and not s.startswith("mem0")]
+STRATEGIES = [
+    s
+    for s in strategy_names()
+    if s not in ("chunk-rag", "tir-llm", "llm-select") and not s.startswith("mem0")
+]
 
 
 @pytest.fixture(scope="module")
 def long_store(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("psg")
-    data = write_json(generate_long_chats(2, seed=4, target_tokens=5000, answer_chars=(900, 2400)), tmp / "long.json")
+    data = write_json(
+        generate_long_chats(2, seed=4, target_tokens=5000, answer_chars=(900, 2400)), tmp / "long.json"
+    )
     store = tmp / "store"
     build_store([data], store, embedder=HashingEmbedder(DIM), progress=False)
     return data, store
@@ -99,7 +105,11 @@ def test_a_search_calls_the_encoder_for_its_queries_only(long_store, budget):
         emb.calls.clear()
         r.search(qs, mids, strategy=strategy, budget_tokens=budget)
         texts = [t for c in emb.calls for t in c]
-        assert len(emb.calls) == 1 and texts == qs, (strategy, len(emb.calls), [t[:40] for t in texts if t not in qs][:3])
+        assert len(emb.calls) == 1 and texts == qs, (
+            strategy,
+            len(emb.calls),
+            [t[:40] for t in texts if t not in qs][:3],
+        )
 
 
 def _as_format_3(store) -> None:
@@ -109,17 +119,25 @@ def _as_format_3(store) -> None:
         for mid, name in conn.execute("SELECT memory_id, arrays_file FROM memories").fetchall():
             path = store / "arrays" / name
             arrays = unpack_arrays(path.read_bytes())
-            old = {k: np.ascontiguousarray(v) for k, v in arrays.items()
-                   if tuple(k.split(".")[:2]) not in SINCE_4}
+            old = {
+                k: np.ascontiguousarray(v)
+                for k, v in arrays.items()
+                if tuple(k.split(".")[:2]) not in SINCE_4
+            }
             data = pack_arrays(old)
             path.write_bytes(data)
-            conn.execute("UPDATE memories SET sha256 = ?, format = 3 WHERE memory_id = ?", (hashlib.sha256(data).hexdigest(), mid))
+            conn.execute(
+                "UPDATE memories SET sha256 = ?, format = 3 WHERE memory_id = ?",
+                (hashlib.sha256(data).hexdigest(), mid),
+            )
         conn.execute("ALTER TABLE memories DROP COLUMN n_psg")
         conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.close()
 
 
-def test_a_store_of_format_3_is_searched_alike_and_its_writable_open_stores_the_passages(long_store, tmp_path):
+def test_a_store_of_format_3_is_searched_alike_and_its_writable_open_stores_the_passages(
+    long_store, tmp_path
+):
     _, built = long_store
     store = tmp_path / "old"
     shutil.copytree(built, store)
@@ -152,7 +170,10 @@ def test_a_store_of_format_3_is_searched_alike_and_its_writable_open_stores_the_
 def test_engine_ingest_stores_passages_and_a_delete_forgets_them(tmp_path):
     eng = MemoryEngine.open(tmp_path / "s", embedder=HashingEmbedder(DIM))
     body = " ".join(f"Sentence {i} talks about the harbour crane number {i % 7}." for i in range(60))
-    eng.add([{"role": "user", "content": "short hello"}, {"role": "assistant", "content": body, "id": "long1"}], user_id="u")
+    eng.add(
+        [{"role": "user", "content": "short hello"}, {"role": "assistant", "content": body, "id": "long1"}],
+        user_id="u",
+    )
     key = scope_key("u")
     b = eng.bank.index[key]
     rows = eng.bank.msg.seg.rows(b)
@@ -229,7 +250,9 @@ def test_a_damaged_memory_does_not_keep_the_others_from_their_passages(tmp_path)
     _as_format_3(store)
     st = Store.open(store)
     st.upgrade()
-    name = st._conn.execute("SELECT arrays_file FROM memories WHERE memory_id = ?", (mems[1].memory_id,)).fetchone()[0]
+    name = st._conn.execute(
+        "SELECT arrays_file FROM memories WHERE memory_id = ?", (mems[1].memory_id,)
+    ).fetchone()[0]
     f = store / "arrays" / name
     f.write_bytes(f.read_bytes()[:-1] + bytes([f.read_bytes()[-1] ^ 1]))
     assert store_passages(st, emb, cfg.semantic.passage_words) == 1
@@ -260,9 +283,15 @@ def test_an_engine_memory_keeps_its_state_through_the_passages_upgrade(tmp_path)
     emb = HashingEmbedder(DIM)
     key = scope_key("u1")
     with MemoryEngine.open(tmp_path / "s", embedder=emb) as eng:
-        eng.add([{"role": "user", "content": "I adopted a beagle called Miso last spring."},
-                 {"role": "assistant", "content": "Miso sounds lovely."},
-                 {"role": "user", "content": "I also started learning the cello in June."}], user_id="u1", user_name="Priya")
+        eng.add(
+            [
+                {"role": "user", "content": "I adopted a beagle called Miso last spring."},
+                {"role": "assistant", "content": "Miso sounds lovely."},
+                {"role": "user", "content": "I also started learning the cello in June."},
+            ],
+            user_id="u1",
+            user_name="Priya",
+        )
         gone = next(u for u in eng.get_all(user_id="u1") if u["type"] == "semantic" and "cello" in u["text"])
         eng.delete(gone["id"], user_id="u1")
         state = eng.bank.engine[eng.bank.index[key]]
@@ -271,5 +300,7 @@ def test_an_engine_memory_keeps_its_state_through_the_passages_upgrade(tmp_path)
     with MemoryEngine.open(tmp_path / "s", embedder=emb) as eng:  # upgrades, stores the passages
         assert set(eng.store.formats().values()) == {FORMAT}
         assert eng.store.get_slice(key).engine == state
-        eng.add([{"role": "user", "content": "Miso chewed my shoes today."}], user_id="u1")  # re-derives nothing forgotten
+        eng.add(
+            [{"role": "user", "content": "Miso chewed my shoes today."}], user_id="u1"
+        )  # re-derives nothing forgotten
         assert not any("cello" in u["text"] for u in eng.get_all(user_id="u1") if u["type"] == "semantic")

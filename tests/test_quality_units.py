@@ -30,12 +30,16 @@ EMB = HashingEmbedder(128)
 
 def test_embedding_text_renders_speaker_and_caption_like_the_anchor():
     assert embedding_text("Caroline", "I went to a support group.") == "Caroline: I went to a support group."
-    assert (embedding_text("Mel", "Look! [shares a photo: a dog on a beach]")
-            == "Mel: Look! [shares a photo of a dog on a beach]")
+    assert (
+        embedding_text("Mel", "Look! [shares a photo: a dog on a beach]")
+        == "Mel: Look! [shares a photo of a dog on a beach]"
+    )
 
 
 def test_passages_lose_no_word_and_respect_the_limit(rng):
-    text = " ".join(f"w{i}" + ("." if rng.random() < 0.05 else "") for i in range(int(rng.integers(200, 900))))
+    text = " ".join(
+        f"w{i}" + ("." if rng.random() < 0.05 else "") for i in range(int(rng.integers(200, 900)))
+    )
     text += " " + " ".join(f"long{i}" for i in range(400))  # one sentence longer than a passage
     ps = passages(text, 50)
     assert all(len(p.split()) <= 50 for p in ps)
@@ -65,20 +69,35 @@ def test_messages_embedded_with_speaker_and_long_ones_by_passages():
 
 
 def test_bulk_build_and_engine_grow_embed_messages_alike(tmp_path):
-    convs = load_locomo(write_json(generate_long_chats(1, seed=3, target_tokens=6000, answer_chars=(800, 2000)), tmp_path / "l.json"))
+    convs = load_locomo(
+        write_json(
+            generate_long_chats(1, seed=3, target_tokens=6000, answer_chars=(800, 2000)), tmp_path / "l.json"
+        )
+    )
     cfg = XMemoryConfig()
     cfg.semantic = replace(cfg.semantic, passage_words=60)
     bulk = build_slices(convs, EMB, cfg)[0].cols
-    grown = grow([empty_memory(convs[0].sample_id, EMB.dim, cfg.knn.k_semantics)], [convs[0].messages], EMB, cfg, flush=True)[0].cols
+    grown = grow(
+        [empty_memory(convs[0].sample_id, EMB.dim, cfg.knn.k_semantics)],
+        [convs[0].messages],
+        EMB,
+        cfg,
+        flush=True,
+    )[0].cols
     assert np.allclose(bulk["msg"]["x"], grown["msg"]["x"], atol=1e-6)
     assert len(bulk["psg"]["msg"]) > 0 and bulk["psg"]["msg"].tolist() == grown["psg"]["msg"].tolist()
     assert np.allclose(bulk["psg"]["x"], grown["psg"]["x"], atol=1e-6)
 
 
 def test_at_most_three_statements_per_message_the_most_specific():
-    sents = ["The weather was fine and the walk was long enough.", "Maya booked the Amberline hotel in Lisbon for 240 dollars.",
-             "Everything felt pretty nice overall today.", "Jonas starts at Northgate Clinic on 3 May.",
-             "We ate some food and talked about many things.", "Pick the Redhaven route, 12 km, with Tara."]
+    sents = [
+        "The weather was fine and the walk was long enough.",
+        "Maya booked the Amberline hotel in Lisbon for 240 dollars.",
+        "Everything felt pretty nice overall today.",
+        "Jonas starts at Northgate Clinic on 3 May.",
+        "We ate some food and talked about many things.",
+        "Pick the Redhaven route, 12 km, with Tara.",
+    ]
     assert specificity(sents[1]) > specificity(sents[0])
     top = most_specific(sents, 3)
     assert top == [sents[1], sents[3], sents[5]]  # the ones with names and numbers, in message order
@@ -122,7 +141,9 @@ def test_fit_takes_parts_of_what_does_not_fit_and_fills():
 
 @pytest.fixture(scope="module")
 def persona_retriever(tmp_path_factory):
-    convs = load_locomo(write_json(generate_conversations(3, seed=2), tmp_path_factory.mktemp("p") / "p.json"))
+    convs = load_locomo(
+        write_json(generate_conversations(3, seed=2), tmp_path_factory.mktemp("p") / "p.json")
+    )
     mems = build_memories(convs, EMB, XMemoryConfig())
     bank = Bank.from_slices([slice_from_memory(m) for m in mems], EMB.dim)
     return Retriever(bank, EMB, XMemoryConfig(), tokens=WhitespaceCounter()), convs
@@ -143,8 +164,18 @@ def test_naive_rag_takes_k_chunks_without_budget_and_as_many_as_fit_under_one(pe
 def test_budgets_are_used_on_long_chats(tmp_path, strategy):
     convs = load_locomo(write_json(generate_long_chats(1, seed=1, target_tokens=20000), tmp_path / "l.json"))
     mems = build_memories(convs, EMB, XMemoryConfig())
-    assert max(np.bincount([int(n.message_ids[0].split(":")[1]) + 1000 * int(n.message_ids[0][1:].split(":")[0])
-                            for n in mems[0].semantics if len(n.message_ids) == 1])) <= 3
+    assert (
+        max(
+            np.bincount(
+                [
+                    int(n.message_ids[0].split(":")[1]) + 1000 * int(n.message_ids[0][1:].split(":")[0])
+                    for n in mems[0].semantics
+                    if len(n.message_ids) == 1
+                ]
+            )
+        )
+        <= 3
+    )
     bank = Bank.from_slices([slice_from_memory(m) for m in mems], EMB.dim)
     r = Retriever(bank, EMB, XMemoryConfig(), tokens=WhitespaceCounter())
     qs = [q.question for q in convs[0].qa[:6]]

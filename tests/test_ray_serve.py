@@ -47,7 +47,9 @@ def test_manifest_is_written_once_and_fixes_the_count(tmp_path: Path):
     assert open_shard_set(root).shards == 3 == open_shard_set(root, 3).shards  # omitted: the manifest's
     with pytest.raises(ManifestError, match="has 3 shard"):
         open_shard_set(root, 2)
-    (root / MANIFEST).write_text('{"format": "xmemory-shards/1", "shards": 2, "hash": "sha256-be64-mod", "stores": ["a"]}')
+    (root / MANIFEST).write_text(
+        '{"format": "xmemory-shards/1", "shards": 2, "hash": "sha256-be64-mod", "stores": ["a"]}'
+    )
     with pytest.raises(ManifestError, match="stores"):
         open_shard_set(root)
     single = tmp_path / "single"
@@ -113,12 +115,18 @@ def _users(n_each: int, shards: int = 2) -> list[list[str]]:
 
 
 def _add(s, url: str, user: str, text: str, key: str = KEY):
-    return s.post(f"{url}/v1/memories", headers={"Authorization": f"Bearer {key}"}, timeout=60,
-                  json={"user_id": user, "messages": [{"speaker": user, "text": text}]})
+    return s.post(
+        f"{url}/v1/memories",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
+        json={"user_id": user, "messages": [{"speaker": user, "text": text}]},
+    )
 
 
 def _texts(s, url: str, user: str) -> set[str]:
-    r = s.get(f"{url}/v1/memories", params={"user_id": user}, headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+    r = s.get(
+        f"{url}/v1/memories", params={"user_id": user}, headers={"Authorization": f"Bearer {KEY}"}, timeout=60
+    )
     assert r.status_code == 200, r.text
     return {u["text"] for u in r.json()["units"] if u["type"] == "message"}
 
@@ -164,8 +172,11 @@ def test_users_are_isolated_across_shards(cluster, tmp_path: Path):
                 r = _add(s, url, u, f"{u} keeps the spare key under the blue flowerpot")
                 assert r.status_code == 200, r.text
                 assert r.headers["X-Shard"] == str(shard_of(u, 2))
-            r = s.post(f"{url}/v1/search", headers={"Authorization": f"Bearer {KEY}"},
-                       json={"user_id": a0, "query": "where is the spare key?"})
+            r = s.post(
+                f"{url}/v1/search",
+                headers={"Authorization": f"Bearer {KEY}"},
+                json={"user_id": a0, "query": "where is the spare key?"},
+            )
             assert r.status_code == 200 and r.headers["X-Shard"] == "0"
             got = json.dumps(r.json())
             assert a0 in got and a1 not in got and b0 not in got  # same text elsewhere: never in a0's answer
@@ -176,10 +187,14 @@ def test_users_are_isolated_across_shards(cluster, tmp_path: Path):
             assert _add(s, url, a1, "x", key="n" * 16).status_code == 401
             assert s.get(f"{url}/v1/memories", params={"user_id": a0}).status_code == 401
             # a batch is one commit: on one shard it is served, across shards refused with 422
-            one = {"items": [{"user_id": u, "messages": [{"speaker": u, "text": "batched"}]} for u in (a0, b0)]}
+            one = {
+                "items": [{"user_id": u, "messages": [{"speaker": u, "text": "batched"}]} for u in (a0, b0)]
+            }
             r = s.post(f"{url}/v1/memories/batch", json=one, headers={"Authorization": f"Bearer {KEY}"})
             assert r.status_code == 200 and len(r.json()["ids"]) == 2
-            two = {"items": [{"user_id": u, "messages": [{"speaker": u, "text": "batched"}]} for u in (a0, a1)]}
+            two = {
+                "items": [{"user_id": u, "messages": [{"speaker": u, "text": "batched"}]} for u in (a0, a1)]
+            }
             r = s.post(f"{url}/v1/memories/batch", json=two, headers={"Authorization": f"Bearer {KEY}"})
             assert r.status_code == 422 and r.json()["errors"][0]["field"] == "items"
             # no user id: the shard's own validation answers, as the single-process service does
@@ -280,11 +295,15 @@ def test_kill_9_of_a_shard_under_load_keeps_every_acknowledged_add(cluster, tmp_
         for t in threads:
             t.join(timeout=90)
     try:
-        print(f"\nkill -9 of shard 0: down {back - killed:.1f} s ({released - killed:.1f} s held by the test); "
-              f"{len(log)} adds, {sum(e[4] == 200 for e in log)} acknowledged, {count(0, 503)} answered 503 "
-              f"(all shard 0's); shard 1: {count(1, 200, killed, released)} acknowledged while shard 0 was down")
+        print(
+            f"\nkill -9 of shard 0: down {back - killed:.1f} s ({released - killed:.1f} s held by the test); "
+            f"{len(log)} adds, {sum(e[4] == 200 for e in log)} acknowledged, {count(0, 503)} answered 503 "
+            f"(all shard 0's); shard 1: {count(1, 200, killed, released)} acknowledged while shard 0 was down"
+        )
         statuses = {e[4] for e in log}
-        assert statuses <= {200, 503}, statuses  # never another shard's answer (-2), never a dropped connection
+        assert statuses <= {200, 503}, (
+            statuses
+        )  # never another shard's answer (-2), never a dropped connection
         assert all(e[4] == 200 for e in log if e[2] == 1), "shard 1 failed while shard 0 was down"
         assert count(1, 200, killed + 1, released) >= 5, "shard 1 paused while shard 0 was down"
         assert count(0, 503, killed, back + 5) >= 1, "shard 0's users were not answered 503 while it was down"
@@ -325,9 +344,13 @@ def test_routing_is_stable_across_a_restart(cluster, tmp_path: Path):
     try:
         with requests.Session() as s:
             for u in everyone:
-                r = s.get(f"{url}/v1/memories", params={"user_id": u}, headers={"Authorization": f"Bearer {KEY}"})
+                r = s.get(
+                    f"{url}/v1/memories", params={"user_id": u}, headers={"Authorization": f"Bearer {KEY}"}
+                )
                 assert r.status_code == 200 and r.headers["X-Shard"] == first[u] == str(shard_of(u, 2))
-                assert {x["text"] for x in r.json()["units"] if x["type"] == "message"} == {f"{u} was here first"}
+                assert {x["text"] for x in r.json()["units"] if x["type"] == "message"} == {
+                    f"{u} was here first"
+                }
                 assert _add(s, url, u, f"{u} came back").headers["X-Shard"] == first[u]
     finally:
         _stop()

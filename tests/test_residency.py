@@ -21,8 +21,14 @@ TOPICS = ["tulips", "Lisbon", "cello", "marathon", "pottery", "sourdough", "ches
 
 def _talk(u: int) -> list[dict]:
     rnd = random.Random(u)
-    return [{"id": f"u{u}-m{j}", "speaker": "User" if j % 2 else "Ana",
-             "content": f"I went to {rnd.choice(TOPICS)} with {rnd.choice(TOPICS)} on day {j}."} for j in range(8)]
+    return [
+        {
+            "id": f"u{u}-m{j}",
+            "speaker": "User" if j % 2 else "Ana",
+            "content": f"I went to {rnd.choice(TOPICS)} with {rnd.choice(TOPICS)} on day {j}.",
+        }
+        for j in range(8)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +130,7 @@ def test_concurrent_searches_never_lose_a_pinned_memory(store):
         want = {u: a for u, a, _ in _answers(full, sorted(set(order)))}
     errors, got = [], []
     with MemoryEngine.open(store, embedder=EMB, read_only=True, max_resident_bytes=1) as eng:
+
         def worker(part: list[str]) -> None:
             try:
                 got.extend((u, a) for u, a, _ in _answers(eng, part))
@@ -153,6 +160,7 @@ def test_writes_and_cold_searches_at_once_under_a_tiny_budget(tmp_path):
     errors: list[BaseException] = []
     stop = threading.Event()
     with MemoryEngine.open(root, embedder=EMB, max_resident_bytes=1) as eng:
+
         def reader(k: int) -> None:
             rnd = random.Random(k)
             while not stop.is_set():
@@ -166,7 +174,10 @@ def test_writes_and_cold_searches_at_once_under_a_tiny_budget(tmp_path):
             t.start()
         try:
             for n in range(40):
-                eng.add([{"id": f"w{n}", "speaker": "Ana", "content": f"A note {n} about chess."}], user_id="user0")
+                eng.add(
+                    [{"id": f"w{n}", "speaker": "Ana", "content": f"A note {n} about chess."}],
+                    user_id="user0",
+                )
                 eng.delete(f"w{n}")
         finally:
             stop.set()
@@ -174,7 +185,9 @@ def test_writes_and_cold_searches_at_once_under_a_tiny_budget(tmp_path):
                 t.join(60)
         assert not errors, errors[:3]
         for i, u in enumerate(USERS[:6]):
-            assert [x["id"] for x in eng.get_all(user_id=u) if x["type"] == "message"] == [m["id"] for m in _talk(i)]
+            assert [x["id"] for x in eng.get_all(user_id=u) if x["type"] == "message"] == [
+                m["id"] for m in _talk(i)
+            ]
 
 
 def test_an_evicted_bank_is_freed_without_waiting_for_the_garbage_collector(store):

@@ -92,7 +92,9 @@ def test_batched_equals_one_by_one_and_budget(data, retriever, strategy):
     batch = retriever.search([q for q, _ in qs], [m for _, m in qs], strategy=strategy)
     for (q, m), r in zip(qs, batch):
         one = retriever.search([q], m, strategy=strategy)[0]
-        assert [(u.type, round(u.score, 4)) for u in one.units] == [(u.type, round(u.score, 4)) for u in r.units]
+        assert [(u.type, round(u.score, 4)) for u in one.units] == [
+            (u.type, round(u.score, 4)) for u in r.units
+        ]
         scores = [round(u.score, 4) for u in r.units]
         untied = [i for i, v in enumerate(scores) if scores.count(v) == 1]  # tied units may swap
         assert [one.units[i].id for i in untied] == [r.units[i].id for i in untied]
@@ -110,7 +112,9 @@ def test_strategies_shapes(data, retriever):
         sess = {x.session for x in mem.messages if x.id in u.message_ids}
         assert len(sess) == 1 and len(u.message_ids) == sum(x.session in sess for x in mem.messages)
     (rag,) = retriever.search([q], m, strategy="naive-rag")
-    assert len(rag.units) == XMemoryConfig().baselines.naive_rag_k and all(u.type == "chunk" for u in rag.units)
+    assert len(rag.units) == XMemoryConfig().baselines.naive_rag_k and all(
+        u.type == "chunk" for u in rag.units
+    )
     (full,) = retriever.search([q], m, strategy="xmemory")
     assert any(u.type == "episode" for u in full.units) and full.notes
     with pytest.raises(ValueError, match="unknown strategy"):
@@ -131,7 +135,9 @@ def test_search_cli(tmp_path, data, capsys):
     assert out[0]["memory_id"] == m and out[0]["message_ids"]
     batch = tmp_path / "b.json"
     batch.write_text(json.dumps([{"question": q, "memory": m}, {"question": "anything else"}]))
-    assert main(["search", str(tmp_path / "s"), "--batch", str(batch), "--memory", m, "--strategy", "tir"]) == 0
+    assert (
+        main(["search", str(tmp_path / "s"), "--batch", str(batch), "--memory", m, "--strategy", "tir"]) == 0
+    )
     assert capsys.readouterr().out.count("Q: ") == 2
     assert main(["search", str(tmp_path / "s"), "--memory", "nope", q]) == 2
     assert "no memory 'nope'" in capsys.readouterr().err
@@ -177,10 +183,16 @@ class ScriptedReader:
         return out
 
 
-@pytest.mark.parametrize("drops, admitted", [
-    ([0.5, 0.3, 0.1, -0.5, 0.2, -0.6, 0.9], [0, 1, 2, 4]),  # 4th is low gain (not in the first 3): go on; 6th: second low -> stop
-    ([0.5, -0.9, 0.4], [0]),  # a low-gain probe among the first 3 stops
-])
+@pytest.mark.parametrize(
+    "drops, admitted",
+    [
+        (
+            [0.5, 0.3, 0.1, -0.5, 0.2, -0.6, 0.9],
+            [0, 1, 2, 4],
+        ),  # 4th is low gain (not in the first 3): go on; 6th: second low -> stop
+        ([0.5, -0.9, 0.4], [0]),  # a low-gain probe among the first 3 stops
+    ],
+)
 def test_stage2_gate_admits_and_stops_by_the_rules(data, drops, admitted):
     convs, mems = data
     reader = ScriptedReader(drops + [0.0] * 10)
@@ -222,7 +234,9 @@ def test_xmemory_tops_up_stage1_with_the_similarity_pool_by_relevance(data, retr
     for a, b, c in zip(full, s1, sim):
         sem = [u for u in a.units if u.type == "semantic"]
         ids = [u.id for u in sem]
-        want = {u.id for u in b.units if u.type == "semantic"} | {u.id for u in c.units if u.type == "semantic"}
+        want = {u.id for u in b.units if u.type == "semantic"} | {
+            u.id for u in c.units if u.type == "semantic"
+        }
         assert set(ids) == want and len(ids) == len(set(ids))
     plain = Retriever(retriever.bank, EMB, XMemoryConfig.from_dict({"stage1": {"message_weight": 0.0}}))
     for a in plain.search(q, m, strategy="xmemory"):  # without the message term: descending relevance
@@ -230,7 +244,9 @@ def test_xmemory_tops_up_stage1_with_the_similarity_pool_by_relevance(data, retr
         assert rel == sorted(rel, reverse=True)
     off = Retriever(retriever.bank, EMB, XMemoryConfig.from_dict({"stage1": {"topup": False}}))
     for a, b in zip(off.search(q, m, strategy="xmemory"), s1):
-        assert [u.id for u in a.units if u.type == "semantic"] == [u.id for u in b.units if u.type == "semantic"]
+        assert [u.id for u in a.units if u.type == "semantic"] == [
+            u.id for u in b.units if u.type == "semantic"
+        ]
 
 
 def test_theme_relevance_from_summary_embeddings(data):
@@ -254,12 +270,16 @@ def test_theme_relevance_from_summary_embeddings(data):
     for q in range(len(qs)):
         rows = out.themes[out.theme_offsets[q] : out.theme_offsets[q + 1]]
         want = EMB.encode([str(s) for s in bank.theme["summary"][rows]]) @ q_x[q]
-        np.testing.assert_allclose(out.theme_rel[out.theme_offsets[q] : out.theme_offsets[q + 1]], want, atol=1e-5)
+        np.testing.assert_allclose(
+            out.theme_rel[out.theme_offsets[q] : out.theme_offsets[q + 1]], want, atol=1e-5
+        )
     embedded = [t for c in calls for t in c]
     assert len(embedded) == len(set(embedded))  # each summary text embedded once
     n_calls = len(calls)
     r.search([q for q, _ in qs], [m for _, m in qs], strategy="xmemory-stage1")
-    assert all(t not in embedded for c in calls[n_calls:] for t in c if t in {str(s) for s in bank.theme["summary"]})
+    assert all(
+        t not in embedded for c in calls[n_calls:] for t in c if t in {str(s) for s in bank.theme["summary"]}
+    )
     base = run_stage1(bank, q_x, mem_idx, XMemoryConfig().stage1, backend="reference")
     assert Retriever(bank, EMB).theme_vectors(np.arange(3)) is None
     assert not np.array_equal(base.theme_rel, out.theme_rel)

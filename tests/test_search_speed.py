@@ -44,7 +44,9 @@ def test_row_cache_drops_the_rows_a_put_slice_rewrites(bank):
     calls = []
     lines = bank.msg.rows_cache("test.lines", lambda r: calls.append(r) or bank.msg["text"][r])
     r0 = int(bank.msg.seg.starts[0])
-    assert lines[r0] == bank.msg["text"][r0] and lines[r0] == bank.msg["text"][r0] and calls == [r0]  # computed once
+    assert (
+        lines[r0] == bank.msg["text"][r0] and lines[r0] == bank.msg["text"][r0] and calls == [r0]
+    )  # computed once
     other = int(bank.msg.seg.starts[1])
     assert lines[other] == bank.msg["text"][other]
     sl = bank.slice(0)
@@ -90,15 +92,18 @@ def test_deferred_parts_give_the_contexts_building_them_all_gives(bank, budget):
     assert any(type(u) is Deferred for us in lazy_units for u in us)
     got = r.budget.contexts(lazy_units, budget)
     want = r.budget.contexts(eager_units, budget)
-    assert [(ctx, n, [(u.id, u.text, u.tokens, u.message_ids, u.scores) for u in k]) for k, ctx, n in got] == \
-        [(ctx, n, [(u.id, u.text, u.tokens, u.message_ids, u.scores) for u in k]) for k, ctx, n in want]
+    assert [
+        (ctx, n, [(u.id, u.text, u.tokens, u.message_ids, u.scores) for u in k]) for k, ctx, n in got
+    ] == [(ctx, n, [(u.id, u.text, u.tokens, u.message_ids, u.scores) for u in k]) for k, ctx, n in want]
     assert lazy._ranked == eager._ranked  # the same passage rankings were spent, built or not
 
 
 def test_a_search_after_engine_writes_sees_them(tmp_path):
     conv = _convs(tmp_path / "one.json", 1, 3)[0]
-    msgs = [{"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
-            for m in conv.messages]
+    msgs = [
+        {"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
+        for m in conv.messages
+    ]
     queries = ["what about the lake and the boat?", conv.qa[0].question]
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
         eng.add(msgs[:12], user_id="u")
@@ -116,4 +121,6 @@ def test_a_search_after_engine_writes_sees_them(tmp_path):
         b = eng.bank.index[key]
         texts = [lines[int(r)][0] for r in eng.bank.msg.seg.rows(b)]
         assert f"Alice: {LONG}" in texts and any("Quokka" in t for t in texts) and new
-        assert sum(msgs[0]["content"] in t for t in texts) == sum(m["content"] == msgs[0]["content"] for m in msgs[1:12])
+        assert sum(msgs[0]["content"] in t for t in texts) == sum(
+            m["content"] == msgs[0]["content"] for m in msgs[1:12]
+        )

@@ -38,10 +38,28 @@ class Server:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "XMEMORY_API_KEY": ""}
-        self.proc = subprocess.Popen([sys.executable, "-m", "xmemory_gpu", "serve", str(store), "--port", str(self.port),
-                                      "--keys-file", str(keys), "--embedder", "hashing:64", "--coalesce-ms", str(coalesce_ms),
-                                      *extra],
-                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "xmemory_gpu",
+                "serve",
+                str(store),
+                "--port",
+                str(self.port),
+                "--keys-file",
+                str(keys),
+                "--embedder",
+                "hashing:64",
+                "--coalesce-ms",
+                str(coalesce_ms),
+                *extra,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         deadline = time.time() + 90
         while time.time() < deadline:  # bounded wait for the port
             try:
@@ -77,20 +95,33 @@ def server(tmp_path, keys):
 
 
 def _msgs(user: str, n: int, start: int = 0) -> list[dict]:
-    return [{"role": "user", "content": f"{user} note {i}: I bought a {['lamp', 'kayak', 'violin'][i % 3]} in town.",
-             "id": f"{user}-{i}"} for i in range(start, start + n)]
+    return [
+        {
+            "role": "user",
+            "content": f"{user} note {i}: I bought a {['lamp', 'kayak', 'violin'][i % 3]} in town.",
+            "id": f"{user}-{i}",
+        }
+        for i in range(start, start + n)
+    ]
 
 
 def test_auth_missing_wrong_and_out_of_scope(server):
     assert MemoryClient(server.url).health()["status"] == "ok"  # /health needs no key
-    for client, status in ((MemoryClient(server.url), 401), (MemoryClient(server.url, api_key="wrong-key-000000000"), 401)):
+    for client, status in (
+        (MemoryClient(server.url), 401),
+        (MemoryClient(server.url, api_key="wrong-key-000000000"), 401),
+    ):
         with pytest.raises(ServiceError) as e:
             client.add(_msgs("alice", 1), user_id="alice")
         assert e.value.status == status
     alice = MemoryClient(server.url, api_key=ALICE)
     assert alice.add(_msgs("alice", 2), user_id="alice") == ["alice-0", "alice-1"]
-    for call in (lambda: alice.add(_msgs("bob", 1), user_id="bob"), lambda: alice.search("x", user_id="bob"),
-                 lambda: alice.get_all(user_id="bob"), lambda: alice.delete_all(user_id="bob")):
+    for call in (
+        lambda: alice.add(_msgs("bob", 1), user_id="bob"),
+        lambda: alice.search("x", user_id="bob"),
+        lambda: alice.get_all(user_id="bob"),
+        lambda: alice.delete_all(user_id="bob"),
+    ):
         with pytest.raises(ServiceError) as e:
             call()
         assert e.value.status == 403
@@ -101,8 +132,12 @@ def test_auth_missing_wrong_and_out_of_scope(server):
 
 
 def _post(url: str, path: str, body: bytes, key: str = ADMIN) -> tuple[int, dict]:
-    req = urllib.request.Request(url + path, data=body, method="POST",
-                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+    req = urllib.request.Request(
+        url + path,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read())
@@ -118,11 +153,17 @@ def test_validation_limits_name_the_field(server):
     assert code == 422 and body["detail"].startswith("queries:")
     code, body = _post(u, "/v1/memories", json.dumps({"user_id": "a", "messages": _msgs("a", 1001)}).encode())
     assert code == 422 and body["detail"].startswith("messages:")
-    code, body = _post(u, "/v1/memories/batch", json.dumps({"items": [{"user_id": "a", "messages": _msgs("a", 1)}] * 300}).encode())
+    code, body = _post(
+        u,
+        "/v1/memories/batch",
+        json.dumps({"items": [{"user_id": "a", "messages": _msgs("a", 1)}] * 300}).encode(),
+    )
     assert code == 422 and body["detail"].startswith("items:")
     import http.client
 
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)  # the header alone is refused, unread
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", server.port, timeout=30
+    )  # the header alone is refused, unread
     conn.putrequest("POST", "/v1/memories")
     conn.putheader("Content-Length", str(5 << 20))
     conn.putheader("Authorization", f"Bearer {ADMIN}")
@@ -130,12 +171,23 @@ def test_validation_limits_name_the_field(server):
     resp = conn.getresponse()
     assert resp.status == 413 and "limit" in json.loads(resp.read())["detail"]
     conn.close()
-    code, body = _post(u, "/v1/memories", json.dumps({"user_id": "a", "messages": [{"role": "u", "content": "x", "mood": 1}]}).encode())
+    code, body = _post(
+        u,
+        "/v1/memories",
+        json.dumps({"user_id": "a", "messages": [{"role": "u", "content": "x", "mood": 1}]}).encode(),
+    )
     assert code == 422 and "mood" in json.dumps(body)
-    code, body = _post(u, "/v1/memories", json.dumps({"user_id": "a", "messages": [{"role": "u", "content": "x",
-                                                                                      "timestamp": "soon"}]}).encode())
+    code, body = _post(
+        u,
+        "/v1/memories",
+        json.dumps(
+            {"user_id": "a", "messages": [{"role": "u", "content": "x", "timestamp": "soon"}]}
+        ).encode(),
+    )
     assert code == 422 and "timestamp" in body["detail"]
-    code, body = _post(u, "/v1/search", json.dumps({"user_id": "a", "query": "q", "strategy": "nope"}).encode())
+    code, body = _post(
+        u, "/v1/search", json.dumps({"user_id": "a", "query": "q", "strategy": "nope"}).encode()
+    )
     assert code == 422 and body["detail"].startswith("strategy:") and "xmemory" in body["detail"]
     code, body = _post(u, "/v1/search", json.dumps({"user_id": "", "query": "q"}).encode())
     assert code == 422 and body["detail"].startswith("user_id:")
@@ -197,7 +249,11 @@ def test_kill_9_then_restart_keeps_every_acknowledged_add(tmp_path, keys):
     assert acked, "nothing was acknowledged before the kill"
     s2 = Server(store, keys)
     try:
-        ids = [x["id"] for x in MemoryClient(s2.url, api_key=ADMIN).get_all(user_id="w") if x["type"] == "message"]
+        ids = [
+            x["id"]
+            for x in MemoryClient(s2.url, api_key=ADMIN).get_all(user_id="w")
+            if x["type"] == "message"
+        ]
         assert set(acked) <= set(ids) and len(ids) == len(set(ids))
         assert len(ids) - len(acked) <= 2  # at most the batch in flight
     finally:
@@ -208,7 +264,10 @@ def test_sigterm_drains_in_flight_requests(tmp_path, keys):
     s = Server(tmp_path / "g", keys, coalesce_ms=50)
     client = MemoryClient(s.url, api_key=ADMIN)
     out: list = []
-    threads = [threading.Thread(target=lambda i=i: out.append(client.add(_msgs(f"g{i}", 3), user_id=f"g{i}"))) for i in range(4)]
+    threads = [
+        threading.Thread(target=lambda i=i: out.append(client.add(_msgs(f"g{i}", 3), user_id=f"g{i}")))
+        for i in range(4)
+    ]
     for t in threads:
         t.start()
     time.sleep(0.02)

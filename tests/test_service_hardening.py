@@ -36,8 +36,10 @@ AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    return create_app(lambda: MemoryEngine.open(tmp_path_factory.mktemp("svc") / "store", embedder="hashing:64"),
-                      ServiceConfig(api_keys=KEYS, coalesce_ms=0))
+    return create_app(
+        lambda: MemoryEngine.open(tmp_path_factory.mktemp("svc") / "store", embedder="hashing:64"),
+        ServiceConfig(api_keys=KEYS, coalesce_ms=0),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +87,23 @@ def test_metrics_unmatched_routes_cannot_forge_or_grow_samples(app, http):
         assert SAMPLE.match(line), line
         labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
         assert labels.get("route", "<unmatched>") in templates, line
-        assert labels.get("method", "GET") in {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "OTHER"}
+        assert labels.get("method", "GET") in {
+            "GET",
+            "HEAD",
+            "POST",
+            "PUT",
+            "PATCH",
+            "DELETE",
+            "OPTIONS",
+            "OTHER",
+        }
     assert 'route="/v1/search",status="500"' not in text and "123456789" not in text
     assert 'xmemory_requests_total{method="GET",route="<unmatched>",status="404"} 41' in text
     assert 'xmemory_requests_total{method="OTHER",route="<unmatched>",status="404"} 41' in text
 
 
 # -- finding 6: the client's key on redirects ---------------------------------------------------------
+
 
 class _Recorder(BaseHTTPRequestHandler):
     seen: list[dict] = []
@@ -127,15 +139,22 @@ def _serve(handler: type) -> ThreadingHTTPServer:
 def test_client_does_not_carry_its_key_through_a_redirect():
     target_cls = type("Target", (_Recorder,), {"seen": [], "location": ""})
     target = _serve(target_cls)
-    redirector = _serve(type("Redirector", (_Recorder,), {"seen": [], "location": f"http://127.0.0.1:{target.server_port}"}))
+    redirector = _serve(
+        type("Redirector", (_Recorder,), {"seen": [], "location": f"http://127.0.0.1:{target.server_port}"})
+    )
     try:
         client = MemoryClient(f"http://127.0.0.1:{redirector.server_port}", api_key=ADMIN, timeout=10)
-        for call in (lambda: client.get_all(user_id="alice"), lambda: client.add([{"role": "u", "content": "x"}], user_id="alice")):
+        for call in (
+            lambda: client.get_all(user_id="alice"),
+            lambda: client.add([{"role": "u", "content": "x"}], user_id="alice"),
+        ):
             with pytest.raises(ServiceError) as e:
                 call()
             assert e.value.status == 302 and f"127.0.0.1:{target.server_port}" in e.value.detail
         assert target_cls.seen == []  # the other host got nothing, so never the key
-        assert MemoryClient(f"http://127.0.0.1:{target.server_port}", api_key=ADMIN).get_all(user_id="a") == []
+        assert (
+            MemoryClient(f"http://127.0.0.1:{target.server_port}", api_key=ADMIN).get_all(user_id="a") == []
+        )
         assert target_cls.seen[0]["Authorization"] == f"Bearer {ADMIN}"  # the base URL itself still gets it
     finally:
         redirector.shutdown()
@@ -144,8 +163,10 @@ def test_client_does_not_carry_its_key_through_a_redirect():
 
 # -- finding 8: serve's start-up checks ---------------------------------------------------------------
 
+
 def _refused(argv: list[str], capsys, monkeypatch) -> str:
     """Run ``xmemory serve`` in process; it must refuse before opening the store: one line, exit 2."""
+
     def reached(*a, **k):
         raise AssertionError("serve opened the store: the setting was not refused")
 
@@ -158,18 +179,21 @@ def _refused(argv: list[str], capsys, monkeypatch) -> str:
     return out.err
 
 
-@pytest.mark.parametrize("args, named", [
-    (["--host", "0.0.0.0"], "--host 0.0.0.0"),
-    (["--host", "::"], "--host ::"),
-    (["--host", "my.example.org"], "--host my.example.org"),
-    (["--coalesce-ms", "inf"], "--coalesce-ms"),
-    (["--coalesce-ms", "nan"], "--coalesce-ms"),
-    (["--coalesce-ms", "-1"], "--coalesce-ms"),
-    (["--coalesce-ms", "1e9"], "--coalesce-ms"),
-    (["--port", "99999"], "--port"),
-    (["--port", "0"], "--port"),
-    (["--backend", "bogus"], "--backend"),
-])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--host", "0.0.0.0"], "--host 0.0.0.0"),
+        (["--host", "::"], "--host ::"),
+        (["--host", "my.example.org"], "--host my.example.org"),
+        (["--coalesce-ms", "inf"], "--coalesce-ms"),
+        (["--coalesce-ms", "nan"], "--coalesce-ms"),
+        (["--coalesce-ms", "-1"], "--coalesce-ms"),
+        (["--coalesce-ms", "1e9"], "--coalesce-ms"),
+        (["--port", "99999"], "--port"),
+        (["--port", "0"], "--port"),
+        (["--backend", "bogus"], "--backend"),
+    ],
+)
 def test_serve_refuses_unsafe_or_broken_settings(tmp_path, capsys, monkeypatch, args, named):
     monkeypatch.setenv("XMEMORY_API_KEY", "")
     err = _refused([str(tmp_path / "s"), *args], capsys, monkeypatch)
@@ -194,10 +218,16 @@ def test_serve_refuses_a_short_env_key_and_an_unusable_backend(tmp_path, capsys,
 
 # -- finding 11: ids holding '/' ----------------------------------------------------------------------
 
+
 def test_ids_with_a_slash_are_readable_and_deletable_over_http(live):
     client = MemoryClient(live.url, api_key=ADMIN)
-    ids = client.add([{"role": "u", "content": "the lamp is blue", "id": "notes/1"},
-                      {"role": "u", "content": "the kayak is red", "id": "a/../b"}], user_id="slash")
+    ids = client.add(
+        [
+            {"role": "u", "content": "the lamp is blue", "id": "notes/1"},
+            {"role": "u", "content": "the kayak is red", "id": "a/../b"},
+        ],
+        user_id="slash",
+    )
     assert ids == ["notes/1", "a/../b"]
     assert client.get("notes/1", user_id="slash")["text"] == "the lamp is blue"
     assert client.get("a/../b", user_id="slash")["text"] == "the kayak is red"
@@ -210,9 +240,13 @@ def test_ids_with_a_slash_are_readable_and_deletable_over_http(live):
 
 # -- finding 13: malformed JSON -------------------------------------------------------------------------
 
+
 def test_malformed_json_is_named_as_the_body(http):
-    r = http.post("/v1/search", content=b'{"user_id": "a", "query": "q",,}',
-                  headers={**AUTH, "Content-Type": "application/json"})
+    r = http.post(
+        "/v1/search",
+        content=b'{"user_id": "a", "query": "q",,}',
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
     body = r.json()
     assert r.status_code == 422 and body["detail"].startswith("body: invalid JSON at character 30")
     assert body["errors"] == [{"field": "body", "error": body["detail"].removeprefix("body: ")}]
@@ -220,13 +254,17 @@ def test_malformed_json_is_named_as_the_body(http):
 
 # -- finding 14: the OpenAPI document -------------------------------------------------------------------
 
+
 def test_openapi_declares_the_error_model_and_the_bearer_scheme(app):
     spec = app.openapi()
     schemas = spec["components"]["schemas"]
     assert "HTTPValidationError" not in schemas and "ValidationError" not in schemas
     assert set(schemas["ValidationErrorBody"]["required"]) == {"detail", "errors"}
     assert spec["components"]["securitySchemes"]["bearer"] == {
-        "type": "http", "scheme": "bearer", "description": "an API key: Authorization: Bearer KEY"}
+        "type": "http",
+        "scheme": "bearer",
+        "description": "an API key: Authorization: Bearer KEY",
+    }
     keyed = 0
     for path, item in spec["paths"].items():
         for method, op in item.items():
@@ -239,9 +277,12 @@ def test_openapi_declares_the_error_model_and_the_bearer_scheme(app):
             assert {"401", "403"} <= set(responses), (method, path)
             if path not in ("/metrics", "/v1/reset"):  # the keyed routes without input
                 assert responses["422"]["content"]["application/json"]["schema"] == {
-                    "$ref": "#/components/schemas/ValidationErrorBody"}
+                    "$ref": "#/components/schemas/ValidationErrorBody"
+                }
             for code in ("401", "403"):
-                assert responses[code]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+                assert responses[code]["content"]["application/json"]["schema"] == {
+                    "$ref": "#/components/schemas/ErrorBody"
+                }
             if "{unit_id}" in path:
                 assert "404" in responses
     assert keyed == 11
@@ -258,46 +299,114 @@ def test_the_service_refuses_what_the_schema_refuses_and_no_more(app, http):
         schema = {"$ref": f"#/components/schemas/{name}", "components": spec["components"]}
         return jsonschema.Draft202012Validator(schema).is_valid(body)
 
-    messages = [{}, {"role": "u"}, {"content": "x"}, {"role": "u", "content": "x"}, {"speaker": "s", "text": "x"},
-                {"speaker": None, "role": "u", "text": "x"}, {"role": "u", "content": None},
-                {"role": "u", "content": "x", "timestamp": True}, {"role": "u", "content": "x", "timestamp": 1e20},
-                {"role": "u", "content": "x", "timestamp": 1_700_000_000}, {"role": "u", "content": "x", "session": 3},
-                {"role": "u", "content": "x", "mood": 1}]  # (session 3.0: an integer to JSON Schema, refused as the engine does)
+    messages = [
+        {},
+        {"role": "u"},
+        {"content": "x"},
+        {"role": "u", "content": "x"},
+        {"speaker": "s", "text": "x"},
+        {"speaker": None, "role": "u", "text": "x"},
+        {"role": "u", "content": None},
+        {"role": "u", "content": "x", "timestamp": True},
+        {"role": "u", "content": "x", "timestamp": 1e20},
+        {"role": "u", "content": "x", "timestamp": 1_700_000_000},
+        {"role": "u", "content": "x", "session": 3},
+        {"role": "u", "content": "x", "mood": 1},
+    ]  # (session 3.0: an integer to JSON Schema, refused as the engine does)
     for n, m in enumerate(messages):
-        code, body = _post(http, "/v1/memories", {"user_id": "schema", "messages": [{**m, "id": f"m{n}"}] if m else [m]})
+        code, body = _post(
+            http, "/v1/memories", {"user_id": "schema", "messages": [{**m, "id": f"m{n}"}] if m else [m]}
+        )
         assert valid("Message", m) == (code == 200), (m, code, body)
         if code == 422:
-            assert body["errors"] and body["detail"] == f"{body['errors'][0]['field']}: {body['errors'][0]['error']}"
-    searches = [{"user_id": "schema"}, {"user_id": "schema", "query": "q"}, {"user_id": "schema", "queries": ["q"]},
-                {"user_id": "schema", "query": "q", "queries": ["q"]}, {"user_id": "schema", "query": None, "queries": ["q"]},
-                {"user_id": "schema", "query": "q", "budget_tokens": "600"}, {"user_id": "schema", "query": "q", "budget_tokens": 600},
-                {"user_id": "schema", "query": "q", "strategy": "nope"}, {"user_id": "schema", "query": "q", "top_k": 3}]
-    searches += [{"user_id": "schema", "query": "q", **extra} for extra in (
-        {"limit": 1}, {"limit": 0}, {"limit": 10_001}, {"limit": True}, {"limit": "3"}, {"threshold": 0.3}, {"threshold": 1},
-        {"threshold": "0.3"}, {"threshold": None}, {"filters": {"topic": "x", "n": 1, "f": 1.5, "b": False, "z": None}},
-        {"filters": {}}, {"filters": {"a": [1]}}, {"filters": {"a": {"b": 1}}}, {"filters": {"": 1}}, {"filters": []},
-        {"filters": "topic=x"})]
+            assert (
+                body["errors"]
+                and body["detail"] == f"{body['errors'][0]['field']}: {body['errors'][0]['error']}"
+            )
+    searches = [
+        {"user_id": "schema"},
+        {"user_id": "schema", "query": "q"},
+        {"user_id": "schema", "queries": ["q"]},
+        {"user_id": "schema", "query": "q", "queries": ["q"]},
+        {"user_id": "schema", "query": None, "queries": ["q"]},
+        {"user_id": "schema", "query": "q", "budget_tokens": "600"},
+        {"user_id": "schema", "query": "q", "budget_tokens": 600},
+        {"user_id": "schema", "query": "q", "strategy": "nope"},
+        {"user_id": "schema", "query": "q", "top_k": 3},
+    ]
+    searches += [
+        {"user_id": "schema", "query": "q", **extra}
+        for extra in (
+            {"limit": 1},
+            {"limit": 0},
+            {"limit": 10_001},
+            {"limit": True},
+            {"limit": "3"},
+            {"threshold": 0.3},
+            {"threshold": 1},
+            {"threshold": "0.3"},
+            {"threshold": None},
+            {"filters": {"topic": "x", "n": 1, "f": 1.5, "b": False, "z": None}},
+            {"filters": {}},
+            {"filters": {"a": [1]}},
+            {"filters": {"a": {"b": 1}}},
+            {"filters": {"": 1}},
+            {"filters": []},
+            {"filters": "topic=x"},
+        )
+    ]
     for s in searches:
         code, body = _post(http, "/v1/search", s)
         assert valid("SearchRequest", s) == (code == 200), (s, code, body)
-    adds = [{"metadata": {"topic": "x", "deep": {"a": [1, None]}}}, {"metadata": {}}, {"metadata": None},
-            {"metadata": []}, {"metadata": "x"}, {"metadata": {"": 1}}, {"user_name": "Maya"}, {"user_name": ""},
-            {"user_name": 3}, {"messages": [{"role": "user", "name": "Maya", "content": "x"}]},
-            {"messages": [{"role": "user", "name": 3, "content": "x"}]}, {"messages": [{"role": "user", "name": "", "content": "x"}]}]
+    adds = [
+        {"metadata": {"topic": "x", "deep": {"a": [1, None]}}},
+        {"metadata": {}},
+        {"metadata": None},
+        {"metadata": []},
+        {"metadata": "x"},
+        {"metadata": {"": 1}},
+        {"user_name": "Maya"},
+        {"user_name": ""},
+        {"user_name": 3},
+        {"messages": [{"role": "user", "name": "Maya", "content": "x"}]},
+        {"messages": [{"role": "user", "name": 3, "content": "x"}]},
+        {"messages": [{"role": "user", "name": "", "content": "x"}]},
+    ]
     for n, extra in enumerate(adds):
         a = {"user_id": "schema", "messages": [{"role": "u", "content": "x", "id": f"a{n}"}], **extra}
         code, body = _post(http, "/v1/memories", a)
         assert valid("AddRequest", a) == (code == 200), (a, code, body)
-    http.post("/v1/memories", json={"user_id": "schema", "messages": [{"role": "u", "content": "old", "id": "up"}]},
-              headers=AUTH)
-    for u in ({"user_id": "schema", "text": "new"}, {"user_id": "schema", "text": ""}, {"user_id": "schema"},
-              {"user_id": "schema", "text": None}, {"user_id": "schema", "text": 3}, {"text": "new"},
-              {"user_id": "schema", "text": "new", "agent_id": None}, {"user_id": "schema", "text": "new", "x": 1}):
+    http.post(
+        "/v1/memories",
+        json={"user_id": "schema", "messages": [{"role": "u", "content": "old", "id": "up"}]},
+        headers=AUTH,
+    )
+    for u in (
+        {"user_id": "schema", "text": "new"},
+        {"user_id": "schema", "text": ""},
+        {"user_id": "schema"},
+        {"user_id": "schema", "text": None},
+        {"user_id": "schema", "text": 3},
+        {"text": "new"},
+        {"user_id": "schema", "text": "new", "agent_id": None},
+        {"user_id": "schema", "text": "new", "x": 1},
+    ):
         r = http.put("/v1/memories/up", json=u, headers=AUTH)
         assert valid("UpdateRequest", u) == (r.status_code == 200), (u, r.status_code, r.json())
-    filters_schema = {**spec["paths"]["/v1/memories"]["get"]["parameters"][-1]["content"]["application/json"]["schema"],
-                      "components": spec["components"]}
-    for f in ('{"topic": "x"}', "{}", '{"n": 1, "b": true, "z": null}', '{"a": [1]}', "[]", '"x"', "{topic: 1}", '{"": 1}'):
+    filters_schema = {
+        **spec["paths"]["/v1/memories"]["get"]["parameters"][-1]["content"]["application/json"]["schema"],
+        "components": spec["components"],
+    }
+    for f in (
+        '{"topic": "x"}',
+        "{}",
+        '{"n": 1, "b": true, "z": null}',
+        '{"a": [1]}',
+        "[]",
+        '"x"',
+        "{topic: 1}",
+        '{"": 1}',
+    ):
         r = http.get("/v1/memories", params={"user_id": "schema", "filters": f}, headers=AUTH)
         try:
             ok = jsonschema.Draft202012Validator(filters_schema).is_valid(json.loads(f))
@@ -317,21 +426,42 @@ def test_docs_page_works_offline(http):
 
 # -- finding 16: strict types, /health, /metrics, SIGTERM --------------------------------------------------
 
-@pytest.mark.parametrize("path, body, field", [
-    ("/v1/memories", {"user_id": "t", "messages": [{"role": "u", "content": "x", "timestamp": True}]}, "messages.0.timestamp"),
-    ("/v1/memories", {"user_id": "t", "messages": [{"role": "u", "content": "x", "session": 3.0}]}, "messages.0.session"),
-    ("/v1/search", {"user_id": "t", "query": "q", "budget_tokens": "600"}, "budget_tokens"),
-    ("/v1/search", {"user_id": "t", "query": "q", "top_k": 3}, "top_k"),
-    ("/v1/memories/batch", {"items": [{"user_id": "t", "messages": [{"role": "u", "content": "x"}], "x": 1}]}, "items.0.x"),
-])
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        (
+            "/v1/memories",
+            {"user_id": "t", "messages": [{"role": "u", "content": "x", "timestamp": True}]},
+            "messages.0.timestamp",
+        ),
+        (
+            "/v1/memories",
+            {"user_id": "t", "messages": [{"role": "u", "content": "x", "session": 3.0}]},
+            "messages.0.session",
+        ),
+        ("/v1/search", {"user_id": "t", "query": "q", "budget_tokens": "600"}, "budget_tokens"),
+        ("/v1/search", {"user_id": "t", "query": "q", "top_k": 3}, "top_k"),
+        (
+            "/v1/memories/batch",
+            {"items": [{"user_id": "t", "messages": [{"role": "u", "content": "x"}], "x": 1}]},
+            "items.0.x",
+        ),
+    ],
+)
 def test_http_types_are_strict(http, path, body, field):
     code, out = _post(http, path, body)
     assert code == 422 and out["detail"].startswith(f"{field}:"), out
-    assert http.get("/v1/memories", params={"user_id": "t"}, headers=AUTH).json()["units"] == []  # nothing stored
+    assert (
+        http.get("/v1/memories", params={"user_id": "t"}, headers=AUTH).json()["units"] == []
+    )  # nothing stored
 
 
 def test_health_and_metrics_show_store_wide_data_to_full_keys_only(http):
-    assert _post(http, "/v1/memories", {"user_id": "alice", "messages": [{"role": "u", "content": "hi"}]})[0] == 200
+    assert (
+        _post(http, "/v1/memories", {"user_id": "alice", "messages": [{"role": "u", "content": "hi"}]})[0]
+        == 200
+    )
     alice = {"Authorization": f"Bearer {ALICE}"}
     for headers in ({}, alice, {"Authorization": "Bearer wrong-key-0123456789"}):
         assert http.get("/health", headers=headers).json() == {"status": "ok"}
@@ -346,12 +476,29 @@ def test_health_and_metrics_show_store_wide_data_to_full_keys_only(http):
 def test_sigterm_exits_with_status_0(tmp_path):
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "XMEMORY_API_KEY": ""}
-    proc = subprocess.Popen([sys.executable, "-m", "xmemory_gpu", "serve", str(tmp_path / "store"), "--port", str(port),
-                             "--embedder", "hashing:384"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xmemory_gpu",
+            "serve",
+            str(tmp_path / "store"),
+            "--port",
+            str(port),
+            "--embedder",
+            "hashing:384",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.time() + 90
         while True:  # bounded wait for the port
-            assert proc.poll() is None and time.time() < deadline, proc.stdout.read() if proc.poll() is not None else "no start"
+            assert proc.poll() is None and time.time() < deadline, (
+                proc.stdout.read() if proc.poll() is not None else "no start"
+            )
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
                 break

@@ -37,7 +37,9 @@ class GainReader:
         out = []
         for p in prompts:
             g = [self.gains[int(q)][int(j)] for q, j in _EP.findall(p)]
-            out.append(Uncertainty(1.0 - (self.combine(g) if g else 0.0), kind, [], [], [7] * 3, 40 + 5 * len(g)))
+            out.append(
+                Uncertainty(1.0 - (self.combine(g) if g else 0.0), kind, [], [], [7] * 3, 40 + 5 * len(g))
+            )
         return out
 
 
@@ -45,7 +47,9 @@ def _run(reader, gains: dict[int, list[float]], cfg=CFG, queries=None):
     qs = sorted(gains) if queries is None else queries
     texts = [[f"EP{q}_{j} happened." for j in range(len(gains[q]))] for q in qs]
     pools = [[EpisodePick(j, 1.0 - j / 100, 0.5, 0.0) for j in range(len(gains[q]))] for q in qs]
-    return gate_episodes(reader, [f"question {q}?" for q in qs], ["Semantic memories:\n- a fact"] * len(qs), texts, pools, cfg)
+    return gate_episodes(
+        reader, [f"question {q}?" for q in qs], ["Semantic memories:\n- a fact"] * len(qs), texts, pools, cfg
+    )
 
 
 def _summary(decisions):
@@ -59,8 +63,14 @@ def test_independent_rules():
     reader = GainReader({0: GAINS})
     (dec,), (cost,) = _run(reader, {0: GAINS})
     # 0.02 is the first low-gain probe but not among the first 3: go on; 0.01 is the second: stop
-    assert _summary(dec) == [(0, 0.5, True, True), (1, 0.3, True, True), (2, 0.6, True, True), (3, 0.02, False, False),
-                             (4, 0.4, True, True), (5, 0.01, False, False)]
+    assert _summary(dec) == [
+        (0, 0.5, True, True),
+        (1, 0.3, True, True),
+        (2, 0.6, True, True),
+        (3, 0.02, False, False),
+        (4, 0.4, True, True),
+        (5, 0.01, False, False),
+    ]
     assert reader.batches == [8]  # coarse + every probe, one batch (the walk stops after they return)
     assert cost == (8, 8 * 3 + 40 + 7 * 45)
 
@@ -68,7 +78,10 @@ def test_independent_rules():
 def test_independent_early_low_gain_stops_and_thresholds_are_parameters():
     gains = [0.3, 0.01, 0.9]
     (dec,), _ = _run(GainReader({0: gains}), {0: gains})
-    assert _summary(dec) == [(0, 0.3, True, True), (1, 0.01, False, False)]  # low gain among the first 3: stop
+    assert _summary(dec) == [
+        (0, 0.3, True, True),
+        (1, 0.01, False, False),
+    ]  # low gain among the first 3: stop
     cfg = replace(CFG, include_threshold=-1.0, expand_threshold=0.5)
     (dec,), _ = _run(GainReader({0: gains}), {0: gains}, cfg)
     assert [(d.admitted, d.expanded) for d in dec] == [(True, False), (True, False), (True, True)]
@@ -88,13 +101,21 @@ def test_sequential_compares_with_the_context_admitted_so_far():
     assert _summary(ind)[1] == (1, 0.3, True, True)
     # additive evidence: sequential drops equal the independent ones, so the decisions agree
     (seq,), _ = _run(GainReader({0: GAINS}), {0: GAINS}, replace(CFG, mode="sequential"))
-    assert [(r, a, e) for r, _, a, e in _summary(seq)] == [(r, a, e) for r, _, a, e in _summary(_run(GainReader({0: GAINS}), {0: GAINS})[0][0])]
+    assert [(r, a, e) for r, _, a, e in _summary(seq)] == [
+        (r, a, e) for r, _, a, e in _summary(_run(GainReader({0: GAINS}), {0: GAINS})[0][0])
+    ]
     assert [d.drop for d in seq] == pytest.approx(GAINS[:6])
 
 
 @pytest.mark.parametrize("mode", ["independent", "sequential"])
 def test_batched_equals_one_by_one(mode):
-    gains = {0: GAINS, 1: [0.01, 0.5], 2: [], 3: [0.4, 0.35, 0.3, 0.2, 0.1, 0.28, 0.27, 0.26, 0.25, 0.24, 0.9, 0.9], 4: [-0.3]}
+    gains = {
+        0: GAINS,
+        1: [0.01, 0.5],
+        2: [],
+        3: [0.4, 0.35, 0.3, 0.2, 0.1, 0.28, 0.27, 0.26, 0.25, 0.24, 0.9, 0.9],
+        4: [-0.3],
+    }
     cfg = replace(CFG, mode=mode)
     reader = GainReader(gains, combine=max if mode == "sequential" else sum)
     decisions, costs = _run(reader, gains, cfg)

@@ -13,23 +13,26 @@ from xmemory_gpu.construct.semantic import decouple, extract_statements, split_s
 from xmemory_gpu.memory.records import Conversation, Message
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("I left the hospital in May.", "Sam left the hospital in May."),
-    ("I broke my ankle.", "Sam broke Sam's ankle."),
-    ("I quit Tilde last week.", "Sam quit Tilde last week."),
-    ("I also met Sam's sister.", "Sam also met Sam's sister."),
-    ("I lost my keys.", "Sam lost Sam's keys."),
-    ("I don't eat meat anymore.", "Sam doesn't eat meat anymore."),
-    ("I do not smoke.", "Sam does not smoke."),
-    ("I haven't seen the film.", "Sam hasn't seen the film."),
-    ("I didn't go.", "Sam didn't go."),
-    ("I can't run this year.", "Sam can't run this year."),
-    ("I cannot swim.", "Sam cannot swim."),
-    ("I won't drive.", "Sam won't drive."),
-    ("I\u2019m vegan now.", "Sam is vegan now."),
-    ("I really love painting landscapes.", "Sam really loves painting landscapes."),
-    ("I watch films.", "Sam watches films."),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("I left the hospital in May.", "Sam left the hospital in May."),
+        ("I broke my ankle.", "Sam broke Sam's ankle."),
+        ("I quit Tilde last week.", "Sam quit Tilde last week."),
+        ("I also met Sam's sister.", "Sam also met Sam's sister."),
+        ("I lost my keys.", "Sam lost Sam's keys."),
+        ("I don't eat meat anymore.", "Sam doesn't eat meat anymore."),
+        ("I do not smoke.", "Sam does not smoke."),
+        ("I haven't seen the film.", "Sam hasn't seen the film."),
+        ("I didn't go.", "Sam didn't go."),
+        ("I can't run this year.", "Sam can't run this year."),
+        ("I cannot swim.", "Sam cannot swim."),
+        ("I won't drive.", "Sam won't drive."),
+        ("I\u2019m vegan now.", "Sam is vegan now."),
+        ("I really love painting landscapes.", "Sam really loves painting landscapes."),
+        ("I watch films.", "Sam watches films."),
+    ],
+)
 def test_verb_forms_after_the_name(text, expected):
     assert decouple(text, "Sam", "Kim") == expected
 
@@ -42,33 +45,59 @@ def test_no_broken_verb_forms_on_common_irregular_pasts():
 
 def test_titles_and_abbreviations_end_no_sentence():
     text = "I work nights at St. Mary's Hospital in Boston. Dr. Smith runs it. We met at 9 a.m. It was early."
-    assert split_sentences(text) == ["I work nights at St. Mary's Hospital in Boston.", "Dr. Smith runs it.",
-                                     "We met at 9 a.m.", "It was early."]
+    assert split_sentences(text) == [
+        "I work nights at St. Mary's Hospital in Boston.",
+        "Dr. Smith runs it.",
+        "We met at 9 a.m.",
+        "It was early.",
+    ]
     assert split_sentences("Mt. Rainier, e.g. Next week.\nJ. R. R. Tolkien wrote it.") == [
-        "Mt. Rainier, e.g. Next week.", "J. R. R. Tolkien wrote it."]
+        "Mt. Rainier, e.g. Next week.",
+        "J. R. R. Tolkien wrote it.",
+    ]
 
 
-@pytest.mark.parametrize("question,fact", [
-    ("My sister Emma is coming on October 12th, can you remind me the day before?", "My sister Emma is coming on October 12th."),
-    ("Can you remind me that my dentist appointment is on Friday?", "My dentist appointment is on Friday."),
-    ("Please remember that I'm allergic to peanuts?", "I'm allergic to peanuts."),
-    ("I just got back from Lisbon, have you ever been?", "I just got back from Lisbon."),
-])
+@pytest.mark.parametrize(
+    "question,fact",
+    [
+        (
+            "My sister Emma is coming on October 12th, can you remind me the day before?",
+            "My sister Emma is coming on October 12th.",
+        ),
+        (
+            "Can you remind me that my dentist appointment is on Friday?",
+            "My dentist appointment is on Friday.",
+        ),
+        ("Please remember that I'm allergic to peanuts?", "I'm allergic to peanuts."),
+        ("I just got back from Lisbon, have you ever been?", "I just got back from Lisbon."),
+    ],
+)
 def test_facts_inside_questions_are_kept(question, fact):
     assert stated_part(question) == fact
 
 
-@pytest.mark.parametrize("question", ["Where does Alice live now?", "What do you think, can you help?", "How are you?",
-                                      "Do you like it, can you tell me?"])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Where does Alice live now?",
+        "What do you think, can you help?",
+        "How are you?",
+        "Do you like it, can you tell me?",
+    ],
+)
 def test_plain_questions_stay_questions(question):
     assert stated_part(question) == question
 
 
 def test_statements_of_a_role_chat():
-    msgs = ["I work as a night-shift nurse at St. Mary's Hospital in Boston.",
-            "My sister Emma is coming on October 12th, can you remind me the day before?",
-            "I broke my ankle last week, so I quit the marathon."]
-    conv = Conversation("c", ("user", "assistant"), [Message(f"D1:{i}", "user", t, 1, 0.0) for i, t in enumerate(msgs)])
+    msgs = [
+        "I work as a night-shift nurse at St. Mary's Hospital in Boston.",
+        "My sister Emma is coming on October 12th, can you remind me the day before?",
+        "I broke my ankle last week, so I quit the marathon.",
+    ]
+    conv = Conversation(
+        "c", ("user", "assistant"), [Message(f"D1:{i}", "user", t, 1, 0.0) for i, t in enumerate(msgs)]
+    )
     nodes = extract_statements(conv, make_episodes(conv, [(0, 3)]), SemanticConfig())
     texts = [n.text for n in nodes]
     assert "user works as a night-shift nurse at St. Mary's Hospital in Boston." in texts
@@ -82,11 +111,18 @@ def test_theme_summary_is_the_gist_not_keywords():
 
     from xmemory_gpu.construct.pipeline import theme_summary
 
-    texts = ["Alice works as a nurse at St. Mary's Hospital.", "Alice works night shifts at the hospital.",
-             "Alice works as a nurse at St. Mary's Hospital.", "Alice likes jazz."]
+    texts = [
+        "Alice works as a nurse at St. Mary's Hospital.",
+        "Alice works night shifts at the hospital.",
+        "Alice works as a nurse at St. Mary's Hospital.",
+        "Alice likes jazz.",
+    ]
     x = np.array([[1, 0, 0], [0.9, 0.1, 0], [1, 0, 0], [0, 0, 1]], np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    assert theme_summary(texts, x) == "Alice works as a nurse at St. Mary's Hospital; Alice works night shifts at the hospital."
+    assert (
+        theme_summary(texts, x)
+        == "Alice works as a nurse at St. Mary's Hospital; Alice works night shifts at the hospital."
+    )
     assert theme_summary(texts[3:], x[3:]) == "Alice likes jazz."
     assert theme_summary([], x[:0]) == ""
     assert theme_summary([" ".join(["word"] * 40)], x[:1]).endswith("word ...")
@@ -94,15 +130,31 @@ def test_theme_summary_is_the_gist_not_keywords():
 
 # the rewrites as first written, one regular expression each, in order (the oracle of the tests below)
 _FIRST_AS_WRITTEN = [
-    (r"\bI (?:don't|dont)\b", "{s} doesn't"), (r"\bI do not\b", "{s} does not"), (r"\bI (?:haven't|havent)\b", "{s} hasn't"),
-    (r"\bI have not\b", "{s} has not"), (r"\bI ((?:[a-z]+n't)|(?:can|will|would|could|should|did|was) not)\b", "{s} \\1"),
-    (r"\bI'm\b", "{s} is"), (r"\bI am\b", "{s} is"), (r"\bI've\b", "{s} has"), (r"\bI have\b", "{s} has"),
-    (r"\bI'd\b", "{s} would"), (r"\bI'll\b", "{s} will"), (r"\bI was\b", "{s} was"),
-    (r"\bmyself\b", "{s}"), (r"\b[Mm]y\b", "{s}'s"), (r"\bmine\b", "{s}'s"), (r"\bme\b", "{s}"),
+    (r"\bI (?:don't|dont)\b", "{s} doesn't"),
+    (r"\bI do not\b", "{s} does not"),
+    (r"\bI (?:haven't|havent)\b", "{s} hasn't"),
+    (r"\bI have not\b", "{s} has not"),
+    (r"\bI ((?:[a-z]+n't)|(?:can|will|would|could|should|did|was) not)\b", "{s} \\1"),
+    (r"\bI'm\b", "{s} is"),
+    (r"\bI am\b", "{s} is"),
+    (r"\bI've\b", "{s} has"),
+    (r"\bI have\b", "{s} has"),
+    (r"\bI'd\b", "{s} would"),
+    (r"\bI'll\b", "{s} will"),
+    (r"\bI was\b", "{s} was"),
+    (r"\bmyself\b", "{s}"),
+    (r"\b[Mm]y\b", "{s}'s"),
+    (r"\bmine\b", "{s}'s"),
+    (r"\bme\b", "{s}"),
 ]
 _SECOND_AS_WRITTEN = [
-    (r"\byou're\b", "{o} is"), (r"\bYou're\b", "{o} is"), (r"\byou've\b", "{o} has"), (r"\bYou've\b", "{o} has"),
-    (r"\byourself\b", "{o}"), (r"\b[Yy]our\b", "{o}'s"), (r"\byours\b", "{o}'s"),
+    (r"\byou're\b", "{o} is"),
+    (r"\bYou're\b", "{o} is"),
+    (r"\byou've\b", "{o} has"),
+    (r"\bYou've\b", "{o} has"),
+    (r"\byourself\b", "{o}"),
+    (r"\b[Yy]our\b", "{o}'s"),
+    (r"\byours\b", "{o}'s"),
 ]
 
 
@@ -131,11 +183,30 @@ def test_decouple_guard_changes_nothing():
 
     from xmemory_gpu.datasets.synthetic import generate_conversations
 
-    texts = [t["text"] for conv in generate_conversations(40, seed=3) for key, turns in conv["conversation"].items()
-             if key.startswith("session_") and isinstance(turns, list) for t in turns]
+    texts = [
+        t["text"]
+        for conv in generate_conversations(40, seed=3)
+        for key, turns in conv["conversation"].items()
+        if key.startswith("session_") and isinstance(turns, list)
+        for t in turns
+    ]
     sentences = [s for t in texts for s in split_sentences(t)]
-    edge = ["Mine is blue.", "Give me that.", "Mike's myself-help book.", "You're right, your dog is yours.", "IKEA opened.",
-            "I.", "my", "Yours truly", "Me too!", "homeI mine", "you've", "Your/you", "iPhone and ME", "Myriad memes"]
+    edge = [
+        "Mine is blue.",
+        "Give me that.",
+        "Mike's myself-help book.",
+        "You're right, your dog is yours.",
+        "IKEA opened.",
+        "I.",
+        "my",
+        "Yours truly",
+        "Me too!",
+        "homeI mine",
+        "you've",
+        "Your/you",
+        "iPhone and ME",
+        "Myriad memes",
+    ]
     rng = random.Random(5)
     words = " ".join(sentences[:300] + edge).split()
     mixed = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(2000)]
@@ -168,15 +239,21 @@ def test_decouple_skips_only_patterns_that_cannot_match():
             s = f"{speaker} said: {s}"
         return s.strip()
 
-    toks = ("I I'm I am I've I have I'd I'll I was I don't I do not I haven't I have not I can't I really love my My "
-            "mine me myself you you're You're you've You've yourself your Your yours just went dog \u2019 , . ?").split(" ")
+    toks = (
+        "I I'm I am I've I have I'd I'll I was I don't I do not I haven't I have not I can't I really love my My "
+        "mine me myself you you're You're you've You've yourself your Your yours just went dog \u2019 , . ?"
+    ).split(" ")
     rnd = random.Random(7)
     names = [("Caroline", "Melanie"), ("Ike", "Amelie"), ("I", "You"), ("Emma", "me"), ("user", "assistant")]
     for _ in range(5000):
         s = " ".join(rnd.choice(toks) for _ in range(rnd.randint(1, 12)))
         speaker, other = rnd.choice(names)
-        assert sem.decouple(s, speaker, other) == sem.decouple_reference(s.replace("\u2019", "'"), speaker, other) \
-            == every_form(s, speaker, other) == _decouple_every_rule(s, speaker, other), (s, speaker, other)
+        assert (
+            sem.decouple(s, speaker, other)
+            == sem.decouple_reference(s.replace("\u2019", "'"), speaker, other)
+            == every_form(s, speaker, other)
+            == _decouple_every_rule(s, speaker, other)
+        ), (s, speaker, other)
     assert [n for _, _, n in sem._FIRST_AFTER_RE][7:9] == [("myself",), ("My", "my")]
 
 

@@ -94,8 +94,14 @@ def _snapshot(st: Store) -> dict:
     out = {}
     for mid in st.memory_ids():
         sl = st.get_slice(mid)
-        out[mid] = ({(lv, k): (v.tolist() if v.dtype.kind == "O" else v.tobytes()) for lv, c in sl.cols.items()
-                     for k, v in c.items()}, sl.stats)
+        out[mid] = (
+            {
+                (lv, k): (v.tolist() if v.dtype.kind == "O" else v.tobytes())
+                for lv, c in sl.cols.items()
+                for k, v in c.items()
+            },
+            sl.stats,
+        )
     return out
 
 
@@ -161,7 +167,9 @@ def test_the_upgrade_keeps_what_it_cannot_convert(tmp_path, memories):
     to_schema_2(root)
     victim = memories[1].memory_id
     with sqlite3.connect(root / "memory.sqlite") as con:
-        good = con.execute("SELECT message_ids FROM semantics WHERE memory_id = ? AND row = 0", (victim,)).fetchone()[0]
+        good = con.execute(
+            "SELECT message_ids FROM semantics WHERE memory_id = ? AND row = 0", (victim,)
+        ).fetchone()[0]
         con.execute("UPDATE semantics SET message_ids = 'oops' WHERE memory_id = ? AND row = 0", (victim,))
     st = Store.open(root)
     assert st.upgrade() == [victim] and st.schema_version == SCHEMA_VERSION
@@ -226,8 +234,11 @@ def test_a_commit_of_several_memories_that_fails_leaves_no_file(tmp_path, memori
     assert st.memory_ids() == [] and _files(root) == before
     assert sorted(p.name for p in (root / "arrays").iterdir()) == []  # no temporary file either
     broken = slices[2]
-    broken = MemorySlice(broken.memory_id, {**broken.cols, "msg": {**broken.cols["msg"], "x": broken.cols["msg"]["x"][:, :16]}},
-                         broken.stats)
+    broken = MemorySlice(
+        broken.memory_id,
+        {**broken.cols, "msg": {**broken.cols["msg"], "x": broken.cols["msg"]["x"][:, :16]}},
+        broken.stats,
+    )
     with pytest.raises(StoreError, match="dim 16 != store dim 32"):
         st.commit([*slices[:2], broken])  # refused before any file is written
     assert st.memory_ids() == [] and _files(root) == before
@@ -299,23 +310,36 @@ st.close()
 def test_an_interrupted_commit_leaves_no_file(tmp_path):
     """Ctrl-C while the commit waits on its writers: the writes finish, every file of the commit is
     removed, the store is as before (in a process of its own: the test's signal stays there)."""
-    out = subprocess.run([sys.executable, "-c", _INTERRUPTED_COMMIT, str(tmp_path)], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_COMMIT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout.strip() == "interrupted True", out.stdout + out.stderr
 
 
 def test_catalogue_counts_and_message_index(tmp_path, memories):
     st = _new(tmp_path, memories)
     m = memories[1]
-    assert st.counts(m.memory_id) == {"msg": len(m.messages), "epi": len(m.episodes), "sem": len(m.semantics),
-                                      "theme": len(m.themes), "psg": len(m.psg_msg)}
-    assert st.find_message(m.messages[-1].id) == sorted({x.memory_id for x in memories[:2]
-                                                         if any(y.id == m.messages[-1].id for y in x.messages)},
-                                                        key=st.memory_ids().index)
+    assert st.counts(m.memory_id) == {
+        "msg": len(m.messages),
+        "epi": len(m.episodes),
+        "sem": len(m.semantics),
+        "theme": len(m.themes),
+        "psg": len(m.psg_msg),
+    }
+    assert st.find_message(m.messages[-1].id) == sorted(
+        {x.memory_id for x in memories[:2] if any(y.id == m.messages[-1].id for y in x.messages)},
+        key=st.memory_ids().index,
+    )
     assert st.find_message("no such id") == []
     st.delete(m.memory_id)
     assert m.memory_id not in st.find_message(m.messages[-1].id)
-    assert st._conn.execute("SELECT COUNT(*) FROM message_ids WHERE memory_id = ?", (m.memory_id,)).fetchone()[0] == 0
+    assert (
+        st._conn.execute("SELECT COUNT(*) FROM message_ids WHERE memory_id = ?", (m.memory_id,)).fetchone()[0]
+        == 0
+    )
 
 
 def test_a_write_costs_what_it_changes(tmp_path, memories, monkeypatch):
@@ -399,7 +423,10 @@ def test_an_interrupt_as_the_transaction_commits_keeps_its_files(tmp_path, memor
     st._conn = real
     names = sorted(st.versions().values())
     assert _dangling(st) == [] and sorted(p.name for p in (st.path / "arrays").iterdir()) == names
-    assert st.get_slice(memories[0].memory_id).cols["msg"]["x"].tobytes() == changed[0].cols["msg"]["x"].tobytes()
+    assert (
+        st.get_slice(memories[0].memory_id).cols["msg"]["x"].tobytes()
+        == changed[0].cols["msg"]["x"].tobytes()
+    )
     st.close()
 
 
@@ -467,6 +494,10 @@ except StoreError as exc:
 def test_a_failed_write_names_its_memory_and_leaves_nothing(tmp_path, path, n):
     """A write that fails part-way (the file size limit: EFBIG, as a full disk's ENOSPC) names the
     memory whose file failed; the store keeps no file of the commit."""
-    out = subprocess.run([sys.executable, "-c", _WRITE_FAILS, str(tmp_path), path, str(n)], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _WRITE_FAILS, str(tmp_path), path, str(n)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout.strip() == "failed True [] []", out.stdout + out.stderr

@@ -71,7 +71,9 @@ class ScriptedReader:
         return Generation(texts, [len(p.split()) for p in prompts], [5] * len(prompts))
 
     def uncertainty(self, prompts, n_tokens=20, kind="mean_nll", purpose=""):
-        return [Uncertainty(1.0 - 0.1 * p.count("\n\n["), kind, [], [], [1, 2], len(p.split())) for p in prompts]
+        return [
+            Uncertainty(1.0 - 0.1 * p.count("\n\n["), kind, [], [], [1, 2], len(p.split())) for p in prompts
+        ]
 
 
 def _questions(convs, per: int) -> tuple[list[str], list[str]]:
@@ -83,8 +85,11 @@ def _questions(convs, per: int) -> tuple[list[str], list[str]]:
 def _check_units_belong(res, mem):
     ids = {m.id for m in mem.messages}
     lines = {message_line(m) for m in mem.messages}
-    own = {"theme": {str(t.id): t.summary for t in mem.themes}, "semantic": {str(s.id): s.text for s in mem.semantics},
-           "episode": {str(e.id): e.text for e in mem.episodes}}
+    own = {
+        "theme": {str(t.id): t.summary for t in mem.themes},
+        "semantic": {str(s.id): s.text for s in mem.semantics},
+        "episode": {str(e.id): e.text for e in mem.episodes},
+    }
     assert res.memory_id == mem.memory_id and res.units
     for u in res.units:
         assert set(u.message_ids) <= ids
@@ -94,7 +99,9 @@ def _check_units_belong(res, mem):
             assert own[u.type].get(u.id, "").startswith(text) if cut else own[u.type].get(u.id) == text
         else:
             *whole, last = text.split("\n")
-            assert (u.message_ids or cut) and set(whole) <= lines and f"[{mem.memory_id}]" in u.text  # a cut counts what shows
+            assert (
+                (u.message_ids or cut) and set(whole) <= lines and f"[{mem.memory_id}]" in u.text
+            )  # a cut counts what shows
             assert any(line.startswith(last) for line in lines) if cut else last in lines
     if any(u.type not in ("theme", "semantic") for u in res.units):  # raw text carries the memory's tag
         assert f"[{mem.memory_id}]" in res.context
@@ -113,7 +120,9 @@ def test_every_strategy_returns_only_the_queried_memory(data, with_reader):
             for x, (_, m) in zip(res, qs):
                 _check_units_belong(x, next(mm for mm in mems if mm.memory_id == m))
                 assert budget is None or x.context_tokens <= budget
-                assert (x.llm_calls > 0) == (with_reader and strategy in ("xmemory", "xmemory-stage2", "higmem", "tir"))
+                assert (x.llm_calls > 0) == (
+                    with_reader and strategy in ("xmemory", "xmemory-stage2", "higmem", "tir")
+                )
 
 
 def test_higmem_follows_the_reader_and_falls_back_without_losing_turns(data):
@@ -127,11 +136,15 @@ def test_higmem_follows_the_reader_and_falls_back_without_losing_turns(data):
     for x, m in zip(picked, mids):
         mem = next(mm for mm in mems if mm.memory_id == m)
         assert len(x.units) == 1 and x.units[0].type == "message"  # the filter kept turn 1 of the union
-        assert x.llm_calls == min(n_events, len(mem.episodes)) + 1 and x.llm_tokens > 0  # one pick per event + one filter
+        assert (
+            x.llm_calls == min(n_events, len(mem.episodes)) + 1 and x.llm_tokens > 0
+        )  # one pick per event + one filter
         assert "HiGMem turn selection by scripted" in x.notes[0]
     assert sum("Keep only the turns" in p for p in reader.prompts) == len(questions)
     # unusable answers: one stricter retry each, then every event keeps its most similar turns and the union is kept whole
-    garbage = Retriever(bank, EMB, reader=ScriptedReader("garbage")).search(questions, mids, strategy="higmem")
+    garbage = Retriever(bank, EMB, reader=ScriptedReader("garbage")).search(
+        questions, mids, strategy="higmem"
+    )
     for p, g, m in zip(plain, garbage, mids):
         mem = next(mm for mm in mems if mm.memory_id == m)
         assert [u.message_ids for u in g.units] == [u.message_ids for u in p.units]
@@ -149,8 +162,13 @@ def test_higmem_picks_are_the_first_turn_of_each_event(data):
     (x,) = Retriever(bank, EMB, cfg, reader=reader).search([q], mem.memory_id, strategy="higmem")
     picks = [p for p in reader.prompts if "Which turns are worth reading" in p]
     row = {m.id: i for i, m in enumerate(mem.messages)}
-    listed = {"\n".join(f"{i}. {message_line(mem.messages[row[mid]])}" for i, mid in enumerate(e.message_ids, 1)): e for e in mem.episodes}
-    events = [next(e for text, e in listed.items() if text in p) for p in picks]  # the event each pick prompt shows
+    listed = {
+        "\n".join(f"{i}. {message_line(mem.messages[row[mid]])}" for i, mid in enumerate(e.message_ids, 1)): e
+        for e in mem.episodes
+    }
+    events = [
+        next(e for text, e in listed.items() if text in p) for p in picks
+    ]  # the event each pick prompt shows
     assert len(events) == min(XMemoryConfig().baselines.higmem_events, len(mem.episodes))
     # each event gave its turn 1; the filter kept turn 1 of their union, in conversation order: the earliest
     assert x.message_ids == [min((e.message_ids[0] for e in events), key=row.__getitem__)]
@@ -163,14 +181,20 @@ def test_tir_pruning_keeps_the_picked_turns(data):
     whole = Retriever(bank, EMB).search(questions, mids, strategy="tir")
     with pytest.raises(ValueError, match="tir_prune needs a reader"):
         Retriever(bank, EMB, _config(tir_prune=True)).search(questions, mids, strategy="tir")
-    pruned = Retriever(bank, EMB, _config(tir_prune=True), reader=ScriptedReader()).search(questions, mids, strategy="tir")
+    pruned = Retriever(bank, EMB, _config(tir_prune=True), reader=ScriptedReader()).search(
+        questions, mids, strategy="tir"
+    )
     for w, p in zip(whole, pruned):
         assert [u.id for u in p.units] == [u.id for u in w.units]
         assert [u.message_ids for u in p.units] == [u.message_ids[:1] for u in w.units]
         assert p.llm_calls == len(w.units) and p.context_tokens < w.context_tokens
-    kept = Retriever(bank, EMB, _config(tir_prune=True), reader=ScriptedReader("garbage")).search(questions, mids, strategy="tir")
+    kept = Retriever(bank, EMB, _config(tir_prune=True), reader=ScriptedReader("garbage")).search(
+        questions, mids, strategy="tir"
+    )
     for w, k in zip(whole, kept):  # failed answers keep the sessions whole
-        assert [u.message_ids for u in k.units] == [u.message_ids for u in w.units] and k.llm_calls == 2 * len(w.units)
+        assert [u.message_ids for u in k.units] == [
+            u.message_ids for u in w.units
+        ] and k.llm_calls == 2 * len(w.units)
 
 
 def test_higmem_and_tir_pruning_through_the_hf_backend(data, tmp_path):
@@ -185,7 +209,9 @@ def test_higmem_and_tir_pruning_through_the_hf_backend(data, tmp_path):
     for strategy in ("higmem", "tir"):
         res = r.search([q for q, _ in qs], [m for _, m in qs], strategy=strategy)
         for x, (_, m) in zip(res, qs):
-            if x.units:  # a random model may pick nothing valid: then similarity or whole sessions (never empty)
+            if (
+                x.units
+            ):  # a random model may pick nothing valid: then similarity or whole sessions (never empty)
                 _check_units_belong(x, next(mm for mm in mems if mm.memory_id == m))
             assert x.llm_calls >= 1 and x.llm_tokens > 0 and x.tokenizer.startswith("hf:")
             assert x.context_tokens == reader.count([x.context])[0]

@@ -11,7 +11,9 @@ import pytest
 from xmemory_gpu.construct import pipeline
 from xmemory_gpu.ops import available_backends
 
-pytestmark = pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+pytestmark = pytest.mark.skipif(
+    not available_backends()["cpu"].available, reason="the C++ module is not built"
+)
 
 
 def _case(rng: np.random.Generator, n: int, d: int, k: int):
@@ -58,7 +60,9 @@ def test_bad_input_is_refused():
         _C.summary_picks(x, np.array([0, 1, 5], np.int32), 2, ["a", "b", "c"], 2)
     with pytest.raises(ValueError, match="texts"):
         _C.summary_picks(x, np.zeros(3, np.int32), 1, ["a"], 2)
-    with pytest.raises(ValueError, match="d >= 2"):  # NumPy sums one column pairwise: the wrapper keeps it on the reference
+    with pytest.raises(
+        ValueError, match="d >= 2"
+    ):  # NumPy sums one column pairwise: the wrapper keeps it on the reference
         _C.summary_picks(np.zeros((3, 1), np.float32), np.zeros(3, np.int32), 1, ["a", "b", "c"], 2)
 
 
@@ -68,8 +72,9 @@ def test_texts_compared_as_python_does():
     x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
     nan = float("nan")
     theme_of = np.zeros(3, np.int32)
-    assert [a.tolist() for a in pipeline.summary_picks([nan] * 3, x, theme_of, 1)] == \
-        [a.tolist() for a in pipeline.summary_picks_reference([nan] * 3, x, theme_of, 1)]
+    assert [a.tolist() for a in pipeline.summary_picks([nan] * 3, x, theme_of, 1)] == [
+        a.tolist() for a in pipeline.summary_picks_reference([nan] * 3, x, theme_of, 1)
+    ]
 
     class Refuses:
         def __ne__(self, other):

@@ -10,16 +10,53 @@ import pytest
 from xmemory_gpu.ops import available_backends
 from xmemory_gpu.text import STOPWORDS, keywords, keywords_reference, words, words_reference
 
-pytestmark = pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+pytestmark = pytest.mark.skipif(
+    not available_backends()["cpu"].available, reason="the C++ module is not built"
+)
 
-PIECES = ["dog", "Dog", "DOG", "", "café", "漢字", "\U0001F600", "\x00", "e\u0301", "it's", "2nd-hand", "well--", "'quoted'",
-          "-dash", "a'b-c'", "o'-", "İstanbul", "\ud800x", "ß", "Ǆ", "\u212a", "12:30", "U.S.A.", "the", "The", "I", "a", "x",
-          "hiking", "Hiking", "trip", "trips", "z" * 40]
+PIECES = [
+    "dog",
+    "Dog",
+    "DOG",
+    "",
+    "café",
+    "漢字",
+    "\U0001f600",
+    "\x00",
+    "e\u0301",
+    "it's",
+    "2nd-hand",
+    "well--",
+    "'quoted'",
+    "-dash",
+    "a'b-c'",
+    "o'-",
+    "İstanbul",
+    "\ud800x",
+    "ß",
+    "Ǆ",
+    "\u212a",
+    "12:30",
+    "U.S.A.",
+    "the",
+    "The",
+    "I",
+    "a",
+    "x",
+    "hiking",
+    "Hiking",
+    "trip",
+    "trips",
+    "z" * 40,
+]
 SEPS = [" ", ", ", "-", "'", "/", "\u00a0", "\u2019", "\t", "\n", ""]
 
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:
-    return ["".join(str(rng.choice(PIECES)) + str(rng.choice(SEPS)) for _ in range(int(rng.integers(0, 20)))) for _ in range(n)]
+    return [
+        "".join(str(rng.choice(PIECES)) + str(rng.choice(SEPS)) for _ in range(int(rng.integers(0, 20))))
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -38,7 +75,10 @@ def test_keywords_are_the_rule(seed):
     for _ in range(100):
         texts = _texts(rng, int(rng.integers(0, 8)))
         for n in (1, 2, 4, 50):
-            assert _C.keywords(texts, n, STOPWORDS) == keywords_reference(texts, n) == keywords(texts, n), (texts, n)
+            assert _C.keywords(texts, n, STOPWORDS) == keywords_reference(texts, n) == keywords(texts, n), (
+                texts,
+                n,
+            )
     assert keywords(["dog dog cat"], 0) == keywords_reference(["dog dog cat"], 0) == []
 
 
@@ -47,7 +87,9 @@ def test_keywords_of_any_iterable_and_n_are_the_rule():
     texts = ["dog cat dog", "cat bird", "the Dog"]
     want = keywords_reference(texts, 2)
     assert keywords(np.array(texts), 2) == keywords(tuple(texts), 2) == keywords(iter(texts), 2) == want
-    assert keywords(texts, None) == keywords_reference(texts, None) and keywords(texts, 2**70) == keywords_reference(texts, 2**70)
+    assert keywords(texts, None) == keywords_reference(texts, None) and keywords(
+        texts, 2**70
+    ) == keywords_reference(texts, 2**70)
 
     class Sub(str):
         pass
@@ -93,7 +135,10 @@ def test_episode_parts_are_the_rule(seed):
     rng = np.random.default_rng(seed)
     names = ["Ann", "Bob", "user", "assistant", "Zoë", _Loud("Ann"), "".join(["A", "nn"])]
     for _ in range(30):
-        msgs = [M(names[int(rng.integers(0, len(names)))], t or "x", f"D{i}") for i, t in enumerate(_texts(rng, int(rng.integers(1, 30))))]
+        msgs = [
+            M(names[int(rng.integers(0, len(names)))], t or "x", f"D{i}")
+            for i, t in enumerate(_texts(rng, int(rng.integers(1, 30))))
+        ]
         if rng.random() < 0.3:
             msgs[0].text = _Loud(msgs[0].text)
         cuts = sorted({0, len(msgs), *rng.integers(1, len(msgs) + 1, int(rng.integers(0, 5))).tolist()})

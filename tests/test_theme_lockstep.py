@@ -42,7 +42,9 @@ def _block_reference(x: np.ndarray, labels: np.ndarray, eps: float = 1e-8):
     cnt = np.bincount(inv, minlength=k).astype(np.int64)
     nrm = np.linalg.norm(sm, axis=1)
     unit = np.divide(sm, nrm[:, None], out=np.zeros_like(sm), where=nrm[:, None] > 0)
-    cos = dot4(unit[:, None, :], unit[None, :, :])  # the centroid cosines in one fixed order (no BLAS product)
+    cos = dot4(
+        unit[:, None, :], unit[None, :, :]
+    )  # the centroid cosines in one fixed order (no BLAS product)
     np.fill_diagonal(cos, -np.inf)
     ti, tc = np.full((k, 2), -1, np.int64), np.full((k, 2), -np.inf)
     if k > 1:
@@ -54,7 +56,14 @@ def _block_reference(x: np.ndarray, labels: np.ndarray, eps: float = 1e-8):
         ti[:, 1] = np.argmax(rest, axis=1)
         tc[:, 1] = rest[rows, ti[:, 1]]
         ti[~np.isfinite(tc)] = -1
-    return uniq, sm, cnt, ti, tc, objective_from_parts(nrm, cnt, tc[:, 0] if k > 1 else np.zeros(1), len(labels), eps)
+    return (
+        uniq,
+        sm,
+        cnt,
+        ti,
+        tc,
+        objective_from_parts(nrm, cnt, tc[:, 0] if k > 1 else np.zeros(1), len(labels), eps),
+    )
 
 
 def _state_of(st: ThemeState) -> PartitionState:
@@ -73,8 +82,14 @@ def _grow_reference(st: ThemeState, steps: list[np.ndarray], cfg: ThemeConfig, m
                 break
             part = _state_of(st)
             members = [part.members_of(part.theme_row(0, t)) for t in todo]
-            props = split_proposals(np.concatenate([st.x[m] for m in members]), np.cumsum([0] + [len(m) for m in members]),
-                                    ks=cfg.split_ks, n_init=cfg.split_n_init, seed=cfg.seed, cc_threshold=cfg.cc_threshold)
+            props = split_proposals(
+                np.concatenate([st.x[m] for m in members]),
+                np.cumsum([0] + [len(m) for m in members]),
+                ks=cfg.split_ks,
+                n_init=cfg.split_n_init,
+                seed=cfg.seed,
+                cc_threshold=cfg.cc_threshold,
+            )
             items, owner = [], []
             for j, (t, m, plist) in enumerate(zip(todo, members, props)):
                 if not plist:
@@ -112,7 +127,9 @@ def _outcome(st: ThemeState) -> tuple:
     return ids, parents, theme_of.tolist(), st.reassigned.tolist(), st.n_splits, st.n_merges, st.lineage()
 
 
-def _check_lockstep(xs: list[np.ndarray], steps: list[list[np.ndarray]], cfg: ThemeConfig, k: int = 5) -> None:
+def _check_lockstep(
+    xs: list[np.ndarray], steps: list[list[np.ndarray]], cfg: ThemeConfig, k: int = 5
+) -> None:
     batched = [ThemeState(x, k, True) for x in xs]
     grow_themes(batched, steps, cfg)
     f_fast, f_ref = [], []
@@ -139,7 +156,11 @@ def test_blocks_are_the_per_memory_numerics_bit_for_bit(rng):
     for _ in range(10):
         sizes = [int(v) for v in rng.integers(0, 50, size=int(rng.integers(1, 7)))]
         d = int(rng.integers(2, 40))
-        x = np.concatenate([_clustered(rng, n, 4, d) for n in sizes]) if sum(sizes) else np.zeros((0, d), np.float32)
+        x = (
+            np.concatenate([_clustered(rng, n, 4, d) for n in sizes])
+            if sum(sizes)
+            else np.zeros((0, d), np.float32)
+        )
         labels = rng.integers(0, 9, size=len(x)) * 3
         off = np.cumsum([0, *sizes]).astype(np.int64)
         st = PartitionState.from_labels(x, labels, off)
@@ -162,8 +183,11 @@ def test_merge_candidates_equal_the_per_theme_loop(rng):
         states = [ThemeState(x, 4, True) for x in xs]
         for st in states:
             st.attach(np.arange(len(st.x)), cfg)
-        part = PartitionState.from_labels(np.concatenate([s.x for s in states]), np.concatenate([s.label for s in states]),
-                                          np.cumsum([0] + [len(s.x) for s in states]))
+        part = PartitionState.from_labels(
+            np.concatenate([s.x for s in states]),
+            np.concatenate([s.label for s in states]),
+            np.cumsum([0] + [len(s.x) for s in states]),
+        )
         active = list(range(len(states)))
         got, got_pairs = merge_candidates(states, part, active, cfg)
         want, want_pairs = merge_candidates_reference(states, part, active, cfg)
@@ -172,14 +196,24 @@ def test_merge_candidates_equal_the_per_theme_loop(rng):
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
 
 
-@pytest.mark.parametrize("cfg", [ThemeConfig(), ThemeConfig(size_cap=5, tiny_size=1, merge_pair_threshold=0.5),
-                                 ThemeConfig(merge=False), ThemeConfig(split=False)], ids=["default", "tight", "no-merge", "no-split"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ThemeConfig(),
+        ThemeConfig(size_cap=5, tiny_size=1, merge_pair_threshold=0.5),
+        ThemeConfig(merge=False),
+        ThemeConfig(split=False),
+    ],
+    ids=["default", "tight", "no-merge", "no-split"],
+)
 def test_lockstep_equals_per_conversation_on_random_memories(rng, cfg):
     xs, steps = [], []
     for _ in range(int(rng.integers(2, 7))):
         n = int(rng.integers(0, 120))
         xs.append(_clustered(rng, n, int(rng.integers(1, 12)), 16))
-        steps.append(np.array_split(np.arange(n), int(rng.integers(1, 7))))  # memories take different step counts
+        steps.append(
+            np.array_split(np.arange(n), int(rng.integers(1, 7)))
+        )  # memories take different step counts
     _check_lockstep(xs, steps, cfg)
 
 
@@ -189,8 +223,10 @@ def test_lockstep_equals_per_conversation_on_synthetic_conversations(tmp_path):
     emb = HashingEmbedder(384)
     convs = load_locomo(write_json(generate_conversations(40, seed=5), tmp_path / "synth.json"))
     for shard in pipeline.chunks(convs, 16):
-        msg_x = pipeline._split(embed_messages(emb, [m for c in shard for m in c.messages], cfg.semantic.passage_words).x,
-                                [len(c.messages) for c in shard])
+        msg_x = pipeline._split(
+            embed_messages(emb, [m for c in shard for m in c.messages], cfg.semantic.passage_words).x,
+            [len(c.messages) for c in shard],
+        )
         episodes = [make_episodes(c, boundaries(c, x, cfg.segment)) for c, x in zip(shard, msg_x)]
         raw = [extract_statements(c, e, cfg.semantic) for c, e in zip(shard, episodes)]
         raw_x = pipeline._split(emb.encode([n.text for nodes in raw for n in nodes]), [len(n) for n in raw])
@@ -244,9 +280,20 @@ def test_an_engine_add_batch_of_50_scopes_is_one_lockstep_call(tmp_path, monkeyp
         return real(states, steps, cfg, **kw)
 
     monkeypatch.setattr(incremental, "grow_themes", counted)
-    items = [{"user_id": f"u{u}", "messages": [
-        {"speaker": "Ana", "text": f"I planted {n + u} tomato seedlings by the fence on day {n}.", "timestamp": 1_700_000_000 + n}
-        for n in range(4)]} for u in range(50)]
+    items = [
+        {
+            "user_id": f"u{u}",
+            "messages": [
+                {
+                    "speaker": "Ana",
+                    "text": f"I planted {n + u} tomato seedlings by the fence on day {n}.",
+                    "timestamp": 1_700_000_000 + n,
+                }
+                for n in range(4)
+            ],
+        }
+        for u in range(50)
+    ]
     with MemoryEngine.open(tmp_path / "s", embedder=HashingEmbedder(64)) as eng:
         eng.add_batch(items)
         assert calls == [50] and len(eng.scopes()) == 50
@@ -275,6 +322,14 @@ def test_themes_do_not_depend_on_numpys_blas_kernels(tmp_path):
 
     data = write_json(generate_conversations(200, seed=5), tmp_path / "synth.json")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    got = [subprocess.run([sys.executable, "-c", _BLAS_SCRIPT, str(data)], capture_output=True, text=True, check=True,
-                          env={**env, **extra}).stdout for extra in ({}, {"OPENBLAS_CORETYPE": "Haswell"})]
+    got = [
+        subprocess.run(
+            [sys.executable, "-c", _BLAS_SCRIPT, str(data)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**env, **extra},
+        ).stdout
+        for extra in ({}, {"OPENBLAS_CORETYPE": "Haswell"})
+    ]
     assert got[0] and got[0] == got[1]

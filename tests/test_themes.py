@@ -15,18 +15,34 @@ from xmemory_gpu.ops.knn import knn_graph
 from xmemory_gpu.ops.objective import PartitionState
 from xmemory_gpu.ops.rows import row_sum_in_order
 
-FIELDS = ("x", "labels", "offsets", "theme_offsets", "theme_label", "theme_sum", "theme_count", "member_offsets",
-          "member_rows", "top_idx", "top_cos", "f")
+FIELDS = (
+    "x",
+    "labels",
+    "offsets",
+    "theme_offsets",
+    "theme_label",
+    "theme_sum",
+    "theme_count",
+    "member_offsets",
+    "member_rows",
+    "top_idx",
+    "top_cos",
+    "f",
+)
 
 
-def _clustered(rng: np.random.Generator, n: int, k: int, d: int, noise: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
+def _clustered(
+    rng: np.random.Generator, n: int, k: int, d: int, noise: float = 0.8
+) -> tuple[np.ndarray, np.ndarray]:
     """x [n, d] float32 around k centres, and the centre of each row."""
     centres = rng.standard_normal((max(k, 1), d))
     c = rng.integers(0, max(k, 1), size=n)
     return (centres[c] + noise * rng.standard_normal((n, d))).astype(np.float32), c
 
 
-def _partition(rng: np.random.Generator, sizes: list[int], d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _partition(
+    rng: np.random.Generator, sizes: list[int], d: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     xs, labs = [], []
     for n in sizes:
         x, c = _clustered(rng, n, int(rng.integers(1, 8)), d)
@@ -61,7 +77,10 @@ def _random_edits(rng: np.random.Generator, st: PartitionState, labels: np.ndarr
                 groups = [rows[cut == p] for p in range(parts)]
                 remove = [t]
             elif kind == 1 and len(live) >= 2:  # merge 2..3 themes (in member order)
-                remove = [int(t) for t in rng.choice(live, size=min(len(live), int(rng.integers(2, 4))), replace=False)]
+                remove = [
+                    int(t)
+                    for t in rng.choice(live, size=min(len(live), int(rng.integers(2, 4))), replace=False)
+                ]
                 groups = [np.concatenate([np.flatnonzero(labels[s:e] == t) + s for t in remove])]
             elif kind == 2 and len(live) >= 2:  # empty a theme into another that keeps its label
                 a, keep = (int(t) for t in rng.choice(live, size=2, replace=False))
@@ -109,7 +128,11 @@ def test_extend_equals_from_labels(rng):
                 m = int(rng.integers(0, 15))
                 xn, _ = _clustered(rng, m, 3, d)
                 old = np.unique(ls[b])
-                ln = np.where(rng.random(m) < 0.5, rng.choice(old, size=m) if old.size else 7, rng.integers(500, 503, size=m))
+                ln = np.where(
+                    rng.random(m) < 0.5,
+                    rng.choice(old, size=m) if old.size else 7,
+                    rng.integers(500, 503, size=m),
+                )
                 nodes[b] = (xn, ln.astype(np.int64))
                 xs[b], ls[b] = np.concatenate([xs[b], xn]), np.concatenate([ls[b], ln]).astype(np.int64)
             st.extend(nodes)
@@ -128,8 +151,15 @@ def test_apply_refuses_bad_edits():
         st.apply([(0, [0], [np.array([0, 1])], [1])])
 
 
-def _per_node_attach(x: np.ndarray, rows: np.ndarray, cfg: ThemeConfig, sums: dict[int, np.ndarray],
-                     count: dict[int, int], label: np.ndarray, next_id: int) -> int:
+def _per_node_attach(
+    x: np.ndarray,
+    rows: np.ndarray,
+    cfg: ThemeConfig,
+    sums: dict[int, np.ndarray],
+    count: dict[int, int],
+    label: np.ndarray,
+    next_id: int,
+) -> int:
     """The per-node attach rule: one product per node over every theme's sum, in opening order."""
     for i in rows.tolist():
         best, best_cos = -1, -np.inf
@@ -199,7 +229,9 @@ def test_synced_theme_graph_is_exact(rng):
         ids, _, theme_of, idx, sim = st.final()
         assert np.bincount(theme_of).max() <= cfg.size_cap and ids == sorted(ids)
         cent = np.stack([st.sums[st.slot_of[t]] for t in ids])
-        want_idx, want_sim = knn_graph(cent.astype(np.float32), np.array([0, len(ids)]), 5, drop_nonpositive=True, backend="reference")
+        want_idx, want_sim = knn_graph(
+            cent.astype(np.float32), np.array([0, len(ids)]), 5, drop_nonpositive=True, backend="reference"
+        )
         np.testing.assert_allclose(np.sort(sim, axis=1), np.sort(want_sim, axis=1), atol=1e-5)
         assert ((idx >= 0) == (want_idx >= 0)).all()
 
@@ -227,7 +259,9 @@ def test_theme_graphs_synced_together_equal_each_alone(rng):
         np.testing.assert_array_equal(st.graph_slots, alone.graph_slots)
         np.testing.assert_array_equal(st.graph_idx, alone.graph_idx)
         np.testing.assert_array_equal(st.graph_sim.view(np.int32), alone.graph_sim.view(np.int32))
-        u = (st.sums[st.graph_slots] / np.linalg.norm(st.sums[st.graph_slots], axis=1, keepdims=True)).astype(np.float32)
+        u = (st.sums[st.graph_slots] / np.linalg.norm(st.sums[st.graph_slots], axis=1, keepdims=True)).astype(
+            np.float32
+        )
         want_idx, want_sim = knn_graph(u, np.array([0, len(u)]), 5, drop_nonpositive=True, backend="cpu")
         np.testing.assert_array_equal(st.graph_idx, np.where(want_sim > ZERO_COSINE, want_idx, -1))
     together[1]._open(np.array([0]), [])  # a theme opened since the sync: the graph must be synced again
@@ -251,8 +285,13 @@ def test_theme_graph_has_no_edge_between_orthogonal_centroids():
             got = {int(p) for p in st.graph_idx[r] if p >= 0}
             assert got == {p for p in range(len(ints)) if p != r and dots[r, p] > 0}
         u = st.sums.astype(np.float32)[: len(ints)]
-        raw_idx, _ = knn_graph(u / np.linalg.norm(u, axis=1, keepdims=True), np.array([0, len(ints)]), 15, drop_nonpositive=True,
-                               backend="cpu")
+        raw_idx, _ = knn_graph(
+            u / np.linalg.norm(u, axis=1, keepdims=True),
+            np.array([0, len(ints)]),
+            15,
+            drop_nonpositive=True,
+            backend="cpu",
+        )
         kept_noise += sum(int(dots[r, p] == 0) for r in range(len(ints)) for p in raw_idx[r] if p >= 0)
     assert kept_noise > 0  # the case the rule is for occurs here
 
@@ -264,7 +303,9 @@ def test_row_sums_add_rows_one_after_another(rng):
     for _ in range(400):
         n, d = int(rng.integers(1, 300)), int(rng.choice([1, 2, 3, 7, 64, 384, 391]))
         m = rng.standard_normal((n, d)) * rng.choice([1e-8, 1.0, 1e8], size=(n, 1))
-        np.testing.assert_array_equal(row_sum_in_order(m).view(np.int64), np.cumsum(m, axis=0)[-1].view(np.int64))
+        np.testing.assert_array_equal(
+            row_sum_in_order(m).view(np.int64), np.cumsum(m, axis=0)[-1].view(np.int64)
+        )
     m = rng.standard_normal((50, 40))[:, ::2]
     np.testing.assert_array_equal(row_sum_in_order(m).view(np.int64), np.cumsum(m, axis=0)[-1].view(np.int64))
 
@@ -280,4 +321,6 @@ def test_split_proposals_valid_and_seeded(rng):
             assert lab.shape == (n,) and lab.min() == 0 and set(np.unique(lab)) == set(range(lab.max() + 1))
             assert 2 <= lab.max() + 1 <= 4 or lab.max() + 1 <= n  # k-means up to 4, components any
     again = split_proposals(x, moff, ks=(2, 3, 4), n_init=3)
-    assert all(len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b)) for a, b in zip(props, again))
+    assert all(
+        len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b)) for a, b in zip(props, again)
+    )

@@ -22,8 +22,14 @@ from xmemory_gpu.retrieve.grouped import exact_rerank
 from xmemory_gpu.retrieve.strategies import strategy_names
 
 BACKENDS = [b for b in ("reference", "cpu", "triton", "cuda") if available_backends()[b].available]
-QUESTIONS = ["Totally agree with you.", "How have you been?", "What did she paint last week?", "Who adopted a dog?",
-             "Where did they travel?", "That's great to hear."]
+QUESTIONS = [
+    "Totally agree with you.",
+    "How have you been?",
+    "What did she paint last week?",
+    "Who adopted a dog?",
+    "Where did they travel?",
+    "That's great to hear.",
+]
 ECHO = ["Totally agree with you.", "That's great to hear.", "Hey! Good to hear from you, how have you been?"]
 
 
@@ -53,8 +59,10 @@ def test_the_fixture_has_exact_ties(tied_bank):
 def test_every_backend_returns_the_same_units(tied_bank, strategy, budget):
     bank, emb = tied_bank
     mids = [bank.memory_ids[q % bank.n_memories] for q in range(len(QUESTIONS))]
-    runs = {b: Retriever(bank, emb, backend=b).search(QUESTIONS, mids, strategy=strategy, budget_tokens=budget)
-            for b in BACKENDS}
+    runs = {
+        b: Retriever(bank, emb, backend=b).search(QUESTIONS, mids, strategy=strategy, budget_tokens=budget)
+        for b in BACKENDS
+    }
     base = runs[BACKENDS[0]]
     for b, rs in runs.items():
         for q, (r0, r) in enumerate(zip(base, rs)):
@@ -67,10 +75,14 @@ def test_exact_rerank_ignores_kernel_noise_and_candidate_order():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((40, 16)).astype(np.float32)
     x[10:20] = x[0]  # ten identical rows: exact ties
-    q = np.stack([x[0] + 0.01 * rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)])
+    q = np.stack(
+        [x[0] + 0.01 * rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)]
+    )
     tie = [19, 0, 15, 18, 17, 11, 12, 13, 14, 16, 10]
     rest = [r for r in rng.permutation(40) if r not in tie][:19]
-    cand = np.stack([tie + rest, rng.permutation(40)[:30]]).astype(np.int32)  # distinct rows, as a kernel gives
+    cand = np.stack([tie + rest, rng.permutation(40)[:30]]).astype(
+        np.int32
+    )  # distinct rows, as a kernel gives
     cand[1, -3:] = -1
     i1, s1 = exact_rerank(q, x, cand, 12)
     i2, s2 = exact_rerank(q, x, cand[:, ::-1].copy(), 12)  # any order in, the same out

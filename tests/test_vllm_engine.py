@@ -14,15 +14,20 @@ import pytest
 pytestmark = pytest.mark.vllm
 
 TOL = 1e-4
-FACTS = ("alice moved to lisbon in may 2019 and works as a nurse at the city hospital . bob lives in porto , "
-         "teaches maths and plays the cello on sundays . ") * 6
+FACTS = (
+    "alice moved to lisbon in may 2019 and works as a nurse at the city hospital . bob lives in porto , "
+    "teaches maths and plays the cello on sundays . "
+) * 6
 
 
 def _vllm_or_skip() -> None:
     if os.environ.get("XMEM_REQUIRE_VLLM"):  # CI: a missing vLLM fails
         import vllm  # noqa: F401
-    pytest.importorskip("vllm", reason="vLLM is not installed here: run `bash scripts/setup-vllm.sh` and "
-                                       "`.venv-vllm/bin/python -m pytest -m vllm`")
+    pytest.importorskip(
+        "vllm",
+        reason="vLLM is not installed here: run `bash scripts/setup-vllm.sh` and "
+        "`.venv-vllm/bin/python -m pytest -m vllm`",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -51,8 +56,13 @@ def hreader(tiny_dir):
     return HFReader(tiny_dir, min_prefix=16)
 
 
-PROMPTS = [FACTS + "where does alice live ?", FACTS + "what does bob teach ?", FACTS + "who plays the cello ?",
-           "the cat sat on the mat", "where does alice live ?"]
+PROMPTS = [
+    FACTS + "where does alice live ?",
+    FACTS + "what does bob teach ?",
+    FACTS + "who plays the cello ?",
+    "the cat sat on the mat",
+    "where does alice live ?",
+]
 
 
 @pytest.mark.parametrize("kind", ["entropy", "mean_nll"])
@@ -63,7 +73,9 @@ def test_vllm_agrees_with_hf(vreader, hreader, kind):
         assert a.token_ids == b.token_ids and len(a.token_ids) >= 1
         assert a.prompt_tokens == b.prompt_tokens
         assert max(abs(x - y) for x, y in zip(a.token_logprob, b.token_logprob)) < TOL
-        assert max(abs(x - y) for x, y in zip(a.token_entropy, b.token_entropy)) < TOL  # exact: full vocabulary
+        assert (
+            max(abs(x - y) for x, y in zip(a.token_entropy, b.token_entropy)) < TOL
+        )  # exact: full vocabulary
         assert a.value == pytest.approx(b.value, abs=TOL) and not a.estimated and a.kind == kind
     assert [u.prompt_tokens for u in v] == vreader.count(PROMPTS)
     g, gh = vreader.generate(PROMPTS, max_tokens=6), hreader.generate(PROMPTS, max_tokens=6)
@@ -80,8 +92,12 @@ def test_topk_estimate_bounds_the_exact_entropy(vreader):
         vreader.logprobs = -1
     for e, x, n in zip(est, exact, nll):
         assert e.estimated and not n.estimated and e.token_ids == x.token_ids
-        assert all(a >= b - 1e-6 for a, b in zip(e.token_entropy, x.token_entropy))  # uniform tail: an upper bound
-        assert n.value == pytest.approx(-sum(x.token_logprob) / len(x.token_logprob), abs=1e-6)  # mean_nll exact at any K
+        assert all(
+            a >= b - 1e-6 for a, b in zip(e.token_entropy, x.token_entropy)
+        )  # uniform tail: an upper bound
+        assert n.value == pytest.approx(
+            -sum(x.token_logprob) / len(x.token_logprob), abs=1e-6
+        )  # mean_nll exact at any K
 
 
 def test_one_generate_per_call_prefix_cache_and_usage(vreader, monkeypatch):
@@ -91,7 +107,9 @@ def test_one_generate_per_call_prefix_cache_and_usage(vreader, monkeypatch):
     before = vreader.usage.cached_prompt_tokens
     us = vreader.uncertainty(PROMPTS[:3], n_tokens=4, kind="mean_nll", purpose="probes")
     assert calls == [3]
-    assert vreader.usage.cached_prompt_tokens - before > 0  # the shared facts prefix came from the prefix cache
+    assert (
+        vreader.usage.cached_prompt_tokens - before > 0
+    )  # the shared facts prefix came from the prefix cache
     assert vreader.usage.by_purpose["probes"][:2] == [3, sum(u.prompt_tokens for u in us)]
     with pytest.raises(ValueError, match="exceeds max_model_len=1024"):
         vreader.uncertainty(["word " * 1100], n_tokens=4)
@@ -104,24 +122,47 @@ def test_stage2_admits_the_same_episodes(vreader, hreader):
 
     questions = ["where does alice live ?", "what does bob teach ?", "when did carol travel ?"]
     coarse = ["Semantic memories:\n- alice is a nurse", "Semantic memories:\n- bob lives in porto", ""]
-    episodes = [[f"session {s} : {t}" for s, t in enumerate(texts)] for texts in (
-        ["alice moved to lisbon in may", "alice likes cats", "the weather was cold", "alice rented a flat near the river"],
-        ["bob teaches maths at school", "bob plays the cello", "carol visited rome", "bob graded exams", "porto is rainy"],
-        ["carol flew to rome in june", "carol took the train to milan", "alice met carol"],
-    )]
-    pools = [[EpisodePick(100 * q + j, 1.0 - j / 10, 0.5, 0.0) for j in range(len(e))] for q, e in enumerate(episodes)]
+    episodes = [
+        [f"session {s} : {t}" for s, t in enumerate(texts)]
+        for texts in (
+            [
+                "alice moved to lisbon in may",
+                "alice likes cats",
+                "the weather was cold",
+                "alice rented a flat near the river",
+            ],
+            [
+                "bob teaches maths at school",
+                "bob plays the cello",
+                "carol visited rome",
+                "bob graded exams",
+                "porto is rainy",
+            ],
+            ["carol flew to rome in june", "carol took the train to milan", "alice met carol"],
+        )
+    ]
+    pools = [
+        [EpisodePick(100 * q + j, 1.0 - j / 10, 0.5, 0.0) for j in range(len(e))]
+        for q, e in enumerate(episodes)
+    ]
     for kind in ("entropy", "mean_nll"):
         probe_all = Stage2Config(include_threshold=-1e9, early_stop_first=0, probe_tokens=8, uncertainty=kind)
-        drops = [[d.drop for d in ds] for ds in gate_episodes(hreader, questions, coarse, episodes, pools, probe_all)[0]]
+        drops = [
+            [d.drop for d in ds]
+            for ds in gate_episodes(hreader, questions, coarse, episodes, pools, probe_all)[0]
+        ]
         # a threshold in the middle of a wide gap between drops: admission decided with margin, both ways
         flat = sorted(x for ds in drops for x in ds)
         gap, lo = max((flat[i + 1] - flat[i], flat[i]) for i in range(len(flat) // 4, 3 * len(flat) // 4))
         assert gap > 10 * TOL
-        cfg = replace(probe_all, include_threshold=lo + gap / 2, early_stop_first=1, expand_threshold=lo + gap / 2)
+        cfg = replace(
+            probe_all, include_threshold=lo + gap / 2, early_stop_first=1, expand_threshold=lo + gap / 2
+        )
         dv, cv = gate_episodes(vreader, questions, coarse, episodes, pools, cfg)
         dh, ch = gate_episodes(hreader, questions, coarse, episodes, pools, cfg)
-        assert [[(d.pick.row, d.admitted, d.expanded) for d in q] for q in dv] == \
-               [[(d.pick.row, d.admitted, d.expanded) for d in q] for q in dh]
+        assert [[(d.pick.row, d.admitted, d.expanded) for d in q] for q in dv] == [
+            [(d.pick.row, d.admitted, d.expanded) for d in q] for q in dh
+        ]
         assert max(abs(a.drop - b.drop) for qa, qb in zip(dv, dh) for a, b in zip(qa, qb)) < 2 * TOL
         assert cv == ch  # same calls and tokens
         admitted = [d.admitted for q in dv for d in q]

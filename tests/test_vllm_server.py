@@ -21,7 +21,11 @@ pytestmark = pytest.mark.vllm
 
 TOL = 1e-4
 START_S = 300  # engine start on a shared 2-core machine: about 40-90 s
-PROMPTS = ["alice moved to lisbon in may and works as a nurse . where does alice live ?", "bob teaches maths", "the cat sat"]
+PROMPTS = [
+    "alice moved to lisbon in may and works as a nurse . where does alice live ?",
+    "bob teaches maths",
+    "the cat sat",
+]
 
 
 def _free_port() -> int:
@@ -49,8 +53,11 @@ def _stop(proc: subprocess.Popen, wait_s: float = 30.0) -> None:
 def server(tmp_path_factory):
     if os.environ.get("XMEM_REQUIRE_VLLM"):  # CI: a missing vLLM fails
         import vllm  # noqa: F401
-    pytest.importorskip("vllm", reason="vLLM is not installed here: run `bash scripts/setup-vllm.sh` and "
-                                       "`.venv-vllm/bin/python -m pytest -m vllm`")
+    pytest.importorskip(
+        "vllm",
+        reason="vLLM is not installed here: run `bash scripts/setup-vllm.sh` and "
+        "`.venv-vllm/bin/python -m pytest -m vllm`",
+    )
     from vllm_tiny import make_vllm_llama
 
     model = make_vllm_llama(tmp_path_factory.mktemp("vllm-serve-llama"))
@@ -59,9 +66,28 @@ def server(tmp_path_factory):
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
     # `vllm serve`'s entry point; the `vllm` console script asks for the `vllm` distribution's version,
     # which vllm-cpu does not provide
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--max-model-len", "512", "--max-logprobs", "20", "--enforce-eager", "--gpu-memory-utilization", "0.3",
-           "--served-model-name", "tiny"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "512",
+        "--max-logprobs",
+        "20",
+        "--enforce-eager",
+        "--gpu-memory-utilization",
+        "0.3",
+        "--served-model-name",
+        "tiny",
+    ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
@@ -137,11 +163,16 @@ def test_openai_reader_real_logprobs_agree_with_hf(server):
     r = load_reader(f"openai:{url}#tiny", tokenizer=str(model), logprobs=5, timeout=60)
     h = HFReader(model)
     for kind in ("mean_nll", "entropy"):
-        got, want = r.uncertainty(PROMPTS, n_tokens=6, kind=kind), h.uncertainty(PROMPTS, n_tokens=6, kind=kind)
+        got, want = (
+            r.uncertainty(PROMPTS, n_tokens=6, kind=kind),
+            h.uncertainty(PROMPTS, n_tokens=6, kind=kind),
+        )
         for a, b in zip(got, want):
             assert a.token_ids == b.token_ids and a.prompt_tokens == b.prompt_tokens
             assert max(abs(x - y) for x, y in zip(a.token_logprob, b.token_logprob)) < TOL
-            assert all(x >= y - 1e-6 for x, y in zip(a.token_entropy, b.token_entropy))  # top-5 estimate: upper bound
+            assert all(
+                x >= y - 1e-6 for x, y in zip(a.token_entropy, b.token_entropy)
+            )  # top-5 estimate: upper bound
             assert a.estimated == (kind == "entropy")
             if kind == "mean_nll":
                 assert a.value == pytest.approx(b.value, abs=TOL)
@@ -159,8 +190,16 @@ def test_timeout_and_retry_against_the_real_server(server):
     proxy = StallingProxy(port, stall=1)
     try:
         # 10 s: long enough that the forwarded attempt answers in time on a loaded 2-core machine (3 s was not)
-        r = load_reader(f"openai:http://127.0.0.1:{proxy.port}/v1#tiny", tokenizer=str(model), logprobs=3, timeout=10.0,
-                        retries=2, backoff=0.05, concurrency=1, batch_size=8)
+        r = load_reader(
+            f"openai:http://127.0.0.1:{proxy.port}/v1#tiny",
+            tokenizer=str(model),
+            logprobs=3,
+            timeout=10.0,
+            retries=2,
+            backoff=0.05,
+            concurrency=1,
+            batch_size=8,
+        )
         t0 = time.monotonic()
         us = r.uncertainty(PROMPTS, n_tokens=4, kind="mean_nll")
         assert time.monotonic() - t0 >= 10.0  # the first attempt waited out its timeout
@@ -171,8 +210,13 @@ def test_timeout_and_retry_against_the_real_server(server):
     # by the tiny model's answer in one CI run): the error names the URL, the attempts and the reason
     proxy = StallingProxy(port, stall=2)
     try:
-        r = load_reader(f"openai:http://127.0.0.1:{proxy.port}/v1#tiny", tokenizer=str(model), timeout=0.3, retries=1,
-                        backoff=0.01)
+        r = load_reader(
+            f"openai:http://127.0.0.1:{proxy.port}/v1#tiny",
+            tokenizer=str(model),
+            timeout=0.3,
+            retries=1,
+            backoff=0.01,
+        )
         with pytest.raises(ReaderHTTPError, match=r"127\.0\.0\.1.*after 2 attempts.*timed out"):
             r.uncertainty(PROMPTS[:1], n_tokens=2)
         assert proxy.accepted == 2

@@ -45,13 +45,19 @@ class _Req:
         return base_path + self.path + ("?" + urllib.parse.urlencode(q) if q else "")
 
     def data(self) -> bytes | None:
-        return None if self.body is None else json.dumps({k: v for k, v in self.body.items() if v is not None}).encode()
+        return (
+            None
+            if self.body is None
+            else json.dumps({k: v for k, v in self.body.items() if v is not None}).encode()
+        )
 
 
 def _answer(req: _Req, status: int, content_type: str, raw: bytes, location: str | None) -> Any:
     """The method's value from an HTTP answer, or the ``ServiceError`` it is."""
     if 300 <= status < 400:
-        raise ServiceError(status, f"redirect to {location!r} not followed (the client sends its key only to base_url)")
+        raise ServiceError(
+            status, f"redirect to {location!r} not followed (the client sends its key only to base_url)"
+        )
     if status >= 400:
         try:
             detail = json.loads(raw).get("detail", "")
@@ -79,16 +85,38 @@ class _Requests:
 
     @staticmethod
     def add(messages: list[dict], scope: dict, metadata: dict | None, user_name: str | None) -> _Req:
-        return _Req("POST", "/v1/memories", {"messages": messages, **scope, "metadata": metadata, "user_name": user_name},
-                    field="ids")
+        return _Req(
+            "POST",
+            "/v1/memories",
+            {"messages": messages, **scope, "metadata": metadata, "user_name": user_name},
+            field="ids",
+        )
 
     @staticmethod
-    def search(query_or_queries: str | list[str], scope: dict, strategy: str, budget_tokens: int | None,
-               limit: int | None, threshold: float | None, filters: dict | None) -> _Req:
+    def search(
+        query_or_queries: str | list[str],
+        scope: dict,
+        strategy: str,
+        budget_tokens: int | None,
+        limit: int | None,
+        threshold: float | None,
+        filters: dict | None,
+    ) -> _Req:
         key = "query" if isinstance(query_or_queries, str) else "queries"
-        return _Req("POST", "/v1/search", {key: query_or_queries if key == "query" else list(query_or_queries),
-                                           **scope, "strategy": strategy, "budget_tokens": budget_tokens,
-                                           "limit": limit, "threshold": threshold, "filters": filters}, field="results")
+        return _Req(
+            "POST",
+            "/v1/search",
+            {
+                key: query_or_queries if key == "query" else list(query_or_queries),
+                **scope,
+                "strategy": strategy,
+                "budget_tokens": budget_tokens,
+                "limit": limit,
+                "threshold": threshold,
+                "filters": filters,
+            },
+            field="results",
+        )
 
     @staticmethod
     def update(unit_id: str, text: str, scope: dict) -> _Req:
@@ -115,45 +143,95 @@ class MemoryClient:
             with self._opener.open(r, timeout=self.timeout) as resp:
                 return _answer(req, resp.status, resp.headers.get_content_type(), resp.read(), None)
         except urllib.error.HTTPError as exc:
-            return _answer(req, exc.code, exc.headers.get_content_type(), exc.read(), exc.headers.get("Location"))
+            return _answer(
+                req, exc.code, exc.headers.get_content_type(), exc.read(), exc.headers.get("Location")
+            )
 
-    def add(self, messages: list[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-            metadata: dict | None = None, user_name: str | None = None) -> list[str]:
+    def add(
+        self,
+        messages: list[dict],
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: dict | None = None,
+        user_name: str | None = None,
+    ) -> list[str]:
         return self._call(_Requests.add(messages, _scope(user_id, agent_id, run_id), metadata, user_name))
 
     def add_batch(self, items: list[dict]) -> list[list[str]]:
         return self._call(_Req("POST", "/v1/memories/batch", {"items": items}, field="ids"))
 
-    def search(self, query_or_queries: str | list[str], *, user_id: str, agent_id: str | None = None,
-               run_id: str | None = None, strategy: str = "xmemory", budget_tokens: int | None = None,
-               limit: int | None = None, threshold: float | None = None, filters: dict | None = None) -> list[dict]:
-        return self._call(_Requests.search(query_or_queries, _scope(user_id, agent_id, run_id), strategy, budget_tokens,
-                                           limit, threshold, filters))
+    def search(
+        self,
+        query_or_queries: str | list[str],
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        strategy: str = "xmemory",
+        budget_tokens: int | None = None,
+        limit: int | None = None,
+        threshold: float | None = None,
+        filters: dict | None = None,
+    ) -> list[dict]:
+        return self._call(
+            _Requests.search(
+                query_or_queries,
+                _scope(user_id, agent_id, run_id),
+                strategy,
+                budget_tokens,
+                limit,
+                threshold,
+                filters,
+            )
+        )
 
-    def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-                filters: dict | None = None) -> list[dict]:
-        return self._call(_Req("GET", "/v1/memories", params={**_scope(user_id, agent_id, run_id),
-                                                              "filters": _filters(filters)}, field="units"))
+    def get_all(
+        self,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        filters: dict | None = None,
+    ) -> list[dict]:
+        return self._call(
+            _Req(
+                "GET",
+                "/v1/memories",
+                params={**_scope(user_id, agent_id, run_id), "filters": _filters(filters)},
+                field="units",
+            )
+        )
 
-    def get(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> dict:
+    def get(
+        self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> dict:
         return self._call(_Req("GET", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
-    def update(self, unit_id: str, text: str, *, user_id: str, agent_id: str | None = None,
-               run_id: str | None = None) -> dict:
+    def update(
+        self, unit_id: str, text: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> dict:
         return self._call(_Requests.update(unit_id, text, _scope(user_id, agent_id, run_id)))
 
-    def delete(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> None:
+    def delete(
+        self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> None:
         self._call(_Req("DELETE", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
     def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
-        return self._call(_Req("DELETE", "/v1/memories", params=_scope(user_id, agent_id, run_id), field="deleted_messages"))
+        return self._call(
+            _Req("DELETE", "/v1/memories", params=_scope(user_id, agent_id, run_id), field="deleted_messages")
+        )
 
     def reset(self) -> int:
         """Delete every memory of the store (a key of every scope); returns the number of memories deleted."""
         return self._call(_Req("POST", "/v1/reset", field="deleted_memories"))
 
     def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
-        return self._call(_Req("GET", "/v1/history", params=_scope(user_id, agent_id, run_id), field="history"))
+        return self._call(
+            _Req("GET", "/v1/history", params=_scope(user_id, agent_id, run_id), field="history")
+        )
 
     def health(self) -> dict:
         return self._call(_Req("GET", "/health"))
@@ -165,8 +243,9 @@ class MemoryClient:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Every redirect answered as the error it is, never followed with the key."""
 
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> None:
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
         return None
 
 
@@ -190,18 +269,26 @@ class AsyncMemoryClient:
         try:
             return await asyncio.wait_for(self._exchange(req), self.timeout)
         except asyncio.TimeoutError:
-            raise TimeoutError(f"{req.method} {self.base}{req.path}: no answer within {self.timeout} s") from None
+            raise TimeoutError(
+                f"{req.method} {self.base}{req.path}: no answer within {self.timeout} s"
+            ) from None
 
     async def _exchange(self, req: _Req) -> Any:
         data = req.data() or b""
-        head = [f"{req.method} {req.target(self._path)} HTTP/1.1", f"Host: {self._netloc}", "Connection: close",
-                "Accept: application/json", f"Content-Length: {len(data)}"]
+        head = [
+            f"{req.method} {req.target(self._path)} HTTP/1.1",
+            f"Host: {self._netloc}",
+            "Connection: close",
+            "Accept: application/json",
+            f"Content-Length: {len(data)}",
+        ]
         if req.body is not None:
             head.append("Content-Type: application/json")
         if self.api_key:
             head.append(f"Authorization: Bearer {self.api_key}")
-        reader, writer = await asyncio.open_connection(self._host, self._port,
-                                                       ssl=ssl.create_default_context() if self._tls else None)
+        reader, writer = await asyncio.open_connection(
+            self._host, self._port, ssl=ssl.create_default_context() if self._tls else None
+        )
         try:
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
             await writer.drain()
@@ -212,44 +299,97 @@ class AsyncMemoryClient:
         ctype = headers.get("content-type", "").split(";")[0].strip().lower()
         return _answer(req, status, ctype, raw, headers.get("location"))
 
-    async def add(self, messages: list[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-                  metadata: dict | None = None, user_name: str | None = None) -> list[str]:
-        return await self._call(_Requests.add(messages, _scope(user_id, agent_id, run_id), metadata, user_name))
+    async def add(
+        self,
+        messages: list[dict],
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: dict | None = None,
+        user_name: str | None = None,
+    ) -> list[str]:
+        return await self._call(
+            _Requests.add(messages, _scope(user_id, agent_id, run_id), metadata, user_name)
+        )
 
     async def add_batch(self, items: list[dict]) -> list[list[str]]:
         return await self._call(_Req("POST", "/v1/memories/batch", {"items": items}, field="ids"))
 
-    async def search(self, query_or_queries: str | list[str], *, user_id: str, agent_id: str | None = None,
-                     run_id: str | None = None, strategy: str = "xmemory", budget_tokens: int | None = None,
-                     limit: int | None = None, threshold: float | None = None, filters: dict | None = None) -> list[dict]:
-        return await self._call(_Requests.search(query_or_queries, _scope(user_id, agent_id, run_id), strategy,
-                                                 budget_tokens, limit, threshold, filters))
+    async def search(
+        self,
+        query_or_queries: str | list[str],
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        strategy: str = "xmemory",
+        budget_tokens: int | None = None,
+        limit: int | None = None,
+        threshold: float | None = None,
+        filters: dict | None = None,
+    ) -> list[dict]:
+        return await self._call(
+            _Requests.search(
+                query_or_queries,
+                _scope(user_id, agent_id, run_id),
+                strategy,
+                budget_tokens,
+                limit,
+                threshold,
+                filters,
+            )
+        )
 
-    async def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-                      filters: dict | None = None) -> list[dict]:
-        return await self._call(_Req("GET", "/v1/memories", params={**_scope(user_id, agent_id, run_id),
-                                                                    "filters": _filters(filters)}, field="units"))
+    async def get_all(
+        self,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        filters: dict | None = None,
+    ) -> list[dict]:
+        return await self._call(
+            _Req(
+                "GET",
+                "/v1/memories",
+                params={**_scope(user_id, agent_id, run_id), "filters": _filters(filters)},
+                field="units",
+            )
+        )
 
-    async def get(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> dict:
+    async def get(
+        self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> dict:
         return await self._call(_Req("GET", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
-    async def update(self, unit_id: str, text: str, *, user_id: str, agent_id: str | None = None,
-                     run_id: str | None = None) -> dict:
+    async def update(
+        self, unit_id: str, text: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> dict:
         return await self._call(_Requests.update(unit_id, text, _scope(user_id, agent_id, run_id)))
 
-    async def delete(self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> None:
+    async def delete(
+        self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> None:
         await self._call(_Req("DELETE", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
-    async def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
-        return await self._call(_Req("DELETE", "/v1/memories", params=_scope(user_id, agent_id, run_id),
-                                     field="deleted_messages"))
+    async def delete_all(
+        self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> int:
+        return await self._call(
+            _Req("DELETE", "/v1/memories", params=_scope(user_id, agent_id, run_id), field="deleted_messages")
+        )
 
     async def reset(self) -> int:
         """Delete every memory of the store (a key of every scope); returns the number of memories deleted."""
         return await self._call(_Req("POST", "/v1/reset", field="deleted_memories"))
 
-    async def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
-        return await self._call(_Req("GET", "/v1/history", params=_scope(user_id, agent_id, run_id), field="history"))
+    async def history(
+        self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[dict]:
+        return await self._call(
+            _Req("GET", "/v1/history", params=_scope(user_id, agent_id, run_id), field="history")
+        )
 
     async def health(self) -> dict:
         return await self._call(_Req("GET", "/health"))

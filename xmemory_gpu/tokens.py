@@ -60,8 +60,11 @@ def _splits_at_whitespace(tok) -> bool:
     norm = tok.normalizer
     norms = [] if norm is None else (list(norm) if type(norm).__name__ == "Sequence" else [norm])
     added = [t.content for t in tok.get_added_tokens_decoder().values()]
-    return (pre in _ADDITIVE_PRE and all(type(n).__name__ in _CHAR_LOCAL_NORM for n in norms)
-            and not any(any(c.isspace() for c in a) for a in added))
+    return (
+        pre in _ADDITIVE_PRE
+        and all(type(n).__name__ in _CHAR_LOCAL_NORM for n in norms)
+        and not any(any(c.isspace() for c in a) for a in added)
+    )
 
 
 @functools.lru_cache(maxsize=1)

@@ -35,9 +35,23 @@ _BUILT = re.compile(r"built \d+ memories.*?([0-9.]+) s$", re.M)
 
 def build(data: Path, out: Path, backend: str, embedder: str) -> dict[str, Any]:
     """One ``xmemory build`` in a fresh process: {stage: s, 'build': s, 'wall': s}."""
-    cmd = [sys.executable, "-c", "import sys; from xmemory_gpu.cli import main; sys.exit(main(sys.argv[1:]))",
-           "build", str(data), "--out", str(out), "--embedder", embedder, "--backend", backend, "--no-progress"]
-    t0 = time.perf_counter()  # run outside any source tree, so the installed package (its compiled modules) loads
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from xmemory_gpu.cli import main; sys.exit(main(sys.argv[1:]))",
+        "build",
+        str(data),
+        "--out",
+        str(out),
+        "--embedder",
+        embedder,
+        "--backend",
+        backend,
+        "--no-progress",
+    ]
+    t0 = (
+        time.perf_counter()
+    )  # run outside any source tree, so the installed package (its compiled modules) loads
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=out.parent)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
@@ -53,7 +67,10 @@ def store_summary(path: Path) -> dict[str, tuple[str, dict]]:
 
     con = sqlite3.connect(f"file:{path}/memory.sqlite?mode=ro", uri=True)
     try:
-        return {m: (f, json.loads(s)) for m, f, s in con.execute("select memory_id, arrays_file, stats from memories")}
+        return {
+            m: (f, json.loads(s))
+            for m, f, s in con.execute("select memory_id, arrays_file, stats from memories")
+        }
     finally:
         con.close()
 
@@ -72,9 +89,14 @@ def compare_stores(a: dict[str, tuple[str, dict]], b: dict[str, tuple[str, dict]
             fp_same = max(fp_same, rel)
         else:
             fp_other = max(fp_other, rel)
-    return {"same_ids": set(a) == set(b), "memories": len(a), "same_bytes": sum(a[m][0] == b[m][0] for m in common),
-            "same_structure": same_structure, "max_rel_fP_same_structure": fp_same,
-            "max_rel_fP_other": fp_other}
+    return {
+        "same_ids": set(a) == set(b),
+        "memories": len(a),
+        "same_bytes": sum(a[m][0] == b[m][0] for m in common),
+        "same_structure": same_structure,
+        "max_rel_fP_same_structure": fp_same,
+        "max_rel_fP_other": fp_other,
+    }
 
 
 def device_kernel_ms(fn) -> float | None:
@@ -99,8 +121,15 @@ def unit_keys(res) -> list[tuple]:
     return [tuple((u.type, u.id) for u in r.units) for r in res]
 
 
-def search(store: Path, data: Path, backend: str, n_queries: int, repeat: int, budget: int | None,
-           reference: dict[str, list] | None) -> dict[str, Any]:
+def search(
+    store: Path,
+    data: Path,
+    backend: str,
+    n_queries: int,
+    repeat: int,
+    budget: int | None,
+    reference: dict[str, list] | None,
+) -> dict[str, Any]:
     from bench_search import load_batch
 
     from xmemory_gpu.retrieve import STRATEGIES
@@ -108,6 +137,7 @@ def search(store: Path, data: Path, backend: str, n_queries: int, repeat: int, b
     r, questions, mems, q_x = load_batch(str(store), str(data), backend=backend, n_queries=n_queries)
     rows, keys = {}, {}
     for strategy in STRATEGIES:
+
         def once(strategy=strategy):
             return r.search(questions, mems, strategy=strategy, budget_tokens=budget, query_x=q_x)
 
@@ -122,9 +152,12 @@ def search(store: Path, data: Path, backend: str, n_queries: int, repeat: int, b
         same = None
         if reference is not None and strategy in reference:
             same = sum(a == b for a, b in zip(keys[strategy], reference[strategy])) / len(questions)
-        rows[strategy] = {"host_ms_per_query_median": statistics.median(times), "host_ms_per_query_min": min(times),
-                          "kernel_ms_per_query": None if kern is None else kern / len(questions),
-                          "same_units_as_first": same}
+        rows[strategy] = {
+            "host_ms_per_query_median": statistics.median(times),
+            "host_ms_per_query_min": min(times),
+            "kernel_ms_per_query": None if kern is None else kern / len(questions),
+            "same_units_as_first": same,
+        }
         print(f"search {backend:6s} {strategy:12s} {rows[strategy]}", flush=True)
     return {"queries": len(questions), "rows": rows, "keys": keys}
 
@@ -135,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--embedder", default="hashing:384")
-    ap.add_argument("--backends", default="cpu,cuda", help="the first is the reference for store and unit equality")
+    ap.add_argument(
+        "--backends", default="cpu,cuda", help="the first is the reference for store and unit equality"
+    )
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--budget", type=int, default=600)
@@ -147,8 +182,13 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    res: dict[str, Any] = {"synthetic": args.synthetic, "seed": args.seed, "embedder": args.embedder,
-                           "builds": {}, "search": {}}
+    res: dict[str, Any] = {
+        "synthetic": args.synthetic,
+        "seed": args.seed,
+        "embedder": args.embedder,
+        "builds": {},
+        "search": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         data = write_json(generate_conversations(args.synthetic, seed=args.seed), Path(tmp) / "synth.json")
         ref_keys = None
@@ -177,20 +217,34 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown(res: dict[str, Any]) -> str:
-    lines = [f"End to end: {res['synthetic']} synthetic conversations (seed {res['seed']}), {res['embedder']}.", "",
-             "| backend | build s | stages (s) | store against the first backend's |", "|---|---|---|---|"]
+    lines = [
+        f"End to end: {res['synthetic']} synthetic conversations (seed {res['seed']}), {res['embedder']}.",
+        "",
+        "| backend | build s | stages (s) | store against the first backend's |",
+        "|---|---|---|---|",
+    ]
     for b, v in res["builds"].items():
-        st = ", ".join(f"{k} {x:.2f}" for k, x in v.items() if k not in ("build", "wall", "vs_first", "error")
-                       and isinstance(x, float))
-        lines.append(f"| {b} | {v.get('build', float('nan')):.2f} | {st} | {v.get('vs_first', v.get('error'))} |")
-    lines += ["", "| backend | strategy | queries | host ms/query (median, min) | kernel ms/query | same units as first |",
-              "|---|---|---|---|---|---|"]
+        st = ", ".join(
+            f"{k} {x:.2f}"
+            for k, x in v.items()
+            if k not in ("build", "wall", "vs_first", "error") and isinstance(x, float)
+        )
+        lines.append(
+            f"| {b} | {v.get('build', float('nan')):.2f} | {st} | {v.get('vs_first', v.get('error'))} |"
+        )
+    lines += [
+        "",
+        "| backend | strategy | queries | host ms/query (median, min) | kernel ms/query | same units as first |",
+        "|---|---|---|---|---|---|",
+    ]
     for b, s in res["search"].items():
         for strat, row in s["rows"].items():
             k = row["kernel_ms_per_query"]
-            lines.append(f"| {b} | {strat} | {s['queries']} | {row['host_ms_per_query_median']:.4f}, "
-                         f"{row['host_ms_per_query_min']:.4f} | {'-' if k is None else f'{k:.5f}'} | "
-                         f"{row['same_units_as_first']} |")
+            lines.append(
+                f"| {b} | {strat} | {s['queries']} | {row['host_ms_per_query_median']:.4f}, "
+                f"{row['host_ms_per_query_min']:.4f} | {'-' if k is None else f'{k:.5f}'} | "
+                f"{row['same_units_as_first']} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -66,19 +66,35 @@ def main(argv: list[str] | None = None) -> int:
         w = wall_ms(fn, args.reps, sync)
         k = device_kernel_ms(fn) if cuda and impl.split()[0] in gpu else None
         rows.append({"op": op, "case": case, "impl": impl, "wall_ms": w, "kernel_ms": k})
-        print(f"{op:18s} {impl:34s} wall {w:9.3f} ms  kernels {k if k is None else round(k, 3)} ms", flush=True)
+        print(
+            f"{op:18s} {impl:34s} wall {w:9.3f} ms  kernels {k if k is None else round(k, 3)} ms", flush=True
+        )
 
     n_q = 8 if args.dry_run else 10_000
     sizes = ragged_sizes(rng, n_q, 40 if not args.dry_run else 5, 500 if not args.dry_run else 30, edge=False)
     off, idx, w, rel = random_problem(rng, sizes, 10)
     case = f"{n_q} queries x 40-500 candidates, k=10, budget 20"
-    row("coverage_select", case, "input validation alone", lambda: coverage_inputs(off, idx, w, rel, 0.7, 20, 1.0, "count"))
+    row(
+        "coverage_select",
+        case,
+        "input validation alone",
+        lambda: coverage_inputs(off, idx, w, rel, 0.7, 20, 1.0, "count"),
+    )
     for b in gpu + ["cpu"]:
-        row("coverage_select", case, f"{b} host inputs", lambda b=b: coverage_select(off, idx, w, rel, budget=20, backend=b))
+        row(
+            "coverage_select",
+            case,
+            f"{b} host inputs",
+            lambda b=b: coverage_select(off, idx, w, rel, budget=20, backend=b),
+        )
     idx_t, w_t, rel_t = (torch.from_numpy(a).to(dev) for a in (idx, w, rel))
     for b in gpu:
-        row("coverage_select", case, f"{b} device inputs",
-            lambda b=b: coverage_select(off, idx_t, w_t, rel_t, budget=20, backend=b))
+        row(
+            "coverage_select",
+            case,
+            f"{b} device inputs",
+            lambda b=b: coverage_select(off, idx_t, w_t, rel_t, budget=20, backend=b),
+        )
 
     n_mem, nodes, themes = (3, 40, 6) if args.dry_run else (10_000, 100, 16)
     x, lab, poff = random_partition(rng, [nodes] * n_mem, [themes] * n_mem, 384 if not args.dry_run else 16)
@@ -86,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     cands = random_candidates(rng, state, 10)
     case = f"{cands.n} candidates over {n_mem} memories x {nodes} nodes x {themes} themes"
     for b in gpu + ["cpu"]:
-        row("score_candidates", case, f"{b} host state", lambda b=b: score_candidates(state, cands, backend=b))
+        row(
+            "score_candidates", case, f"{b} host state", lambda b=b: score_candidates(state, cands, backend=b)
+        )
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -47,8 +47,14 @@ FAMILY_TESTS = {  # pytest files whose failures block validating a family's ops
     "coverage": ("test_coverage.py", "test_dispatch.py"),
     "entropy": ("test_entropy.py", "test_dispatch.py"),
 }
-FAMILY = {"knn_graph": "knn", "knn_search": "knn", "partition_objective": "objective", "score_candidates": "objective",
-          "coverage_select": "coverage", "token_entropy_logprob": "entropy"}
+FAMILY = {
+    "knn_graph": "knn",
+    "knn_search": "knn",
+    "partition_objective": "objective",
+    "score_candidates": "objective",
+    "coverage_select": "coverage",
+    "token_entropy_logprob": "entropy",
+}
 
 
 # ---- timing and peaks --------------------------------------------------------------------------
@@ -91,9 +97,11 @@ def measure_peaks(torch: Any, dev: Any, timer: Timer, dry: bool) -> dict[str, fl
     dst = torch.empty_like(src)
     ms = timer.ms(lambda: dst.copy_(src))
     peaks = {"bandwidth_GBps": 2 * src.numel() * 4 / ms / 1e6}
-    for name, dtype, n, tf32 in (("fp32_TFLOPs", torch.float32, 256 if dry else 8192, False),
-                                 ("tf32_TFLOPs", torch.float32, 256 if dry else 8192, True),
-                                 ("fp64_TFLOPs", torch.float64, 128 if dry else 4096, False)):
+    for name, dtype, n, tf32 in (
+        ("fp32_TFLOPs", torch.float32, 256 if dry else 8192, False),
+        ("tf32_TFLOPs", torch.float32, 256 if dry else 8192, True),
+        ("fp64_TFLOPs", torch.float64, 128 if dry else 4096, False),
+    ):
         x = torch.randn(n, n, device=dev, dtype=dtype)
         ms = timer.ms(lambda x=x, tf32=tf32: _tf32(torch, lambda: x @ x, tf32))
         peaks[name] = 2 * n**3 / ms / 1e9
@@ -154,25 +162,54 @@ class Runner:
         except Exception as exc:  # a failed check is recorded, never fatal
             info, ok, err = {}, False, f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
-        self.checks.append({"op": op, "backend": backend, "passed": ok, "error": err[:500],
-                            "seconds": round(time.perf_counter() - t0, 2), **info})
+        self.checks.append(
+            {
+                "op": op,
+                "backend": backend,
+                "passed": ok,
+                "error": err[:500],
+                "seconds": round(time.perf_counter() - t0, 2),
+                **info,
+            }
+        )
         print(f"check {op:22s} {backend:7s} {'ok' if ok else 'FAILED ' + err[:200]}", flush=True)
 
-    def add_bench(self, op: str, case: str, impl: str, fn: Callable[[], object], *, nbytes: float, flops: float,
-                  peak_flops_key: str, slow: bool = False) -> None:
+    def add_bench(
+        self,
+        op: str,
+        case: str,
+        impl: str,
+        fn: Callable[[], object],
+        *,
+        nbytes: float,
+        flops: float,
+        peak_flops_key: str,
+        slow: bool = False,
+    ) -> None:
         try:
             ms = (self.slow_timer if slow else self.timer).ms(fn)
         except Exception as exc:
             print(f"bench {op} {impl}: FAILED {type(exc).__name__}: {exc}", flush=True)
-            self.bench.append({"op": op, "case": case, "impl": impl, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            self.bench.append(
+                {"op": op, "case": case, "impl": impl, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            )
             return
         bw = self.peaks["bandwidth_GBps"] * 1e6  # bytes per ms
         fl = self.peaks[peak_flops_key] * 1e9  # flops per ms
         floor = max(nbytes / bw, flops / fl if flops else 0.0)
-        row = {"op": op, "case": case, "impl": impl, "median_ms": ms, "bytes": nbytes, "flops": flops,
-               "GBps": nbytes / ms / 1e6, "TFLOPs": flops / ms / 1e9 if flops else None, "floor_ms": floor,
-               "roofline_fraction": floor / ms if ms > 0 else None,
-               "bound": "memory" if nbytes / bw >= (flops / fl if flops else 0.0) else "compute"}
+        row = {
+            "op": op,
+            "case": case,
+            "impl": impl,
+            "median_ms": ms,
+            "bytes": nbytes,
+            "flops": flops,
+            "GBps": nbytes / ms / 1e6,
+            "TFLOPs": flops / ms / 1e9 if flops else None,
+            "floor_ms": floor,
+            "roofline_fraction": floor / ms if ms > 0 else None,
+            "bound": "memory" if nbytes / bw >= (flops / fl if flops else 0.0) else "compute",
+        }
         self.bench.append(row)
         print(f"bench {op:22s} {impl:28s} {ms:9.3f} ms  floor {floor:8.3f} ms", flush=True)
 
@@ -184,6 +221,7 @@ class Runner:
         from xmemory_gpu.ops.knn import knn_graph, knn_search
 
         for b in self.gpu_backends(implemented_backends("knn_graph")):
+
             def graph_check(b=b) -> dict[str, Any]:
                 for k, d in ((1, 24), (10, 37)):
                     sizes = ragged_sizes(self.rng, 8, 3, 40 if self.dry else 300)
@@ -191,7 +229,9 @@ class Runner:
                     x = self.rng.standard_normal((int(off[-1]), d)).astype(np.float32)
                     x[5] = x[6]  # duplicates: ties go to the lower row id
                     idx, sim = knn_graph(self.t(x), off, k, backend=b)
-                    check_knn(x, off, x, off, k, idx.cpu().numpy(), sim.cpu().numpy(), self_excluded=True, tol=1e-4)
+                    check_knn(
+                        x, off, x, off, k, idx.cpu().numpy(), sim.cpu().numpy(), self_excluded=True, tol=1e-4
+                    )
                 return {}
 
             def search_check(b=b) -> dict[str, Any]:
@@ -202,7 +242,9 @@ class Runner:
                 q = self.rng.standard_normal((int(qo[-1]), 19)).astype(np.float32)
                 x = self.rng.standard_normal((int(xo[-1]), 19)).astype(np.float32)
                 idx, sim = knn_search(self.t(q), qo, self.t(x), xo, 7, backend=b)
-                check_knn(q, qo, x, xo, 7, idx.cpu().numpy(), sim.cpu().numpy(), self_excluded=False, tol=1e-4)
+                check_knn(
+                    q, qo, x, xo, 7, idx.cpu().numpy(), sim.cpu().numpy(), self_excluded=False, tol=1e-4
+                )
                 return {}
 
             self.check("knn_graph", b, graph_check)
@@ -211,7 +253,7 @@ class Runner:
         # bench: many segments, padded bmm + topk as the torch baseline
         torch = self.torch
         n_seg, lo, hi, k = (6, 20, 40, 10) if self.dry else (10_000, 200, 400, 10)
-        for d in ((16,) if self.dry else (384, 1536)):
+        for d in (16,) if self.dry else (384, 1536):
             sizes = np.asarray(ragged_sizes(self.rng, n_seg, lo, hi, edge=False))
             off = offsets(sizes.tolist())
             x = torch.randn(int(off[-1]), d, device=self.dev)
@@ -220,22 +262,55 @@ class Runner:
             nbytes = float(x.numel() * 4 + int(off[-1]) * k * 8)
             case = f"{n_seg} segments of {lo}-{hi} rows, d={d}, k={k}"
             for b in self.gpu_backends(implemented_backends("knn_graph")):
-                self.add_bench("knn_graph", case, f"{b} (ours)", lambda b=b, x=x, off=off: knn_graph(x, off, k, backend=b),
-                               nbytes=nbytes, flops=flops, peak_flops_key="fp32_TFLOPs")
+                self.add_bench(
+                    "knn_graph",
+                    case,
+                    f"{b} (ours)",
+                    lambda b=b, x=x, off=off: knn_graph(x, off, k, backend=b),
+                    nbytes=nbytes,
+                    flops=flops,
+                    peak_flops_key="fp32_TFLOPs",
+                )
             if "triton" in self.gpu_backends(implemented_backends("knn_graph")):
                 from xmemory_gpu.ops.knn import triton as knn_triton
 
-                self.add_bench("knn_graph", case, "triton tf32 (ours, input_precision='tf32')",
-                               lambda x=x, off=off: knn_triton.knn_graph(x, off, k, input_precision="tf32"),
-                               nbytes=nbytes, flops=flops, peak_flops_key="tf32_TFLOPs")
-            self.add_bench("knn_graph", case, "torch padded bmm + topk", lambda x=x, st=st: _padded_bmm_topk(torch, x, st, k),
-                           nbytes=nbytes, flops=flops, peak_flops_key="fp32_TFLOPs")
-            self.add_bench("knn_graph", case, "torch padded bmm + topk, tf32",
-                           lambda x=x, st=st: _tf32(torch, lambda: _padded_bmm_topk(torch, x, st, k)),
-                           nbytes=nbytes, flops=flops, peak_flops_key="tf32_TFLOPs")
-            self.add_bench("knn_graph", case, "torch per-conversation loop (mm + topk)",
-                           lambda x=x, off=off: _loop_topk(torch, x, off, k), nbytes=nbytes, flops=flops,
-                           peak_flops_key="fp32_TFLOPs", slow=True)
+                self.add_bench(
+                    "knn_graph",
+                    case,
+                    "triton tf32 (ours, input_precision='tf32')",
+                    lambda x=x, off=off: knn_triton.knn_graph(x, off, k, input_precision="tf32"),
+                    nbytes=nbytes,
+                    flops=flops,
+                    peak_flops_key="tf32_TFLOPs",
+                )
+            self.add_bench(
+                "knn_graph",
+                case,
+                "torch padded bmm + topk",
+                lambda x=x, st=st: _padded_bmm_topk(torch, x, st, k),
+                nbytes=nbytes,
+                flops=flops,
+                peak_flops_key="fp32_TFLOPs",
+            )
+            self.add_bench(
+                "knn_graph",
+                case,
+                "torch padded bmm + topk, tf32",
+                lambda x=x, st=st: _tf32(torch, lambda: _padded_bmm_topk(torch, x, st, k)),
+                nbytes=nbytes,
+                flops=flops,
+                peak_flops_key="tf32_TFLOPs",
+            )
+            self.add_bench(
+                "knn_graph",
+                case,
+                "torch per-conversation loop (mm + topk)",
+                lambda x=x, off=off: _loop_topk(torch, x, off, k),
+                nbytes=nbytes,
+                flops=flops,
+                peak_flops_key="fp32_TFLOPs",
+                slow=True,
+            )
             del x, st
             if self.cuda:
                 torch.cuda.empty_cache()
@@ -254,6 +329,7 @@ class Runner:
         from xmemory_gpu.ops.objective import reference as ref
 
         for b in self.gpu_backends(implemented_backends("partition_objective")):
+
             def part_check(b=b) -> dict[str, Any]:
                 sizes = [0, 1, 5, 40, 33, 12, 64] + ([] if self.dry else [300, 700])
                 themes = [1, 1, 5, 1, 12, 12, 64] + ([] if self.dry else [60, 90])
@@ -268,6 +344,7 @@ class Runner:
 
             self.check("partition_objective", b, part_check)
         for b in self.gpu_backends(implemented_backends("score_candidates")):
+
             def score_check(b=b) -> dict[str, Any]:
                 x, lab, off = random_partition(self.rng, [30, 2, 60, 9, 1, 25], [6, 2, 10, 9, 1, 1], 11)
                 state = PartitionState.from_labels(x, lab, off)
@@ -289,12 +366,24 @@ class Runner:
         nbytes = float(n * d * 4 + n * 8 + n_mem * 8)
         flops = float(n * d + n_mem * themes * themes * 2 * d)
         for b in self.gpu_backends(implemented_backends("partition_objective")):
-            self.add_bench("partition_objective", case, f"{b} (ours)",
-                           lambda b=b: partition_objective(xt, lt, off, backend=b), nbytes=nbytes, flops=flops,
-                           peak_flops_key="fp64_TFLOPs")
-        self.add_bench("partition_objective", case, "torch (segment sums + padded bmm)",
-                       lambda: _torch_objective(self.torch, xt, lt, off), nbytes=nbytes, flops=flops,
-                       peak_flops_key="fp64_TFLOPs")
+            self.add_bench(
+                "partition_objective",
+                case,
+                f"{b} (ours)",
+                lambda b=b: partition_objective(xt, lt, off, backend=b),
+                nbytes=nbytes,
+                flops=flops,
+                peak_flops_key="fp64_TFLOPs",
+            )
+        self.add_bench(
+            "partition_objective",
+            case,
+            "torch (segment sums + padded bmm)",
+            lambda: _torch_objective(self.torch, xt, lt, off),
+            nbytes=nbytes,
+            flops=flops,
+            peak_flops_key="fp64_TFLOPs",
+        )
         state = PartitionState.from_labels(x, lab, off)
         cands = random_candidates(self.rng, state, per)
         n_grp = np.diff(cands.add_offsets)
@@ -304,12 +393,25 @@ class Runner:
         c_flops = float(members * d + np.sum((kb + n_grp) * n_grp) * 2 * d)
         case = f"{cands.n} candidates over {case} (host to host)"
         for b in self.gpu_backends(implemented_backends("score_candidates")):
-            self.add_bench("score_candidates", case, f"{b} (ours)", lambda b=b: score_candidates(state, cands, backend=b),
-                           nbytes=c_bytes, flops=c_flops, peak_flops_key="fp64_TFLOPs")
+            self.add_bench(
+                "score_candidates",
+                case,
+                f"{b} (ours)",
+                lambda b=b: score_candidates(state, cands, backend=b),
+                nbytes=c_bytes,
+                flops=c_flops,
+                peak_flops_key="fp64_TFLOPs",
+            )
         if self.status["cpu"].available:
-            self.add_bench("score_candidates", case, "cpu C++ (baseline)",
-                           lambda: score_candidates(state, cands, backend="cpu"), nbytes=c_bytes, flops=c_flops,
-                           peak_flops_key="fp64_TFLOPs")
+            self.add_bench(
+                "score_candidates",
+                case,
+                "cpu C++ (baseline)",
+                lambda: score_candidates(state, cands, backend="cpu"),
+                nbytes=c_bytes,
+                flops=c_flops,
+                peak_flops_key="fp64_TFLOPs",
+            )
 
     # ---- coverage ----
     def coverage(self) -> None:
@@ -319,6 +421,7 @@ class Runner:
         from xmemory_gpu.ops.coverage import coverage_select
 
         for b in self.gpu_backends(implemented_backends("coverage_select")):
+
             def cov_check(b=b) -> dict[str, Any]:
                 sizes = ragged_sizes(self.rng, 10, 1, 60 if self.dry else 400)
                 off, idx, w, rel = random_problem(self.rng, sizes, 8)
@@ -339,13 +442,25 @@ class Runner:
         nbytes = float(m * k * 8 + m * 4 + n_q * 8)
         case = f"{n_q} queries x {lo}-{hi} candidates, k={k}, budget 20 (host to host)"
         for b in self.gpu_backends(implemented_backends("coverage_select")):
-            self.add_bench("coverage_select", case, f"{b} (ours)",
-                           lambda b=b: coverage_select(off, idx, w, rel, budget=20, backend=b), nbytes=nbytes,
-                           flops=0.0, peak_flops_key="fp32_TFLOPs")
+            self.add_bench(
+                "coverage_select",
+                case,
+                f"{b} (ours)",
+                lambda b=b: coverage_select(off, idx, w, rel, budget=20, backend=b),
+                nbytes=nbytes,
+                flops=0.0,
+                peak_flops_key="fp32_TFLOPs",
+            )
         if self.status["cpu"].available:
-            self.add_bench("coverage_select", case, "cpu C++ (baseline)",
-                           lambda: coverage_select(off, idx, w, rel, budget=20, backend="cpu"), nbytes=nbytes,
-                           flops=0.0, peak_flops_key="fp32_TFLOPs")
+            self.add_bench(
+                "coverage_select",
+                case,
+                "cpu C++ (baseline)",
+                lambda: coverage_select(off, idx, w, rel, budget=20, backend="cpu"),
+                nbytes=nbytes,
+                flops=0.0,
+                peak_flops_key="fp32_TFLOPs",
+            )
 
     # ---- entropy ----
     def entropy(self) -> None:
@@ -354,6 +469,7 @@ class Runner:
 
         torch = self.torch
         if self.status["triton"].available:
+
             def ent_check() -> dict[str, Any]:
                 for t_, v in ((1, 50), (37, 4097), (5, 300)):
                     z = torch.randn(t_, v, device=self.dev) * 4
@@ -363,25 +479,38 @@ class Runner:
                     zn = z.cpu().double().numpy()
                     zn[np.isneginf(zn)] = -1e30
                     np.testing.assert_allclose(e.cpu().numpy(), eref.token_entropy(zn), rtol=1e-5, atol=2e-5)
-                    np.testing.assert_allclose(lp.cpu().numpy(), eref.token_logprob(zn, ids.cpu().numpy()),
-                                               rtol=1e-5, atol=2e-5)
+                    np.testing.assert_allclose(
+                        lp.cpu().numpy(), eref.token_logprob(zn, ids.cpu().numpy()), rtol=1e-5, atol=2e-5
+                    )
                 return {}
 
             self.check("token_entropy_logprob", "triton", ent_check)
         t_, v = (8, 1000) if self.dry else (4096, 151_936)
-        for dtype in ((torch.float32,) if self.dry else (torch.bfloat16, torch.float32)):
+        for dtype in (torch.float32,) if self.dry else (torch.bfloat16, torch.float32):
             z = torch.randn(t_, v, device=self.dev, dtype=dtype) * 4
             ids = torch.randint(0, v, (t_,), device=self.dev)
             nbytes = float(z.numel() * z.element_size() + t_ * 16)
             case = f"T={t_}, V={v}, {str(dtype).replace('torch.', '')}"
             if self.status["triton"].available:
-                self.add_bench("token_entropy_logprob", case, "triton (ours)",
-                               lambda z=z, ids=ids: token_entropy_logprob(z, ids, backend="triton"), nbytes=nbytes,
-                               flops=float(4 * z.numel()), peak_flops_key="fp32_TFLOPs")
+                self.add_bench(
+                    "token_entropy_logprob",
+                    case,
+                    "triton (ours)",
+                    lambda z=z, ids=ids: token_entropy_logprob(z, ids, backend="triton"),
+                    nbytes=nbytes,
+                    flops=float(4 * z.numel()),
+                    peak_flops_key="fp32_TFLOPs",
+                )
             torch_path = "cuda" if self.cuda else "cpu"  # entropy's torch log_softmax, where the logits are
-            self.add_bench("token_entropy_logprob", case, "torch log_softmax + gather",
-                           lambda z=z, ids=ids, b=torch_path: token_entropy_logprob(z, ids, backend=b),
-                           nbytes=nbytes, flops=float(4 * z.numel()), peak_flops_key="fp32_TFLOPs")
+            self.add_bench(
+                "token_entropy_logprob",
+                case,
+                "torch log_softmax + gather",
+                lambda z=z, ids=ids, b=torch_path: token_entropy_logprob(z, ids, backend=b),
+                nbytes=nbytes,
+                flops=float(4 * z.numel()),
+                peak_flops_key="fp32_TFLOPs",
+            )
 
 
 def _tf32(torch: Any, fn: Callable[[], object], on: bool = True) -> object:
@@ -477,9 +606,15 @@ def git_commit() -> str:
     if os.environ.get("XMEM_COMMIT"):
         return os.environ["XMEM_COMMIT"]
     try:
-        c = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
+        c = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if c.returncode == 0:
             return c.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -502,23 +637,32 @@ def markdown(res: dict[str, Any]) -> str:
     for c in res["checks"]:
         v = next((e for e in res["validated"] if e["op"] == c["op"] and e["backend"] == c["backend"]), None)
         fam = res["family_tests"].get(FAMILY[c["op"]], "not run")
-        lines.append(f"| `{c['op']}` | {c['backend']} | {'pass' if c['passed'] else 'FAIL: ' + c['error'][:80]} | "
-                     f"{fam} | {'yes' if v and v['tests_passed'] else 'no'} |")
-    lines += ["", "| op | case | impl | median ms | GB/s | TFLOP/s | floor ms | of roofline |",
-              "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| `{c['op']}` | {c['backend']} | {'pass' if c['passed'] else 'FAIL: ' + c['error'][:80]} | "
+            f"{fam} | {'yes' if v and v['tests_passed'] else 'no'} |"
+        )
+    lines += [
+        "",
+        "| op | case | impl | median ms | GB/s | TFLOP/s | floor ms | of roofline |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for b in res["benchmarks"]:
         if "error" in b:
             lines.append(f"| `{b['op']}` | {b['case']} | {b['impl']} | failed: {b['error'][:60]} | | | | |")
             continue
         tf = f"{b['TFLOPs']:.2f}" if b["TFLOPs"] is not None else "-"
-        lines.append(f"| `{b['op']}` | {b['case']} | {b['impl']} | {b['median_ms']:.3f} | {b['GBps']:.1f} | {tf} | "
-                     f"{b['floor_ms']:.3f} ({b['bound']}) | {100 * (b['roofline_fraction'] or 0):.1f}% |")
+        lines.append(
+            f"| `{b['op']}` | {b['case']} | {b['impl']} | {b['median_ms']:.3f} | {b['GBps']:.1f} | {tf} | "
+            f"{b['floor_ms']:.3f} ({b['bound']}) | {100 * (b['roofline_fraction'] or 0):.1f}% |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dry-run", action="store_true", help="CPU + Triton interpreter, tiny sizes; validates nothing")
+    ap.add_argument(
+        "--dry-run", action="store_true", help="CPU + Triton interpreter, tiny sizes; validates nothing"
+    )
     ap.add_argument("--out", default="benchmarks/gpu/out")
     ap.add_argument("--junit", help="pytest junit XML of the GPU test run (failures block validation)")
     ap.add_argument("--pytest-summary", default="not run")
@@ -540,7 +684,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             r.checks.append({"op": f"{fam} (family)", "backend": "-", "passed": False, "error": "crashed"})
         print(f"-- {fam}: {time.perf_counter() - t0:.1f} s", flush=True)
-    device = r.torch.cuda.get_device_name() if r.cuda else f"CPU {platform.processor() or platform.machine()} (dry run)"
+    device = (
+        r.torch.cuda.get_device_name()
+        if r.cuda
+        else f"CPU {platform.processor() or platform.machine()} (dry run)"
+    )
     date = _dt.date.today().isoformat()
     commit = git_commit()
     junit = junit_failures(args.junit)
@@ -556,16 +704,40 @@ def main(argv: list[str] | None = None) -> int:
         if c["op"] not in FAMILY:
             continue
         # the path ``auto`` runs (not a variant such as triton's tf32 row)
-        ms = [b["median_ms"] for b in r.bench if b["op"] == c["op"] and b.get("impl") == f"{c['backend']} (ours)"
-              and "median_ms" in b]
+        ms = [
+            b["median_ms"]
+            for b in r.bench
+            if b["op"] == c["op"] and b.get("impl") == f"{c['backend']} (ours)" and "median_ms" in b
+        ]
         passed = bool(c["passed"] and fam_tests[FAMILY[c["op"]]] == "pass" and not r.dry)
-        validated.append({"op": c["op"], "backend": c["backend"], "device": device, "date": date, "commit": commit,
-                          "tests_passed": passed, "median_ms": min(ms) if ms else None,
-                          "note": "dry run: validates nothing" if r.dry else f"check seed {args.seed}"})
-    res = {"dry_run": r.dry, "device": device, "date": date, "commit": commit, "seed": args.seed,
-           "python": platform.python_version(), "torch": r.torch.__version__, "peaks": r.peaks,
-           "pytest_summary": args.pytest_summary, "family_tests": fam_tests, "checks": r.checks,
-           "benchmarks": r.bench, "validated": [] if r.dry else validated, "would_validate": validated}
+        validated.append(
+            {
+                "op": c["op"],
+                "backend": c["backend"],
+                "device": device,
+                "date": date,
+                "commit": commit,
+                "tests_passed": passed,
+                "median_ms": min(ms) if ms else None,
+                "note": "dry run: validates nothing" if r.dry else f"check seed {args.seed}",
+            }
+        )
+    res = {
+        "dry_run": r.dry,
+        "device": device,
+        "date": date,
+        "commit": commit,
+        "seed": args.seed,
+        "python": platform.python_version(),
+        "torch": r.torch.__version__,
+        "peaks": r.peaks,
+        "pytest_summary": args.pytest_summary,
+        "family_tests": fam_tests,
+        "checks": r.checks,
+        "benchmarks": r.bench,
+        "validated": [] if r.dry else validated,
+        "would_validate": validated,
+    }
     (out / "results.json").write_text(json.dumps(res, indent=2, default=float) + "\n")
     md = markdown(res)
     (out / "results.md").write_text(md)

@@ -27,7 +27,7 @@ def _pick_representatives(
     coverage_ratio: float = 1.0,
     alpha_coverage: float = 0.7,
 ) -> List[str]:
-    r'''
+    r"""
     Use `candidate_ids` plus adjacency information (with similarity scores) to perform **representative node selection via greedy coverage + node scoring**.
 
     ### Inputs
@@ -76,7 +76,7 @@ def _pick_representatives(
 
     * If `base_scores` is empty, use only edge similarities for coverage gain.
     * If `neighbor_map` is nearly empty, the method degenerates to **purely base-score-based top-k selection**.
-    '''
+    """
     """
     使用 candidate_ids + 邻接信息（带 sim） 做“贪心覆盖 + 节点打分”的代表节点选择：
 
@@ -153,8 +153,7 @@ def _pick_representatives(
 
     if s_max > s_min:
         base_scores_norm: Dict[str, float] = {
-            cid: (float(base_scores.get(cid, 0.0)) - s_min) / (s_max - s_min)
-            for cid in candidate_ids
+            cid: (float(base_scores.get(cid, 0.0)) - s_min) / (s_max - s_min) for cid in candidate_ids
         }
     else:
         # 所有分数一样，统一给个 0.5
@@ -230,10 +229,18 @@ def authors_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, targ
         ids = [str(i) for i in range(e - s)]
         nbr = {}
         for i in range(e - s):
-            nbr[ids[i]] = [(str(int(u)), float(w)) for u, w in zip(nbr_idx[s + i], nbr_w[s + i]) if int(u) >= 0]
+            nbr[ids[i]] = [
+                (str(int(u)), float(w)) for u, w in zip(nbr_idx[s + i], nbr_w[s + i]) if int(u) >= 0
+            ]
         base = {ids[i]: float(relevance[s + i]) for i in range(e - s)}
         budget = int(budgets[q])
-        reps = _pick_representatives(ids, nbr, base, max_representatives=budget, coverage_ratio=float(target),
-                                     alpha_coverage=float(alpha))
+        reps = _pick_representatives(
+            ids,
+            nbr,
+            base,
+            max_representatives=budget,
+            coverage_ratio=float(target),
+            alpha_coverage=float(alpha),
+        )
         out.append([int(r) for r in reps[: max(budget, 0)]])
     return out

@@ -66,5 +66,7 @@ def varied_problem(rng: np.random.Generator, n_queries: int, k: int, *, max_n: i
             wr = rng.integers(1, 9, k) / 8.0 if dyadic else rng.uniform(0.05, 1.0, k)
             idx[s + i] = np.where(has, row, -1)
             w[s + i] = np.where(has, wr, 0.0)
-    budgets = np.where(rng.random(n_queries) < 0.2, 10**6, rng.integers(0, max_n + 3, n_queries)).astype(np.int64)
+    budgets = np.where(rng.random(n_queries) < 0.2, 10**6, rng.integers(0, max_n + 3, n_queries)).astype(
+        np.int64
+    )
     return off, idx, w, rel, budgets

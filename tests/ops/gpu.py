@@ -32,8 +32,9 @@ def has_triton() -> bool:
 
 
 requires_cuda = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
-requires_cuda_module = pytest.mark.skipif(cuda_module() is None,
-                                          reason="xmemory_gpu._cuda not built (no nvcc at build time)")
+requires_cuda_module = pytest.mark.skipif(
+    cuda_module() is None, reason="xmemory_gpu._cuda not built (no nvcc at build time)"
+)
 requires_triton = pytest.mark.skipif(not has_triton(), reason="needs torch and triton")
 
 
@@ -42,7 +43,18 @@ class FakeCuda:
     pointing at a fake device address: the bindings' C++ checks read only the interface, so a
     well-formed one passes them and the launch then fails (no GPU), a malformed one is refused."""
 
-    def __init__(self, shape: tuple[int, ...], typestr: str, *, strides: tuple[int, ...] | None = None,
-                 ptr: int = 1 << 30):
-        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False),
-                                         "strides": strides, "version": 3}
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        typestr: str,
+        *,
+        strides: tuple[int, ...] | None = None,
+        ptr: int = 1 << 30,
+    ):
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+        }

@@ -43,7 +43,9 @@ def spherical_kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int
                 new[j] = row_sum_in_order(members)
         norms = row_norms(new, keepdims=True)
         new = np.divide(new, norms, out=c.copy(), where=norms > 0)
-        if np.all(np.abs(new - c) <= 1e-8 + 1e-5 * np.abs(c)):  # np.allclose(new, c) for finite input, without its overhead
+        if np.all(
+            np.abs(new - c) <= 1e-8 + 1e-5 * np.abs(c)
+        ):  # np.allclose(new, c) for finite input, without its overhead
             break
         c = new
     return labels
@@ -69,7 +71,13 @@ def connected_components(x: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def split_proposals(
-    x, members_offsets, *, ks: tuple[int, ...] = (2, 3, 4), n_init: int = 4, seed: int = 0, cc_threshold: float = 0.5
+    x,
+    members_offsets,
+    *,
+    ks: tuple[int, ...] = (2, 3, 4),
+    n_init: int = 4,
+    seed: int = 0,
+    cc_threshold: float = 0.5,
 ) -> list[list[np.ndarray]]:
     """For each theme (rows ``members_offsets[t]:members_offsets[t+1]`` of x), distinct candidate
     label arrays [n_t] with values 0..k-1, every value used."""

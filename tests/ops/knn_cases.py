@@ -18,7 +18,9 @@ GRAPH_BACKENDS = host_backends("knn_graph")
 SEARCH_BACKENDS = host_backends("knn_search")
 
 
-def ragged(rng: np.random.Generator, sizes: list[int], d: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+def ragged(
+    rng: np.random.Generator, sizes: list[int], d: int, dtype=np.float32
+) -> tuple[np.ndarray, np.ndarray]:
     """Random rows for segments of the given sizes -> x [N, d], offsets [B+1] int64."""
     off = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=off[1:])
@@ -29,7 +31,9 @@ def segment_sizes(rng: np.random.Generator, b: int, lo: int, hi: int) -> list[in
     return [int(s) for s in rng.integers(lo, hi + 1, size=b)]
 
 
-def check_knn(q, q_off, x, x_off, k, idx, sim, *, self_excluded: bool, drop_nonpositive: bool = False, tol: float = 2e-3):
+def check_knn(
+    q, q_off, x, x_off, k, idx, sim, *, self_excluded: bool, drop_nonpositive: bool = False, tol: float = 2e-3
+):
     """Tie-robust comparison with the float64 oracle.
 
     Per query row: the returned ids are distinct rows of the same segment (not itself when
@@ -60,7 +64,9 @@ def check_knn(q, q_off, x, x_off, k, idx, sim, *, self_excluded: bool, drop_nonp
             assert np.all((ids >= xs) & (ids < xe)), f"row {r}: neighbour outside segment {b}"
             if self_excluded:
                 assert r not in ids, f"row {r}: self returned"
-            np.testing.assert_allclose(got_s[:m], xn[ids] @ qn[r], atol=tol, err_msg=f"row {r}: sims do not match ids")
+            np.testing.assert_allclose(
+                got_s[:m], xn[ids] @ qn[r], atol=tol, err_msg=f"row {r}: sims do not match ids"
+            )
             np.testing.assert_allclose(got_s[:m], want, atol=tol, err_msg=f"row {r}: not the top-{k} values")
             assert np.all(np.diff(got_s[:m]) <= tol), f"row {r}: not sorted descending"
 

@@ -9,7 +9,9 @@ import numpy as np
 ENCODER_LAYERS = ((384, 384), (384, 1536), (1536, 384))
 
 
-def layer(rng: np.random.Generator, k: int, n: int, bias: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+def layer(
+    rng: np.random.Generator, k: int, n: int, bias: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
     """(weight [n, k], bias [n] or None) float32 at a trained layer's scale (std ~ 1 / sqrt(k))."""
     w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
     return w, (rng.standard_normal(n).astype(np.float32) * 0.1 if bias else None)

@@ -40,7 +40,9 @@ def random_candidates(rng: np.random.Generator, state: PartitionState, per_memor
                 cuts = np.sort(rng.choice(np.arange(1, mem.size), size=parts - 1, replace=False))
                 items.append((b, [int(state.theme_label[t])], np.split(mem, cuts)))
             elif te - ts >= 2:
-                ts_pick = rng.choice(np.arange(ts, te), size=min(te - ts, int(rng.integers(2, 4))), replace=False)
+                ts_pick = rng.choice(
+                    np.arange(ts, te), size=min(te - ts, int(rng.integers(2, 4))), replace=False
+                )
                 labels = [int(state.theme_label[t]) for t in ts_pick]
                 if kind == 1:
                     items.append((b, labels, [np.concatenate([state.members_of(t) for t in ts_pick])]))
@@ -52,7 +54,9 @@ def random_candidates(rng: np.random.Generator, state: PartitionState, per_memor
     return Candidates.from_lists(state, items)
 
 
-def numpy_closed_form(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, eps: float = 1e-8) -> np.ndarray:
+def numpy_closed_form(
+    x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, eps: float = 1e-8
+) -> np.ndarray:
     """The vectorised NumPy baseline for ``partition_objective``: rows normalised in x's dtype, per
     segment one-hot theme sums through BLAS, then norms and the centroid cosine matrix in float64
     (``state.closed_form``). Benchmarks time it beside the kernels; tests check it too."""

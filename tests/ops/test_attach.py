@@ -20,11 +20,19 @@ needs_cpu = pytest.mark.skipif("cpu" not in BACKENDS, reason="the C++ module is 
 
 def _columns(rng: np.random.Generator, d: int, cap: int, n_open: int) -> dict[str, np.ndarray]:
     """Columns with ``n_open`` slots used, some closed, one with a zero sum."""
-    cols = {"sums": np.zeros((cap, d)), "counts": np.zeros(cap, np.int64), "alive": np.zeros(cap, bool),
-            "ids": np.full(cap, -1, np.int64)}
+    cols = {
+        "sums": np.zeros((cap, d)),
+        "counts": np.zeros(cap, np.int64),
+        "alive": np.zeros(cap, bool),
+        "ids": np.full(cap, -1, np.int64),
+    }
     for s in range(n_open):
         cols["sums"][s] = rng.standard_normal(d) * rng.uniform(0.5, 3)
-        cols["counts"][s], cols["ids"][s], cols["alive"][s] = int(rng.integers(1, 6)), 10 + s, rng.random() > 0.25
+        cols["counts"][s], cols["ids"][s], cols["alive"][s] = (
+            int(rng.integers(1, 6)),
+            10 + s,
+            rng.random() > 0.25,
+        )
     if n_open:
         cols["sums"][int(rng.integers(0, n_open))] = 0.0
     return cols
@@ -33,7 +41,19 @@ def _columns(rng: np.random.Generator, d: int, cap: int, n_open: int) -> dict[st
 def _run(backend: str, x, rows, cols, label, n_open, cfg):
     c = {k: v.copy() for k, v in cols.items()}
     lab = label.copy()
-    out = attach_rows(x, rows, c["sums"], c["counts"], c["alive"], c["ids"], lab, n_open, 10 + n_open, backend=backend, **cfg)
+    out = attach_rows(
+        x,
+        rows,
+        c["sums"],
+        c["counts"],
+        c["alive"],
+        c["ids"],
+        lab,
+        n_open,
+        10 + n_open,
+        backend=backend,
+        **cfg,
+    )
     return out, c, lab
 
 
@@ -51,7 +71,11 @@ def test_cpu_edits_the_columns_as_the_reference(d):
         label = np.full(n, -1, np.int64)
         rows = rng.permutation(n)[: int(rng.integers(1, n + 1))]
         at = float(rng.uniform(0.2, 0.9))
-        cfg = {"attach_threshold": at, "lenient_floor": at - float(rng.uniform(0, 0.3)), "size_cap": int(rng.integers(1, 8))}
+        cfg = {
+            "attach_threshold": at,
+            "lenient_floor": at - float(rng.uniform(0, 0.3)),
+            "size_cap": int(rng.integers(1, 8)),
+        }
         want = _run("reference", x, rows, cols, label, n_open, cfg)
         got = _run("cpu", x, rows, cols, label, n_open, cfg)
         assert got[0] == want[0]
@@ -86,20 +110,64 @@ def test_dot4_is_its_stated_order():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ties_go_to_the_earliest_slot_and_thresholds_hold_exactly(backend):
     x = np.array([[1, 0], [0, 1], [0.6, 0.8], [1, 0]], np.float32)
-    cols = {"sums": np.zeros((8, 2)), "counts": np.zeros(8, np.int64), "alive": np.zeros(8, bool), "ids": np.full(8, -1, np.int64)}
+    cols = {
+        "sums": np.zeros((8, 2)),
+        "counts": np.zeros(8, np.int64),
+        "alive": np.zeros(8, bool),
+        "ids": np.full(8, -1, np.int64),
+    }
     cols["sums"][:3] = [[2, 0], [0, -5], [3, 0]]  # slots 0 and 2: the same direction
     cols["counts"][:3], cols["alive"][:3], cols["ids"][:3] = [1, 1, 1], True, [4, 5, 6]
     label = np.full(4, -1, np.int64)
     on = float(np.float32(0.6))  # node 2's cosine to slots 0 and 2: exactly the threshold
-    n, nxt, joined = attach_rows(x, np.array([0, 2]), cols["sums"], cols["counts"], cols["alive"], cols["ids"], label, 3, 7,
-                                 attach_threshold=on, lenient_floor=on, size_cap=9, backend=backend)
+    n, nxt, joined = attach_rows(
+        x,
+        np.array([0, 2]),
+        cols["sums"],
+        cols["counts"],
+        cols["alive"],
+        cols["ids"],
+        label,
+        3,
+        7,
+        attach_threshold=on,
+        lenient_floor=on,
+        size_cap=9,
+        backend=backend,
+    )
     assert (n, nxt, joined) == (3, 7, True) and label[0] == 4 and label[2] == 4
     cols["alive"][0] = False  # a closed slot is never joined: node 3 goes to slot 2
-    attach_rows(x, np.array([3]), cols["sums"], cols["counts"], cols["alive"], cols["ids"], label, 3, 7,
-                attach_threshold=0.99, lenient_floor=0.99, size_cap=9, backend=backend)
+    attach_rows(
+        x,
+        np.array([3]),
+        cols["sums"],
+        cols["counts"],
+        cols["alive"],
+        cols["ids"],
+        label,
+        3,
+        7,
+        attach_threshold=0.99,
+        lenient_floor=0.99,
+        size_cap=9,
+        backend=backend,
+    )
     assert label[3] == 6
-    n, nxt, joined = attach_rows(x, np.array([1]), cols["sums"], cols["counts"], cols["alive"], cols["ids"], label, 3, 7,
-                                 attach_threshold=1.5, lenient_floor=1.5, size_cap=9, backend=backend)
+    n, nxt, joined = attach_rows(
+        x,
+        np.array([1]),
+        cols["sums"],
+        cols["counts"],
+        cols["alive"],
+        cols["ids"],
+        label,
+        3,
+        7,
+        attach_threshold=1.5,
+        lenient_floor=1.5,
+        size_cap=9,
+        backend=backend,
+    )
     assert (n, nxt, joined) == (4, 8, False) and label[1] == 7 and cols["ids"][3] == 7 and cols["alive"][3]
     np.testing.assert_array_equal(cols["sums"][3], [0.0, 1.0])
 
@@ -107,28 +175,81 @@ def test_ties_go_to_the_earliest_slot_and_thresholds_hold_exactly(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_bad_columns_are_refused(backend):
     x = np.eye(3, dtype=np.float32)
-    cols = {"sums": np.zeros((2, 3)), "counts": np.zeros(2, np.int64), "alive": np.zeros(2, bool), "ids": np.zeros(2, np.int64)}
+    cols = {
+        "sums": np.zeros((2, 3)),
+        "counts": np.zeros(2, np.int64),
+        "alive": np.zeros(2, bool),
+        "ids": np.zeros(2, np.int64),
+    }
     label = np.full(3, -1, np.int64)
     with pytest.raises(ValueError, match="sums: 2 slots cannot take 3"):
-        attach_rows(x, np.arange(3), *cols.values(), label, 0, 0, attach_threshold=0.5, lenient_floor=0.5, size_cap=4,
-                    backend=backend)
+        attach_rows(
+            x,
+            np.arange(3),
+            *cols.values(),
+            label,
+            0,
+            0,
+            attach_threshold=0.5,
+            lenient_floor=0.5,
+            size_cap=4,
+            backend=backend,
+        )
     with pytest.raises(ValueError, match="rows"):
-        attach_rows(x, np.array([3]), *cols.values(), label, 0, 0, attach_threshold=0.5, lenient_floor=0.5, size_cap=4,
-                    backend=backend)
+        attach_rows(
+            x,
+            np.array([3]),
+            *cols.values(),
+            label,
+            0,
+            0,
+            attach_threshold=0.5,
+            lenient_floor=0.5,
+            size_cap=4,
+            backend=backend,
+        )
     with pytest.raises(ValueError, match="x: expected"):
-        attach_rows(x.astype(np.float64), np.array([0]), *cols.values(), label, 0, 0, attach_threshold=0.5,
-                    lenient_floor=0.5, size_cap=4, backend=backend)
+        attach_rows(
+            x.astype(np.float64),
+            np.array([0]),
+            *cols.values(),
+            label,
+            0,
+            0,
+            attach_threshold=0.5,
+            lenient_floor=0.5,
+            size_cap=4,
+            backend=backend,
+        )
     # columns every backend refuses before editing anything: another dtype, a list (its copy's edits
     # would be lost), read-only, a view with gaps, a short label
     read_only = cols["alive"].copy()
     read_only.flags.writeable = False
-    for name, bad in [("counts", cols["counts"].astype(np.int32)), ("counts", [0, 0]), ("alive", read_only),
-                      ("ids", np.zeros(4, np.int64)[::2]), ("sums", cols["sums"].astype(np.float32)),
-                      ("label", np.full(2, -1, np.int64))]:
+    for name, bad in [
+        ("counts", cols["counts"].astype(np.int32)),
+        ("counts", [0, 0]),
+        ("alive", read_only),
+        ("ids", np.zeros(4, np.int64)[::2]),
+        ("sums", cols["sums"].astype(np.float32)),
+        ("label", np.full(2, -1, np.int64)),
+    ]:
         args = {**cols, "label": label, name: bad}
         with pytest.raises(ValueError, match=name):
-            attach_rows(x, np.array([0]), args["sums"], args["counts"], args["alive"], args["ids"], args["label"], 0, 0,
-                        attach_threshold=0.5, lenient_floor=0.5, size_cap=4, backend=backend)
+            attach_rows(
+                x,
+                np.array([0]),
+                args["sums"],
+                args["counts"],
+                args["alive"],
+                args["ids"],
+                args["label"],
+                0,
+                0,
+                attach_threshold=0.5,
+                lenient_floor=0.5,
+                size_cap=4,
+                backend=backend,
+            )
         assert (label == -1).all() and not cols["alive"].any()
 
 
@@ -139,14 +260,22 @@ def test_compiled_attach_refuses_what_it_cannot_edit_in_place():
     from xmemory_gpu import _C
 
     x = np.eye(3, dtype=np.float32)
-    sums, counts, alive, ids, label = np.zeros((4, 3)), [0, 0, 0, 0], np.zeros(4, bool), np.full(4, -1), np.full(3, -1)
+    sums, counts, alive, ids, label = (
+        np.zeros((4, 3)),
+        [0, 0, 0, 0],
+        np.zeros(4, bool),
+        np.full(4, -1),
+        np.full(3, -1),
+    )
     with pytest.raises(ValueError, match="counts: expected a NumPy array"):
         _C.attach_rows_batch([(x, np.array([0, 1]), sums, counts, alive, ids, label, 0, 0)], 0.5, 0.5, 4)
     with pytest.raises(ValueError, match="counts: expected a NumPy array"):
         _C.attach_rows(x, np.array([0, 1]), sums, counts, alive, ids, label, 0, 0, 0.5, 0.5, 4)
     assert not alive.any() and (label == -1).all()
     with pytest.raises(ValueError, match="room"):
-        _C.attach_rows_batch([(x, np.array([0]), sums, np.zeros(4, np.int64), alive, ids, label, 2**63 - 1, 0)], 0.5, 0.5, 4)
+        _C.attach_rows_batch(
+            [(x, np.array([0]), sums, np.zeros(4, np.int64), alive, ids, label, 2**63 - 1, 0)], 0.5, 0.5, 4
+        )
 
 
 def test_a_nan_cosine_is_never_the_nearest_on_either_backend():
@@ -156,10 +285,35 @@ def test_a_nan_cosine_is_never_the_nearest_on_either_backend():
         got = []
         for backend in BACKENDS:
             x = np.array([[1, 0]], np.float32)
-            sums = np.array([[np.nan, 1], [1, 0], [0, 0]], float) if first_nan else np.array([[1, 0], [np.nan, 1], [0, 0]], float)
-            cols = [sums, np.ones(3, np.int64), np.array([True, True, False]), np.array([7, 8, -1]), np.full(1, -1)]
-            got.append((attach_rows(x, np.array([0]), *cols, 2, 9, attach_threshold=0.5, lenient_floor=0.5, size_cap=4,
-                                    backend=backend), cols[4].tolist(), cols[1].tolist()))
+            sums = (
+                np.array([[np.nan, 1], [1, 0], [0, 0]], float)
+                if first_nan
+                else np.array([[1, 0], [np.nan, 1], [0, 0]], float)
+            )
+            cols = [
+                sums,
+                np.ones(3, np.int64),
+                np.array([True, True, False]),
+                np.array([7, 8, -1]),
+                np.full(1, -1),
+            ]
+            got.append(
+                (
+                    attach_rows(
+                        x,
+                        np.array([0]),
+                        *cols,
+                        2,
+                        9,
+                        attach_threshold=0.5,
+                        lenient_floor=0.5,
+                        size_cap=4,
+                        backend=backend,
+                    ),
+                    cols[4].tolist(),
+                    cols[1].tolist(),
+                )
+            )
         assert all(g == got[0] for g in got), got
 
 
@@ -179,7 +333,7 @@ def _theme_graph(rng: np.random.Generator, n_slots: int, cols: int):
         idx[r, : len(others)] = others
         vals = rng.choice(np.float32([0.9, 0.8, 0.8, 0.75, 0.5, 0.3, 0.1, np.nan]), len(others))
         sim[r, : len(others)] = np.sort(vals)[::-1]
-        idx[r, len(others):][rng.random(cols - len(others)) < 0.2] = -2
+        idx[r, len(others) :][rng.random(cols - len(others)) < 0.2] = -2
     return live, idx, sim, counts
 
 
@@ -192,7 +346,12 @@ def test_merge_pairs_cpu_is_the_numpy_rule(seed):
     n_slots, cols = int(rng.integers(0, 40)), int(rng.integers(1, 7))
     live, idx, sim, counts = _theme_graph(rng, n_slots, cols)
     for k in (cols, max(cols - 2, 0), cols + 1):  # a graph row may hold more or fewer columns than k
-        for tiny_size, cands, cap, thr in [(2, 1, 8, 0.8), (0, 0, 12, 0.75), (4, 3, 6, 0.5), (8, 2, 100, 0.95)]:
+        for tiny_size, cands, cap, thr in [
+            (2, 1, 8, 0.8),
+            (0, 0, 12, 0.75),
+            (4, 3, 6, 0.5),
+            (8, 2, 100, 0.95),
+        ]:
             kw = dict(k=k, tiny_size=tiny_size, merge_candidates=cands, size_cap=cap, pair_threshold=thr)
             got = merge_pairs(live, idx, sim, counts, n_slots, **kw)
             want = merge_pairs(live, idx, sim, counts, n_slots, native=False, **kw)
@@ -206,12 +365,21 @@ def test_merge_pairs_of_other_types_are_the_numpy_rule():
     non-int parameter) get the NumPy steps' answer, never a cast one."""
     from xmemory_gpu.ops.attach import merge_pairs
 
-    base = dict(live=np.array([0, 1]), idx=np.array([[1], [0]], np.int32), sim=np.float32([[0.7], [0.1]]),
-                counts=np.array([1, 1]), n_slots=2)
+    base = dict(
+        live=np.array([0, 1]),
+        idx=np.array([[1], [0]], np.int32),
+        sim=np.float32([[0.7], [0.1]]),
+        counts=np.array([1, 1]),
+        n_slots=2,
+    )
     kw = dict(k=1, tiny_size=0, merge_candidates=1, size_cap=10, pair_threshold=0.7)
-    cases = [({"sim": np.array([[0.70000000001], [0.1]])}, {}), ({"idx": np.array([[1], [0]], np.int64)}, {}),
-             ({"counts": np.array([0.5, 0.5])}, {"size_cap": 0, "tiny_size": -1}), ({}, {"tiny_size": -0.5}),
-             ({"live": np.array([0, 1], np.int32)}, {})]
+    cases = [
+        ({"sim": np.array([[0.70000000001], [0.1]])}, {}),
+        ({"idx": np.array([[1], [0]], np.int64)}, {}),
+        ({"counts": np.array([0.5, 0.5])}, {"size_cap": 0, "tiny_size": -1}),
+        ({}, {"tiny_size": -0.5}),
+        ({"live": np.array([0, 1], np.int32)}, {}),
+    ]
     for over, kover in cases:
         args, kws = {**base, **over}, {**kw, **kover}
         want = merge_pairs(*args.values(), native=False, **kws)
@@ -223,9 +391,16 @@ def test_merge_pairs_of_other_types_are_the_numpy_rule():
 def test_merge_pairs_refuses_a_neighbour_outside_the_graph():
     from xmemory_gpu.ops.attach import merge_pairs
 
-    live, idx, sim, counts = np.array([0, 1]), np.array([[1], [2]], np.int32), np.ones((2, 1), np.float32), np.ones(2, np.int64)
+    live, idx, sim, counts = (
+        np.array([0, 1]),
+        np.array([[1], [2]], np.int32),
+        np.ones((2, 1), np.float32),
+        np.ones(2, np.int64),
+    )
     with pytest.raises(ValueError, match="neighbour outside"):
-        merge_pairs(live, idx, sim, counts, 2, k=1, tiny_size=1, merge_candidates=1, size_cap=4, pair_threshold=0.5)
+        merge_pairs(
+            live, idx, sim, counts, 2, k=1, tiny_size=1, merge_candidates=1, size_cap=4, pair_threshold=0.5
+        )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -248,8 +423,10 @@ def test_attach_rows_batch_is_each_memory_alone(backend):
             mems.append((x, rows, _columns(rng, d, n_open + n + 2, n_open), np.full(n, -1, np.int64), n_open))
         want = [_run("reference", x, rows, cols, label, n_open, cfg) for x, rows, cols, label, n_open in mems]
         held = [({k: v.copy() for k, v in cols.items()}, label.copy()) for _, _, cols, label, _ in mems]
-        items = [(x, rows, c["sums"], c["counts"], c["alive"], c["ids"], lab, n_open, 10 + n_open)
-                 for (x, rows, _, _, n_open), (c, lab) in zip(mems, held)]
+        items = [
+            (x, rows, c["sums"], c["counts"], c["alive"], c["ids"], lab, n_open, 10 + n_open)
+            for (x, rows, _, _, n_open), (c, lab) in zip(mems, held)
+        ]
         got = attach_rows_batch(items, backend=backend, **cfg)
         for (w_out, w_cols, w_lab), g_out, (g_cols, g_lab) in zip(want, got, held):
             assert g_out == w_out
@@ -265,8 +442,12 @@ def test_attach_rows_batch_checks_every_item_before_editing_any(backend):
     x = np.eye(3, dtype=np.float32)
 
     def item(rows):
-        cols = {"sums": np.zeros((4, 3)), "counts": np.zeros(4, np.int64), "alive": np.zeros(4, bool),
-                "ids": np.full(4, -1, np.int64)}
+        cols = {
+            "sums": np.zeros((4, 3)),
+            "counts": np.zeros(4, np.int64),
+            "alive": np.zeros(4, bool),
+            "ids": np.full(4, -1, np.int64),
+        }
         return (x, np.array(rows), *cols.values(), np.full(3, -1, np.int64), 0, 0)
 
     good, bad = item([0, 1]), item([3])

@@ -14,9 +14,11 @@ import pytest
 from xmemory_gpu.ops import available_backends, columns
 from xmemory_gpu.ops.columns import reference
 
-needs_cpu = pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+needs_cpu = pytest.mark.skipif(
+    not available_backends()["cpu"].available, reason="the C++ module is not built"
+)
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8]
-PIECES = ["dog", "", "café", "漢字", "\U0001F600", "\x00", "e\u0301", "a\nb", '"q"', "back\\slash", "z" * 300]
+PIECES = ["dog", "", "café", "漢字", "\U0001f600", "\x00", "e\u0301", "a\nb", '"q"', "back\\slash", "z" * 300]
 
 
 def _arrays(rng: np.random.Generator) -> tuple[list[str], list[np.ndarray]]:
@@ -36,20 +38,29 @@ def _arrays(rng: np.random.Generator) -> tuple[list[str], list[np.ndarray]]:
 
 
 def _texts(rng: np.random.Generator) -> list[str]:
-    return ["".join(str(rng.choice(PIECES)) for _ in range(int(rng.integers(0, 6)))) for _ in range(int(rng.integers(0, 30)))]
+    return [
+        "".join(str(rng.choice(PIECES)) for _ in range(int(rng.integers(0, 6))))
+        for _ in range(int(rng.integers(0, 30)))
+    ]
 
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return list(a) == list(b) and all(
-        x.dtype == y.dtype and x.shape == y.shape and x.strides == y.strides and x.flags.writeable == y.flags.writeable
-        and x.flags.aligned == y.flags.aligned and np.array_equal(x, y)
-        for x, y in zip(a.values(), b.values()))
+        x.dtype == y.dtype
+        and x.shape == y.shape
+        and x.strides == y.strides
+        and x.flags.writeable == y.flags.writeable
+        and x.flags.aligned == y.flags.aligned
+        and np.array_equal(x, y)
+        for x, y in zip(a.values(), b.values())
+    )
 
 
 def _views(data: bytes, backend: str) -> dict[str, np.ndarray]:
     (n,) = struct.unpack_from("<Q", data, 8)
-    return columns.container_views(json.loads(data[16 : 16 + n])["arrays"], bytearray(data), columns.aligned(16 + n),
-                                   backend=backend)
+    return columns.container_views(
+        json.loads(data[16 : 16 + n])["arrays"], bytearray(data), columns.aligned(16 + n), backend=backend
+    )
 
 
 def _outcome(fn, *args, **kw):
@@ -83,7 +94,10 @@ def test_text_columns_equal_the_reference(seed):
     assert raw.tobytes() == ref_raw.tobytes() and np.array_equal(off, ref_off)
     assert raw.flags.writeable == ref_raw.flags.writeable and off.flags.writeable == ref_off.flags.writeable
     back = columns.split_utf8(raw.tobytes(), off, backend="cpu")
-    assert back.dtype == object and back.tolist() == texts == columns.split_utf8(raw.tobytes(), off, backend="reference").tolist()
+    assert (
+        back.dtype == object
+        and back.tolist() == texts == columns.split_utf8(raw.tobytes(), off, backend="reference").tolist()
+    )
 
 
 @needs_cpu
@@ -92,19 +106,29 @@ def test_the_plain_case_runs_in_cpp():
     from xmemory_gpu import _C
 
     rng = np.random.default_rng(0)
-    names, arrays = ["msg.x", "sem.theme"], [rng.standard_normal((3, 4)).astype(np.float32), np.arange(3, dtype=np.int32)]
+    names, arrays = (
+        ["msg.x", "sem.theme"],
+        [rng.standard_normal((3, 4)).astype(np.float32), np.arange(3, dtype=np.int32)],
+    )
     assert _C.pack_arrays(names, arrays) == reference.pack_arrays(names, arrays)
     assert _C.join_utf8(["a", "漢字"]) is not None
     data = reference.pack_arrays(names, arrays)
     (n,) = struct.unpack_from("<Q", data, 8)
-    assert _C.container_views(json.loads(data[16 : 16 + n])["arrays"], bytearray(data), reference.aligned(16 + n)) is not None
+    assert (
+        _C.container_views(
+            json.loads(data[16 : 16 + n])["arrays"], bytearray(data), reference.aligned(16 + n)
+        )
+        is not None
+    )
 
 
 @needs_cpu
 def test_what_the_cpp_path_hands_back_gives_the_reference_result():
     odd = ["caf\u00e9", 'q"uote', "back\\slash", "tab\there", "\x7f", "\ud800"]
     arrays = [np.arange(3, dtype=np.int64)] * len(odd)
-    assert columns.pack_arrays(odd, arrays, backend="cpu") == columns.pack_arrays(odd, arrays, backend="reference")
+    assert columns.pack_arrays(odd, arrays, backend="cpu") == columns.pack_arrays(
+        odd, arrays, backend="reference"
+    )
 
     class Sub(str):
         pass
@@ -126,8 +150,14 @@ def test_a_dtype_the_format_does_not_hold_is_refused_alike(dtype):
 
 @needs_cpu
 def test_bad_text_bytes_are_refused_alike():
-    for raw, off in ((b"\xff\xfe", [0, 2]), (b"ab\xc3", [0, 3]), (b"abc", [0, 2, 1, 3]), (b"abc", [0, 2]), (b"abc", [1, 3]),
-                     (b"", [])):
+    for raw, off in (
+        (b"\xff\xfe", [0, 2]),
+        (b"ab\xc3", [0, 3]),
+        (b"abc", [0, 2, 1, 3]),
+        (b"abc", [0, 2]),
+        (b"abc", [1, 3]),
+        (b"", []),
+    ):
         off = np.array(off, np.int64)
         cpu, ref = (_outcome(columns.split_utf8, raw, off, backend=b) for b in ("cpu", "reference"))
         assert cpu[0] == ref[0] != "ok", (raw, off)
@@ -136,45 +166,51 @@ def test_bad_text_bytes_are_refused_alike():
 
 
 @needs_cpu
-@pytest.mark.parametrize("entry", [
-    {"name": "a", "dtype": "<f4", "shape": [2], "offset": 0},
-    {"name": "a", "dtype": "<f4", "shape": [True, 2], "offset": 0},
-    {"name": "a", "dtype": "<f4", "shape": [2.0], "offset": 0},
-    {"name": "a", "dtype": "<f4", "shape": ["2"], "offset": "0"},
-    {"name": "a", "dtype": "<f4", "shape": [-1], "offset": 0},
-    {"name": "a", "dtype": "<f4", "shape": [2], "offset": -64},
-    {"name": "a", "dtype": ">f4", "shape": [2], "offset": 0},
-    {"name": "a", "dtype": "|O", "shape": [2], "offset": 0},
-    {"name": 7, "dtype": "<i8", "shape": [2], "offset": 0},
-    {"name": "a", "dtype": "<f8", "shape": [2**40], "offset": 0},
-    {"name": "a", "dtype": "<f8", "shape": [2**40, 0, 2**40], "offset": 0},
-    {"name": "a", "dtype": "<f8", "shape": [2**70], "offset": 0},
-    {"name": "a", "dtype": "<f4", "shape": [1] * 70, "offset": 0},
-    {"name": "a", "dtype": "<f4", "shape": [1] * 40, "offset": 0},
-    {"name": "a", "dtype": "<u1", "shape": [0], "offset": 256},
-    {"name": "a", "dtype": "|u1", "shape": [0], "offset": 256},
-    {"name": "a", "dtype": "|u1", "shape": [1], "offset": 256},
-    {"name": "a", "dtype": "<f4", "shape": [2]},
-    {"name": "a", "dtype": "<f4\u0000x", "shape": [2], "offset": 0},
-    {"name": "a", "dtype": "<f4", "shape": [3, 0], "offset": 0},
-    {"name": "a", "dtype": "<f8", "shape": [2, 0, 3], "offset": 64},
-    {"name": "a", "dtype": "<i4", "shape": [2], "offset": 1},
-    {"name": "a", "dtype": "<f4", "shape": [2], "offset": 2**63 - 1},
-    {"name": "a", "shape": [2], "offset": 0},
-    ["not", "a", "dict"],
-    None,
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"name": "a", "dtype": "<f4", "shape": [2], "offset": 0},
+        {"name": "a", "dtype": "<f4", "shape": [True, 2], "offset": 0},
+        {"name": "a", "dtype": "<f4", "shape": [2.0], "offset": 0},
+        {"name": "a", "dtype": "<f4", "shape": ["2"], "offset": "0"},
+        {"name": "a", "dtype": "<f4", "shape": [-1], "offset": 0},
+        {"name": "a", "dtype": "<f4", "shape": [2], "offset": -64},
+        {"name": "a", "dtype": ">f4", "shape": [2], "offset": 0},
+        {"name": "a", "dtype": "|O", "shape": [2], "offset": 0},
+        {"name": 7, "dtype": "<i8", "shape": [2], "offset": 0},
+        {"name": "a", "dtype": "<f8", "shape": [2**40], "offset": 0},
+        {"name": "a", "dtype": "<f8", "shape": [2**40, 0, 2**40], "offset": 0},
+        {"name": "a", "dtype": "<f8", "shape": [2**70], "offset": 0},
+        {"name": "a", "dtype": "<f4", "shape": [1] * 70, "offset": 0},
+        {"name": "a", "dtype": "<f4", "shape": [1] * 40, "offset": 0},
+        {"name": "a", "dtype": "<u1", "shape": [0], "offset": 256},
+        {"name": "a", "dtype": "|u1", "shape": [0], "offset": 256},
+        {"name": "a", "dtype": "|u1", "shape": [1], "offset": 256},
+        {"name": "a", "dtype": "<f4", "shape": [2]},
+        {"name": "a", "dtype": "<f4\u0000x", "shape": [2], "offset": 0},
+        {"name": "a", "dtype": "<f4", "shape": [3, 0], "offset": 0},
+        {"name": "a", "dtype": "<f8", "shape": [2, 0, 3], "offset": 64},
+        {"name": "a", "dtype": "<i4", "shape": [2], "offset": 1},
+        {"name": "a", "dtype": "<f4", "shape": [2], "offset": 2**63 - 1},
+        {"name": "a", "shape": [2], "offset": 0},
+        ["not", "a", "dict"],
+        None,
+    ],
+)
 @pytest.mark.parametrize("base", [0, 64, 3, -32, 256, 300, 2**62])
 def test_crafted_header_entries_are_read_or_refused_alike(entry, base):
     buf = bytearray(256)
-    cpu, ref = (_outcome(columns.container_views, [entry, entry], buf, base, backend=b) for b in ("cpu", "reference"))
+    cpu, ref = (
+        _outcome(columns.container_views, [entry, entry], buf, base, backend=b) for b in ("cpu", "reference")
+    )
     assert cpu[0] == ref[0], (cpu, ref)
     if cpu[0] == "ok":
         assert _same(cpu[1], ref[1])
     else:
         assert cpu[1] == ref[1]
-    assert _outcome(columns.container_views, {"not": "a list"}, buf, base, backend="cpu") == \
-        _outcome(columns.container_views, {"not": "a list"}, buf, base, backend="reference")
+    assert _outcome(columns.container_views, {"not": "a list"}, buf, base, backend="cpu") == _outcome(
+        columns.container_views, {"not": "a list"}, buf, base, backend="reference"
+    )
 
 
 # ---- the value checks' fast yes (check_slice) --------------------------------------------------------
@@ -187,7 +223,11 @@ def built_slices(tmp_path_factory):
     from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
     from xmemory_gpu.embed import load_embedder
 
-    convs = load_locomo(write_json(generate_conversations(4, seed=5, sessions=(2, 3)), tmp_path_factory.mktemp("c") / "d.json"))
+    convs = load_locomo(
+        write_json(
+            generate_conversations(4, seed=5, sessions=(2, 3)), tmp_path_factory.mktemp("c") / "d.json"
+        )
+    )
     return build_slices(convs, load_embedder("hashing:32"))
 
 
@@ -200,8 +240,14 @@ def _damaged(sl, rng: np.random.Generator):
     choice = int(rng.integers(9))
     pick = lambda a: tuple(int(rng.integers(s)) for s in a.shape)  # noqa: E731
     if choice == 0:
-        lv, name, target = [("epi", "msgs", "msg"), ("sem", "theme", "theme"), ("sem", "knn_idx", "sem"),
-                            ("theme", "knn_idx", "theme"), ("msg", "psg", "psg"), ("sem", "epis", "epi")][int(rng.integers(6))]
+        lv, name, target = [
+            ("epi", "msgs", "msg"),
+            ("sem", "theme", "theme"),
+            ("sem", "knn_idx", "sem"),
+            ("theme", "knn_idx", "theme"),
+            ("msg", "psg", "psg"),
+            ("sem", "epis", "epi"),
+        ][int(rng.integers(6))]
         if cols[lv][name].size:
             cols[lv][name][pick(cols[lv][name])] = rng.choice([n[target], -2, -1, 2**31 - 1])
     elif choice == 1:
@@ -211,7 +257,9 @@ def _damaged(sl, rng: np.random.Generator):
     elif choice == 2:
         lv, name = [("msg", "time"), ("epi", "start"), ("sem", "time")][int(rng.integers(3))]
         if cols[lv][name].size:
-            cols[lv][name][pick(cols[lv][name])] = rng.choice([np.nan, np.inf, -np.inf, 3e11, -7e10, 0.0, 253402300799.0])
+            cols[lv][name][pick(cols[lv][name])] = rng.choice(
+                [np.nan, np.inf, -np.inf, 3e11, -7e10, 0.0, 253402300799.0]
+            )
     elif choice == 3:
         lv = ["sem", "theme"][int(rng.integers(2))]
         if cols[lv]["knn_sim"].size:
@@ -248,19 +296,34 @@ def test_the_fast_yes_of_check_slice_agrees_with_its_checks(built_slices, seed, 
 @needs_cpu
 def test_the_fast_yes_says_no_to_each_broken_value():
     ok = np.zeros(3, np.int32)
-    base = dict(refs=[(np.array([0, 1, -1], np.int32), -1, 2)], psg_msg=np.array([0, 0, 2], np.int32),
-                msg_psg=np.array([0, -1, 2], np.int32), finite=[np.ones((2, 3), np.float32)],
-                times=[np.array([np.nan, 0.0])], tmin=-1.0, tmax=1.0, nonan=[np.array([-np.inf], np.float32)])
+    base = dict(
+        refs=[(np.array([0, 1, -1], np.int32), -1, 2)],
+        psg_msg=np.array([0, 0, 2], np.int32),
+        msg_psg=np.array([0, -1, 2], np.int32),
+        finite=[np.ones((2, 3), np.float32)],
+        times=[np.array([np.nan, 0.0])],
+        tmin=-1.0,
+        tmax=1.0,
+        nonan=[np.array([-np.inf], np.float32)],
+    )
     assert columns.values_ok(**base, backend="cpu")
     assert not columns.values_ok(**base, backend="reference")  # no C++: the caller's own checks run
-    for key, value in [("refs", [(np.array([2], np.int32), -1, 2)]), ("refs", [(np.array([-2], np.int64), -1, 2)]),
-                       ("refs", [(np.array([0], np.uint8), -1, 2)]), ("psg_msg", np.array([1, 0, 2], np.int32)),
-                       ("msg_psg", np.array([2, -1, 2], np.int32)), ("msg_psg", np.array([3, -1, 2], np.int32)),
-                       ("finite", [np.array([[np.inf]], np.float32)]), ("finite", [np.ones(2)]),
-                       ("times", [np.array([1.0])]), ("times", [np.array([-np.inf])]), ("nonan", [np.array([np.nan], np.float32)]),
-                       ("msg_psg", ok.astype(np.int64)), ("refs", [(np.arange(6, dtype=np.int32)[::2], 0, 9)])]:
+    for key, value in [
+        ("refs", [(np.array([2], np.int32), -1, 2)]),
+        ("refs", [(np.array([-2], np.int64), -1, 2)]),
+        ("refs", [(np.array([0], np.uint8), -1, 2)]),
+        ("psg_msg", np.array([1, 0, 2], np.int32)),
+        ("msg_psg", np.array([2, -1, 2], np.int32)),
+        ("msg_psg", np.array([3, -1, 2], np.int32)),
+        ("finite", [np.array([[np.inf]], np.float32)]),
+        ("finite", [np.ones(2)]),
+        ("times", [np.array([1.0])]),
+        ("times", [np.array([-np.inf])]),
+        ("nonan", [np.array([np.nan], np.float32)]),
+        ("msg_psg", ok.astype(np.int64)),
+        ("refs", [(np.arange(6, dtype=np.int32)[::2], 0, 9)]),
+    ]:
         assert not columns.values_ok(**{**base, key: value}, backend="cpu"), key
-
 
 
 @needs_cpu
@@ -268,7 +331,9 @@ def test_views_hold_their_buffer():
     """A view's buffer cannot be resized under it (the views hold its buffer export, as np.frombuffer's do)."""
     for backend in ("cpu", "reference"):
         buf = bytearray(4096)
-        got = columns.container_views([{"name": "a", "dtype": "<f8", "shape": [512], "offset": 0}], buf, 0, backend=backend)
+        got = columns.container_views(
+            [{"name": "a", "dtype": "<f8", "shape": [512], "offset": 0}], buf, 0, backend=backend
+        )
         with pytest.raises(BufferError):
             buf.extend(b"\0" * (1 << 20))
         got["a"][:] = 1.5

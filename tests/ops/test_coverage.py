@@ -25,7 +25,11 @@ from .gpu import FakeCuda, cuda_module, has_cuda, requires_cuda, requires_cuda_m
 from .knn_cases import segment_sizes
 
 HOST = [b for b in ("reference", "cpu") if available_backends()[b].available]
-FAST = [b for b in ("cpu", "triton") if b in implemented_backends("coverage_select") and available_backends()[b].available]
+FAST = [
+    b
+    for b in ("cpu", "triton")
+    if b in implemented_backends("coverage_select") and available_backends()[b].available
+]
 if has_cuda() and available_backends()["cuda"].available:
     FAST.append("cuda")
 ALL = ["reference", *FAST]
@@ -50,7 +54,9 @@ def against_authors(rng, backend: str, n_queries: int, k: int, settings, max_n: 
     n = 0
     for alpha, target in settings:
         off, idx, w, rel, bud = varied_problem(rng, n_queries, k, max_n=max_n)
-        sel_off, sel, _ = coverage_select(off, idx, w, rel, alpha=alpha, budget=bud, target=target, backend=backend)
+        sel_off, sel, _ = coverage_select(
+            off, idx, w, rel, alpha=alpha, budget=bud, target=target, backend=backend
+        )
         want = authors_select(off, idx, w, rel, alpha, bud, target)
         got = picks(sel_off, sel)
         bad = [q for q in range(n_queries) if got[q] != want[q]]
@@ -154,26 +160,43 @@ def test_edge_cases(rng, backend):
 def test_zero_candidate_batches(backend):
     for q in (1, 3):  # every query empty: M = 0
         off = np.zeros(q + 1, np.int64)
-        for idx, w in ((np.zeros((0, 10), np.int32), np.zeros((0, 10), np.float32)),
-                       (np.zeros(0, np.int32), np.zeros(0, np.float32))):
-            sel_off, sel, val = coverage_select(off, idx, w, np.zeros(0, np.float32), budget=5, backend=backend)
+        for idx, w in (
+            (np.zeros((0, 10), np.int32), np.zeros((0, 10), np.float32)),
+            (np.zeros(0, np.int32), np.zeros(0, np.float32)),
+        ):
+            sel_off, sel, val = coverage_select(
+                off, idx, w, np.zeros(0, np.float32), budget=5, backend=backend
+            )
             assert sel_off.tolist() == [0] * (q + 1) and sel.shape == (0,) and val.shape == (0,)
             assert sel.dtype == np.int32 and val.dtype == np.float32
     off = np.array([0, 0, 2, 2], np.int64)  # some queries empty
-    sel_off, sel, _ = coverage_select(off, np.array([[1], [0]], np.int32), np.ones((2, 1), np.float32),
-                                      np.array([0.5, 0.1]), budget=5, backend=backend)
+    sel_off, sel, _ = coverage_select(
+        off,
+        np.array([[1], [0]], np.int32),
+        np.ones((2, 1), np.float32),
+        np.array([0.5, 0.1]),
+        budget=5,
+        backend=backend,
+    )
     assert sel_off.tolist() == [0, 0, 1, 1] and sel.tolist() == [0]
     off = np.zeros(1, np.int64)  # no query at all
-    sel_off, sel, _ = coverage_select(off, np.zeros((0, 4), np.int32), np.zeros((0, 4), np.float32),
-                                      np.zeros(0), budget=np.zeros(0, np.int64), backend=backend)
+    sel_off, sel, _ = coverage_select(
+        off,
+        np.zeros((0, 4), np.int32),
+        np.zeros((0, 4), np.float32),
+        np.zeros(0),
+        budget=np.zeros(0, np.int64),
+        backend=backend,
+    )
     assert sel_off.tolist() == [0] and sel.size == 0
 
 
 def test_torch_inputs_return_torch():
     torch = pytest.importorskip("torch")
     off, idx, w, rel = random_problem(np.random.default_rng(0), [5, 3], 3)
-    sel_off, sel, val = coverage_select(torch.from_numpy(off), torch.from_numpy(idx), torch.from_numpy(w),
-                                        torch.from_numpy(rel), budget=3)
+    sel_off, sel, val = coverage_select(
+        torch.from_numpy(off), torch.from_numpy(idx), torch.from_numpy(w), torch.from_numpy(rel), budget=3
+    )
     want = coverage_select(off, idx, w, rel, budget=3, backend="reference")
     assert isinstance(sel, torch.Tensor) and sel.dtype == torch.int32 and val.dtype == torch.float32
     assert sel.tolist() == want[1].tolist() and sel_off.tolist() == want[0].tolist()
@@ -183,8 +206,12 @@ def test_torch_inputs_return_torch():
 
 
 def _ok():
-    return (np.array([0, 2, 3], np.int64), np.array([[1], [0], [-1]], np.int32), np.ones((3, 1), np.float32),
-            np.array([0.5, 0.2, 0.9]))
+    return (
+        np.array([0, 2, 3], np.int64),
+        np.array([[1], [0], [-1]], np.int32),
+        np.ones((3, 1), np.float32),
+        np.array([0.5, 0.2, 0.9]),
+    )
 
 
 @pytest.mark.parametrize(
@@ -199,7 +226,11 @@ def _ok():
         ({"idx": np.array([[2], [0], [-1]], np.int32)}, {}, r"nbr_idx: id 2 at \(0, 0\) outside \[0, 2\)"),
         ({"idx": np.array([[1], [0], [7]], np.int32)}, {}, r"nbr_idx: id 7 .* outside \[0, 1\)"),
         ({"idx": np.array([[1], [2**30], [-1]], np.int64)}, {}, "nbr_idx: id 1073741824"),
-        ({"idx": np.array([[2**32 + 1], [0], [-1]], np.int64)}, {}, "nbr_idx: id 4294967297"),  # wraps to 1 in int32
+        (
+            {"idx": np.array([[2**32 + 1], [0], [-1]], np.int64)},
+            {},
+            "nbr_idx: id 4294967297",
+        ),  # wraps to 1 in int32
         ({"idx": np.array([[-2], [0], [-1]], np.int32)}, {}, "nbr_idx: id -2"),
         ({"idx": np.array([[1.0], [0], [-1]])}, {}, "nbr_idx: expected integer ids"),
         ({}, {"budget": -1}, "budget: must be >= 0"),
@@ -215,7 +246,12 @@ def _ok():
 @pytest.mark.parametrize("backend", ["reference", "cpu", "triton", "cuda"])
 def test_bad_inputs_refused_before_any_backend(change, kw, msg, backend, monkeypatch):
     off, idx, w, rel = _ok()
-    off, idx, w, rel = change.get("off", off), change.get("idx", idx), change.get("w", w), change.get("rel", rel)
+    off, idx, w, rel = (
+        change.get("off", off),
+        change.get("idx", idx),
+        change.get("w", w),
+        change.get("rel", rel),
+    )
     called = []
     import xmemory_gpu.ops.coverage as cov
 
@@ -245,7 +281,9 @@ def test_device_backends_get_device_tensors(backend, monkeypatch):
     monkeypatch.setattr(cov, "implementation", lambda op, name: spy)
     monkeypatch.setattr(cov, "gpu_device", lambda name, ref=None: torch.device("cpu"))
     off, idx, w, rel = _ok()
-    sel_off, sel, vals = coverage_select(off, idx[:, 0], w[:, 0], rel, budget=2, backend=backend)  # [M] -> [M, 1]
+    sel_off, sel, vals = coverage_select(
+        off, idx[:, 0], w[:, 0], rel, budget=2, backend=backend
+    )  # [M] -> [M, 1]
     assert sel_off.tolist() == [0, 0, 0] and isinstance(sel, np.ndarray)  # NumPy in, NumPy out
     assert isinstance(seen["off"], np.ndarray) and isinstance(seen["budgets"], np.ndarray)
     assert seen["off"].dtype == seen["budgets"].dtype == np.int64
@@ -262,11 +300,24 @@ def test_device_backends_get_device_tensors(backend, monkeypatch):
 
 def _cuda_args(**over):
     m, k, q, s = 5, 3, 2, 4
-    a = dict(cand_offsets=FakeCuda((q + 1,), "<i8"), nbr_idx=FakeCuda((m, k), "<i4"), nbr_w=FakeCuda((m, k), "<f4"),
-             relevance=FakeCuda((m,), "<f8"), cap_offsets=FakeCuda((q + 1,), "<i8"),
-             idx_scratch=FakeCuda((m, k), "<i4"), w_scratch=FakeCuda((m, k), "<f4"), state_scratch=None,
-             selected=FakeCuda((s,), "<i4"), values=FakeCuda((s,), "<f8"), counts=FakeCuda((q,), "<i4"),
-             alpha=0.7, target=1.0, stop="count", max_n=3, stream=0)
+    a = dict(
+        cand_offsets=FakeCuda((q + 1,), "<i8"),
+        nbr_idx=FakeCuda((m, k), "<i4"),
+        nbr_w=FakeCuda((m, k), "<f4"),
+        relevance=FakeCuda((m,), "<f8"),
+        cap_offsets=FakeCuda((q + 1,), "<i8"),
+        idx_scratch=FakeCuda((m, k), "<i4"),
+        w_scratch=FakeCuda((m, k), "<f4"),
+        state_scratch=None,
+        selected=FakeCuda((s,), "<i4"),
+        values=FakeCuda((s,), "<f8"),
+        counts=FakeCuda((q,), "<i4"),
+        alpha=0.7,
+        target=1.0,
+        stop="count",
+        max_n=3,
+        stream=0,
+    )
     a.update(over)
     return a
 
@@ -275,7 +326,10 @@ def test_cuda_binding_checks_tensors_before_launch():
     _cuda = pytest.importorskip("xmemory_gpu._cuda", reason="xmemory_gpu._cuda not built")
     torch = pytest.importorskip("torch")
     cases = [
-        (dict(relevance=torch.zeros(5, dtype=torch.float64)), "relevance: expected a CUDA tensor, got host memory"),
+        (
+            dict(relevance=torch.zeros(5, dtype=torch.float64)),
+            "relevance: expected a CUDA tensor, got host memory",
+        ),
         (dict(nbr_idx=np.zeros((5, 3), np.int32)), "nbr_idx: expected a CUDA tensor, got host memory"),
         (dict(nbr_w=FakeCuda((5, 3), "<f8")), "nbr_w: expected float32, got float64"),
         (dict(relevance=FakeCuda((5,), "<f4")), "relevance: expected float64, got float32"),
@@ -310,7 +364,9 @@ def test_cuda_wrapper_without_picks_needs_no_device(budgets):
     sel_off, sel, vals = cov_cuda.coverage_select(off, idx, w, rel, 0.7, np.array(budgets, np.int64), 1.0)
     assert sel_off.tolist() == [0, 0, 0, 0] and sel.dtype == np.int32 and vals.dtype == np.float64
     assert sel.size == 0 and vals.size == 0
-    empty = cov_cuda.coverage_select(np.zeros(1, np.int64), idx[:0], w[:0], rel[:0], 0.7, np.zeros(0, np.int64), 1.0)
+    empty = cov_cuda.coverage_select(
+        np.zeros(1, np.int64), idx[:0], w[:0], rel[:0], 0.7, np.zeros(0, np.int64), 1.0
+    )
     assert empty[0].tolist() == [0] and empty[1].size == 0
 
 
@@ -421,10 +477,16 @@ def test_torch_inputs_are_checked_on_their_device_with_the_host_messages(monkeyp
     bad_w[np.argwhere(idx >= 0)[3][0], np.argwhere(idx >= 0)[3][1]] = -0.5
     bad_rel = rel.copy()
     bad_rel[4] = np.nan
-    for a_idx, a_w, a_rel in ((bad_idx, w, rel), (idx.astype(np.float32), w, rel), (idx, bad_w, rel),
-                              (idx, w, bad_rel)):
+    for a_idx, a_w, a_rel in (
+        (bad_idx, w, rel),
+        (idx.astype(np.float32), w, rel),
+        (idx, bad_w, rel),
+        (idx, w, bad_rel),
+    ):
         with pytest.raises(ValueError) as host_err:
             coverage_select(off, a_idx, a_w, a_rel, budget=4, backend="cpu")
         with pytest.raises(ValueError) as torch_err:
-            coverage_select(off, *(torch.from_numpy(a.copy()) for a in (a_idx, a_w, a_rel)), budget=4, backend="cpu")
+            coverage_select(
+                off, *(torch.from_numpy(a.copy()) for a in (a_idx, a_w, a_rel)), budget=4, backend="cpu"
+            )
         assert str(torch_err.value) == str(host_err.value)

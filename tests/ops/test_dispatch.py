@@ -45,8 +45,13 @@ def test_no_compatibility_shims():
         assert not (ops_dir / gone).exists(), gone
     from xmemory_gpu.ops import coverage, knn, objective
 
-    for mod, table in ((knn, "_GRAPH_IMPLS"), (knn, "_SEARCH_IMPLS"), (objective, "_OBJECTIVE"),
-                       (objective, "_SCORE"), (coverage, "_IMPLS")):
+    for mod, table in (
+        (knn, "_GRAPH_IMPLS"),
+        (knn, "_SEARCH_IMPLS"),
+        (objective, "_OBJECTIVE"),
+        (objective, "_SCORE"),
+        (coverage, "_IMPLS"),
+    ):
         assert not hasattr(mod, table), table
     from xmemory_gpu.ops import token_entropy_logprob
 
@@ -60,18 +65,39 @@ def test_no_compatibility_shims():
 def test_implemented_backends():
     from xmemory_gpu.ops import implemented_backends
 
-    ops = ("knn_graph", "knn_search", "partition_objective", "score_candidates", "coverage_select",
-           "token_entropy_logprob")
+    ops = (
+        "knn_graph",
+        "knn_search",
+        "partition_objective",
+        "score_candidates",
+        "coverage_select",
+        "token_entropy_logprob",
+    )
     columns = ("pack_arrays", "join_utf8", "split_utf8", "container_views", "values_ok")
-    assert set(bk.registered_ops()) == set(ops) | {"spherical_kmeans", "rowwise_linear", "feature_counts",
-                                                       "attach_rows", "attach_rows_batch", *columns}
+    assert set(bk.registered_ops()) == set(ops) | {
+        "spherical_kmeans",
+        "rowwise_linear",
+        "feature_counts",
+        "attach_rows",
+        "attach_rows_batch",
+        *columns,
+    }
     for op in ops:  # every family has all four (entropy's cpu / cuda are torch's compiled kernels)
         assert implemented_backends(op) == ("reference", "cpu", "triton", "cuda"), op
-    assert implemented_backends("spherical_kmeans") == ("reference", "cpu")  # host only: a theme is tens of rows
-    assert implemented_backends("rowwise_linear") == ("reference", "cpu")  # host only: the CPU encoder's layers
+    assert implemented_backends("spherical_kmeans") == (
+        "reference",
+        "cpu",
+    )  # host only: a theme is tens of rows
+    assert implemented_backends("rowwise_linear") == (
+        "reference",
+        "cpu",
+    )  # host only: the CPU encoder's layers
     assert implemented_backends("feature_counts") == ("reference", "cpu")  # host only: the hashing embedder
     assert implemented_backends("attach_rows") == ("reference", "cpu")  # host only: one memory's attach loop
-    assert implemented_backends("attach_rows_batch") == ("reference", "cpu")  # many memories' attach loops in one call
+    assert implemented_backends("attach_rows_batch") == (
+        "reference",
+        "cpu",
+    )  # many memories' attach loops in one call
     for op in columns:  # host only: the store's file format
         assert implemented_backends(op) == ("reference", "cpu"), op
     with pytest.raises(ValueError, match="unknown op 'knn'"):
@@ -87,8 +113,15 @@ def test_implemented_backends():
 
 
 def _entry(op, backend, ms=1.0, passed=True):
-    return vt.Validated(op=op, backend=backend, device="NVIDIA H100 80GB HBM3", date="2026-11-23", commit="abc",
-                        tests_passed=passed, median_ms=ms)
+    return vt.Validated(
+        op=op,
+        backend=backend,
+        device="NVIDIA H100 80GB HBM3",
+        date="2026-11-23",
+        commit="abc",
+        tests_passed=passed,
+        median_ms=ms,
+    )
 
 
 def test_resolve_prefers_validated_then_triton(monkeypatch):
@@ -98,12 +131,20 @@ def test_resolve_prefers_validated_then_triton(monkeypatch):
     monkeypatch.setattr(vt, "table", lambda: ())
     assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "triton"  # nothing validated yet
     assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=False) == "cpu"
-    monkeypatch.setattr(vt, "table", lambda: (_entry("knn_graph", "cuda"), _entry("score_candidates", "cuda", passed=False)))
+    monkeypatch.setattr(
+        vt, "table", lambda: (_entry("knn_graph", "cuda"), _entry("score_candidates", "cuda", passed=False))
+    )
     assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "cuda"
     assert bk.resolve_backend("knn_search", "auto", impl, on_cuda=True) == "triton"  # per op
-    assert bk.resolve_backend("score_candidates", "auto", impl, on_cuda=True) == "triton"  # failed: not preferred
-    monkeypatch.setattr(vt, "table", lambda: (_entry("knn_graph", "cuda", 2.0), _entry("knn_graph", "triton", 1.0)))
-    assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "triton"  # both validated: the faster
+    assert (
+        bk.resolve_backend("score_candidates", "auto", impl, on_cuda=True) == "triton"
+    )  # failed: not preferred
+    monkeypatch.setattr(
+        vt, "table", lambda: (_entry("knn_graph", "cuda", 2.0), _entry("knn_graph", "triton", 1.0))
+    )
+    assert (
+        bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "triton"
+    )  # both validated: the faster
     assert bk.resolve_backend("coverage_select", "auto", ("reference", "cpu", "cuda"), on_cuda=True) == "cuda"
     monkeypatch.setenv("XMEMORY_BACKEND", "reference")
     assert bk.resolve_backend("knn_graph", "auto", impl, on_cuda=True) == "reference"
@@ -127,8 +168,16 @@ def test_validated_table_ships_empty_and_merges(tmp_path):
     table = tmp_path / "validated.json"
     table.write_text(json.dumps({"schema": 1, "entries": []}))
     run = tmp_path / "results.json"
-    entry = {"op": "knn_graph", "backend": "triton", "device": "NVIDIA H100", "date": "2026-11-23", "commit": "abc",
-             "tests_passed": True, "median_ms": 1.5, "note": ""}
+    entry = {
+        "op": "knn_graph",
+        "backend": "triton",
+        "device": "NVIDIA H100",
+        "date": "2026-11-23",
+        "commit": "abc",
+        "tests_passed": True,
+        "median_ms": 1.5,
+        "note": "",
+    }
     run.write_text(json.dumps({"dry_run": False, "validated": [entry]}))
     out = vt.merge(run, table)
     assert [(e.op, e.backend) for e in out] == [("knn_graph", "triton")]
@@ -186,7 +235,13 @@ def test_check_helpers():
         ck.check_index("nbr_idx", np.array([[0, -1], [7, 1]]), np.array([4, 4]))
     with pytest.raises(ValueError, match="outside"):
         ck.check_index("nbr_idx", np.array([2**31 + 5]), 10)
-    for dt in (np.int8, np.int32, np.int64, np.uint16, np.uint64):  # compared in their own dtype (unsigned widened)
+    for dt in (
+        np.int8,
+        np.int32,
+        np.int64,
+        np.uint16,
+        np.uint64,
+    ):  # compared in their own dtype (unsigned widened)
         ids = np.array([[0, 3], [1, 2]], dtype=dt)
         assert ck.check_index("ids", ids, np.array([4, 3]), dtype=np.int32).dtype == np.int32
         with pytest.raises(ValueError, match=r"ids: id 3 at \(1, 0\) outside \[0, 3\)"):
@@ -213,8 +268,14 @@ def test_check_helpers_on_torch_tensors():
 
 
 def test_tile_table():
-    t = dv.tile_table(np.array([0, 5, 5, 40]), 16, weight=np.array([5, 0, 35]), skip=np.array([False, True, False]))
-    assert t.seg.tolist() == [2, 2, 2, 0] and t.row0.tolist() == [5, 21, 37, 0] and t.start.tolist() == [0, 1, 1, 4]
+    t = dv.tile_table(
+        np.array([0, 5, 5, 40]), 16, weight=np.array([5, 0, 35]), skip=np.array([False, True, False])
+    )
+    assert (
+        t.seg.tolist() == [2, 2, 2, 0]
+        and t.row0.tolist() == [5, 21, 37, 0]
+        and t.start.tolist() == [0, 1, 1, 4]
+    )
     assert dv.tile_table(np.zeros(1, np.int64), 8).n == 0
 
 
@@ -267,7 +328,10 @@ def test_objective_refuses_bad_input(rng, backend):
     cases = [
         (lambda: partition_objective(bad, lab, off, backend=backend), r"x: NaN or inf in rows \[4\]"),
         (lambda: partition_objective(x + 1j, lab, off, backend=backend), "complex"),
-        (lambda: partition_objective(x, np.array([0, 0, 1, 0, 2, 10**12]), off, backend=backend), "labels: must be <"),
+        (
+            lambda: partition_objective(x, np.array([0, 0, 1, 0, 2, 10**12]), off, backend=backend),
+            "labels: must be <",
+        ),
         (lambda: partition_objective(x, -lab - 1, off, backend=backend), "labels: must be >= 0"),
         (lambda: partition_objective(x, lab[:5], off, backend=backend), "labels: expected shape"),
         (lambda: partition_objective(x, lab, off, eps=0.0, backend=backend), "eps"),
@@ -280,8 +344,14 @@ def test_objective_refuses_bad_input(rng, backend):
     state = PartitionState.from_labels(x, lab, off)
     good = Candidates.from_lists(state, [(1, [2], [np.array([4]), np.array([5])])])
     score_candidates(state, good, backend=backend)
-    crafted = Candidates(memory=np.array([1]), rem_offsets=np.array([0, 1]), rem_rows=np.array([0]),
-                         add_offsets=np.array([0, 1]), group_offsets=np.array([0, 1]), members=np.array([4]))
+    crafted = Candidates(
+        memory=np.array([1]),
+        rem_offsets=np.array([0, 1]),
+        rem_rows=np.array([0]),
+        add_offsets=np.array([0, 1]),
+        group_offsets=np.array([0, 1]),
+        members=np.array([4]),
+    )
     with pytest.raises(ValueError, match="rem_rows: theme row 0 .* not a theme of its candidate's memory"):
         score_candidates(state, crafted, backend=backend)
     crafted.rem_rows, crafted.members = np.array([3]), np.array([99])
@@ -324,6 +394,8 @@ def test_host_work_probes_no_gpu_stack(tmp_path):
         "    assert r.search(['what happened?'], mid, strategy=s, budget_tokens=200)[0].units\n"
         "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
     assert bk.is_available("reference") and set(bk.available_backends()) == set(bk.BACKENDS)

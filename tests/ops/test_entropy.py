@@ -20,7 +20,9 @@ from .gpu import requires_cuda
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # interpreter
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Conversion of an array with ndim > 0:DeprecationWarning"
+)  # interpreter
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -162,7 +164,10 @@ def test_triton_extreme_spreads(rng):
     z[6] = torch.from_numpy(rng.standard_normal(v) * 30).float()
     z = z.to(DEV)
     ids = torch.from_numpy(rng.integers(0, v, t))
-    ids[3], ids[5] = 17, int(ids[5]) // 2 * 2 + 1  # row 5: a +3e38 logit (a -3e38 one has log p = -inf in float32)
+    ids[3], ids[5] = (
+        17,
+        int(ids[5]) // 2 * 2 + 1,
+    )  # row 5: a +3e38 logit (a -3e38 one has log p = -inf in float32)
     e, lp = _run_triton(z, ids)
     e_ref, l_ref = _ref(z, ids)
     assert np.all(np.isfinite(e)) and np.all(np.isfinite(lp)) and np.all(e >= 0)
@@ -281,8 +286,10 @@ def test_auto_backend_choice(monkeypatch):
     monkeypatch.setattr(bk, "is_available", lambda name: name != "triton")
     assert bk.resolve_backend("token_entropy_logprob", "auto", on_cuda=True) == "cuda"
     monkeypatch.setattr(bk, "is_available", lambda name: True)
-    assert bk.resolve_backend("token_entropy_logprob", "auto", on_cuda=True) == bk.gpu_preference(
-        "token_entropy_logprob")[0]
+    assert (
+        bk.resolve_backend("token_entropy_logprob", "auto", on_cuda=True)
+        == bk.gpu_preference("token_entropy_logprob")[0]
+    )
     monkeypatch.setenv("XMEMORY_BACKEND", "cuda")
     assert bk.resolve_backend("token_entropy_logprob", "auto", on_cuda=False) == "cuda"
 

@@ -22,15 +22,45 @@ from xmemory_gpu.text import words
 BACKENDS = [b for b in ("reference", "cpu") if available_backends()[b].available]
 needs_cpu = pytest.mark.skipif("cpu" not in BACKENDS, reason="the C++ module is not built")
 
-_PIECES = ["dog", "Dog", "DOG", "it's", "Caroline's", "2nd-hand", "well--", "'quoted'", "-dash", "a'b-c'", "x",
-           "café", "naïve", "漢字", "\U0001F600", "\x00", "e\u0301", "İstanbul", "\ud800", "12:30", "3.5kg", "U.S.A.",
-           "co-op's-", "o'-", "_under_", "tab\tsep", "new\nline", "z" * 140, "a" * 127 + "-b"]
+_PIECES = [
+    "dog",
+    "Dog",
+    "DOG",
+    "it's",
+    "Caroline's",
+    "2nd-hand",
+    "well--",
+    "'quoted'",
+    "-dash",
+    "a'b-c'",
+    "x",
+    "café",
+    "naïve",
+    "漢字",
+    "\U0001f600",
+    "\x00",
+    "e\u0301",
+    "İstanbul",
+    "\ud800",
+    "12:30",
+    "3.5kg",
+    "U.S.A.",
+    "co-op's-",
+    "o'-",
+    "_under_",
+    "tab\tsep",
+    "new\nline",
+    "z" * 140,
+    "a" * 127 + "-b",
+]
 
 
 def _texts(rng: np.random.Generator, n: int) -> list[str]:
     seps = [" ", "  ", ", ", ". ", "! ", "?", "-", "'", "/", "\u00a0", "\u2019"]
-    return ["".join(str(rng.choice(_PIECES)) + str(rng.choice(seps)) for _ in range(int(rng.integers(0, 25))))
-            for _ in range(n)]
+    return [
+        "".join(str(rng.choice(_PIECES)) + str(rng.choice(seps)) for _ in range(int(rng.integers(0, 25))))
+        for _ in range(n)
+    ]
 
 
 def _loop(texts: list[str], dim: int) -> np.ndarray:
@@ -68,7 +98,9 @@ def test_counts_are_the_per_feature_loop(backend, dim):
 def test_the_backends_agree_on_long_texts_and_subclassed_strings():
     rng = np.random.default_rng(5)
     texts = [" ".join(_texts(rng, 40)) for _ in range(20)] + [np.str_("Dog and Cat")]
-    np.testing.assert_array_equal(feature_counts(texts, 384, backend="cpu"), feature_counts(texts, 384, backend="reference"))
+    np.testing.assert_array_equal(
+        feature_counts(texts, 384, backend="cpu"), feature_counts(texts, 384, backend="reference")
+    )
 
 
 @needs_cpu
@@ -79,7 +111,9 @@ def test_blake2b64_is_hashlibs_on_every_block_size():
     for n in [0, 1, 7, 8, 9, 63, 64, 65, 111, 127, 128, 129, 255, 256, 257, 383, 384, 385, 1000]:
         for _ in range(3):
             data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-            assert _C.blake2b64(data) == int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little"), n
+            assert _C.blake2b64(data) == int.from_bytes(
+                hashlib.blake2b(data, digest_size=8).digest(), "little"
+            ), n
 
 
 @needs_cpu
@@ -134,7 +168,9 @@ print("child", os.waitstatus_to_exitcode(status))
 def test_a_child_forked_while_a_thread_counts_counts_too():
     """A fork while another thread holds the counter's lock: the child counts with a new counter
     instead of waiting on the inherited lock for ever (in a process of its own, not the test's)."""
-    out = subprocess.run([sys.executable, "-c", _FORK_WHILE_COUNTING], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_WHILE_COUNTING], capture_output=True, text=True, timeout=120
+    )
     assert out.stdout.strip() == "child 0", out.stdout + out.stderr
 
 

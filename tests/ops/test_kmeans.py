@@ -42,10 +42,14 @@ def test_runs_equal_the_per_theme_oracle(backend, d):
                 np.testing.assert_array_equal(labels[pos : pos + n], w, err_msg=f"theme {t} run {q}")
                 checked += 1
             else:
-                assert len(np.unique(xt, axis=0)) < kk[q], "only a theme with fewer distinct rows than k runs out of weights"
+                assert len(np.unique(xt, axis=0)) < kk[q], (
+                    "only a theme with fewer distinct rows than k runs out of weights"
+                )
             pos += n
     assert pos == len(labels) and not ok.all()
-    assert checked > (0.2 if d == 1 else 0.7) * len(seg)  # d = 1: unit rows are +-1, k >= 3 runs out of weights
+    assert checked > (0.2 if d == 1 else 0.7) * len(
+        seg
+    )  # d = 1: unit rows are +-1, k >= 3 runs out of weights
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -106,8 +110,9 @@ def test_cpu_isas_are_bit_identical(monkeypatch):
     distinct = [t for t in range(len(sizes)) if t % 3 != 1 and t % 5 != 4]
     for q in np.flatnonzero(np.isin(seg, distinct)):
         assert ok[q] and got["scalar"][1][q]
-        np.testing.assert_array_equal(got["scalar"][0][ends[q] - sizes[seg[q]] : ends[q]],
-                                      labels[ends[q] - sizes[seg[q]] : ends[q]])
+        np.testing.assert_array_equal(
+            got["scalar"][0][ends[q] - sizes[seg[q]] : ends[q]], labels[ends[q] - sizes[seg[q]] : ends[q]]
+        )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -38,7 +38,9 @@ from .knn_cases import (
 if has_triton():
     from xmemory_gpu.ops.knn import triton as kt
 
-pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # interpreter
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Conversion of an array with ndim > 0:DeprecationWarning"
+)  # interpreter
 
 SMALL = {"triton"}  # interpreted on the CPU here: keep shapes small
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -51,7 +53,9 @@ _cuda = cuda_module()
 @pytest.mark.parametrize("backend", GRAPH_BACKENDS)
 @pytest.mark.parametrize("k", [1, 10])
 def test_graph_ragged_random(rng, backend, k):
-    sizes = [0, 1, 2, 5, 11, 0] + segment_sizes(rng, 3 if backend in SMALL else 12, 3, 40 if backend in SMALL else 150)
+    sizes = [0, 1, 2, 5, 11, 0] + segment_sizes(
+        rng, 3 if backend in SMALL else 12, 3, 40 if backend in SMALL else 150
+    )
     x, off = ragged(rng, sizes, 24)
     idx, sim = knn_graph(x, off, k, backend=backend)
     check_knn(x, off, x, off, k, idx, sim, self_excluded=True)
@@ -61,7 +65,9 @@ def test_graph_ragged_random(rng, backend, k):
 def test_graph_k64_odd_dim_fp16(rng, backend):
     x, off = ragged(rng, [70, 3, 65], 383, dtype=np.float16)
     idx, sim = knn_graph(x, off, 64, backend=backend)
-    check_knn(x.astype(np.float32), off, x.astype(np.float32), off, 64, idx, sim, self_excluded=True, tol=5e-3)
+    check_knn(
+        x.astype(np.float32), off, x.astype(np.float32), off, 64, idx, sim, self_excluded=True, tol=5e-3
+    )
 
 
 @pytest.mark.parametrize("backend", GRAPH_BACKENDS)
@@ -111,8 +117,11 @@ def test_cpu_isas_are_bit_identical(rng, monkeypatch):
         monkeypatch.setenv("XMEM_CPU_ISA", isa)
         if _C.cpu_isa() != isa:
             continue  # the CPU lacks it
-        got[isa] = (knn_graph(x, off, 10, backend="cpu"), knn_graph(big, big_off, 7, backend="cpu"),
-                    knn_search(q, q_off, x, off, 4, backend="cpu"))
+        got[isa] = (
+            knn_graph(x, off, 10, backend="cpu"),
+            knn_graph(big, big_off, 7, backend="cpu"),
+            knn_search(q, q_off, x, off, 4, backend="cpu"),
+        )
     assert "scalar" in got and len(got) >= 2 or _C.cpu_isa() == "scalar"
     first = next(iter(got.values()))
     for isa, res in got.items():
@@ -210,8 +219,16 @@ def test_cpu_lists_do_not_depend_on_the_thread_count():
     import sys
 
     pytest.importorskip("xmemory_gpu._C")
-    got = [subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], capture_output=True, text=True, check=True,
-                          env={**os.environ, "OMP_NUM_THREADS": str(t)}).stdout for t in (1, 2)]
+    got = [
+        subprocess.run(
+            [sys.executable, "-c", _THREADS_SCRIPT],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "OMP_NUM_THREADS": str(t)},
+        ).stdout
+        for t in (1, 2)
+    ]
     assert got[0] and got[0] == got[1]
 
 
@@ -267,7 +284,9 @@ def test_triton_graph_k64_odd_dim_fp16(rng):
     xt = torch.from_numpy(x).to(DEV)
     assert xt.dtype == torch.float16
     idx, sim = _tnp(kt.knn_graph(xt, off, 64))
-    check_knn(x.astype(np.float32), off, x.astype(np.float32), off, 64, idx, sim, self_excluded=True, tol=5e-3)
+    check_knn(
+        x.astype(np.float32), off, x.astype(np.float32), off, 64, idx, sim, self_excluded=True, tol=5e-3
+    )
 
 
 @requires_triton
@@ -379,7 +398,9 @@ def test_triton_empty_inputs_and_bad_k(rng):
     x, xo = ragged(rng, [0, 0], 8)
     idx, sim = _tsearch(q, qo, x, xo, 3)
     assert np.all(idx == -1) and np.all(np.isneginf(sim))
-    with pytest.raises(ValueError, match="k must be >= 1"):  # checked by the dispatcher, not the kernel wrapper
+    with pytest.raises(
+        ValueError, match="k must be >= 1"
+    ):  # checked by the dispatcher, not the kernel wrapper
         knn_graph(q, qo, 0, backend="triton")
     with pytest.raises(ValueError, match="k must be <= 64"):
         knn_graph(q, qo, 65, backend="triton")
@@ -431,10 +452,19 @@ def test_dispatcher_checks_before_any_backend(backend, monkeypatch):
 
 def _knn_args(nq=5, nx=7, d=8, k=4, b=2, **over):
     """Well-formed knn_topk arguments as fake CUDA arrays; ``over`` replaces some."""
-    args = dict(q=FakeCuda((nq, d), "<f4"), q_offsets=FakeCuda((b + 1,), "<i8"), x=FakeCuda((nx, d), "<f4"),
-                x_offsets=FakeCuda((b + 1,), "<i8"), tile_start=FakeCuda((b + 1,), "<i8"), num_tiles=b,
-                exclude_self=False, drop_nonpositive=False, out_idx=FakeCuda((nq, k), "<i4"),
-                out_sim=FakeCuda((nq, k), "<f4"), stream=0)
+    args = dict(
+        q=FakeCuda((nq, d), "<f4"),
+        q_offsets=FakeCuda((b + 1,), "<i8"),
+        x=FakeCuda((nx, d), "<f4"),
+        x_offsets=FakeCuda((b + 1,), "<i8"),
+        tile_start=FakeCuda((b + 1,), "<i8"),
+        num_tiles=b,
+        exclude_self=False,
+        drop_nonpositive=False,
+        out_idx=FakeCuda((nq, k), "<i4"),
+        out_sim=FakeCuda((nq, k), "<f4"),
+        stream=0,
+    )
     args.update(over)
     return args
 
@@ -500,7 +530,9 @@ def test_cuda_knn_graph_vs_reference(rng, d, k):
 @pytest.mark.parametrize("k", [4, 40])
 def test_cuda_knn_graph_ties_zero_rows_drop(rng, k):
     protos = rng.standard_normal((5, 48)).astype(np.float32)
-    x = protos[rng.integers(0, 5, 150)] * rng.uniform(0.5, 2.0, (150, 1)).astype(np.float32)  # exact cosine ties
+    x = protos[rng.integers(0, 5, 150)] * rng.uniform(0.5, 2.0, (150, 1)).astype(
+        np.float32
+    )  # exact cosine ties
     x[7] = 0.0  # zero row: similarity 0 with everything
     off = np.array([0, 90, 150], np.int64)
     xt = torch.from_numpy(x).cuda()
@@ -535,7 +567,9 @@ def test_cuda_knn_search_vs_reference(rng, k):
     q, qo = ragged(rng, qsizes, 96)
     x, xo = ragged(rng, xsizes, 96)
     for drop in (False, True):
-        idx, sim = _knn().knn_search(torch.from_numpy(q).cuda(), qo, torch.from_numpy(x).cuda(), xo, k, drop_nonpositive=drop)
+        idx, sim = _knn().knn_search(
+            torch.from_numpy(q).cuda(), qo, torch.from_numpy(x).cuda(), xo, k, drop_nonpositive=drop
+        )
         check_knn(q, qo, x, xo, k, _np(idx), _np(sim), self_excluded=False, drop_nonpositive=drop, tol=1e-4)
 
 

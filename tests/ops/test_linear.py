@@ -17,9 +17,21 @@ needs_cpu = pytest.mark.skipif("cpu" not in BACKENDS, reason="the C++ module is 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("m, k, n, bias", [(0, 8, 5, True), (3, 0, 5, True), (2, 5, 0, False), (1, 1, 1, False),
-                                           (5, 3, 31, True), (7, 129, 33, False), (203, 300, 45, True),
-                                           (97, 384, 384, True), (40, 1536, 384, True), (13, 384, 1536, False)])
+@pytest.mark.parametrize(
+    "m, k, n, bias",
+    [
+        (0, 8, 5, True),
+        (3, 0, 5, True),
+        (2, 5, 0, False),
+        (1, 1, 1, False),
+        (5, 3, 31, True),
+        (7, 129, 33, False),
+        (203, 300, 45, True),
+        (97, 384, 384, True),
+        (40, 1536, 384, True),
+        (13, 384, 1536, False),
+    ],
+)
 def test_matches_the_float64_product(backend, m, k, n, bias):
     rng = np.random.default_rng(m * 1000 + k + n)
     w, b = layer(rng, k, n, bias)
@@ -28,7 +40,9 @@ def test_matches_the_float64_product(backend, m, k, n, bias):
     want = x.astype(np.float64) @ w.T.astype(np.float64) + (0 if b is None else b)
     assert y.shape == (m, n) and y.dtype == np.float32
     # float32 rounding of a k-term sum: |error| <= k * eps * sum |x_i w_i| (a loose bound; typically far below)
-    bound = k * np.finfo(np.float32).eps * (np.abs(x).astype(np.float64) @ np.abs(w.T).astype(np.float64)) + 1e-6
+    bound = (
+        k * np.finfo(np.float32).eps * (np.abs(x).astype(np.float64) @ np.abs(w.T).astype(np.float64)) + 1e-6
+    )
     assert np.all(np.abs(y - want) <= bound)
 
 
@@ -43,7 +57,9 @@ def test_rows_do_not_depend_on_the_rest_of_the_call(k, n):
     x = activations(rng, 700, k)
     full = rowwise_linear(x, packed, backend="cpu")
     for i in (0, 5, 6, 95, 96, 97, 699):
-        np.testing.assert_array_equal(rowwise_linear(x[i : i + 1], packed, backend="cpu")[0], full[i], err_msg=f"row {i}")
+        np.testing.assert_array_equal(
+            rowwise_linear(x[i : i + 1], packed, backend="cpu")[0], full[i], err_msg=f"row {i}"
+        )
     for s, e in ((3, 10), (90, 101), (1, 2), (600, 700)):
         np.testing.assert_array_equal(rowwise_linear(x[s:e], packed, backend="cpu"), full[s:e])
     perm = rng.permutation(len(x))
@@ -66,7 +82,9 @@ def test_every_isa_gives_the_same_bits(monkeypatch):
                 got[(k, n, isa)] = rowwise_linear(x, pack_linear(w, b, backend="cpu"), backend="cpu")
         for isa in ("avx2", "avx512"):
             if (k, n, isa) in got:
-                np.testing.assert_array_equal(got[(k, n, isa)], got[(k, n, "scalar")], err_msg=f"{isa} k={k} n={n}")
+                np.testing.assert_array_equal(
+                    got[(k, n, isa)], got[(k, n, "scalar")], err_msg=f"{isa} k={k} n={n}"
+                )
 
 
 @needs_cpu
@@ -95,10 +113,16 @@ def test_any_real_input_kind(backend):
     x = activations(rng, 30, 80)[:, ::2]
     want = rowwise_linear(np.ascontiguousarray(x), packed, backend=backend)
     np.testing.assert_array_equal(rowwise_linear(x, packed, backend=backend), want)
-    np.testing.assert_array_equal(rowwise_linear(torch.from_numpy(np.ascontiguousarray(x)).requires_grad_(), packed, backend=backend), want)
+    np.testing.assert_array_equal(
+        rowwise_linear(torch.from_numpy(np.ascontiguousarray(x)).requires_grad_(), packed, backend=backend),
+        want,
+    )
     np.testing.assert_array_equal(rowwise_linear(x.astype(np.float64), packed, backend=backend), want)
     xi = np.arange(80).reshape(2, 40) % 7
-    np.testing.assert_array_equal(rowwise_linear(xi, packed, backend=backend), rowwise_linear(xi.astype(np.float32), packed, backend=backend))
+    np.testing.assert_array_equal(
+        rowwise_linear(xi, packed, backend=backend),
+        rowwise_linear(xi.astype(np.float32), packed, backend=backend),
+    )
 
 
 def test_packed_layers_are_copies_and_gpu_requests_stay_on_the_host(monkeypatch):

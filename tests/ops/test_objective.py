@@ -47,11 +47,18 @@ except ImportError:  # the host backends need no torch
 if has_triton():
     from xmemory_gpu.ops.objective import triton as ot
 
-pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # interpreter
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Conversion of an array with ndim > 0:DeprecationWarning"
+)  # interpreter
 
-OBJ_BACKENDS = [b for b in implemented_backends("partition_objective")
-                if b in ("cpu", "triton") and available_backends()[b].available]
-SCORE_BACKENDS = [b for b in implemented_backends("score_candidates") if available_backends()[b].available and b != "cuda"]
+OBJ_BACKENDS = [
+    b
+    for b in implemented_backends("partition_objective")
+    if b in ("cpu", "triton") and available_backends()[b].available
+]
+SCORE_BACKENDS = [
+    b for b in implemented_backends("score_candidates") if available_backends()[b].available and b != "cuda"
+]
 HOST_BACKENDS = [b for b in ("reference", "cpu") if available_backends()[b].available]
 DEV = "cuda" if has_cuda() else "cpu"
 TOL = dict(rtol=1e-9, atol=1e-12)
@@ -85,7 +92,11 @@ def _both_top2_state(noop=False):
     e = np.eye(4)
     x = np.stack([e[0], e[0] + 0.9 * e[1], e[0] + 0.8 * e[2], e[3], e[3] + 0.1 * e[0], e[1] + e[2]])
     state = PartitionState.from_labels(x, np.arange(6), np.array([0, 6], np.int64))
-    items = [(0, [1, 2], [np.array([1, 2])]), (0, [0, 4], [np.array([0, 4])]), (0, [1, 2], [np.array([2]), np.array([1])])]
+    items = [
+        (0, [1, 2], [np.array([1, 2])]),
+        (0, [0, 4], [np.array([0, 4])]),
+        (0, [1, 2], [np.array([2]), np.array([1])]),
+    ]
     if noop:
         items.append((0, [], []))  # a no-op edit
     return state, Candidates.from_lists(state, items)
@@ -124,12 +135,22 @@ def test_hand_worked():
 def test_benchmark_baseline_numpy_closed_form(rng):
     """The vectorised NumPy closed form bench_objective.py times against ours equals the reference."""
     x, lab, off = random_partition(rng, [0, 1, 7, 40, 0, 90], [1, 1, 3, 5, 1, 12], 24)
-    np.testing.assert_allclose(numpy_closed_form(x, lab, off), partition_objective(x, lab, off, backend="reference"),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        numpy_closed_form(x, lab, off),
+        partition_objective(x, lab, off, backend="reference"),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
-@pytest.mark.parametrize("backend", [*HOST_BACKENDS, pytest.param("triton", marks=requires_triton),
-                                     pytest.param("cuda", marks=[requires_cuda_module, requires_cuda])])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        *HOST_BACKENDS,
+        pytest.param("triton", marks=requires_triton),
+        pytest.param("cuda", marks=[requires_cuda_module, requires_cuda]),
+    ],
+)
 def test_partition_hand_worked_and_mad_zero(backend):
     # the host backends through the dispatcher, triton and cuda through their wrappers
     x = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], np.float64)
@@ -142,7 +163,9 @@ def test_partition_hand_worked_and_mad_zero(backend):
         got = _ocuda().partition_objective(x4, lab, off)
     else:
         got = partition_objective(x4, lab, off, backend=backend)
-    np.testing.assert_allclose(got, [2.0, 1 + np.sqrt(0.5), 2.0, 0.0, 1.0], rtol=1e-12)  # zero row: cohesion 0
+    np.testing.assert_allclose(
+        got, [2.0, 1 + np.sqrt(0.5), 2.0, 0.0, 1.0], rtol=1e-12
+    )  # zero row: cohesion 0
 
 
 @pytest.mark.parametrize("backend", OBJ_BACKENDS)
@@ -171,7 +194,9 @@ def test_partition_objective_isas_are_bit_identical(rng, monkeypatch, dtype):
     assert "scalar" in got
     for isa, f in got.items():
         np.testing.assert_array_equal(f, got["scalar"], err_msg=isa)
-    np.testing.assert_allclose(got["scalar"], partition_objective(x, lab, off, backend="reference"), rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(
+        got["scalar"], partition_objective(x, lab, off, backend="reference"), rtol=1e-5, atol=1e-12
+    )
 
 
 def test_row_sums_in_order_equal_add_at_bit_for_bit(rng):
@@ -183,7 +208,12 @@ def test_row_sums_in_order_equal_add_at_bit_for_bit(rng):
         x = rng.standard_normal((n + 5, d)) * rng.choice([1e-8, 1.0, 1e8], size=(n + 5, 1))
         sums = rng.standard_normal((k, d)) * rng.choice([0.0, 1.0, 1e6], size=(k, 1))
         theme, rows = rng.integers(0, k, n), rng.integers(0, n + 5, n)
-        for native, xs in ((True, x), (False, x), (True, x.astype(np.float32)), (False, x.astype(np.float32))):
+        for native, xs in (
+            (True, x),
+            (False, x),
+            (True, x.astype(np.float32)),
+            (False, x.astype(np.float32)),
+        ):
             want = sums.copy()
             np.add.at(want, theme, xs[rows])
             got = sums.copy()
@@ -207,7 +237,9 @@ def test_score_candidates_isas_are_bit_identical(rng, monkeypatch):
     assert "scalar" in got and cands.n > 50
     for isa, f in got.items():
         np.testing.assert_array_equal(f, got["scalar"], err_msg=isa)
-    np.testing.assert_allclose(got["scalar"], score_candidates(state, cands, backend="reference"), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        got["scalar"], score_candidates(state, cands, backend="reference"), rtol=1e-9, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("backend", SCORE_BACKENDS)
@@ -220,7 +252,9 @@ def test_score_candidates_equals_from_scratch(rng, backend):
     want = score_candidates(state, cands, backend="reference")
     got = score_candidates(state, cands, backend=backend)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-12)
-    np.testing.assert_allclose(candidate_gains(state, cands, backend=backend), want - state.f[cands.memory], atol=1e-9)
+    np.testing.assert_allclose(
+        candidate_gains(state, cands, backend=backend), want - state.f[cands.memory], atol=1e-9
+    )
 
 
 @pytest.mark.parametrize("backend", SCORE_BACKENDS)
@@ -233,7 +267,11 @@ def test_removing_both_top2_neighbours(backend):
     off = np.array([0, 6], np.int64)
     state = PartitionState.from_labels(x, lab, off)
     c = Candidates.from_lists(state, [(0, [1, 2], [np.array([1, 2])]), (0, [0, 4], [np.array([0, 4])])])
-    np.testing.assert_allclose(score_candidates(state, c, backend=backend), score_candidates(state, c, backend="reference"), rtol=1e-9)
+    np.testing.assert_allclose(
+        score_candidates(state, c, backend=backend),
+        score_candidates(state, c, backend="reference"),
+        rtol=1e-9,
+    )
 
 
 def test_candidates_must_cover_removed_members():
@@ -334,8 +372,9 @@ def test_public_dispatch_triton(rng):
     assert isinstance(got_t, torch.Tensor) and got_t.dtype == torch.float64  # torch in, torch out
     state = PartitionState.from_labels(x, lab, off)
     cands = random_candidates(rng, state, 3)
-    np.testing.assert_allclose(score_candidates(state, cands, backend="triton"), ref.score_candidates(state, cands),
-                               **TOL)
+    np.testing.assert_allclose(
+        score_candidates(state, cands, backend="triton"), ref.score_candidates(state, cands), **TOL
+    )
 
 
 # ---- cuda: the compiled module without a GPU --------------------------------------------------------
@@ -343,7 +382,12 @@ def test_public_dispatch_triton(rng):
 
 @requires_cuda_module
 def test_cuda_module_exposes_objective_kernels():
-    for name in ("objective_row_norms", "objective_group_sums", "objective_score_candidates", "objective_score_segments"):
+    for name in (
+        "objective_row_norms",
+        "objective_group_sums",
+        "objective_score_candidates",
+        "objective_score_segments",
+    ):
         assert callable(getattr(_cuda, name)), name
     assert _cuda.OBJECTIVE_SLOT_BYTES == 17
     assert _cuda.OBJECTIVE_SHARED_MAX_SLOTS >= 1024
@@ -364,7 +408,9 @@ def test_cuda_wrapper_signatures_match_cpu():
 @requires_cuda_module
 def test_cuda_empty_inputs_need_no_device():
     oc = _ocuda()
-    assert oc.partition_objective(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(1, np.int64)).shape == (0,)
+    assert oc.partition_objective(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(1, np.int64)).shape == (
+        0,
+    )
     f = oc.partition_objective(np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(3, np.int64))
     assert f.dtype == np.float64 and f.tolist() == [0.0, 0.0]
     state, cands = _both_top2_state()
@@ -385,14 +431,28 @@ def test_cuda_no_gpu_raises_clean_errors():
     with pytest.raises(RuntimeError, match="CUDA error"):  # checks pass, the launch fails
         _cuda.objective_row_norms(FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
     with pytest.raises(RuntimeError, match="CUDA error"):
-        _cuda.objective_group_sums(FakeCuda((3, 4), f8), None, FakeCuda((2,), i8), FakeCuda((3,), i8),
-                                   FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
-    seg = [FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((1, 4), f8), FakeCuda((1,), f8)]
+        _cuda.objective_group_sums(
+            FakeCuda((3, 4), f8),
+            None,
+            FakeCuda((2,), i8),
+            FakeCuda((3,), i8),
+            FakeCuda((1, 4), f8),
+            FakeCuda((1,), f8),
+            0,
+        )
+    seg = [
+        FakeCuda((2,), i8),
+        FakeCuda((2,), i8),
+        FakeCuda((2,), i8),
+        FakeCuda((1, 4), f8),
+        FakeCuda((1,), f8),
+    ]
     with pytest.raises(RuntimeError, match="CUDA error"):
         _cuda.objective_score_segments(*seg, 1e-8, 4, None, None, FakeCuda((1,), f8), 0)
     with pytest.raises(ValueError, match="shared-memory limit"):  # argument checks come first
-        _cuda.objective_score_segments(*seg, 1e-8, _cuda.OBJECTIVE_SHARED_MAX_SLOTS + 1, None, None,
-                                       FakeCuda((1,), f8), 0)
+        _cuda.objective_score_segments(
+            *seg, 1e-8, _cuda.OBJECTIVE_SHARED_MAX_SLOTS + 1, None, None, FakeCuda((1,), f8), 0
+        )
     pytest.importorskip("torch")
     x, lab, off = random_partition(np.random.default_rng(0), [5], [2], 3)
     with pytest.raises(RuntimeError, match="CUDA device"):
@@ -423,19 +483,52 @@ def test_cuda_bindings_check_tensors_before_launch():
     with pytest.raises(ValueError, match="expected a CUDA tensor .*got int"):
         _cuda.objective_row_norms(0, FakeCuda((2,), f8), 0)  # the old raw-pointer ABI is gone
     with pytest.raises(ValueError, match="members: expected int64, got int32"):
-        _cuda.objective_group_sums(FakeCuda((3, 4), f8), None, FakeCuda((2,), i8), FakeCuda((3,), "<i4"),
-                                   FakeCuda((1, 4), f8), FakeCuda((1,), f8), 0)
+        _cuda.objective_group_sums(
+            FakeCuda((3, 4), f8),
+            None,
+            FakeCuda((2,), i8),
+            FakeCuda((3,), "<i4"),
+            FakeCuda((1, 4), f8),
+            FakeCuda((1,), f8),
+            0,
+        )
     with pytest.raises(ValueError, match="state_scratch, state_offsets: pass both or neither"):
-        _cuda.objective_score_segments(FakeCuda((2,), i8), FakeCuda((2,), i8), FakeCuda((2,), i8),
-                                       FakeCuda((1, 4), f8), FakeCuda((1,), f8), 1e-8, 4, FakeCuda((64,), "|u1"),
-                                       None, FakeCuda((1,), f8), 0)
+        _cuda.objective_score_segments(
+            FakeCuda((2,), i8),
+            FakeCuda((2,), i8),
+            FakeCuda((2,), i8),
+            FakeCuda((1, 4), f8),
+            FakeCuda((1,), f8),
+            1e-8,
+            4,
+            FakeCuda((64,), "|u1"),
+            None,
+            FakeCuda((1,), f8),
+            0,
+        )
     k = 3
-    cand = dict(memory=FakeCuda((1,), i8), node_offsets=FakeCuda((2,), i8), theme_sum=FakeCuda((k, 4), f8),
-                theme_norm=FakeCuda((k,), f8), theme_count=FakeCuda((k,), i8), theme_offsets=FakeCuda((2,), i8),
-                top_idx=FakeCuda((k, 2), i8), top_cos=FakeCuda((k, 2), f8), rem_offsets=FakeCuda((2,), i8),
-                rem_rows=FakeCuda((1,), i8), add_offsets=FakeCuda((2,), i8), group_offsets=FakeCuda((3,), i8),
-                gsum=FakeCuda((2, 4), f8), gnorm=FakeCuda((2,), f8), eps=1e-8, max_slots=8, state_scratch=None,
-                state_offsets=None, out=FakeCuda((1,), f8), stream=0)
+    cand = dict(
+        memory=FakeCuda((1,), i8),
+        node_offsets=FakeCuda((2,), i8),
+        theme_sum=FakeCuda((k, 4), f8),
+        theme_norm=FakeCuda((k,), f8),
+        theme_count=FakeCuda((k,), i8),
+        theme_offsets=FakeCuda((2,), i8),
+        top_idx=FakeCuda((k, 2), i8),
+        top_cos=FakeCuda((k, 2), f8),
+        rem_offsets=FakeCuda((2,), i8),
+        rem_rows=FakeCuda((1,), i8),
+        add_offsets=FakeCuda((2,), i8),
+        group_offsets=FakeCuda((3,), i8),
+        gsum=FakeCuda((2, 4), f8),
+        gnorm=FakeCuda((2,), f8),
+        eps=1e-8,
+        max_slots=8,
+        state_scratch=None,
+        state_offsets=None,
+        out=FakeCuda((1,), f8),
+        stream=0,
+    )
     if not has_cuda():  # well-formed fake views pass the checks; the launch then fails cleanly (on a GPU it
         with pytest.raises(RuntimeError, match="CUDA error"):  # would read the fake address: a sticky fault)
             _cuda.objective_score_candidates(**cand)
@@ -462,7 +555,9 @@ def _finish(norm, cnt, s, n, eps):
     k = len(cnt)
     m = float(np.median(s))
     sigma = float(np.median(np.abs(s - m))) + eps
-    return n * n / (k * float(np.sum(cnt**2))) + float(np.mean(norm / cnt * np.exp(-((s - m) ** 2) / (2 * sigma**2))))
+    return n * n / (k * float(np.sum(cnt**2))) + float(
+        np.mean(norm / cnt * np.exp(-((s - m) ** 2) / (2 * sigma**2)))
+    )
 
 
 def _cos(a, na, b, nb):
@@ -498,21 +593,109 @@ class _HostExt:
             gs[g] = v.sum(axis=0)
             gn[g] = np.linalg.norm(gs[g])
 
-    def objective_score_segments(self, node_offsets, add_offsets, group_offsets, gsum, gnorm, eps, max_slots,
-                                 state_scratch, state_offsets, out, stream):
-        self._score(None, node_offsets, None, None, None, None, None, None, None, None, add_offsets, group_offsets,
-                    gsum, gnorm, eps, max_slots, state_scratch, state_offsets, out)
+    def objective_score_segments(
+        self,
+        node_offsets,
+        add_offsets,
+        group_offsets,
+        gsum,
+        gnorm,
+        eps,
+        max_slots,
+        state_scratch,
+        state_offsets,
+        out,
+        stream,
+    ):
+        self._score(
+            None,
+            node_offsets,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            add_offsets,
+            group_offsets,
+            gsum,
+            gnorm,
+            eps,
+            max_slots,
+            state_scratch,
+            state_offsets,
+            out,
+        )
 
-    def objective_score_candidates(self, memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets,
-                                   top_idx, top_cos, rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm,
-                                   eps, max_slots, state_scratch, state_offsets, out, stream):
-        self._score(memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
-                    rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, eps, max_slots, state_scratch,
-                    state_offsets, out)
+    def objective_score_candidates(
+        self,
+        memory,
+        node_offsets,
+        theme_sum,
+        theme_norm,
+        theme_count,
+        theme_offsets,
+        top_idx,
+        top_cos,
+        rem_offsets,
+        rem_rows,
+        add_offsets,
+        group_offsets,
+        gsum,
+        gnorm,
+        eps,
+        max_slots,
+        state_scratch,
+        state_offsets,
+        out,
+        stream,
+    ):
+        self._score(
+            memory,
+            node_offsets,
+            theme_sum,
+            theme_norm,
+            theme_count,
+            theme_offsets,
+            top_idx,
+            top_cos,
+            rem_offsets,
+            rem_rows,
+            add_offsets,
+            group_offsets,
+            gsum,
+            gnorm,
+            eps,
+            max_slots,
+            state_scratch,
+            state_offsets,
+            out,
+        )
 
-    def _score(self, memory, node_offsets, theme_sum, theme_norm, theme_count, theme_offsets, top_idx, top_cos,
-               rem_offsets, rem_rows, add_offsets, group_offsets, gsum, gnorm, eps, max_slots, state, state_offsets,
-               out):
+    def _score(
+        self,
+        memory,
+        node_offsets,
+        theme_sum,
+        theme_norm,
+        theme_count,
+        theme_offsets,
+        top_idx,
+        top_cos,
+        rem_offsets,
+        rem_rows,
+        add_offsets,
+        group_offsets,
+        gsum,
+        gnorm,
+        eps,
+        max_slots,
+        state,
+        state_offsets,
+        out,
+    ):
         f = _n(out, np.float64)
         num_items = f.shape[0]
         ao, go = _n(add_offsets, np.int64), _n(group_offsets, np.int64)
@@ -562,7 +745,11 @@ class _HostExt:
                 norm.append(gn[g0 + g]), count.append(go[g0 + g + 1] - go[g0 + g]), s.append(gbest[g])
             n = float(no[b + 1] - no[b])
             s = np.where(np.isneginf(s), 0.0, np.array(s, dtype=np.float64))
-            f[c] = 0.0 if not s.size or n == 0 else _finish(np.array(norm), np.array(count, np.float64), s, n, eps)
+            f[c] = (
+                0.0
+                if not s.size or n == 0
+                else _finish(np.array(norm), np.array(count, np.float64), s, n, eps)
+            )
         regions.sort()
         assert all(a[1] <= b[0] for a, b in zip(regions, regions[1:])), "state regions overlap"
         self.launches.append((num_items, max_slots, len(regions)))
@@ -607,7 +794,9 @@ def test_cuda_emulated_score_candidates_plumbing(rng, host_emulation, monkeypatc
     assert len(ext.launches) > 3 and sum(n for n, _, _ in ext.launches) == cands.n
     assert sum(g for _, _, g in ext.launches) > 0
     state, cands = _both_top2_state()
-    np.testing.assert_allclose(oc.score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+    np.testing.assert_allclose(
+        oc.score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9
+    )
 
 
 # ---- cuda on a GPU: against the float64 reference ----------------------------------------------
@@ -630,7 +819,9 @@ def test_cuda_partition_objective_vs_reference(rng, d):
 def test_cuda_partition_objective_many_themes_global_state(rng):
     x, lab, off = _large_k_case(rng)
     got = _ocuda().partition_objective(x, lab, off)
-    want = PartitionState.from_labels(x, lab, off).f  # vectorised closed form (the reference loops are slow here)
+    want = PartitionState.from_labels(
+        x, lab, off
+    ).f  # vectorised closed form (the reference loops are slow here)
     np.testing.assert_allclose(got, want, rtol=1e-4)
 
 
@@ -649,7 +840,9 @@ def test_cuda_score_candidates_equals_from_scratch(rng):
 @requires_cuda
 def test_cuda_score_candidates_removing_both_top2():
     state, cands = _both_top2_state()
-    np.testing.assert_allclose(_ocuda().score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+    np.testing.assert_allclose(
+        _ocuda().score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9
+    )
 
 
 @requires_cuda_module
@@ -658,14 +851,20 @@ def test_cuda_score_candidates_chunked_and_global_state(rng, monkeypatch):
     oc = _ocuda()
     state, cands = _score_case(rng)
     monkeypatch.setattr(oc, "_CHUNK_BYTES", 3000)
-    np.testing.assert_allclose(oc.score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9)
+    np.testing.assert_allclose(
+        oc.score_candidates(state, cands), ref.score_candidates(state, cands), rtol=1e-9
+    )
     x, lab, off = _large_k_case(rng, n_themes=2060, d=6)
     big = PartitionState.from_labels(x, lab, off)
     ts = int(big.theme_offsets[0])
     items = [
         (0, [0], [big.members_of(ts)[:1], big.members_of(ts)[1:]]),  # split: 2061 slots
         (0, [3, 4], [np.concatenate([big.members_of(ts + 3), big.members_of(ts + 4)])]),  # merge
-        (1, [int(big.theme_label[big.theme_offsets[1]])], [big.members_of(int(big.theme_offsets[1]))]),  # no-op
+        (
+            1,
+            [int(big.theme_label[big.theme_offsets[1]])],
+            [big.members_of(int(big.theme_offsets[1]))],
+        ),  # no-op
     ]
     cands = Candidates.from_lists(big, items)
     want = np.array([_closed(x, lab, off, items[0]), _closed(x, lab, off, items[1]), big.f[1]])
@@ -691,8 +890,10 @@ def test_cpu_kernel_pass_is_the_finiteness_check(rng, dtype):
     with pytest.raises(ValueError, match=r"x: NaN or inf in rows \[5, 50\]"):
         partition_objective(x, lab, off, backend="cpu")
     big = np.full((3, 2), 1e200)
-    np.testing.assert_array_equal(partition_objective(big, np.zeros(3, int), [0, 3], backend="cpu"),
-                                  partition_objective(big, np.zeros(3, int), [0, 3], backend="reference"))
+    np.testing.assert_array_equal(
+        partition_objective(big, np.zeros(3, int), [0, 3], backend="cpu"),
+        partition_objective(big, np.zeros(3, int), [0, 3], backend="reference"),
+    )
 
 
 def test_rows_of_the_sums_themselves_are_added_as_add_at():
@@ -712,8 +913,12 @@ def test_add_rows_refuses_what_it_cannot_index():
 
     sums = np.zeros((2, 3))
     x = np.ones((4, 3))
-    for group, rows, what in (([0, 2], [0, 1], "group outside"), ([0, -1], [0, 1], "group outside"),
-                              ([0, 1], [0, 4], "row outside"), ([0], [0, 1], "group and rows")):
+    for group, rows, what in (
+        ([0, 2], [0, 1], "group outside"),
+        ([0, -1], [0, 1], "group outside"),
+        ([0, 1], [0, 4], "row outside"),
+        ([0], [0, 1], "group and rows"),
+    ):
         with pytest.raises(ValueError, match=what):
             _C.add_rows(sums, np.array(group, np.int64), x, np.array(rows, np.int64))
         assert not sums.any()
@@ -736,7 +941,11 @@ def test_top2_blocks_in_cpp_are_the_numpy_steps(seed):
     sizes = rng.integers(0, 12 if seed % 2 else 70, int(rng.integers(1, 6)))
     off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     d = int(rng.integers(1, 5)) if seed % 3 else 384
-    unit = rng.choice([-1.0, 0.0, 0.5, 1.0], (int(off[-1]), d)) if d < 8 else rng.standard_normal((int(off[-1]), d))
+    unit = (
+        rng.choice([-1.0, 0.0, 0.5, 1.0], (int(off[-1]), d))
+        if d < 8
+        else rng.standard_normal((int(off[-1]), d))
+    )
     if seed % 4 == 1 and len(unit):
         unit[rng.integers(0, len(unit))] = np.inf
     if seed % 4 == 2 and len(unit):
@@ -776,9 +985,13 @@ def test_theme_sums_in_cpp_are_the_numpy_steps(seed):
         if seed % 3:
             olds = [np.unique(o) for o in olds]
         keep = rng.random(sum(len(o) for o in olds)) < (0.0 if seed % 7 == 3 else 0.7)
-        kept = _Kept(np.concatenate([[0], np.cumsum([len(o) for o in olds])]).astype(np.int64),
-                     np.concatenate(olds).astype(np.int64), rng.standard_normal((len(keep), d)), keep,
-                     np.array([int(rng.integers(0, s + 3)) for s in sizes], np.int64))  # a tail may pass the block
+        kept = _Kept(
+            np.concatenate([[0], np.cumsum([len(o) for o in olds])]).astype(np.int64),
+            np.concatenate(olds).astype(np.int64),
+            rng.standard_normal((len(keep), d)),
+            keep,
+            np.array([int(rng.integers(0, s + 3)) for s in sizes], np.int64),
+        )  # a tail may pass the block
     if seed % 5 == 2:  # other integer types and a strided view: the wrapper's conversions
         rows, labels, x = rows.astype(np.int32), labels.astype(np.int32), np.asfortranarray(x)
     got = theme_sums(x, rows, labels, row_off, kept)
@@ -813,15 +1026,24 @@ def test_f_blocks_are_objective_from_parts_per_block(seed):
     total = int(off[-1])
     counts = rng.integers(1, 30, total).astype(np.int64)
     norms = counts * rng.uniform(0.2, 1.0, total)
-    s = rng.choice(np.array([0.0, -0.0, 0.25, 0.5, 0.5, 0.9, -0.3]), total) if seed % 2 else rng.uniform(-1, 1, total)
+    s = (
+        rng.choice(np.array([0.0, -0.0, 0.25, 0.5, 0.5, 0.9, -0.3]), total)
+        if seed % 2
+        else rng.uniform(-1, 1, total)
+    )
     n = np.array([int(counts[a:b].sum()) for a, b in zip(off[:-1], off[1:])], np.int64)
     n[rng.random(len(n)) < 0.2] = 0  # a block whose nodes are not counted: f is 0
     eps = 1e-8
     got = [_f_blocks(norms, counts, s, off, n, eps, native=native) for native in (True, False)]
     for b in range(len(k)):
         a, e = int(off[b]), int(off[b + 1])
-        want = objective_from_parts(norms[a:e], counts[a:e], s[a:e] if e - a > 1 else np.zeros(1), int(n[b]), eps) \
-            if e > a and n[b] else 0.0
+        want = (
+            objective_from_parts(
+                norms[a:e], counts[a:e], s[a:e] if e - a > 1 else np.zeros(1), int(n[b]), eps
+            )
+            if e > a and n[b]
+            else 0.0
+        )
         assert got[0][b] == want and got[1][b] == want, (b, got[0][b], got[1][b], want)
 
 
@@ -832,4 +1054,6 @@ def test_libm_exp_is_the_c_librarys():
 
     v = np.random.default_rng(0).uniform(-40, 1, (7, 11))
     got = libm_exp(v)
-    assert got.shape == v.shape and all(g == math.exp(t) for g, t in zip(got.ravel().tolist(), v.ravel().tolist()))
+    assert got.shape == v.shape and all(
+        g == math.exp(t) for g, t in zip(got.ravel().tolist(), v.ravel().tolist())
+    )

@@ -11,7 +11,9 @@ import pytest
 from xmemory_gpu.ops import available_backends
 from xmemory_gpu.ops.rows import dot4, dot4_gram, drift_runs
 
-needs_cpu = pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+needs_cpu = pytest.mark.skipif(
+    not available_backends()["cpu"].available, reason="the C++ module is not built"
+)
 
 
 @needs_cpu
@@ -44,7 +46,11 @@ def test_drift_runs_in_cpp_are_the_numpy_loop(seed):
             got = drift_runs(x, hard, min_messages, thr)
             want = drift_runs(x, hard, min_messages, thr, native=False)
             assert got.dtype == np.int64 and np.array_equal(got, want), (seed, min_messages, thr)
-            assert got[0] == 0 and np.all(np.diff(got) > 0) and set(np.flatnonzero(hard[1:]) + 1) <= set(got.tolist())
+            assert (
+                got[0] == 0
+                and np.all(np.diff(got) > 0)
+                and set(np.flatnonzero(hard[1:]) + 1) <= set(got.tolist())
+            )
 
 
 @needs_cpu
@@ -92,7 +98,10 @@ def test_boundary_runs_are_the_per_message_rule():
 
     cfg, emb = SegmentConfig(time_gap_s=600.0), HashingEmbedder(dim=64)
     for i, conv in enumerate(conversations_of("synthetic", generate_conversations(12, seed=2))):
-        msgs = [dataclasses.replace(m, timestamp=None) if (i + j) % 7 == 0 else m for j, m in enumerate(conv.messages)]
+        msgs = [
+            dataclasses.replace(m, timestamp=None) if (i + j) % 7 == 0 else m
+            for j, m in enumerate(conv.messages)
+        ]
         conv = dataclasses.replace(conv, messages=msgs)
         x = embed_messages(emb, conv.messages).x
         runs, start, acc = [], 0, x[0].astype(np.float64).copy()
@@ -121,7 +130,7 @@ def test_drift_runs_of_float64_rows_are_not_cast(rng, monkeypatch):
 
     calls = []
     native = rows.compiled("drift_runs")
-    monkeypatch.setattr(rows, "compiled", lambda name: (lambda *a: calls.append(a[0].dtype) or native(*a)))
+    monkeypatch.setattr(rows, "compiled", lambda name: lambda *a: calls.append(a[0].dtype) or native(*a))
     x = _unit(rng, 30, 16)
     hard = np.zeros(30, bool)
     want = drift_runs(x.astype(np.float64), hard, 1, 0.5, native=False)
@@ -141,7 +150,10 @@ def test_drift_cuts_at_the_dot4_cosine_exactly(rng, d):
     for native in (True, False):
         starts = drift_runs(x[:4], hard[:4], 3, cos, native=native).tolist()
         assert starts == [0], (native, starts)
-        assert drift_runs(x[:4], hard[:4], 3, float(np.nextafter(cos, 2.0)), native=native).tolist() == [0, 3], native
+        assert drift_runs(x[:4], hard[:4], 3, float(np.nextafter(cos, 2.0)), native=native).tolist() == [
+            0,
+            3,
+        ], native
 
 
 def test_construction_decides_on_dot4_products(monkeypatch):
@@ -162,11 +174,17 @@ def test_construction_decides_on_dot4_products(monkeypatch):
     x = np.eye(4, 8, dtype=np.float32)
     pipeline.theme_summary(["a b", "c d", "e f", "g h"], x)
     theme_split.connected_components(x.astype(np.float64), 0.5)
-    supersede.supersessions(["Alice lives in Paris.", "Alice moved to Rome now."], x[:2], [0, 1], ["Alice", "Alice"])
+    supersede.supersessions(
+        ["Alice lives in Paris.", "Alice moved to Rome now."], x[:2], [0, 1], ["Alice", "Alice"]
+    )
     conv = Conversation("c", ("a", "b"), [Message(f"m{i}", "a", "hi there", 1, float(i)) for i in range(4)])
     segment.boundary_runs(conv, x, SegmentConfig())
-    assert seen == ["xmemory_gpu.construct.pipeline", "xmemory_gpu.construct.theme_split", "xmemory_gpu.construct.supersede",
-                    "segment"]
+    assert seen == [
+        "xmemory_gpu.construct.pipeline",
+        "xmemory_gpu.construct.theme_split",
+        "xmemory_gpu.construct.supersede",
+        "segment",
+    ]
 
 
 def test_a_gap_of_exactly_the_limit_does_not_cut():
@@ -178,7 +196,10 @@ def test_a_gap_of_exactly_the_limit_does_not_cut():
     ts = [0.0, 600.0, 1200.5, None, 5000.0]
     conv = Conversation("c", ("a", "b"), [Message(f"m{i}", "a", "hi", 1, t) for i, t in enumerate(ts)])
     x = np.ones((5, 4), np.float32) / 2
-    assert boundary_runs(conv, x, cfg) == [(0, 2), (2, 5)]  # 600 s apart: no cut; 600.5 s: a cut; no time: none
+    assert boundary_runs(conv, x, cfg) == [
+        (0, 2),
+        (2, 5),
+    ]  # 600 s apart: no cut; 600.5 s: a cut; no time: none
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32, np.bool_])
@@ -229,11 +250,16 @@ def test_row_norms_and_unit_rows_in_cpp_are_numpys_bits(seed):
                 want = np.sqrt(np.add.reduce(x * x, axis=1))
                 unit = np.divide(x, want[:, None], out=np.zeros_like(x), where=want[:, None] > 0)
                 got = row_norms(x)
-                assert got.tobytes() == want.tobytes() and row_norms(x, native=False).tobytes() == want.tobytes()
+                assert (
+                    got.tobytes() == want.tobytes() and row_norms(x, native=False).tobytes() == want.tobytes()
+                )
                 assert row_norms(x, keepdims=True).shape == (m, 1)
                 assert unit_rows(x).tobytes() == unit.tobytes() == unit_rows(x, native=False).tobytes()
                 assert unit_rows(x, dtype=np.float32).tobytes() == unit.astype(np.float32).tobytes()
-                assert unit_rows(x, dtype=np.float32, native=False).tobytes() == unit.astype(np.float32).tobytes()
+                assert (
+                    unit_rows(x, dtype=np.float32, native=False).tobytes()
+                    == unit.astype(np.float32).tobytes()
+                )
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -37,7 +37,9 @@ class _Parser(argparse.ArgumentParser):
 
 def make_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="xmemory", description="xMemory agent memory: build, inspect, search, evaluate")
-    parser.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+    parser.add_argument(
+        "--debug", action="store_true", help="show Python tracebacks instead of one-line errors"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS.values():
         try:
@@ -100,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback in a log file
         path = _log_traceback(args.command)
-        print(f"xmemory {args.command}: internal error: {type(exc).__name__}: {_one_line(exc)} "
-              f"(traceback in {path}; --debug shows it)", file=sys.stderr)
+        print(
+            f"xmemory {args.command}: internal error: {type(exc).__name__}: {_one_line(exc)} "
+            f"(traceback in {path}; --debug shows it)",
+            file=sys.stderr,
+        )
         return 1
 
 

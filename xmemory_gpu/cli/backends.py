@@ -8,7 +8,9 @@ import json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("backends", help="list kernel backends, whether they are usable here, and the GPU-validated table")
+    p = sub.add_parser(
+        "backends", help="list kernel backends, whether they are usable here, and the GPU-validated table"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -22,8 +24,18 @@ def run(args: argparse.Namespace) -> int:
     table = rows()
     auto = {op: list(gpu_preference(op)) for op in OPS}
     if args.json:
-        print(json.dumps({"backends": {k: {"available": v.available, "reason": v.reason} for k, v in status.items()},
-                          "validated": table, "auto_gpu_order": auto}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "backends": {
+                        k: {"available": v.available, "reason": v.reason} for k, v in status.items()
+                    },
+                    "validated": table,
+                    "auto_gpu_order": auto,
+                },
+                indent=2,
+            )
+        )
         return 0
     for name, st in status.items():
         print(f"{name:10s} {'yes' if st.available else 'no ':3s}  {st.reason}")

@@ -24,7 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _scope(p)
     p.add_argument("--embedder", default=None, help="embedder for a new store (default all-MiniLM-L6-v2)")
     p.set_defaults(func=run_add)
-    p = sub.add_parser("delete", help="forget a unit (message id, episode:N, semantic:N) or, with --all, a whole memory")
+    p = sub.add_parser(
+        "delete", help="forget a unit (message id, episode:N, semantic:N) or, with --all, a whole memory"
+    )
     p.add_argument("store")
     p.add_argument("unit", nargs="?", default=None)
     p.add_argument("--all", action="store_true", help="delete the whole memory of the scope")
@@ -49,7 +51,7 @@ def _read_messages(path: str) -> list:
     if isinstance(data, dict) and "messages" in data:
         data = data["messages"]
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of messages (or {{\"messages\": [...]}})")
+        raise ValueError(f'{path}: expected a JSON list of messages (or {{"messages": [...]}})')
     return data
 
 
@@ -71,17 +73,23 @@ def run_add(args: argparse.Namespace) -> int:
         from ..ops.devices import encoder_device
 
         cfg = XMemoryConfig()
-        embedder = load_embedder(args.embedder or cfg.embed.model, device=encoder_device("auto", cfg.embed.device))
+        embedder = load_embedder(
+            args.embedder or cfg.embed.model, device=encoder_device("auto", cfg.embed.device)
+        )
     ids: list[str] = []
     with MemoryEngine.open(args.store, embedder=embedder) as eng:
-        step = eng.limits.max_messages  # a file longer than one write's limit goes in as several commits, in order
+        step = (
+            eng.limits.max_messages
+        )  # a file longer than one write's limit goes in as several commits, in order
         for a in range(0, max(len(msgs), 1), step):
             try:
                 ids += eng.add(msgs[a : a + step], user_id=args.user, agent_id=args.agent, run_id=args.run)
             except ValueError as exc:
                 if a == 0:
                     raise
-                raise ValueError(f"{args.file}: messages from {a} on (the {a} before were added): {exc}") from None
+                raise ValueError(
+                    f"{args.file}: messages from {a} on (the {a} before were added): {exc}"
+                ) from None
     print("\n".join(ids))
     return 0
 
@@ -115,5 +123,7 @@ def run_history(args: argparse.Namespace) -> int:
 
     for e in log:
         when = datetime.fromtimestamp(e["time"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{when}  {e['op']:10s} {len(e['ids'])} ids  {', '.join(e['ids'][:5])}{' ...' if len(e['ids']) > 5 else ''}")
+        print(
+            f"{when}  {e['op']:10s} {len(e['ids'])} ids  {', '.join(e['ids'][:5])}{' ...' if len(e['ids']) > 5 else ''}"
+        )
     return 0

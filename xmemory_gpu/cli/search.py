@@ -20,13 +20,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="retrieve context for questions from a memory store")
     p.add_argument("store")
     p.add_argument("question", nargs="?", type=text("question"), help="the question (or use --batch)")
-    p.add_argument("--memory", type=text("memory id"), help="memory id to search (needed when the store holds several)")
-    p.add_argument("--user", type=text("user id"), help="a live store's memory by its scope: user id (with --agent, --run)")
+    p.add_argument(
+        "--memory", type=text("memory id"), help="memory id to search (needed when the store holds several)"
+    )
+    p.add_argument(
+        "--user",
+        type=text("user id"),
+        help="a live store's memory by its scope: user id (with --agent, --run)",
+    )
     p.add_argument("--agent", type=text("agent id"), help="with --user: agent id of the scope")
     p.add_argument("--run", type=text("run id"), help="with --user: run id of the scope")
     p.add_argument("--strategy", default="xmemory", choices=STRATEGIES)
     p.add_argument("--budget-tokens", type=integer(0), default=None, help="cap on context tokens")
-    p.add_argument("--batch", help="JSON file: a list of {\"question\": ..., \"memory\": ...} (memory optional)")
+    p.add_argument("--batch", help='JSON file: a list of {"question": ..., "memory": ...} (memory optional)')
     p.add_argument("--backend", default="auto", help="kernel backend: auto, reference, cpu, triton, cuda")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--context", action="store_true", help="also print the assembled answer context")
@@ -48,7 +54,7 @@ def _batch(path: str, default_memory: str | None, choice: str) -> tuple[list[str
     except RecursionError:
         raise ValueError(f"--batch {path}: JSON nested too deeply") from None
     if not isinstance(items, list):
-        raise ValueError(f"{path}: expected a list of {{\"question\": ..., \"memory\": ...}} objects")
+        raise ValueError(f'{path}: expected a list of {{"question": ..., "memory": ...}} objects')
     qs, ms = [], []
     for i, it in enumerate(items):
         if not isinstance(it, dict) or not isinstance(it.get("question"), str) or not it["question"].strip():
@@ -75,14 +81,20 @@ def _memory(args: argparse.Namespace, ids: list[str]) -> tuple[str | None, str]:
 
         key = scope_key(args.user, args.agent, args.run)
         if key not in ids:
-            raise ValueError(f"{args.store}: no memory for --user {args.user!r}"
-                             + (f" --agent {args.agent!r}" if args.agent else "") + (f" --run {args.run!r}" if args.run else ""))
+            raise ValueError(
+                f"{args.store}: no memory for --user {args.user!r}"
+                + (f" --agent {args.agent!r}" if args.agent else "")
+                + (f" --run {args.run!r}" if args.run else "")
+            )
         return key, ""
     if args.memory is not None or len(ids) == 1:
         return args.memory if args.memory is not None else ids[0], ""
     users = [_user_of(m) for m in ids[:3]]
     examples = ", ".join(f"--user {u}" if u is not None else f"--memory {m}" for m, u in zip(ids[:3], users))
-    return None, f"the store holds {len(ids)} memories: choose one with --memory ID or --user ID (e.g. {examples})"
+    return (
+        None,
+        f"the store holds {len(ids)} memories: choose one with --memory ID or --user ID (e.g. {examples})",
+    )
 
 
 def _user_of(memory_id: str) -> str | None:
@@ -123,13 +135,17 @@ def _search(args: argparse.Namespace, store: MemoryBackend) -> int:
         raise ValueError("search: give a question or --batch FILE")
     missing = sorted(set(mems) - set(ids))
     if missing:
-        raise ValueError(f"{args.store}: no memory {missing[0]!r} (the store holds {len(ids)}: {', '.join(ids[:5])}...)")
+        raise ValueError(
+            f"{args.store}: no memory {missing[0]!r} (the store holds {len(ids)}: {', '.join(ids[:5])}...)"
+        )
     reader = None
     if args.reader:
         from ..llm import load_reader
 
         reader = load_reader(args.reader)
-    retriever = Retriever.from_store(store, sorted(set(mems)), backend=args.backend, reader=reader, config=config)
+    retriever = Retriever.from_store(
+        store, sorted(set(mems)), backend=args.backend, reader=reader, config=config
+    )
     results = retriever.search(questions, mems, strategy=args.strategy, budget_tokens=args.budget_tokens)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))

@@ -42,7 +42,9 @@ def coalesce_ms(text: str) -> float:
     except ValueError:
         v = math.nan
     if not (math.isfinite(v) and 0 <= v <= MAX_COALESCE_MS):
-        raise argparse.ArgumentTypeError(f"expected milliseconds from 0 (off) to {MAX_COALESCE_MS:g}, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected milliseconds from 0 (off) to {MAX_COALESCE_MS:g}, got {text!r}"
+        )
     return v
 
 
@@ -62,39 +64,84 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("serve", help="serve a live memory store over HTTP")
     p.add_argument("store", help="a store; with --ray, a store set's directory (manifest.json, shard-K/)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default 127.0.0.1: this machine only; any other needs an API key)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1: this machine only; any other needs an API key)",
+    )
     p.add_argument("--port", type=port, default=8000)
-    p.add_argument("--api-key-env", default="XMEMORY_API_KEY",
-                   help=f"environment variable holding the API key (all scopes; at least {MIN_KEY} characters)")
-    p.add_argument("--keys-file", default=None, help='JSON {"KEY": ["user", ...] or "*"}: keys bound to user ids')
-    p.add_argument("--coalesce-ms", type=coalesce_ms, default=2.0,
-                   help=f"window in which concurrent requests share one engine call (0: off; at most {MAX_COALESCE_MS:g})")
+    p.add_argument(
+        "--api-key-env",
+        default="XMEMORY_API_KEY",
+        help=f"environment variable holding the API key (all scopes; at least {MIN_KEY} characters)",
+    )
+    p.add_argument(
+        "--keys-file", default=None, help='JSON {"KEY": ["user", ...] or "*"}: keys bound to user ids'
+    )
+    p.add_argument(
+        "--coalesce-ms",
+        type=coalesce_ms,
+        default=2.0,
+        help=f"window in which concurrent requests share one engine call (0: off; at most {MAX_COALESCE_MS:g})",
+    )
     p.add_argument("--max-batch", type=integer(1), default=64)
     p.add_argument("--embedder", default=None, help="embedder for a new store (default all-MiniLM-L6-v2)")
-    p.add_argument("--reader", default=None,
-                   help="reader LLM spec (smollm2, hf:PATH[#FILE.gguf], vllm:ID, openai:URL#MODEL): Stage II's "
-                        "uncertainty gate on live searches (default: none, episodes admitted by priority)")
-    p.add_argument("--backend", default="auto",
-                   help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on "
-                        "the GPU); one not usable here is refused, naming why")
-    p.add_argument("--max-resident-bytes", type=resident_bytes, default="auto", metavar="N|auto|all",
-                   help="keep about N bytes of memories in RAM (each shard's, with --ray): a memory loads when a request "
-                        "touches it, the least recently used go (default auto: half of the RAM; all: every memory, "
-                        "loaded at start)")
+    p.add_argument(
+        "--reader",
+        default=None,
+        help="reader LLM spec (smollm2, hf:PATH[#FILE.gguf], vllm:ID, openai:URL#MODEL): Stage II's "
+        "uncertainty gate on live searches (default: none, episodes admitted by priority)",
+    )
+    p.add_argument(
+        "--backend",
+        default="auto",
+        help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton: encoder and bank copies on "
+        "the GPU); one not usable here is refused, naming why",
+    )
+    p.add_argument(
+        "--max-resident-bytes",
+        type=resident_bytes,
+        default="auto",
+        metavar="N|auto|all",
+        help="keep about N bytes of memories in RAM (each shard's, with --ray): a memory loads when a request "
+        "touches it, the least recently used go (default auto: half of the RAM; all: every memory, "
+        "loaded at start)",
+    )
     p.add_argument("--log-level", default="warning")
     g = p.add_argument_group("sharded serving on Ray Serve")
-    g.add_argument("--ray", nargs="?", const="local", default=None, metavar="local|auto|ADDRESS",
-                   help="serve STORE as a store set on Ray Serve: local (a new Ray instance here; the default), "
-                        "auto (the cluster this machine is in) or a cluster's address")
-    g.add_argument("--shards", type=integer(1), default=None,
-                   help="shards of a new store set (default 1); an existing set's count is fixed by its manifest")
-    g.add_argument("--shard-cpus", type=amount, default=1.0, help="CPUs Ray reserves for each shard (default 1)")
-    g.add_argument("--shard-gpus", type=amount, default=None,
-                   help="GPUs Ray gives each shard (default 1 with --backend cuda or triton, else 0)")
-    g.add_argument("--shard-timeout", type=amount, default=30.0,
-                   help="seconds the ingress waits for a shard before answering 503 (default 30)")
-    g.add_argument("--ray-cpus", type=integer(1), default=None, help="CPUs of a local Ray instance (default: all)")
+    g.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="local|auto|ADDRESS",
+        help="serve STORE as a store set on Ray Serve: local (a new Ray instance here; the default), "
+        "auto (the cluster this machine is in) or a cluster's address",
+    )
+    g.add_argument(
+        "--shards",
+        type=integer(1),
+        default=None,
+        help="shards of a new store set (default 1); an existing set's count is fixed by its manifest",
+    )
+    g.add_argument(
+        "--shard-cpus", type=amount, default=1.0, help="CPUs Ray reserves for each shard (default 1)"
+    )
+    g.add_argument(
+        "--shard-gpus",
+        type=amount,
+        default=None,
+        help="GPUs Ray gives each shard (default 1 with --backend cuda or triton, else 0)",
+    )
+    g.add_argument(
+        "--shard-timeout",
+        type=amount,
+        default=30.0,
+        help="seconds the ingress waits for a shard before answering 503 (default 30)",
+    )
+    g.add_argument(
+        "--ray-cpus", type=integer(1), default=None, help="CPUs of a local Ray instance (default: all)"
+    )
     p.set_defaults(func=run)
 
 
@@ -103,24 +150,34 @@ def load_keys(args: argparse.Namespace) -> dict[str, frozenset[str] | None]:
     env = os.environ.get(args.api_key_env, "")
     if env:
         if len(env) < MIN_KEY:
-            raise ValueError(f"{args.api_key_env}: the API key has {len(env)} characters; expected at least {MIN_KEY}")
+            raise ValueError(
+                f"{args.api_key_env}: the API key has {len(env)} characters; expected at least {MIN_KEY}"
+            )
         keys[env] = None
     if args.keys_file:
         try:
             data = json.loads(Path(args.keys_file).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"--keys-file {args.keys_file}: cannot read a JSON object of keys ({exc})") from None
+            raise ValueError(
+                f"--keys-file {args.keys_file}: cannot read a JSON object of keys ({exc})"
+            ) from None
         if not isinstance(data, dict):
-            raise ValueError(f"--keys-file {args.keys_file}: expected a JSON object {{key: [user ids] or \"*\"}}")
+            raise ValueError(
+                f'--keys-file {args.keys_file}: expected a JSON object {{key: [user ids] or "*"}}'
+            )
         for k, v in data.items():
             if not isinstance(k, str) or len(k) < MIN_KEY:
-                raise ValueError(f"--keys-file {args.keys_file}: key {k[:4]!r}...: expected at least {MIN_KEY} characters")
+                raise ValueError(
+                    f"--keys-file {args.keys_file}: key {k[:4]!r}...: expected at least {MIN_KEY} characters"
+                )
             if v == "*":
                 keys[k] = None
             elif isinstance(v, list) and all(isinstance(u, str) and u for u in v):
                 keys[k] = frozenset(v)
             else:
-                raise ValueError(f"--keys-file {args.keys_file}: the value of a key must be a list of user ids or \"*\"")
+                raise ValueError(
+                    f'--keys-file {args.keys_file}: the value of a key must be a list of user ids or "*"'
+                )
     return keys
 
 
@@ -159,11 +216,17 @@ def run(args: argparse.Namespace) -> int:
 
     keys = load_keys(args)
     if not keys and not is_loopback(args.host):
-        raise ValueError(f"--host {args.host}: not a loopback address, and no API key: anyone who can reach it could "
-                         f"read and delete every memory; set {args.api_key_env} or --keys-file, or bind 127.0.0.1")
+        raise ValueError(
+            f"--host {args.host}: not a loopback address, and no API key: anyone who can reach it could "
+            f"read and delete every memory; set {args.api_key_env} or --keys-file, or bind 127.0.0.1"
+        )
     if args.ray is not None:
         return run_ray(args, keys)
-    given = [f"--{n.replace('_', '-')}" for n in ("shards", "shard_gpus", "ray_cpus") if getattr(args, n) is not None]
+    given = [
+        f"--{n.replace('_', '-')}"
+        for n in ("shards", "shard_gpus", "ray_cpus")
+        if getattr(args, n) is not None
+    ]
     if given:
         raise ValueError(f"{', '.join(given)}: sharding needs --ray (xmemory serve DIR --ray --shards N)")
     check_backend(args.backend)
@@ -176,14 +239,24 @@ def run(args: argparse.Namespace) -> int:
                 super().handle_exit(sig, frame)
 
     cfg = ServiceConfig(api_keys=keys, coalesce_ms=args.coalesce_ms, max_batch=args.max_batch)
-    engine = MemoryEngine.open(args.store, embedder=args.embedder, backend=args.backend, reader=args.reader,
-                               max_resident_bytes=args.max_resident_bytes)  # fails here, before binding, if the store is locked
+    engine = MemoryEngine.open(
+        args.store,
+        embedder=args.embedder,
+        backend=args.backend,
+        reader=args.reader,
+        max_resident_bytes=args.max_resident_bytes,
+    )  # fails here, before binding, if the store is locked
     app = create_app(engine, cfg)
-    print(f"xmemory serve: {args.store} on http://{args.host}:{args.port} "
-          f"({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, coalescing {args.coalesce_ms:g} ms)",
-          flush=True)
-    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                                   timeout_graceful_shutdown=30))
+    print(
+        f"xmemory serve: {args.store} on http://{args.host}:{args.port} "
+        f"({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, coalescing {args.coalesce_ms:g} ms)",
+        flush=True,
+    )
+    server = Server(
+        uvicorn.Config(
+            app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=30
+        )
+    )
     server.run()
     if not server.started:
         raise RuntimeError(f"the server did not start on {args.host}:{args.port} (see the log above)")
@@ -198,28 +271,49 @@ def run_ray(args: argparse.Namespace, keys: dict[str, frozenset[str] | None]) ->
     if args.shard_timeout <= 0:
         raise ValueError("--shard-timeout: expected seconds > 0")
     shard_set = open_shard_set(args.store, args.shards)  # a mismatch is refused before Ray starts
-    if args.ray == "local":  # elsewhere the shards run on other machines, whose backends this one cannot check
+    if (
+        args.ray == "local"
+    ):  # elsewhere the shards run on other machines, whose backends this one cannot check
         check_backend(args.backend)
     try:
         from ray import serve
 
         from ..distributed import ray_serve
     except ImportError as exc:
-        raise ValueError(f"--ray: Ray Serve is not installed ({exc.name or exc}); "
-                         "pip install 'xmemory-gpu[serve-ray]'") from None
-    gpus = args.shard_gpus if args.shard_gpus is not None else (1.0 if args.backend in ("cuda", "triton") else 0.0)
+        raise ValueError(
+            f"--ray: Ray Serve is not installed ({exc.name or exc}); pip install 'xmemory-gpu[serve-ray]'"
+        ) from None
+    gpus = (
+        args.shard_gpus
+        if args.shard_gpus is not None
+        else (1.0 if args.backend in ("cuda", "triton") else 0.0)
+    )
     cfg = ServiceConfig(api_keys=keys, coalesce_ms=args.coalesce_ms, max_batch=args.max_batch)
     stop = threading.Event()
     ray_serve.init_ray(args.ray, num_cpus=args.ray_cpus)  # local: on 127.0.0.1 only
     for sig in (signal.SIGTERM, signal.SIGINT):  # after ray.init (which installs its own), before the deploy
         signal.signal(sig, lambda *_: stop.set())
     try:
-        ray_serve.deploy(args.store, shards=shard_set.shards, config=cfg, host=args.host, port=args.port,
-                         embedder=args.embedder, backend=args.backend, reader=args.reader, shard_cpus=args.shard_cpus,
-                         shard_gpus=gpus, timeout_s=args.shard_timeout, max_resident_bytes=args.max_resident_bytes)
-        print(f"xmemory serve: {args.store} ({shard_set.shards} shard(s) on Ray {args.ray}) on "
-              f"http://{args.host}:{args.port} ({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, "
-              f"coalescing {args.coalesce_ms:g} ms)", flush=True)
+        ray_serve.deploy(
+            args.store,
+            shards=shard_set.shards,
+            config=cfg,
+            host=args.host,
+            port=args.port,
+            embedder=args.embedder,
+            backend=args.backend,
+            reader=args.reader,
+            shard_cpus=args.shard_cpus,
+            shard_gpus=gpus,
+            timeout_s=args.shard_timeout,
+            max_resident_bytes=args.max_resident_bytes,
+        )
+        print(
+            f"xmemory serve: {args.store} ({shard_set.shards} shard(s) on Ray {args.ray}) on "
+            f"http://{args.host}:{args.port} ({'keys required' if cfg.api_keys else 'no API key: open to this machine'}, "
+            f"coalescing {args.coalesce_ms:g} ms)",
+            flush=True,
+        )
         while not stop.wait(1.0):
             pass
     finally:

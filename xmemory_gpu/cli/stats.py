@@ -17,8 +17,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("store")
     p.add_argument("--json", action="store_true")
     p.add_argument("--ids", action="store_true", help="print only the memory ids, one per line")
-    p.add_argument("--check", action="store_true", help="check every memory's records and files; exit 1 if any is damaged")
-    p.add_argument("--drop-damaged", action="store_true", help="with --check: delete damaged memories (a re-run of build rebuilds them)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="check every memory's records and files; exit 1 if any is damaged",
+    )
+    p.add_argument(
+        "--drop-damaged",
+        action="store_true",
+        help="with --check: delete damaged memories (a re-run of build rebuilds them)",
+    )
     p.set_defaults(func=run)
 
 
@@ -37,8 +45,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             lock.acquire()  # deleting is writing: not while a server or an add holds the store
         except WriterLockError:
-            raise RuntimeError(f"--drop-damaged: {store.path}: another process is writing this store (it holds "
-                               f"{lock.path.name}); stop it (the server, an add or a build), then run this again") from None
+            raise RuntimeError(
+                f"--drop-damaged: {store.path}: another process is writing this store (it holds "
+                f"{lock.path.name}); stop it (the server, an add or a build), then run this again"
+            ) from None
         try:
             return _check(store, drop=True)
         finally:
@@ -50,11 +60,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    print(f"store {data['store']}  embedder {data['embedder']} (d={data['dim']})  memories {len(data['memories'])}")
+    print(
+        f"store {data['store']}  embedder {data['embedder']} (d={data['dim']})  memories {len(data['memories'])}"
+    )
     head = f"{'memory':16s}" + "".join(f"{label:>10s}" for _, label in COLUMNS)
     print(head)
     for mid, row in data["memories"].items():
-        cells = "".join(f"{row[k]:10.3f}" if isinstance(row[k], float) else f"{row[k]!s:>10s}" for k, _ in COLUMNS)
+        cells = "".join(
+            f"{row[k]:10.3f}" if isinstance(row[k], float) else f"{row[k]!s:>10s}" for k, _ in COLUMNS
+        )
         print(f"{mid:16s}{cells}")
     t = data["totals"]
     print(
@@ -62,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         f"{t['n_themes']} themes (max size {t['max_theme_size']}); mean f(P) {t['mean_f_P']:.4f}, "
         f"mean reassignment {t['mean_reassignment_ratio']:.3f}"
     )
-    llm_rows = [(mid, stage, c) for mid, row in data["memories"].items() for stage, c in row.get("llm", {}).items()]
+    llm_rows = [
+        (mid, stage, c) for mid, row in data["memories"].items() for stage, c in row.get("llm", {}).items()
+    ]
     if llm_rows:
         keys = ("units", "calls", "prompt_tokens", "output_tokens", "repaired", "retries", "fallbacks")
         print(f"\nLLM builder work ({next(iter(data['memories'].values())).get('builder')}):")
@@ -83,5 +99,8 @@ def _check(store: Store, drop: bool) -> int:
             if m:
                 store.delete(m)
                 print(f"deleted damaged memory {m}")
-    print(f"{len(report) - 1} memories, {len([m for m in bad if m])} damaged" + (", database damaged" if "" in bad else ""))
+    print(
+        f"{len(report) - 1} memories, {len([m for m in bad if m])} damaged"
+        + (", database damaged" if "" in bad else "")
+    )
     return 1 if bad and not drop else 0

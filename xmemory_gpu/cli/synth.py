@@ -12,9 +12,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--conversations", type=integer(1), default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument("--long", action="store_true",
-                   help="long user-assistant chats (assistant answers of several thousand characters) instead of persona chats")
-    p.add_argument("--target-tokens", type=integer(1000), default=150_000, help="with --long: word pieces per conversation")
+    p.add_argument(
+        "--long",
+        action="store_true",
+        help="long user-assistant chats (assistant answers of several thousand characters) instead of persona chats",
+    )
+    p.add_argument(
+        "--target-tokens",
+        type=integer(1000),
+        default=150_000,
+        help="with --long: word pieces per conversation",
+    )
     p.set_defaults(func=run)
 
 

@@ -25,14 +25,18 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
         raise ValueError("no settings line on stdin (this module is started by build_store(workers=N))")
     here = str(Path(__file__).resolve().parents[1])
     if s.get("package", here) != here:
-        raise ValueError(f"the worker imported xmemory_gpu from {here}, not the builder's {s['package']} "
-                         "(another install first on the path)")
+        raise ValueError(
+            f"the worker imported xmemory_gpu from {here}, not the builder's {s['package']} "
+            "(another install first on the path)"
+        )
     if "spec" in s:  # the builder loads no embedder: the workers do, and say what they loaded
         emb = load_embedder(s["spec"], device=s["device"], num_threads=s.get("threads"))
     else:  # the builder's embedder, by the name a store records
         emb = embedder_for_store(s["name"], device=s["device"], num_threads=s.get("threads"))
         if (emb.name, emb.dim) != (s["name"], s["dim"]):
-            raise ValueError(f"embedder {s['name']!r} loads as {emb.name!r} ({emb.dim}) in a worker, not with dim {s['dim']}")
+            raise ValueError(
+                f"embedder {s['name']!r} loads as {emb.name!r} ({emb.dim}) in a worker, not with dim {s['dim']}"
+            )
     wire.write(json.dumps({"ready": {"name": emb.name, "dim": emb.dim}}).encode() + b"\n")
     wire.flush()
     cfg = XMemoryConfig.from_dict(s["config"])
@@ -44,9 +48,22 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
         slices = build_slices(convs, emb, cfg, timings=tm, backend=s["backend"])
         with tm.stage("encode"):
             encoded = [encode_slice(sl, emb.dim) for sl in slices]
-        head = {"shard": task["shard"], "timings": dict(tm.seconds),
-                "memories": [{"id": e.memory_id, "sha256": e.sha256, "dim": e.dim, "size": len(e.data), "stats": e.stats,
-                              "counts": e.counts, "message_ids": e.message_ids} for e in encoded]}
+        head = {
+            "shard": task["shard"],
+            "timings": dict(tm.seconds),
+            "memories": [
+                {
+                    "id": e.memory_id,
+                    "sha256": e.sha256,
+                    "dim": e.dim,
+                    "size": len(e.data),
+                    "stats": e.stats,
+                    "counts": e.counts,
+                    "message_ids": e.message_ids,
+                }
+                for e in encoded
+            ],
+        }
         wire.write(json.dumps(head).encode() + b"\n")
         for e in encoded:
             wire.write(e.data)

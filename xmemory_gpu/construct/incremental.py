@@ -56,9 +56,22 @@ def engine_state(mem: Memory) -> EngineState:
 
 def empty_memory(memory_id: str, dim: int, k: int, state: EngineState | None = None) -> Memory:
     z = np.zeros((0, dim), np.float32)
-    return Memory(memory_id, [], [], [], [], z, z, z, np.zeros(0, np.int32), np.full((0, k), -1, np.int32),
-                  np.full((0, k), -np.inf, np.float32), np.full((0, k), -1, np.int32), np.full((0, k), -np.inf, np.float32),
-                  engine=state if state is not None else EngineState())
+    return Memory(
+        memory_id,
+        [],
+        [],
+        [],
+        [],
+        z,
+        z,
+        z,
+        np.zeros(0, np.int32),
+        np.full((0, k), -1, np.int32),
+        np.full((0, k), -np.inf, np.float32),
+        np.full((0, k), -1, np.int32),
+        np.full((0, k), -np.inf, np.float32),
+        engine=state if state is not None else EngineState(),
+    )
 
 
 def _speakers(old: tuple[str, ...], msgs: list[Message]) -> tuple[str, ...]:
@@ -75,8 +88,16 @@ def _pair(speakers: tuple[str, ...]) -> tuple[str, str]:
     return (speakers + ("", ""))[:2]  # type: ignore[return-value]
 
 
-def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, config: XMemoryConfig | None = None, *,
-         flush: bool = False, new_x: list[MessageVectors] | None = None, backend: str = "auto") -> list[MemorySlice]:
+def grow(
+    memories: list[Memory],
+    new_messages: list[list[Message]],
+    embedder,
+    config: XMemoryConfig | None = None,
+    *,
+    flush: bool = False,
+    new_x: list[MessageVectors] | None = None,
+    backend: str = "auto",
+) -> list[MemorySlice]:
     """``memories[b]`` grown by ``new_messages[b]`` (in order), all memories in one batch.
 
     ``new_x``: the new messages' embeddings and passages when already known (re-deriving after a
@@ -86,7 +107,9 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
     cfg = config or XMemoryConfig()
     if new_x is None:
         flat = [m for msgs in new_messages for m in msgs]  # embedded exactly as the bulk build does
-        new_x = embed_messages(embedder, flat, cfg.semantic.passage_words).split([len(m) for m in new_messages])
+        new_x = embed_messages(embedder, flat, cfg.semantic.passage_words).split(
+            [len(m) for m in new_messages]
+        )
     states = [engine_state(m) for m in memories]
     grown: list[dict] = []
     for mem, msgs, vec, st in zip(memories, new_messages, new_x, states):
@@ -101,24 +124,48 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
         spans = cap_runs(runs, cfg.segment)
         first_msg = {m.id: i for i, m in enumerate(messages)}
         # the closed episodes, numbered by position as construction numbers (the engine gives stable ids after)
-        keep = [Episode(j, e.title, e.text, list(e.message_ids), e.start, e.end)
-                for j, e in enumerate(e for e in mem.episodes if first_msg[e.message_ids[0]] < st.open_from)]
+        keep = [
+            Episode(j, e.title, e.text, list(e.message_ids), e.start, e.end)
+            for j, e in enumerate(e for e in mem.episodes if first_msg[e.message_ids[0]] < st.open_from)
+        ]
         fresh = make_episodes(tail, spans)
         for j, e in enumerate(fresh):
             e.id = len(keep) + j
         episodes = keep + fresh
-        epi_x = np.concatenate([mem.epi_x[: len(keep)], episode_embeddings(spans, msg_x[st.open_from :])]) if spans else mem.epi_x[: len(keep)]
+        epi_x = (
+            np.concatenate([mem.epi_x[: len(keep)], episode_embeddings(spans, msg_x[st.open_from :])])
+            if spans
+            else mem.epi_x[: len(keep)]
+        )
         # the last run stays open (its length cap and drift are decided again as it grows), as in the bulk build
         open_from = len(messages) if (flush or not runs) else st.open_from + runs[-1][0]
-        raw = extract_statements(Conversation(mem.memory_id, _pair(speakers), list(msgs)), fresh, cfg.semantic) if msgs else []
+        raw = (
+            extract_statements(Conversation(mem.memory_id, _pair(speakers), list(msgs)), fresh, cfg.semantic)
+            if msgs
+            else []
+        )
         if st.forgotten:
             gone = set(st.forgotten)
             raw = [r for r in raw if statement_hash(r.text) not in gone]
-        grown.append({"conv": conv, "messages": messages, "vectors": vectors, "episodes": episodes, "epi_x": epi_x, "raw": raw,
-                      "state": EngineState(open_from, st.next_theme_id, speakers, st.forgotten)})
-    raw_x_all = embedder.encode([r.text for g in grown for r in g["raw"]]) if any(g["raw"] for g in grown) else None
-    raw_x = np.split(raw_x_all, np.cumsum([len(g["raw"]) for g in grown])[:-1]) if raw_x_all is not None else [
-        np.zeros((0, mem.dim), np.float32) for mem in memories]
+        grown.append(
+            {
+                "conv": conv,
+                "messages": messages,
+                "vectors": vectors,
+                "episodes": episodes,
+                "epi_x": epi_x,
+                "raw": raw,
+                "state": EngineState(open_from, st.next_theme_id, speakers, st.forgotten),
+            }
+        )
+    raw_x_all = (
+        embedder.encode([r.text for g in grown for r in g["raw"]]) if any(g["raw"] for g in grown) else None
+    )
+    raw_x = (
+        np.split(raw_x_all, np.cumsum([len(g["raw"]) for g in grown])[:-1])
+        if raw_x_all is not None
+        else [np.zeros((0, mem.dim), np.float32) for mem in memories]
+    )
     theme_states: list[ThemeState] = []
     steps: list[list[np.ndarray]] = []
     for mem, g, rx in zip(memories, grown, raw_x):
@@ -128,10 +175,20 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
             s.episode_ids = sorted({ep_of[mid] for mid in s.message_ids})
         g.update(semantics=semantics, sem_x=sem_x)
         rows_of = {t.id: r for r, t in enumerate(mem.themes)}
-        ts = ThemeState.restore(sem_x, len(mem.semantics), [t.id for t in mem.themes], mem.theme_of,
-                                {t.id: t.parents for t in mem.themes}, g["state"].next_theme_id, cfg.knn.k_themes,
-                                cfg.knn.drop_nonpositive)
-        g["previous"] = {t.id: (frozenset(np.flatnonzero(mem.theme_of == rows_of[t.id]).tolist()), t.summary) for t in mem.themes}
+        ts = ThemeState.restore(
+            sem_x,
+            len(mem.semantics),
+            [t.id for t in mem.themes],
+            mem.theme_of,
+            {t.id: t.parents for t in mem.themes},
+            g["state"].next_theme_id,
+            cfg.knn.k_themes,
+            cfg.knn.drop_nonpositive,
+        )
+        g["previous"] = {
+            t.id: (frozenset(np.flatnonzero(mem.theme_of == rows_of[t.id]).tolist()), t.summary)
+            for t in mem.themes
+        }
         theme_states.append(ts)
         session_of = {m.id: m.session for m in g["messages"]}
         new_rows = np.arange(len(mem.semantics), len(semantics))
@@ -157,8 +214,21 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
         sem_idx = np.where(idx[lo:hi] >= 0, idx[lo:hi] - lo, -1).astype(np.int32)
         st = g["state"]
         st.next_theme_id = ts.next_id
-        m = _finalize(g["conv"], g["episodes"], g["semantics"], g["vectors"], g["epi_x"], g["sem_x"], sem_idx, sim[lo:hi], ts, cfg,
-                      int(mem.stats.get("n_statements", 0)) + len(g["raw"]), previous=g["previous"], engine=st)
+        m = _finalize(
+            g["conv"],
+            g["episodes"],
+            g["semantics"],
+            g["vectors"],
+            g["epi_x"],
+            g["sem_x"],
+            sem_idx,
+            sim[lo:hi],
+            ts,
+            cfg,
+            int(mem.stats.get("n_statements", 0)) + len(g["raw"]),
+            previous=g["previous"],
+            engine=st,
+        )
         m.stats["n_splits"] += int(mem.stats.get("n_splits", 0))
         m.stats["n_merges"] += int(mem.stats.get("n_merges", 0))
         m.stats["builder"] = "llm-free (incremental)"
@@ -167,15 +237,23 @@ def grow(memories: list[Memory], new_messages: list[list[Message]], embedder, co
     return out
 
 
-def _dedup_into(mem: Memory, raw: list[SemanticNode], raw_x: np.ndarray, threshold: float
-                ) -> tuple[list[SemanticNode], np.ndarray, int]:
+def _dedup_into(
+    mem: Memory, raw: list[SemanticNode], raw_x: np.ndarray, threshold: float
+) -> tuple[list[SemanticNode], np.ndarray, int]:
     """The memory's nodes plus the new statements, de-duplicated exactly as the bulk build does
     (``semantic.merge_duplicates``; :func:`match_duplicates`): in order, each new statement merges
     into its most similar earlier kept node (the memory's nodes, then the new ones kept so far) when
     the cosine exceeds ``threshold``, keeping every source; otherwise it is kept. Returns nodes,
     their rows of x, and how many are new."""
-    semantics = [SemanticNode(s.id, s.text, list(s.episode_ids), list(s.message_ids), s.timestamp) for s in mem.semantics]
-    target = match_duplicates(mem.sem_x, raw_x, threshold, block=DEDUP_BLOCK) if len(raw) else np.zeros(0, np.int64)
+    semantics = [
+        SemanticNode(s.id, s.text, list(s.episode_ids), list(s.message_ids), s.timestamp)
+        for s in mem.semantics
+    ]
+    target = (
+        match_duplicates(mem.sem_x, raw_x, threshold, block=DEDUP_BLOCK)
+        if len(raw)
+        else np.zeros(0, np.int64)
+    )
     new_rows: list[int] = []  # rows of raw kept as new nodes
     for i, node in enumerate(raw):
         t = int(target[i])
@@ -184,6 +262,10 @@ def _dedup_into(mem: Memory, raw: list[SemanticNode], raw_x: np.ndarray, thresho
             into.message_ids = list(dict.fromkeys(into.message_ids + node.message_ids))
             continue
         new_rows.append(i)
-        semantics.append(SemanticNode(len(semantics), node.text, list(node.episode_ids), list(node.message_ids), node.timestamp))
+        semantics.append(
+            SemanticNode(
+                len(semantics), node.text, list(node.episode_ids), list(node.message_ids), node.timestamp
+            )
+        )
     sem_x = np.concatenate([mem.sem_x, raw_x[new_rows]]) if new_rows else mem.sem_x
     return semantics, sem_x.astype(np.float32), len(new_rows)

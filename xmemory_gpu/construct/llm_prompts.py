@@ -15,7 +15,13 @@ class Boundaries(BaseModel):
 
 class EpisodeNote(BaseModel):
     model_config = ConfigDict(
-        json_schema_extra={"example": {"title": "Alice adopts a dog", "content": "On 2023-05-07 Alice told Bob ...", "timestamp": "2023-05-07"}}
+        json_schema_extra={
+            "example": {
+                "title": "Alice adopts a dog",
+                "content": "On 2023-05-07 Alice told Bob ...",
+                "timestamp": "2023-05-07",
+            }
+        }
     )
     title: str = Field(min_length=1, max_length=200)
     content: str = Field(min_length=1)
@@ -28,12 +34,18 @@ class Fact(BaseModel):
 
 
 class Facts(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"example": {"facts": [{"text": "Alice adopted a dog named Rex in May 2023.", "sources": [2]}]}})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {"facts": [{"text": "Alice adopted a dog named Rex in May 2023.", "sources": [2]}]}
+        }
+    )
     facts: list[Fact]
 
 
 class ThemeSummary(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"example": {"summary": "Alice's dog Rex and caring for him."}})
+    model_config = ConfigDict(
+        json_schema_extra={"example": {"summary": "Alice's dog Rex and caring for him."}}
+    )
     summary: str = Field(min_length=1, max_length=400)
 
 

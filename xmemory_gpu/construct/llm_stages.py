@@ -45,7 +45,9 @@ def _cap(spans: list[tuple[int, int]], max_messages: int) -> list[tuple[int, int
 class LLMBuilder:
     """``gen``: a reader (``xmemory_gpu.llm.load_reader``) or anything with ``generate``."""
 
-    def __init__(self, gen: Generator, *, max_retries: int = 2, window: int = 24, segment: SegmentConfig | None = None) -> None:
+    def __init__(
+        self, gen: Generator, *, max_retries: int = 2, window: int = 24, segment: SegmentConfig | None = None
+    ) -> None:
         self.gen = gen
         self.max_retries = max_retries
         self.window = window
@@ -56,19 +58,33 @@ class LLMBuilder:
 
     # -- episodes --------------------------------------------------------------------------------
     def boundaries(
-        self, convs: list[Conversation], fallback: list[list[tuple[int, int]]], counts: list[dict[str, StageCounts]]
+        self,
+        convs: list[Conversation],
+        fallback: list[list[tuple[int, int]]],
+        counts: list[dict[str, StageCounts]],
     ) -> list[list[tuple[int, int]]]:
         """Episode spans per conversation; a window whose answer fails keeps the fallback's cuts."""
         jobs, users, checks = [], [], []
         for b, conv in enumerate(convs):
             for s, e in session_windows(conv.messages, self.window):
                 jobs.append((b, s, e))
-                users.append(BOUNDARY.format(date=fmt_date(conv.messages[s].timestamp), messages=numbered([message_line(m) for m in conv.messages[s:e]])))
+                users.append(
+                    BOUNDARY.format(
+                        date=fmt_date(conv.messages[s].timestamp),
+                        messages=numbered([message_line(m) for m in conv.messages[s:e]]),
+                    )
+                )
                 checks.append(in_range("starts", e - s))
                 counts[b]["boundaries"].units += 1
         answers = run_json_stage(
-            self.gen, users, Boundaries, checks=checks, max_tokens=48, max_retries=self.max_retries,
-            purpose="build boundaries", counts=[counts[b]["boundaries"] for b, _, _ in jobs],
+            self.gen,
+            users,
+            Boundaries,
+            checks=checks,
+            max_tokens=48,
+            max_retries=self.max_retries,
+            purpose="build boundaries",
+            counts=[counts[b]["boundaries"] for b, _, _ in jobs],
         )
         starts: list[set[int]] = [set() for _ in convs]
         for (b, s, e), ans in zip(jobs, answers):
@@ -83,7 +99,9 @@ class LLMBuilder:
             out.append(_cap(list(zip(cuts[:-1], cuts[1:])), self.segment.max_messages))
         return out
 
-    def narrate(self, convs: list[Conversation], episodes: list[list[Episode]], counts: list[dict[str, StageCounts]]) -> list[list[Episode]]:
+    def narrate(
+        self, convs: list[Conversation], episodes: list[list[Episode]], counts: list[dict[str, StageCounts]]
+    ) -> list[list[Episode]]:
         """Replace each episode's title and text by the LLM's note; failures keep the LLM-free episode."""
         jobs, users = [], []
         for b, (conv, eps) in enumerate(zip(convs, episodes)):
@@ -92,17 +110,35 @@ class LLMBuilder:
             for k, ep in enumerate(eps):
                 msgs = [by_id[i] for i in ep.message_ids]
                 jobs.append((b, k))
-                users.append(EPISODE.format(speakers=speakers, date=fmt_date(ep.start), messages=numbered([message_line(m) for m in msgs])))
+                users.append(
+                    EPISODE.format(
+                        speakers=speakers,
+                        date=fmt_date(ep.start),
+                        messages=numbered([message_line(m) for m in msgs]),
+                    )
+                )
                 counts[b]["episodes"].units += 1
         answers = run_json_stage(
-            self.gen, users, EpisodeNote, max_tokens=192, max_retries=self.max_retries, purpose="build episodes",
+            self.gen,
+            users,
+            EpisodeNote,
+            max_tokens=192,
+            max_retries=self.max_retries,
+            purpose="build episodes",
             counts=[counts[b]["episodes"] for b, _ in jobs],
         )
         out = [list(eps) for eps in episodes]
         for (b, k), ans in zip(jobs, answers):
             if ans is not None:
                 ep = out[b][k]
-                out[b][k] = Episode(ep.id, f"{fmt_date(ep.start)}: {ans.title.strip()}", ans.content.strip(), ep.message_ids, ep.start, ep.end)
+                out[b][k] = Episode(
+                    ep.id,
+                    f"{fmt_date(ep.start)}: {ans.title.strip()}",
+                    ans.content.strip(),
+                    ep.message_ids,
+                    ep.start,
+                    ep.end,
+                )
         return out
 
     # -- semantic facts --------------------------------------------------------------------------
@@ -121,7 +157,13 @@ class LLMBuilder:
             for k, ep in enumerate(eps):
                 n = len(ep.message_ids)
                 jobs.append((b, k))
-                users.append(FACTS.format(speakers=speakers, date=fmt_date(ep.start), messages=numbered([message_line(by_id[i]) for i in ep.message_ids])))
+                users.append(
+                    FACTS.format(
+                        speakers=speakers,
+                        date=fmt_date(ep.start),
+                        messages=numbered([message_line(by_id[i]) for i in ep.message_ids]),
+                    )
+                )
 
                 def check(obj: Facts, n: int = n) -> None:
                     bad = sorted({s for f in obj.facts for s in f.sources if not 1 <= s <= n})
@@ -131,7 +173,13 @@ class LLMBuilder:
                 checks.append(check)
                 counts[b]["facts"].units += 1
         answers = run_json_stage(
-            self.gen, users, Facts, checks=checks, max_tokens=256, max_retries=self.max_retries, purpose="build facts",
+            self.gen,
+            users,
+            Facts,
+            checks=checks,
+            max_tokens=256,
+            max_retries=self.max_retries,
+            purpose="build facts",
             counts=[counts[b]["facts"] for b, _ in jobs],
         )
         fb_of: list[dict[int, list[SemanticNode]]] = []
@@ -147,9 +195,20 @@ class LLMBuilder:
             if ans is None:
                 items = [(nd.text, nd.message_ids) for nd in fb_of[b].get(ep.id, [])]
             else:
-                items = [(f.text.strip(), list(dict.fromkeys(ep.message_ids[s - 1] for s in f.sources))) for f in ans.facts]
+                items = [
+                    (f.text.strip(), list(dict.fromkeys(ep.message_ids[s - 1] for s in f.sources)))
+                    for f in ans.facts
+                ]
             for text, mids in items:
-                out[b].append(SemanticNode(id=len(out[b]), text=text, episode_ids=[ep.id], message_ids=mids, timestamp=ts_of[b][mids[0]]))
+                out[b].append(
+                    SemanticNode(
+                        id=len(out[b]),
+                        text=text,
+                        episode_ids=[ep.id],
+                        message_ids=mids,
+                        timestamp=ts_of[b][mids[0]],
+                    )
+                )
         return out
 
     # -- theme summaries -------------------------------------------------------------------------
@@ -162,10 +221,17 @@ class LLMBuilder:
             for r in range(mem.n("theme")):
                 members = np.flatnonzero(theme_of == r)[:12]
                 jobs.append((b, r))
-                users.append(THEME.format(speakers=speakers, statements="\n".join(f"- {texts[i]}" for i in members)))
+                users.append(
+                    THEME.format(speakers=speakers, statements="\n".join(f"- {texts[i]}" for i in members))
+                )
                 counts[b]["summaries"].units += 1
         answers = run_json_stage(
-            self.gen, users, ThemeSummary, max_tokens=48, max_retries=self.max_retries, purpose="build summaries",
+            self.gen,
+            users,
+            ThemeSummary,
+            max_tokens=48,
+            max_retries=self.max_retries,
+            purpose="build summaries",
             counts=[counts[b]["summaries"] for b, _ in jobs],
         )
         for (b, r), ans in zip(jobs, answers):

@@ -84,7 +84,9 @@ def build_slices(
         return []
     counts = [llm.new_counts() for _ in conversations] if llm else []
     with tm.stage("embed_messages"):
-        vectors = embed_messages(embedder, [m for c in conversations for m in c.messages], cfg.semantic.passage_words)
+        vectors = embed_messages(
+            embedder, [m for c in conversations for m in c.messages], cfg.semantic.passage_words
+        )
         per_conv = vectors.split([len(c.messages) for c in conversations])
         msg_x = [v.x for v in per_conv]
     with tm.stage("episodes"):
@@ -118,14 +120,27 @@ def build_slices(
         k = cfg.knn.k_semantics
         idx, sim = knn_graph(all_x, offs, k, drop_nonpositive=cfg.knn.drop_nonpositive, backend=backend)
         idx, sim = host(idx), host(sim)
-        sem_idx = [np.where(i >= 0, i - offs[b], -1).astype(np.int32) for b, i in enumerate(_split(idx, sizes))]
+        sem_idx = [
+            np.where(i >= 0, i - offs[b], -1).astype(np.int32) for b, i in enumerate(_split(idx, sizes))
+        ]
         sem_sim = _split(sim, sizes)
     with tm.stage("summaries"):
         memories = []
         for b, conv in enumerate(conversations):
             memories.append(
-                _finalize(conv, episodes[b], semantics[b], per_conv[b], epi_x[b], sem_x[b], sem_idx[b], sem_sim[b], states[b], cfg,
-                          len(raw[b]))
+                _finalize(
+                    conv,
+                    episodes[b],
+                    semantics[b],
+                    per_conv[b],
+                    epi_x[b],
+                    sem_x[b],
+                    sem_idx[b],
+                    sem_sim[b],
+                    states[b],
+                    cfg,
+                    len(raw[b]),
+                )
             )
         if llm:
             llm.summarize(memories, counts)
@@ -138,18 +153,35 @@ def build_slices(
     return memories
 
 
-def build_memories(conversations: list[Conversation], embedder, config: XMemoryConfig | None = None, *,
-                   timings: Timings | None = None, backend: str = "auto", llm: LLMBuilder | None = None) -> list[Memory]:
+def build_memories(
+    conversations: list[Conversation],
+    embedder,
+    config: XMemoryConfig | None = None,
+    *,
+    timings: Timings | None = None,
+    backend: str = "auto",
+    llm: LLMBuilder | None = None,
+) -> list[Memory]:
     """``build_slices``' memories as records plus arrays (read-only views, for reading and tests)."""
-    return [memory_from_slice(sl) for sl in build_slices(conversations, embedder, config, timings=timings, backend=backend,
-                                                         llm=llm)]
+    return [
+        memory_from_slice(sl)
+        for sl in build_slices(conversations, embedder, config, timings=timings, backend=backend, llm=llm)
+    ]
 
 
-def build_bank(conversations: list[Conversation], embedder, config: XMemoryConfig | None = None, *,
-               timings: Timings | None = None, backend: str = "auto", llm: LLMBuilder | None = None) -> Bank:
+def build_bank(
+    conversations: list[Conversation],
+    embedder,
+    config: XMemoryConfig | None = None,
+    *,
+    timings: Timings | None = None,
+    backend: str = "auto",
+    llm: LLMBuilder | None = None,
+) -> Bank:
     """The bank of one shard of conversations (``build_slices`` concatenated)."""
-    return Bank.from_slices(build_slices(conversations, embedder, config, timings=timings, backend=backend, llm=llm),
-                            embedder.dim)
+    return Bank.from_slices(
+        build_slices(conversations, embedder, config, timings=timings, backend=backend, llm=llm), embedder.dim
+    )
 
 
 def _node_sessions(conv: Conversation, nodes: list[SemanticNode]) -> np.ndarray:
@@ -200,7 +232,9 @@ def gist(picked: list[str]) -> str:
     return out if out.endswith("...") else out + "."
 
 
-def summary_picks_reference(texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> tuple[np.ndarray, np.ndarray]:
+def summary_picks_reference(
+    texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Per theme r (rows ``theme_of == r``), the ``SUMMARY_STATEMENTS`` members nearest its float64
     sum by ``dot4`` (ties: the earlier) whose texts differ from those picked before, ascending:
     (offsets [n_themes + 1], rows). texts [n], x [n, d], theme_of [n]: the rule as written."""
@@ -210,7 +244,9 @@ def summary_picks_reference(texts: list[str], x: np.ndarray, theme_of: np.ndarra
         picked: list[int] = []
         if len(mem):
             xm = x[mem]
-            score = dot4_gram(xm, xm.astype(np.float64).sum(axis=0)[None, :])[:, 0]  # fixed order: the same pick on every CPU
+            score = dot4_gram(xm, xm.astype(np.float64).sum(axis=0)[None, :])[
+                :, 0
+            ]  # fixed order: the same pick on every CPU
             for i in np.lexsort((np.arange(len(mem)), -score)):
                 if all(texts[int(mem[i])] != texts[j] for j in picked):
                     picked.append(int(mem[i]))
@@ -221,13 +257,21 @@ def summary_picks_reference(texts: list[str], x: np.ndarray, theme_of: np.ndarra
     return np.asarray(offsets, np.int64), np.asarray(rows, np.int64)
 
 
-def summary_picks(texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> tuple[np.ndarray, np.ndarray]:
+def summary_picks(
+    texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``summary_picks_reference``'s picks in one C++ pass (``csrc/cpu/rows.cpp``) when the compiled
     module is built, x is float32 with two or more columns (NumPy sums one column pairwise) and theme_of int32."""
     fn = compiled("summary_picks")
-    if fn is None or not (isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 2 and x.shape[1] >= 2
-                          and isinstance(theme_of, np.ndarray)
-                          and theme_of.dtype == np.int32 and type(texts) is list):
+    if fn is None or not (
+        isinstance(x, np.ndarray)
+        and x.dtype == np.float32
+        and x.ndim == 2
+        and x.shape[1] >= 2
+        and isinstance(theme_of, np.ndarray)
+        and theme_of.dtype == np.int32
+        and type(texts) is list
+    ):
         return summary_picks_reference(texts, x, theme_of, n_themes)
     return fn(np.ascontiguousarray(x), np.ascontiguousarray(theme_of), n_themes, texts, SUMMARY_STATEMENTS)
 
@@ -282,13 +326,24 @@ def _finalize(
         "merge": cfg.theme.merge,
         "lineage": st.lineage(),
     }
-    arrays = {"msg_x": msg.x, "epi_x": epi_x, "sem_x": sem_x, "theme_of": theme_of, "sem_knn_idx": sem_idx,
-              "sem_knn_sim": sem_sim, "theme_knn_idx": t_idx, "theme_knn_sim": t_sim, "psg_x": msg.psg_x,
-              "psg_msg": msg.psg_msg}
+    arrays = {
+        "msg_x": msg.x,
+        "epi_x": epi_x,
+        "sem_x": sem_x,
+        "theme_of": theme_of,
+        "sem_knn_idx": sem_idx,
+        "sem_knn_sim": sem_sim,
+        "theme_knn_idx": t_idx,
+        "theme_knn_sim": t_sim,
+        "psg_x": msg.psg_x,
+        "psg_msg": msg.psg_msg,
+    }
     return slice_of_records(conv.sample_id, conv.messages, episodes, semantics, themes, arrays, stats, engine)
 
 
-def _record_objective(memories: list[MemorySlice], x, offs: np.ndarray, cfg: XMemoryConfig, backend: str) -> None:
+def _record_objective(
+    memories: list[MemorySlice], x, offs: np.ndarray, cfg: XMemoryConfig, backend: str
+) -> None:
     """f(P) of every memory's final partition, in one batched call; x [N, d] the memories'
     semantic rows in order (CSR ``offs``), on the host or, for a GPU backend, already on the device."""
     if not memories:
@@ -332,8 +387,9 @@ class BuildReport:
     wall_s: float
 
 
-def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
-                       max_sessions: int | None = None) -> list[Conversation]:
+def load_conversations(
+    inputs: list[str | Path] | str | Path, *, limit: int | None = None, max_sessions: int | None = None
+) -> list[Conversation]:
     """Conversations as a build loads them: every file (or folder), duplicate sample ids refused,
     the first ``limit`` conversations, each cut to its first ``max_sessions`` sessions. Files are
     read one at a time; every item is checked, also those past ``limit``."""
@@ -343,8 +399,9 @@ def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | No
     return list(_checked(files, limit, max_sessions))
 
 
-def read_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
-                       max_sessions: int | None = None) -> tuple[int, Iterator[Conversation]]:
+def read_conversations(
+    inputs: list[str | Path] | str | Path, *, limit: int | None = None, max_sessions: int | None = None
+) -> tuple[int, Iterator[Conversation]]:
     """:func:`load_conversations` as (how many, a lazy sequence of them): every file is read and
     parsed now (a file that cannot be read or is not a JSON list raises here, before any item is
     checked), each item is checked when the sequence reaches it, so the first conversations can
@@ -368,7 +425,9 @@ def _paths(inputs: list[str | Path] | str | Path) -> list[str | Path]:
     return [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
 
 
-def _checked(files: Iterable[tuple[Path, list]], limit: int | None, max_sessions: int | None) -> Iterator[Conversation]:
+def _checked(
+    files: Iterable[tuple[Path, list]], limit: int | None, max_sessions: int | None
+) -> Iterator[Conversation]:
     """The conversations of ``files`` (file, parsed items): each item checked, sample ids unique
     across files, the first ``limit`` yielded (cut to ``max_sessions`` sessions), the rest checked."""
     from ..datasets.locomo import conversations_of
@@ -411,11 +470,18 @@ def build_store(
     """
     from ..embed import load_embedder
 
-    for name, value in (("limit", limit), ("shard_size", shard_size), ("max_sessions", max_sessions), ("workers", workers)):
+    for name, value in (
+        ("limit", limit),
+        ("shard_size", shard_size),
+        ("max_sessions", max_sessions),
+        ("workers", workers),
+    ):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"build_store: {name}: expected an integer >= 1, got {value!r}")
     if workers > 1 and llm is not None:
-        raise ValueError("build_store: workers > 1 builds LLM-free only (an LLM builder batches its prompts in one process)")
+        raise ValueError(
+            "build_store: workers > 1 builds LLM-free only (an LLM builder batches its prompts in one process)"
+        )
     cfg = config or XMemoryConfig()
     t0 = time.perf_counter()
     tm = Timings()
@@ -428,8 +494,14 @@ def build_store(
     return _build_store(store_path, emb, cfg, tm, t0, job, convs, len(convs))
 
 
-def _build_with_workers(store_path: str | Path | MemoryBackend, embedder: Embedder | None, cfg: XMemoryConfig,
-                        tm: Timings, t0: float, job: _Job) -> BuildReport:
+def _build_with_workers(
+    store_path: str | Path | MemoryBackend,
+    embedder: Embedder | None,
+    cfg: XMemoryConfig,
+    tm: Timings,
+    t0: float,
+    job: _Job,
+) -> BuildReport:
     """The workers start first (they import and load the embedder while this process reads the
     inputs; this process loads none unless given one: the store takes the embedder the workers
     report); the conversations are checked while the first shards are built, and none is committed
@@ -447,7 +519,9 @@ def _build_with_workers(store_path: str | Path | MemoryBackend, embedder: Embedd
                 early.append(c)
         name, dim = job.pool.loaded()
         emb = _Encoder(name, dim) if embedder is None else embedder
-        return _build_store(store_path, emb, cfg, tm, t0, job, _timed(itertools.chain(early, convs), tm, "load"), count)
+        return _build_store(
+            store_path, emb, cfg, tm, t0, job, _timed(itertools.chain(early, convs), tm, "load"), count
+        )
 
 
 @dataclass(frozen=True)
@@ -469,12 +543,22 @@ def _timed(items: Iterable, tm: Timings, stage: str) -> Iterator:
         yield item
 
 
-def _build_store(store_path: str | Path | MemoryBackend, emb, cfg: XMemoryConfig, tm: Timings, t0: float, job: _Job,
-                 convs: Iterable[Conversation], count: int) -> BuildReport:
+def _build_store(
+    store_path: str | Path | MemoryBackend,
+    emb,
+    cfg: XMemoryConfig,
+    tm: Timings,
+    t0: float,
+    job: _Job,
+    convs: Iterable[Conversation],
+    count: int,
+) -> BuildReport:
     if not isinstance(store_path, (str, os.PathLike)):
         if (store_path.dim, store_path.embedder) != (emb.dim, emb.name):
-            raise ValueError(f"build_store: the backend holds {store_path.embedder!r} ({store_path.dim}), "
-                             f"not {emb.name!r} ({emb.dim})")
+            raise ValueError(
+                f"build_store: the backend holds {store_path.embedder!r} ({store_path.dim}), "
+                f"not {emb.name!r} ({emb.dim})"
+            )
         return _build_into(store_path, convs, count, emb, cfg, tm, t0, job)
     root = Path(store_path)
     if root.exists() and not root.is_dir():
@@ -511,12 +595,24 @@ class _Job:
         from ..ops.devices import encoder_device
 
         which = {"spec": cfg.embed.model} if emb is None else {"name": emb.name, "dim": emb.dim}
-        return {**which, "device": encoder_device(self.backend, cfg.embed.device), "config": cfg.to_dict(),
-                "backend": self.backend}
+        return {
+            **which,
+            "device": encoder_device(self.backend, cfg.embed.device),
+            "config": cfg.to_dict(),
+            "backend": self.backend,
+        }
 
 
-def _build_locked(convs: Iterable[Conversation], count: int, root: Path, emb, cfg: XMemoryConfig, tm: Timings,
-                  t0: float, job: _Job) -> BuildReport:
+def _build_locked(
+    convs: Iterable[Conversation],
+    count: int,
+    root: Path,
+    emb,
+    cfg: XMemoryConfig,
+    tm: Timings,
+    t0: float,
+    job: _Job,
+) -> BuildReport:
     from ..memory.store import Store
 
     store = Store.open_or_create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
@@ -526,8 +622,16 @@ def _build_locked(convs: Iterable[Conversation], count: int, root: Path, emb, cf
         store.close()
 
 
-def _build_into(store: MemoryBackend, convs: Iterable[Conversation], count: int, emb, cfg: XMemoryConfig, tm: Timings,
-                t0: float, job: _Job) -> BuildReport:
+def _build_into(
+    store: MemoryBackend,
+    convs: Iterable[Conversation],
+    count: int,
+    emb,
+    cfg: XMemoryConfig,
+    tm: Timings,
+    t0: float,
+    job: _Job,
+) -> BuildReport:
     """Build ``convs`` (``count`` of them) into ``store``: those it holds intact are skipped, a
     damaged one is rebuilt (replaced)."""
     built: list[str] = []
@@ -552,6 +656,7 @@ def _build_into(store: MemoryBackend, convs: Iterable[Conversation], count: int,
                     bar.update(1)
 
     if job.pool is not None:
+
         def committed(ids: list[str], seconds: dict[str, float]) -> None:
             for stage, sec in seconds.items():
                 tm.seconds[stage] += sec
@@ -560,7 +665,9 @@ def _build_into(store: MemoryBackend, convs: Iterable[Conversation], count: int,
                 bar.update(len(ids))
 
         size = job.shard_size
-        if job.pool.device == "cpu":  # the CPU's encoder is batch-invariant: any shard size gives the same store
+        if (
+            job.pool.device == "cpu"
+        ):  # the CPU's encoder is batch-invariant: any shard size gives the same store
             size = balanced_shard_size(count, job.workers, size)
         job.pool.build(store, chunks(todo(), size), damaged, on_commit=committed)
     else:

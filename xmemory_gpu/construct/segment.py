@@ -40,8 +40,14 @@ class MessageVectors:
         """Consecutive groups of ``sizes`` messages, each with its own passages (rows renumbered)."""
         bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         cut = np.searchsorted(self.psg_msg, bounds)
-        return [MessageVectors(self.x[lo:hi], self.psg_x[cut[i] : cut[i + 1]], (self.psg_msg[cut[i] : cut[i + 1]] - lo).astype(np.int32))
-                for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
+        return [
+            MessageVectors(
+                self.x[lo:hi],
+                self.psg_x[cut[i] : cut[i + 1]],
+                (self.psg_msg[cut[i] : cut[i + 1]] - lo).astype(np.int32),
+            )
+            for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))
+        ]
 
     def take(self, rows: np.ndarray) -> MessageVectors:
         """The messages at increasing ``rows``, with their passages (rows renumbered)."""
@@ -56,9 +62,11 @@ class MessageVectors:
         if not parts:
             return cls.empty(dim)
         offs = np.concatenate([[0], np.cumsum([len(p) for p in parts])])
-        return cls(np.concatenate([p.x for p in parts]).astype(np.float32, copy=False),
-                   np.concatenate([p.psg_x for p in parts]).astype(np.float32, copy=False),
-                   np.concatenate([p.psg_msg + o for p, o in zip(parts, offs)]).astype(np.int32))
+        return cls(
+            np.concatenate([p.x for p in parts]).astype(np.float32, copy=False),
+            np.concatenate([p.psg_x for p in parts]).astype(np.float32, copy=False),
+            np.concatenate([p.psg_msg + o for p, o in zip(parts, offs)]).astype(np.int32),
+        )
 
     @classmethod
     def empty(cls, dim: int) -> MessageVectors:
@@ -99,9 +107,19 @@ def boundary_runs(conv: Conversation, msg_x: np.ndarray, cfg: SegmentConfig) -> 
     if n == 0:
         return []
     msgs = conv.messages
-    hard = np.array([False] + [cur.session != prev.session or (cur.timestamp is not None and prev.timestamp is not None
-                                                               and cur.timestamp - prev.timestamp > cfg.time_gap_s)
-                               for prev, cur in zip(msgs, msgs[1:])], bool)
+    hard = np.array(
+        [False]
+        + [
+            cur.session != prev.session
+            or (
+                cur.timestamp is not None
+                and prev.timestamp is not None
+                and cur.timestamp - prev.timestamp > cfg.time_gap_s
+            )
+            for prev, cur in zip(msgs, msgs[1:])
+        ],
+        bool,
+    )
     starts = drift_runs(msg_x, hard, cfg.min_messages, cfg.drift_threshold).tolist()
     return list(zip(starts, starts[1:] + [n]))
 
@@ -128,26 +146,47 @@ def make_episodes(conv: Conversation, spans: list[tuple[int, int]]) -> list[Epis
     """Episodes whose text keeps the messages intact ("Speaker: text" lines) with an extractive title."""
     msgs = conv.messages
     episodes = []
-    for eid, ((s, e), (text, kw, speakers, ids)) in enumerate(zip(spans, episode_parts(msgs, spans), strict=True)):
-        title = f"{fmt_date(msgs[s].timestamp)}: {speakers} talk about {', '.join(kw) if kw else 'small talk'}"
-        episodes.append(Episode(id=eid, title=title, text=text, message_ids=ids, start=msgs[s].timestamp,
-                                end=msgs[e - 1].timestamp))
+    for eid, ((s, e), (text, kw, speakers, ids)) in enumerate(
+        zip(spans, episode_parts(msgs, spans), strict=True)
+    ):
+        title = (
+            f"{fmt_date(msgs[s].timestamp)}: {speakers} talk about {', '.join(kw) if kw else 'small talk'}"
+        )
+        episodes.append(
+            Episode(
+                id=eid,
+                title=title,
+                text=text,
+                message_ids=ids,
+                start=msgs[s].timestamp,
+                end=msgs[e - 1].timestamp,
+            )
+        )
     return episodes
 
 
-def episode_parts_reference(messages: list[Message], spans: list[tuple[int, int]]
-                            ) -> list[tuple[str, list[str], str, list[str]]]:
+def episode_parts_reference(
+    messages: list[Message], spans: list[tuple[int, int]]
+) -> list[tuple[str, list[str], str, list[str]]]:
     """Per span [s, e) of ``messages``: (its "speaker: text" lines joined by newlines, ``keywords`` of
     its texts (4), its distinct speakers in order joined by " and ", its message ids): the rule as written."""
     out = []
     for s, e in spans:
         msgs = messages[s:e]
-        out.append(("\n".join(f"{m.speaker}: {m.text}" for m in msgs), keywords([m.text for m in msgs], EPISODE_KEYWORDS),
-                    " and ".join(dict.fromkeys(m.speaker for m in msgs)), [m.id for m in msgs]))
+        out.append(
+            (
+                "\n".join(f"{m.speaker}: {m.text}" for m in msgs),
+                keywords([m.text for m in msgs], EPISODE_KEYWORDS),
+                " and ".join(dict.fromkeys(m.speaker for m in msgs)),
+                [m.id for m in msgs],
+            )
+        )
     return out
 
 
-def episode_parts(messages: list[Message], spans: list[tuple[int, int]]) -> list[tuple[str, list[str], str, list[str]]]:
+def episode_parts(
+    messages: list[Message], spans: list[tuple[int, int]]
+) -> list[tuple[str, list[str], str, list[str]]]:
     """``episode_parts_reference``, in one call of the compiled module per conversation when it is
     built (``messages`` a list; spans non-empty and inside it)."""
     if _native_episode_parts is None or type(messages) is not list:
@@ -163,4 +202,3 @@ def episode_embeddings(spans: list[tuple[int, int]], msg_x: np.ndarray) -> np.nd
         out[i] = msg_x[s:e].sum(axis=0)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0).astype(np.float32)
-

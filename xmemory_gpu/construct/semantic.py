@@ -21,7 +21,9 @@ from ..memory.records import Conversation, Episode, SemanticNode
 from ..ops.rows import compiled
 from ..text import STOPWORDS, content_of, words
 
-ASSISTANT_SPEAKERS = frozenset({"assistant", "system", "tool"})  # chat roles whose turns are answers, not the user's facts
+ASSISTANT_SPEAKERS = frozenset(
+    {"assistant", "system", "tool"}
+)  # chat roles whose turns are answers, not the user's facts
 ASSISTANT_MIN_WORDS = 40  # an assistant turn shorter than this (a reply, small talk) yields no statement
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 # a word ending in "." that does not end a sentence: titles, street and place words, Latin and other
@@ -45,30 +47,50 @@ def photo_caption(text: str) -> tuple[int, str] | None:
         start -= 1
     return start, m.group("cap")
 
+
 # first person -> speaker: (whole-word forms, replacement); fixed forms first (they carry their own verb),
 # the negation rule (_NEGATED) between the two lists
 _FIRST_FIXED = [
-    (("I don't", "I dont"), "{s} doesn't"), (("I do not",), "{s} does not"), (("I haven't", "I havent"), "{s} hasn't"),
+    (("I don't", "I dont"), "{s} doesn't"),
+    (("I do not",), "{s} does not"),
+    (("I haven't", "I havent"), "{s} hasn't"),
     (("I have not",), "{s} has not"),
 ]
 _NEGATABLE = ("can", "will", "would", "could", "should", "did", "was")  # "I can not" -> "{s} can not"
-_NEGATED = re.compile(r"\bI ((?:[a-z]+n't)|(?:" + "|".join(_NEGATABLE) + r") not)\b")  # "I can't" -> "{s} can't"
+_NEGATED = re.compile(
+    r"\bI ((?:[a-z]+n't)|(?:" + "|".join(_NEGATABLE) + r") not)\b"
+)  # "I can't" -> "{s} can't"
 _FIRST_AFTER = [
-    (("I'm",), "{s} is"), (("I am",), "{s} is"), (("I've",), "{s} has"), (("I have",), "{s} has"),
-    (("I'd",), "{s} would"), (("I'll",), "{s} will"), (("I was",), "{s} was"),
-    (("myself",), "{s}"), (("My", "my"), "{s}'s"), (("mine",), "{s}'s"), (("me",), "{s}"),
+    (("I'm",), "{s} is"),
+    (("I am",), "{s} is"),
+    (("I've",), "{s} has"),
+    (("I have",), "{s} has"),
+    (("I'd",), "{s} would"),
+    (("I'll",), "{s} will"),
+    (("I was",), "{s} was"),
+    (("myself",), "{s}"),
+    (("My", "my"), "{s}'s"),
+    (("mine",), "{s}'s"),
+    (("me",), "{s}"),
 ]
 _SECOND_FIXED = [
-    (("you're",), "{o} is"), (("You're",), "{o} is"), (("you've",), "{o} has"), (("You've",), "{o} has"),
-    (("yourself",), "{o}"), (("Your", "your"), "{o}'s"), (("yours",), "{o}'s"),
+    (("you're",), "{o} is"),
+    (("You're",), "{o} is"),
+    (("you've",), "{o} has"),
+    (("You've",), "{o} has"),
+    (("yourself",), "{o}"),
+    (("Your", "your"), "{o}'s"),
+    (("yours",), "{o}'s"),
 ]
 _NO_S = frozenset(
     """can could will would should might must may did was had went got made saw took gave came began cannot
     just also really always never still finally recently already actually used only even""".split()
 )
-_ADVERBS = frozenset("""just also really always never still finally recently already actually usually often now currently
+_ADVERBS = frozenset(
+    """just also really always never still finally recently already actually usually often now currently
     sometimes rarely seldom mostly generally probably definitely almost nearly hardly barely ever once then first later
-    even only""".split())
+    even only""".split()
+)
 _FIRST_VERB = re.compile(r"\bI((?:\s+(?:" + "|".join(sorted(_ADVERBS)) + r"))*\s+[a-z]+)\b")
 _IRREGULAR = {"have": "has", "do": "does", "go": "goes", "am": "is", "are": "is"}
 # irregular past tenses (and verbs whose past is their base form): never given a third-person -s
@@ -129,13 +151,49 @@ def split_sentences(text: str) -> list[str]:
 
 _ASK_JOINS = ("so", "and", "but")
 _ASK_VERBS = ("can", "could", "would", "will", "should", "do", "did", "have", "are")
-_ASK_YOU = re.compile(r"[,;:\u2014-]\s*(?:" + "".join(rf"{j}\s+|" for j in _ASK_JOINS)[:-1] + ")?(?:" + "|".join(_ASK_VERBS)
-                      + r")\s+you\b", re.I)
+_ASK_YOU = re.compile(
+    r"[,;:\u2014-]\s*(?:"
+    + "".join(rf"{j}\s+|" for j in _ASK_JOINS)[:-1]
+    + ")?(?:"
+    + "|".join(_ASK_VERBS)
+    + r")\s+you\b",
+    re.I,
+)
 _THAT_HEADS = ("remind me", "remember", "note", "know", "keep in mind")
 _THAT_CLAUSE = re.compile(r"\b(?:" + "|".join(_THAT_HEADS) + r")\s+that\s+(?P<fact>.+?)[?.!]*$", re.I)
-_INTERROGATIVES = ("what", "where", "when", "who", "whom", "whose", "why", "how", "which", "do", "does", "did", "can", "could",
-                   "would", "will", "is", "are", "was", "were", "should", "have", "has", "had", "may", "might", "shall", "am",
-                   "any", "anything", "ever")
+_INTERROGATIVES = (
+    "what",
+    "where",
+    "when",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "how",
+    "which",
+    "do",
+    "does",
+    "did",
+    "can",
+    "could",
+    "would",
+    "will",
+    "is",
+    "are",
+    "was",
+    "were",
+    "should",
+    "have",
+    "has",
+    "had",
+    "may",
+    "might",
+    "shall",
+    "am",
+    "any",
+    "anything",
+    "ever",
+)
 _INTERROGATIVE = re.compile(r"^(?:" + "|".join(_INTERROGATIVES) + r")\b", re.I)
 
 
@@ -160,7 +218,9 @@ def stated_part(sentence: str) -> str:
 
 def _forms(table: list[tuple[tuple[str, ...], str]]) -> list[tuple[re.Pattern, str, tuple[str, ...]]]:
     """(pattern, replacement, forms) of whole-word forms: a pattern runs only on a sentence holding one of its forms."""
-    return [(re.compile(r"\b(?:" + "|".join(map(re.escape, forms)) + r")\b"), rep, forms) for forms, rep in table]
+    return [
+        (re.compile(r"\b(?:" + "|".join(map(re.escape, forms)) + r")\b"), rep, forms) for forms, rep in table
+    ]
 
 
 _FIRST_RE, _FIRST_AFTER_RE, _SECOND_RE = _forms(_FIRST_FIXED), _forms(_FIRST_AFTER), _forms(_SECOND_FIXED)
@@ -198,8 +258,16 @@ def decouple_reference(s: str, speaker: str, other: str) -> str:
 try:  # the same rules in C++ for ASCII text (csrc/cpu/statements.cpp), when the compiled module is built
     from .._C import Decoupler
 
-    _native_decouple = Decoupler(_FIRST_FIXED, _FIRST_AFTER, _SECOND_FIXED, list(_NEGATABLE), set(_ADVERBS), set(_NO_S),
-                                 set(_PAST), dict(_IRREGULAR))
+    _native_decouple = Decoupler(
+        _FIRST_FIXED,
+        _FIRST_AFTER,
+        _SECOND_FIXED,
+        list(_NEGATABLE),
+        set(_ADVERBS),
+        set(_NO_S),
+        set(_PAST),
+        dict(_IRREGULAR),
+    )
 except ImportError:
     _native_decouple = None
 
@@ -208,8 +276,13 @@ def decouple(sentence: str, speaker: str, other: str) -> str:
     """Rewrite first/second person to the speakers' names (a light, rule-based decoupling):
     ``decouple_reference``'s string, from the compiled module when the text and names are ASCII."""
     s = sentence.replace("\u2019", "'")
-    if (_native_decouple is not None and type(s) is type(speaker) is type(other) is str and s.isascii() and speaker.isascii()
-            and other.isascii()):
+    if (
+        _native_decouple is not None
+        and type(s) is type(speaker) is type(other) is str
+        and s.isascii()
+        and speaker.isascii()
+        and other.isascii()
+    ):
         return _native_decouple(s, speaker, other)
     return decouple_reference(s, speaker, other)
 
@@ -225,16 +298,83 @@ REACTION_WORDS = frozenset(
 # A request to the assistant ("Give me a stretching routine.", "Explain what a Roth IRA is."): an
 # imperative verb first (after an optional "please" / "so" / "ok"), which states no fact.
 _REQUEST_LEADS = ("please", "so", "ok", "okay", "now", "also", "and")
-_REQUEST_VERBS = ("give", "explain", "write", "summarise", "summarize", "suggest", "tell", "show", "help", "list", "make",
-                  "describe", "find", "recommend", "translate", "draft", "create", "compare", "define", "calculate", "generate",
-                  "rewrite", "outline", "convert")
-_REQUEST_OBJECTS = ("me", "us", "him", "her", "them", "it", "this", "that", "a", "an", "the", "some", "my", "our", "what", "how",
-                    "why", "when", "where", "which", "who")
-_REQUEST = re.compile(r"^(?:(?:" + "|".join(_REQUEST_LEADS) + r")[, ]+)*(?:" + "|".join(_REQUEST_VERBS) + r")\s+(?:"
-                      + "|".join(_REQUEST_OBJECTS) + r")\b", re.I)
+_REQUEST_VERBS = (
+    "give",
+    "explain",
+    "write",
+    "summarise",
+    "summarize",
+    "suggest",
+    "tell",
+    "show",
+    "help",
+    "list",
+    "make",
+    "describe",
+    "find",
+    "recommend",
+    "translate",
+    "draft",
+    "create",
+    "compare",
+    "define",
+    "calculate",
+    "generate",
+    "rewrite",
+    "outline",
+    "convert",
+)
+_REQUEST_OBJECTS = (
+    "me",
+    "us",
+    "him",
+    "her",
+    "them",
+    "it",
+    "this",
+    "that",
+    "a",
+    "an",
+    "the",
+    "some",
+    "my",
+    "our",
+    "what",
+    "how",
+    "why",
+    "when",
+    "where",
+    "which",
+    "who",
+)
+_REQUEST = re.compile(
+    r"^(?:(?:"
+    + "|".join(_REQUEST_LEADS)
+    + r")[, ]+)*(?:"
+    + "|".join(_REQUEST_VERBS)
+    + r")\s+(?:"
+    + "|".join(_REQUEST_OBJECTS)
+    + r")\b",
+    re.I,
+)
 # A greeting or pleasantry that names someone ("Nice to meet you, Alice.", "Hi Sam!"): no fact.
-_GREETINGS = ("hi", "hello", "hey", "good morning", "good afternoon", "good evening", "morning", "welcome", "nice to meet you",
-              "nice to see you", "nice to hear from you", "pleased to meet you", "great to meet you", "thanks", "thank you")
+_GREETINGS = (
+    "hi",
+    "hello",
+    "hey",
+    "good morning",
+    "good afternoon",
+    "good evening",
+    "morning",
+    "welcome",
+    "nice to meet you",
+    "nice to see you",
+    "nice to hear from you",
+    "pleased to meet you",
+    "great to meet you",
+    "thanks",
+    "thank you",
+)
 _GREETING = re.compile(r"^(?:(?:" + "|".join(_GREETINGS) + r")\b[\s,!.]*)+(?:[A-Z][a-z]+)?[\s,!.]*$", re.I)
 
 
@@ -283,7 +423,9 @@ def _cut(sentence: str, max_words: int) -> str:
     return sentence if len(ws) <= max_words else " ".join(ws[:max_words]) + " ..."
 
 
-def message_statements(text: str, speaker: str, other: str, assistant: bool, cfg: SemanticConfig) -> list[str]:
+def message_statements(
+    text: str, speaker: str, other: str, assistant: bool, cfg: SemanticConfig
+) -> list[str]:
     """One message's statements, in order (the rule as written; ``csrc/cpu/statements.cpp`` is it in
     C++ for ASCII text and names): its sentences without filler, the most specific
     ``max_per_message`` of them (a photo's caption counts), facts said inside questions where they
@@ -306,7 +448,10 @@ def message_statements(text: str, speaker: str, other: str, assistant: bool, cfg
     kept += asked[: max(0, room - len(kept))] if n_max else asked
     out = [decouple(_cut(s, cfg.max_statement_words), speaker, other) for s in kept]
     if assistant:  # what an assistant says is its answer, never a fact about the user: attributed to it
-        out = [s if s.startswith(speaker) else f"{speaker} said: {s.removeprefix(f'{speaker} said: ')}" for s in out]
+        out = [
+            s if s.startswith(speaker) else f"{speaker} said: {s.removeprefix(f'{speaker} said: ')}"
+            for s in out
+        ]
     if has_cap:
         caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo[1].strip())
         out.append(f"{speaker} shared a photo of {caption}")
@@ -317,15 +462,27 @@ try:  # message_statements in C++ for ASCII text and names (csrc/cpu/statements.
     from .._C import StatementRules
 
     _native_statements = StatementRules(
-        _native_decouple, set(_ABBREV), set(STOPWORDS), set(REACTION_WORDS), list(_GREETINGS), list(_REQUEST_LEADS),
-        list(_REQUEST_VERBS), list(_REQUEST_OBJECTS), list(_THAT_HEADS), list(_ASK_JOINS), list(_ASK_VERBS),
-        list(_INTERROGATIVES), ASSISTANT_MIN_WORDS)
+        _native_decouple,
+        set(_ABBREV),
+        set(STOPWORDS),
+        set(REACTION_WORDS),
+        list(_GREETINGS),
+        list(_REQUEST_LEADS),
+        list(_REQUEST_VERBS),
+        list(_REQUEST_OBJECTS),
+        list(_THAT_HEADS),
+        list(_ASK_JOINS),
+        list(_ASK_VERBS),
+        list(_INTERROGATIVES),
+        ASSISTANT_MIN_WORDS,
+    )
 except ImportError:
     _native_statements = None
 
 
-def extract_statements(conv: Conversation, episodes: list[Episode], cfg: SemanticConfig, *,
-                       native: bool = True) -> list[SemanticNode]:
+def extract_statements(
+    conv: Conversation, episodes: list[Episode], cfg: SemanticConfig, *, native: bool = True
+) -> list[SemanticNode]:
     """Statements of one conversation (before de-duplication), ids in order of appearance: each
     message's ``message_statements``, one C++ call for the conversation's ASCII messages (``native``
     and the module built), the reference for the others."""
@@ -337,13 +494,23 @@ def extract_statements(conv: Conversation, episodes: list[Episode], cfg: Semanti
     limits = (cfg.min_words, cfg.max_per_message, cfg.max_statement_words)
     said: list = [None] * len(msgs)
     if native and _native_statements is not None and all(type(v) is int and abs(v) < 2**62 for v in limits):
-        said = _native_statements.statements([m.text for m in msgs], [m.speaker for m in msgs], others, assistant, *limits)
+        said = _native_statements.statements(
+            [m.text for m in msgs], [m.speaker for m in msgs], others, assistant, *limits
+        )
     nodes: list[SemanticNode] = []
     for m, other, asst, out in zip(msgs, others, assistant, said):
         if out is None:
             out = message_statements(m.text, m.speaker, other, asst, cfg)
         for s in out:
-            nodes.append(SemanticNode(id=len(nodes), text=s, episode_ids=[ep_of[m.id]], message_ids=[m.id], timestamp=m.timestamp))
+            nodes.append(
+                SemanticNode(
+                    id=len(nodes),
+                    text=s,
+                    episode_ids=[ep_of[m.id]],
+                    message_ids=[m.id],
+                    timestamp=m.timestamp,
+                )
+            )
     return nodes
 
 
@@ -359,7 +526,11 @@ def exact_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     summed left to right. The same two vectors give the same value wherever they sit, which a BLAS
     product does not promise (its edge tiles may add in another order: on AMD's AVX2 kernels two
     identical columns can differ in the last bit)."""
-    return np.cumsum(a.astype(np.float64) * b.astype(np.float64), axis=1)[:, -1] if a.shape[1] else np.zeros(len(a))
+    return (
+        np.cumsum(a.astype(np.float64) * b.astype(np.float64), axis=1)[:, -1]
+        if a.shape[1]
+        else np.zeros(len(a))
+    )
 
 
 def first_best(sims: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -380,7 +551,9 @@ def first_best(sims: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> tuple[np
     return best, arg
 
 
-def _best_prior(rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, block: int) -> tuple[np.ndarray, np.ndarray]:
+def _best_prior(
+    rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, block: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the largest cosine against the columns (``cols``, or ``cols[idx]``) and its first
     position, computed ``block`` columns at a time (-inf and -1 when there are none)."""
     best = np.full(len(rows), -np.inf)
@@ -394,8 +567,9 @@ def _best_prior(rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, bloc
     return best, arg
 
 
-def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK,
-                     native: bool = True) -> np.ndarray:
+def match_duplicates(
+    old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK, native: bool = True
+) -> np.ndarray:
     """The de-duplication rule, in blocks: in order, each new row merges into its most similar
     earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie, cosines
     compared exactly: :func:`first_best`) when the cosine exceeds ``threshold``, else it is kept; within a
@@ -424,8 +598,9 @@ def match_duplicates(old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, 
     return target
 
 
-def dedup_block(inner: np.ndarray, rows: np.ndarray, best: np.ndarray, arg: np.ndarray, threshold: float,
-                base: int) -> np.ndarray:
+def dedup_block(
+    inner: np.ndarray, rows: np.ndarray, best: np.ndarray, arg: np.ndarray, threshold: float, base: int
+) -> np.ndarray:
     """The rule's sequential part over one block of new rows (``csrc/cpu/dedup.cpp`` is this loop in
     C++): row i merges into the most similar earlier kept row, its best against earlier blocks
     (``best``, ``arg`` [m]) or a row of this block kept before it (screened on ``inner`` [m, m], the
@@ -450,7 +625,9 @@ def dedup_block(inner: np.ndarray, rows: np.ndarray, best: np.ndarray, arg: np.n
     return target
 
 
-def merge_duplicates(nodes: list[SemanticNode], x: np.ndarray, threshold: float) -> tuple[list[SemanticNode], np.ndarray]:
+def merge_duplicates(
+    nodes: list[SemanticNode], x: np.ndarray, threshold: float
+) -> tuple[list[SemanticNode], np.ndarray]:
     """Merge statements whose cosine exceeds ``threshold`` into the earliest one, keeping all sources
     (:func:`match_duplicates` with no earlier rows: the live engine's rule, in blocks).
 
@@ -467,10 +644,18 @@ def merge_duplicates(nodes: list[SemanticNode], x: np.ndarray, threshold: float)
     for new_id, dup in enumerate(members):
         node = nodes[dup[0]]
         if len(dup) == 1:  # most statements: nothing merged into them (and one source each: copied as it is)
-            mids = list(node.message_ids) if len(node.message_ids) == 1 else list(dict.fromkeys(node.message_ids))
+            mids = (
+                list(node.message_ids)
+                if len(node.message_ids) == 1
+                else list(dict.fromkeys(node.message_ids))
+            )
             eids = list(node.episode_ids) if len(node.episode_ids) == 1 else sorted(set(node.episode_ids))
         else:
             mids = list(dict.fromkeys(mid for j in sorted(dup) for mid in nodes[j].message_ids))
             eids = sorted({e for j in dup for e in nodes[j].episode_ids})
-        out.append(SemanticNode(id=new_id, text=node.text, episode_ids=eids, message_ids=mids, timestamp=node.timestamp))
+        out.append(
+            SemanticNode(
+                id=new_id, text=node.text, episode_ids=eids, message_ids=mids, timestamp=node.timestamp
+            )
+        )
     return out, x[kept]

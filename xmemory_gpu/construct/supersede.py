@@ -20,20 +20,27 @@ from ..ops.rows import dot4_gram
 CHANGE = re.compile(
     r"\b(?:now|no longer|any ?more|moved|moving|relocat\w*|switched|switching|changed|changing|instead|new|started|"
     r"starting|began|quit|quitting|left|leaving|joined|joining|sold|raise|promoted|divorced|broke up|engaged|married|"
-    r"is off|called off|cancel+ed|stopped|gave up|update[ds]?|these days|nowadays)\b", re.I)
-ATTRIBUTES: dict[str, re.Pattern] = {name: re.compile(p, re.I) for name, p in {
-    "job": r"\b(?:work\w*|job|jobs|career|hired|employ\w*|company|start-?up|office|position|role|quit|promoted|cto|ceo|"
-           r"nurse|designer|engineer|teach\w*|doctor|manager|developer|hospital|intern\w*)\b",
-    "home": r"\b(?:live[sd]?|living|moved|move|relocat\w*|flat|apartment|house|home|neighbou?rhood)\b",
-    "diet": r"\b(?:vegetarian|vegan|pescatarian|diet|eat\w*|meat|fish|gluten|keto|dairy)\b",
-    "income": r"\b(?:earn\w*|salary|income|take[s]? home|raise|wage|paid \$?\d)\b",
-    "transport": r"\b(?:drive[s]?|driving|car|cycl\w*|bike|commut\w*|bus|train|subway|scooter)\b",
-    "schedule": r"\b(?:mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekly|schedule|days)\b",
-    "plans": r"\b(?:wedding|marathon|trip|plan\w*|training|holiday|vacation|visit\w*|move to)\b",
-    "relationship": r"\b(?:married|engaged|dating|partner|girlfriend|boyfriend|wife|husband|divorc\w*|single|broke up|fianc\w*)\b",
-    "health": r"\b(?:injur\w*|hurt|broke|broken|ankle|knee|shoulder|sick|surgery|pregnan\w*|allerg\w*)\b",
-}.items()}
-THRESHOLD = 0.40  # cosine of the two statements (all-MiniLM-L6-v2: same-attribute pairs 0.41-0.80 on our chats)
+    r"is off|called off|cancel+ed|stopped|gave up|update[ds]?|these days|nowadays)\b",
+    re.I,
+)
+ATTRIBUTES: dict[str, re.Pattern] = {
+    name: re.compile(p, re.I)
+    for name, p in {
+        "job": r"\b(?:work\w*|job|jobs|career|hired|employ\w*|company|start-?up|office|position|role|quit|promoted|cto|ceo|"
+        r"nurse|designer|engineer|teach\w*|doctor|manager|developer|hospital|intern\w*)\b",
+        "home": r"\b(?:live[sd]?|living|moved|move|relocat\w*|flat|apartment|house|home|neighbou?rhood)\b",
+        "diet": r"\b(?:vegetarian|vegan|pescatarian|diet|eat\w*|meat|fish|gluten|keto|dairy)\b",
+        "income": r"\b(?:earn\w*|salary|income|take[s]? home|raise|wage|paid \$?\d)\b",
+        "transport": r"\b(?:drive[s]?|driving|car|cycl\w*|bike|commut\w*|bus|train|subway|scooter)\b",
+        "schedule": r"\b(?:mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekly|schedule|days)\b",
+        "plans": r"\b(?:wedding|marathon|trip|plan\w*|training|holiday|vacation|visit\w*|move to)\b",
+        "relationship": r"\b(?:married|engaged|dating|partner|girlfriend|boyfriend|wife|husband|divorc\w*|single|broke up|fianc\w*)\b",
+        "health": r"\b(?:injur\w*|hurt|broke|broken|ankle|knee|shoulder|sick|surgery|pregnan\w*|allerg\w*)\b",
+    }.items()
+}
+THRESHOLD = (
+    0.40  # cosine of the two statements (all-MiniLM-L6-v2: same-attribute pairs 0.41-0.80 on our chats)
+)
 
 
 def attributes(text: str) -> frozenset[str]:
@@ -46,8 +53,15 @@ def _mask(text: str) -> int:
     return sum(1 << b for b, pat in enumerate(ATTRIBUTES.values()) if pat.search(text))
 
 
-def supersessions(texts: list[str], x: np.ndarray, order: np.ndarray, speakers: list[str], *,
-                  threshold: float = THRESHOLD, new: np.ndarray | None = None) -> dict[int, int]:
+def supersessions(
+    texts: list[str],
+    x: np.ndarray,
+    order: np.ndarray,
+    speakers: list[str],
+    *,
+    threshold: float = THRESHOLD,
+    new: np.ndarray | None = None,
+) -> dict[int, int]:
     """Statement i -> the statement j that supersedes it (the first later one that does), for texts [n],
     unit rows x [n, d], ``order`` [n] (when each was said: message position) and ``speakers`` [n].
     ``new``: the rows that may supersede (the statements a write added; default all): the cost is

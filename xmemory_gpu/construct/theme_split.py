@@ -49,7 +49,13 @@ def connected_components(x: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def split_proposals(
-    x, members_offsets, *, ks: tuple[int, ...] = (2, 3, 4), n_init: int = 4, seed: int = 0, cc_threshold: float = 0.5,
+    x,
+    members_offsets,
+    *,
+    ks: tuple[int, ...] = (2, 3, 4),
+    n_init: int = 4,
+    seed: int = 0,
+    cc_threshold: float = 0.5,
     backend: str = "auto",
 ) -> list[list[np.ndarray]]:
     """For each theme (rows ``members_offsets[t]:members_offsets[t+1]`` of x), distinct candidate
@@ -66,14 +72,22 @@ def split_proposals(
         for k in ks:
             if k >= n or k < 2:
                 continue
-            for _ in range(n_init):  # the draws of one run: its first centre, then one uniform per further centre
+            for _ in range(
+                n_init
+            ):  # the draws of one run: its first centre, then one uniform per further centre
                 seg.append(t)
                 ks_run.append(k)
                 first.append(rng.integers(n))
                 uniforms.append(rng.random(k - 1))
-    labels, ok = spherical_kmeans(x, off, np.array(seg, dtype=np.int64), np.array(ks_run, dtype=np.int64),
-                                  np.array(first, dtype=np.int64),
-                                  np.concatenate(uniforms) if uniforms else np.zeros(0), backend=host_backend(backend))
+    labels, ok = spherical_kmeans(
+        x,
+        off,
+        np.array(seg, dtype=np.int64),
+        np.array(ks_run, dtype=np.int64),
+        np.array(first, dtype=np.int64),
+        np.concatenate(uniforms) if uniforms else np.zeros(0),
+        backend=host_backend(backend),
+    )
     redo = {seg[q] for q in np.flatnonzero(~ok)}
     out: list[list[np.ndarray]] = []
     pos, q = 0, 0

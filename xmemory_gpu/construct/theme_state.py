@@ -55,8 +55,17 @@ class ThemeState:
         self.graph_stale = True  # a centroid changed, or a theme opened or closed, since
 
     @classmethod
-    def restore(cls, x: np.ndarray, n_attached: int, theme_ids: np.ndarray, label_rows: np.ndarray,
-                parents: dict[int, list[int]], next_id: int, k: int, drop_nonpositive: bool) -> ThemeState:
+    def restore(
+        cls,
+        x: np.ndarray,
+        n_attached: int,
+        theme_ids: np.ndarray,
+        label_rows: np.ndarray,
+        parents: dict[int, list[int]],
+        next_id: int,
+        k: int,
+        drop_nonpositive: bool,
+    ) -> ThemeState:
         """The state of a stored memory, to grow it with the same attach / split / merge code.
 
         x [n, d]: all nodes (the first ``n_attached`` already in themes); theme_ids [K] stable ids
@@ -124,7 +133,17 @@ class ThemeState:
             return None
         while len(self.ids) < self.n_slots + rows.size:
             self._grow()
-        return self.x, rows, self.sums, self.counts, self.alive, self.ids, self.label, self.n_slots, self.next_id
+        return (
+            self.x,
+            rows,
+            self.sums,
+            self.counts,
+            self.alive,
+            self.ids,
+            self.label,
+            self.n_slots,
+            self.next_id,
+        )
 
     def _attached(self, rows: np.ndarray, n_slots: int, next_id: int, joined: bool) -> None:
         """The bookkeeping after ``rows`` were attached: the opened slots' lineage and ids, the graph's staleness."""
@@ -169,7 +188,9 @@ class ThemeState:
         self._check_synced()
         r = int(np.searchsorted(self.graph_slots, self.slot_of[t]))
         idx, sim = self.graph_idx[r], self.graph_sim[r]
-        return [(int(self.ids[self.graph_slots[int(p)]]), float(s)) for p, s in zip(idx[:n], sim[:n]) if p >= 0]
+        return [
+            (int(self.ids[self.graph_slots[int(p)]]), float(s)) for p, s in zip(idx[:n], sim[:n]) if p >= 0
+        ]
 
     def _check_synced(self) -> None:
         if self.graph_stale:
@@ -203,11 +224,17 @@ class ThemeState:
 def attach_all(states: list[ThemeState], rows: list[np.ndarray], cfg: ThemeConfig) -> None:
     """``states[b].attach(rows[b], cfg)`` for every b, in one ``attach_rows_batch`` call (one C++ call
     when built): the memories are independent, so each takes the decisions of its own call."""
-    todo = [(st, item) for st, r in zip(states, rows, strict=True) if (item := st._attach_item(r)) is not None]
+    todo = [
+        (st, item) for st, r in zip(states, rows, strict=True) if (item := st._attach_item(r)) is not None
+    ]
     if not todo:
         return
-    done = attach_rows_batch([item for _, item in todo], attach_threshold=cfg.attach_threshold,
-                             lenient_floor=cfg.lenient_floor, size_cap=cfg.size_cap)
+    done = attach_rows_batch(
+        [item for _, item in todo],
+        attach_threshold=cfg.attach_threshold,
+        lenient_floor=cfg.lenient_floor,
+        size_cap=cfg.size_cap,
+    )
     for (st, item), (n_slots, next_id, joined) in zip(todo, done):
         st._attached(item[1], n_slots, next_id, joined)
 
@@ -225,11 +252,15 @@ def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
         # unit_rows is row by row: one call over all memories' sums gives each row's bits of its own call
         x = unit_rows(sums, dtype=np.float32)
         idx, sim = knn_graph(x, off, k, drop_nonpositive=drop, backend=backend)
-        if drop:  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)
+        if (
+            drop
+        ):  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)
             near_zero = sim <= ZERO_COSINE
             idx, sim = np.where(near_zero, -1, idx), np.where(near_zero, -np.inf, sim).astype(np.float32)
         # positions local to each memory, for all memories at once; each state keeps row views
-        local = np.where(idx >= 0, idx - np.repeat(off[:-1], np.diff(off)).astype(np.int32)[:, None], -1).astype(np.int32)
+        local = np.where(
+            idx >= 0, idx - np.repeat(off[:-1], np.diff(off)).astype(np.int32)[:, None], -1
+        ).astype(np.int32)
         sim = np.asarray(sim, np.float32)
         bounds = off.tolist()
         for b, st in enumerate(group):

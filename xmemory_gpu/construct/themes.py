@@ -37,7 +37,9 @@ from .theme_split import split_proposals
 from .theme_state import ThemeState, attach_all, sync_graphs
 
 
-def grow_themes(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, *, backend: str = "auto") -> None:
+def grow_themes(
+    states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, *, backend: str = "auto"
+) -> None:
     """Attach memory b's rows ``steps[b][s]`` at step s (a session), for every memory at once; after
     each step split the overfull themes and merge the small ones of the memories that took it.
     NumPy's BLAS runs on one thread meanwhile (``_one_blas_thread``)."""
@@ -88,13 +90,25 @@ def _synced(part: PartitionState | None, states: list[ThemeState]) -> PartitionS
         labels = np.concatenate([s.label[: s.n_attached] for s in states])
         return PartitionState.from_labels(x, labels, np.cumsum([0] + [s.n_attached for s in states]))
     have = np.diff(part.offsets)
-    part.extend({b: (s.x[have[b] : s.n_attached], s.label[have[b] : s.n_attached]) for b, s in enumerate(states)
-                 if s.n_attached > have[b]})
+    part.extend(
+        {
+            b: (s.x[have[b] : s.n_attached], s.label[have[b] : s.n_attached])
+            for b, s in enumerate(states)
+            if s.n_attached > have[b]
+        }
+    )
     return part
 
 
-def split_overfull(states: list[ThemeState], part: PartitionState, active: list[int], cfg: ThemeConfig, *,
-                   backend: str = "auto", max_rounds: int = 8) -> None:
+def split_overfull(
+    states: list[ThemeState],
+    part: PartitionState,
+    active: list[int],
+    cfg: ThemeConfig,
+    *,
+    backend: str = "auto",
+    max_rounds: int = 8,
+) -> None:
     """Split every theme above the cap by its best-scoring proposal (even when all lower f(P): the
     cap is hard), all memories in one proposal and one scoring call per round."""
     for _ in range(max_rounds):
@@ -105,7 +119,12 @@ def split_overfull(states: list[ThemeState], part: PartitionState, active: list[
         moff = np.cumsum([0] + [len(m) for m in members])
         xm = np.concatenate([states[b].x[m - part.offsets[b]] for (b, _), m in zip(todo, members)])
         proposals = split_proposals(
-            xm, moff, ks=cfg.split_ks, n_init=cfg.split_n_init, seed=cfg.seed, cc_threshold=cfg.cc_threshold,
+            xm,
+            moff,
+            ks=cfg.split_ks,
+            n_init=cfg.split_n_init,
+            seed=cfg.seed,
+            cc_threshold=cfg.cc_threshold,
             backend=backend,
         )
         items, owner = [], []
@@ -129,8 +148,14 @@ def split_overfull(states: list[ThemeState], part: PartitionState, active: list[
         part.apply(edits, check=False)  # each theme's members cut by its proposal's labels: a cover
 
 
-def merge_small(states: list[ThemeState], part: PartitionState, active: list[int], cfg: ThemeConfig, *,
-                backend: str = "auto") -> None:
+def merge_small(
+    states: list[ThemeState],
+    part: PartitionState,
+    active: list[int],
+    cfg: ThemeConfig,
+    *,
+    backend: str = "auto",
+) -> None:
     """Merge tiny themes, and pairs closer than ``merge_pair_threshold``, into one of their nearest
     themes (theme kNN graph) when f(P) rises; the best gains first, a theme in one merge per call."""
     cands, pairs = merge_candidates(states, part, active, cfg, backend=backend)
@@ -154,8 +179,14 @@ def merge_small(states: list[ThemeState], part: PartitionState, active: list[int
     part.apply(edits, check=False)  # t's members then j's, from the state: a cover
 
 
-def merge_candidates(states: list[ThemeState], part: PartitionState, active: list[int],
-                     cfg: ThemeConfig, *, backend: str = "auto") -> tuple[Candidates, list[tuple[int, int, int]]]:
+def merge_candidates(
+    states: list[ThemeState],
+    part: PartitionState,
+    active: list[int],
+    cfg: ThemeConfig,
+    *,
+    backend: str = "auto",
+) -> tuple[Candidates, list[tuple[int, int, int]]]:
     """The merge candidates of the active memories, as one CSR batch, and their (memory, t, j).
 
     Theme t (in opening order) offers its nearest themes j in graph order, the first
@@ -164,9 +195,13 @@ def merge_candidates(states: list[ThemeState], part: PartitionState, active: lis
     The candidate removes t and j and adds one group, t's members then j's (ascending within each).
     Equal to ``merge_candidates_reference`` (the per-theme loop), vectorised per memory."""
     sync_graphs([states[b] for b in active], backend=backend)
-    owner, t_id, j_id = merge_pairs_batch([states[b].merge_pair_item() for b in active], tiny_size=cfg.tiny_size,
-                                          merge_candidates=cfg.merge_candidates, size_cap=cfg.size_cap,
-                                          pair_threshold=cfg.merge_pair_threshold)
+    owner, t_id, j_id = merge_pairs_batch(
+        [states[b].merge_pair_item() for b in active],
+        tiny_size=cfg.tiny_size,
+        merge_candidates=cfg.merge_candidates,
+        size_cap=cfg.size_cap,
+        pair_threshold=cfg.merge_pair_threshold,
+    )
     if not owner.size:
         return Candidates.from_lists(part, []), []
     mem = np.asarray(active, np.int64)[owner]
@@ -174,20 +209,29 @@ def merge_candidates(states: list[ThemeState], part: PartitionState, active: lis
     # theme rows: the state's rows are ordered by (memory, label), so one search over those keys
     t_mem = np.repeat(np.arange(len(part.theme_offsets) - 1, dtype=np.int64), np.diff(part.theme_offsets))
     keys = (t_mem << 32) | part.theme_label
-    rem_rows = np.searchsorted(keys, (np.repeat(mem, 2) << 32) | np.stack([t_id, j_id], axis=1).reshape(-1))  # [2C]: t's row, j's row
+    rem_rows = np.searchsorted(
+        keys, (np.repeat(mem, 2) << 32) | np.stack([t_id, j_id], axis=1).reshape(-1)
+    )  # [2C]: t's row, j's row
     starts, sizes = part.member_offsets[rem_rows], np.diff(part.member_offsets)[rem_rows]
     group_offsets = np.zeros(len(pairs) + 1, np.int64)
     np.cumsum(sizes.reshape(-1, 2).sum(axis=1), out=group_offsets[1:])
     seg_start = np.repeat(np.cumsum(sizes) - sizes, sizes)
     members = part.member_rows[np.repeat(starts, sizes) + np.arange(int(sizes.sum())) - seg_start]
     n = len(pairs)
-    cands = Candidates(memory=mem, rem_offsets=np.arange(0, 2 * n + 1, 2, dtype=np.int64), rem_rows=rem_rows,
-                       add_offsets=np.arange(n + 1, dtype=np.int64), group_offsets=group_offsets, members=members)
+    cands = Candidates(
+        memory=mem,
+        rem_offsets=np.arange(0, 2 * n + 1, 2, dtype=np.int64),
+        rem_rows=rem_rows,
+        add_offsets=np.arange(n + 1, dtype=np.int64),
+        group_offsets=group_offsets,
+        members=members,
+    )
     return cands, pairs
 
 
-def merge_candidates_reference(states: list[ThemeState], part: PartitionState, active: list[int],
-                               cfg: ThemeConfig) -> tuple[Candidates, list[tuple[int, int, int]]]:
+def merge_candidates_reference(
+    states: list[ThemeState], part: PartitionState, active: list[int], cfg: ThemeConfig
+) -> tuple[Candidates, list[tuple[int, int, int]]]:
     """``merge_candidates`` as a loop over each memory's themes and their graph neighbours (the
     rule as first written; the equality tests compare the two)."""
     items, pairs = [], []
@@ -203,10 +247,20 @@ def merge_candidates_reference(states: list[ThemeState], part: PartitionState, a
                     continue
                 if n_t <= cfg.tiny_size or sim >= cfg.merge_pair_threshold:
                     seen.add(key)
-                    rows = np.concatenate([part.members_of(part.theme_row(b, t)), part.members_of(part.theme_row(b, j))])
+                    rows = np.concatenate(
+                        [part.members_of(part.theme_row(b, t)), part.members_of(part.theme_row(b, j))]
+                    )
                     items.append((b, [t, j], [rows]))
                     pairs.append((b, t, j))
     return Candidates.from_lists(part, items), pairs
 
 
-__all__ = ["ThemeState", "grow_themes", "sync_graphs", "merge_candidates", "merge_candidates_reference", "merge_small", "split_overfull"]
+__all__ = [
+    "ThemeState",
+    "grow_themes",
+    "sync_graphs",
+    "merge_candidates",
+    "merge_candidates_reference",
+    "merge_small",
+    "split_overfull",
+]

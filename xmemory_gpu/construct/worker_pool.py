@@ -58,8 +58,13 @@ class _Worker:
         self.index = index
         # a session of its own: the terminal's Ctrl-C goes to the builder, which stops its workers (one
         # signalled mid-import would print a traceback)
-        self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", WORKER_MODULE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
         self._ready = threading.Event()
         self._loaded: tuple[str, int] | WorkerError | None = None  # (embedder name, dim), or why not
         self._send(settings)
@@ -77,8 +82,9 @@ class _Worker:
                 msg = None
             if self._loaded is None:
                 error = msg.get("error") if isinstance(msg, dict) else None
-                self._loaded = self._fail(error if isinstance(error, str) else "exited while loading its embedder",
-                                          read=False)
+                self._loaded = self._fail(
+                    error if isinstance(error, str) else "exited while loading its embedder", read=False
+                )
         except BaseException as exc:  # noqa: BLE001 - the pipe closed under a killed worker
             self._loaded = WorkerError(f"build worker {self.index}: {exc}")
         finally:
@@ -143,11 +149,16 @@ class _Worker:
                 data = out.read(m["size"])
                 if len(data) != m["size"]:
                     raise self._fail(f"exited while sending shard {shard}")
-                memories.append(EncodedSlice(m["id"], data, m["sha256"], m["dim"], m["stats"], m["counts"],
-                                             m["message_ids"]))
+                memories.append(
+                    EncodedSlice(
+                        m["id"], data, m["sha256"], m["dim"], m["stats"], m["counts"], m["message_ids"]
+                    )
+                )
             return msg["timings"], memories
         except (ValueError, KeyError, TypeError) as exc:
-            raise self._fail(f"sent an unreadable answer for shard {shard} ({type(exc).__name__}: {exc})") from None
+            raise self._fail(
+                f"sent an unreadable answer for shard {shard} ({type(exc).__name__}: {exc})"
+            ) from None
 
     def stop(self, *, kill: bool) -> None:
         """End the worker: its input closed (it stops after its shard) or, with ``kill``, killed
@@ -211,7 +222,9 @@ class WorkerPool:
     def __init__(self, workers: int, settings: dict[str, Any]) -> None:
         self.device = str(settings["device"])  # where the workers' encoder runs
         env = worker_env(workers)
-        line = json.dumps({**settings, "package": PACKAGE, "threads": worker_threads(workers)}).encode() + b"\n"
+        line = (
+            json.dumps({**settings, "package": PACKAGE, "threads": worker_threads(workers)}).encode() + b"\n"
+        )
         self._pool: list[_Worker] = []
         self._built = False
         try:
@@ -239,8 +252,13 @@ class WorkerPool:
             raise RuntimeError("WorkerPool.loaded: the pool is closed")
         return self._pool[0].loaded(wait=wait)
 
-    def build(self, store: MemoryBackend, shards: Iterable[list[Conversation]], replace: set[str],
-              on_commit: Callable[[list[str], dict[str, float]], None]) -> None:
+    def build(
+        self,
+        store: MemoryBackend,
+        shards: Iterable[list[Conversation]],
+        replace: set[str],
+        on_commit: Callable[[list[str], dict[str, float]], None],
+    ) -> None:
         """Build ``shards`` in the workers and commit each one whole, in order, into ``store``
         (memories named in ``replace`` replace their stored copies), once per pool. ``shards`` is read here, to
         its end, before the first commit: each shard goes to a worker as soon as it is read (a lazy
@@ -251,7 +269,9 @@ class WorkerPool:
         if not self._pool:
             raise RuntimeError("WorkerPool.build: the pool is closed")
         if self._built:
-            raise RuntimeError("WorkerPool.build: a pool builds once (its workers' input is closed at the end)")
+            raise RuntimeError(
+                "WorkerPool.build: a pool builds once (its workers' input is closed at the end)"
+            )
         self._built = True
         cond = threading.Condition()
         read: list[list[Conversation]] = []  # the shards read so far
@@ -261,8 +281,11 @@ class WorkerPool:
         first = self._pool[0]
 
         def waiting() -> bool:
-            return not state["stop"] and (state["next"] >= len(read) and not state["all_read"]
-                                          or state["next"] >= state["committed"] + window)
+            return not state["stop"] and (
+                state["next"] >= len(read)
+                and not state["all_read"]
+                or state["next"] >= state["committed"] + window
+            )
 
         def drive(w: _Worker) -> None:
             checked = False
@@ -279,7 +302,9 @@ class WorkerPool:
                     if not checked:  # the same embedder as the first worker's (whose the store is)
                         mine, theirs = w.loaded(), first.loaded()
                         if mine != theirs:
-                            raise WorkerError(f"build worker {w.index}: loaded embedder {mine}, worker 0 {theirs}")
+                            raise WorkerError(
+                                f"build worker {w.index}: loaded embedder {mine}, worker 0 {theirs}"
+                            )
                         checked = True
                     result: Any = w.build(k, shard)
                 except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
@@ -291,8 +316,10 @@ class WorkerPool:
                     return
             w.end_input()  # nothing left for it: it exits while the last shards commit
 
-        threads = [threading.Thread(target=drive, args=(w,), daemon=True, name=f"xmemory-build-worker-{w.index}")
-                   for w in self._pool]
+        threads = [
+            threading.Thread(target=drive, args=(w,), daemon=True, name=f"xmemory-build-worker-{w.index}")
+            for w in self._pool
+        ]
         try:
             for t in threads:
                 t.start()

@@ -72,7 +72,9 @@ def read_locomo_file(f: Path) -> list:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DatasetError(f"{f}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise DatasetError(
+            f"{f}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
     except RecursionError:
         raise DatasetError(f"{f}: JSON nested too deeply") from None
     if isinstance(data, dict):
@@ -117,11 +119,15 @@ def _conversation(f: Path, i: int, item: object) -> Conversation:
         dt_key = f"{key}_date_time"
         dt = conv.get(dt_key)
         if not isinstance(dt, str):
-            raise DatasetError(f"{where}: conversation.{dt_key}: missing (expected like '1:56 pm on 8 May, 2023')")
+            raise DatasetError(
+                f"{where}: conversation.{dt_key}: missing (expected like '1:56 pm on 8 May, 2023')"
+            )
         try:
             ts = parse_datetime(dt)
         except ValueError:
-            raise DatasetError(f"{where}: conversation.{dt_key}: cannot parse {dt!r} (expected like '1:56 pm on 8 May, 2023')") from None
+            raise DatasetError(
+                f"{where}: conversation.{dt_key}: cannot parse {dt!r} (expected like '1:56 pm on 8 May, 2023')"
+            ) from None
         for j, turn in enumerate(turns):
             if not isinstance(turn, dict):
                 raise DatasetError(f"{where}: conversation.{key}[{j}]: expected an object")
@@ -134,7 +140,9 @@ def _conversation(f: Path, i: int, item: object) -> Conversation:
             text, caption = turn.get("text"), turn.get("blip_caption")
             for field, value in (("text", text), ("blip_caption", caption)):
                 if value is not None and not isinstance(value, str):
-                    raise DatasetError(f"{where}: conversation.{key}[{j}].{field}: expected a string, got {type(value).__name__} {value!r:.40} (dia_id {mid})")
+                    raise DatasetError(
+                        f"{where}: conversation.{key}[{j}].{field}: expected a string, got {type(value).__name__} {value!r:.40} (dia_id {mid})"
+                    )
             text = text or ""  # a photo turn may have only its caption
             if isinstance(caption, str) and caption.strip():
                 text = f"{text} [shares a photo: {caption.strip()}]".strip()

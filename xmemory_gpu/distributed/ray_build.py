@@ -48,13 +48,16 @@ def import_ray() -> Any:
         import ray
         import ray.data  # noqa: F401
     except ImportError as exc:
-        raise RayNotInstalled(f"--ray: Ray Data is not installed ({exc.name or exc}); {INSTALL_HINT}") from None
+        raise RayNotInstalled(
+            f"--ray: Ray Data is not installed ({exc.name or exc}); {INSTALL_HINT}"
+        ) from None
     return ray
 
 
 # -- loading: the local build's rules -----------------------------------------------------------
-def load_conversations(inputs: list[str | Path] | str | Path, *, limit: int | None = None,
-                       max_sessions: int | None = None) -> list[Conversation]:
+def load_conversations(
+    inputs: list[str | Path] | str | Path, *, limit: int | None = None, max_sessions: int | None = None
+) -> list[Conversation]:
     """Conversations as ``build_store`` loads them: every file, duplicate sample ids refused,
     ``limit`` first conversations, each cut to its first ``max_sessions`` sessions (bounds checked
     here with this entry point's name)."""
@@ -74,23 +77,38 @@ class ShardBuilder:
     that path creates it and kills its own process (``os._exit``) after building its shard and
     before returning it, so Ray must restart the actor and retry the shard."""
 
-    def __init__(self, embedder_spec: str, config: dict[str, Any], *, backend: str = "auto", device: str = "cpu",
-                 llm_spec: str | None = None, llm_kwargs: dict[str, Any] | None = None, llm_retries: int = 2,
-                 crash_marker: str | None = None, dim: int | None = None) -> None:
+    def __init__(
+        self,
+        embedder_spec: str,
+        config: dict[str, Any],
+        *,
+        backend: str = "auto",
+        device: str = "cpu",
+        llm_spec: str | None = None,
+        llm_kwargs: dict[str, Any] | None = None,
+        llm_retries: int = 2,
+        crash_marker: str | None = None,
+        dim: int | None = None,
+    ) -> None:
         from ..embed import load_embedder
 
         self.config = XMemoryConfig.from_dict(config)
         self.embedder = load_embedder(embedder_spec, device=device)
         self.backend = backend
-        self.dim = self.embedder.dim if dim is None else dim  # the store's: a memory of another is refused here
+        self.dim = (
+            self.embedder.dim if dim is None else dim
+        )  # the store's: a memory of another is refused here
         self.crash_marker = crash_marker
         self.llm = None
         if llm_spec is not None:
             from ..construct.llm_stages import LLMBuilder
             from ..llm import load_reader
 
-            self.llm = LLMBuilder(load_reader(llm_spec, **(llm_kwargs or {})), max_retries=llm_retries,
-                                  segment=self.config.segment)
+            self.llm = LLMBuilder(
+                load_reader(llm_spec, **(llm_kwargs or {})),
+                max_retries=llm_retries,
+                segment=self.config.segment,
+            )
 
     def __call__(self, batch: Any) -> Any:
         """A pyarrow table of conversations (``conversation``: JSON) -> a table of built memories
@@ -106,24 +124,32 @@ class ShardBuilder:
         usage0 = self._usage()
         t0 = time.perf_counter()
         # ---- CONSTRUCTION: the one construction call per shard --------------------------------
-        slices = build_slices(convs, self.embedder, self.config, timings=tm, backend=self.backend, llm=self.llm)
+        slices = build_slices(
+            convs, self.embedder, self.config, timings=tm, backend=self.backend, llm=self.llm
+        )
         # ----------------------------------------------------------------------------------------
         with tm.stage("encode"):
             encoded = [encode_slice(sl, self.dim) for sl in slices]
         self._maybe_crash()
-        shard = {"stages": tm.as_dict(), "wall": time.perf_counter() - t0, "pid": os.getpid(),
-                 "llm_usage": _usage_delta(usage0, self._usage())}
+        shard = {
+            "stages": tm.as_dict(),
+            "wall": time.perf_counter() - t0,
+            "pid": os.getpid(),
+            "llm_usage": _usage_delta(usage0, self._usage()),
+        }
         timings = ([json.dumps(shard)] + ["{}"] * (len(slices) - 1)) if slices else []
-        return pa.table({
-            "memory_id": pa.array([e.memory_id for e in encoded], pa.string()),
-            "arrays": pa.array([e.data for e in encoded], pa.large_binary()),
-            "sha256": pa.array([e.sha256 for e in encoded], pa.string()),
-            "dim": pa.array([e.dim for e in encoded], pa.int64()),
-            "stats": pa.array([json.dumps(e.stats) for e in encoded], pa.large_string()),
-            "counts": pa.array([json.dumps(e.counts) for e in encoded], pa.string()),
-            "message_ids": pa.array([json.dumps(e.message_ids) for e in encoded], pa.large_string()),
-            "timings": pa.array(timings, pa.string()),
-        })
+        return pa.table(
+            {
+                "memory_id": pa.array([e.memory_id for e in encoded], pa.string()),
+                "arrays": pa.array([e.data for e in encoded], pa.large_binary()),
+                "sha256": pa.array([e.sha256 for e in encoded], pa.string()),
+                "dim": pa.array([e.dim for e in encoded], pa.int64()),
+                "stats": pa.array([json.dumps(e.stats) for e in encoded], pa.large_string()),
+                "counts": pa.array([json.dumps(e.counts) for e in encoded], pa.string()),
+                "message_ids": pa.array([json.dumps(e.message_ids) for e in encoded], pa.large_string()),
+                "timings": pa.array(timings, pa.string()),
+            }
+        )
 
     def _usage(self) -> dict[str, int] | None:
         if self.llm is None or not hasattr(self.llm.gen, "usage"):
@@ -230,14 +256,20 @@ def build_store_ray(
     with WriterLock(root):
         store = Store.open_or_create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
         try:
-            damaged = {c.sample_id for c in convs if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)}
+            damaged = {
+                c.sample_id
+                for c in convs
+                if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)
+            }
             todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]
             todo_ids = {c.sample_id for c in todo}
             skipped = [c.sample_id for c in convs if c.sample_id not in todo_ids]
             report = RayBuildReport(built=[], skipped=skipped, timings={}, wall_s=0.0)
             if todo:
                 if not ray.is_initialized():
-                    started = True  # from here on Ray is shut down however this ends (Ctrl-C, SIGTERM, an error)
+                    started = (
+                        True  # from here on Ray is shut down however this ends (Ctrl-C, SIGTERM, an error)
+                    )
                     with tm.stage("ray_start"):
                         kw = dict(init_kwargs or {})
                         kw.setdefault("include_dashboard", False)
@@ -245,9 +277,26 @@ def build_store_ray(
                             ray.init(address=address, **kw)
                         else:
                             _init_local(ray, kw)
-                _run(ray, store, todo, damaged, report, tm, cfg, emb, shard_size=shard_size, progress=progress,
-                     backend=backend, llm_spec=llm_spec, llm_kwargs=llm_kwargs, llm_retries=llm_retries,
-                     workers=workers, gpus_per_worker=gpus_per_worker, max_retries=max_retries, crash_marker=crash_marker)
+                _run(
+                    ray,
+                    store,
+                    todo,
+                    damaged,
+                    report,
+                    tm,
+                    cfg,
+                    emb,
+                    shard_size=shard_size,
+                    progress=progress,
+                    backend=backend,
+                    llm_spec=llm_spec,
+                    llm_kwargs=llm_kwargs,
+                    llm_retries=llm_retries,
+                    workers=workers,
+                    gpus_per_worker=gpus_per_worker,
+                    max_retries=max_retries,
+                    crash_marker=crash_marker,
+                )
         finally:
             store.close()
             if started:
@@ -273,14 +322,33 @@ def _init_local(ray: Any, kw: dict[str, Any]) -> None:
         ray_constants.ENABLE_RAY_CLUSTER = clusters
     ip = ray.util.get_node_ip_address()
     if ip != "127.0.0.1":
-        raise RuntimeError(f"--ray local: Ray started on {ip}, not 127.0.0.1 (open to the network), so it was stopped; "
-                           "this Ray release is not the one tested (2.60)")
+        raise RuntimeError(
+            f"--ray local: Ray started on {ip}, not 127.0.0.1 (open to the network), so it was stopped; "
+            "this Ray release is not the one tested (2.60)"
+        )
 
 
-def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], report: RayBuildReport, tm: Timings,
-         cfg: XMemoryConfig, emb: Any, *, shard_size: int, progress: bool, backend: str, llm_spec: str | None,
-         llm_kwargs: dict[str, Any] | None, llm_retries: int, workers: int | None, gpus_per_worker: float | None,
-         max_retries: int | None, crash_marker: str | None) -> None:
+def _run(
+    ray: Any,
+    store: Any,
+    todo: list[Conversation],
+    damaged: set[str],
+    report: RayBuildReport,
+    tm: Timings,
+    cfg: XMemoryConfig,
+    emb: Any,
+    *,
+    shard_size: int,
+    progress: bool,
+    backend: str,
+    llm_spec: str | None,
+    llm_kwargs: dict[str, Any] | None,
+    llm_retries: int,
+    workers: int | None,
+    gpus_per_worker: float | None,
+    max_retries: int | None,
+    crash_marker: str | None,
+) -> None:
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False  # the driver's own bar counts committed memories
     if gpus_per_worker is None:
@@ -288,23 +356,47 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
     size = _pool_size(ray, workers, gpus_per_worker)
     report.workers, report.gpus_per_worker = size, float(gpus_per_worker)
     retry_args: dict[str, int] = {}
-    if max_retries is not None:  # else Ray Data's default: restart dead actors and retry their shards without bound
+    if (
+        max_retries is not None
+    ):  # else Ray Data's default: restart dead actors and retry their shards without bound
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"build_store_ray: max_retries: expected an integer >= 0, got {max_retries!r}")
         retry_args = {"max_restarts": max_retries, "max_task_retries": max_retries}
     rows = [{"sample_id": c.sample_id, "conversation": conversation_to_wire(c)} for c in todo]
     n_shards = -(-len(rows) // shard_size)
     ds = ray.data.from_items(rows, override_num_blocks=n_shards)
-    with warnings.catch_warnings():  # Ray 2.60 takes max_restarts / max_task_retries only as (deprecated) **ray_remote_args
+    with (
+        warnings.catch_warnings()
+    ):  # Ray 2.60 takes max_restarts / max_task_retries only as (deprecated) **ray_remote_args
         warnings.filterwarnings("ignore", message=".*ray_remote_args.*is deprecated")
-        ds = _map(ds, ray, size, shard_size, gpus_per_worker, cfg, retry_args, {
-            "backend": backend, "device": "cuda" if gpus_per_worker > 0 else "cpu", "llm_spec": llm_spec,
-            "llm_kwargs": llm_kwargs, "llm_retries": llm_retries, "crash_marker": crash_marker, "dim": emb.dim})
+        ds = _map(
+            ds,
+            ray,
+            size,
+            shard_size,
+            gpus_per_worker,
+            cfg,
+            retry_args,
+            {
+                "backend": backend,
+                "device": "cuda" if gpus_per_worker > 0 else "cpu",
+                "llm_spec": llm_spec,
+                "llm_kwargs": llm_kwargs,
+                "llm_retries": llm_retries,
+                "crash_marker": crash_marker,
+                "dim": emb.dim,
+            },
+        )
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(todo) + len(report.skipped), initial=len(report.skipped), desc="build (ray)", unit="conv")
+        bar = tqdm(
+            total=len(todo) + len(report.skipped),
+            initial=len(report.skipped),
+            desc="build (ray)",
+            unit="conv",
+        )
     expected = {c.sample_id for c in todo}
     committed: set[str] = set()
     usage: dict[str, int] | None = None
@@ -355,18 +447,35 @@ def _run(ray: Any, store: Any, todo: list[Conversation], damaged: set[str], repo
     report.llm_usage = usage
     missing = expected - committed
     if missing:
-        raise RuntimeError(f"--ray: {len(missing)} memories did not come back from the workers (e.g. {sorted(missing)[0]!r}); "
-                           "re-run the same command to build them")
+        raise RuntimeError(
+            f"--ray: {len(missing)} memories did not come back from the workers (e.g. {sorted(missing)[0]!r}); "
+            "re-run the same command to build them"
+        )
 
 
 def _received(memory_id: str, row: dict[str, Any]) -> EncodedSlice:
     """A built memory as an actor sent it (its dimension and sha256 are checked by the commit)."""
-    return EncodedSlice(memory_id, bytes(row["arrays"]), row["sha256"], int(row["dim"]), json.loads(row["stats"]),
-                        json.loads(row["counts"]), json.loads(row["message_ids"]))
+    return EncodedSlice(
+        memory_id,
+        bytes(row["arrays"]),
+        row["sha256"],
+        int(row["dim"]),
+        json.loads(row["stats"]),
+        json.loads(row["counts"]),
+        json.loads(row["message_ids"]),
+    )
 
 
-def _map(ds: Any, ray: Any, size: int, shard_size: int, gpus_per_worker: float, cfg: XMemoryConfig,
-         retry_args: dict[str, int], actor_kwargs: dict[str, Any]) -> Any:
+def _map(
+    ds: Any,
+    ray: Any,
+    size: int,
+    shard_size: int,
+    gpus_per_worker: float,
+    cfg: XMemoryConfig,
+    retry_args: dict[str, int],
+    actor_kwargs: dict[str, Any],
+) -> Any:
     """The construction stage: one actor pool, one shard of conversations per call."""
     return ds.map_batches(
         ShardBuilder,

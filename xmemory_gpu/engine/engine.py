@@ -64,9 +64,20 @@ class MemoryEngine(Paging, Writes, Reads):
     others load and serve, ``quarantined`` names it and why, and every request for it raises
     ``QuarantinedError`` (``delete_all`` removes it). ``limits`` bounds the size of a write."""
 
-    def __init__(self, store: MemoryBackend, embedder: Embedder, config: XMemoryConfig, *, backend: str = "auto",
-                 read_only: bool = False, lock: WriterLock | None = None, limits: Limits | None = None,
-                 stamp_arrival: bool = True, reader: Reader | None = None, max_resident_bytes: int | str | None = AUTO) -> None:
+    def __init__(
+        self,
+        store: MemoryBackend,
+        embedder: Embedder,
+        config: XMemoryConfig,
+        *,
+        backend: str = "auto",
+        read_only: bool = False,
+        lock: WriterLock | None = None,
+        limits: Limits | None = None,
+        stamp_arrival: bool = True,
+        reader: Reader | None = None,
+        max_resident_bytes: int | str | None = AUTO,
+    ) -> None:
         self.store = store
         self.stamp_arrival = stamp_arrival
         self.embedder = embedder
@@ -105,10 +116,19 @@ class MemoryEngine(Paging, Writes, Reads):
 
     # -- opening and closing -----------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path | MemoryBackend, *, embedder: Embedder | str | None = None, config: XMemoryConfig | None = None,
-             backend: str = "auto", read_only: bool = False, limits: Limits | None = None,
-             stamp_arrival: bool = True, reader: Reader | str | None = None,
-             max_resident_bytes: int | str | None = AUTO) -> MemoryEngine:
+    def open(
+        cls,
+        path: str | Path | MemoryBackend,
+        *,
+        embedder: Embedder | str | None = None,
+        config: XMemoryConfig | None = None,
+        backend: str = "auto",
+        read_only: bool = False,
+        limits: Limits | None = None,
+        stamp_arrival: bool = True,
+        reader: Reader | str | None = None,
+        max_resident_bytes: int | str | None = AUTO,
+    ) -> MemoryEngine:
         """Create or reopen the store at ``path`` (a folder; or a ``MemoryBackend`` such as
         ``InMemoryBackend``, used as it is: no writer lock, no upgrade). ``embedder``: an Embedder or
         a spec (default: the store's, or all-MiniLM-L6-v2 for a new store). ``read_only``: searching only; ``refresh()``
@@ -127,8 +147,17 @@ class MemoryEngine(Paging, Writes, Reads):
         if not isinstance(path, (str, os.PathLike)):
             cfg = config or resolve_config(path.config)
             emb = _embedder_for(path, embedder, cfg, backend)
-            return cls(path, emb, cfg, backend=backend, read_only=read_only, limits=limits, stamp_arrival=stamp_arrival,
-                       reader=reader, max_resident_bytes=max_resident_bytes)
+            return cls(
+                path,
+                emb,
+                cfg,
+                backend=backend,
+                read_only=read_only,
+                limits=limits,
+                stamp_arrival=stamp_arrival,
+                reader=reader,
+                max_resident_bytes=max_resident_bytes,
+            )
         root = Path(path)
         exists = (root / DB_NAME).exists()
         if read_only and not exists:
@@ -145,20 +174,36 @@ class MemoryEngine(Paging, Writes, Reads):
                 emb = _embedder_for(store, embedder, cfg, backend)
                 if not read_only:
                     store.upgrade()  # a store of an earlier schema is upgraded by its first writable open
-                    store_passages(store, emb, cfg.semantic.passage_words)  # format 3 memories get their passages
+                    store_passages(
+                        store, emb, cfg.semantic.passage_words
+                    )  # format 3 memories get their passages
                     store.collect_garbage()
             else:
                 cfg = config or XMemoryConfig()
                 device = encoder_device(backend, cfg.embed.device)
-                emb = load_embedder(embedder or cfg.embed.model, device=device) if embedder is None or isinstance(embedder, str) else embedder
+                emb = (
+                    load_embedder(embedder or cfg.embed.model, device=device)
+                    if embedder is None or isinstance(embedder, str)
+                    else embedder
+                )
                 store = Store.create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
         try:
-            return cls(store, emb, cfg, backend=backend, read_only=read_only, lock=lock, limits=limits,
-                       stamp_arrival=stamp_arrival, reader=reader, max_resident_bytes=max_resident_bytes)
+            return cls(
+                store,
+                emb,
+                cfg,
+                backend=backend,
+                read_only=read_only,
+                lock=lock,
+                limits=limits,
+                stamp_arrival=stamp_arrival,
+                reader=reader,
+                max_resident_bytes=max_resident_bytes,
+            )
         except BaseException:
             store.close()
             if lock is not None:
@@ -201,7 +246,10 @@ class MemoryEngine(Paging, Writes, Reads):
             gone = [m for m in self._loaded if m not in now]
             if not changed and not gone:
                 return []
-            slices, quarantined = [], {m: r for m, r in self.quarantined.items() if m in now and m not in changed}
+            slices, quarantined = (
+                [],
+                {m: r for m, r in self.quarantined.items() if m in now and m not in changed},
+            )
             for m in changed:
                 if self._residency is not None and m not in self.bank.index:
                     continue  # not resident: its next load reads the new version
@@ -220,7 +268,9 @@ class MemoryEngine(Paging, Writes, Reads):
             return sorted(set(changed) | set(gone))
 
 
-def _embedder_for(store: MemoryBackend, embedder: Embedder | str | None, cfg: XMemoryConfig, backend: str) -> Embedder:
+def _embedder_for(
+    store: MemoryBackend, embedder: Embedder | str | None, cfg: XMemoryConfig, backend: str
+) -> Embedder:
     """The embedder asked for (default: the one the store was built with); it must be the store's."""
     device = encoder_device(backend, cfg.embed.device)
     if embedder is None:
@@ -230,6 +280,8 @@ def _embedder_for(store: MemoryBackend, embedder: Embedder | str | None, cfg: XM
     else:
         emb = embedder
     if emb.dim != store.dim or emb.name != store.embedder:
-        raise ValueError(f"{store.path or 'store'}: embedder: the store was built with {store.embedder!r} ({store.dim}), "
-                         f"not {emb.name!r} ({emb.dim})")
+        raise ValueError(
+            f"{store.path or 'store'}: embedder: the store was built with {store.embedder!r} ({store.dim}), "
+            f"not {emb.name!r} ({emb.dim})"
+        )
     return emb

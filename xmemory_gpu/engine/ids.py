@@ -27,7 +27,9 @@ from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory
 
 UNIT_KINDS = ("episode", "semantic", "theme")
-_UNIT_ID = re.compile(r"(episode|semantic|theme):([0-9]+)")  # ASCII digits only: 'semantic:١' is not semantic:1
+_UNIT_ID = re.compile(
+    r"(episode|semantic|theme):([0-9]+)"
+)  # ASCII digits only: 'semantic:١' is not semantic:1
 
 
 def parse_unit_id(s: str) -> tuple[str, int] | None:
@@ -39,8 +41,11 @@ def parse_unit_id(s: str) -> tuple[str, int] | None:
 def counters(mem: Memory) -> dict[str, int]:
     """The next unused id per kind of ``mem`` (after its largest id for a memory stored without counters)."""
     got = mem.stats.get("ids") or {}
-    largest = {"episode": max([e.id for e in mem.episodes], default=-1), "semantic": max([s.id for s in mem.semantics], default=-1),
-               "theme": max([t.id for t in mem.themes], default=-1)}
+    largest = {
+        "episode": max([e.id for e in mem.episodes], default=-1),
+        "semantic": max([s.id for s in mem.semantics], default=-1),
+        "theme": max([t.id for t in mem.themes], default=-1),
+    }
     out = {k: max(int(got.get(k, 0)), largest[k] + 1) for k in ("episode", "semantic")}
     out["theme"] = max(mem.engine.next_theme_id if mem.engine is not None else 0, largest["theme"] + 1)
     return out
@@ -122,5 +127,6 @@ def _themes(old: Memory, new: MemorySlice, nxt: dict[str, int]) -> None:
         parents[r, : len(kept)] = kept
     theme["parents"] = parents
     lineage = new.stats.get("lineage") or {}
-    new.stats["lineage"] = {str(remap[int(k)]): [remap[p] for p in v if p in remap] for k, v in lineage.items()
-                            if int(k) in remap}
+    new.stats["lineage"] = {
+        str(remap[int(k)]): [remap[p] for p in v if p in remap] for k, v in lineage.items() if int(k) in remap
+    }

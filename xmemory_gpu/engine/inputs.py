@@ -41,7 +41,9 @@ def _unicode(v: str, name: str) -> str:
 def check_id(v: Any, name: str) -> str:
     """A scope part or message id: a non-empty string of at most MAX_ID_CHARS characters, no NUL."""
     if not isinstance(v, str) or not v or len(v) > MAX_ID_CHARS or "\x00" in v:
-        raise ValueError(f"{name}: expected a non-empty string of at most {MAX_ID_CHARS} characters without NUL, got {v!r:.80}")
+        raise ValueError(
+            f"{name}: expected a non-empty string of at most {MAX_ID_CHARS} characters without NUL, got {v!r:.80}"
+        )
     return _unicode(v, name)
 
 
@@ -63,8 +65,10 @@ def message_id(v: Any, where: str) -> str:
     always names one thing."""
     mid = check_id(v, f"{where}: id")
     if parse_unit_id(mid) is not None:
-        raise ValueError(f"{where}: id: {mid!r} has the form of a derived unit id (episode:N, semantic:N, theme:N); "
-                         "choose another message id")
+        raise ValueError(
+            f"{where}: id: {mid!r} has the form of a derived unit id (episode:N, semantic:N, theme:N); "
+            "choose another message id"
+        )
     return mid
 
 
@@ -100,7 +104,11 @@ def timestamp(v: Any, where: str) -> float | None:
 
 def session(v: Any, where: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_INT64:
-        shown = f"an integer of {v.bit_length()} bits" if isinstance(v, int) and abs(v) >= 10**20 else repr(v)[:40]
+        shown = (
+            f"an integer of {v.bit_length()} bits"
+            if isinstance(v, int) and abs(v) >= 10**20
+            else repr(v)[:40]
+        )
         raise ValueError(f"{where}: session: expected an integer from 0 to 2**63-1, got {shown}")
     return v
 

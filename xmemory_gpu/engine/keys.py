@@ -3,8 +3,20 @@ keys of a memory's stats the engine keeps beside its derived units."""
 
 from __future__ import annotations
 
-SEARCH_ITEM_FIELDS = frozenset({"queries", "query", "user_id", "agent_id", "run_id", "strategy", "budget_tokens", "limit",
-                                "threshold", "filters"})
+SEARCH_ITEM_FIELDS = frozenset(
+    {
+        "queries",
+        "query",
+        "user_id",
+        "agent_id",
+        "run_id",
+        "strategy",
+        "budget_tokens",
+        "limit",
+        "threshold",
+        "filters",
+    }
+)
 ADD_ITEM_FIELDS = frozenset({"messages", "user_id", "agent_id", "run_id", "metadata", "user_name"})
 MESSAGE_FIELDS = frozenset({"speaker", "role", "name", "content", "text", "timestamp", "id", "session"})
 USER_NAME = "user_name"  # stats key: the name role "user" messages are attributed to
@@ -16,4 +28,12 @@ class QuarantinedError(RuntimeError):
     """A request for a memory that failed to load (damaged); names it."""
 
 
-__all__ = ["ADD_ITEM_FIELDS", "MESSAGE_FIELDS", "QuarantinedError", "SEARCH_ITEM_FIELDS", "STAMPED", "SUPERSEDED", "USER_NAME"]
+__all__ = [
+    "ADD_ITEM_FIELDS",
+    "MESSAGE_FIELDS",
+    "QuarantinedError",
+    "SEARCH_ITEM_FIELDS",
+    "STAMPED",
+    "SUPERSEDED",
+    "USER_NAME",
+]

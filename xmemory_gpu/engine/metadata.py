@@ -43,9 +43,13 @@ def metadata(v: Any, name: str) -> dict | None:
     try:
         raw = json.dumps(v, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: not JSON (finite numbers, strings, booleans, null, lists, objects): {exc}") from None
+        raise ValueError(
+            f"{name}: not JSON (finite numbers, strings, booleans, null, lists, objects): {exc}"
+        ) from None
     if len(raw) > MAX_METADATA_CHARS:
-        raise ValueError(f"{name}: {len(raw)} characters as JSON, more than the limit of {MAX_METADATA_CHARS}")
+        raise ValueError(
+            f"{name}: {len(raw)} characters as JSON, more than the limit of {MAX_METADATA_CHARS}"
+        )
     return json.loads(raw)
 
 
@@ -59,7 +63,9 @@ def filters(v: Any, name: str) -> dict | None:
     _keys(v, name)
     for k, x in v.items():
         if not _scalar(x):
-            raise ValueError(f"{name}: {k}: expected a string, a finite number, a boolean or null, got {x!r:.80}")
+            raise ValueError(
+                f"{name}: {k}: expected a string, a finite number, a boolean or null, got {x!r:.80}"
+            )
     return v or None
 
 
@@ -91,7 +97,11 @@ def carry(old: Memory, new: MemorySlice, added: dict[str, dict], dropped: set[st
 def matching(mem: Memory, flt: dict) -> set[str]:
     """The ids of the memory's messages whose metadata matches every key of ``flt``."""
     md = of_memory(mem)
-    return {m.id for m in mem.messages if m.id in md and all(k in md[m.id] and _equal(md[m.id][k], v) for k, v in flt.items())}
+    return {
+        m.id
+        for m in mem.messages
+        if m.id in md and all(k in md[m.id] and _equal(md[m.id][k], v) for k, v in flt.items())
+    }
 
 
 def matches_unit(unit: dict, ok: set[str], theme_sources: dict[str, set[str]]) -> bool:

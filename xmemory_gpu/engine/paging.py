@@ -82,8 +82,13 @@ class Paging:
         with self._res_lock:
             self._residency.pin(keys)
             try:
+
                 def missing() -> list[str]:
-                    return [k for k in keys if k not in self.bank.index and k in self._loaded and k not in self.quarantined]
+                    return [
+                        k
+                        for k in keys
+                        if k not in self.bank.index and k in self._loaded and k not in self.quarantined
+                    ]
 
                 # a load changes the bank a writer reads outside the rw lock: it waits for the write section
                 while missing() and self._write_owner not in (None, threading.get_ident()):
@@ -114,6 +119,8 @@ class Paging:
     def _usable(self, key: str) -> str:
         """``key``, unless its memory is quarantined."""
         if key in self.quarantined:
-            raise QuarantinedError(f"memory {key}: quarantined, it failed to load "
-                                   f"({self.quarantined[key]}); the other memories are served; delete_all removes it")
+            raise QuarantinedError(
+                f"memory {key}: quarantined, it failed to load "
+                f"({self.quarantined[key]}); the other memories are served; delete_all removes it"
+            )
         return key

@@ -14,18 +14,29 @@ import re
 
 NEUTRAL = "the user"
 # chat roles under other frameworks' names: LangChain's human / ai, Gemini's model, OpenAI's developer
-ROLE_ALIASES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "model": "assistant",
-                "bot": "assistant", "developer": "system", "system": "system"}
+ROLE_ALIASES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "model": "assistant",
+    "bot": "assistant",
+    "developer": "system",
+    "system": "system",
+}
 # words that follow "I'm" capitalised without being a name
 _NOT_NAMES = frozenset(
     """American British English Irish Scottish Welsh Canadian Australian French German Spanish Italian Portuguese Dutch
     Indian Chinese Japanese Korean Mexican Brazilian Nigerian Polish Russian Swedish Greek Turkish Jewish Muslim
     Christian Catholic Vegan Vegetarian Sorry Fine Good Great Back Here Home Done Ok Okay Not So Just Also Still Really
-    Very Glad Happy Sure Tired Busy Excited""".split())
+    Very Glad Happy Sure Tired Busy Excited""".split()
+)
 _INTRO = [
     re.compile(r"(?i:\bmy name(?:'s| is))\s+([A-Z][a-z]+)\b"),
     re.compile(r"(?i:\b(?:please\s+)?call me)\s+([A-Z][a-z]+)\b"),
-    re.compile(r"^(?i:(?:hi|hello|hey)[!,.]*\s+)?(?i:i'm|i am|this is)\s+([A-Z][a-z]+)(?=\s*(?:[,.!]|$|\s+here\b))"),
+    re.compile(
+        r"^(?i:(?:hi|hello|hey)[!,.]*\s+)?(?i:i'm|i am|this is)\s+([A-Z][a-z]+)(?=\s*(?:[,.!]|$|\s+here\b))"
+    ),
     re.compile(r"^([A-Z][a-z]+) here\b"),
 ]
 
@@ -42,14 +53,25 @@ def introduced_name(text: str) -> str | None:
 
 # question inversions first ("do I work" -> "does S work"), then the rest of the first person
 _INVERTED = [
-    (r"\bdo I\b", "does {s}"), (r"\bDo I\b", "Does {s}"), (r"\bam I\b", "is {s}"), (r"\bAm I\b", "Is {s}"),
-    (r"\bhave I\b", "has {s}"), (r"\bHave I\b", "Has {s}"),
+    (r"\bdo I\b", "does {s}"),
+    (r"\bDo I\b", "Does {s}"),
+    (r"\bam I\b", "is {s}"),
+    (r"\bAm I\b", "Is {s}"),
+    (r"\bhave I\b", "has {s}"),
+    (r"\bHave I\b", "Has {s}"),
     (r"\b(did|was|can|could|will|would|should|shall|may|might|must) I\b", "\\1 {s}"),
     (r"\b(Did|Was|Can|Could|Will|Would|Should|Shall|May|Might|Must) I\b", "\\1 {s}"),
 ]
 _FIRST = [
-    (r"\bI'm\b", "{s} is"), (r"\bI am\b", "{s} is"), (r"\bI've\b", "{s} has"), (r"\bI'd\b", "{s} would"),
-    (r"\bI'll\b", "{s} will"), (r"\bmyself\b", "{s}"), (r"\b[Mm]y\b", "{s}'s"), (r"\bmine\b", "{s}'s"), (r"\bme\b", "{s}"),
+    (r"\bI'm\b", "{s} is"),
+    (r"\bI am\b", "{s} is"),
+    (r"\bI've\b", "{s} has"),
+    (r"\bI'd\b", "{s} would"),
+    (r"\bI'll\b", "{s} will"),
+    (r"\bmyself\b", "{s}"),
+    (r"\b[Mm]y\b", "{s}'s"),
+    (r"\bmine\b", "{s}'s"),
+    (r"\bme\b", "{s}"),
     (r"\bI\b", "{s}"),
 ]
 

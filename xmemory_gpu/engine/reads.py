@@ -41,9 +41,19 @@ from .results import (
 class Reads:
     """Mixin of :class:`~.engine.MemoryEngine`: every read."""
 
-    def search(self, query_or_queries: str | Sequence[str], *, user_id: str, agent_id: str | None = None,
-               run_id: str | None = None, strategy: str = "xmemory", budget_tokens: int | None = None,
-               limit: int | None = None, threshold: float | None = None, filters: dict | None = None) -> list[RetrievalResult]:
+    def search(
+        self,
+        query_or_queries: str | Sequence[str],
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        strategy: str = "xmemory",
+        budget_tokens: int | None = None,
+        limit: int | None = None,
+        threshold: float | None = None,
+        filters: dict | None = None,
+    ) -> list[RetrievalResult]:
         """One ``RetrievalResult`` per query against this scope's memory (empty results when the
         scope holds nothing). Every unit id a result carries works with ``get`` and ``delete``
         (``semantic:N``, ``episode:N``, ``theme:N``, a message id), except naive-RAG chunks and
@@ -55,8 +65,17 @@ class Reads:
         ``limit`` most relevant (``engine.results``); the context shows the kept units only."""
         self._check_open()
         queries = inputs.queries(query_or_queries, "query_or_queries")
-        item = {"queries": queries, "user_id": user_id, "agent_id": agent_id, "run_id": run_id, "strategy": strategy,
-                "budget_tokens": budget_tokens, "limit": limit, "threshold": threshold, "filters": filters}
+        item = {
+            "queries": queries,
+            "user_id": user_id,
+            "agent_id": agent_id,
+            "run_id": run_id,
+            "strategy": strategy,
+            "budget_tokens": budget_tokens,
+            "limit": limit,
+            "threshold": threshold,
+            "filters": filters,
+        }
         return self.search_batch([item])[0]
 
     def search_batch(self, items: Sequence[dict]) -> list[list[RetrievalResult]]:
@@ -74,11 +93,16 @@ class Reads:
                 raise ValueError(f"{where}: expected an object")
             unknown = set(it) - SEARCH_ITEM_FIELDS
             if unknown:
-                raise ValueError(f"{where}: unknown fields {sorted(unknown)}; expected some of {sorted(SEARCH_ITEM_FIELDS)}")
+                raise ValueError(
+                    f"{where}: unknown fields {sorted(unknown)}; expected some of {sorted(SEARCH_ITEM_FIELDS)}"
+                )
             qs = inputs.queries(it["queries"] if "queries" in it else it.get("query"), f"{where}: queries")
             key = self._usable(scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id")))
-            opts = (check_limit(it.get("limit"), f"{where}: limit"), check_threshold(it.get("threshold"), f"{where}: threshold"),
-                    meta.filters(it.get("filters"), f"{where}: filters"))
+            opts = (
+                check_limit(it.get("limit"), f"{where}: limit"),
+                check_threshold(it.get("threshold"), f"{where}: threshold"),
+                meta.filters(it.get("filters"), f"{where}: filters"),
+            )
             parsed.append((qs, key, it.get("strategy", "xmemory"), it.get("budget_tokens"), opts))
         out: list[list[RetrievalResult] | None] = [None] * len(parsed)
         with self._using([p[1] for p in parsed]), self._rw.read():
@@ -92,7 +116,9 @@ class Reads:
                 live = [n for n in members if parsed[n][1] in self.bank.index and parsed[n][4][2] is None]
                 qs = [q for n in live for q in self._about_subject(parsed[n][1], parsed[n][0])]
                 mids = [parsed[n][1] for n in live for _ in parsed[n][0]]
-                res = iter(self.retriever.search(qs, mids, strategy=strategy, budget_tokens=budget) if qs else [])
+                res = iter(
+                    self.retriever.search(qs, mids, strategy=strategy, budget_tokens=budget) if qs else []
+                )
                 for n in members:
                     queries, key, _, _, (limit, threshold, flt) = parsed[n]
                     if n in live:
@@ -130,8 +156,15 @@ class Reads:
 
         return make
 
-    def _finish(self, r: RetrievalResult, limit: int | None, threshold: float | None,
-                superseded: dict[str, tuple[str, float | None]], budget: int | None, successor=None) -> RetrievalResult:
+    def _finish(
+        self,
+        r: RetrievalResult,
+        limit: int | None,
+        threshold: float | None,
+        superseded: dict[str, tuple[str, float | None]],
+        budget: int | None,
+        successor=None,
+    ) -> RetrievalResult:
         """Public ids, relevance marked, changed facts shown as such, then the caller's ``limit`` /
         ``threshold`` or, without a threshold, the configured no-answer gate (``live.no_answer_threshold``)."""
         mark_relevance(_public_ids(r))
@@ -146,25 +179,41 @@ class Reads:
         b = self.bank.index.get(key)
         st = self.bank.stats[b] if b is not None else {}
         eng = self.bank.engine[b] if b is not None else None
-        subject = st.get(USER_NAME) or (people.NEUTRAL if eng is not None and people.NEUTRAL in eng.speakers else None)
+        subject = st.get(USER_NAME) or (
+            people.NEUTRAL if eng is not None and people.NEUTRAL in eng.speakers else None
+        )
         return queries if subject is None else [people.about_subject(q, subject) for q in queries]
 
     def _empty(self, query: str, key: str, strategy: str, note: str) -> RetrievalResult:
         return RetrievalResult(query, key, strategy, [], "", 0, self.retriever.budget.name, notes=[note])
 
-    def _filtered(self, queries: list[str], key: str, strategy: str, budget: int | None, flt: dict) -> list[RetrievalResult]:
+    def _filtered(
+        self, queries: list[str], key: str, strategy: str, budget: int | None, flt: dict
+    ) -> list[RetrievalResult]:
         """The queries against the scope's memory restricted to the messages matching ``flt``."""
         mem = view(self.bank, self.bank.index[key])
         ok = meta.matching(mem, flt)
         if not ok:
             return [self._empty(q, key, strategy, "no message matches the filters") for q in queries]
         sub = restrict(mem, ok, theme_summary)
-        retriever = Retriever(Bank.from_slices([slice_from_memory(sub)], self.bank.dim), self.embedder, self.config,
-                              backend=self.backend, tokens=self.retriever.budget.tokens, reader=self.retriever.reader)
+        retriever = Retriever(
+            Bank.from_slices([slice_from_memory(sub)], self.bank.dim),
+            self.embedder,
+            self.config,
+            backend=self.backend,
+            tokens=self.retriever.budget.tokens,
+            reader=self.retriever.reader,
+        )
         return retriever.search(queries, key, strategy=strategy, budget_tokens=budget)
 
-    def get_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-                filters: dict | None = None) -> list[dict]:
+    def get_all(
+        self,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        filters: dict | None = None,
+    ) -> list[dict]:
         """Every unit of the scope's memory: messages, episodes, semantic statements, themes;
         ``filters``: only the units all of whose source messages match (``engine.metadata``)."""
         self._check_open()
@@ -184,13 +233,24 @@ class Reads:
                 theme_src.setdefault(f"theme:{mem.themes[r].id}", set()).update(s.message_ids)
             return [u for u in units if meta.matches_unit(u, ok, theme_src)]
 
-    def get(self, unit_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> dict:
+    def get(
+        self,
+        unit_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict:
         """One unit by the id ``get_all`` or a search result gives it."""
         self._check_open()
         with self._using(self._owner(unit_id, user_id, agent_id, run_id)), self._rw.read():
             key, kind, _ = self._locate(unit_id, user_id, agent_id, run_id)
             mem = view(self.bank, self.bank.index[key])
-            return next(u for u in units_of(mem) if u["id"] == unit_id and (u["type"] == "message") == (kind == "message"))
+            return next(
+                u
+                for u in units_of(mem)
+                if u["id"] == unit_id and (u["type"] == "message") == (kind == "message")
+            )
 
     def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
         """The scope's operations log, oldest first: ``{"op", "ids", "time"}``. A deleted message's
@@ -229,14 +289,23 @@ class Reads:
         unit = unit_ids.parse_unit_id(unit_id)
         if user_id is None:
             if unit is not None:
-                raise ValueError(f"unit_id {unit_id!r}: episode, semantic and theme ids need user_id (and agent_id, run_id)")
-            if self._residency is not None:  # the catalogue's message-id index (most memories are not resident)
+                raise ValueError(
+                    f"unit_id {unit_id!r}: episode, semantic and theme ids need user_id (and agent_id, run_id)"
+                )
+            if (
+                self._residency is not None
+            ):  # the catalogue's message-id index (most memories are not resident)
                 keys = [m for m in self.store.find_message(unit_id) if m not in self.quarantined]
             else:
                 rows = np.flatnonzero(self.bank.msg["id"][: self.bank.msg.seg.size] == unit_id)
-                keys = [self.bank.memory_ids[b] for b in sorted({int(b) for b in self.bank.msg.seg.memory_of(rows) if b >= 0})]
+                keys = [
+                    self.bank.memory_ids[b]
+                    for b in sorted({int(b) for b in self.bank.msg.seg.memory_of(rows) if b >= 0})
+                ]
             if len(keys) != 1:
-                raise KeyError(f"unit {unit_id!r}: {'no such message' if not keys else 'ambiguous: give user_id'}")
+                raise KeyError(
+                    f"unit {unit_id!r}: {'no such message' if not keys else 'ambiguous: give user_id'}"
+                )
             return keys[0], "message", -1
         key = self._usable(scope_key(user_id, agent_id, run_id))
         b = self.bank.index.get(key)
@@ -248,8 +317,10 @@ class Reads:
                 raise KeyError(f"unit {unit_id!r}: no such message in this memory")
             return key, "message", -1
         if is_message:  # a message id of this form was accepted before such ids were refused
-            raise KeyError(f"unit {unit_id!r}: ambiguous, it names a message and a derived unit id; "
-                           "delete_all the scope or re-add its messages under other ids")
+            raise KeyError(
+                f"unit {unit_id!r}: ambiguous, it names a message and a derived unit id; "
+                "delete_all the scope or re-add its messages under other ids"
+            )
         kind, num = unit
         level = {"episode": self.bank.epi, "semantic": self.bank.sem, "theme": self.bank.theme}[kind]
         hit = np.flatnonzero(level["id"][level.seg.rows(b)] == num)
@@ -259,15 +330,23 @@ class Reads:
 
     def stats(self) -> dict[str, Any]:
         with self._rw.read():
-            out = {"memories": self.bank.n_memories, "messages": int(self.bank.msg.seg.lengths.sum()),
-                   "semantics": int(self.bank.sem.seg.lengths.sum()), "themes": int(self.bank.theme.seg.lengths.sum()),
-                   "quarantined": len(self.quarantined), "time": time.time()}
+            out = {
+                "memories": self.bank.n_memories,
+                "messages": int(self.bank.msg.seg.lengths.sum()),
+                "semantics": int(self.bank.sem.seg.lengths.sum()),
+                "themes": int(self.bank.theme.seg.lengths.sum()),
+                "quarantined": len(self.quarantined),
+                "time": time.time(),
+            }
         out |= {"resident_memories": out["memories"], "max_resident_bytes": None}  # every memory resident
         if self._residency is not None:  # the counts above are of the resident memories
             with self._res_lock:
-                out |= {"memories": len(self._loaded) - len(set(self.quarantined) & set(self._loaded)),
-                        "resident_memories": out["memories"], "resident_bytes": self._residency.resident_bytes,
-                        "max_resident_bytes": self._residency.budget}
+                out |= {
+                    "memories": len(self._loaded) - len(set(self.quarantined) & set(self._loaded)),
+                    "resident_memories": out["memories"],
+                    "resident_bytes": self._residency.resident_bytes,
+                    "max_resident_bytes": self._residency.budget,
+                }
         return out
 
 
@@ -282,7 +361,11 @@ def _public_ids(r: RetrievalResult) -> RetrievalResult:
             head, _, num = u.id.partition("-")
             if head == "episode" and num.isascii() and num.isdigit() and u.id not in u.message_ids:
                 u.id = f"episode:{num}"
-            elif len(u.message_ids) == 1 and u.id != u.message_ids[0] and u.id.startswith(u.message_ids[0] + "#p"):
+            elif (
+                len(u.message_ids) == 1
+                and u.id != u.message_ids[0]
+                and u.id.startswith(u.message_ids[0] + "#p")
+            ):
                 u.id = u.message_ids[0]
     return r
 
@@ -291,14 +374,44 @@ def units_of(mem: Memory) -> list[dict]:
     """Every unit of a memory as ``get_all`` lists it (messages with metadata and timestamp source,
     episodes, statements with what superseded them, themes)."""
     md, stamped = meta.of_memory(mem), set(mem.stats.get(STAMPED, ()))
-    out = [{"id": m.id, "type": "message", "speaker": m.speaker, "text": m.text, "timestamp": m.timestamp,
-            "timestamp_source": None if m.timestamp is None else "arrival" if m.id in stamped else "given"}
-           | ({"metadata": md[m.id]} if m.id in md else {}) for m in mem.messages]
-    out += [{"id": f"episode:{e.id}", "type": "episode", "title": e.title, "text": e.text, "message_ids": e.message_ids,
-             "timestamp": e.start} for e in mem.episodes]
+    out = [
+        {
+            "id": m.id,
+            "type": "message",
+            "speaker": m.speaker,
+            "text": m.text,
+            "timestamp": m.timestamp,
+            "timestamp_source": None if m.timestamp is None else "arrival" if m.id in stamped else "given",
+        }
+        | ({"metadata": md[m.id]} if m.id in md else {})
+        for m in mem.messages
+    ]
+    out += [
+        {
+            "id": f"episode:{e.id}",
+            "type": "episode",
+            "title": e.title,
+            "text": e.text,
+            "message_ids": e.message_ids,
+            "timestamp": e.start,
+        }
+        for e in mem.episodes
+    ]
     sup = mem.stats.get(SUPERSEDED) or {}
-    out += [{"id": f"semantic:{s.id}", "type": "semantic", "text": s.text, "message_ids": s.message_ids, "timestamp": s.timestamp}
-            | ({"superseded_by": f"semantic:{sup[str(s.id)][0]}", "valid_until": sup[str(s.id)][1]} if str(s.id) in sup else {})
-            for s in mem.semantics]
+    out += [
+        {
+            "id": f"semantic:{s.id}",
+            "type": "semantic",
+            "text": s.text,
+            "message_ids": s.message_ids,
+            "timestamp": s.timestamp,
+        }
+        | (
+            {"superseded_by": f"semantic:{sup[str(s.id)][0]}", "valid_until": sup[str(s.id)][1]}
+            if str(s.id) in sup
+            else {}
+        )
+        for s in mem.semantics
+    ]
     out += [{"id": f"theme:{t.id}", "type": "theme", "text": t.summary} for t in mem.themes]
     return out

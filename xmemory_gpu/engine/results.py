@@ -45,12 +45,19 @@ def no_answer(r: RetrievalResult, gate: float) -> RetrievalResult:
     """``r`` with no units and a note when its top relevance is below ``gate`` (0: no gate), in place."""
     if gate > 0 and r.units and (r.top_relevance or 0.0) < gate:
         r.units, r.context, r.context_tokens = [], "", 0
-        r.notes.append(f"nothing relevant: the top relevance {r.top_relevance:.3f} is below the no-answer threshold {gate}")
+        r.notes.append(
+            f"nothing relevant: the top relevance {r.top_relevance:.3f} is below the no-answer threshold {gate}"
+        )
     return r
 
 
-def show_current(r: RetrievalResult, superseded: dict[str, tuple[str, float | None]], count_tokens,
-                 budget: int | None, successor: Callable[[str], RetrievedUnit | None] | None = None) -> RetrievalResult:
+def show_current(
+    r: RetrievalResult,
+    superseded: dict[str, tuple[str, float | None]],
+    count_tokens,
+    budget: int | None,
+    successor: Callable[[str], RetrievedUnit | None] | None = None,
+) -> RetrievalResult:
     """Facts that changed (``construct.supersede``), in place: a superseded statement (``superseded``:
     unit id -> (the id of the statement that superseded it, when)) reads as earlier ("previously,
     until 2024-03: ...") and comes after its successor; a successor the search did not return is
@@ -76,7 +83,11 @@ def show_current(r: RetrievalResult, superseded: dict[str, tuple[str, float | No
     for i in hit:
         u = r.units[i]
         until = superseded[u.id][1]
-        when = datetime.fromtimestamp(until, tz=timezone.utc).strftime("%Y-%m") if until is not None else "a later message"
+        when = (
+            datetime.fromtimestamp(until, tz=timezone.utc).strftime("%Y-%m")
+            if until is not None
+            else "a later message"
+        )
         r.units[i] = replace(u, text=f"previously, until {when}: {u.text}")
     units = list(r.units)
     for i in hit:
@@ -96,7 +107,9 @@ def show_current(r: RetrievalResult, superseded: dict[str, tuple[str, float | No
     return r
 
 
-def limit_units(r: RetrievalResult, count_tokens, limit: int | None, threshold: float | None) -> RetrievalResult:
+def limit_units(
+    r: RetrievalResult, count_tokens, limit: int | None, threshold: float | None
+) -> RetrievalResult:
     """``r`` with units below ``threshold`` and past the ``limit`` most relevant removed, in place;
     ``count_tokens(texts) -> [int]`` counts the new context in the result's tokenizer."""
     if limit is None and threshold is None:
@@ -133,5 +146,14 @@ def check_threshold(v, name: str) -> float | None:
     return float(v)
 
 
-__all__ = ["CALIBRATED_NO_ANSWER", "check_limit", "gate_for", "check_threshold", "limit_units", "mark_relevance", "no_answer", "relevance",
-           "show_current"]
+__all__ = [
+    "CALIBRATED_NO_ANSWER",
+    "check_limit",
+    "gate_for",
+    "check_threshold",
+    "limit_units",
+    "mark_relevance",
+    "no_answer",
+    "relevance",
+    "show_current",
+]

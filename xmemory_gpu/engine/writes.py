@@ -37,8 +37,16 @@ from .reads import units_of
 class Writes:
     """Mixin of :class:`~.engine.MemoryEngine`: every write."""
 
-    def add(self, messages: Sequence[dict], *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-            metadata: dict | None = None, user_name: str | None = None) -> list[str]:
+    def add(
+        self,
+        messages: Sequence[dict],
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: dict | None = None,
+        user_name: str | None = None,
+    ) -> list[str]:
         """Add messages to one memory; returns their ids (given, or assigned).
 
         A message is ``{"role" | "speaker", "content" | "text", "name"?, "timestamp"?, "id"?,
@@ -78,20 +86,38 @@ class Writes:
                 if isinstance(msgs, dict) or not isinstance(msgs, Sequence) or isinstance(msgs, str):
                     raise ValueError(f"{where}: messages: expected a list of message objects")
                 if len(msgs) > lim.max_messages:
-                    raise ValueError(f"{where}: messages: {len(msgs)} messages, more than the limit of {lim.max_messages} "
-                                     "per memory per call (add them in several calls)")
+                    raise ValueError(
+                        f"{where}: messages: {len(msgs)} messages, more than the limit of {lim.max_messages} "
+                        "per memory per call (add them in several calls)"
+                    )
                 total += len(msgs)
                 if total > lim.max_batch_messages:
-                    raise ValueError(f"{where}: messages: more than {lim.max_batch_messages} messages in one add_batch "
-                                     "(add them in several calls)")
+                    raise ValueError(
+                        f"{where}: messages: more than {lim.max_batch_messages} messages in one add_batch "
+                        "(add them in several calls)"
+                    )
                 md = meta.metadata(item.get("metadata"), f"{where}: metadata")
-                name = None if item.get("user_name") is None else inputs.check_id(item["user_name"], f"{where}: user_name")
+                name = (
+                    None
+                    if item.get("user_name") is None
+                    else inputs.check_id(item["user_name"], f"{where}: user_name")
+                )
                 if name is not None:
                     names[key] = name
                 keys.append(key)
                 batches.setdefault(key, [])
-                ids_out.append(self._parse(key, msgs, batches[key], where, names.get(key) or self._user_name(key), stamped, now,
-                                           names))
+                ids_out.append(
+                    self._parse(
+                        key,
+                        msgs,
+                        batches[key],
+                        where,
+                        names.get(key) or self._user_name(key),
+                        stamped,
+                        now,
+                        names,
+                    )
+                )
                 if md is not None:
                     added.setdefault(key, {}).update(dict.fromkeys(ids_out[-1], md))
             if not batches:
@@ -100,29 +126,58 @@ class Writes:
             grown = grow(mems, list(batches.values()), self.embedder, self.config, backend=self.backend)
             for old, new in zip(mems, grown):
                 unit_ids.assign(old, new, set(), rederived=False)
-                _carry(old, new, set(), added.get(old.memory_id, {}), names.get(old.memory_id),
-                       stamped.get(old.memory_id, []), rederived=False)
+                _carry(
+                    old,
+                    new,
+                    set(),
+                    added.get(old.memory_id, {}),
+                    names.get(old.memory_id),
+                    stamped.get(old.memory_id, []),
+                    rederived=False,
+                )
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
             # a name learned now for a memory that called its user "the user": its earlier turns are
             # the named person's too (statements and questions then use one name); a second commit
-            named = [(view(self.bank, self.bank.index[m.memory_id]), names[m.memory_id]) for m, old in zip(grown, mems)
-                     if names.get(m.memory_id) and not old.stats.get(USER_NAME)
-                     and (m.cols["msg"]["speaker"] == people.NEUTRAL).any()]
+            named = [
+                (view(self.bank, self.bank.index[m.memory_id]), names[m.memory_id])
+                for m, old in zip(grown, mems)
+                if names.get(m.memory_id)
+                and not old.stats.get(USER_NAME)
+                and (m.cols["msg"]["speaker"] == people.NEUTRAL).any()
+            ]
             for mem, name in named:
-                self._rederive([mem], [set()], [list(engine_state(mem).forgotten)], op=("name", []),
-                               rename={people.NEUTRAL: name})
+                self._rederive(
+                    [mem],
+                    [set()],
+                    [list(engine_state(mem).forgotten)],
+                    op=("name", []),
+                    rename={people.NEUTRAL: name},
+                )
             return ids_out
 
     def _user_name(self, key: str) -> str | None:
         b = self.bank.index.get(key)
         return None if b is None else self.bank.stats[b].get(USER_NAME)
 
-    def _parse(self, key: str, msgs: Sequence[dict], out: list[Message], where: str, user_name: str | None,
-               stamped: dict[str, list[str]], now: float, names: dict[str, str]) -> list[str]:
+    def _parse(
+        self,
+        key: str,
+        msgs: Sequence[dict],
+        out: list[Message],
+        where: str,
+        user_name: str | None,
+        stamped: dict[str, list[str]],
+        now: float,
+        names: dict[str, str],
+    ) -> list[str]:
         b = self.bank.index.get(key)
         taken = set(self.bank.msg["id"][self.bank.msg.seg.rows(b)].tolist()) if b is not None else set()
         taken |= {m.id for m in out}
-        last_session = int(self.bank.msg["session"][self.bank.msg.seg.rows(b)[-1]]) if b is not None and self.bank.msg.seg.lengths[b] else 0
+        last_session = (
+            int(self.bank.msg["session"][self.bank.msg.seg.rows(b)[-1]])
+            if b is not None and self.bank.msg.seg.lengths[b]
+            else 0
+        )
         ids = []
         for j, d in enumerate(msgs):
             w = f"{where}: messages[{j}]"
@@ -162,8 +217,13 @@ class Writes:
             return empty_memory(key, self.embedder.dim, self.config.knn.k_semantics)
         return view(self.bank, b)
 
-    def _commit(self, slices: list[MemorySlice], log: list[tuple[str, str, list[str]]], delete: list[str] = (),
-                redact: dict[str, set[str]] | None = None) -> None:
+    def _commit(
+        self,
+        slices: list[MemorySlice],
+        log: list[tuple[str, str, list[str]]],
+        delete: list[str] = (),
+        redact: dict[str, set[str]] | None = None,
+    ) -> None:
         """Store first (atomic), then the bank under the write lock: readers never see half a batch."""
         self.store.commit(slices, replace=True, delete=list(delete), log=log, redact=redact)
         files = self.store.versions([sl.memory_id for sl in slices])
@@ -178,13 +238,24 @@ class Writes:
             self.retriever._chunks = None  # naive-RAG chunks follow the messages
             self._loaded.update(files)
 
-    def delete(self, unit_id: str, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> None:
+    def delete(
+        self,
+        unit_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
         """Forget one unit: a message id, ``episode:N``, ``semantic:N`` or ``theme:N`` (its
         statements) with the scope (a message id unique in the store needs none). Derived
         episodes, statements, themes and graphs follow. The message ids it removes leave the
         operations log too; the log keeps the deletion with a digest of a deleted message's id."""
         self._check_open(write=True)
-        with self._writer, self._write_section(), self._using(self._owner(unit_id, user_id, agent_id, run_id)):
+        with (
+            self._writer,
+            self._write_section(),
+            self._using(self._owner(unit_id, user_id, agent_id, run_id)),
+        ):
             key, kind, row = self._locate(unit_id, user_id, agent_id, run_id)
             mem = view(self.bank, self.bank.index[key])
             drop: set[str] = set()
@@ -209,18 +280,33 @@ class Writes:
         node = mem.semantics[row]
         src = [m for m in mem.messages if m.id in set(node.message_ids)]
         by_id = {m.id: e.id for e in mem.episodes for m in src if m.id in e.message_ids}
-        eps = [Episode(eid, "", "", [m.id for m in src if by_id.get(m.id) == eid]) for eid in sorted(set(by_id.values()))]
-        raw = extract_statements(Conversation(mem.memory_id, tuple((engine_state(mem).speakers + ("", ""))[:2]), src), eps,
-                                 self.config.semantic)
+        eps = [
+            Episode(eid, "", "", [m.id for m in src if by_id.get(m.id) == eid])
+            for eid in sorted(set(by_id.values()))
+        ]
+        raw = extract_statements(
+            Conversation(mem.memory_id, tuple((engine_state(mem).speakers + ("", ""))[:2]), src),
+            eps,
+            self.config.semantic,
+        )
         hashes = {statement_hash(node.text)}
         if raw:
             x = self.embedder.encode([r.text for r in raw])
             sims = x @ mem.sem_x[row]
-            hashes |= {statement_hash(r.text) for r, s in zip(raw, sims) if s > self.config.semantic.dedup_threshold}
+            hashes |= {
+                statement_hash(r.text) for r, s in zip(raw, sims) if s > self.config.semantic.dedup_threshold
+            }
         return sorted(hashes)
 
-    def _rederive(self, mems: list[Memory], drops: list[set[str]], forgotten: list[list[str]], op: tuple[str, list[str]],
-                  texts: dict[str, str] | None = None, rename: dict[str, str] | None = None) -> None:
+    def _rederive(
+        self,
+        mems: list[Memory],
+        drops: list[set[str]],
+        forgotten: list[list[str]],
+        op: tuple[str, list[str]],
+        texts: dict[str, str] | None = None,
+        rename: dict[str, str] | None = None,
+    ) -> None:
         """Re-derive each memory from its messages but the dropped ones; ``texts`` (message id ->
         text) replaces the text of messages and ``rename`` (speaker -> speaker) their speakers (both
         embedded again)."""
@@ -229,24 +315,46 @@ class Writes:
         for mem, drop, fg in zip(mems, drops, forgotten):
             rows = [i for i, m in enumerate(mem.messages) if m.id not in drop]
             speakers = tuple(rename.get(sp, sp) for sp in engine_state(mem).speakers)
-            empties.append(empty_memory(mem.memory_id, self.embedder.dim, self.config.knn.k_semantics,
-                                        EngineState(speakers=speakers, forgotten=tuple(sorted(set(fg))))))
+            empties.append(
+                empty_memory(
+                    mem.memory_id,
+                    self.embedder.dim,
+                    self.config.knn.k_semantics,
+                    EngineState(speakers=speakers, forgotten=tuple(sorted(set(fg)))),
+                )
+            )
             msgs = [mem.messages[i] for i in rows]
             x = MessageVectors(mem.msg_x, mem.psg_x, mem.psg_msg).take(np.asarray(rows, np.int64))
             changed = [j for j, m in enumerate(msgs) if m.id in texts or m.speaker in rename]
             if changed:
-                msgs = [Message(m.id, rename.get(m.speaker, m.speaker), texts.get(m.id, m.text), m.session, m.timestamp)
-                        for m in msgs]
-                x = _replace_rows(x, changed, embed_messages(self.embedder, [msgs[j] for j in changed],
-                                                             self.config.semantic.passage_words))
+                msgs = [
+                    Message(
+                        m.id,
+                        rename.get(m.speaker, m.speaker),
+                        texts.get(m.id, m.text),
+                        m.session,
+                        m.timestamp,
+                    )
+                    for m in msgs
+                ]
+                x = _replace_rows(
+                    x,
+                    changed,
+                    embed_messages(
+                        self.embedder, [msgs[j] for j in changed], self.config.semantic.passage_words
+                    ),
+                )
             keep_msgs.append(msgs)
             keep_x.append(x)
         grown = grow(empties, keep_msgs, self.embedder, self.config, new_x=keep_x, backend=self.backend)
         for old, new, drop in zip(mems, grown, drops):
             unit_ids.assign(old, new, drop, rederived=True)
             _carry(old, new, drop, {}, None, [], rederived=True)
-        self._commit(grown, [(m.memory_id, op[0], op[1]) for m in grown],
-                     redact={m.memory_id: drop for m, drop in zip(mems, drops) if drop})
+        self._commit(
+            grown,
+            [(m.memory_id, op[0], op[1]) for m in grown],
+            redact={m.memory_id: drop for m, drop in zip(mems, drops) if drop},
+        )
 
     def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
         """Forget a whole memory and its operations log (one ``delete_all`` entry with no ids
@@ -263,21 +371,39 @@ class Writes:
             self.store.maybe_compact()
             return n
 
-    def update(self, unit_id: str, text: str, *, user_id: str | None = None, agent_id: str | None = None,
-               run_id: str | None = None) -> dict:
+    def update(
+        self,
+        unit_id: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict:
         """Give a message new text (mem0's ``update``): what was derived from the old text is derived
         again, as after a delete, and the old text leaves the store. Derived units (``semantic:N``,
         ...) are not edited: update the message they came from. Returns the updated message."""
         self._check_open(write=True)
         new = inputs.text({"text": text}, ("text",), "update", self.limits.max_text_chars)
-        with self._writer, self._write_section(), self._using(self._owner(unit_id, user_id, agent_id, run_id)):
+        with (
+            self._writer,
+            self._write_section(),
+            self._using(self._owner(unit_id, user_id, agent_id, run_id)),
+        ):
             key, kind, _ = self._locate(unit_id, user_id, agent_id, run_id)
             if kind != "message":
-                raise ValueError(f"update: {unit_id!r} is a derived {kind}; update the messages it came from "
-                                 "(its message_ids) or delete it")
+                raise ValueError(
+                    f"update: {unit_id!r} is a derived {kind}; update the messages it came from "
+                    "(its message_ids) or delete it"
+                )
             mem = view(self.bank, self.bank.index[key])
-            self._rederive([mem], [set()], [list(engine_state(mem).forgotten)], op=("update", [unit_id]),
-                           texts={unit_id: new})
+            self._rederive(
+                [mem],
+                [set()],
+                [list(engine_state(mem).forgotten)],
+                op=("update", [unit_id]),
+                texts={unit_id: new},
+            )
             unit = self._message_unit(key, unit_id)
         return unit
 
@@ -310,8 +436,16 @@ def _item_keys(items: Sequence[dict]) -> list[str]:
     return out
 
 
-def _carry(old: Memory, new: MemorySlice, dropped: set[str], added: dict[str, dict], user_name: str | None,
-           stamped: list[str], *, rederived: bool) -> None:
+def _carry(
+    old: Memory,
+    new: MemorySlice,
+    dropped: set[str],
+    added: dict[str, dict],
+    user_name: str | None,
+    stamped: list[str],
+    *,
+    rederived: bool,
+) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
     metadata, the user's name, the ids of messages stamped at arrival; the dropped ids leave."""
     meta.carry(old, new, added, dropped)
@@ -327,16 +461,32 @@ def _carry(old: Memory, new: MemorySlice, dropped: set[str], added: dict[str, di
         new.stats.pop(STAMPED, None)
     sem_ids = sem["id"].tolist()
     # each statement's first source message (its row: rows are in conversation order)
-    firsts = np.where(sem["msgs"] >= 0, sem["msgs"], np.iinfo(np.int32).max).min(axis=1, initial=np.iinfo(np.int32).max)
+    firsts = np.where(sem["msgs"] >= 0, sem["msgs"], np.iinfo(np.int32).max).min(
+        axis=1, initial=np.iinfo(np.int32).max
+    )
     # a growth keeps the earlier decisions and tries the statements it added; a re-derivation (a delete,
     # an update, a rename) decides again for all
     live = set(sem_ids)
-    kept = {} if rederived else {k: v for k, v in (old.stats.get(SUPERSEDED) or {}).items()
-                                 if int(k) in live and int(v[0]) in live}
+    kept = (
+        {}
+        if rederived
+        else {
+            k: v for k, v in (old.stats.get(SUPERSEDED) or {}).items() if int(k) in live and int(v[0]) in live
+        }
+    )
     known = {s.id for s in old.semantics}
     fresh = None if rederived else np.array([r for r, i in enumerate(sem_ids) if i not in known], np.int64)
-    sup = supersessions(sem["text"].tolist(), sem["x"], firsts.astype(np.int64), msg["speaker"][firsts].tolist(),
-                        new=fresh) if fresh is None or len(fresh) else {}
+    sup = (
+        supersessions(
+            sem["text"].tolist(),
+            sem["x"],
+            firsts.astype(np.int64),
+            msg["speaker"][firsts].tolist(),
+            new=fresh,
+        )
+        if fresh is None or len(fresh)
+        else {}
+    )
     found = {str(sem_ids[i]): [sem_ids[j], time_or_none(sem["time"][j])] for i, j in sup.items()}
     merged = {**found, **kept}  # an earlier decision stands (the first change superseded it)
     if merged:
@@ -353,4 +503,6 @@ def _replace_rows(x: MessageVectors, rows: list[int], new: MessageVectors) -> Me
     keep = ~np.isin(x.psg_msg, at)
     owner = np.concatenate([x.psg_msg[keep], at[new.psg_msg]])
     order = np.argsort(owner, kind="stable")  # each message's passages come from one side, in order
-    return MessageVectors(msg_x, np.concatenate([x.psg_x[keep], new.psg_x])[order], owner[order].astype(np.int32))
+    return MessageVectors(
+        msg_x, np.concatenate([x.psg_x[keep], new.psg_x])[order], owner[order].astype(np.int32)
+    )

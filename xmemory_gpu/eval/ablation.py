@@ -22,9 +22,21 @@ CONSTRUCTIONS = {
 
 
 def run_construction_ablation(
-    data: str | Path, root: str | Path, out: str | Path, *, strategy: str = "xmemory", config: XMemoryConfig | None = None,
-    embedder=None, limit: int | None = None, categories: Sequence[int] = (1, 2, 3, 4), question_limit: int | None = None,
-    budget_tokens: int | None = None, backend: str = "auto", reader=None, seed: int = 0, progress: bool = False,
+    data: str | Path,
+    root: str | Path,
+    out: str | Path,
+    *,
+    strategy: str = "xmemory",
+    config: XMemoryConfig | None = None,
+    embedder=None,
+    limit: int | None = None,
+    categories: Sequence[int] = (1, 2, 3, 4),
+    question_limit: int | None = None,
+    budget_tokens: int | None = None,
+    backend: str = "auto",
+    reader=None,
+    seed: int = 0,
+    progress: bool = False,
 ) -> dict:
     """Build (or resume) the four variant stores under ``root`` and evaluate ``strategy`` on each
     (``out/<variant>/`` holds each run's files). Writes ``out/construction.json`` and ``.md``."""
@@ -43,24 +55,53 @@ def run_construction_ablation(
     for label, (split, merge, folder) in CONSTRUCTIONS.items():
         cfg = copy.deepcopy(base)
         cfg.theme.split, cfg.theme.merge = split, merge
-        build = build_store([data], root / folder, config=cfg, embedder=emb, limit=limit, progress=progress, backend=backend)
+        build = build_store(
+            [data], root / folder, config=cfg, embedder=emb, limit=limit, progress=progress, backend=backend
+        )
         store = Store.open(root / folder)
         try:
             st = collect(store)
         finally:
             store.close()
-        rep = run_eval(root / folder, data, out / folder, strategies=[strategy], budget_tokens=budget_tokens, categories=categories,
-                       limit=question_limit, backend=backend, reader=llm, seed=seed)
+        rep = run_eval(
+            root / folder,
+            data,
+            out / folder,
+            strategies=[strategy],
+            budget_tokens=budget_tokens,
+            categories=categories,
+            limit=question_limit,
+            backend=backend,
+            reader=llm,
+            seed=seed,
+        )
         s = rep["strategies"][strategy]
         t = st["totals"]
-        rows.append({
-            "construction": label, "store": str(root / folder), "built_now": len(build.built), "build_seconds": build.wall_s,
-            "themes": t["n_themes"], "max_theme_size": t["max_theme_size"], "mean_theme_size": t["mean_mean_theme_size"],
-            "semantics": t["n_semantics"], "mean_f_P": t["mean_f_P"], "mean_reassignment_ratio": t["mean_reassignment_ratio"],
-            "recall": s["recall"]["micro"], "evidence_word_recall": s["evidence_word_recall"]["micro"], "context_tokens": s["context_tokens"]["micro"], "covered": s["covered"]["micro"],
-            **({"f1_authors": s["f1_authors"]["micro"]} if "f1_authors" in s else {}),
-        })
-    result = {"strategy": strategy, "questions": rep["meta"]["questions"], "rows": rows, "provenance": rep["meta"]["provenance"]}
+        rows.append(
+            {
+                "construction": label,
+                "store": str(root / folder),
+                "built_now": len(build.built),
+                "build_seconds": build.wall_s,
+                "themes": t["n_themes"],
+                "max_theme_size": t["max_theme_size"],
+                "mean_theme_size": t["mean_mean_theme_size"],
+                "semantics": t["n_semantics"],
+                "mean_f_P": t["mean_f_P"],
+                "mean_reassignment_ratio": t["mean_reassignment_ratio"],
+                "recall": s["recall"]["micro"],
+                "evidence_word_recall": s["evidence_word_recall"]["micro"],
+                "context_tokens": s["context_tokens"]["micro"],
+                "covered": s["covered"]["micro"],
+                **({"f1_authors": s["f1_authors"]["micro"]} if "f1_authors" in s else {}),
+            }
+        )
+    result = {
+        "strategy": strategy,
+        "questions": rep["meta"]["questions"],
+        "rows": rows,
+        "provenance": rep["meta"]["provenance"],
+    }
     (out / "construction.json").write_text(json.dumps(result, indent=1))
     (out / "construction.md").write_text(construction_markdown(result))
     return result
@@ -68,12 +109,20 @@ def run_construction_ablation(
 
 def construction_markdown(result: dict) -> str:
     qa = any("f1_authors" in r for r in result["rows"])
-    head = ("| construction | themes | max theme size | mean f(P) | mean reassignment ratio | evidence recall | evidence-word recall "
-            "| context tokens | answer covered |" + (" F1 (authors) |" if qa else ""))
-    lines = [f"Construction ablation, `{result['strategy']}` retrieval, {result['questions']} questions (micro over categories).", "",
-             head, "|" + "---|" * (9 + qa)]
+    head = (
+        "| construction | themes | max theme size | mean f(P) | mean reassignment ratio | evidence recall | evidence-word recall "
+        "| context tokens | answer covered |" + (" F1 (authors) |" if qa else "")
+    )
+    lines = [
+        f"Construction ablation, `{result['strategy']}` retrieval, {result['questions']} questions (micro over categories).",
+        "",
+        head,
+        "|" + "---|" * (9 + qa),
+    ]
     for r in result["rows"]:
-        lines.append(f"| {r['construction']} | {r['themes']} | {r['max_theme_size']} | {fmt(r['mean_f_P'], 4)} | "
-                     f"{fmt(r['mean_reassignment_ratio'])} | {fmt(r['recall'])} | {fmt(r.get('evidence_word_recall'))} | {fmt(r['context_tokens'], 0)} | "
-                     f"{fmt(r['covered'])} |" + (f" {fmt(r.get('f1_authors'))} |" if qa else ""))
+        lines.append(
+            f"| {r['construction']} | {r['themes']} | {r['max_theme_size']} | {fmt(r['mean_f_P'], 4)} | "
+            f"{fmt(r['mean_reassignment_ratio'])} | {fmt(r['recall'])} | {fmt(r.get('evidence_word_recall'))} | {fmt(r['context_tokens'], 0)} | "
+            f"{fmt(r['covered'])} |" + (f" {fmt(r.get('f1_authors'))} |" if qa else "")
+        )
     return "\n".join(lines) + "\n"

@@ -42,17 +42,25 @@ def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
 
 
 # pasts equal to their base form: "sets", "reads" are present tenses, not broken pasts
-_SAME_AS_BASE = frozenset("bet burst cast cost cut forecast hit hurt let put quit read set shut spread upset".split())
+_SAME_AS_BASE = frozenset(
+    "bet burst cast cost cut forecast hit hurt let put quit read set shut spread upset".split()
+)
 _BROKEN = frozenset(w for w in _PAST if w not in _SAME_AS_BASE)
 _WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
-_CUT = re.compile(r"(?:^|\s)(?:" + "|".join(sorted(re.escape(a) for a in _ABBREV if "." not in a)) + r")\.$", re.I)
+_CUT = re.compile(
+    r"(?:^|\s)(?:" + "|".join(sorted(re.escape(a) for a in _ABBREV if "." not in a)) + r")\.$", re.I
+)
 
 
 def broken_forms(statement: str) -> list[str]:
     """What reads wrong in a statement: an irregular past given a third-person -s ("lefts",
     "brokes"), or a text cut after an abbreviation ("... at St.")."""
-    out = [w for w in _WORD.findall(statement)
-           if (w.lower().endswith("s") and w.lower()[:-1] in _BROKEN) or (w.lower().endswith("es") and w.lower()[:-2] in _BROKEN)]
+    out = [
+        w
+        for w in _WORD.findall(statement)
+        if (w.lower().endswith("s") and w.lower()[:-1] in _BROKEN)
+        or (w.lower().endswith("es") and w.lower()[:-2] in _BROKEN)
+    ]
     if _CUT.search(statement.rstrip()):
         out.append("cut after an abbreviation")
     return out

@@ -207,13 +207,13 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "f1_squad": "SQuAD v1.1 official F1: lower-case, punctuation and a/an/the removed, F1 over token multisets",
     "exact_match": "SQuAD v1.1 official exact match after the same normalisation",
     "bleu1": "unigram BLEU on SQuAD-normalised tokens with NLTK's brevity penalty and method1 epsilon 0.1 "
-             "applied to a miss (not NLTK's 0)",
+    "applied to a miss (not NLTK's 0)",
     "bleu1_authors": "xMemory authors' BLEU-1: NLTK sentence_bleu, weights (1,0,0,0), SmoothingFunction().method1, "
-                     "lower-cased NLTKWordTokenizer tokens (word_tokenize without punkt's sentence split)",
+    "lower-cased NLTKWordTokenizer tokens (word_tokenize without punkt's sentence split)",
     "rouge_l": "ROUGE-L F1 (beta 1) of LCS precision and recall on SQuAD-normalised tokens",
     "locomo_f1": "LoCoMo official (snap-research/locomo task_eval/evaluation.py): commas deleted, punctuation and "
-                 "a/an/the/and removed, Porter stems, multiset F1; cat 1 comma-split multi-answer F1; cat 3 gold "
-                 "cut at ';'; cat 5 1 if 'no information available' or 'not mentioned' in the answer",
+    "a/an/the/and removed, Porter stems, multiset F1; cat 1 comma-split multi-answer F1; cat 3 gold "
+    "cut at ';'; cat 5 1 if 'no information available' or 'not mentioned' in the answer",
     "tokens_per_query": "reader tokens per question: retrieval probes + answer prompt + output",
 }
 

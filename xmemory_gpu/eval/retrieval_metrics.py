@@ -104,20 +104,22 @@ def _body(line: str, speaker: str) -> str:
     return "" if head.startswith(line) else line
 
 
-def evidence_word_recall(units: Sequence[Any], evidence: Iterable[str], messages: Mapping[str, tuple[str, str]]) -> float | None:
+def evidence_word_recall(
+    units: Sequence[Any], evidence: Iterable[str], messages: Mapping[str, tuple[str, str]]
+) -> float | None:
     """Mean over the distinct evidence messages of the share of each one's words (``str.split``)
-    that the context shows; None when there is no evidence.
+        that the context shows; None when there is no evidence.
 
-    ``units``: the context's units (``RetrievedUnit``: ``type``, ``text``, ``message_ids``,
-    ``scores``, ``message_ends``; themes are not context and are skipped); ``messages``: evidence
-    id -> (speaker, text), ids written as ``normalize_evidence`` writes them (an evidence message
-    missing there earns 0, as it cannot be retrieved). A block of raw message lines shows each
-    line's words (a unit cut to fit shows the words before its cut; a message it shows less than half
-of is out of its provenance and earns nothing, as for evidence recall); a passage of a message shows
-    its run of the message's words; the same words shown twice count once. Any other unit (a
-    statement, an LLM-written episode) is derived: it credits each of its source messages with its
-    own word count divided by the number of sources. A message's share is capped at 1; a message
-    without words counts 1 when any unit names it."""
+        ``units``: the context's units (``RetrievedUnit``: ``type``, ``text``, ``message_ids``,
+        ``scores``, ``message_ends``; themes are not context and are skipped); ``messages``: evidence
+        id -> (speaker, text), ids written as ``normalize_evidence`` writes them (an evidence message
+        missing there earns 0, as it cannot be retrieved). A block of raw message lines shows each
+        line's words (a unit cut to fit shows the words before its cut; a message it shows less than half
+    of is out of its provenance and earns nothing, as for evidence recall); a passage of a message shows
+        its run of the message's words; the same words shown twice count once. Any other unit (a
+        statement, an LLM-written episode) is derived: it credits each of its source messages with its
+        own word count divided by the number of sources. A message's share is capped at 1; a message
+        without words counts 1 when any unit names it."""
     ev = normalize_evidence(evidence)
     if not ev:
         return None
@@ -153,7 +155,9 @@ of is out of its provenance and earns nothing, as for evidence recall); a passag
             if mid in credit:
                 credit[mid] += len(text.split()) / len(ids)
     total = 0.0
-    for mid in sorted(ev):  # a fixed order: the sum is the same in every process (set order follows the hash seed)
+    for mid in sorted(
+        ev
+    ):  # a fixed order: the sum is the same in every process (set order follows the hash seed)
         if mid not in messages:
             continue
         n = len(messages[mid][1].split())

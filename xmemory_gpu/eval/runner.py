@@ -47,10 +47,18 @@ from .retrieval_metrics import (
 )
 
 DEFAULT_STRATEGIES = strategy_names()
-ABLATION_STRATEGIES = ("naive-rag", "memory-only", "xmemory-stage1", "xmemory-stage2", "xmemory")  # the paper's rows
+ABLATION_STRATEGIES = (
+    "naive-rag",
+    "memory-only",
+    "xmemory-stage1",
+    "xmemory-stage2",
+    "xmemory",
+)  # the paper's rows
 
 
-def load_questions(data: str | Path, memory_ids: Sequence[str], categories: Sequence[int], limit: int | None) -> list[dict]:
+def load_questions(
+    data: str | Path, memory_ids: Sequence[str], categories: Sequence[int], limit: int | None
+) -> list[dict]:
     """Questions of the conversations present in the store, of the given categories, in file order;
     ``qa_index`` is the question's position in its sample's ``qa`` list (all categories counted);
     ``evidence_messages``: evidence id (normalised) -> (speaker, text) of the evidence messages
@@ -64,8 +72,17 @@ def load_questions(data: str | Path, memory_ids: Sequence[str], categories: Sequ
         for i, qa in enumerate(conv.qa):
             if qa.category in categories:
                 ev = {e: by_id[e] for e in sorted(normalize_evidence(qa.evidence)) if e in by_id}
-                qs.append({"sample_id": conv.sample_id, "qa_index": i, "question": qa.question, "answer": qa.answer,
-                           "evidence": list(qa.evidence), "category": int(qa.category), "evidence_messages": ev})
+                qs.append(
+                    {
+                        "sample_id": conv.sample_id,
+                        "qa_index": i,
+                        "question": qa.question,
+                        "answer": qa.answer,
+                        "evidence": list(qa.evidence),
+                        "category": int(qa.category),
+                        "evidence_messages": ev,
+                    }
+                )
     if not qs:
         raise ValueError(f"{data}: no questions of categories {list(categories)} for the store's memories")
     return qs[:limit] if limit else qs
@@ -79,27 +96,60 @@ def score(result: RetrievalResult, q: dict) -> dict:
     dens = evidence_density(blocks, q["answer"])
     ids = result.message_ids
     return {
-        "sample_id": q["sample_id"], "qa_index": q["qa_index"], "category": q["category"], "strategy": result.strategy,
-        "question": q["question"], "gold": q["answer"], "evidence": q["evidence"], "message_ids": ids,
+        "sample_id": q["sample_id"],
+        "qa_index": q["qa_index"],
+        "category": q["category"],
+        "strategy": result.strategy,
+        "question": q["question"],
+        "gold": q["answer"],
+        "evidence": q["evidence"],
+        "message_ids": ids,
         "context_tokens": result.context_tokens,
-        "units": [{"type": u.type, "id": u.id, "tokens": u.tokens, "message_ids": u.message_ids} for u in result.units],
+        "units": [
+            {"type": u.type, "id": u.id, "tokens": u.tokens, "message_ids": u.message_ids}
+            for u in result.units
+        ],
         "answer": None,
-        "recall": evidence_recall(ids, q["evidence"]), "precision": evidence_precision(ids, q["evidence"]),
-        "evidence_word_recall": (evidence_word_recall(result.units, q["evidence"], q["evidence_messages"])
-                                 if "evidence_messages" in q else None),
-        "blocks": len(blocks), "llm_calls": result.llm_calls, "llm_tokens": result.llm_tokens,
-        "covered": float(cov["covered"]) if cov["words"] else None, "covered_share": cov["covered_share"],
-        "blocks_to_cover": cov["blocks_to_cover"], "tokens_to_cover": cov["tokens_to_cover"],
+        "recall": evidence_recall(ids, q["evidence"]),
+        "precision": evidence_precision(ids, q["evidence"]),
+        "evidence_word_recall": (
+            evidence_word_recall(result.units, q["evidence"], q["evidence_messages"])
+            if "evidence_messages" in q
+            else None
+        ),
+        "blocks": len(blocks),
+        "llm_calls": result.llm_calls,
+        "llm_tokens": result.llm_tokens,
+        "covered": float(cov["covered"]) if cov["words"] else None,
+        "covered_share": cov["covered_share"],
+        "blocks_to_cover": cov["blocks_to_cover"],
+        "tokens_to_cover": cov["tokens_to_cover"],
         **{f"density_{k}": v for k, v in dens.items()},
     }
 
 
 def summarise(rows: list[dict], seconds: float, categories: Sequence[int]) -> dict:
-    keys = ["recall", "evidence_word_recall", "precision", "context_tokens", "covered", "covered_share", "blocks_to_cover", "tokens_to_cover",
-            "density_0", "density_1", "density_2", "density_3+", "llm_calls", "llm_tokens"]
+    keys = [
+        "recall",
+        "evidence_word_recall",
+        "precision",
+        "context_tokens",
+        "covered",
+        "covered_share",
+        "blocks_to_cover",
+        "tokens_to_cover",
+        "density_0",
+        "density_1",
+        "density_2",
+        "density_3+",
+        "llm_calls",
+        "llm_tokens",
+    ]
     keys += [k for k in QA_KEYS if rows and k in rows[0]]
     return {
-        "questions": len(rows), "seconds": seconds, "queries_per_second": len(rows) / seconds if seconds > 0 else None,
+        "questions": len(rows),
+        "seconds": seconds,
+        "queries_per_second": len(rows) / seconds if seconds > 0 else None,
         **{k: aggregate(rows, k, categories) for k in keys},
     }
 
@@ -113,10 +163,21 @@ def _reader(spec_or_reader):
 
 
 def run_eval(
-    store: str | Path | MemoryBackend, data: str | Path, out: str | Path, *, strategies: Sequence[str] = DEFAULT_STRATEGIES,
-    budget_tokens: int | None = None, categories: Sequence[int] = (1, 2, 3, 4), limit: int | None = None,
-    sweep: Sequence[int] = (), backend: str = "auto", reader=None, answer_tokens: int = 32, config: XMemoryConfig | None = None,
-    seed: int = 0, labels: dict[str, str] | None = None,
+    store: str | Path | MemoryBackend,
+    data: str | Path,
+    out: str | Path,
+    *,
+    strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    budget_tokens: int | None = None,
+    categories: Sequence[int] = (1, 2, 3, 4),
+    limit: int | None = None,
+    sweep: Sequence[int] = (),
+    backend: str = "auto",
+    reader=None,
+    answer_tokens: int = 32,
+    config: XMemoryConfig | None = None,
+    seed: int = 0,
+    labels: dict[str, str] | None = None,
 ) -> dict:
     """Evaluate ``strategies`` on the questions of ``data`` whose memories are in ``store`` (a folder,
     opened once here, or an open ``MemoryBackend``).
@@ -138,8 +199,13 @@ def run_eval(
     try:
         qs = load_questions(data, st.memory_ids(), categories, limit)
         llm = _reader(reader)
-        retriever = Retriever.from_store(st, sorted({q["sample_id"] for q in qs}), backend=backend, reader=llm,
-                                         **({"config": config} if config is not None else {}))
+        retriever = Retriever.from_store(
+            st,
+            sorted({q["sample_id"] for q in qs}),
+            backend=backend,
+            reader=llm,
+            **({"config": config} if config is not None else {}),
+        )
     finally:
         if own:
             st.close()
@@ -152,23 +218,44 @@ def run_eval(
     with open(tmp, "w", encoding="utf-8") as fh:
         for name in strategies:
             t0 = time.perf_counter()
-            results = retriever.search(questions, mems, strategy=name, budget_tokens=budget_tokens, query_x=q_x)
+            results = retriever.search(
+                questions, mems, strategy=name, budget_tokens=budget_tokens, query_x=q_x
+            )
             rows = [score(r, q) for r, q in zip(results, qs)]
             if llm is not None:
-                gen = llm.generate([answer_prompt(llm, q["question"], answer_context(r.units)) for r, q in zip(results, qs)],
-                                   max_tokens=answer_tokens, purpose=f"answer {name}")
-                for row, r, q, text, p_tok, o_tok in zip(rows, results, qs, gen.texts, gen.prompt_tokens, gen.output_tokens):
-                    row.update(qa_scores(text, q["answer"], category=q["category"]), answer=text.strip(), tokens_per_query=r.llm_tokens + p_tok + o_tok)
+                gen = llm.generate(
+                    [answer_prompt(llm, q["question"], answer_context(r.units)) for r, q in zip(results, qs)],
+                    max_tokens=answer_tokens,
+                    purpose=f"answer {name}",
+                )
+                for row, r, q, text, p_tok, o_tok in zip(
+                    rows, results, qs, gen.texts, gen.prompt_tokens, gen.output_tokens
+                ):
+                    row.update(
+                        qa_scores(text, q["answer"], category=q["category"]),
+                        answer=text.strip(),
+                        tokens_per_query=r.llm_tokens + p_tok + o_tok,
+                    )
             seconds = time.perf_counter() - t0 + t_embed
             for row in rows:
                 fh.write(json.dumps(row) + "\n")
             summary[name] = summarise(rows, seconds, categories)
             summary[name]["notes"] = sorted({n for r in results for n in r.notes})
     tmp.replace(out / "results.jsonl")
-    meta = {"store": str(store if own else st.path), "data": str(data), "budget_tokens": budget_tokens, "categories": list(categories),
-            "questions": len(qs), "limit": limit, "tokenizer": retriever.tokens.name, "embedder": retriever.embedder.name,
-            "reader": llm.name if llm is not None else None, "backend": backend, "config": retriever.config.to_dict(),
-            "provenance": provenance(seed)}
+    meta = {
+        "store": str(store if own else st.path),
+        "data": str(data),
+        "budget_tokens": budget_tokens,
+        "categories": list(categories),
+        "questions": len(qs),
+        "limit": limit,
+        "tokenizer": retriever.tokens.name,
+        "embedder": retriever.embedder.name,
+        "reader": llm.name if llm is not None else None,
+        "backend": backend,
+        "config": retriever.config.to_dict(),
+        "provenance": provenance(seed),
+    }
     report = {"meta": meta, "strategies": summary}
     if sweep:
         report["sweep"] = run_sweep(retriever, qs, q_x, strategies, sweep, categories)
@@ -189,8 +276,14 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def run_sweep(retriever: Retriever, qs: list[dict], q_x: np.ndarray, strategies: Sequence[str], budgets: Sequence[int],
-              categories: Sequence[int]) -> dict:
+def run_sweep(
+    retriever: Retriever,
+    qs: list[dict],
+    q_x: np.ndarray,
+    strategies: Sequence[str],
+    budgets: Sequence[int],
+    categories: Sequence[int],
+) -> dict:
     """Evidence recall, evidence-word recall, answer-word coverage and mean context tokens against
     the token budget, per strategy."""
     questions, mems = [q["question"] for q in qs], [q["sample_id"] for q in qs]
@@ -198,7 +291,12 @@ def run_sweep(retriever: Retriever, qs: list[dict], q_x: np.ndarray, strategies:
     for name in strategies:
         rec, words, cov, tok = [], [], [], []
         for b in budgets:
-            rows = [score(r, q) for r, q in zip(retriever.search(questions, mems, strategy=name, budget_tokens=b, query_x=q_x), qs)]
+            rows = [
+                score(r, q)
+                for r, q in zip(
+                    retriever.search(questions, mems, strategy=name, budget_tokens=b, query_x=q_x), qs
+                )
+            ]
             rec.append(aggregate(rows, "recall", categories)["micro"])
             words.append(aggregate(rows, "evidence_word_recall", categories)["micro"])
             cov.append(aggregate(rows, "covered", categories)["micro"])

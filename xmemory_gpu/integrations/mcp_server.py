@@ -106,14 +106,23 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="a JSON object kept with these messages "
-                                                         "(search and get_all can filter on it)")] = None,
-        user_name: Annotated[str | None, Field(description="the user's name, for statements about them")] = None,
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description="a JSON object kept with these messages (search and get_all can filter on it)"),
+        ] = None,
+        user_name: Annotated[
+            str | None, Field(description="the user's name, for statements about them")
+        ] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         msgs = [Message(content=messages)] if isinstance(messages, str) else messages
         try:
-            ids = engine.add([m.model_dump(exclude_none=True) for m in msgs], **where, metadata=metadata, user_name=user_name)
+            ids = engine.add(
+                [m.model_dump(exclude_none=True) for m in msgs],
+                **where,
+                metadata=metadata,
+                user_name=user_name,
+            )
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc, "add_batch: items[0]: ") from None
         return {"ids": ids}
@@ -130,16 +139,36 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         run_id: RunId = None,
         strategy: Annotated[str, Field(description=f"one of {', '.join(STRATEGIES)}")] = "xmemory",
         budget_tokens: Annotated[int | None, Field(ge=1, description="context size in tokens")] = None,
-        limit: Annotated[int | None, Field(ge=1, description="at most this many units, the most relevant")] = None,
-        threshold: Annotated[float | None, Field(ge=-1.0, le=1.0, description="leave out units less relevant "
-                                                 "than this query-unit cosine (0: keep all)")] = None,
-        filters: Annotated[dict[str, Any] | None, Field(description="metadata equality, e.g. {\"topic\": \"travel\"}: "
-                                                        "only units whose source messages match")] = None,
+        limit: Annotated[
+            int | None, Field(ge=1, description="at most this many units, the most relevant")
+        ] = None,
+        threshold: Annotated[
+            float | None,
+            Field(
+                ge=-1.0,
+                le=1.0,
+                description="leave out units less relevant than this query-unit cosine (0: keep all)",
+            ),
+        ] = None,
+        filters: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='metadata equality, e.g. {"topic": "travel"}: '
+                "only units whose source messages match"
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
-            r = engine.search(query, **where, strategy=strategy, budget_tokens=budget_tokens, limit=limit,
-                              threshold=threshold, filters=filters)[0].to_dict()
+            r = engine.search(
+                query,
+                **where,
+                strategy=strategy,
+                budget_tokens=budget_tokens,
+                limit=limit,
+                threshold=threshold,
+                filters=filters,
+            )[0].to_dict()
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
         return {
@@ -153,8 +182,13 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
 
     @server.tool(description="Every unit of the memory: messages, episodes, semantic statements, themes.")
     def get_all(
-        ctx: Context, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None,
-        filters: Annotated[dict[str, Any] | None, Field(description="metadata equality, as in search")] = None,
+        ctx: Context,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+        filters: Annotated[
+            dict[str, Any] | None, Field(description="metadata equality, as in search")
+        ] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:

@@ -24,7 +24,9 @@ def load_reader(spec: str, **kw) -> Reader:
 
         d = smollm2_dir()
         if not (d / SMOLLM2_GGUF).exists():
-            raise ValueError(f"the smollm2 reader is not fetched (no {d / SMOLLM2_GGUF}); run `xmemory models fetch`")
+            raise ValueError(
+                f"the smollm2 reader is not fetched (no {d / SMOLLM2_GGUF}); run `xmemory models fetch`"
+            )
         return HFReader(d, gguf_file=SMOLLM2_GGUF, **kw)
     if spec.startswith("hf:"):
         from .hf import HFReader
@@ -42,7 +44,9 @@ def load_reader(spec: str, **kw) -> Reader:
 
         url, _, model = spec[7:].partition("#")
         if not url or not model:
-            raise ValueError(f"reader spec {spec!r}: expected 'openai:BASE_URL#MODEL', e.g. 'openai:http://localhost:8000/v1#my-model'")
+            raise ValueError(
+                f"reader spec {spec!r}: expected 'openai:BASE_URL#MODEL', e.g. 'openai:http://localhost:8000/v1#my-model'"
+            )
         return OpenAIReader(url, model, **kw)
     raise ValueError(f"unknown reader spec {spec!r}: expected {SPECS}")
 

@@ -38,7 +38,9 @@ class Usage:
     calls: int = 0
     prompt_tokens: int = 0
     output_tokens: int = 0
-    cached_prompt_tokens: int = 0  # prompt tokens served from a shared prefix's KV cache (counted in prompt_tokens too)
+    cached_prompt_tokens: int = (
+        0  # prompt tokens served from a shared prefix's KV cache (counted in prompt_tokens too)
+    )
     by_purpose: dict[str, list[int]] = field(default_factory=dict)  # purpose -> [calls, prompt, output]
 
     def add(self, purpose: str, calls: int, prompt: int, output: int) -> None:
@@ -54,13 +56,17 @@ class Usage:
 def chat_prompt(tokenizer, user: str) -> str:
     """``user`` as one user turn in a transformers tokenizer's chat template (as is without one)."""
     if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+        )
     return user
 
 
 def count_tokens(tokenizer, texts: list[str]) -> list[int]:
     """Tokens per text in a transformers tokenizer, special tokens left out."""
-    return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+    return (
+        [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+    )
 
 
 class Reader(Protocol):
@@ -71,11 +77,12 @@ class Reader(Protocol):
         """The prompt string for one user message (the model's chat template when it has one)."""
         ...
 
-    def count(self, texts: list[str]) -> list[int]:
-        ...
+    def count(self, texts: list[str]) -> list[int]: ...
 
-    def generate(self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate") -> Generation:
-        ...
+    def generate(
+        self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate"
+    ) -> Generation: ...
 
-    def uncertainty(self, prompts: list[str], n_tokens: int = 20, kind: str = "mean_nll", purpose: str = "uncertainty") -> list[Uncertainty]:
-        ...
+    def uncertainty(
+        self, prompts: list[str], n_tokens: int = 20, kind: str = "mean_nll", purpose: str = "uncertainty"
+    ) -> list[Uncertainty]: ...

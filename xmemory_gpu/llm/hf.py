@@ -42,7 +42,13 @@ class HFReader:
     additive = False  # BPE tokenizers do not count a concatenation as the sum of its parts
 
     def __init__(
-        self, path: str | Path, *, gguf_file: str | None = None, device: str | None = None, batch_size: int = 8, min_prefix: int = 32
+        self,
+        path: str | Path,
+        *,
+        gguf_file: str | None = None,
+        device: str | None = None,
+        batch_size: int = 8,
+        min_prefix: int = 32,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
@@ -60,7 +66,9 @@ class HFReader:
         self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, **kw).to(self.device).eval()
         self.name = f"hf:{path}" + (f"#{gguf_file}" if gguf_file else "")
         self.batch_size = batch_size
-        self.min_prefix = min_prefix  # shared-prefix reuse for runs of prompts sharing this many tokens (0: off)
+        self.min_prefix = (
+            min_prefix  # shared-prefix reuse for runs of prompts sharing this many tokens (0: off)
+        )
         self.usage = Usage()
 
     # -- text helpers ------------------------------------------------------------------------------
@@ -111,8 +119,14 @@ class HFReader:
             kw["past_key_values"] = past
         with torch.no_grad():
             out = self.model.generate(
-                input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=n, do_sample=False,
-                output_logits=True, return_dict_in_generate=True, pad_token_id=pad, **kw,
+                input_ids=input_ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                max_new_tokens=n,
+                do_sample=False,
+                output_logits=True,
+                return_dict_in_generate=True,
+                pad_token_id=pad,
+                **kw,
             )
         gen = out.sequences[:, input_ids.shape[1] :]
         logits = torch.stack(out.logits, dim=1)  # [b, steps, V]
@@ -122,7 +136,9 @@ class HFReader:
             t = g.index(eos) + 1 if eos is not None and eos in g else len(g)
             yield len(r), g[:t], logits[i, :t]
 
-    def generate(self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate") -> Generation:
+    def generate(
+        self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate"
+    ) -> Generation:
         if temperature != 0.0:
             raise ValueError("HFReader.generate: only greedy decoding (temperature 0) is supported")
         texts, p_tok, o_tok = [], [], []
@@ -133,7 +149,9 @@ class HFReader:
         self.usage.add(purpose, len(prompts), sum(p_tok), sum(o_tok))
         return Generation(texts, p_tok, o_tok)
 
-    def uncertainty(self, prompts: list[str], n_tokens: int = 20, kind: str = "mean_nll", purpose: str = "uncertainty") -> list[Uncertainty]:
+    def uncertainty(
+        self, prompts: list[str], n_tokens: int = 20, kind: str = "mean_nll", purpose: str = "uncertainty"
+    ) -> list[Uncertainty]:
         if kind not in UNCERTAINTY_KINDS:
             raise ValueError(f"uncertainty kind must be one of {UNCERTAINTY_KINDS}, got {kind!r}")
         out = []
@@ -142,5 +160,7 @@ class HFReader:
             ent, lp = ent.double().cpu().tolist(), lp.double().cpu().tolist()
             per = ent if kind == "entropy" else [-v for v in lp]
             out.append(Uncertainty(sum(per) / len(per) if per else 0.0, kind, ent, lp, ids, n_prompt))
-        self.usage.add(purpose, len(prompts), sum(u.prompt_tokens for u in out), sum(len(u.token_ids) for u in out))
+        self.usage.add(
+            purpose, len(prompts), sum(u.prompt_tokens for u in out), sum(len(u.token_ids) for u in out)
+        )
         return out

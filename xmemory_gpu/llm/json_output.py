@@ -23,7 +23,9 @@ class Generator(Protocol):
 
     name: str
 
-    def generate(self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate") -> Any:
+    def generate(
+        self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate"
+    ) -> Any:
         """-> an object with ``texts``, ``prompt_tokens`` and ``output_tokens`` lists, one per prompt."""
         ...
 

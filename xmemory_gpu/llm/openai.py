@@ -45,7 +45,9 @@ class ReaderHTTPError(RuntimeError):
 
     def __init__(self, url: str, attempts: int, reason: str, status: int | None = None) -> None:
         self.url, self.attempts, self.reason, self.status = url, attempts, reason, status
-        super().__init__(f"POST {url} failed after {attempts} attempt{'s' if attempts != 1 else ''}: {reason}")
+        super().__init__(
+            f"POST {url} failed after {attempts} attempt{'s' if attempts != 1 else ''}: {reason}"
+        )
 
 
 class _Retryable(Exception):
@@ -94,7 +96,9 @@ class OpenAIReader:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAIReader: base_url must start with http:// or https://, got {base_url!r}")
         if logprobs < 1 or batch_size < 1 or concurrency < 1 or retries < 0 or timeout <= 0:
-            raise ValueError("OpenAIReader: logprobs, batch_size, concurrency >= 1, retries >= 0 and timeout > 0 are required")
+            raise ValueError(
+                "OpenAIReader: logprobs, batch_size, concurrency >= 1, retries >= 0 and timeout > 0 are required"
+            )
         self.url = base_url.rstrip("/") + "/completions"
         self.model = model
         self.name = f"openai:{base_url}#{model}"
@@ -119,7 +123,11 @@ class OpenAIReader:
             counter = default_counter()
             self.count_name = counter.name
             self.additive = counter.additive
-        self.vocab_size = vocab_size if vocab_size is not None else (len(self.tokenizer) if self.tokenizer is not None else None)
+        self.vocab_size = (
+            vocab_size
+            if vocab_size is not None
+            else (len(self.tokenizer) if self.tokenizer is not None else None)
+        )
 
     # -- text helpers ------------------------------------------------------------------------------
     def chat(self, user: str) -> str:
@@ -135,12 +143,21 @@ class OpenAIReader:
         return default_counter().count(list(texts))
 
     # -- HTTP --------------------------------------------------------------------------------------
-    def _request(self, prompts: list[str], max_tokens: int, logprobs: int, strict: bool) -> tuple[list[_Choice], _Counts | None]:
+    def _request(
+        self, prompts: list[str], max_tokens: int, logprobs: int, strict: bool
+    ) -> tuple[list[_Choice], _Counts | None]:
         """One batch: POST with retries, then the parsed choices (in prompt order) and usage counts.
         ``strict``: per-token logprobs are required (uncertainty)."""
         body = {
-            "model": self.model, "prompt": prompts[0] if len(prompts) == 1 else prompts, "max_tokens": max_tokens,
-            "temperature": 0, "n": 1, "logprobs": logprobs, "echo": False, "stream": False, **self.extra,
+            "model": self.model,
+            "prompt": prompts[0] if len(prompts) == 1 else prompts,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "n": 1,
+            "logprobs": logprobs,
+            "echo": False,
+            "stream": False,
+            **self.extra,
         }
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -183,7 +200,11 @@ class OpenAIReader:
             if e.code == 429 or e.code >= 500:
                 ra = e.headers.get("Retry-After") if e.headers else None
                 raise _Retryable(f"HTTP {e.code} {e.reason}: {detail}", e.code, _seconds(ra)) from None
-            hint = " (a server that rejects vLLM's extra fields needs vllm_extras=False)" if e.code in (400, 422) and self.extra else ""
+            hint = (
+                " (a server that rejects vLLM's extra fields needs vllm_extras=False)"
+                if e.code in (400, 422) and self.extra
+                else ""
+            )
             raise ReaderHTTPError(self.url, 1, f"HTTP {e.code} {e.reason}: {detail}{hint}", e.code) from None
         except TimeoutError:
             raise _Retryable(f"timed out after {self.timeout:g} s") from None
@@ -193,7 +214,9 @@ class OpenAIReader:
         except (OSError, HTTPException) as e:
             raise _Retryable(f"connection error: {type(e).__name__}: {e}") from None
 
-    def _run(self, prompts: list[str], max_tokens: int, logprobs: int, strict: bool) -> list[tuple[list[str], list[_Choice], _Counts | None]]:
+    def _run(
+        self, prompts: list[str], max_tokens: int, logprobs: int, strict: bool
+    ) -> list[tuple[list[str], list[_Choice], _Counts | None]]:
         """All prompts, ``batch_size`` to a request, ``concurrency`` requests at once, in order."""
         batches = [prompts[s : s + self.batch_size] for s in range(0, len(prompts), self.batch_size)]
         if len(batches) <= 1 or self.concurrency == 1:
@@ -219,7 +242,9 @@ class OpenAIReader:
         return _split_total(usage[0], self.count(batch))
 
     # -- reader interface --------------------------------------------------------------------------
-    def generate(self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate") -> Generation:
+    def generate(
+        self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate"
+    ) -> Generation:
         if temperature != 0.0:
             raise ValueError("OpenAIReader.generate: only greedy decoding (temperature 0) is supported")
         texts, p_tok, o_tok, total_p, total_o, cached = [], [], [], 0, 0, 0
@@ -240,18 +265,26 @@ class OpenAIReader:
         self._record(purpose, len(prompts), total_p, total_o, cached)
         return Generation(texts, p_tok, o_tok)
 
-    def uncertainty(self, prompts: list[str], n_tokens: int = 20, kind: str = "mean_nll", purpose: str = "uncertainty") -> list[Uncertainty]:
+    def uncertainty(
+        self, prompts: list[str], n_tokens: int = 20, kind: str = "mean_nll", purpose: str = "uncertainty"
+    ) -> list[Uncertainty]:
         if kind not in UNCERTAINTY_KINDS:
             raise ValueError(f"uncertainty kind must be one of {UNCERTAINTY_KINDS}, got {kind!r}")
         out: list[Uncertainty] = []
         total_p = total_o = cached = 0
         for batch, choices, usage in self._run(list(prompts), n_tokens, self.logprobs, True):
             for c, n_prompt in zip(choices, self._prompt_counts(batch, choices, usage)):
-                assert c.token_ids is not None and c.logprobs is not None and c.top is not None  # _parse checked
+                assert (
+                    c.token_ids is not None and c.logprobs is not None and c.top is not None
+                )  # _parse checked
                 ent = [entropy_from_topk(t, self.vocab_size) for t in c.top]
                 per = ent if kind == "entropy" else [-v for v in c.logprobs]
                 value = sum(per) / len(per) if per else 0.0
-                out.append(Uncertainty(value, kind, ent, list(c.logprobs), c.token_ids, n_prompt, estimated=kind == "entropy"))
+                out.append(
+                    Uncertainty(
+                        value, kind, ent, list(c.logprobs), c.token_ids, n_prompt, estimated=kind == "entropy"
+                    )
+                )
             total_p += usage[0] if usage else sum(u.prompt_tokens for u in out[-len(batch) :])
             total_o += usage[1] if usage else sum(len(c.token_ids or []) for c in choices)
             cached += usage[2] if usage else 0
@@ -287,10 +320,20 @@ def _parse(answer: Any, n: int, max_tokens: int, strict: bool) -> tuple[list[_Ch
     parsed = [_parse_choice(c, max_tokens, strict) for c in choices]
     usage = answer.get("usage")
     counts = None
-    if isinstance(usage, dict) and _is_int(usage.get("prompt_tokens")) and _is_int(usage.get("completion_tokens")):
+    if (
+        isinstance(usage, dict)
+        and _is_int(usage.get("prompt_tokens"))
+        and _is_int(usage.get("completion_tokens"))
+    ):
         details = usage.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None  # OpenAI; vLLM with --enable-prompt-tokens-details
-        counts = (int(usage["prompt_tokens"]), int(usage["completion_tokens"]), int(cached) if _is_int(cached) else 0)
+        cached = (
+            details.get("cached_tokens") if isinstance(details, dict) else None
+        )  # OpenAI; vLLM with --enable-prompt-tokens-details
+        counts = (
+            int(usage["prompt_tokens"]),
+            int(usage["completion_tokens"]),
+            int(cached) if _is_int(cached) else 0,
+        )
     return parsed, counts
 
 

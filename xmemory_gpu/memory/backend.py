@@ -51,11 +51,24 @@ class MemoryBackend(Protocol):
     def get_slice(self, memory_id: str) -> MemorySlice: ...
     def get(self, memory_id: str) -> Memory: ...
     def load_bank(self, memory_ids: list[str] | None = None, *, quarantine: bool = False) -> Bank: ...
-    def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
-               log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None: ...
-    def start_commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False,
-                     delete: list[str] = (), log: list[tuple[str, str, list[str]]] = (),
-                     redact: dict[str, set[str]] | None = None) -> CommitHandle: ...
+    def commit(
+        self,
+        units: list[MemorySlice | Memory | EncodedSlice],
+        *,
+        replace: bool = False,
+        delete: list[str] = (),
+        log: list[tuple[str, str, list[str]]] = (),
+        redact: dict[str, set[str]] | None = None,
+    ) -> None: ...
+    def start_commit(
+        self,
+        units: list[MemorySlice | Memory | EncodedSlice],
+        *,
+        replace: bool = False,
+        delete: list[str] = (),
+        log: list[tuple[str, str, list[str]]] = (),
+        redact: dict[str, set[str]] | None = None,
+    ) -> CommitHandle: ...
     def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
     def put_slice(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None: ...
     def delete(self, memory_id: str) -> None: ...
@@ -85,8 +98,9 @@ class _DeferredCommit:
         self._run = None
 
 
-def start_commit_on(backend: MemoryBackend, units: list[MemorySlice | Memory | EncodedSlice], *,
-                    replace: bool = False) -> CommitHandle:
+def start_commit_on(
+    backend: MemoryBackend, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False
+) -> CommitHandle:
     """``backend.start_commit``, or, for a backend written before it existed, its ``commit`` deferred
     to the handle's ``finish``."""
     start = getattr(backend, "start_commit", None)
@@ -105,7 +119,9 @@ class InMemoryBackend:
         self.path: Path | None = None
         self.dim, self.embedder, self.config = int(dim), embedder, dict(config or {})
         self.quarantined: dict[str, str] = {}
-        self._files: dict[str, tuple[bytes, str, dict[str, Any]]] = {}  # id -> (bytes, sha256, stats), in order
+        self._files: dict[
+            str, tuple[bytes, str, dict[str, Any]]
+        ] = {}  # id -> (bytes, sha256, stats), in order
         self._log: list[tuple[str, str, list[str], float]] = []
 
     def _row(self, memory_id: str) -> tuple[bytes, str, dict[str, Any]]:
@@ -165,12 +181,20 @@ class InMemoryBackend:
                 self.quarantined[m] = str(exc)
         return Bank.from_slices(slices, self.dim, memory_ids=[sl.memory_id for sl in slices])
 
-    def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
-               log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
+    def commit(
+        self,
+        units: list[MemorySlice | Memory | EncodedSlice],
+        *,
+        replace: bool = False,
+        delete: list[str] = (),
+        log: list[tuple[str, str, list[str]]] = (),
+        redact: dict[str, set[str]] | None = None,
+    ) -> None:
         self._apply(self._checked(units, replace, delete), delete, log, redact)
 
-    def _checked(self, units: list[MemorySlice | Memory | EncodedSlice], replace: bool,
-                 delete: list[str]) -> list[tuple[str, bytes, str, dict[str, Any]]]:
+    def _checked(
+        self, units: list[MemorySlice | Memory | EncodedSlice], replace: bool, delete: list[str]
+    ) -> list[tuple[str, bytes, str, dict[str, Any]]]:
         """The units encoded and checked against the backend (``ValueError`` / ``KeyError``, nothing changed)."""
         encoded = []
         named = [u.memory_id for u in units]
@@ -178,7 +202,9 @@ class InMemoryBackend:
             raise ValueError("in-memory backend: one commit names a memory twice")
         for u in units:
             if u.memory_id in self._files and not replace:
-                raise ValueError(f"in-memory backend: memory {u.memory_id!r} is already stored (pass replace=True)")
+                raise ValueError(
+                    f"in-memory backend: memory {u.memory_id!r} is already stored (pass replace=True)"
+                )
             try:
                 if isinstance(u, EncodedSlice):
                     u.verify(self.dim)
@@ -192,27 +218,48 @@ class InMemoryBackend:
             self._row(mid)
         return encoded
 
-    def _apply(self, encoded: list[tuple[str, bytes, str, dict[str, Any]]], delete: list[str],
-               log: list[tuple[str, str, list[str]]], redact: dict[str, set[str]] | None) -> None:
+    def _apply(
+        self,
+        encoded: list[tuple[str, bytes, str, dict[str, Any]]],
+        delete: list[str],
+        log: list[tuple[str, str, list[str]]],
+        redact: dict[str, set[str]] | None,
+    ) -> None:
         for mid in delete:  # nothing has changed before this point
             del self._files[mid]
         gone = set(delete)
         self._log = [(m, op, ids, t) for m, op, ids, t in self._log if m not in gone]
         for mid, drop in (redact or {}).items():
-            self._log = [(m, op, [i for i in ids if i not in drop] if m == mid else ids, t) for m, op, ids, t in self._log]
+            self._log = [
+                (m, op, [i for i in ids if i not in drop] if m == mid else ids, t)
+                for m, op, ids, t in self._log
+            ]
         for mid, data, digest, stats in encoded:
             self._files[mid] = (data, digest, stats)
         now = time.time()
         self._log += [(m, op, list(ids), now) for m, op, ids in log]
 
-    def start_commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False,
-                     delete: list[str] = (), log: list[tuple[str, str, list[str]]] = (),
-                     redact: dict[str, set[str]] | None = None) -> CommitHandle:
+    def start_commit(
+        self,
+        units: list[MemorySlice | Memory | EncodedSlice],
+        *,
+        replace: bool = False,
+        delete: list[str] = (),
+        log: list[tuple[str, str, list[str]]] = (),
+        redact: dict[str, set[str]] | None = None,
+    ) -> CommitHandle:
         """``commit``'s checks and encoding now (what is refused raises here), its effect at the
         handle's ``finish`` (checked again there: the backend may have changed in between)."""
-        units, delete, log, redact = list(units), list(delete), list(log), dict(redact or {})  # the caller's lists may change
+        units, delete, log, redact = (
+            list(units),
+            list(delete),
+            list(log),
+            dict(redact or {}),
+        )  # the caller's lists may change
         self._checked(units, replace, delete)
-        return _DeferredCommit(lambda: self.commit(units, replace=replace, delete=delete, log=log, redact=redact))
+        return _DeferredCommit(
+            lambda: self.commit(units, replace=replace, delete=delete, log=log, redact=redact)
+        )
 
     def put(self, unit: MemorySlice | Memory, *, replace: bool = False) -> None:
         self.commit([unit], replace=replace)

@@ -33,22 +33,58 @@ LEVELS = ("msg", "epi", "sem", "theme", "psg")
 
 # level -> column -> (dtype, trailing shape kind): "d" embedding width, "w" ragged width, "k" graph width, "" 1-D
 COLUMNS: dict[str, dict[str, tuple[Any, str]]] = {
-    "msg": {"x": (np.float32, "d"), "id": (object, ""), "speaker": (object, ""), "text": (object, ""),
-            "session": (np.int64, ""), "time": (np.float64, ""), "psg": (np.int32, "")},
-    "epi": {"x": (np.float32, "d"), "id": (np.int64, ""), "title": (object, ""), "text": (object, ""),
-            "start": (np.float64, ""), "end": (np.float64, ""), "msgs": (np.int32, "w")},
-    "sem": {"x": (np.float32, "d"), "id": (np.int64, ""), "text": (object, ""), "time": (np.float64, ""),
-            "epis": (np.int32, "w"), "msgs": (np.int32, "w"), "theme": (np.int32, ""),
-            "knn_idx": (np.int32, "k"), "knn_sim": (np.float32, "k")},
-    "theme": {"id": (np.int64, ""), "summary": (object, ""), "parents": (np.int64, "w"), "sum": (np.float32, "d"),
-              "count": (np.int32, ""), "x": (np.float32, "d"), "knn_idx": (np.int32, "k"), "knn_sim": (np.float32, "k")},
+    "msg": {
+        "x": (np.float32, "d"),
+        "id": (object, ""),
+        "speaker": (object, ""),
+        "text": (object, ""),
+        "session": (np.int64, ""),
+        "time": (np.float64, ""),
+        "psg": (np.int32, ""),
+    },
+    "epi": {
+        "x": (np.float32, "d"),
+        "id": (np.int64, ""),
+        "title": (object, ""),
+        "text": (object, ""),
+        "start": (np.float64, ""),
+        "end": (np.float64, ""),
+        "msgs": (np.int32, "w"),
+    },
+    "sem": {
+        "x": (np.float32, "d"),
+        "id": (np.int64, ""),
+        "text": (object, ""),
+        "time": (np.float64, ""),
+        "epis": (np.int32, "w"),
+        "msgs": (np.int32, "w"),
+        "theme": (np.int32, ""),
+        "knn_idx": (np.int32, "k"),
+        "knn_sim": (np.float32, "k"),
+    },
+    "theme": {
+        "id": (np.int64, ""),
+        "summary": (object, ""),
+        "parents": (np.int64, "w"),
+        "sum": (np.float32, "d"),
+        "count": (np.int32, ""),
+        "x": (np.float32, "d"),
+        "knn_idx": (np.int32, "k"),
+        "knn_sim": (np.float32, "k"),
+    },
     # a long message's passages (``text.passages``), in message order: their rows and their message
     "psg": {"x": (np.float32, "d"), "msg": (np.int32, "")},
 }
 # columns holding rows of another level (global in a bank, local in a slice)
 ROW_REFS: dict[tuple[str, str], str] = {
-    ("epi", "msgs"): "msg", ("sem", "epis"): "epi", ("sem", "msgs"): "msg", ("sem", "theme"): "theme",
-    ("sem", "knn_idx"): "sem", ("theme", "knn_idx"): "theme", ("msg", "psg"): "psg", ("psg", "msg"): "msg",
+    ("epi", "msgs"): "msg",
+    ("sem", "epis"): "epi",
+    ("sem", "msgs"): "msg",
+    ("sem", "theme"): "theme",
+    ("sem", "knn_idx"): "sem",
+    ("theme", "knn_idx"): "theme",
+    ("msg", "psg"): "psg",
+    ("psg", "msg"): "msg",
 }
 _FILL = {np.dtype(np.int32): -1, np.dtype(np.int64): -1, np.dtype(np.float64): np.nan}
 
@@ -122,8 +158,11 @@ class RowCache:
     def sync(self) -> RowCache:
         lv = self._level
         cols, deps = self._columns(), self._dep_state()
-        same = self._same(cols, self._cols) and len(deps) == len(self._deps) and all(
-            n == m and self._same(c, d) for (n, c), (m, d) in zip(deps, self._deps))
+        same = (
+            self._same(cols, self._cols)
+            and len(deps) == len(self._deps)
+            and all(n == m and self._same(c, d) for (n, c), (m, d) in zip(deps, self._deps))
+        )
         todo = lv.writes.since(self._cursor) if same else None
         if todo is None or len(self.values) != lv.rows_allocated:
             self.values = [_MISSING] * lv.rows_allocated
@@ -153,9 +192,13 @@ class Level:
 
     cols: dict[str, np.ndarray]
     seg: Segments
-    writes: WriteLog = field(default_factory=WriteLog, repr=False)  # rows rewritten in place (device mirrors sync them)
+    writes: WriteLog = field(
+        default_factory=WriteLog, repr=False
+    )  # rows rewritten in place (device mirrors sync them)
     mirrors: DeviceMirrors = field(default_factory=DeviceMirrors, repr=False)
-    derived: dict = field(default_factory=dict, repr=False, compare=False)  # name -> RowCache (``Level.rows_cache``)
+    derived: dict = field(
+        default_factory=dict, repr=False, compare=False
+    )  # name -> RowCache (``Level.rows_cache``)
 
     def rows_cache(self, name: str, fn: Callable[[int], Any], depends: tuple[Level, ...] = ()) -> RowCache:
         """The values ``fn(row)`` of this level's rows, computed on first use and kept until the bank
@@ -183,15 +226,23 @@ class Level:
 class Bank:
     """Many memories as columns; ``bank.index[memory_id]`` is a memory's number ``b``."""
 
-    def __init__(self, memory_ids: list[str], levels: dict[str, Level], stats: list[dict[str, Any]], dim: int,
-                 engine: list[EngineState | None] | None = None) -> None:
+    def __init__(
+        self,
+        memory_ids: list[str],
+        levels: dict[str, Level],
+        stats: list[dict[str, Any]],
+        dim: int,
+        engine: list[EngineState | None] | None = None,
+    ) -> None:
         self.memory_ids = list(memory_ids)
         self.index: dict[str, int] = {m: b for b, m in enumerate(self.memory_ids)}
         if len(self.index) != len(self.memory_ids):
             raise ValueError("Bank: memory ids must be unique")
         self.levels = levels
         self.stats = stats
-        self.engine: list[EngineState | None] = list(engine) if engine is not None else [None] * len(self.memory_ids)
+        self.engine: list[EngineState | None] = (
+            list(engine) if engine is not None else [None] * len(self.memory_ids)
+        )
         self.dim = int(dim)
 
     # -- levels and kernel views ---------------------------------------------------------------
@@ -240,8 +291,14 @@ class Bank:
 
     # -- building ------------------------------------------------------------------------------
     @classmethod
-    def from_slices(cls, slices: Iterable[MemorySlice], dim: int, *, lengths: dict[str, list[int]] | None = None,
-                    memory_ids: list[str] | None = None) -> Bank:
+    def from_slices(
+        cls,
+        slices: Iterable[MemorySlice],
+        dim: int,
+        *,
+        lengths: dict[str, list[int]] | None = None,
+        memory_ids: list[str] | None = None,
+    ) -> Bank:
         """Concatenate memories' slices once, local rows made global (the one conversion).
 
         With ``lengths`` (rows per level per memory) and ``memory_ids``, ``slices`` may be a
@@ -252,7 +309,9 @@ class Bank:
             lengths = {lv: [s.n(lv) for s in slices] for lv in LEVELS}
             memory_ids = [s.memory_id for s in slices]
         segs = {lv: Segments.from_lengths(lengths[lv]) for lv in LEVELS}
-        cols = {lv: {name: empty_column(lv, name, segs[lv].size, dim) for name in COLUMNS[lv]} for lv in LEVELS}
+        cols = {
+            lv: {name: empty_column(lv, name, segs[lv].size, dim) for name in COLUMNS[lv]} for lv in LEVELS
+        }
         ids, stats, engine = [], [], []
         for b, sl in enumerate(slices):
             ids.append(sl.memory_id)
@@ -261,7 +320,9 @@ class Bank:
             for lv in LEVELS:
                 n = sl.n(lv)
                 if n != segs[lv].lengths[b]:
-                    raise ValueError(f"Bank.from_slices: memory {sl.memory_id}: {lv} has {n} rows, expected {segs[lv].lengths[b]}")
+                    raise ValueError(
+                        f"Bank.from_slices: memory {sl.memory_id}: {lv} has {n} rows, expected {segs[lv].lengths[b]}"
+                    )
                 start = int(segs[lv].starts[b])
                 for name, a in sl.cols[lv].items():
                     if n == 0:
@@ -309,7 +370,9 @@ class Bank:
             self.engine.append(None)
             for level in self.levels.values():
                 s = level.seg
-                level.seg = Segments(np.append(s.starts, s.size), np.append(s.lengths, 0), np.append(s.capacity, 0), s.size)
+                level.seg = Segments(
+                    np.append(s.starts, s.size), np.append(s.lengths, 0), np.append(s.capacity, 0), s.size
+                )
         self.stats[b] = dict(sl.stats)
         self.engine[b] = _copy_state(sl.engine)
         for lv in LEVELS:  # place every level first: row references need the new starts

@@ -52,8 +52,11 @@ def theme_columns(sem_x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> dic
     sums = np.zeros((n_themes, sem_x.shape[1]), np.float64)
     add_rows_in_order(sums, theme_of, sem_x, np.arange(len(theme_of)))
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    return {"sum": sums.astype(np.float32), "count": np.bincount(theme_of, minlength=n_themes).astype(np.int32),
-            "x": np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0).astype(np.float32)}
+    return {
+        "sum": sums.astype(np.float32),
+        "count": np.bincount(theme_of, minlength=n_themes).astype(np.int32),
+        "x": np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0).astype(np.float32),
+    }
 
 
 def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
@@ -128,14 +131,23 @@ class EncodedSlice:
         if self.dim != dim:
             raise SliceFormatError(f"memory {self.memory_id}: dim {self.dim} != store dim {dim}")
         if hashlib.sha256(self.data).hexdigest() != self.sha256:
-            raise SliceFormatError(f"memory {self.memory_id}: its bytes do not match their sha256 (damaged on the way)")
+            raise SliceFormatError(
+                f"memory {self.memory_id}: its bytes do not match their sha256 (damaged on the way)"
+            )
 
 
 def encode_slice(sl: MemorySlice, dim: int) -> EncodedSlice:
     """Memory ``sl`` checked and encoded (:func:`encode_checked`) with what its catalogue rows hold."""
     data, digest = encode_checked(sl, dim)
-    return EncodedSlice(sl.memory_id, data, digest, dim, catalogue_stats(sl), {lv: sl.n(lv) for lv in LEVELS},
-                        [str(i) for i in sl.cols["msg"]["id"].tolist()])
+    return EncodedSlice(
+        sl.memory_id,
+        data,
+        digest,
+        dim,
+        catalogue_stats(sl),
+        {lv: sl.n(lv) for lv in LEVELS},
+        [str(i) for i in sl.cols["msg"]["id"].tolist()],
+    )
 
 
 def _texts(raw: bytes, off: np.ndarray, where: str) -> np.ndarray:
@@ -177,7 +189,9 @@ def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any], fmt: in
                 if a is None:
                     raise SliceFormatError(f"{where}: column {key} is missing")
                 if a.dtype != dtype:
-                    raise SliceFormatError(f"{where}: column {key}: expected {np.dtype(dtype)}, found {a.dtype}")
+                    raise SliceFormatError(
+                        f"{where}: column {key}: expected {np.dtype(dtype)}, found {a.dtype}"
+                    )
                 cols[lv][name] = a
     if fmt < 4:  # no passages stored
         if cols["msg"]["x"].ndim != 2:
@@ -196,7 +210,14 @@ def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any], fmt: in
 
 
 _FROM_ZERO = (("sem", "theme"), ("psg", "msg"))  # row references that may not be -1
-_FINITE = (("msg", "x"), ("epi", "x"), ("sem", "x"), ("theme", "sum"), ("theme", "x"), ("psg", "x"))  # no NaN nor inf
+_FINITE = (
+    ("msg", "x"),
+    ("epi", "x"),
+    ("sem", "x"),
+    ("theme", "sum"),
+    ("theme", "x"),
+    ("psg", "x"),
+)  # no NaN nor inf
 
 
 def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None) -> None:
@@ -214,12 +235,26 @@ def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None)
             raise SliceFormatError(f"{where}: level {lv}: {n[lv]} rows, the catalogue says {counts[lv]}")
         for name, (_, kind) in COLUMNS[lv].items():
             a = sl.cols[lv][name]
-            if a.ndim != (1 if kind == "" else 2) or (kind == "d" and a.shape[1] != dim) or (kind in ("w", "k") and a.shape[1] < 1):
+            if (
+                a.ndim != (1 if kind == "" else 2)
+                or (kind == "d" and a.shape[1] != dim)
+                or (kind in ("w", "k") and a.shape[1] < 1)
+            ):
                 raise SliceFormatError(f"{where}: column {lv}.{name}: shape {a.shape} does not fit dim {dim}")
-    refs = [(sl.cols[lv][name], 0 if (lv, name) in _FROM_ZERO else -1, n[target]) for (lv, name), target in ROW_REFS.items()]
-    if columns.values_ok(refs, sl.cols["psg"]["msg"], sl.cols["msg"]["psg"], [sl.cols[lv][name] for lv, name in _FINITE],
-                         [sl.cols[lv][name] for lv, name in TIME_COLUMNS], MIN_TIME, MAX_TIME,
-                         [sl.cols[lv]["knn_sim"] for lv in ("sem", "theme")]):
+    refs = [
+        (sl.cols[lv][name], 0 if (lv, name) in _FROM_ZERO else -1, n[target])
+        for (lv, name), target in ROW_REFS.items()
+    ]
+    if columns.values_ok(
+        refs,
+        sl.cols["psg"]["msg"],
+        sl.cols["msg"]["psg"],
+        [sl.cols[lv][name] for lv, name in _FINITE],
+        [sl.cols[lv][name] for lv, name in TIME_COLUMNS],
+        MIN_TIME,
+        MAX_TIME,
+        [sl.cols[lv]["knn_sim"] for lv in ("sem", "theme")],
+    ):
         return  # one C++ pass found nothing: the checks below say what is wrong when it does
     for (lv, name), target in ROW_REFS.items():
         a = sl.cols[lv][name]

@@ -61,7 +61,9 @@ class DeviceMirrors:
         todo = None if m is None or m.source is not host else log.since(m.cursor)
         if todo is None:
             t = torch.from_numpy(np.ascontiguousarray(host)).to(device)
-            if t.data_ptr() == host.ctypes.data:  # same memory (a CPU device): copy, the host column changes in place
+            if (
+                t.data_ptr() == host.ctypes.data
+            ):  # same memory (a CPU device): copy, the host column changes in place
                 t = t.clone()
             self.mirrors[key] = _Mirror(host, t, log.count)
             self.rows_uploaded += int(host.shape[0])

@@ -28,14 +28,22 @@ class EngineState:
 
     def as_dict(self) -> dict[str, Any]:
         """The state as the catalogue's JSON object."""
-        return {"open_from": self.open_from, "next_theme_id": self.next_theme_id, "speakers": list(self.speakers),
-                "forgotten": list(self.forgotten)}
+        return {
+            "open_from": self.open_from,
+            "next_theme_id": self.next_theme_id,
+            "speakers": list(self.speakers),
+            "forgotten": list(self.forgotten),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], n_messages: int) -> EngineState:
         """The inverse of :meth:`as_dict`; a missing ``open_from`` means nothing open (``n_messages``)."""
-        return cls(int(d.get("open_from", n_messages)), int(d.get("next_theme_id", 0)), tuple(d.get("speakers", ())),
-                   tuple(d.get("forgotten", ())))
+        return cls(
+            int(d.get("open_from", n_messages)),
+            int(d.get("next_theme_id", 0)),
+            tuple(d.get("speakers", ())),
+            tuple(d.get("forgotten", ())),
+        )
 
     @staticmethod
     def split(stats: dict[str, Any], n_messages: int) -> tuple[dict[str, Any], EngineState | None]:

@@ -104,13 +104,28 @@ def _graph(a: np.ndarray, n: int, fill: float | int, dtype) -> np.ndarray:
 
 def slice_from_memory(mem: Memory) -> MemorySlice:
     """Records and arrays -> local columns (:func:`slice_of_records`)."""
-    return slice_of_records(mem.memory_id, mem.messages, mem.episodes, mem.semantics, mem.themes, mem.arrays(),
-                            dict(mem.stats), mem.engine)
+    return slice_of_records(
+        mem.memory_id,
+        mem.messages,
+        mem.episodes,
+        mem.semantics,
+        mem.themes,
+        mem.arrays(),
+        dict(mem.stats),
+        mem.engine,
+    )
 
 
-def slice_of_records(memory_id: str, messages: list[Message], episodes: list[Episode], semantics: list[SemanticNode],
-                     themes: list[Theme], arrays: dict[str, np.ndarray], stats: dict[str, Any],
-                     engine: EngineState | None = None) -> MemorySlice:
+def slice_of_records(
+    memory_id: str,
+    messages: list[Message],
+    episodes: list[Episode],
+    semantics: list[SemanticNode],
+    themes: list[Theme],
+    arrays: dict[str, np.ndarray],
+    stats: dict[str, Any],
+    engine: EngineState | None = None,
+) -> MemorySlice:
     """Records plus their arrays (``Memory.arrays()``'s names; ``psg_*`` optional) -> local
     columns. Ids that provenance names must exist in the memory."""
     where = f"memory {memory_id}"
@@ -139,25 +154,45 @@ def slice_of_records(memory_id: str, messages: list[Message], episodes: list[Epi
     sem_x = sem_x.reshape(-1, d)
     theme = theme_columns(sem_x, theme_of, n_th)
     cols = {
-        "msg": {"x": msg_x.reshape(-1, d), "id": _obj([m.id for m in messages]),
-                "speaker": _obj([m.speaker for m in messages]), "text": _obj([m.text for m in messages]),
-                "session": np.array([m.session for m in messages], np.int64),
-                "time": np.array([_ts(m.timestamp) for m in messages], np.float64), "psg": first_psg},
-        "epi": {"x": np.asarray(arrays["epi_x"], np.float32).reshape(-1, d), "id": np.array([e.id for e in episodes], np.int64),
-                "title": _obj([e.title for e in episodes]), "text": _obj([e.text for e in episodes]),
-                "start": np.array([_ts(e.start) for e in episodes], np.float64),
-                "end": np.array([_ts(e.end) for e in episodes], np.float64), "msgs": _ragged(epi_msgs, np.int32)},
-        "sem": {"x": sem_x, "id": np.array([s.id for s in semantics], np.int64),
-                "text": _obj([s.text for s in semantics]),
-                "time": np.array([_ts(s.timestamp) for s in semantics], np.float64),
-                "epis": _ragged(sem_epis, np.int32), "msgs": _ragged(sem_msgs, np.int32), "theme": theme_of,
-                "knn_idx": _graph(arrays["sem_knn_idx"], n_sem, -1, np.int32),
-                "knn_sim": _graph(arrays["sem_knn_sim"], n_sem, -np.inf, np.float32)},
-        "theme": {"id": np.array([t.id for t in themes], np.int64), "summary": _obj([t.summary for t in themes]),
-                  "parents": _ragged([t.parents for t in themes], np.int64), "sum": theme["sum"],
-                  "count": theme["count"], "x": theme["x"],
-                  "knn_idx": _graph(arrays["theme_knn_idx"], n_th, -1, np.int32),
-                  "knn_sim": _graph(arrays["theme_knn_sim"], n_th, -np.inf, np.float32)},
+        "msg": {
+            "x": msg_x.reshape(-1, d),
+            "id": _obj([m.id for m in messages]),
+            "speaker": _obj([m.speaker for m in messages]),
+            "text": _obj([m.text for m in messages]),
+            "session": np.array([m.session for m in messages], np.int64),
+            "time": np.array([_ts(m.timestamp) for m in messages], np.float64),
+            "psg": first_psg,
+        },
+        "epi": {
+            "x": np.asarray(arrays["epi_x"], np.float32).reshape(-1, d),
+            "id": np.array([e.id for e in episodes], np.int64),
+            "title": _obj([e.title for e in episodes]),
+            "text": _obj([e.text for e in episodes]),
+            "start": np.array([_ts(e.start) for e in episodes], np.float64),
+            "end": np.array([_ts(e.end) for e in episodes], np.float64),
+            "msgs": _ragged(epi_msgs, np.int32),
+        },
+        "sem": {
+            "x": sem_x,
+            "id": np.array([s.id for s in semantics], np.int64),
+            "text": _obj([s.text for s in semantics]),
+            "time": np.array([_ts(s.timestamp) for s in semantics], np.float64),
+            "epis": _ragged(sem_epis, np.int32),
+            "msgs": _ragged(sem_msgs, np.int32),
+            "theme": theme_of,
+            "knn_idx": _graph(arrays["sem_knn_idx"], n_sem, -1, np.int32),
+            "knn_sim": _graph(arrays["sem_knn_sim"], n_sem, -np.inf, np.float32),
+        },
+        "theme": {
+            "id": np.array([t.id for t in themes], np.int64),
+            "summary": _obj([t.summary for t in themes]),
+            "parents": _ragged([t.parents for t in themes], np.int64),
+            "sum": theme["sum"],
+            "count": theme["count"],
+            "x": theme["x"],
+            "knn_idx": _graph(arrays["theme_knn_idx"], n_th, -1, np.int32),
+            "knn_sim": _graph(arrays["theme_knn_sim"], n_th, -np.inf, np.float32),
+        },
         "psg": {"x": psg_x, "msg": psg_msg},
     }
     return MemorySlice(memory_id, cols, stats, engine)
@@ -171,16 +206,59 @@ def memory_from_slice(sl: MemorySlice) -> Memory:
     def valid(row: np.ndarray) -> list[int]:
         return [int(v) for v in row if v >= 0]
 
-    messages = [Message(str(m["id"][i]), str(m["speaker"][i]), str(m["text"][i]), int(m["session"][i]), time_or_none(m["time"][i]))
-                for i in range(len(ids))]
-    episodes = [Episode(int(e["id"][i]), str(e["title"][i]), str(e["text"][i]), [ids[r] for r in valid(e["msgs"][i])],
-                        time_or_none(e["start"][i]), time_or_none(e["end"][i])) for i in range(e["id"].shape[0])]
-    semantics = [SemanticNode(int(s["id"][i]), str(s["text"][i]), [int(e["id"][r]) for r in valid(s["epis"][i])],
-                              [ids[r] for r in valid(s["msgs"][i])], time_or_none(s["time"][i])) for i in range(s["id"].shape[0])]
-    themes = [Theme(int(t["id"][i]), str(t["summary"][i]), valid(t["parents"][i])) for i in range(t["id"].shape[0])]
-    return Memory(sl.memory_id, messages, episodes, semantics, themes, m["x"], e["x"], s["x"], s["theme"],
-                  s["knn_idx"], s["knn_sim"], t["knn_idx"], t["knn_sim"], dict(sl.stats), sl.cols["psg"]["x"], sl.cols["psg"]["msg"],
-                  sl.engine)
+    messages = [
+        Message(
+            str(m["id"][i]),
+            str(m["speaker"][i]),
+            str(m["text"][i]),
+            int(m["session"][i]),
+            time_or_none(m["time"][i]),
+        )
+        for i in range(len(ids))
+    ]
+    episodes = [
+        Episode(
+            int(e["id"][i]),
+            str(e["title"][i]),
+            str(e["text"][i]),
+            [ids[r] for r in valid(e["msgs"][i])],
+            time_or_none(e["start"][i]),
+            time_or_none(e["end"][i]),
+        )
+        for i in range(e["id"].shape[0])
+    ]
+    semantics = [
+        SemanticNode(
+            int(s["id"][i]),
+            str(s["text"][i]),
+            [int(e["id"][r]) for r in valid(s["epis"][i])],
+            [ids[r] for r in valid(s["msgs"][i])],
+            time_or_none(s["time"][i]),
+        )
+        for i in range(s["id"].shape[0])
+    ]
+    themes = [
+        Theme(int(t["id"][i]), str(t["summary"][i]), valid(t["parents"][i])) for i in range(t["id"].shape[0])
+    ]
+    return Memory(
+        sl.memory_id,
+        messages,
+        episodes,
+        semantics,
+        themes,
+        m["x"],
+        e["x"],
+        s["x"],
+        s["theme"],
+        s["knn_idx"],
+        s["knn_sim"],
+        t["knn_idx"],
+        t["knn_sim"],
+        dict(sl.stats),
+        sl.cols["psg"]["x"],
+        sl.cols["psg"]["msg"],
+        sl.engine,
+    )
 
 
 def view(bank: Bank, b: int) -> Memory:
@@ -192,4 +270,6 @@ def bank_of(memories: list[Memory], dim: int | None = None) -> Bank:
     """A bank of built memories (records and arrays)."""
     if not memories and dim is None:
         raise ValueError("bank_of: no memories and no dim given")
-    return Bank.from_slices([slice_from_memory(m) for m in memories], dim if dim is not None else memories[0].dim)
+    return Bank.from_slices(
+        [slice_from_memory(m) for m in memories], dim if dim is not None else memories[0].dim
+    )

@@ -50,8 +50,9 @@ def counts(conn: sqlite3.Connection, memory_id: str) -> dict[str, int]:
     return {lv: out.get(lv, 0) for lv in LEVELS}
 
 
-def read_memory(conn: sqlite3.Connection, memory_id: str, arrays_path: Path, *, dim: int, schema_version: int,
-                where: str) -> Memory:
+def read_memory(
+    conn: sqlite3.Connection, memory_id: str, arrays_path: Path, *, dim: int, schema_version: int, where: str
+) -> Memory:
     """Records plus the arrays file (already checksum-verified by the caller) of one memory."""
     try:
         with np.load(arrays_path, allow_pickle=False) as npz:
@@ -60,30 +61,71 @@ def read_memory(conn: sqlite3.Connection, memory_id: str, arrays_path: Path, *, 
         raise LegacyError(f"{where}: cannot read {arrays_path}: {exc}") from None
     order = "row" if schema_version >= 2 else "id"
     stats = conn.execute("SELECT stats FROM memories WHERE memory_id = ?", (memory_id,)).fetchone()[0]
-    messages = [Message(i, sp, t, s, _time(ts)) for i, sp, t, s, ts in conn.execute(
-        "SELECT id, speaker, text, session, timestamp FROM messages WHERE memory_id = ? ORDER BY pos", (memory_id,))]
-    episodes = [Episode(i, t, x, _json(m, where, "episodes", "message_ids"), _time(s), _time(e)) for i, t, x, m, s, e in conn.execute(
-        f"SELECT id, title, text, message_ids, start, end FROM episodes WHERE memory_id = ? ORDER BY {order}", (memory_id,))]
-    semantics = [SemanticNode(i, t, _json(e, where, "semantics", "episode_ids"), _json(m, where, "semantics", "message_ids"),
-                              _time(ts)) for i, t, e, m, ts in conn.execute(
-        f"SELECT id, text, episode_ids, message_ids, timestamp FROM semantics WHERE memory_id = ? ORDER BY {order}",
-        (memory_id,))]
+    messages = [
+        Message(i, sp, t, s, _time(ts))
+        for i, sp, t, s, ts in conn.execute(
+            "SELECT id, speaker, text, session, timestamp FROM messages WHERE memory_id = ? ORDER BY pos",
+            (memory_id,),
+        )
+    ]
+    episodes = [
+        Episode(i, t, x, _json(m, where, "episodes", "message_ids"), _time(s), _time(e))
+        for i, t, x, m, s, e in conn.execute(
+            f"SELECT id, title, text, message_ids, start, end FROM episodes WHERE memory_id = ? ORDER BY {order}",
+            (memory_id,),
+        )
+    ]
+    semantics = [
+        SemanticNode(
+            i,
+            t,
+            _json(e, where, "semantics", "episode_ids"),
+            _json(m, where, "semantics", "message_ids"),
+            _time(ts),
+        )
+        for i, t, e, m, ts in conn.execute(
+            f"SELECT id, text, episode_ids, message_ids, timestamp FROM semantics WHERE memory_id = ? ORDER BY {order}",
+            (memory_id,),
+        )
+    ]
     parents: dict[int, list[int]] = {}
-    for tid, pid in conn.execute("SELECT theme_id, parent_id FROM lineage WHERE memory_id = ? ORDER BY rowid", (memory_id,)):
+    for tid, pid in conn.execute(
+        "SELECT theme_id, parent_id FROM lineage WHERE memory_id = ? ORDER BY rowid", (memory_id,)
+    ):
         parents.setdefault(tid, []).append(pid)
-    themes = [Theme(i, s, parents.get(i, [])) for i, s in conn.execute(
-        "SELECT id, summary FROM themes WHERE memory_id = ? ORDER BY row", (memory_id,))]
-    rows = {"msg_x": len(messages), "epi_x": len(episodes), "sem_x": len(semantics), "theme_of": len(semantics),
-            "sem_knn_idx": len(semantics), "sem_knn_sim": len(semantics), "theme_knn_idx": len(themes),
-            "theme_knn_sim": len(themes)}
+    themes = [
+        Theme(i, s, parents.get(i, []))
+        for i, s in conn.execute(
+            "SELECT id, summary FROM themes WHERE memory_id = ? ORDER BY row", (memory_id,)
+        )
+    ]
+    rows = {
+        "msg_x": len(messages),
+        "epi_x": len(episodes),
+        "sem_x": len(semantics),
+        "theme_of": len(semantics),
+        "sem_knn_idx": len(semantics),
+        "sem_knn_sim": len(semantics),
+        "theme_knn_idx": len(themes),
+        "theme_knn_sim": len(themes),
+    }
     for name, (dtype, ndim) in ARRAY_FIELDS.items():
         if name not in arrays:
             raise LegacyError(f"{where}: field {name} is missing from {arrays_path}")
         a = arrays[name]
         if a.dtype != dtype or a.ndim != ndim or a.shape[0] != rows[name]:
-            raise LegacyError(f"{where}: field {name}: expected {np.dtype(dtype)} [{rows[name]}, ...] with {ndim} dims, "
-                              f"found {a.dtype} {a.shape}")
+            raise LegacyError(
+                f"{where}: field {name}: expected {np.dtype(dtype)} [{rows[name]}, ...] with {ndim} dims, "
+                f"found {a.dtype} {a.shape}"
+            )
         if name.endswith("_x") and a.shape[1] != dim:
             raise LegacyError(f"{where}: field {name}: dimension {a.shape[1]} != store dim {dim}")
-    return Memory(memory_id=memory_id, messages=messages, episodes=episodes, semantics=semantics, themes=themes,
-                  stats=_json(stats, where, "memories", "stats"), **{k: arrays[k] for k in ARRAY_FIELDS})
+    return Memory(
+        memory_id=memory_id,
+        messages=messages,
+        episodes=episodes,
+        semantics=semantics,
+        themes=themes,
+        stats=_json(stats, where, "memories", "stats"),
+        **{k: arrays[k] for k in ARRAY_FIELDS},
+    )

@@ -68,8 +68,10 @@ class WriterLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise WriterLockError(f"{self.path.parent}: another process is writing this store (it holds {self.path.name}); "
-                                  "wait for it, or open the store read-only to search") from None
+            raise WriterLockError(
+                f"{self.path.parent}: another process is writing this store (it holds {self.path.name}); "
+                "wait for it, or open the store read-only to search"
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd

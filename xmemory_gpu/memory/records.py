@@ -49,9 +49,18 @@ def conversation_to_wire(conv: Conversation) -> str:
     ``session``, ``timestamp``): a build worker's or a Ray actor's input. Parsed, it reads back
     with :func:`conversation_from_wire` (``qa`` empty)."""
     ms = conv.messages
-    return json.dumps({"sample_id": conv.sample_id, "speakers": list(conv.speakers), "source": conv.source,
-                       "id": [m.id for m in ms], "speaker": [m.speaker for m in ms], "text": [m.text for m in ms],
-                       "session": [m.session for m in ms], "timestamp": [m.timestamp for m in ms]})
+    return json.dumps(
+        {
+            "sample_id": conv.sample_id,
+            "speakers": list(conv.speakers),
+            "source": conv.source,
+            "id": [m.id for m in ms],
+            "speaker": [m.speaker for m in ms],
+            "text": [m.text for m in ms],
+            "session": [m.session for m in ms],
+            "timestamp": [m.timestamp for m in ms],
+        }
+    )
 
 
 def conversation_from_wire(d: dict) -> Conversation:

@@ -39,14 +39,25 @@ class Segments:
     def is_compact(self) -> bool:
         """True when memory order equals arena order with no slack or holes (plain CSR)."""
         ends = self.starts + self.lengths
-        return bool(np.array_equal(self.lengths, self.capacity) and (self.starts.size == 0 or (
-            self.starts[0] == 0 and np.array_equal(self.starts[1:], ends[:-1]) and int(ends[-1]) == self.size)))
+        return bool(
+            np.array_equal(self.lengths, self.capacity)
+            and (
+                self.starts.size == 0
+                or (
+                    self.starts[0] == 0
+                    and np.array_equal(self.starts[1:], ends[:-1])
+                    and int(ends[-1]) == self.size
+                )
+            )
+        )
 
     @property
     def offsets(self) -> np.ndarray:
         """[B+1] int64 CSR offsets; only for a compact arena (see ``kernel_view`` otherwise)."""
         if not self.is_compact:
-            raise ValueError("Segments.offsets: the arena has slack or holes; use kernel_view() or compact first")
+            raise ValueError(
+                "Segments.offsets: the arena has slack or holes; use kernel_view() or compact first"
+            )
         return np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
 
     def kernel_view(self) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +68,9 @@ class Segments:
         if self.is_compact:
             return self.offsets, np.arange(self.n_memories, dtype=np.int64)
         cuts, seg, cursor = [0], np.zeros(self.n_memories, np.int64), 0
-        owners = np.flatnonzero(self.capacity > 0)  # a memory with no rows reserved gets an empty piece at the end
+        owners = np.flatnonzero(
+            self.capacity > 0
+        )  # a memory with no rows reserved gets an empty piece at the end
         for b in owners[np.argsort(self.starts[owners], kind="stable")]:
             s, n, c = int(self.starts[b]), int(self.lengths[b]), int(self.capacity[b])
             if s > cursor:  # a hole left by a moved memory

@@ -69,13 +69,16 @@ CREATE TABLE IF NOT EXISTS message_ids (memory_id TEXT NOT NULL REFERENCES memor
 CREATE INDEX IF NOT EXISTS message_ids_by_id ON message_ids (id);
 CREATE INDEX IF NOT EXISTS message_ids_by_memory ON message_ids (memory_id);
 """
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE memories (memory_id TEXT PRIMARY KEY, position INTEGER NOT NULL, arrays_file TEXT NOT NULL,
   sha256 TEXT NOT NULL, stats TEXT NOT NULL, created REAL NOT NULL, n_msg INTEGER NOT NULL DEFAULT 0,
   n_epi INTEGER NOT NULL DEFAULT 0, n_sem INTEGER NOT NULL DEFAULT 0, n_theme INTEGER NOT NULL DEFAULT 0,
   format INTEGER NOT NULL DEFAULT 4, n_psg INTEGER NOT NULL DEFAULT 0);
-""" + _CATALOGUE
+"""
+    + _CATALOGUE
+)
 # the operations log was added after the first release: created when missing
 _OPLOG = """CREATE TABLE IF NOT EXISTS oplog (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL,
   op TEXT NOT NULL, ids TEXT NOT NULL, time REAL NOT NULL);"""
@@ -92,9 +95,17 @@ class PendingCommit:
     call raises ``StoreError``, having changed nothing); a forked child's copy is inert (its
     ``abandon`` does nothing, its ``finish`` raises)."""
 
-    def __init__(self, store: Store, written: list[tuple[str, EncodedSlice]], olds: dict[str, tuple[str, int] | None],
-                 live: set[str], delete: list[str], log: list[tuple[str, str, list[str]]], redact: dict[str, set[str]],
-                 done: Future) -> None:
+    def __init__(
+        self,
+        store: Store,
+        written: list[tuple[str, EncodedSlice]],
+        olds: dict[str, tuple[str, int] | None],
+        live: set[str],
+        delete: list[str],
+        log: list[tuple[str, str, list[str]]],
+        redact: dict[str, set[str]],
+        done: Future,
+    ) -> None:
         self.store, self.written, self.olds, self.live = store, written, olds, live
         self.delete, self.log, self.redact, self.done = delete, log, redact, done
         self.pid = os.getpid()  # the process whose writer writes the files
@@ -159,7 +170,9 @@ class Store:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._conn = conn
-        self._pool: ThreadPoolExecutor | None = None  # the background writer, started by the first commit of several
+        self._pool: ThreadPoolExecutor | None = (
+            None  # the background writer, started by the first commit of several
+        )
         self._pool_pid = 0  # the process that started it
         self._pending: PendingCommit | None = None  # a commit started and not yet finished or abandoned
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
@@ -230,8 +243,13 @@ class Store:
             conn.executescript(_SCHEMA + _OPLOG + "\n" + _INDEXES)
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
-                [("schema_version", str(SCHEMA_VERSION)), ("dim", str(int(dim))), ("embedder", embedder),
-                 ("config", json.dumps(config)), ("created", str(time.time()))],
+                [
+                    ("schema_version", str(SCHEMA_VERSION)),
+                    ("dim", str(int(dim))),
+                    ("embedder", embedder),
+                    ("config", json.dumps(config)),
+                    ("created", str(time.time())),
+                ],
             )
         conn.close()
         os.replace(tmp, root / DB_NAME)  # the store appears whole
@@ -256,13 +274,19 @@ class Store:
             return cls.create(root, dim=dim, embedder=embedder, config=config)
         store = cls.open(root)
         if store.dim != dim:
-            raise StoreError(f"{root}: dim: the store holds {store.dim}-dimensional embeddings, the embedder gives {dim}")
+            raise StoreError(
+                f"{root}: dim: the store holds {store.dim}-dimensional embeddings, the embedder gives {dim}"
+            )
         if store.embedder != embedder:
-            raise StoreError(f"{root}: embedder: the store was built with {store.embedder!r}, not {embedder!r}")
+            raise StoreError(
+                f"{root}: embedder: the store was built with {store.embedder!r}, not {embedder!r}"
+            )
         return store
 
     def close(self) -> None:
-        if self._pending is not None:  # started and never finished: its files go (in the process that wrote them)
+        if (
+            self._pending is not None
+        ):  # started and never finished: its files go (in the process that wrote them)
             self._pending.abandon()
         if self._pool is not None and self._pool_pid == os.getpid():  # a forked child's copy has no threads
             self._pool.shutdown()
@@ -325,8 +349,9 @@ class Store:
         if self._format(memory_id) < 3:
             return legacy.counts(self._conn, memory_id)
         self._fresh_counts()
-        row = self._conn.execute(f"SELECT {', '.join(self._counts)} FROM memories WHERE memory_id = ?",
-                                 (memory_id,)).fetchone()
+        row = self._conn.execute(
+            f"SELECT {', '.join(self._counts)} FROM memories WHERE memory_id = ?", (memory_id,)
+        ).fetchone()
         if row is None:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
         return self._level_counts(row)
@@ -340,18 +365,27 @@ class Store:
     def find_message(self, message_id: str) -> list[str]:
         """The memories holding a message with this id (the catalogue's index; no file read)."""
         table, col = ("messages", "id") if self.legacy else ("message_ids", "id")
-        return [r[0] for r in self._conn.execute(
-            f"SELECT DISTINCT m.memory_id FROM {table} t JOIN memories m ON m.memory_id = t.memory_id "
-            f"WHERE t.{col} = ? ORDER BY m.position", (message_id,))]
+        return [
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT DISTINCT m.memory_id FROM {table} t JOIN memories m ON m.memory_id = t.memory_id "
+                f"WHERE t.{col} = ? ORDER BY m.position",
+                (message_id,),
+            )
+        ]
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         """The operations log of one memory, oldest first: operation, unit ids, time (POSIX s)."""
         out = []
-        for op, ids, t in self._conn.execute("SELECT op, ids, time FROM oplog WHERE memory_id = ? ORDER BY seq", (memory_id,)):
+        for op, ids, t in self._conn.execute(
+            "SELECT op, ids, time FROM oplog WHERE memory_id = ? ORDER BY seq", (memory_id,)
+        ):
             try:
                 out.append({"op": op, "ids": json.loads(ids), "time": t})
             except ValueError as exc:
-                raise StoreError(f"{self.path}: memory {memory_id}: table oplog, field ids: not valid JSON ({exc})") from None
+                raise StoreError(
+                    f"{self.path}: memory {memory_id}: table oplog, field ids: not valid JSON ({exc})"
+                ) from None
         return out
 
     # -- writing -------------------------------------------------------------------------------
@@ -375,13 +409,17 @@ class Store:
         naming a memory whose file failed."""
         arrays, pid, tid = self.path / "arrays", os.getpid(), threading.get_ident()
         try:
-            write_durable([(arrays / f".{name}.{pid}.{tid}.tmp", arrays / name, data) for _, name, data in files],
-                          threads=WRITE_THREADS)
+            write_durable(
+                [(arrays / f".{name}.{pid}.{tid}.tmp", arrays / name, data) for _, name, data in files],
+                threads=WRITE_THREADS,
+            )
         except OSError as exc:
             where = os.path.basename(exc.filename or "")
             mid = next((m for m, name, _ in files if name in where), files[0][0])
-            raise StoreError(f"{self.path}: cannot write memory {mid!r}: {exc.strerror or exc} "
-                             "(nothing of this commit was stored)") from None
+            raise StoreError(
+                f"{self.path}: cannot write memory {mid!r}: {exc.strerror or exc} "
+                "(nothing of this commit was stored)"
+            ) from None
 
     def _write_file(self, memory_id: str, name: str, data: bytes) -> None:
         """``data`` in the new file ``name`` (temp, fsync, rename)."""
@@ -405,19 +443,33 @@ class Store:
         try:  # a file the catalogue names stays, whatever interrupted the commit (one that committed)
             for i in range(0, len(names), 500):
                 chunk = names[i : i + 500]
-                named.update(n for (n,) in self._conn.execute(
-                    f"SELECT arrays_file FROM memories WHERE arrays_file IN ({', '.join('?' * len(chunk))})", chunk))
+                named.update(
+                    n
+                    for (n,) in self._conn.execute(
+                        f"SELECT arrays_file FROM memories WHERE arrays_file IN ({', '.join('?' * len(chunk))})",
+                        chunk,
+                    )
+                )
         except sqlite3.Error:
             return  # the catalogue cannot be read: leave the files (garbage collection takes the orphans)
         for name in names:
             if name not in named:
                 try:
                     (self.path / "arrays" / name).unlink(missing_ok=True)
-                except OSError:  # cleaning up must not hide why the commit failed (garbage collection takes it)
+                except (
+                    OSError
+                ):  # cleaning up must not hide why the commit failed (garbage collection takes it)
                     pass
 
-    def commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False, delete: list[str] = (),
-               log: list[tuple[str, str, list[str]]] = (), redact: dict[str, set[str]] | None = None) -> None:
+    def commit(
+        self,
+        units: list[MemorySlice | Memory | EncodedSlice],
+        *,
+        replace: bool = False,
+        delete: list[str] = (),
+        log: list[tuple[str, str, list[str]]] = (),
+        redact: dict[str, set[str]] | None = None,
+    ) -> None:
         """One atomic commit: ``units`` (slices, ``Memory`` records converted to slices, or memories
         encoded by a build worker) written
         (new, or replacing the stored ones when ``replace``), ``delete`` removed with their
@@ -427,9 +479,15 @@ class Store:
         A crash at any point leaves the store as before or as after."""
         self.start_commit(units, replace=replace, delete=delete, log=log, redact=redact).finish()
 
-    def start_commit(self, units: list[MemorySlice | Memory | EncodedSlice], *, replace: bool = False,
-                     delete: list[str] = (), log: list[tuple[str, str, list[str]]] = (),
-                     redact: dict[str, set[str]] | None = None) -> PendingCommit:
+    def start_commit(
+        self,
+        units: list[MemorySlice | Memory | EncodedSlice],
+        *,
+        replace: bool = False,
+        delete: list[str] = (),
+        log: list[tuple[str, str, list[str]]] = (),
+        redact: dict[str, set[str]] | None = None,
+    ) -> PendingCommit:
         """:meth:`commit`'s first half: every unit checked and encoded here (a broken one raises
         before any file is written), their files then written by the store's background writer
         while the caller goes on (a bulk build builds its next shard meanwhile). The returned
@@ -444,18 +502,26 @@ class Store:
         slices = [_as_unit(u) for u in units]
         olds: dict[str, tuple[str, int] | None] = {}
         for sl in slices:
-            row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (sl.memory_id,)).fetchone()
+            row = c.execute(
+                "SELECT arrays_file, position FROM memories WHERE memory_id = ?", (sl.memory_id,)
+            ).fetchone()
             if row is not None and not replace:
-                raise StoreError(f"{self.path}: memory {sl.memory_id!r} is already stored (pass replace=True)")
+                raise StoreError(
+                    f"{self.path}: memory {sl.memory_id!r} is already stored (pass replace=True)"
+                )
             olds[sl.memory_id] = row
         for mid in delete:
-            row = c.execute("SELECT arrays_file, position FROM memories WHERE memory_id = ?", (mid,)).fetchone()
+            row = c.execute(
+                "SELECT arrays_file, position FROM memories WHERE memory_id = ?", (mid,)
+            ).fetchone()
             if row is None:
                 raise KeyError(f"{self.path}: no memory {mid!r}")
             olds[mid] = row
         ids = [sl.memory_id for sl in slices]
         if len(set(ids)) != len(ids):
-            raise StoreError(f"{self.path}: one commit names a memory twice ({sorted({m for m in ids if ids.count(m) > 1})[:3]})")
+            raise StoreError(
+                f"{self.path}: one commit names a memory twice ({sorted({m for m in ids if ids.count(m) > 1})[:3]})"
+            )
         written = [self._encode(sl) for sl in slices]  # CPU work under the GIL; nothing is written yet
         files = [(enc.memory_id, name, enc.data) for name, enc in written]
         live = {old[0] for old in olds.values() if old is not None}
@@ -471,7 +537,9 @@ class Store:
             except BaseException:  # an interrupt: the file may exist, nothing names it
                 self._remove_new(written, live)
                 raise
-        self._pending = PendingCommit(self, written, olds, live, list(delete), list(log), dict(redact or {}), done)
+        self._pending = PendingCommit(
+            self, written, olds, live, list(delete), list(log), dict(redact or {}), done
+        )
         return self._pending
 
     def _claim(self, p: PendingCommit, what: str) -> None:
@@ -498,9 +566,15 @@ class Store:
                     finally:
                         os.close(fd)
                 except OSError as exc:
-                    raise StoreError(f"{self.path}: cannot sync the arrays folder: {exc.strerror or exc}") from None
+                    raise StoreError(
+                        f"{self.path}: cannot sync the arrays folder: {exc.strerror or exc}"
+                    ) from None
             with c:
-                pos = c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0] if p.written else 0
+                pos = (
+                    c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0]
+                    if p.written
+                    else 0
+                )
                 for mid in p.delete:
                     c.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
                     c.execute("DELETE FROM oplog WHERE memory_id = ?", (mid,))
@@ -512,17 +586,23 @@ class Store:
                         c.execute("DELETE FROM memories WHERE memory_id = ?", (enc.memory_id,))
                     self._insert(enc, old[1] if old is not None else pos, name)
                     pos += old is None
-                c.executemany("INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
-                              [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in p.log])
+                c.executemany(
+                    "INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
+                    [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in p.log],
+                )
             p.state = "finished"
         except BaseException as exc:
             wait([p.done])  # the writes handed out finish (or fail) before their files are removed
-            self._remove_new(p.written, p.live)  # the commit did not happen (or did: what the catalogue names stays)
+            self._remove_new(
+                p.written, p.live
+            )  # the commit did not happen (or did: what the catalogue names stays)
             if self._committed(p):  # an interrupt raised as COMMIT returned: the commit happened
                 p.state = "finished"
                 self._remove_replaced(p)
             if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"{self.path / DB_NAME}: the commit failed and was rolled back: {exc}") from None
+                raise StoreError(
+                    f"{self.path / DB_NAME}: the commit failed and was rolled back: {exc}"
+                ) from None
             raise
         finally:
             self._pending = None
@@ -532,9 +612,15 @@ class Store:
         """Whether the catalogue holds commit ``p`` (its memories with its new files, its deletions gone)."""
         try:
             c = self._conn
-            mine = all(c.execute("SELECT 1 FROM memories WHERE memory_id = ? AND arrays_file = ?", (enc.memory_id, name)).fetchone()
-                       for name, enc in p.written)
-            gone = not any(c.execute("SELECT 1 FROM memories WHERE memory_id = ?", (mid,)).fetchone() for mid in p.delete)
+            mine = all(
+                c.execute(
+                    "SELECT 1 FROM memories WHERE memory_id = ? AND arrays_file = ?", (enc.memory_id, name)
+                ).fetchone()
+                for name, enc in p.written
+            )
+            gone = not any(
+                c.execute("SELECT 1 FROM memories WHERE memory_id = ?", (mid,)).fetchone() for mid in p.delete
+            )
         except sqlite3.Error:
             return False
         return mine and gone and bool(p.written or p.delete)
@@ -563,9 +649,19 @@ class Store:
 
     def _insert(self, enc: EncodedSlice, pos: int, name: str) -> None:
         c, mid = self._conn, enc.memory_id
-        c.execute(f"INSERT INTO memories (memory_id, position, arrays_file, sha256, stats, created, format, "
-                  f"{', '.join(_COUNT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, {FORMAT}, {', '.join('?' * len(LEVELS))})",
-                  (mid, pos, name, enc.sha256, json.dumps(enc.stats), time.time(), *(enc.counts[lv] for lv in LEVELS)))
+        c.execute(
+            f"INSERT INTO memories (memory_id, position, arrays_file, sha256, stats, created, format, "
+            f"{', '.join(_COUNT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, {FORMAT}, {', '.join('?' * len(LEVELS))})",
+            (
+                mid,
+                pos,
+                name,
+                enc.sha256,
+                json.dumps(enc.stats),
+                time.time(),
+                *(enc.counts[lv] for lv in LEVELS),
+            ),
+        )
         c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, i) for i in enc.message_ids])
 
     def _redact(self, memory_id: str, gone: set[str]) -> None:
@@ -604,7 +700,9 @@ class Store:
         """Remove files no catalogue row names (left by a crash between writing and committing);
         ``StoreError`` while a commit is pending (its files are not named yet)."""
         if self._pending is not None and self._pending.pid == os.getpid():
-            raise StoreError(f"{self.path}: a commit is pending (finish or abandon it before collecting garbage)")
+            raise StoreError(
+                f"{self.path}: a commit is pending (finish or abandon it before collecting garbage)"
+            )
         named = {r[0] for r in self._conn.execute("SELECT arrays_file FROM memories")}
         gone = []
         for f in (self.path / "arrays").iterdir():
@@ -624,13 +722,17 @@ class Store:
         ``upgrade`` once it loads. Returns the ids of the memories left in the old format."""
         self._sync_version()
         c = self._conn
-        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} & set(legacy.TABLES)
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} & set(
+            legacy.TABLES
+        )
         if self.legacy:
             todo, version = self.memory_ids(), self.schema_version
         else:
             if not tables and self.schema_version == SCHEMA_VERSION:
                 return []
-            todo = [r[0] for r in c.execute("SELECT memory_id FROM memories WHERE format < 3 ORDER BY position")]
+            todo = [
+                r[0] for r in c.execute("SELECT memory_id FROM memories WHERE format < 3 ORDER BY position")
+            ]
             version = SCHEMA_VERSION
         converted: dict[str, tuple[MemorySlice, str, str]] = {}
         damaged: list[str] = []
@@ -639,8 +741,12 @@ class Store:
                 try:
                     sl = self.get_slice(mid)
                 except (StoreError, KeyError, ValueError, sqlite3.DatabaseError) as exc:
-                    log.warning("%s: memory %s stays in the old format (quarantined while it fails): %s", self.path, mid,
-                                _reason(exc))
+                    log.warning(
+                        "%s: memory %s stays in the old format (quarantined while it fails): %s",
+                        self.path,
+                        mid,
+                        _reason(exc),
+                    )
                     damaged.append(mid)
                     continue
                 name, enc = self._encode(sl)
@@ -654,15 +760,22 @@ class Store:
                     if col not in cols:
                         c.execute(f"ALTER TABLE memories ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")
                 if "format" not in cols:  # every memory of the old store is in its format until converted
-                    c.execute(f"ALTER TABLE memories ADD COLUMN format INTEGER NOT NULL DEFAULT {int(version)}")
+                    c.execute(
+                        f"ALTER TABLE memories ADD COLUMN format INTEGER NOT NULL DEFAULT {int(version)}"
+                    )
                 for stmt in filter(str.strip, (_CATALOGUE + _INDEXES).split(";")):
                     c.execute(stmt)
                 for mid, (sl, name, digest) in converted.items():
                     # format 3: the columns, no passages yet (``construct.passages.store_passages`` embeds them)
-                    c.execute(f"UPDATE memories SET arrays_file = ?, sha256 = ?, format = 3, "
-                              f"{', '.join(f'{k} = ?' for k in _COUNT_COLUMNS)} WHERE memory_id = ?",
-                              (name, digest, *(sl.n(lv) for lv in LEVELS), mid))
-                    c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()])
+                    c.execute(
+                        f"UPDATE memories SET arrays_file = ?, sha256 = ?, format = 3, "
+                        f"{', '.join(f'{k} = ?' for k in _COUNT_COLUMNS)} WHERE memory_id = ?",
+                        (name, digest, *(sl.n(lv) for lv in LEVELS), mid),
+                    )
+                    c.executemany(
+                        "INSERT INTO message_ids VALUES (?, ?)",
+                        [(mid, str(i)) for i in sl.cols["msg"]["id"].tolist()],
+                    )
                 for table in reversed(legacy.TABLES):
                     if damaged:  # the old rows of what could not be converted stay
                         c.executemany(f"DELETE FROM {table} WHERE memory_id = ?", [(m,) for m in converted])
@@ -673,7 +786,9 @@ class Store:
             for _, name, _ in converted.values():
                 (self.path / "arrays" / name).unlink(missing_ok=True)
             if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"{self.path / DB_NAME}: the upgrade failed and was rolled back: {exc}") from None
+                raise StoreError(
+                    f"{self.path / DB_NAME}: the upgrade failed and was rolled back: {exc}"
+                ) from None
             raise
         self.schema_version = SCHEMA_VERSION
         self._count_columns()
@@ -704,8 +819,9 @@ class Store:
         if not self.legacy:
             self._fresh_counts()
         extra = "" if self.legacy else ", format, " + ", ".join(self._counts)
-        row = self._conn.execute(f"SELECT arrays_file, sha256, stats{extra} FROM memories WHERE memory_id = ?",
-                                 (memory_id,)).fetchone()
+        row = self._conn.execute(
+            f"SELECT arrays_file, sha256, stats{extra} FROM memories WHERE memory_id = ?", (memory_id,)
+        ).fetchone()
         if row is None:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
         fname, digest, stats = row[:3]
@@ -735,7 +851,9 @@ class Store:
             raise StoreError(f"{where}: table memories, field stats: not valid JSON ({exc})") from None
         try:
             if fmt < 3:
-                mem = legacy.read_memory(self._conn, memory_id, path, dim=self.dim, schema_version=fmt, where=where)
+                mem = legacy.read_memory(
+                    self._conn, memory_id, path, dim=self.dim, schema_version=fmt, where=where
+                )
                 sl = slice_from_memory(mem)
                 check_slice(sl, self.dim)
             else:
@@ -755,11 +873,20 @@ class Store:
         """The file a catalogue row names, confined to the store's ``arrays/`` folder (a link is
         never followed: it could point outside the store)."""
         folder = self.path / "arrays"
-        if not isinstance(fname, str) or not fname or "/" in fname or "\\" in fname or fname.startswith(".") or "\x00" in fname:
+        if (
+            not isinstance(fname, str)
+            or not fname
+            or "/" in fname
+            or "\\" in fname
+            or fname.startswith(".")
+            or "\x00" in fname
+        ):
             raise StoreError(f"{where}: arrays_file {fname!r} is not a plain file name inside {folder}")
         path = folder / fname
         if path.is_symlink() or folder.is_symlink():
-            raise StoreError(f"{where}: arrays file {path} is a symbolic link (refused: it could point outside the store)")
+            raise StoreError(
+                f"{where}: arrays file {path} is a symbolic link (refused: it could point outside the store)"
+            )
         return path
 
     def load_bank(self, memory_ids: list[str] | None = None, *, quarantine: bool = False) -> Bank:

@@ -47,13 +47,17 @@ def restrict(mem: Memory, keep: set[str], summarize: Callable[[list[str], np.nda
     whole = np.ones(n_th, bool)
     if theme_of.size:
         np.logical_and.at(whole, theme_of, sem_keep)
-    theme_keep = np.bincount(theme_of[sem_keep], minlength=n_th) > 0 if theme_of.size else np.zeros(n_th, bool)
+    theme_keep = (
+        np.bincount(theme_of[sem_keep], minlength=n_th) > 0 if theme_of.size else np.zeros(n_th, bool)
+    )
     themes = []
     for r in np.flatnonzero(theme_keep).tolist():
         t = mem.themes[r]
         if not whole[r]:
             rows = np.flatnonzero((theme_of == r) & sem_keep)
-            t = type(t)(t.id, summarize([mem.semantics[i].text for i in rows], mem.sem_x[rows]), list(t.parents))
+            t = type(t)(
+                t.id, summarize([mem.semantics[i].text for i in rows], mem.sem_x[rows]), list(t.parents)
+            )
         themes.append(t)
     epi_ids = {e.id for e, k in zip(mem.episodes, epi_keep) if k}
     semantics = []
@@ -66,13 +70,25 @@ def restrict(mem: Memory, keep: set[str], summarize: Callable[[list[str], np.nda
     th_idx, th_sim = _graph(np.asarray(mem.theme_knn_idx), np.asarray(mem.theme_knn_sim), theme_keep)
     psg_msg = np.asarray(mem.psg_msg, np.int64)
     psg_keep = msg_keep[psg_msg] if psg_msg.size else np.zeros(0, bool)
-    return Memory(mem.memory_id, [m for m, k in zip(mem.messages, msg_keep) if k],
-                  [e for e, k in zip(mem.episodes, epi_keep) if k], semantics,
-                  themes,
-                  mem.msg_x[msg_keep], mem.epi_x[epi_keep], mem.sem_x[sem_keep],
-                  _kept_rows(n_th, theme_keep)[theme_of[sem_keep]].astype(np.int32),
-                  sem_idx, sem_sim, th_idx, th_sim, dict(mem.stats), mem.psg_x[psg_keep],
-                  _kept_rows(len(mem.messages), msg_keep)[psg_msg[psg_keep]].astype(np.int32), mem.engine)
+    return Memory(
+        mem.memory_id,
+        [m for m, k in zip(mem.messages, msg_keep) if k],
+        [e for e, k in zip(mem.episodes, epi_keep) if k],
+        semantics,
+        themes,
+        mem.msg_x[msg_keep],
+        mem.epi_x[epi_keep],
+        mem.sem_x[sem_keep],
+        _kept_rows(n_th, theme_keep)[theme_of[sem_keep]].astype(np.int32),
+        sem_idx,
+        sem_sim,
+        th_idx,
+        th_sim,
+        dict(mem.stats),
+        mem.psg_x[psg_keep],
+        _kept_rows(len(mem.messages), msg_keep)[psg_msg[psg_keep]].astype(np.int32),
+        mem.engine,
+    )
 
 
 __all__ = ["restrict"]

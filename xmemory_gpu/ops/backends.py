@@ -76,9 +76,13 @@ def _probe_triton() -> BackendStatus:
     except Exception as exc:  # ImportError, or a broken install failing at import time
         return BackendStatus(False, f"triton not importable: {exc}")
     if interpreting_triton():
-        return BackendStatus(True, "TRITON_INTERPRET=1: kernels run in the CPU interpreter (slow; tests only)")
+        return BackendStatus(
+            True, "TRITON_INTERPRET=1: kernels run in the CPU interpreter (slow; tests only)"
+        )
     if not _torch_cuda():
-        return BackendStatus(False, "no CUDA device (set TRITON_INTERPRET=1 before importing triton to interpret)")
+        return BackendStatus(
+            False, "no CUDA device (set TRITON_INTERPRET=1 before importing triton to interpret)"
+        )
     return BackendStatus(True, "triton on a CUDA device")
 
 
@@ -123,7 +127,9 @@ class _Op:
 _OPS: dict[str, _Op] = {}
 
 
-def register(op: str, package: str, modules: Mapping[str, str], *, function: str | None = None) -> dict[str, str]:
+def register(
+    op: str, package: str, modules: Mapping[str, str], *, function: str | None = None
+) -> dict[str, str]:
     """Record that ``op`` runs on the backends in ``modules`` (backend -> module of ``package`` that
     defines ``function``, default ``op``). Returns ``modules`` as a dict."""
     unknown = set(modules) - set(BACKENDS)
@@ -153,7 +159,9 @@ def implementation(op: str, backend: str) -> Callable[..., Any]:
     """The function running ``op`` on ``backend`` (its module imported on first use)."""
     entry = _op(op)
     if backend not in entry.modules:
-        raise ValueError(f"{op}: backend {backend!r} is not implemented; implemented: {implemented_backends(op)}")
+        raise ValueError(
+            f"{op}: backend {backend!r} is not implemented; implemented: {implemented_backends(op)}"
+        )
     return getattr(importlib.import_module(f"{entry.package}.{entry.modules[backend]}"), entry.function)
 
 
@@ -241,7 +249,18 @@ def resolve_backend(
 
 
 __all__ = [
-    "BACKENDS", "BackendStatus", "GPU_BACKENDS", "HOST_BACKENDS", "available_backends", "gpu_preference",
-    "implementation", "implemented_backends", "interpreting_triton", "is_available", "register", "registered_ops",
-    "requested_backend", "resolve_backend",
+    "BACKENDS",
+    "BackendStatus",
+    "GPU_BACKENDS",
+    "HOST_BACKENDS",
+    "available_backends",
+    "gpu_preference",
+    "implementation",
+    "implemented_backends",
+    "interpreting_triton",
+    "is_available",
+    "register",
+    "registered_ops",
+    "requested_backend",
+    "resolve_backend",
 ]

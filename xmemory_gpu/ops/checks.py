@@ -41,7 +41,9 @@ def check_real(name: str, x: Any, *, integers: bool = True) -> Any:
     kind = _dtype_kind(x)
     ok = "f" + ("iu" if integers else "")
     if kind not in ok:
-        what = {"c": "complex", "b": "boolean", "O": "object", "U": "string", "S": "bytes"}.get(kind, f"kind {kind!r}")
+        what = {"c": "complex", "b": "boolean", "O": "object", "U": "string", "S": "bytes"}.get(
+            kind, f"kind {kind!r}"
+        )
         dt = getattr(x, "dtype", None)
         raise ValueError(f"{name}: expected a real floating array, got {what} dtype {dt}")
     return x
@@ -143,7 +145,9 @@ def check_offsets(name: str, offsets: Any, n: int) -> np.ndarray:
         raise ValueError(f"{name}: must start at 0 and end at the row count {n}, got {off[0]}..{off[-1]}")
     step = np.diff(off)
     if np.any(step < 0):
-        raise ValueError(f"{name}: must be non-decreasing (first decrease after entry {int(np.argmax(step < 0))})")
+        raise ValueError(
+            f"{name}: must be non-decreasing (first decrease after entry {int(np.argmax(step < 0))})"
+        )
     return off
 
 
@@ -171,8 +175,9 @@ def check_labels(name: str, labels: Any, n: int, *, bound: int = LABEL_BOUND) ->
     return lab
 
 
-def check_index(name: str, idx: Any, hi: Any, *, allow_missing: bool = True, dtype: Any = np.int64,
-                in_place: bool = False) -> Any:
+def check_index(
+    name: str, idx: Any, hi: Any, *, allow_missing: bool = True, dtype: Any = np.int64, in_place: bool = False
+) -> Any:
     """Integer ids in [0, hi) (``-1`` = none when ``allow_missing``); ``hi`` a scalar or, per row
     of ``idx`` [M, ...], an [M] array of bounds (e.g. the row's segment size for local ids). Returns
     the ids as ``dtype`` (int64 unless asked; a caller asking for a narrower one has bounds that fit it),
@@ -218,7 +223,8 @@ def _check_index_torch(name: str, idx: Any, hi: Any, allow_missing: bool, dtype:
             pos = tuple(int(p) for p in torch.nonzero(bad)[0].tolist())
             lim = int(bound.reshape(-1)[pos[0]]) if bound.ndim else int(bound)
             raise ValueError(
-                f"{name}: id {int(t[pos])} at {pos} outside [0, {lim})" + (" (-1 marks none)" if allow_missing else "")
+                f"{name}: id {int(t[pos])} at {pos} outside [0, {lim})"
+                + (" (-1 marks none)" if allow_missing else "")
             )
     return t.to(getattr(torch, np.dtype(dtype).name))
 
@@ -249,7 +255,18 @@ def csr_offsets(counts: Any) -> np.ndarray:
 
 
 __all__ = [
-    "LABEL_BOUND", "check_budgets", "check_finite", "check_finite_scalar", "check_float_matrix", "check_index",
-    "check_int", "check_k", "check_labels", "check_offsets", "check_positive", "check_real", "check_same_segments",
+    "LABEL_BOUND",
+    "check_budgets",
+    "check_finite",
+    "check_finite_scalar",
+    "check_float_matrix",
+    "check_index",
+    "check_int",
+    "check_k",
+    "check_labels",
+    "check_offsets",
+    "check_positive",
+    "check_real",
+    "check_same_segments",
     "csr_offsets",
 ]

@@ -131,8 +131,9 @@ class TileTable:
         return int(self.seg.size)
 
 
-def tile_table(offsets: np.ndarray, block: int, *, weight: np.ndarray | None = None,
-               skip: np.ndarray | None = None) -> TileTable:
+def tile_table(
+    offsets: np.ndarray, block: int, *, weight: np.ndarray | None = None, skip: np.ndarray | None = None
+) -> TileTable:
     """Tiles of ``block`` rows over the CSR segments ``offsets`` [B+1].
 
     ``weight`` [B] orders the tiles heaviest segment first (load balance across SMs; stable);
@@ -155,6 +156,15 @@ def tile_table(offsets: np.ndarray, block: int, *, weight: np.ndarray | None = N
 
 
 __all__ = [
-    "TileTable", "array", "as_caller", "backend_device", "encoder_device", "gpu_device", "host", "is_cuda_tensor",
-    "is_torch", "tile_table", "to_backend",
+    "TileTable",
+    "array",
+    "as_caller",
+    "backend_device",
+    "encoder_device",
+    "gpu_device",
+    "host",
+    "is_cuda_tensor",
+    "is_torch",
+    "tile_table",
+    "to_backend",
 ]

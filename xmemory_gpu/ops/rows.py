@@ -20,7 +20,9 @@ def compiled(name: str):
     return getattr(_C, name)
 
 
-def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: np.ndarray, *, native: bool = True) -> None:
+def add_rows_in_order(
+    sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: np.ndarray, *, native: bool = True
+) -> None:
     """``np.add.at(sums, group, x[rows])``, bit for bit, in place: each group's sum continues from its
     current value with its rows in the given order. sums float64 [k, d], group [m] in [0, k) (the C++
     pass refuses another index with ``ValueError``, where add.at would wrap a negative one), x [N, d]
@@ -31,10 +33,24 @@ def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: 
     if group.size == 0:
         return
     add = compiled("add_rows") if native else None
-    if (add is not None and sums.dtype == np.float64 and sums.flags.c_contiguous and sums.flags.writeable
-            and sums.flags.aligned and x.dtype in (np.float32, np.float64) and x.flags.aligned
-            and group.dtype.kind in "iu" and rows.dtype.kind in "iu" and not np.may_share_memory(sums, x)):
-        add(sums, group.astype(np.int64, copy=False), np.ascontiguousarray(x), rows.astype(np.int64, copy=False))
+    if (
+        add is not None
+        and sums.dtype == np.float64
+        and sums.flags.c_contiguous
+        and sums.flags.writeable
+        and sums.flags.aligned
+        and x.dtype in (np.float32, np.float64)
+        and x.flags.aligned
+        and group.dtype.kind in "iu"
+        and rows.dtype.kind in "iu"
+        and not np.may_share_memory(sums, x)
+    ):
+        add(
+            sums,
+            group.astype(np.int64, copy=False),
+            np.ascontiguousarray(x),
+            rows.astype(np.int64, copy=False),
+        )
         return  # (rows of the sums themselves: the NumPy steps, which read x before writing, as add.at copies)
     order = np.argsort(group, kind="stable")
     t, r = group[order], rows[order]
@@ -48,16 +64,19 @@ def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: 
     sums[touched] = acc
 
 
-def live_rows(items: list[tuple[np.ndarray, np.ndarray, int]], d: int, *, native: bool = True
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def live_rows(
+    items: list[tuple[np.ndarray, np.ndarray, int]], d: int, *, native: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The live slots of many column sets, each ``(alive [cap] bool, sums [cap, d] float64, n_slots)``:
     (slots [L] int64, item b's the live s < n_slots ascending at ``slots[off[b]:off[b+1]]``; off [B+1]
     int64; rows [L, d] float64 their sums), the bits of concatenating each item's
     ``sums[np.flatnonzero(alive[:n_slots])]``. One C++ pass when the compiled module is built (and
     ``native``) and the columns are C-contiguous bool / float64, else those NumPy steps."""
     fn = compiled("live_rows") if native else None
-    if fn is not None and all(a.dtype == np.bool_ and s.dtype == np.float64 and a.flags.c_contiguous
-                              and s.flags.c_contiguous for a, s, _ in items):
+    if fn is not None and all(
+        a.dtype == np.bool_ and s.dtype == np.float64 and a.flags.c_contiguous and s.flags.c_contiguous
+        for a, s, _ in items
+    ):
         return fn(items, int(d))
     live = [np.flatnonzero(a[:n]) for a, _, n in items]
     off = csr_offsets([len(v) for v in live])
@@ -70,9 +89,16 @@ def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray, *, native: bool =
     take [n] in [0, na + nb)) without forming the concatenation: one copy of the rows taken, one C++
     call when the compiled module is built (and ``native``)."""
     fn = compiled("take_rows2") if native else None
-    if (fn is not None and a.dtype == b.dtype and a.dtype.kind in "biuf" and a.ndim == b.ndim >= 1
-            and a.shape[1:] == b.shape[1:]):
-        return fn(np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(take, dtype=np.int64))
+    if (
+        fn is not None
+        and a.dtype == b.dtype
+        and a.dtype.kind in "biuf"
+        and a.ndim == b.ndim >= 1
+        and a.shape[1:] == b.shape[1:]
+    ):
+        return fn(
+            np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(take, dtype=np.int64)
+        )
     return np.concatenate([a, b])[take]
 
 
@@ -108,7 +134,12 @@ def unit_rows(x, *, dtype=np.float64, native: bool = True) -> np.ndarray:
     the compiled module is built (and ``native``), the NumPy steps' bits."""
     x = np.asarray(host(x), dtype=np.float64)
     fn = compiled("row_norms") if native else None
-    if fn is not None and x.ndim == 2 and x.flags.c_contiguous and np.dtype(dtype) in (np.float64, np.float32):
+    if (
+        fn is not None
+        and x.ndim == 2
+        and x.flags.c_contiguous
+        and np.dtype(dtype) in (np.float64, np.float32)
+    ):
         return fn(x, True, np.dtype(dtype) == np.float32)
     norms = np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True))
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0).astype(dtype, copy=False)
@@ -160,8 +191,9 @@ def dot4_gram(a: np.ndarray, b: np.ndarray, *, native: bool = True) -> np.ndarra
     return out
 
 
-def drift_runs(x: np.ndarray, hard: np.ndarray, min_messages: int, drift_threshold: float, *,
-               native: bool = True) -> np.ndarray:
+def drift_runs(
+    x: np.ndarray, hard: np.ndarray, min_messages: int, drift_threshold: float, *, native: bool = True
+) -> np.ndarray:
     """The starts [r] int64 (0 first) of runs of x [n, d] unit rows (n >= 1): a run is cut before
     row i when ``hard[i]`` or, once it holds ``min_messages`` rows, when the cosine of x_i to the run's
     float64 sum, ``dot4(x_i, s) / sqrt(dot4(s, s))``, is below ``drift_threshold``. One C++ pass when
@@ -170,7 +202,9 @@ def drift_runs(x: np.ndarray, hard: np.ndarray, min_messages: int, drift_thresho
     x = np.asarray(host(x))
     hard = np.ascontiguousarray(hard, dtype=bool)
     if x.ndim != 2 or hard.shape != (x.shape[0],) or x.shape[0] < 1:
-        raise ValueError(f"drift_runs: expected x [n, d] (n >= 1) and hard [n], got shapes {x.shape} and {hard.shape}")
+        raise ValueError(
+            f"drift_runs: expected x [n, d] (n >= 1) and hard [n], got shapes {x.shape} and {hard.shape}"
+        )
     fn = compiled("drift_runs") if native and x.dtype == np.float32 and type(min_messages) is int else None
     if fn is not None:
         return fn(np.ascontiguousarray(x), hard, min_messages, float(drift_threshold))

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 TABLE = Path(__file__).with_name("validated.json")
-OPS = ("knn_graph", "knn_search", "partition_objective", "score_candidates", "coverage_select", "token_entropy_logprob")
+OPS = (
+    "knn_graph",
+    "knn_search",
+    "partition_objective",
+    "score_candidates",
+    "coverage_select",
+    "token_entropy_logprob",
+)
 GPU = ("triton", "cuda")
 NOT_IMPLEMENTED = {("token_entropy_logprob", "cuda")}  # entropy's GPU path is Triton only
 
@@ -100,13 +107,21 @@ def rows() -> list[dict[str, Any]]:
             if (op, b) in NOT_IMPLEMENTED:
                 continue
             e = by.get((op, b))
-            out.append({"op": op, "backend": b, "validated": bool(e and e.tests_passed),
-                        **({k: v for k, v in asdict(e).items() if k not in ("op", "backend")} if e else {})})
+            out.append(
+                {
+                    "op": op,
+                    "backend": b,
+                    "validated": bool(e and e.tests_passed),
+                    **({k: v for k, v in asdict(e).items() if k not in ("op", "backend")} if e else {}),
+                }
+            )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m xmemory_gpu.ops.validated", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m xmemory_gpu.ops.validated", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--merge", metavar="RUN_JSON", help="fold a GPU run's results into validated.json")
     args = ap.parse_args(argv)
     if args.merge:

@@ -29,13 +29,23 @@ from .grouped import search_by_memory
 from .result import RetrievedUnit
 
 
-def memory_only(bank: Bank, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto") -> list[list[RetrievedUnit]]:
+def memory_only(
+    bank: Bank, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto"
+) -> list[list[RetrievedUnit]]:
     si, ss = search_by_memory(q_x, mem_idx, bank.sem, cfg.memory_only_semantics, backend=backend)
     ei, es = search_by_memory(q_x, mem_idx, bank.epi, cfg.memory_only_episodes, backend=backend)
     out, sem_rows, epi_rows = [], semantic_rows(bank), episode_rows(bank)
     for q in range(len(mem_idx)):
-        units = [semantic_unit(bank, int(r), float(s), {"relevance": float(s)}, sem_rows) for r, s in zip(si[q], ss[q]) if r >= 0]
-        units += [episode_unit(bank, int(r), float(s), {"similarity": float(s)}, epi_rows) for r, s in zip(ei[q], es[q]) if r >= 0]
+        units = [
+            semantic_unit(bank, int(r), float(s), {"relevance": float(s)}, sem_rows)
+            for r, s in zip(si[q], ss[q])
+            if r >= 0
+        ]
+        units += [
+            episode_unit(bank, int(r), float(s), {"similarity": float(s)}, epi_rows)
+            for r, s in zip(ei[q], es[q])
+            if r >= 0
+        ]
         out.append(units)
     return out
 
@@ -61,7 +71,9 @@ class Chunks:
         for b in range(bank.n_memories):
             mine = []
             for s, e in zip(*session_runs(bank, b)):
-                mine += [np.arange(a, min(a + chunk_messages, e)) for a in range(int(s), int(e), chunk_messages)]
+                mine += [
+                    np.arange(a, min(a + chunk_messages, e)) for a in range(int(s), int(e), chunk_messages)
+                ]
             self.rows.append(mine)
             counts.append(len(mine))
             sums += [bank.msg["x"][r].mean(axis=0) for r in mine]
@@ -69,8 +81,9 @@ class Chunks:
         self.level = Level({"x": x}, Segments.from_lengths(counts))
 
 
-def naive_rag(bank: Bank, chunks: Chunks, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto",
-              parts=None) -> list[list[RetrievedUnit]]:
+def naive_rag(
+    bank: Bank, chunks: Chunks, q_x, mem_idx, cfg: BaselinesConfig, backend: str = "auto", parts=None
+) -> list[list[RetrievedUnit]]:
     """The top ``naive_rag_k`` chunks; under a token budget the next ones up to ``naive_rag_fill``
     in all are taken while they fit (as many chunks as fit). ``parts`` (a ``passages.Parts``): a
     single-message chunk too long for what is left gives its best passage instead."""
@@ -85,10 +98,14 @@ def naive_rag(bank: Bank, chunks: Chunks, q_x, mem_idx, cfg: BaselinesConfig, ba
             if r < 0:
                 continue
             rows = chunks.rows[b][int(r) - c0]
-            u = messages_unit("chunk", str(int(r) - c0), bank, rows, float(s), {"similarity": float(s)}, lines)
+            u = messages_unit(
+                "chunk", str(int(r) - c0), bank, rows, float(s), {"similarity": float(s)}, lines
+            )
             units.append(u if j < cfg.naive_rag_k else as_fill(u))
             if parts is not None and len(rows) == 1:
-                units += parts.passage_parts(int(rows[0]), q_x[q], q, 0)  # its passages, best first (built where the chunk does not fit)
+                units += parts.passage_parts(
+                    int(rows[0]), q_x[q], q, 0
+                )  # its passages, best first (built where the chunk does not fit)
         out.append(units)
     return out
 
@@ -103,12 +120,21 @@ def tir(bank: Bank, q_x, mem_idx, cfg: BaselinesConfig) -> list[list[RetrievedUn
         qs = np.flatnonzero(mem_idx == b)
         rows = bank.msg.seg.rows(int(b))
         sims = q_x[qs].astype(np.float64) @ bank.msg["x"][rows].astype(np.float64).T  # [q_b, n_msg]
-        best = np.maximum.reduceat(sims, starts - rows[0], axis=1)  # [q_b, n_sessions]: each session by its best turn
+        best = np.maximum.reduceat(
+            sims, starts - rows[0], axis=1
+        )  # [q_b, n_sessions]: each session by its best turn
         for j, q in enumerate(qs):
             top = np.lexsort((np.arange(len(starts)), -best[j]))[: cfg.tir_sessions]
             out[q] = [
-                messages_unit("session", str(int(bank.msg["session"][starts[s]])), bank, np.arange(starts[s], ends[s]),
-                              float(best[j, s]), {"best_turn": float(best[j, s])}, lines)
+                messages_unit(
+                    "session",
+                    str(int(bank.msg["session"][starts[s]])),
+                    bank,
+                    np.arange(starts[s], ends[s]),
+                    float(best[j, s]),
+                    {"best_turn": float(best[j, s])},
+                    lines,
+                )
                 for s in top
             ]
     return out

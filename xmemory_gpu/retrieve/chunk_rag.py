@@ -45,7 +45,9 @@ def width_of(strategy: str) -> int | None:
     if head != NAME or not sep:
         return None
     if not (n.isascii() and n.isdigit()) or not 1 <= int(n) <= MAX_WORDS:
-        raise ValueError(f"strategy {strategy!r}: expected chunk-rag:N with N a whole number of words from 1 to {MAX_WORDS}")
+        raise ValueError(
+            f"strategy {strategy!r}: expected chunk-rag:N with N a whole number of words from 1 to {MAX_WORDS}"
+        )
     return int(n)
 
 
@@ -89,7 +91,9 @@ class PassageLevel:
     segments per memory (bank order), and per passage its global message ``row``, word ``span``
     and ``part`` number. ``previous``: the level this one replaces (its embeddings are reused)."""
 
-    def __init__(self, bank: Bank, embedder, width: int, passage_words: int, previous: PassageLevel | None = None) -> None:
+    def __init__(
+        self, bank: Bank, embedder, width: int, passage_words: int, previous: PassageLevel | None = None
+    ) -> None:
         self.width = width
         self._bank = weakref.ref(bank)
         self._state = self._stamp(bank)
@@ -98,7 +102,9 @@ class PassageLevel:
         plans: dict[str, tuple] = {}
         for b, mid in enumerate(bank.memory_ids):
             rows = msg.seg.rows(b)
-            key = tuple(zip(msg["id"][rows].tolist(), msg["speaker"][rows].tolist(), msg["text"][rows].tolist()))
+            key = tuple(
+                zip(msg["id"][rows].tolist(), msg["speaker"][rows].tolist(), msg["text"][rows].tolist())
+            )
             if mid in old and old[mid].key == key:
                 plans[mid] = (old[mid],)
                 continue
@@ -110,13 +116,18 @@ class PassageLevel:
                     local.append(j)
                     span.append((a, e))
                     part.append(0 if len(ranges) == 1 else k + 1)
-                    embedded.append(embedding_text(speaker, text if len(ranges) == 1 else " ".join(words[a:e])))
+                    embedded.append(
+                        embedding_text(speaker, text if len(ranges) == 1 else " ".join(words[a:e]))
+                    )
                     # a whole message the build embedded as one passage: its row is this passage's embedding
                     reuse.append(int(rows[j]) if len(ranges) == 1 and e <= passage_words else -1)
             plans[mid] = (key, local, span, part, embedded, reuse)
         seen = {t: blk.x[i] for blk in old.values() for i, t in enumerate(blk.embedded)}
-        new = list(dict.fromkeys(t for p in plans.values() if len(p) > 1 for t, r in zip(p[4], p[5])
-                                 if r < 0 and t not in seen))
+        new = list(
+            dict.fromkeys(
+                t for p in plans.values() if len(p) > 1 for t, r in zip(p[4], p[5]) if r < 0 and t not in seen
+            )
+        )
         if new:  # one batched encoder call for every passage not embedded before
             seen.update(zip(new, np.asarray(embedder.encode(new), np.float32)))
         self.blocks: dict[str, _Block] = {}
@@ -125,12 +136,25 @@ class PassageLevel:
                 self.blocks[mid] = p[0]
                 continue
             key, local, span, part, embedded, reuse = p
-            x = np.stack([msg["x"][r] if r >= 0 else seen[t] for t, r in zip(embedded, reuse)]).astype(np.float32) \
-                if embedded else np.zeros((0, bank.dim), np.float32)
-            self.blocks[mid] = _Block(key, np.asarray(local, np.int64), np.asarray(span, np.int64).reshape(-1, 2),
-                                      np.asarray(part, np.int64), embedded, x)
+            x = (
+                np.stack([msg["x"][r] if r >= 0 else seen[t] for t, r in zip(embedded, reuse)]).astype(
+                    np.float32
+                )
+                if embedded
+                else np.zeros((0, bank.dim), np.float32)
+            )
+            self.blocks[mid] = _Block(
+                key,
+                np.asarray(local, np.int64),
+                np.asarray(span, np.int64).reshape(-1, 2),
+                np.asarray(part, np.int64),
+                embedded,
+                x,
+            )
         blocks = [self.blocks[m] for m in bank.memory_ids]
-        self.row = np.concatenate([msg.seg.rows(b)[blk.local] for b, blk in enumerate(blocks)] or [np.zeros(0, np.int64)])
+        self.row = np.concatenate(
+            [msg.seg.rows(b)[blk.local] for b, blk in enumerate(blocks)] or [np.zeros(0, np.int64)]
+        )
         self.span = np.concatenate([blk.span for blk in blocks] or [np.zeros((0, 2), np.int64)])
         self.part = np.concatenate([blk.part for blk in blocks] or [np.zeros(0, np.int64)])
         x = np.concatenate([blk.x for blk in blocks] or [np.zeros((0, bank.dim), np.float32)])
@@ -148,13 +172,24 @@ class PassageLevel:
         """Passage ``p`` (global) as a unit: a whole message (its id), or a passage ``ID#pK``."""
         row, k = int(self.row[p]), int(self.part[p])
         if k == 0:
-            return messages_unit("message", str(bank.msg["id"][row]), bank, [row], score, {"similarity": score})
+            return messages_unit(
+                "message", str(bank.msg["id"][row]), bank, [row], score, {"similarity": score}
+            )
         mid, speaker = str(bank.msg["id"][row]), bank.msg["speaker"][row]
         a, e = (int(v) for v in self.span[p])
         text = " ".join(bank.msg["text"][row].split()[a:e])
         ts = bank.msg["time"][row]
-        return RetrievedUnit("message", f"{mid}#p{k}", f"{speaker}: {text}", 0, score, [mid],
-                             None if math.isnan(ts) else float(ts), {"similarity": score}, passage=int(k))
+        return RetrievedUnit(
+            "message",
+            f"{mid}#p{k}",
+            f"{speaker}: {text}",
+            0,
+            score,
+            [mid],
+            None if math.isnan(ts) else float(ts),
+            {"similarity": score},
+            passage=int(k),
+        )
 
 
 class PassageCache:

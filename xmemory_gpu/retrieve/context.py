@@ -20,7 +20,10 @@ from ..tokens import TokenCounter
 from .dates import annotate
 from .result import RetrievedUnit
 
-SECTIONS = {"semantic": "Semantic memories:", "episodic": "Episodic memories:"}  # the context's section headers
+SECTIONS = {
+    "semantic": "Semantic memories:",
+    "episodic": "Episodic memories:",
+}  # the context's section headers
 HEADER_ALLOWANCE = 12  # tokens of the section headers and dates, before the exact check
 MIN_PASSAGE_TOKENS = 24  # a passage is cut to what is left of the budget only when at least this much is left
 MIN_CUT_TOKENS = 12  # the room left once every unit was tried goes to a cut unit of at least this many tokens
@@ -35,7 +38,9 @@ def message_rows(bank: Bank):
     (``speaker: text`` line, message id, timestamp or None)."""
     msg = bank.msg
     ids, speaker, text, time = msg["id"], msg["speaker"], msg["text"], msg["time"]
-    return msg.rows_cache("retrieve.message", lambda r: (f"{speaker[r]}: {text[r]}", ids[r], time_or_none(time[r])))
+    return msg.rows_cache(
+        "retrieve.message", lambda r: (f"{speaker[r]}: {text[r]}", ids[r], time_or_none(time[r]))
+    )
 
 
 def episode_rows(bank: Bank):
@@ -57,8 +62,12 @@ def semantic_rows(bank: Bank):
     s, lines = bank.sem, message_rows(bank)
 
     def fn(row: int) -> tuple:
-        return (s["text"][row], [lines[int(r)][1] for r in s["msgs"][row] if r >= 0], time_or_none(s["time"][row]),
-                str(int(s["id"][row])))
+        return (
+            s["text"][row],
+            [lines[int(r)][1] for r in s["msgs"][row] if r >= 0],
+            time_or_none(s["time"][row]),
+            str(int(s["id"][row])),
+        )
 
     return s.rows_cache("retrieve.semantic", fn, (bank.msg,))
 
@@ -66,8 +75,16 @@ def semantic_rows(bank: Bank):
 def theme_unit(bank: Bank, row: int, score: float, rel: float) -> RetrievedUnit:
     """A selected theme: its summary; provenance is empty (its facts arrive through its semantics)."""
     th = bank.theme
-    return RetrievedUnit("theme", str(int(th["id"][row])), th["summary"][row], 0, score, [], None,
-                         {"relevance": rel, "coverage_value": score})
+    return RetrievedUnit(
+        "theme",
+        str(int(th["id"][row])),
+        th["summary"][row],
+        0,
+        score,
+        [],
+        None,
+        {"relevance": rel, "coverage_value": score},
+    )
 
 
 def semantic_unit(bank: Bank, row: int, score: float, scores: dict[str, float], rows=None) -> RetrievedUnit:
@@ -89,8 +106,17 @@ def episode_unit(bank: Bank, row: int, score: float, scores: dict[str, float], r
     """An episode; its ``message_ends`` are set when its text is its messages' lines (the LLM-free builder).
     ``rows``: ``episode_rows(bank)`` when the caller builds many (synced once)."""
     text, ids, ends, ts, uid = (rows or episode_rows(bank))[row]
-    return RetrievedUnit("episode", uid, text, 0, score, list(ids), ts, scores,
-                         message_ends=None if ends is None else list(ends))
+    return RetrievedUnit(
+        "episode",
+        uid,
+        text,
+        0,
+        score,
+        list(ids),
+        ts,
+        scores,
+        message_ends=None if ends is None else list(ends),
+    )
 
 
 def message_line_at(bank: Bank, row: int) -> str:
@@ -98,17 +124,26 @@ def message_line_at(bank: Bank, row: int) -> str:
     return f"{bank.msg['speaker'][row]}: {bank.msg['text'][row]}"
 
 
-def message_unit(line: tuple, score: float, scores: dict[str, float], kind: str = "message",
-                 uid: str | None = None) -> RetrievedUnit:
+def message_unit(
+    line: tuple, score: float, scores: dict[str, float], kind: str = "message", uid: str | None = None
+) -> RetrievedUnit:
     """One message as a unit from its ``message_rows`` entry ``(line, id, timestamp)``; ``uid``
     defaults to the message id."""
     text, mid, ts = line
-    return RetrievedUnit(kind, str(mid) if uid is None else uid, text, 0, score, [mid], ts, scores,
-                         message_ends=[len(text)])
+    return RetrievedUnit(
+        kind, str(mid) if uid is None else uid, text, 0, score, [mid], ts, scores, message_ends=[len(text)]
+    )
 
 
-def messages_unit(kind: str, uid: str, bank: Bank, rows: np.ndarray | list[int], score: float,
-                  scores: dict[str, float], lines=None) -> RetrievedUnit:
+def messages_unit(
+    kind: str,
+    uid: str,
+    bank: Bank,
+    rows: np.ndarray | list[int],
+    score: float,
+    scores: dict[str, float],
+    lines=None,
+) -> RetrievedUnit:
     """A block of raw messages by global rows (a naive-RAG chunk, a TIR session, a turn). ``lines``:
     ``message_rows(bank)`` when the caller builds many (synced once)."""
     lines = lines or message_rows(bank)
@@ -116,8 +151,17 @@ def messages_unit(kind: str, uid: str, bank: Bank, rows: np.ndarray | list[int],
         return message_unit(lines[int(rows[0])], score, scores, kind, uid)
     got = [lines[int(r)] for r in rows]
     ls = [g[0] for g in got]
-    return RetrievedUnit(kind, uid, "\n".join(ls), 0, score, [g[1] for g in got], got[0][2] if got else None, scores,
-                         message_ends=_line_ends(ls))
+    return RetrievedUnit(
+        kind,
+        uid,
+        "\n".join(ls),
+        0,
+        score,
+        [g[1] for g in got],
+        got[0][2] if got else None,
+        scores,
+        message_ends=_line_ends(ls),
+    )
 
 
 def context_pieces(units: list[RetrievedUnit], *, resolve_dates: bool = False) -> list[tuple[str, str]]:
@@ -241,7 +285,9 @@ class TokenBudget:
         self._cache: dict[str, int] = {}
         self._words: dict[str, int] = {}  # with an additive counter: tokens of each space-separated word met
         self._lock = threading.Lock()
-        self._heads: dict[tuple[bool, float | None], int] = {}  # (statement?, timestamp) -> tokens of its date line
+        self._heads: dict[
+            tuple[bool, float | None], int
+        ] = {}  # (statement?, timestamp) -> tokens of its date line
         self._sections: dict[str, int] = {}  # section -> tokens of its header
 
     @property
@@ -249,7 +295,9 @@ class TokenBudget:
         return self.tokens.name
 
     def count(self, texts: list[str]) -> list[int]:
-        with self._lock:  # concurrent searches share the caches: a clear must not fall between a check and a read
+        with (
+            self._lock
+        ):  # concurrent searches share the caches: a clear must not fall between a check and a read
             new = list({t: None for t in texts if t not in self._cache})
             if new:
                 if len(self._cache) + len(new) > COUNTS_MAX:
@@ -449,10 +497,13 @@ class TokenBudget:
             n_tok = self.tokens.count([ctx])[0]
             if n_tok <= budget or not any(u.type != "theme" for u in kept):
                 return kept, ctx, n_tok
-            kept = [u for i, u in enumerate(kept) if i != max(j for j, v in enumerate(kept) if v.type != "theme")]
+            kept = [
+                u for i, u in enumerate(kept) if i != max(j for j, v in enumerate(kept) if v.type != "theme")
+            ]
 
-    def contexts(self, units: list[list[RetrievedUnit]], budget: int | None, *,
-                 greedy: bool = False) -> list[tuple[list[RetrievedUnit], str, int]]:
+    def contexts(
+        self, units: list[list[RetrievedUnit]], budget: int | None, *, greedy: bool = False
+    ) -> list[tuple[list[RetrievedUnit], str, int]]:
         """Per query: (units kept, context, context tokens) under ``budget``; unit tokens filled in.
         ``greedy``: units are fitted by ``greedy`` (whole, in order), else by ``fit``."""
         flat = [u for us in units for u in us if type(u) is not Deferred]

@@ -11,9 +11,35 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 _NUM = r"(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten)"
 
 _PATTERN = re.compile(
@@ -58,10 +84,16 @@ def absolute(phrase: str, anchor: date) -> str | None:
     rel, what = g["rel"], g["what"]
     step = {"last": -1, "next": 1, "this": 0}[rel]
     if what == "week":
-        return {-1: f"the week before {spoken(anchor)}", 1: f"the week after {spoken(anchor)}", 0: f"the week of {spoken(anchor)}"}[step]
+        return {
+            -1: f"the week before {spoken(anchor)}",
+            1: f"the week after {spoken(anchor)}",
+            0: f"the week of {spoken(anchor)}",
+        }[step]
     if what == "weekend":
         wd = anchor.weekday()
-        sat = anchor - timedelta(days=wd - 5) if wd >= 5 else anchor + timedelta(days=5 - wd)  # this weekend's Saturday
+        sat = (
+            anchor - timedelta(days=wd - 5) if wd >= 5 else anchor + timedelta(days=5 - wd)
+        )  # this weekend's Saturday
         if step == -1:
             sat = anchor - timedelta(days=wd + 2)  # the Saturday before this week
         elif step == 1 and wd >= 5:

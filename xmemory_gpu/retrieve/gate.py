@@ -27,8 +27,14 @@ def _cost(us) -> tuple[int, int]:
     return len(us), sum(u.prompt_tokens + len(u.token_ids) for u in us)
 
 
-def gate_episodes(reader, questions: list[str], coarse: list[str], episode_texts: list[list[str]], pools: list[list[EpisodePick]],
-                  cfg: Stage2Config) -> tuple[list[list[GateDecision]], list[tuple[int, int]]]:
+def gate_episodes(
+    reader,
+    questions: list[str],
+    coarse: list[str],
+    episode_texts: list[list[str]],
+    pools: list[list[EpisodePick]],
+    cfg: Stage2Config,
+) -> tuple[list[list[GateDecision]], list[tuple[int, int]]]:
     """The uncertainty gate over each query's first ``episode_budget`` episodes (by priority).
 
     ``independent`` (the authors' code): the uncertainty of the answer given the coarse context,
@@ -48,7 +54,11 @@ def gate_episodes(reader, questions: list[str], coarse: list[str], episode_texts
 
 
 def _uncertainty(reader, prompts: list[str], cfg: Stage2Config):
-    return reader.uncertainty(prompts, n_tokens=cfg.probe_tokens, kind=cfg.uncertainty, purpose="stage2 probes") if prompts else []
+    return (
+        reader.uncertainty(prompts, n_tokens=cfg.probe_tokens, kind=cfg.uncertainty, purpose="stage2 probes")
+        if prompts
+        else []
+    )
 
 
 def walk_independent(drops: list[float], cfg: Stage2Config) -> list[tuple[float, bool, bool]]:
@@ -71,7 +81,9 @@ def _independent(reader, questions, coarse, episode_texts, pools, cfg):
         start = len(prompts)
         if episode_texts[q][: cfg.episode_budget]:  # no episode to probe: no call
             prompts.append(answer_prompt(reader, question, coarse[q]))
-            prompts += [_probe(reader, question, coarse[q], [text]) for text in episode_texts[q][: cfg.episode_budget]]
+            prompts += [
+                _probe(reader, question, coarse[q], [text]) for text in episode_texts[q][: cfg.episode_budget]
+            ]
         spans.append((start, len(prompts)))
     unc = _uncertainty(reader, prompts, cfg)
     decisions, costs = [], []
@@ -98,7 +110,11 @@ def _sequential(reader, questions, coarse, episode_texts, pools, cfg):
     low = [0] * n
     j = 0
     while active:
-        us = _uncertainty(reader, [_probe(reader, questions[q], coarse[q], admitted[q] + [episode_texts[q][j]]) for q in active], cfg)
+        us = _uncertainty(
+            reader,
+            [_probe(reader, questions[q], coarse[q], admitted[q] + [episode_texts[q][j]]) for q in active],
+            cfg,
+        )
         still = []
         for q, u in zip(active, us):
             c = _cost([u])

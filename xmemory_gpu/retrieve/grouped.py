@@ -12,11 +12,14 @@ from ..ops.devices import backend_device, host
 from ..ops.knn import knn_search
 
 RERANK_MARGIN = 8  # candidates fetched past k, so a near-tie at the k-th place is re-decided exactly
-FEW_QUERIES = 16  # a host search of at most this many queries takes its candidates from BLAS (``_few_queries``)
+FEW_QUERIES = (
+    16  # a host search of at most this many queries takes its candidates from BLAS (``_few_queries``)
+)
 
 
-def exact_rerank(q_x: np.ndarray, x: np.ndarray, idx: np.ndarray, k: int, *,
-                 chunk_bytes: int = 32 << 20) -> tuple[np.ndarray, np.ndarray]:
+def exact_rerank(
+    q_x: np.ndarray, x: np.ndarray, idx: np.ndarray, k: int, *, chunk_bytes: int = 32 << 20
+) -> tuple[np.ndarray, np.ndarray]:
     """Re-rank kernel candidates by one host computation, so every backend returns the same units.
 
     q_x [Q, d] queries, x [N, d] the level's rows (host), idx [Q, k'] candidate global rows (-1 pad)
@@ -63,14 +66,17 @@ def _few_queries(q: np.ndarray, q_off: np.ndarray, x: np.ndarray, x_off: np.ndar
             continue
         xs = x[xa:xb]
         norms = np.sqrt(np.einsum("ij,ij->i", xs, xs))  # float32: the ranking is exact_rerank's
-        sims = (q[qa:qb] @ xs.T) / np.where(norms > 0, norms, np.float32(1))  # a zero row scores 0, as the kernel's
+        sims = (q[qa:qb] @ xs.T) / np.where(
+            norms > 0, norms, np.float32(1)
+        )  # a zero row scores 0, as the kernel's
         top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
         out[qa:qb, : top.shape[1]] = top + xa
     return out
 
 
-def search_by_memory(q_x: np.ndarray, mem_idx: np.ndarray, level: Level, k: int, *,
-                     backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def search_by_memory(
+    q_x: np.ndarray, mem_idx: np.ndarray, level: Level, k: int, *, backend: str = "auto"
+) -> tuple[np.ndarray, np.ndarray]:
     """q_x [Q, d], mem_idx [Q] bank memory of each query; ``level``: the bank level searched (its
     ``x`` column). The kernel takes the level's segments directly (``Segments.kernel_view``);
     queries are grouped by segment for one ``knn_search`` call and come back in their order:
@@ -105,8 +111,9 @@ def search_by_memory(q_x: np.ndarray, mem_idx: np.ndarray, level: Level, k: int,
         if dev is None:
             sub_x = data[np.repeat(shift_of, ends - starts) + np.arange(total)]
         else:  # the row index is built on the device from the [S] shifts and lengths
-            shift = torch.repeat_interleave(torch.from_numpy(shift_of).to(dev), torch.from_numpy(ends - starts).to(dev),
-                                            output_size=total)
+            shift = torch.repeat_interleave(
+                torch.from_numpy(shift_of).to(dev), torch.from_numpy(ends - starts).to(dev), output_size=total
+            )
             sub_x = data.index_select(0, shift + torch.arange(total, device=dev))
     if dev is None and len(order) <= FEW_QUERIES and requested_backend(backend) in ("auto", "cpu"):
         idx = _few_queries(check_float_matrix("q", q), q_off, np.asarray(sub_x), sub_off, k + RERANK_MARGIN)

@@ -59,9 +59,18 @@ class SelectCost:
         return self.counts.calls, self.counts.prompt_tokens + self.counts.output_tokens
 
 
-def pick_turns(reader, questions: list[str], groups: list[list[tuple[int, np.ndarray]]], bank: Bank, mem_idx: np.ndarray,
-               fallback: list[list[np.ndarray]], counts: list[StageCounts], *, max_retries: int = 1,
-               purpose: str = "retrieval pick turns") -> list[list[np.ndarray]]:
+def pick_turns(
+    reader,
+    questions: list[str],
+    groups: list[list[tuple[int, np.ndarray]]],
+    bank: Bank,
+    mem_idx: np.ndarray,
+    fallback: list[list[np.ndarray]],
+    counts: list[StageCounts],
+    *,
+    max_retries: int = 1,
+    purpose: str = "retrieval pick turns",
+) -> list[list[np.ndarray]]:
     """For each query and each of its groups ``(memory, message rows)``, the rows the reader picks
     (one batch for all); a group whose answer fails keeps ``fallback[q][g]``."""
     jobs, users, checks = [], [], []
@@ -70,8 +79,20 @@ def pick_turns(reader, questions: list[str], groups: list[list[tuple[int, np.nda
             jobs.append((q, g))
             users.append(PICK_TURNS.format(question=questions[q], turns=_numbered(bank, rows)))
             checks.append(in_range("turns", len(rows)))
-    answers = run_json_stage(reader, users, TurnPick, checks=checks, max_tokens=32, max_retries=max_retries, purpose=purpose,
-                             counts=[counts[q] for q, _ in jobs]) if jobs else []
+    answers = (
+        run_json_stage(
+            reader,
+            users,
+            TurnPick,
+            checks=checks,
+            max_tokens=32,
+            max_retries=max_retries,
+            purpose=purpose,
+            counts=[counts[q] for q, _ in jobs],
+        )
+        if jobs
+        else []
+    )
     out = [list(fb) for fb in fallback]
     for (q, g), ans in zip(jobs, answers):
         if ans is not None:
@@ -80,13 +101,33 @@ def pick_turns(reader, questions: list[str], groups: list[list[tuple[int, np.nda
     return out
 
 
-def filter_turns(reader, questions: list[str], rows: list[np.ndarray], bank: Bank, mem_idx: np.ndarray, counts: list[StageCounts],
-                 *, max_retries: int = 1) -> list[np.ndarray]:
+def filter_turns(
+    reader,
+    questions: list[str],
+    rows: list[np.ndarray],
+    bank: Bank,
+    mem_idx: np.ndarray,
+    counts: list[StageCounts],
+    *,
+    max_retries: int = 1,
+) -> list[np.ndarray]:
     """HiGMem's last step: the reader keeps the useful turns of each query's union (all kept on failure)."""
     jobs = [q for q in range(len(questions)) if len(rows[q])]
     users = [FILTER_TURNS.format(question=questions[q], turns=_numbered(bank, rows[q])) for q in jobs]
-    answers = run_json_stage(reader, users, TurnKeep, checks=[in_range("keep", len(rows[q])) for q in jobs], max_tokens=48,
-                             max_retries=max_retries, purpose="retrieval filter turns", counts=[counts[q] for q in jobs]) if jobs else []
+    answers = (
+        run_json_stage(
+            reader,
+            users,
+            TurnKeep,
+            checks=[in_range("keep", len(rows[q])) for q in jobs],
+            max_tokens=48,
+            max_retries=max_retries,
+            purpose="retrieval filter turns",
+            counts=[counts[q] for q in jobs],
+        )
+        if jobs
+        else []
+    )
     out = list(rows)
     for q, ans in zip(jobs, answers):
         if ans is not None:
@@ -94,8 +135,18 @@ def filter_turns(reader, questions: list[str], rows: list[np.ndarray], bank: Ban
     return out
 
 
-def higmem(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, questions: list[str], reader, *, events: int, turns: int,
-           turns_per_event: int, backend: str = "auto") -> tuple[list[list[RetrievedUnit]], list[tuple[int, int]], bool]:
+def higmem(
+    bank: Bank,
+    q_x: np.ndarray,
+    mem_idx: np.ndarray,
+    questions: list[str],
+    reader,
+    *,
+    events: int,
+    turns: int,
+    turns_per_event: int,
+    backend: str = "auto",
+) -> tuple[list[list[RetrievedUnit]], list[tuple[int, int]], bool]:
     """HiGMem-style event -> turn retrieval. Events (episodes) and turns (messages) are retrieved by
     similarity; the reader picks the turns worth reading inside each event, then filters the union
     with the similarity-retrieved turns. Without a reader, each event contributes its
@@ -118,34 +169,70 @@ def higmem(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, questions: list[str
         groups.append(gs)
         fallback.append(fb)
     counts = [StageCounts() for _ in range(len(mem_idx))]
-    picked = pick_turns(reader, questions, groups, bank, mem_idx, fallback, counts) if reader is not None else fallback
-    union = [np.unique(np.concatenate([*picked[q], ti[q][ti[q] >= 0]]).astype(np.int64)) for q in range(len(mem_idx))]
+    picked = (
+        pick_turns(reader, questions, groups, bank, mem_idx, fallback, counts)
+        if reader is not None
+        else fallback
+    )
+    union = [
+        np.unique(np.concatenate([*picked[q], ti[q][ti[q] >= 0]]).astype(np.int64))
+        for q in range(len(mem_idx))
+    ]
     if reader is not None:
         union = filter_turns(reader, questions, union, bank, mem_idx, counts)
     units = []
     for q in range(len(mem_idx)):
-        sims = bank.msg["x"][union[q]].astype(np.float64) @ q_x[q].astype(np.float64) if len(union[q]) else np.zeros(0)
-        order = np.lexsort((union[q], -sims))  # most similar first (a budget keeps the best), ties by conversation order
-        units.append([messages_unit("message", bank.msg["id"][int(union[q][i])], bank, [int(union[q][i])], float(sims[i]),
-                                    {"similarity": float(sims[i])}) for i in order])
+        sims = (
+            bank.msg["x"][union[q]].astype(np.float64) @ q_x[q].astype(np.float64)
+            if len(union[q])
+            else np.zeros(0)
+        )
+        order = np.lexsort(
+            (union[q], -sims)
+        )  # most similar first (a budget keeps the best), ties by conversation order
+        units.append(
+            [
+                messages_unit(
+                    "message",
+                    bank.msg["id"][int(union[q][i])],
+                    bank,
+                    [int(union[q][i])],
+                    float(sims[i]),
+                    {"similarity": float(sims[i])},
+                )
+                for i in order
+            ]
+        )
     return units, [SelectCost(c).pair for c in counts], reader is not None
 
 
-def prune_sessions(reader, questions: list[str], units: list[list[RetrievedUnit]], bank: Bank, mem_idx: np.ndarray
-                   ) -> tuple[list[list[RetrievedUnit]], list[tuple[int, int]]]:
+def prune_sessions(
+    reader, questions: list[str], units: list[list[RetrievedUnit]], bank: Bank, mem_idx: np.ndarray
+) -> tuple[list[list[RetrievedUnit]], list[tuple[int, int]]]:
     """TIR's optional pruning: the reader keeps the turns of each returned session that bear on the
     query (a session whose answer fails is kept whole; a session left with no turn is dropped)."""
-    row_of = {int(b): dict(zip(bank.msg["id"][bank.msg.seg.rows(int(b))], bank.msg.seg.rows(int(b)).tolist()))
-              for b in np.unique(mem_idx)}  # message id -> global row, once per memory queried
+    row_of = {
+        int(b): dict(zip(bank.msg["id"][bank.msg.seg.rows(int(b))], bank.msg.seg.rows(int(b)).tolist()))
+        for b in np.unique(mem_idx)
+    }  # message id -> global row, once per memory queried
     groups, fallback = [], []
     for q, b in enumerate(mem_idx):
         gs = [(0, np.array([row_of[int(b)][mid] for mid in u.message_ids], np.int64)) for u in units[q]]
         groups.append(gs)
         fallback.append([rows for _, rows in gs])
     counts = [StageCounts() for _ in range(len(mem_idx))]
-    picked = pick_turns(reader, questions, groups, bank, mem_idx, fallback, counts, purpose="retrieval prune sessions")
+    picked = pick_turns(
+        reader, questions, groups, bank, mem_idx, fallback, counts, purpose="retrieval prune sessions"
+    )
     out = []
     for q in range(len(mem_idx)):
-        out.append([messages_unit("session", u.id, bank, rows, u.score, {**u.scores, "kept_turns": float(len(rows))})
-                    for u, rows in zip(units[q], picked[q]) if len(rows)])
+        out.append(
+            [
+                messages_unit(
+                    "session", u.id, bank, rows, u.score, {**u.scores, "kept_turns": float(len(rows))}
+                )
+                for u, rows in zip(units[q], picked[q])
+                if len(rows)
+            ]
+        )
     return out, [SelectCost(c).pair for c in counts]

@@ -39,7 +39,12 @@ class Parts:
     which bounds the encoder work a query can cause."""
 
     def __init__(self, bank: Bank, embedder, max_words: int = PASSAGE_WORDS, embed_messages: int = 4) -> None:
-        self.bank, self.embedder, self.max_words, self.embed_messages = bank, embedder, max_words, embed_messages
+        self.bank, self.embedder, self.max_words, self.embed_messages = (
+            bank,
+            embedder,
+            max_words,
+            embed_messages,
+        )
         self._ranked: dict[int, int] = {}
         self._lines = message_rows(bank)
         text, speaker = bank.msg["text"], bank.msg["speaker"]
@@ -75,7 +80,11 @@ class Parts:
         n = len(self._passages[row][0])
         x = self.bank.psg["x"][first : first + n]
         owner = self.bank.psg["msg"]
-        if x.shape[0] != n or (owner[first : first + n] != row).any() or (first + n < owner.shape[0] and owner[first + n] == row):
+        if (
+            x.shape[0] != n
+            or (owner[first : first + n] != row).any()
+            or (first + n < owner.shape[0] and owner[first + n] == row)
+        ):
             return None  # cut with another passage length than this search's: embedded here
         return x
 
@@ -105,9 +114,23 @@ class Parts:
             sims = _embed(self.embedder, ranked[1]) @ q.astype(np.float32)
             order = np.lexsort((order, -sims))
         mid, ts = self._lines[row][1], self._lines[row][2]
-        return [as_part(RetrievedUnit("message", f"{mid}#p{int(i) + 1}", texts[i], 0, float(sims[i]), [str(mid)], ts,
-                                      {"similarity": float(sims[i])}, passage=int(i) + 1), level + 1)
-                for i in order]
+        return [
+            as_part(
+                RetrievedUnit(
+                    "message",
+                    f"{mid}#p{int(i) + 1}",
+                    texts[i],
+                    0,
+                    float(sims[i]),
+                    [str(mid)],
+                    ts,
+                    {"similarity": float(sims[i])},
+                    passage=int(i) + 1,
+                ),
+                level + 1,
+            )
+            for i in order
+        ]
 
     def _skip_passages(self, row: int, qi: int) -> None:
         """What building the passages of ``row`` would have done besides the units: its place in the
@@ -126,8 +149,14 @@ class Parts:
         for a short message."""
         if self._passages[row] is None:
             return []
-        return [Deferred(level + 1, (level + 1,), lambda: self._passage_units(row, q, qi, level),
-                         lambda: self._skip_passages(row, qi))]
+        return [
+            Deferred(
+                level + 1,
+                (level + 1,),
+                lambda: self._passage_units(row, q, qi, level),
+                lambda: self._skip_passages(row, qi),
+            )
+        ]
 
     def _order(self, row: int, q: np.ndarray, qi: int) -> tuple[list[int], list[float]]:
         """Episode ``row``'s message rows by descending cosine to query ``qi`` (ties: row order),

@@ -26,8 +26,15 @@ class EpisodePick:
     parent_relevance: float  # max relevance of its selected parent semantics (0 if none)
 
 
-def episode_pools(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, s1: Stage1Output, cfg: Stage2Config, *,
-                  backend: str = "auto") -> list[list[EpisodePick]]:
+def episode_pools(
+    bank: Bank,
+    q_x: np.ndarray,
+    mem_idx: np.ndarray,
+    s1: Stage1Output,
+    cfg: Stage2Config,
+    *,
+    backend: str = "auto",
+) -> list[list[EpisodePick]]:
     """Per query, the episode pool sorted by descending priority (ties to the lower row)."""
     n_q = q_x.shape[0]
     top, _ = search_by_memory(q_x, mem_idx, bank.epi, cfg.episode_sim_topk, backend=backend)
@@ -63,6 +70,15 @@ def episode_pools(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, s1: Stage1Ou
         norm = np.full_like(qs, 0.5) if hi == lo else (qs - lo) / (hi - lo)
         prio = norm + cfg.parent_weight * rel[s:e]
         order = np.lexsort((ue[s:e], -prio))
-        out.append(list(map(EpisodePick, ue[s:e][order].tolist(), prio[order].tolist(), qs[order].tolist(),
-                            rel[s:e][order].tolist())))
+        out.append(
+            list(
+                map(
+                    EpisodePick,
+                    ue[s:e][order].tolist(),
+                    prio[order].tolist(),
+                    qs[order].tolist(),
+                    rel[s:e][order].tolist(),
+                )
+            )
+        )
     return out

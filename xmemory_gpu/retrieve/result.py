@@ -19,7 +19,9 @@ class RetrievedUnit:
     score: float  # the strategy's ranking value (Stage I: the coverage gain; baselines: the cosine)
     message_ids: list[str]  # provenance (LoCoMo dia_ids)
     timestamp: float | None = None
-    scores: dict[str, float] = field(default_factory=dict)  # named scores only (relevance, similarity, gain, ...)
+    scores: dict[str, float] = field(
+        default_factory=dict
+    )  # named scores only (relevance, similarity, gain, ...)
     # where each source message's line ends in ``text`` (character offsets), for a block of raw messages
     # ("Speaker: text" lines); None for any other text. Used to credit a cut unit; not serialised.
     message_ends: list[int] | None = field(default=None, repr=False)
@@ -49,8 +51,12 @@ class RetrievalResult:
     llm_calls: int = 0  # reader/LLM calls spent on retrieval
     llm_tokens: int = 0  # prompt + output tokens spent on retrieval
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage (batch time / batch size)
-    notes: list[str] = field(default_factory=list)  # e.g. "no reader configured: episodes admitted by priority"
-    top_relevance: float | None = None  # the largest unit relevance (set by live searches; kept when units are withheld)
+    notes: list[str] = field(
+        default_factory=list
+    )  # e.g. "no reader configured: episodes admitted by priority"
+    top_relevance: float | None = (
+        None  # the largest unit relevance (set by live searches; kept when units are withheld)
+    )
 
     @property
     def message_ids(self) -> list[str]:

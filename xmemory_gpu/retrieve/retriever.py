@@ -50,11 +50,19 @@ class Retriever:
     (``Level.on_device``), uploaded once and kept in sync as the bank changes."""
 
     def __init__(
-        self, bank: Bank, embedder: Embedder, config: XMemoryConfig | None = None, *, backend: str = "auto",
-        tokens: TokenCounter | None = None, reader=None,
+        self,
+        bank: Bank,
+        embedder: Embedder,
+        config: XMemoryConfig | None = None,
+        *,
+        backend: str = "auto",
+        tokens: TokenCounter | None = None,
+        reader=None,
     ) -> None:
         if embedder.dim != bank.dim:
-            raise ValueError(f"embedder {embedder.name!r} gives dim {embedder.dim}, the memories hold {bank.dim}")
+            raise ValueError(
+                f"embedder {embedder.name!r} gives dim {embedder.dim}, the memories hold {bank.dim}"
+            )
         self.bank = bank
         self.embedder = embedder
         self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (from_store)
@@ -64,7 +72,9 @@ class Retriever:
         self.budget = TokenBudget(tokens or (reader if reader is not None else default_counter()))
         self._chunks: Chunks | None = None
         self._passages = PassageCache()  # chunk-rag's passages per width (each follows the bank)
-        self._summary_x: dict[str, np.ndarray] = {}  # theme summary text -> its embedding (theme_relevance = "summary")
+        self._summary_x: dict[
+            str, np.ndarray
+        ] = {}  # theme summary text -> its embedding (theme_relevance = "summary")
 
     def theme_vectors(self, rows: np.ndarray) -> np.ndarray | None:
         """[n, d] the vectors theme relevance is measured against for global theme ``rows``: None
@@ -77,14 +87,20 @@ class Retriever:
         missing = list(dict.fromkeys(t for t in texts if t not in self._summary_x))
         if missing:
             self._summary_x.update(zip(missing, self.embedder.encode(missing)))
-        return np.stack([self._summary_x[t] for t in texts]) if texts else np.zeros((0, self.bank.dim), np.float32)
+        return (
+            np.stack([self._summary_x[t] for t in texts])
+            if texts
+            else np.zeros((0, self.bank.dim), np.float32)
+        )
 
     @property
     def tokens(self) -> TokenCounter:
         return self.budget.tokens
 
     @classmethod
-    def from_store(cls, path: str | Path | MemoryBackend, memory_ids: Sequence[str] | None = None, **kw) -> Retriever:
+    def from_store(
+        cls, path: str | Path | MemoryBackend, memory_ids: Sequence[str] | None = None, **kw
+    ) -> Retriever:
         """Load the store's memories (``path``: a store folder, opened and closed here, or an open
         ``MemoryBackend``, left open) (all, or ``memory_ids``) and the embedder it was built with. Loading
         all of them, a memory that fails its checks is left out and listed in ``quarantined`` (a search
@@ -93,7 +109,9 @@ class Retriever:
         own = isinstance(path, (str, os.PathLike))
         store = Store.open(path) if own else path
         try:
-            bank = store.load_bank(list(memory_ids) if memory_ids is not None else None, quarantine=memory_ids is None)
+            bank = store.load_bank(
+                list(memory_ids) if memory_ids is not None else None, quarantine=memory_ids is None
+            )
             quarantined = dict(store.quarantined)
             config = kw.pop("config", None) or resolve_config(store.config)
             device = encoder_device(kw.get("backend", "auto"), config.embed.device)
@@ -106,8 +124,13 @@ class Retriever:
         return out
 
     def search(
-        self, queries: Sequence[str] | str, memory_ids: Sequence[str] | str, *, strategy: str = "xmemory",
-        budget_tokens: int | None = None, query_x: np.ndarray | None = None,
+        self,
+        queries: Sequence[str] | str,
+        memory_ids: Sequence[str] | str,
+        *,
+        strategy: str = "xmemory",
+        budget_tokens: int | None = None,
+        query_x: np.ndarray | None = None,
     ) -> list[RetrievalResult]:
         """One result per query. ``queries``: a string (one query) or a sequence. ``memory_ids``: one
         id for all queries or one per query (an empty or unknown id is an error). ``budget_tokens``
@@ -117,8 +140,11 @@ class Retriever:
         mids = [memory_ids] * len(queries) if isinstance(memory_ids, str) else list(memory_ids)
         if len(mids) != len(queries):
             raise ValueError(f"search: {len(queries)} queries but {len(mids)} memory ids")
-        if budget_tokens is not None and (isinstance(budget_tokens, bool) or not isinstance(budget_tokens, (int, np.integer))
-                                          or budget_tokens < 0):
+        if budget_tokens is not None and (
+            isinstance(budget_tokens, bool)
+            or not isinstance(budget_tokens, (int, np.integer))
+            or budget_tokens < 0
+        ):
             raise ValueError(f"search: budget_tokens must be an integer >= 0, got {budget_tokens!r}")
         for m in mids:
             if not isinstance(m, str) or not m:
@@ -135,15 +161,29 @@ class Retriever:
         q_x = encode_queries(self.embedder, queries) if query_x is None else np.asarray(query_x, np.float32)
         t_embed = time.perf_counter() - t0
         if q_x.shape != (len(queries), self.bank.dim):
-            raise ValueError(f"search: query embeddings must be [{len(queries)}, {self.bank.dim}], got {q_x.shape}")
+            raise ValueError(
+                f"search: query embeddings must be [{len(queries)}, {self.bank.dim}], got {q_x.shape}"
+            )
         # gc_pause.py: large batches only; a reader's gate calls a model: no pause then
         with gc_paused(self.reader is None and len(queries) >= GC_PAUSE_MIN_QUERIES):
             out = fn(self, queries, q_x, mem_idx)
             t1 = time.perf_counter()
             fitted = self.budget.contexts(out.units, budget_tokens, greedy=out.greedy)
-            results = [RetrievalResult(queries[q], mids[q], strategy, k, ctx, n_tok, self.budget.name,
-                                       llm_calls=out.costs[q][0], llm_tokens=out.costs[q][1], notes=list(out.notes[q]))
-                       for q, (k, ctx, n_tok) in enumerate(fitted)]
+            results = [
+                RetrievalResult(
+                    queries[q],
+                    mids[q],
+                    strategy,
+                    k,
+                    ctx,
+                    n_tok,
+                    self.budget.name,
+                    llm_calls=out.costs[q][0],
+                    llm_tokens=out.costs[q][1],
+                    notes=list(out.notes[q]),
+                )
+                for q, (k, ctx, n_tok) in enumerate(fitted)
+            ]
             t_asm = time.perf_counter() - t1
         per_q = {"embed": t_embed / n, **{k: v / n for k, v in out.times.items()}, "assemble": t_asm / n}
         for r in results:

@@ -40,7 +40,12 @@ class Stage1Output:
 
 
 def restrict_graph(
-    cand_q: np.ndarray, cand_row: np.ndarray, cand_offsets: np.ndarray, knn_idx: np.ndarray, knn_sim: np.ndarray, n_rows: int
+    cand_q: np.ndarray,
+    cand_row: np.ndarray,
+    cand_offsets: np.ndarray,
+    knn_idx: np.ndarray,
+    knn_sim: np.ndarray,
+    n_rows: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Neighbour lists restricted to each query's candidates, as local positions.
 
@@ -68,16 +73,30 @@ def _select(cand_q, cand_row, cand_rel, n_q, knn_idx, knn_sim, n_rows, budget, c
     off = csr_offsets(np.bincount(cand_q, minlength=n_q))
     nbr_idx, nbr_w = restrict_graph(cand_q, cand_row, off, knn_idx, knn_sim, n_rows)
     sel_off, sel, val = coverage_select(
-        off, nbr_idx, nbr_w, cand_rel, alpha=cfg.alpha, budget=budget, target=cfg.coverage_target, stop=cfg.coverage_stop,
-        backend=backend
+        off,
+        nbr_idx,
+        nbr_w,
+        cand_rel,
+        alpha=cfg.alpha,
+        budget=budget,
+        target=cfg.coverage_target,
+        stop=cfg.coverage_stop,
+        backend=backend,
     )
     q_of_pick = np.repeat(np.arange(n_q), np.diff(sel_off))
     pick = off[q_of_pick] + sel.astype(np.int64)
     return sel_off, cand_row[pick], val.astype(np.float32), cand_rel[pick].astype(np.float32)
 
 
-def run_stage1(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, cfg: Stage1Config, *, backend: str = "auto",
-               theme_vectors: Callable[[np.ndarray], np.ndarray] | None = None) -> Stage1Output:
+def run_stage1(
+    bank: Bank,
+    q_x: np.ndarray,
+    mem_idx: np.ndarray,
+    cfg: Stage1Config,
+    *,
+    backend: str = "auto",
+    theme_vectors: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Stage1Output:
     """q_x [Q, d] unit query embeddings; mem_idx [Q] bank memory index of each query.
 
     theme_vectors(rows [n] global theme rows) -> [n, d] unit rows that theme relevance is measured
@@ -110,6 +129,15 @@ def run_stage1(bank: Bank, q_x: np.ndarray, mem_idx: np.ndarray, cfg: Stage1Conf
     keep = chosen | fallback[pq]
     n_sem = bank.sem.rows_allocated
     se_off, se_sel, se_val, se_rel = _select(
-        pq[keep], p_row[keep], p_rel[keep], n_q, bank.sem_knn_idx, bank.sem_knn_sim, n_sem, cfg.semantic_budget, cfg, backend
+        pq[keep],
+        p_row[keep],
+        p_rel[keep],
+        n_q,
+        bank.sem_knn_idx,
+        bank.sem_knn_sim,
+        n_sem,
+        cfg.semantic_budget,
+        cfg,
+        backend,
     )
     return Stage1Output(th_off, th_sel, th_val, th_rel, se_off, se_sel, se_val, se_rel, fallback)

@@ -46,7 +46,9 @@ class StrategyOutput:
     times: dict[str, float]
     notes: list[list[str]]
     costs: list[tuple[int, int]] = field(default_factory=list)
-    greedy: bool = False  # under a budget: units taken whole, in order, while they fit (``TokenBudget.greedy``)
+    greedy: bool = (
+        False  # under a budget: units taken whole, in order, while they fit (``TokenBudget.greedy``)
+    )
 
 
 Strategy = Callable[..., StrategyOutput]
@@ -69,7 +71,9 @@ def get_strategy(name: str) -> Strategy:
     try:
         return _REGISTRY[name][0]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(_REGISTRY)} (or chunk-rag:N)") from None
+        raise ValueError(
+            f"unknown strategy {name!r}; expected one of {', '.join(_REGISTRY)} (or chunk-rag:N)"
+        ) from None
 
 
 class StrategyNames(tuple):
@@ -101,8 +105,17 @@ def _similarity_stage1(r, q_x: np.ndarray, mem_idx: np.ndarray) -> Stage1Output:
     no_themes = np.zeros(len(mem_idx) + 1, np.int64)
     e = np.zeros(0)
     sem_off = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)
-    return Stage1Output(no_themes, e.astype(np.int64), e.astype(np.float32), e.astype(np.float32), sem_off,
-                        top_i[valid].astype(np.int64), top_s[valid], top_s[valid], np.zeros(len(mem_idx), bool))
+    return Stage1Output(
+        no_themes,
+        e.astype(np.int64),
+        e.astype(np.float32),
+        e.astype(np.float32),
+        sem_off,
+        top_i[valid].astype(np.int64),
+        top_s[valid],
+        top_s[valid],
+        np.zeros(len(mem_idx), bool),
+    )
 
 
 def _topup(s1: Stage1Output, sim: Stage1Output, bank, q_x: np.ndarray, message_weight: float) -> Stage1Output:
@@ -111,7 +124,10 @@ def _topup(s1: Stage1Output, sim: Stage1Output, bank, q_x: np.ndarray, message_w
     (stable: Stage I's picks first among equals). Themes are unchanged."""
     offs, rows, vals, rels = [0], [], [], []
     for q in range(len(s1.sem_offsets) - 1):
-        a, b = slice(s1.sem_offsets[q], s1.sem_offsets[q + 1]), slice(sim.sem_offsets[q], sim.sem_offsets[q + 1])
+        a, b = (
+            slice(s1.sem_offsets[q], s1.sem_offsets[q + 1]),
+            slice(sim.sem_offsets[q], sim.sem_offsets[q + 1]),
+        )
         r_, v_, l_ = list(s1.semantics[a]), list(s1.sem_value[a]), list(s1.sem_rel[a])
         seen = {int(x) for x in r_}
         for x, rel in zip(sim.semantics[b], sim.sem_rel[b]):
@@ -127,8 +143,17 @@ def _topup(s1: Stage1Output, sim: Stage1Output, bank, q_x: np.ndarray, message_w
         vals += [v_[i] for i in order]
         rels += [l_[i] for i in order]
         offs.append(len(rows))
-    return Stage1Output(s1.theme_offsets, s1.themes, s1.theme_value, s1.theme_rel, np.asarray(offs, np.int64),
-                        np.asarray(rows, np.int64), np.asarray(vals, np.float32), np.asarray(rels, np.float32), s1.fallback)
+    return Stage1Output(
+        s1.theme_offsets,
+        s1.themes,
+        s1.theme_value,
+        s1.theme_rel,
+        np.asarray(offs, np.int64),
+        np.asarray(rows, np.int64),
+        np.asarray(vals, np.float32),
+        np.asarray(rels, np.float32),
+        s1.fallback,
+    )
 
 
 def _pick_scores(p: EpisodePick) -> dict[str, float]:
@@ -139,7 +164,14 @@ def _raw_messages(r, row: int, drop: float) -> list[RetrievedUnit]:
     """An expanded episode's raw messages, when its text is not already them (LLM-written episodes)."""
     bank = r.bank
     rows = bank.epi["msgs"][row]
-    unit = messages_unit("message", f"episode-{int(bank.epi['id'][row])}", bank, rows[rows >= 0], drop, {"uncertainty_drop": drop})
+    unit = messages_unit(
+        "message",
+        f"episode-{int(bank.epi['id'][row])}",
+        bank,
+        rows[rows >= 0],
+        drop,
+        {"uncertainty_drop": drop},
+    )
     return [] if unit.text == bank.epi["text"][row] else [unit]
 
 
@@ -148,12 +180,23 @@ def _episode_block(u: RetrievedUnit) -> str:
     return answer_context([u]).removeprefix("Episodic memories:\n")
 
 
-def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, stage2: bool, similarity: bool) -> StrategyOutput:
+def _xmemory(
+    r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, stage2: bool, similarity: bool
+) -> StrategyOutput:
     bank, n = r.bank, len(queries)
     t0 = time.perf_counter()
-    s1 = _similarity_stage1(r, q_x, mem_idx) if similarity else run_stage1(
-        bank, q_x, mem_idx, r.config.stage1, backend=r.backend,
-        theme_vectors=r.theme_vectors if r.config.stage1.theme_relevance == "summary" else None)
+    s1 = (
+        _similarity_stage1(r, q_x, mem_idx)
+        if similarity
+        else run_stage1(
+            bank,
+            q_x,
+            mem_idx,
+            r.config.stage1,
+            backend=r.backend,
+            theme_vectors=r.theme_vectors if r.config.stage1.theme_relevance == "summary" else None,
+        )
+    )
     if stage2 and not similarity and r.config.stage1.topup:
         s1 = _topup(s1, _similarity_stage1(r, q_x, mem_idx), bank, q_x, r.config.stage1.message_weight)
     times = {"stage1": time.perf_counter() - t0}
@@ -162,10 +205,17 @@ def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, sta
     sem_rows = semantic_rows(bank)
     for q in range(n):
         ts, te = s1.theme_offsets[q], s1.theme_offsets[q + 1]
-        units = [theme_unit(bank, int(t), float(v), float(rel)) for t, v, rel in zip(s1.themes[ts:te], s1.theme_value[ts:te], s1.theme_rel[ts:te])]
+        units = [
+            theme_unit(bank, int(t), float(v), float(rel))
+            for t, v, rel in zip(s1.themes[ts:te], s1.theme_value[ts:te], s1.theme_rel[ts:te])
+        ]
         ss, se = s1.sem_offsets[q], s1.sem_offsets[q + 1]
-        units += [semantic_unit(bank, int(s), float(v), {"relevance": float(rel), "coverage_value": float(v)}, sem_rows)
-                  for s, v, rel in zip(s1.semantics[ss:se], s1.sem_value[ss:se], s1.sem_rel[ss:se])]
+        units += [
+            semantic_unit(
+                bank, int(s), float(v), {"relevance": float(rel), "coverage_value": float(v)}, sem_rows
+            )
+            for s, v, rel in zip(s1.semantics[ss:se], s1.sem_value[ss:se], s1.sem_rel[ss:se])
+        ]
         out.append(units)
     if stage2:
         t1 = time.perf_counter()
@@ -181,20 +231,31 @@ def _xmemory(r, queries: list[str], q_x: np.ndarray, mem_idx: np.ndarray, *, sta
                     u = episode_unit(bank, p.row, p.priority, _pick_scores(p), epi_rows)
                     out[q].append(u if j < cfg.episode_budget else as_fill(u))
                     if parts is not None:
-                        out[q] += parts.episode_parts(p.row, q_x[q], q)  # built by the fit only where the episode does not fit
+                        out[q] += parts.episode_parts(
+                            p.row, q_x[q], q
+                        )  # built by the fit only where the episode does not fit
                 notes[q].append(NO_READER_NOTE)
         else:
             coarse = [answer_context(u) for u in out]
-            blocks = [[_episode_block(episode_unit(bank, p.row, 0.0, {})) for p in pools[q][: cfg.episode_budget]] for q in range(n)]
+            blocks = [
+                [_episode_block(episode_unit(bank, p.row, 0.0, {})) for p in pools[q][: cfg.episode_budget]]
+                for q in range(n)
+            ]
             decisions, costs = gate_episodes(r.reader, list(queries), coarse, blocks, pools, cfg)
             for q in range(n):
                 for d in decisions[q]:
                     if d.admitted:
-                        scores = {**_pick_scores(d.pick), "uncertainty_drop": d.drop, "expanded": float(d.expanded)}
+                        scores = {
+                            **_pick_scores(d.pick),
+                            "uncertainty_drop": d.drop,
+                            "expanded": float(d.expanded),
+                        }
                         out[q].append(episode_unit(bank, d.pick.row, d.drop, scores))
                         if d.expanded:
                             out[q] += _raw_messages(r, d.pick.row, d.drop)
-                notes[q].append(f"Stage II gate: {cfg.uncertainty} uncertainty from {r.reader.name}, {cfg.mode} probes")
+                notes[q].append(
+                    f"Stage II gate: {cfg.uncertainty} uncertainty from {r.reader.name}, {cfg.mode} probes"
+                )
         times["stage2"] = time.perf_counter() - t1
     return StrategyOutput(out, times, notes, costs)
 
@@ -237,7 +298,9 @@ def chunk_rag_strategy(r, queries, q_x, mem_idx, width: int = DEFAULT_WORDS) -> 
     t0 = time.perf_counter()
     lv = r._passages.level(r.bank, r.embedder, width, r.config.semantic.passage_words)
     t1 = time.perf_counter()
-    pi, ps = search_by_memory(q_x, mem_idx, lv.level, candidates(width, cfg.naive_rag_k, cfg.naive_rag_fill), backend=r.backend)
+    pi, ps = search_by_memory(
+        q_x, mem_idx, lv.level, candidates(width, cfg.naive_rag_k, cfg.naive_rag_fill), backend=r.backend
+    )
     units = []
     for q in range(len(queries)):
         mine = [lv.unit(r.bank, int(p), float(s)) for p, s in zip(pi[q], ps[q]) if p >= 0]
@@ -254,26 +317,52 @@ def tir_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
         if r.reader is None:
             raise ValueError("baselines.tir_prune needs a reader (the LLM prunes the sessions)")
         units, costs = prune_sessions(r.reader, queries, units, r.bank, mem_idx)
-        return StrategyOutput(units, {"retrieve": time.perf_counter() - t0}, _same(len(queries), [f"TIR sessions pruned by {r.reader.name}"]), costs)
-    return StrategyOutput(units, {"retrieve": time.perf_counter() - t0}, _same(len(queries), []), [(0, 0)] * len(queries))
+        return StrategyOutput(
+            units,
+            {"retrieve": time.perf_counter() - t0},
+            _same(len(queries), [f"TIR sessions pruned by {r.reader.name}"]),
+            costs,
+        )
+    return StrategyOutput(
+        units, {"retrieve": time.perf_counter() - t0}, _same(len(queries), []), [(0, 0)] * len(queries)
+    )
 
 
 def higmem_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
     cfg = r.config.baselines
     t0 = time.perf_counter()
-    units, costs, used = higmem(r.bank, q_x, mem_idx, list(queries), r.reader, events=cfg.higmem_events, turns=cfg.higmem_turns,
-                                turns_per_event=cfg.higmem_turns_per_event, backend=r.backend)
+    units, costs, used = higmem(
+        r.bank,
+        q_x,
+        mem_idx,
+        list(queries),
+        r.reader,
+        events=cfg.higmem_events,
+        turns=cfg.higmem_turns,
+        turns_per_event=cfg.higmem_turns_per_event,
+        backend=r.backend,
+    )
     note = f"HiGMem turn selection by {r.reader.name}" if used else NO_READER_HIGMEM
     return StrategyOutput(units, {"retrieve": time.perf_counter() - t0}, _same(len(queries), [note]), costs)
 
 
 # registration order = the eval's default order (peers first, then the paper's xMemory rows)
-register('naive-rag', 'top-k chunks of raw messages')(naive_rag_strategy)
-register(NAME, f'messages cut into passages of at most {DEFAULT_WORDS} words (chunk-rag:N: N words), speaker-prefixed, '
-         'ranked by cosine, taken whole while they fit')(chunk_rag_strategy)
-register('tir', 'Nano-Memory turn isolation: sessions by their best turn, returned whole (pruned by the reader with tir_prune)')(tir_strategy)
-register('higmem', 'HiGMem event -> turn selection (by the reader; most similar turns without one)')(higmem_strategy)
-register('memory-only', 'similarity top-k semantics and episodes over the hierarchy')(memory_only_strategy)
-register('xmemory-stage1', "Stage I only (the paper's +RepSel)")(xmemory_stage1)
-register('xmemory-stage2', "similarity top semantics + Stage II (the paper's +UncSion)")(xmemory_stage2)
-register('xmemory', 'Stage I (Eq. 4 themes, then semantics) + Stage II (episodes; uncertainty gate with a reader)')(xmemory)
+register("naive-rag", "top-k chunks of raw messages")(naive_rag_strategy)
+register(
+    NAME,
+    f"messages cut into passages of at most {DEFAULT_WORDS} words (chunk-rag:N: N words), speaker-prefixed, "
+    "ranked by cosine, taken whole while they fit",
+)(chunk_rag_strategy)
+register(
+    "tir",
+    "Nano-Memory turn isolation: sessions by their best turn, returned whole (pruned by the reader with tir_prune)",
+)(tir_strategy)
+register("higmem", "HiGMem event -> turn selection (by the reader; most similar turns without one)")(
+    higmem_strategy
+)
+register("memory-only", "similarity top-k semantics and episodes over the hierarchy")(memory_only_strategy)
+register("xmemory-stage1", "Stage I only (the paper's +RepSel)")(xmemory_stage1)
+register("xmemory-stage2", "similarity top semantics + Stage II (the paper's +UncSion)")(xmemory_stage2)
+register(
+    "xmemory", "Stage I (Eq. 4 themes, then semantics) + Stage II (episodes; uncertainty gate with a reader)"
+)(xmemory)

@@ -14,7 +14,6 @@ in constant time; a key may be bound to a set of user ids (403 outside them). Ba
 internal errors 500 with a request id (the traceback goes to the server's log, never to the client).
 """
 
-
 import asyncio
 import hmac
 import json
@@ -56,14 +55,20 @@ from .schemas import (
 log = logging.getLogger("xmemory.serve")
 UNMATCHED = "<unmatched>"  # the route label of a request no route matches: metric labels stay a fixed set
 _FIELD = re.compile(r"([A-Za-z_]\w*(?:\[\d+\])*): ")
-_DESCRIBED = {401: "no valid API key", 403: "the key may not access this user_id (or service-wide data)",
-              404: "no such unit or memory", 413: "body larger than the limit",
-              503: "the server is shutting down, or the memory is quarantined (damaged)"}
+_DESCRIBED = {
+    401: "no valid API key",
+    403: "the key may not access this user_id (or service-wide data)",
+    404: "no such unit or memory",
+    413: "body larger than the limit",
+    503: "the server is shutting down, or the memory is quarantined (damaged)",
+}
 
 
 @dataclass
 class ServiceConfig:
-    api_keys: dict[str, frozenset[str] | None] = field(default_factory=dict)  # key -> allowed user ids (None: all)
+    api_keys: dict[str, frozenset[str] | None] = field(
+        default_factory=dict
+    )  # key -> allowed user ids (None: all)
     coalesce_ms: float = 2.0
     max_batch: int = 64  # requests per coalesced call
     search_workers: int = max(1, min(4, os.cpu_count() or 1))  # coalesced search batches in flight at once
@@ -75,9 +80,17 @@ class ServiceConfig:
 
 def _result(r) -> dict[str, Any]:
     d = r.to_dict()
-    return {"query": d["query"], "context": d["context"], "units": d["units"], "message_ids": d["message_ids"],
-            "context_tokens": d["context_tokens"], "tokenizer": d["tokenizer"], "notes": d["notes"],
-            "top_relevance": d["top_relevance"], "llm_calls": d["llm_calls"]}
+    return {
+        "query": d["query"],
+        "context": d["context"],
+        "units": d["units"],
+        "message_ids": d["message_ids"],
+        "context_tokens": d["context_tokens"],
+        "tokenizer": d["tokenizer"],
+        "notes": d["notes"],
+        "top_relevance": d["top_relevance"],
+        "llm_calls": d["llm_calls"],
+    }
 
 
 def _field_error(detail: str) -> dict[str, str]:
@@ -86,7 +99,7 @@ def _field_error(detail: str) -> dict[str, str]:
     parts, rest = [], detail
     while m := _FIELD.match(rest):
         parts.append(m.group(1))
-        rest = rest[m.end():]
+        rest = rest[m.end() :]
     return {"field": re.sub(r"\[(\d+)\]", r".\1", ".".join(parts)) or "body", "error": rest}
 
 
@@ -94,23 +107,36 @@ def _pydantic_error(e: dict) -> dict[str, str]:
     """One of pydantic's errors as ``{"field", "error"}``; unparsable JSON is the body's error."""
     if e["type"] == "json_invalid":
         where = f" at character {e['loc'][1]}" if len(e["loc"]) > 1 else ""
-        return {"field": "body", "error": f"invalid JSON{where}: {e.get('ctx', {}).get('error', 'cannot parse')}"}
-    return {"field": ".".join(str(x) for x in e["loc"][1:]) or "body", "error": e["msg"].removeprefix("Value error, ")}
+        return {
+            "field": "body",
+            "error": f"invalid JSON{where}: {e.get('ctx', {}).get('error', 'cannot parse')}",
+        }
+    return {
+        "field": ".".join(str(x) for x in e["loc"][1:]) or "body",
+        "error": e["msg"].removeprefix("Value error, "),
+    }
 
 
 def _responses(*codes: int, invalid: bool = True) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI responses of a route: its error statuses and (``invalid``: it takes input) the service's 422 body."""
-    out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorBody, "description": _DESCRIBED[c]} for c in codes}
+    out: dict[int | str, dict[str, Any]] = {
+        c: {"model": ErrorBody, "description": _DESCRIBED[c]} for c in codes
+    }
     if invalid:
         out[422] = {"model": ValidationErrorBody, "description": "refused: each field and why"}
     return out
 
 
 _FILTERS = TypeAdapter(Filters)
-FILTERS_PARAM = {"name": "filters", "in": "query", "required": False, "content": {"application/json": {
-    "schema": _FILTERS.json_schema()}}, "description": "metadata equality as a JSON object (URL-encoded, at most "
+FILTERS_PARAM = {
+    "name": "filters",
+    "in": "query",
+    "required": False,
+    "content": {"application/json": {"schema": _FILTERS.json_schema()}},
+    "description": "metadata equality as a JSON object (URL-encoded, at most "
     f'{MAX_QUERY} characters): ?filters={{"topic":"travel"}} keeps the units whose source messages were added '
-    'with metadata topic "travel"'}
+    'with metadata topic "travel"',
+}
 
 
 def _filters(raw: str | None) -> dict | None:
@@ -120,8 +146,16 @@ def _filters(raw: str | None) -> dict | None:
     try:
         return _FILTERS.validate_json(raw)
     except ValidationError as exc:
-        errs = [{"type": "value_error", "loc": ("query", "filters", *e["loc"]),
-                 "msg": f"invalid JSON: {e.get('ctx', {}).get('error', 'cannot parse')}" if e["type"] == "json_invalid" else e["msg"]} for e in exc.errors()]
+        errs = [
+            {
+                "type": "value_error",
+                "loc": ("query", "filters", *e["loc"]),
+                "msg": f"invalid JSON: {e.get('ctx', {}).get('error', 'cannot parse')}"
+                if e["type"] == "json_invalid"
+                else e["msg"],
+            }
+            for e in exc.errors()
+        ]
         raise RequestValidationError(errs) from None
 
 
@@ -140,7 +174,9 @@ async def _mapped(aw, prefix: str = "") -> Any:
         raise HTTPException(503, str(exc)) from None
 
 
-def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: ServiceConfig | None = None) -> FastAPI:
+def create_app(
+    engine: MemoryEngine | Callable[[], MemoryEngine], config: ServiceConfig | None = None
+) -> FastAPI:
     """The app; ``engine`` an open engine or a factory called at start-up (closed at shutdown)."""
     cfg = config or ServiceConfig()
     metrics = Metrics()
@@ -168,11 +204,19 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
     async def lifespan(app: FastAPI):
         state["engine"] = engine() if callable(engine) and not isinstance(engine, MemoryEngine) else engine
         if cfg.coalesce_ms > 0:
-            state["search"] = Coalescer(do_search, window_s=cfg.coalesce_ms / 1e3, max_batch=cfg.max_batch,
-                                        on_batch=lambda n: metrics.inc("coalesced_search_requests_total", n),
-                                        workers=cfg.search_workers)
-            state["add"] = Coalescer(do_add, window_s=cfg.coalesce_ms / 1e3, max_batch=cfg.max_batch,
-                                     on_batch=lambda n: metrics.inc("coalesced_add_requests_total", n))
+            state["search"] = Coalescer(
+                do_search,
+                window_s=cfg.coalesce_ms / 1e3,
+                max_batch=cfg.max_batch,
+                on_batch=lambda n: metrics.inc("coalesced_search_requests_total", n),
+                workers=cfg.search_workers,
+            )
+            state["add"] = Coalescer(
+                do_add,
+                window_s=cfg.coalesce_ms / 1e3,
+                max_batch=cfg.max_batch,
+                on_batch=lambda n: metrics.inc("coalesced_add_requests_total", n),
+            )
             state["search"].start()
             state["add"].start()
             metrics.gauges["queue_depth_search"] = lambda: state["search"].depth
@@ -183,8 +227,14 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
                 await state[name].drain()
         state["engine"].close()
 
-    app = FastAPI(title="xmemory_gpu", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="xMemory agent memory: add, search, delete and scope live memories.")
+    app = FastAPI(
+        title="xmemory_gpu",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="xMemory agent memory: add, search, delete and scope live memories.",
+    )
 
     async def run(kind: str, item: dict) -> Any:
         """Through the coalescer when coalescing is on, else one engine call for this request."""
@@ -212,7 +262,9 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
             if length is None:
                 resp = JSONResponse({"detail": "a Content-Length header is required"}, status_code=411)
             elif not length.isdigit() or int(length) > cfg.max_body_bytes:
-                resp = JSONResponse({"detail": f"body larger than the limit of {cfg.max_body_bytes} bytes"}, status_code=413)
+                resp = JSONResponse(
+                    {"detail": f"body larger than the limit of {cfg.max_body_bytes} bytes"}, status_code=413
+                )
             else:
                 resp = None
             if resp is not None:
@@ -230,7 +282,9 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
         errs = [_pydantic_error(e) for e in exc.errors()] or [{"field": "body", "error": "invalid"}]
-        return JSONResponse({"detail": f"{errs[0]['field']}: {errs[0]['error']}", "errors": errs}, status_code=422)
+        return JSONResponse(
+            {"detail": f"{errs[0]['field']}: {errs[0]['error']}", "errors": errs}, status_code=422
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def refused(request: Request, exc: StarletteHTTPException):
@@ -239,7 +293,9 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
             body["errors"] = [_field_error(str(exc.detail))]
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
-    bearer = HTTPBearer(auto_error=False, scheme_name="bearer", description="an API key: Authorization: Bearer KEY")
+    bearer = HTTPBearer(
+        auto_error=False, scheme_name="bearer", description="an API key: Authorization: Bearer KEY"
+    )
 
     def key_scope(token: str) -> tuple[bool, frozenset[str] | None]:
         """(whether ``token`` is a key, the user ids it may access: None for all)."""
@@ -249,10 +305,14 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
                 found, allowed = True, users
         return found, allowed
 
-    def scoped(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> frozenset[str] | None:
+    def scoped(
+        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> frozenset[str] | None:
         """The caller's allowed user ids (None: all); 401 without a valid key."""
         if creds is None:
-            raise HTTPException(401, "missing API key (Authorization: Bearer KEY)", headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401, "missing API key (Authorization: Bearer KEY)", headers={"WWW-Authenticate": "Bearer"}
+            )
         found, allowed = key_scope(creds.credentials)
         if not found:
             raise HTTPException(401, "invalid API key", headers={"WWW-Authenticate": "Bearer"})
@@ -289,14 +349,22 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
                 return {"status": "ok"}
         return {"status": "ok", **eng().stats()}
 
-    json_error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}  # declared by the routes below
+    json_error = {
+        "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+    }  # declared by the routes below
 
-    @app.get("/metrics", response_class=PlainTextResponse,
-             responses={c: {"description": _DESCRIBED[c], "content": json_error} for c in auth})
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={c: {"description": _DESCRIBED[c], "content": json_error} for c in auth},
+    )
     async def metrics_route(allowed: Allowed) -> str:
         """Prometheus metrics of the whole service: a key of every scope."""
         if allowed is not None:
-            raise HTTPException(403, "/metrics: this key is bound to user ids; the service's metrics need a key of every scope")
+            raise HTTPException(
+                403,
+                "/metrics: this key is bound to user ids; the service's metrics need a key of every scope",
+            )
         return metrics.render()
 
     @app.post("/v1/memories", responses=_responses(*auth, 413, 503))
@@ -316,23 +384,40 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
     @app.post("/v1/search", responses=_responses(*auth, 413, 503))
     async def search(req: SearchRequest, allowed: Allowed) -> Response:  # type: ignore[valid-type]
         check_scope(allowed, req.user_id)
-        item = {"queries": [req.query] if req.query is not None else req.queries, "user_id": req.user_id,
-                "agent_id": req.agent_id, "run_id": req.run_id, "strategy": req.strategy, "budget_tokens": req.budget_tokens}
+        item = {
+            "queries": [req.query] if req.query is not None else req.queries,
+            "user_id": req.user_id,
+            "agent_id": req.agent_id,
+            "run_id": req.run_id,
+            "strategy": req.strategy,
+            "budget_tokens": req.budget_tokens,
+        }
         item |= {k: v for k in ("limit", "threshold", "filters") if (v := getattr(req, k)) is not None}
-        results = await engine_async("search", item)  # plain JSON types: serialised directly, not re-encoded by FastAPI
-        return Response(json.dumps({"results": results}, ensure_ascii=False).encode(), media_type="application/json")
+        results = await engine_async(
+            "search", item
+        )  # plain JSON types: serialised directly, not re-encoded by FastAPI
+        return Response(
+            json.dumps({"results": results}, ensure_ascii=False).encode(), media_type="application/json"
+        )
 
-    def scope_params(user_id: Annotated[str, Query(min_length=1, max_length=MAX_ID)],
-                     agent_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
-                     run_id: Annotated[str | None, Query(max_length=MAX_ID)] = None) -> dict:
+    def scope_params(
+        user_id: Annotated[str, Query(min_length=1, max_length=MAX_ID)],
+        agent_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+        run_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+    ) -> dict:
         return {"user_id": user_id, "agent_id": agent_id or None, "run_id": run_id or None}
 
     ScopeQ = Annotated[dict, Depends(scope_params)]
-    UnitId = Annotated[str, Path(min_length=1, max_length=MAX_ID, description="a unit or message id ('/' allowed)")]
+    UnitId = Annotated[
+        str, Path(min_length=1, max_length=MAX_ID, description="a unit or message id ('/' allowed)")
+    ]
 
     @app.get("/v1/memories", responses=_responses(*auth, 503), openapi_extra={"parameters": [FILTERS_PARAM]})
-    async def get_all(scope: ScopeQ, allowed: Allowed,
-                      filters: Annotated[str | None, Query(include_in_schema=False, max_length=MAX_QUERY)] = None) -> dict:
+    async def get_all(
+        scope: ScopeQ,
+        allowed: Allowed,
+        filters: Annotated[str | None, Query(include_in_schema=False, max_length=MAX_QUERY)] = None,
+    ) -> dict:
         check_scope(allowed, scope["user_id"])
         given = _filters(filters)
         return {"units": await engine_call(lambda: eng().get_all(**scope, filters=given))}
@@ -346,8 +431,11 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
     async def update(unit_id: UnitId, req: UpdateRequest, allowed: Allowed) -> dict:
         """A message's new text; what was derived from the old text is derived again (as after a delete)."""
         check_scope(allowed, req.user_id)
-        await engine_call(lambda: eng().update(unit_id, req.text, user_id=req.user_id, agent_id=req.agent_id,
-                                               run_id=req.run_id))
+        await engine_call(
+            lambda: eng().update(
+                unit_id, req.text, user_id=req.user_id, agent_id=req.agent_id, run_id=req.run_id
+            )
+        )
         return {"updated": unit_id}
 
     @app.delete("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 503))
@@ -366,7 +454,9 @@ def create_app(engine: MemoryEngine | Callable[[], MemoryEngine], config: Servic
     async def reset(allowed: Allowed) -> dict:
         """Delete every memory of the store: a key of every scope."""
         if allowed is not None:
-            raise HTTPException(403, "/v1/reset: this key is bound to user ids; a reset needs a key of every scope")
+            raise HTTPException(
+                403, "/v1/reset: this key is bound to user ids; a reset needs a key of every scope"
+            )
         return {"deleted_memories": await engine_call(lambda: eng().reset())}
 
     @app.get("/v1/history", responses=_responses(*auth, 503))

@@ -13,8 +13,15 @@ from typing import Any
 
 
 class Coalescer:
-    def __init__(self, call: Callable[[list[Any]], list[Any]], *, window_s: float, max_batch: int,
-                 on_batch: Callable[[int], None] | None = None, workers: int = 1) -> None:
+    def __init__(
+        self,
+        call: Callable[[list[Any]], list[Any]],
+        *,
+        window_s: float,
+        max_batch: int,
+        on_batch: Callable[[int], None] | None = None,
+        workers: int = 1,
+    ) -> None:
         self.call = call
         self.window_s = window_s
         self.max_batch = max(1, max_batch)

@@ -37,15 +37,29 @@ class Metrics:
 
     def render(self) -> str:
         with self._lock:
-            out = ["# HELP xmemory_requests_total HTTP requests by method, route and status.",
-                   "# TYPE xmemory_requests_total counter"]
-            out += [f'xmemory_requests_total{{method="{m}",route="{r}",status="{s}"}} {n}' for (m, r, s), n in sorted(self.requests.items())]
-            out += ["# HELP xmemory_request_seconds Request latency by method and route.", "# TYPE xmemory_request_seconds histogram"]
+            out = [
+                "# HELP xmemory_requests_total HTTP requests by method, route and status.",
+                "# TYPE xmemory_requests_total counter",
+            ]
+            out += [
+                f'xmemory_requests_total{{method="{m}",route="{r}",status="{s}"}} {n}'
+                for (m, r, s), n in sorted(self.requests.items())
+            ]
+            out += [
+                "# HELP xmemory_request_seconds Request latency by method and route.",
+                "# TYPE xmemory_request_seconds histogram",
+            ]
             for (m, r), h in sorted(self.latency.items()):
                 lab = f'method="{m}",route="{r}"'
-                out += [f'xmemory_request_seconds_bucket{{{lab},le="{b}"}} {int(h[i])}' for i, b in enumerate(BUCKETS)]
-                out += [f'xmemory_request_seconds_bucket{{{lab},le="+Inf"}} {int(h[-1])}',
-                        f"xmemory_request_seconds_sum{{{lab}}} {h[-2]:.6f}", f"xmemory_request_seconds_count{{{lab}}} {int(h[-1])}"]
+                out += [
+                    f'xmemory_request_seconds_bucket{{{lab},le="{b}"}} {int(h[i])}'
+                    for i, b in enumerate(BUCKETS)
+                ]
+                out += [
+                    f'xmemory_request_seconds_bucket{{{lab},le="+Inf"}} {int(h[-1])}',
+                    f"xmemory_request_seconds_sum{{{lab}}} {h[-2]:.6f}",
+                    f"xmemory_request_seconds_count{{{lab}}} {int(h[-1])}",
+                ]
             for name, v in sorted(self.counters.items()):
                 out += [f"# TYPE xmemory_{name} counter", f"xmemory_{name} {v:g}"]
             for name, fn in sorted(self.gauges.items()):

@@ -34,7 +34,14 @@ Query = Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY)]
 Text = Annotated[StrictStr, Field(max_length=MAX_TEXT)]
 CHUNK_RAG_WIDTHS = ("chunk-rag:16", "chunk-rag:32", "chunk-rag:128")  # beside chunk-rag (64 words)
 MAX_LIMIT = 10_000  # units of one search result
-_KINDS = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+_KINDS = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+}
 
 
 def _kind(v: Any) -> str:
@@ -54,20 +61,34 @@ def _finite(v: Any, where: str) -> None:
 def _object(scalars: bool) -> Any:
     """A JSON object with keys of 1-MAX_ID characters: values any JSON (``scalars``: strings, finite
     numbers, booleans or null)."""
+
     def validate(v: Any) -> dict[str, Any]:
         if not isinstance(v, dict):
             raise ValueError(f"expected a JSON object, got {_kind(v)}")
         for k, x in v.items():
             if not 0 < len(k) <= MAX_ID:
                 raise ValueError(f"key {k[:40]!r}: expected 1-{MAX_ID} characters, got {len(k)}")
-            if scalars and not (x is None or isinstance(x, (str, int)) or isinstance(x, float) and math.isfinite(x)):
-                raise ValueError(f"key {k[:40]!r}: expected a string, a number, a boolean or null, got {_kind(x)}")
+            if scalars and not (
+                x is None or isinstance(x, (str, int)) or isinstance(x, float) and math.isfinite(x)
+            ):
+                raise ValueError(
+                    f"key {k[:40]!r}: expected a string, a number, a boolean or null, got {_kind(x)}"
+                )
             _finite(x, f"key {k[:40]!r}")
         return v
 
     values = {"type": ["string", "number", "boolean", "null"]} if scalars else {}
-    return Annotated[dict, PlainValidator(validate), WithJsonSchema({
-        "type": "object", "propertyNames": {"minLength": 1, "maxLength": MAX_ID}, "additionalProperties": values})]
+    return Annotated[
+        dict,
+        PlainValidator(validate),
+        WithJsonSchema(
+            {
+                "type": "object",
+                "propertyNames": {"minLength": 1, "maxLength": MAX_ID},
+                "additionalProperties": values,
+            }
+        ),
+    ]
 
 
 Metadata = _object(scalars=False)
@@ -83,13 +104,34 @@ def _timestamp(v: Any) -> float | str:
             return float(v)
         shown = repr(v) if len(repr(v)) <= 24 else f"an integer of {len(str(v))} digits"
         raise ValueError(f"epoch seconds outside years 1-9999, got {shown}")
-    raise ValueError(f"expected epoch seconds (a number) or an ISO date-time (a string of 1-{MAX_ISO} characters), "
-                     f"got {type(v).__name__}")
+    raise ValueError(
+        f"expected epoch seconds (a number) or an ISO date-time (a string of 1-{MAX_ISO} characters), "
+        f"got {type(v).__name__}"
+    )
 
 
-Timestamp = Annotated[Any, PlainValidator(_timestamp), WithJsonSchema({"anyOf": [
-    {"type": "number", "minimum": MIN_TIME, "exclusiveMaximum": MAX_TIME, "description": "epoch seconds"},
-    {"type": "string", "minLength": 1, "maxLength": MAX_ISO, "description": "ISO date-time (UTC when it names no zone)"}]})]
+Timestamp = Annotated[
+    Any,
+    PlainValidator(_timestamp),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {
+                    "type": "number",
+                    "minimum": MIN_TIME,
+                    "exclusiveMaximum": MAX_TIME,
+                    "description": "epoch seconds",
+                },
+                {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_ISO,
+                    "description": "ISO date-time (UTC when it names no zone)",
+                },
+            ]
+        }
+    ),
+]
 
 
 def _given(*names: str, kind: str = "string") -> list[dict[str, Any]]:
@@ -100,8 +142,12 @@ def _given(*names: str, kind: str = "string") -> list[dict[str, Any]]:
 class Message(BaseModel):
     """One message: ``speaker`` or ``role`` and ``content`` or ``text`` (the first given of each pair is used)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "allOf": [{"anyOf": _given("speaker", "role")}, {"anyOf": _given("content", "text")}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [{"anyOf": _given("speaker", "role")}, {"anyOf": _given("content", "text")}]
+        },
+    )
     speaker: Id | None = None
     role: Id | None = None
     content: Text | None = None
@@ -133,12 +179,18 @@ class Scope(BaseModel):
 def limited_add(max_messages: int) -> type[BaseModel]:
     class AddRequest(Scope):
         messages: list[Message] = Field(min_length=1, max_length=max_messages)
-        metadata: Metadata | None = Field(None, description="a JSON object stored with the messages (get, get_all)")
+        metadata: Metadata | None = Field(
+            None, description="a JSON object stored with the messages (get, get_all)"
+        )
         user_name: Id | None = Field(None, description="the user's name in a role chat")
 
         def as_engine(self) -> dict[str, Any]:
-            item = {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": self.run_id,
-                    "messages": [m.as_engine() for m in self.messages]}
+            item = {
+                "user_id": self.user_id,
+                "agent_id": self.agent_id,
+                "run_id": self.run_id,
+                "messages": [m.as_engine() for m in self.messages],
+            }
             return item | {k: v for k in ("metadata", "user_name") if (v := getattr(self, k)) is not None}
 
     return AddRequest
@@ -159,15 +211,22 @@ def limited_search(max_queries: int) -> type[BaseModel]:
     class SearchRequest(Scope):
         """Exactly one of ``query`` and ``queries``."""
 
-        model_config = ConfigDict(json_schema_extra={"oneOf": _given("query") + _given("queries", kind="array")})
+        model_config = ConfigDict(
+            json_schema_extra={"oneOf": _given("query") + _given("queries", kind="array")}
+        )
         query: Query | None = None
         queries: list[Query] | None = Field(None, min_length=1, max_length=max_queries)
         strategy: Strategy = "xmemory"  # type: ignore[valid-type]
         budget_tokens: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
-        limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] | None = Field(None, description="at most this many units")
+        limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] | None = Field(
+            None, description="at most this many units"
+        )
         threshold: Annotated[StrictFloat, Field(ge=-1.0, le=1.0)] | None = Field(
-            None, description="units less relevant than it (a query-unit cosine) are left out")
-        filters: Filters | None = Field(None, description="metadata equality: a unit counts when its messages match")
+            None, description="units less relevant than it (a query-unit cosine) are left out"
+        )
+        filters: Filters | None = Field(
+            None, description="metadata equality: a unit counts when its messages match"
+        )
 
         @model_validator(mode="after")
         def _one_query_field(self) -> SearchRequest:

@@ -19,38 +19,64 @@ register("attach_rows", __name__, _ALL)
 register("attach_rows_batch", __name__, _ALL)
 
 
-def attach_rows(x: np.ndarray, rows: np.ndarray, sums: np.ndarray, counts: np.ndarray, alive: np.ndarray,
-                ids: np.ndarray, label: np.ndarray, n_slots: int, next_id: int, *, attach_threshold: float,
-                lenient_floor: float, size_cap: int, backend: str = "auto") -> tuple[int, int, bool]:
+def attach_rows(
+    x: np.ndarray,
+    rows: np.ndarray,
+    sums: np.ndarray,
+    counts: np.ndarray,
+    alive: np.ndarray,
+    ids: np.ndarray,
+    label: np.ndarray,
+    n_slots: int,
+    next_id: int,
+    *,
+    attach_threshold: float,
+    lenient_floor: float,
+    size_cap: int,
+    backend: str = "auto",
+) -> tuple[int, int, bool]:
     """Attach node rows ``rows`` [m] of x [n, d] float32 (unit rows) in order. The columns, edited in
     place: ``sums`` [cap, d] float64, ``counts`` [cap] int64, ``alive`` [cap] bool, ``ids`` [cap] int64
     (slots in opening order; ``n_slots`` used, cap >= n_slots + m), ``label`` [n] int64 (theme id per
     node). A joined theme adds the row to its sum; an opened one takes slot ``n_slots``, id ``next_id``
     and the next ones after. Returns (n_slots, next_id, whether a row joined an existing theme)."""
-    name = resolve_backend("attach_rows", host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+    name = resolve_backend(
+        "attach_rows", host_backend(backend) if backend == "auto" else backend, on_cuda=False
+    )
     item = _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id)
     n_slots, next_id, joined = implementation("attach_rows", name)(
-        *item, float(attach_threshold), float(lenient_floor), int(size_cap))
+        *item, float(attach_threshold), float(lenient_floor), int(size_cap)
+    )
     return int(n_slots), int(next_id), bool(joined)
 
 
-def attach_rows_batch(items: list[tuple], *, attach_threshold: float, lenient_floor: float, size_cap: int,
-                      backend: str = "auto") -> list[tuple[int, int, bool]]:
+def attach_rows_batch(
+    items: list[tuple], *, attach_threshold: float, lenient_floor: float, size_cap: int, backend: str = "auto"
+) -> list[tuple[int, int, bool]]:
     """``attach_rows`` of many memories in one call (one C++ call on the ``cpu`` backend): each item
     ``(x, rows, sums, counts, alive, ids, label, n_slots, next_id)`` as ``attach_rows`` takes them, one
     item per memory (no two items' columns may be the same arrays). Returns ``(n_slots, next_id,
     joined)`` per item, in order; every item is checked before any is edited."""
-    name = resolve_backend("attach_rows_batch", host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+    name = resolve_backend(
+        "attach_rows_batch", host_backend(backend) if backend == "auto" else backend, on_cuda=False
+    )
     items = [_checked(*item) for item in items]
     held = [id(a) for item in items for a in item[2:7]]
     if len(set(held)) != len(held):
         raise ValueError("attach_rows_batch: two items share a column array (one item per memory)")
-    out = implementation("attach_rows_batch", name)(items, float(attach_threshold), float(lenient_floor), int(size_cap))
+    out = implementation("attach_rows_batch", name)(
+        items, float(attach_threshold), float(lenient_floor), int(size_cap)
+    )
     return [(int(n), int(i), bool(j)) for n, i, j in out]
 
 
-_COLUMNS = (("sums", np.float64, 2), ("counts", np.int64, 1), ("alive", np.bool_, 1), ("ids", np.int64, 1),
-            ("label", np.int64, 1))  # the columns edited in place: (name, dtype, ndim)
+_COLUMNS = (
+    ("sums", np.float64, 2),
+    ("counts", np.int64, 1),
+    ("alive", np.bool_, 1),
+    ("ids", np.int64, 1),
+    ("label", np.int64, 1),
+)  # the columns edited in place: (name, dtype, ndim)
 
 
 def _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id) -> tuple:
@@ -58,15 +84,27 @@ def _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id) -> tupl
     as int64, the slot counts as ints); ``ValueError`` naming the argument otherwise."""
     rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
     if not isinstance(x, np.ndarray) or x.ndim != 2 or x.dtype != np.float32:
-        raise ValueError(f"x: expected [n, d] float32, got {getattr(x, 'dtype', type(x).__name__)} of shape {np.shape(x)}")
+        raise ValueError(
+            f"x: expected [n, d] float32, got {getattr(x, 'dtype', type(x).__name__)} of shape {np.shape(x)}"
+        )
     for (name, dtype, ndim), a in zip(_COLUMNS, (sums, counts, alive, ids, label)):
-        if not (isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == ndim and a.flags.c_contiguous and a.flags.writeable):
-            raise ValueError(f"{name}: expected a writable C-contiguous {np.dtype(dtype).name} array of {ndim} dimension(s) "
-                             f"(edited in place), got {getattr(a, 'dtype', type(a).__name__)} of shape {np.shape(a)}")
+        if not (
+            isinstance(a, np.ndarray)
+            and a.dtype == dtype
+            and a.ndim == ndim
+            and a.flags.c_contiguous
+            and a.flags.writeable
+        ):
+            raise ValueError(
+                f"{name}: expected a writable C-contiguous {np.dtype(dtype).name} array of {ndim} dimension(s) "
+                f"(edited in place), got {getattr(a, 'dtype', type(a).__name__)} of shape {np.shape(a)}"
+            )
     cap = sums.shape[0]
     if sums.shape[1] != x.shape[1] or counts.shape[0] != cap or alive.shape[0] != cap or ids.shape[0] != cap:
-        raise ValueError(f"sums [cap, d], counts, alive and ids [cap] must agree with x [n, d={x.shape[1]}]: got sums "
-                         f"{sums.shape}, counts {counts.shape}, alive {alive.shape}, ids {ids.shape}")
+        raise ValueError(
+            f"sums [cap, d], counts, alive and ids [cap] must agree with x [n, d={x.shape[1]}]: got sums "
+            f"{sums.shape}, counts {counts.shape}, alive {alive.shape}, ids {ids.shape}"
+        )
     if label.shape[0] != x.shape[0]:
         raise ValueError(f"label: expected [n={x.shape[0]}], got {label.shape}")
     if rows.size and (rows.min() < 0 or rows.max() >= x.shape[0]):
@@ -76,9 +114,20 @@ def _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id) -> tupl
     return x, rows, sums, counts, alive, ids, label, int(n_slots), int(next_id)
 
 
-def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.ndarray, n_slots: int, *, k: int,
-                tiny_size: int, merge_candidates: int, size_cap: int, pair_threshold: float,
-                native: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def merge_pairs(
+    live: np.ndarray,
+    idx: np.ndarray,
+    sim: np.ndarray,
+    counts: np.ndarray,
+    n_slots: int,
+    *,
+    k: int,
+    tiny_size: int,
+    merge_candidates: int,
+    size_cap: int,
+    pair_threshold: float,
+    native: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """A memory's merge candidates from its theme graph, as slots (t [P], j [P]) int64, in the order the
     per-theme rule meets them. Graph row r is live slot ``live[r]`` ([L] int64), its neighbours
     ``idx[r]`` ([L, k] int32 positions in ``live``, -1 none) with cosines ``sim[r]`` ([L, k] float32,
@@ -89,32 +138,76 @@ def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.n
     built (and ``native``) and the inputs are of the types above (Python ints, a float threshold),
     else ``reference.merge_pairs``' vectorised steps (no cast that could change an answer)."""
     fn = compiled("merge_pairs") if native else None
-    if (fn is None or live.dtype != np.int64 or idx.dtype != np.int32 or sim.dtype != np.float32 or counts.dtype != np.int64
-            or not all(type(v) is int for v in (n_slots, k, tiny_size, merge_candidates, size_cap))
-            or type(pair_threshold) is not float):
-        return reference.merge_pairs(live, idx, sim, counts, n_slots, k=k, tiny_size=tiny_size,
-                                     merge_candidates=merge_candidates, size_cap=size_cap, pair_threshold=pair_threshold)
+    if (
+        fn is None
+        or live.dtype != np.int64
+        or idx.dtype != np.int32
+        or sim.dtype != np.float32
+        or counts.dtype != np.int64
+        or not all(type(v) is int for v in (n_slots, k, tiny_size, merge_candidates, size_cap))
+        or type(pair_threshold) is not float
+    ):
+        return reference.merge_pairs(
+            live,
+            idx,
+            sim,
+            counts,
+            n_slots,
+            k=k,
+            tiny_size=tiny_size,
+            merge_candidates=merge_candidates,
+            size_cap=size_cap,
+            pair_threshold=pair_threshold,
+        )
     return fn(live, idx, sim, counts, n_slots, k, tiny_size, merge_candidates, size_cap, pair_threshold)
 
 
-def merge_pairs_batch(items: list[tuple], *, tiny_size: int, merge_candidates: int, size_cap: int,
-                      pair_threshold: float, native: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def merge_pairs_batch(
+    items: list[tuple],
+    *,
+    tiny_size: int,
+    merge_candidates: int,
+    size_cap: int,
+    pair_threshold: float,
+    native: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``merge_pairs`` of many memories, as theme ids: each item ``(live, idx, sim, counts, ids, n_slots,
     k)``, ``ids [cap]`` int64 the theme id of each slot. Returns (item [P], t ids [P], j ids [P]) int64:
     item 0's pairs in its rule's order, then item 1's, ... One C++ call when the compiled module is
     built (and ``native``) and every item is of the types ``merge_pairs`` runs natively, else
     ``merge_pairs`` item by item."""
     fn = compiled("merge_pairs_batch") if native else None
-    if fn is not None and type(pair_threshold) is float and all(
-            type(v) is int for v in (tiny_size, merge_candidates, size_cap)) and all(
-            live.dtype == np.int64 and idx.dtype == np.int32 and sim.dtype == np.float32 and counts.dtype == np.int64
-            and ids.dtype == np.int64 and type(n_slots) is int and type(k) is int
-            for live, idx, sim, counts, ids, n_slots, k in items):
+    if (
+        fn is not None
+        and type(pair_threshold) is float
+        and all(type(v) is int for v in (tiny_size, merge_candidates, size_cap))
+        and all(
+            live.dtype == np.int64
+            and idx.dtype == np.int32
+            and sim.dtype == np.float32
+            and counts.dtype == np.int64
+            and ids.dtype == np.int64
+            and type(n_slots) is int
+            and type(k) is int
+            for live, idx, sim, counts, ids, n_slots, k in items
+        )
+    ):
         return fn(items, tiny_size, merge_candidates, size_cap, pair_threshold)
     owner, t_ids, j_ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for b, (live, idx, sim, counts, ids, n_slots, k) in enumerate(items):
-        t, j = merge_pairs(live, idx, sim, counts, n_slots, k=k, tiny_size=tiny_size, merge_candidates=merge_candidates,
-                           size_cap=size_cap, pair_threshold=pair_threshold, native=native)
+        t, j = merge_pairs(
+            live,
+            idx,
+            sim,
+            counts,
+            n_slots,
+            k=k,
+            tiny_size=tiny_size,
+            merge_candidates=merge_candidates,
+            size_cap=size_cap,
+            pair_threshold=pair_threshold,
+            native=native,
+        )
         owner.append(np.full(t.size, b, np.int64))
         t_ids.append(np.asarray(ids[t], np.int64))
         j_ids.append(np.asarray(ids[j], np.int64))

@@ -14,7 +14,9 @@ def _norm(s: np.ndarray) -> np.ndarray:
     return np.where(v > 0, v, 1.0)
 
 
-def attach_rows(x, rows, sums, counts, alive, ids, label, n_slots, next_id, attach_threshold, lenient_floor, size_cap):
+def attach_rows(
+    x, rows, sums, counts, alive, ids, label, n_slots, next_id, attach_threshold, lenient_floor, size_cap
+):
     attached = False
     for i in rows.tolist():
         live = np.flatnonzero(alive[:n_slots])
@@ -44,8 +46,19 @@ def attach_rows_batch(items, attach_threshold, lenient_floor, size_cap):
     return [attach_rows(*item, attach_threshold, lenient_floor, size_cap) for item in items]
 
 
-def merge_pairs(live: np.ndarray, idx: np.ndarray, sim: np.ndarray, counts: np.ndarray, n_slots: int, *, k: int,
-                tiny_size: int, merge_candidates: int, size_cap: int, pair_threshold: float) -> tuple[np.ndarray, np.ndarray]:
+def merge_pairs(
+    live: np.ndarray,
+    idx: np.ndarray,
+    sim: np.ndarray,
+    counts: np.ndarray,
+    n_slots: int,
+    *,
+    k: int,
+    tiny_size: int,
+    merge_candidates: int,
+    size_cap: int,
+    pair_threshold: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """``ops.attach.merge_pairs`` in vectorised NumPy steps (the rule ``_C.merge_pairs`` is tested against)."""
     empty = np.zeros(0, np.int64)
     if live.size == 0:

@@ -56,14 +56,26 @@ def split_utf8(raw: bytes, off: np.ndarray, *, backend: str = "auto") -> np.ndar
     return _impl("split_utf8", backend)(bytes(raw), off)
 
 
-def container_views(entries: object, buf: bytearray, base: int, *, backend: str = "auto") -> dict[str, np.ndarray]:
+def container_views(
+    entries: object, buf: bytearray, base: int, *, backend: str = "auto"
+) -> dict[str, np.ndarray]:
     """The arrays a container's parsed header ``entries`` name, as writable views of ``buf`` (a
     bytearray) from byte ``base``; an entry that is not valid or runs past the end raises ``ValueError``."""
     return _impl("container_views", backend)(entries, buf, int(base))
 
 
-def values_ok(refs: list[tuple[np.ndarray, int, int]], psg_msg: np.ndarray, msg_psg: np.ndarray, finite: list[np.ndarray],
-              times: list[np.ndarray], tmin: float, tmax: float, nonan: list[np.ndarray], *, backend: str = "auto") -> bool:
+def values_ok(
+    refs: list[tuple[np.ndarray, int, int]],
+    psg_msg: np.ndarray,
+    msg_psg: np.ndarray,
+    finite: list[np.ndarray],
+    times: list[np.ndarray],
+    tmin: float,
+    tmax: float,
+    nonan: list[np.ndarray],
+    *,
+    backend: str = "auto",
+) -> bool:
     """A fast yes for a slice's value checks (``memory.codec.check_slice``), one C++ pass: True when
     every ``refs`` (int32/int64 array, lo, hi) value is in [lo, hi), ``psg_msg`` int32 does not
     decrease, each ``msg_psg`` int32 first passage >= 0 belongs to its message, ``finite`` float32
@@ -73,4 +85,15 @@ def values_ok(refs: list[tuple[np.ndarray, int, int]], psg_msg: np.ndarray, msg_
     return _impl("values_ok", backend)(refs, psg_msg, msg_psg, finite, times, float(tmin), float(tmax), nonan)
 
 
-__all__ = ["ALIGN", "DTYPES", "MAGIC", "ColumnsError", "aligned", "container_views", "join_utf8", "pack_arrays", "split_utf8", "values_ok"]
+__all__ = [
+    "ALIGN",
+    "DTYPES",
+    "MAGIC",
+    "ColumnsError",
+    "aligned",
+    "container_views",
+    "join_utf8",
+    "pack_arrays",
+    "split_utf8",
+    "values_ok",
+]

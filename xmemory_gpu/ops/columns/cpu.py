@@ -41,6 +41,5 @@ def container_views(entries: object, buf: bytearray, base: int) -> dict[str, np.
     return reference.container_views(entries, buf, base) if out is None else out
 
 
-
 def values_ok(refs, psg_msg, msg_psg, finite, times, tmin, tmax, nonan) -> bool:
     return bool(_c().values_ok(refs, psg_msg, msg_psg, finite, times, tmin, tmax, nonan))

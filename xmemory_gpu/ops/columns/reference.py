@@ -30,7 +30,9 @@ def pack_arrays(names: list[str], arrays: list[np.ndarray]) -> bytes:
         a = np.ascontiguousarray(a)  # as the format has always done: a 0-d array is stored as shape [1]
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         if dt.str not in DTYPES:
-            raise ColumnsError(f"array {name}: dtype {a.dtype} cannot be stored (expected one of {sorted(DTYPES)})")
+            raise ColumnsError(
+                f"array {name}: dtype {a.dtype} cannot be stored (expected one of {sorted(DTYPES)})"
+            )
         entries.append({"name": name, "dtype": dt.str, "shape": list(a.shape), "offset": offset})
         parts.append((offset, a, dt))
         offset += aligned(a.size * dt.itemsize)
@@ -92,7 +94,6 @@ def container_views(entries: object, buf: bytearray, base: int) -> dict[str, np.
         except ValueError as exc:  # more dimensions than numpy takes
             raise ColumnsError(f"array {name}: shape {shape[:8]} is not allowed ({exc})") from None
     return out
-
 
 
 def values_ok(*args, **kw) -> bool:

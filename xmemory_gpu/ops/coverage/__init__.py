@@ -11,7 +11,9 @@ from ..checks import check_budgets, check_finite, check_finite_scalar, check_ind
 from ..devices import as_caller, gpu_device, host, is_cuda_tensor, is_torch, to_backend
 from .reference import STOP_RULES
 
-register("coverage_select", __name__, {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"})
+register(
+    "coverage_select", __name__, {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"}
+)
 
 
 def coverage_inputs(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop):
@@ -50,27 +52,43 @@ def coverage_inputs(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, targ
     if is_torch(idx32):
         import torch
 
-        w32 = (w if is_torch(w) else torch.from_numpy(np.ascontiguousarray(w))).to(idx32.device, torch.float32)
+        w32 = (w if is_torch(w) else torch.from_numpy(np.ascontiguousarray(w))).to(
+            idx32.device, torch.float32
+        )
         bad = (idx32 >= 0) & (w32 <= 0)  # w is finite (checked above)
         if bool(bad.any()):
             r, c = (int(v) for v in torch.nonzero(bad)[0].tolist())
-            raise ValueError(f"nbr_w: edge weights must be > 0 where nbr_idx >= 0, got {float(w32[r, c])} at ({r}, {c})")
-        rel64 = (rel if is_torch(rel) else torch.from_numpy(np.ascontiguousarray(rel))).to(idx32.device, torch.float64)
+            raise ValueError(
+                f"nbr_w: edge weights must be > 0 where nbr_idx >= 0, got {float(w32[r, c])} at ({r}, {c})"
+            )
+        rel64 = (rel if is_torch(rel) else torch.from_numpy(np.ascontiguousarray(rel))).to(
+            idx32.device, torch.float64
+        )
         idx32, w32, rel64 = idx32.contiguous(), w32.contiguous(), rel64.contiguous()
     else:
         w32 = np.ascontiguousarray(host(w), dtype=np.float32)
         bad = (idx32 >= 0) & (w32 <= 0)  # w is finite (checked above)
         if bad.any():
             r, c = (int(v) for v in np.argwhere(bad)[0])
-            raise ValueError(f"nbr_w: edge weights must be > 0 where nbr_idx >= 0, got {w32[r, c]} at ({r}, {c})")
+            raise ValueError(
+                f"nbr_w: edge weights must be > 0 where nbr_idx >= 0, got {w32[r, c]} at ({r}, {c})"
+            )
         idx32, rel64 = np.ascontiguousarray(idx32), np.ascontiguousarray(host(rel), dtype=np.float64)
     budgets = check_budgets("budget", budget, off.size - 1)
     return off, idx32, w32, rel64, alpha, budgets, target
 
 
 def coverage_select(
-    cand_offsets: Any, nbr_idx: Any, nbr_w: Any, relevance: Any, *, alpha: float = 0.7, budget: Any,
-    target: float = 1.0, stop: str = "count", backend: str = "auto",
+    cand_offsets: Any,
+    nbr_idx: Any,
+    nbr_w: Any,
+    relevance: Any,
+    *,
+    alpha: float = 0.7,
+    budget: Any,
+    target: float = 1.0,
+    stop: str = "count",
+    backend: str = "auto",
 ) -> tuple[Any, Any, Any]:
     """Greedy Eq. 4 selection per query (semantics and stop rules in ``reference``'s docstring).
 
@@ -88,12 +106,16 @@ def coverage_select(
     off, idx, w, rel, alpha, budgets, target = coverage_inputs(
         cand_offsets, nbr_idx, nbr_w, relevance, alpha, budget, target, stop
     )
-    if name in GPU_BACKENDS:  # device backends get device tensors; offsets and budgets size the launch on the host
+    if (
+        name in GPU_BACKENDS
+    ):  # device backends get device tensors; offsets and budgets size the launch on the host
         dev = gpu_device(name, relevance)
         idx, w, rel = (to_backend(a, name, device=dev) for a in (idx, w, rel))
     else:
         idx, w, rel = host(idx), host(w), host(rel)
-    sel_off, sel, vals = implementation("coverage_select", name)(off, idx, w, rel, alpha, budgets, target, stop)
+    sel_off, sel, vals = implementation("coverage_select", name)(
+        off, idx, w, rel, alpha, budgets, target, stop
+    )
     sel_off, sel, vals = host(sel_off, np.int64), host(sel, np.int32), host(vals, np.float32)
     return as_caller(sel_off, relevance), as_caller(sel, relevance), as_caller(vals, relevance)
 

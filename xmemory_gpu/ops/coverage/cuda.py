@@ -60,8 +60,24 @@ def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, tar
     val = torch.empty(total, dtype=torch.float64, device=dev)
     counts = torch.empty(q, dtype=torch.int32, device=dev)
     stream = torch.cuda.current_stream(dev).cuda_stream
-    _cuda.coverage_select(meta[: q + 1], idx_t, w_t, rel_t, meta[q + 1 :], idx2, w2, state, sel, val, counts,
-                          float(alpha), float(target), stop, max_n, stream)
+    _cuda.coverage_select(
+        meta[: q + 1],
+        idx_t,
+        w_t,
+        rel_t,
+        meta[q + 1 :],
+        idx2,
+        w2,
+        state,
+        sel,
+        val,
+        counts,
+        float(alpha),
+        float(target),
+        stop,
+        max_n,
+        stream,
+    )
     cnt = counts.cpu().numpy().astype(np.int64)
     sel_h, val_h = sel.cpu().numpy(), val.cpu().numpy()
     sel_off = np.zeros(q + 1, dtype=np.int64)

@@ -42,7 +42,12 @@ def entries(i: int, nbr_idx: np.ndarray, nbr_w: np.ndarray, n: int) -> list[tupl
 
 
 def select_one(
-    nbr_idx: np.ndarray, nbr_w: np.ndarray, rel: np.ndarray, alpha: float, budget: int, target: float,
+    nbr_idx: np.ndarray,
+    nbr_w: np.ndarray,
+    rel: np.ndarray,
+    alpha: float,
+    budget: int,
+    target: float,
     stop: str = "count",
 ) -> tuple[list[int], list[float]]:
     """Picks (local positions in pick order) and their values for one query."""
@@ -100,7 +105,13 @@ def coverage_select(cand_offsets, nbr_idx, nbr_w, relevance, alpha, budgets, tar
     for q in range(len(cand_offsets) - 1):
         s, e = int(cand_offsets[q]), int(cand_offsets[q + 1])
         p, v = select_one(
-            nbr_idx[s:e], nbr_w[s:e], np.asarray(relevance[s:e], np.float64), alpha, int(budgets[q]), target, stop
+            nbr_idx[s:e],
+            nbr_w[s:e],
+            np.asarray(relevance[s:e], np.float64),
+            alpha,
+            int(budgets[q]),
+            target,
+            stop,
         )
         sel.extend(p)
         gains.extend(v)

@@ -37,8 +37,24 @@ from ..devices import gpu_device, is_torch, tile_table
 
 @triton.jit
 def _coverage_kernel(
-    prog_q_ptr, off_ptr, cap_ptr, idx_ptr, w_ptr, rel_ptr, idx2_ptr, w2_ptr, selfl_ptr, reln_ptr, cov_ptr,
-    chosen_ptr, sel_ptr, val_ptr, cnt_ptr, par_ptr, COUNT_STOP: tl.constexpr, K: tl.constexpr,
+    prog_q_ptr,
+    off_ptr,
+    cap_ptr,
+    idx_ptr,
+    w_ptr,
+    rel_ptr,
+    idx2_ptr,
+    w2_ptr,
+    selfl_ptr,
+    reln_ptr,
+    cov_ptr,
+    chosen_ptr,
+    sel_ptr,
+    val_ptr,
+    cnt_ptr,
+    par_ptr,
+    COUNT_STOP: tl.constexpr,
+    K: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
     q = tl.load(prog_q_ptr + tl.program_id(0)).to(tl.int64)
@@ -170,8 +186,14 @@ def _next_pow2(v: int) -> int:
 
 
 def coverage_select(
-    cand_offsets: np.ndarray, nbr_idx: Any, nbr_w: Any, relevance: Any, alpha: float, budgets: np.ndarray,
-    target: float, stop: str = "count",
+    cand_offsets: np.ndarray,
+    nbr_idx: Any,
+    nbr_w: Any,
+    relevance: Any,
+    alpha: float,
+    budgets: np.ndarray,
+    target: float,
+    stop: str = "count",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inputs as the dispatcher hands them, checked there (offsets and budgets on the host; nbr_idx int32,
     nbr_w float32 [M, k] and relevance float64 [M] torch tensors on the device, or host arrays) ->
@@ -213,8 +235,26 @@ def coverage_select(
     block = min(max(_next_pow2(int(sizes.max())), 16), 256)
     extra = {} if interpreting_triton() else {"enable_fp_fusion": False}
     _coverage_kernel[(table.n,)](
-        prog_q, off_t, cap_t, idx, w, rel, idx2, w2, selfl, reln, cov, chosen, sel, val, cnt,
-        dev_t(np.array([alpha, target], np.float64), torch.float64), COUNT_STOP=stop == "count", K=k, BLOCK_N=block, **extra,
+        prog_q,
+        off_t,
+        cap_t,
+        idx,
+        w,
+        rel,
+        idx2,
+        w2,
+        selfl,
+        reln,
+        cov,
+        chosen,
+        sel,
+        val,
+        cnt,
+        dev_t(np.array([alpha, target], np.float64), torch.float64),
+        COUNT_STOP=stop == "count",
+        K=k,
+        BLOCK_N=block,
+        **extra,
     )
     counts = cnt.cpu().numpy().astype(np.int64)
     sel_h, val_h = sel.cpu().numpy(), val.cpu().numpy()

@@ -29,7 +29,9 @@ def feature_counts(texts: Sequence[str], dim: int, *, backend: str = "auto") -> 
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"texts[{i}]: expected a str, got {type(t).__name__}")
-    name = resolve_backend("feature_counts", host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+    name = resolve_backend(
+        "feature_counts", host_backend(backend) if backend == "auto" else backend, on_cuda=False
+    )
     return implementation("feature_counts", name)(texts, int(dim))
 
 

@@ -18,7 +18,15 @@ register("spherical_kmeans", __name__, _ALL)
 
 
 def spherical_kmeans(
-    x: Any, offsets: Any, segment: Any, k: Any, first: Any, uniforms: Any, *, iters: int = 12, backend: str = "auto"
+    x: Any,
+    offsets: Any,
+    segment: Any,
+    k: Any,
+    first: Any,
+    uniforms: Any,
+    *,
+    iters: int = 12,
+    backend: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(labels [sum over runs of their segment's rows] int64, ok [R] bool): run q clusters the rows of
     segment ``segment[q]`` (``offsets`` CSR over x) into ``k[q]`` clusters; its labels, numbered by first
@@ -38,12 +46,16 @@ def spherical_kmeans(
     n = (off[1:] - off[:-1])[seg]
     kk = np.asarray(host(k)).reshape(-1)
     if kk.shape != seg.shape or (kk.size and not np.issubdtype(kk.dtype, np.integer)):
-        raise ValueError(f"k: expected {len(seg)} integers (one per run), got {kk.shape[0]} of dtype {kk.dtype}")
+        raise ValueError(
+            f"k: expected {len(seg)} integers (one per run), got {kk.shape[0]} of dtype {kk.dtype}"
+        )
     kk = kk.astype(np.int64)
     bad = np.flatnonzero((kk < 1) | (kk > n))
     if bad.size:
         q = int(bad[0])
-        raise ValueError(f"k: run {q} asks for {int(kk[q])} clusters of a segment of {int(n[q])} rows (expected 1..{int(n[q])})")
+        raise ValueError(
+            f"k: run {q} asks for {int(kk[q])} clusters of a segment of {int(n[q])} rows (expected 1..{int(n[q])})"
+        )
     fi = np.asarray(host(first)).reshape(-1)
     if fi.shape != seg.shape:
         raise ValueError(f"first: expected {len(seg)} values (one per run), got {fi.shape[0]}")

@@ -58,7 +58,9 @@ def lloyd(x: np.ndarray, c: np.ndarray, iters: int) -> np.ndarray:
     return first_appearance(labels)
 
 
-def spherical_kmeans(x, offsets, segment, k, first, uniforms, *, iters: int = 12) -> tuple[np.ndarray, np.ndarray]:
+def spherical_kmeans(
+    x, offsets, segment, k, first, uniforms, *, iters: int = 12
+) -> tuple[np.ndarray, np.ndarray]:
     """See ``ops.kmeans.spherical_kmeans`` (checked inputs)."""
     uo = np.concatenate([[0], np.cumsum(k - 1)])
     out, ok = [], np.ones(len(segment), dtype=bool)

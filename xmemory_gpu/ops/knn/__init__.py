@@ -35,12 +35,20 @@ def knn_graph(
     k = check_k("k", k, MAX_K_GPU if name in GPU else None)
     x = check_float_matrix("x", x)
     off = check_offsets("offsets", offsets, int(x.shape[0]))
-    idx, sim = implementation("knn_graph", name)(to_backend(x, name), off, k, drop_nonpositive=drop_nonpositive)
+    idx, sim = implementation("knn_graph", name)(
+        to_backend(x, name), off, k, drop_nonpositive=drop_nonpositive
+    )
     return as_caller(idx, x), as_caller(sim, x)
 
 
 def knn_search(
-    q: Any, q_offsets: Any, x: Any, x_offsets: Any, k: int, *, drop_nonpositive: bool = False,
+    q: Any,
+    q_offsets: Any,
+    x: Any,
+    x_offsets: Any,
+    k: int,
+    *,
+    drop_nonpositive: bool = False,
     backend: str = "auto",
 ) -> tuple[Any, Any]:
     """Queries of segment b against rows of segment b of x only.

@@ -16,10 +16,14 @@ def _f32(x) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-def knn_graph(x: np.ndarray, offsets: np.ndarray, k: int, *, drop_nonpositive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def knn_graph(
+    x: np.ndarray, offsets: np.ndarray, k: int, *, drop_nonpositive: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     x = _f32(x)
     return _c().knn_topk(x, offsets, x, offsets, k, True, drop_nonpositive)
 
 
-def knn_search(q, q_offsets, x, x_offsets, k: int, *, drop_nonpositive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def knn_search(
+    q, q_offsets, x, x_offsets, k: int, *, drop_nonpositive: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     return _c().knn_topk(_f32(q), q_offsets, _f32(x), x_offsets, k, False, drop_nonpositive)

@@ -36,7 +36,9 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
     qo, xo, ts = meta.view(3, -1).unbind(0)
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
-        _cuda.knn_topk(q, qo, x, xo, ts, int(tiles.start[-1]), exclude_self, drop_nonpositive, idx, sim, stream)
+        _cuda.knn_topk(
+            q, qo, x, xo, ts, int(tiles.start[-1]), exclude_self, drop_nonpositive, idx, sim, stream
+        )
     return idx, sim
 
 
@@ -49,7 +51,15 @@ def knn_graph(x, offsets: Any, k: int, *, drop_nonpositive: bool = False):
 
 def knn_search(q, q_offsets: Any, x, x_offsets: Any, k: int, *, drop_nonpositive: bool = False):
     """q [Q, d] vs x [N, d] CUDA tensors, segment b of q against segment b of x -> idx [Q, k] int32, sim [Q, k]."""
-    return _topk(unit_rows_f32(q), host(q_offsets, np.int64), unit_rows_f32(x), host(x_offsets, np.int64), k, False, drop_nonpositive)
+    return _topk(
+        unit_rows_f32(q),
+        host(q_offsets, np.int64),
+        unit_rows_f32(x),
+        host(x_offsets, np.int64),
+        k,
+        False,
+        drop_nonpositive,
+    )
 
 
 __all__ = ["knn_graph", "knn_search"]

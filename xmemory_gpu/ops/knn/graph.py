@@ -27,7 +27,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
 
 
-def _topk_per_row(sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool) -> tuple[np.ndarray, np.ndarray]:
+def _topk_per_row(
+    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """``topk_rows`` with ids given per row: sims, ids [r, c] (id -1 with sim -inf for an empty
     entry) -> the k best of each row, ties to the lower id, as (idx [r, k] int32, sim [r, k] float32)."""
     r = sims.shape[0]
@@ -54,20 +56,26 @@ def _native(name: str):
     return getattr(_C, name)
 
 
-def _select(sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool) -> tuple[np.ndarray, np.ndarray]:
+def _select(
+    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """The k best of each row of float32 ``sims [r, c]`` (ids ``[c]`` shared or ``[r, c]``, -1 empty), ties
     to the lower id, as (idx [r, k] int32, sim [r, k] float32): one native call, else ``topk_rows`` /
     ``_topk_per_row`` (the same selection; the sims are the caller's, so their bits are kept)."""
     native = _native("topk_select")
     if native is not None:
-        return native(np.ascontiguousarray(sims, np.float32), np.ascontiguousarray(ids, np.int64), k, drop_nonpositive)
+        return native(
+            np.ascontiguousarray(sims, np.float32), np.ascontiguousarray(ids, np.int64), k, drop_nonpositive
+        )
     if ids.ndim == 1:
         return topk_rows(sims.astype(np.float64), ids, k, drop_nonpositive)
     return _topk_per_row(sims, ids, k, drop_nonpositive)
 
 
 class KnnGraph:
-    def __init__(self, x: np.ndarray, k: int, *, segment_of: np.ndarray | None = None, drop_nonpositive: bool = False) -> None:
+    def __init__(
+        self, x: np.ndarray, k: int, *, segment_of: np.ndarray | None = None, drop_nonpositive: bool = False
+    ) -> None:
         self.k = check_k("k", k)
         self.drop_nonpositive = drop_nonpositive
         self._x = _unit(host(check_float_matrix("x", x)))
@@ -161,22 +169,33 @@ class KnnGraph:
             if cand.size == 0 or others.size == 0:
                 continue
             if native is not None:  # the merge below, one native pass writing the lists in place
-                native(self._dots(peers, cand)[keep], others, cand, self._idx, self._sim, self.drop_nonpositive)
+                native(
+                    self._dots(peers, cand)[keep], others, cand, self._idx, self._sim, self.drop_nonpositive
+                )
                 continue
             s = self._dots(peers, cand)[keep].astype(np.float64)
             if self.drop_nonpositive:
                 s[s <= 0] = -np.inf
             kth = self._sim[others, -1].astype(np.float64)
             kth_id = self._idx[others, -1]
-            beats = (s > kth[:, None]) | ((s == kth[:, None]) & (cand[None, :] < np.where(kth_id < 0, np.iinfo(np.int32).max, kth_id)[:, None]))
+            beats = (s > kth[:, None]) | (
+                (s == kth[:, None])
+                & (cand[None, :] < np.where(kth_id < 0, np.iinfo(np.int32).max, kth_id)[:, None])
+            )
             hit = np.flatnonzero(beats.any(axis=1))
             if hit.size == 0:
                 continue
             rows = others[hit]
             listed = self._idx[rows].astype(np.int64)
-            stale = (listed < 0) | is_cand[listed]  # a listed candidate comes back with its fresh sim (-1 reads False)
-            ids = np.concatenate([np.where(stale, -1, listed), np.broadcast_to(cand, (rows.size, cand.size))], axis=1)
-            sims = np.concatenate([np.where(stale, -np.inf, self._sim[rows].astype(np.float64)), s[hit]], axis=1)
+            stale = (listed < 0) | is_cand[
+                listed
+            ]  # a listed candidate comes back with its fresh sim (-1 reads False)
+            ids = np.concatenate(
+                [np.where(stale, -1, listed), np.broadcast_to(cand, (rows.size, cand.size))], axis=1
+            )
+            sims = np.concatenate(
+                [np.where(stale, -np.inf, self._sim[rows].astype(np.float64)), s[hit]], axis=1
+            )
             self._idx[rows], self._sim[rows] = _topk_per_row(sims, ids, self.k, self.drop_nonpositive)
 
     def _holders(self, rows: np.ndarray) -> np.ndarray:
@@ -194,7 +213,10 @@ class KnnGraph:
         rows = np.arange(start, start + m)
         if start + m > self._x.shape[0]:  # grow the buffers geometrically: amortised O(1) per row
             cap = max(start + m, 2 * self._x.shape[0], 16)
-            grow = lambda a, fill: np.concatenate([a[:start], np.full((cap - start, *a.shape[1:]), fill, a.dtype)])  # noqa: E731
+
+            def grow(a: np.ndarray, fill) -> np.ndarray:
+                return np.concatenate([a[:start], np.full((cap - start, *a.shape[1:]), fill, a.dtype)])
+
             self._x = grow(self._x.reshape(-1, nx.shape[1]), 0.0)
             self._seg, self._alive = grow(self._seg, -1), grow(self._alive, False)
             self._idx, self._sim = grow(self._idx, -1), grow(self._sim, -np.inf)

@@ -16,7 +16,9 @@ def normalize64(x: np.ndarray) -> np.ndarray:
     return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
 
 
-def topk_rows(sims: np.ndarray, cols: np.ndarray, k: int, drop_nonpositive: bool) -> tuple[np.ndarray, np.ndarray]:
+def topk_rows(
+    sims: np.ndarray, cols: np.ndarray, k: int, drop_nonpositive: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``sims [r, c]`` the k largest (ties to the lower column id) as (ids from ``cols``, sims)."""
     r = sims.shape[0]
     idx = np.full((r, k), -1, dtype=np.int32)
@@ -34,7 +36,9 @@ def topk_rows(sims: np.ndarray, cols: np.ndarray, k: int, drop_nonpositive: bool
     return idx, out
 
 
-def knn_graph(x: np.ndarray, offsets: np.ndarray, k: int, *, drop_nonpositive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def knn_graph(
+    x: np.ndarray, offsets: np.ndarray, k: int, *, drop_nonpositive: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """x [N, d] (normalised here), offsets [B+1] -> idx [N, k] int32 global rows, sim [N, k] float32."""
     xn = normalize64(x)
     n = xn.shape[0]
@@ -51,7 +55,13 @@ def knn_graph(x: np.ndarray, offsets: np.ndarray, k: int, *, drop_nonpositive: b
 
 
 def knn_search(
-    q: np.ndarray, q_offsets: np.ndarray, x: np.ndarray, x_offsets: np.ndarray, k: int, *, drop_nonpositive: bool = False
+    q: np.ndarray,
+    q_offsets: np.ndarray,
+    x: np.ndarray,
+    x_offsets: np.ndarray,
+    k: int,
+    *,
+    drop_nonpositive: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Queries of segment b against rows of segment b of x -> idx [Q, k] global rows of x, sim [Q, k]."""
     qn, xn = normalize64(q), normalize64(x)

@@ -101,11 +101,26 @@ def _merge_asc(x, ROWS: tl.constexpr, LOG_K: tl.constexpr, LOG_ROWS: tl.constexp
 
 @triton.jit
 def _knn_topk_kernel(
-    q_ptr, x_ptr, q_off_ptr, x_off_ptr, tile_seg_ptr, tile_q0_ptr, idx_ptr, sim_ptr,
-    d, k,
-    EXCLUDE_SELF: tl.constexpr, DROP_NONPOS: tl.constexpr, KP: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,
-    LOG_M: tl.constexpr, LOG_N: tl.constexpr, LOG_KP: tl.constexpr,
+    q_ptr,
+    x_ptr,
+    q_off_ptr,
+    x_off_ptr,
+    tile_seg_ptr,
+    tile_q0_ptr,
+    idx_ptr,
+    sim_ptr,
+    d,
+    k,
+    EXCLUDE_SELF: tl.constexpr,
+    DROP_NONPOS: tl.constexpr,
+    KP: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    PRECISION: tl.constexpr,
+    LOG_M: tl.constexpr,
+    LOG_N: tl.constexpr,
+    LOG_KP: tl.constexpr,
 ):
     pid = tl.program_id(0)
     seg = tl.load(tile_seg_ptr + pid).to(tl.int64)
@@ -131,8 +146,12 @@ def _knn_topk_kernel(
         for d0 in range(0, d, BLOCK_D):
             dd = d0 + offs_d
             dmask = dd < d
-            a = tl.load(q_ptr + rows[:, None] * d + dd[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0)
-            b = tl.load(x_ptr + cols[None, :] * d + dd[:, None], mask=dmask[:, None] & cmask[None, :], other=0.0)
+            a = tl.load(
+                q_ptr + rows[:, None] * d + dd[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0
+            )
+            b = tl.load(
+                x_ptr + cols[None, :] * d + dd[:, None], mask=dmask[:, None] & cmask[None, :], other=0.0
+            )
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
         s = tl.where(acc == 0.0, 0.0, acc)  # -0.0 -> +0.0 so equal sims tie on the id
         valid = rmask[:, None] & cmask[None, :]
@@ -178,8 +197,16 @@ def _config(kp: int, d: int) -> tuple[int, int, int, int]:
     return 64, 64, 32, 8
 
 
-def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool, drop_nonpositive: bool,
-          input_precision: str):
+def _topk(
+    q,
+    q_off: np.ndarray,
+    x,
+    x_off: np.ndarray,
+    k: int,
+    exclude_self: bool,
+    drop_nonpositive: bool,
+    input_precision: str,
+):
     import torch
 
     # q, x on one device, k in 1..MAX_K, offsets: checked once by the dispatcher (ops/knn/__init__.py)
@@ -194,8 +221,16 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
     live = np.nonzero((qn_seg > 0) & (xn_seg > 0))[0]  # segments with no keys stay padding
     if nq == 0 or live.size == 0 or d == 0:
         if d == 0 and live.size:  # every similarity is 0: same as zero rows
-            return _topk(torch.zeros((nq, 1), device=dev), q_off, torch.zeros((nx, 1), device=dev), x_off, k,
-                         exclude_self, drop_nonpositive, input_precision)
+            return _topk(
+                torch.zeros((nq, 1), device=dev),
+                q_off,
+                torch.zeros((nx, 1), device=dev),
+                x_off,
+                k,
+                exclude_self,
+                drop_nonpositive,
+                input_precision,
+            )
         return idx, sim
     kp = max(2, _next_pow2(k))
     block_m, block_n, block_d, warps = _config(kp, d)
@@ -205,11 +240,26 @@ def _topk(q, q_off: np.ndarray, x, x_off: np.ndarray, k: int, exclude_self: bool
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(dev)  # noqa: E731
     grid = (int(tile_seg.size),)
     _knn_topk_kernel[grid](
-        q, x, t(q_off), t(x_off), t(tile_seg), t(tile_q0), idx, sim,
-        d, k,
-        EXCLUDE_SELF=bool(exclude_self), DROP_NONPOS=bool(drop_nonpositive), KP=kp,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=input_precision,
-        LOG_M=block_m.bit_length() - 1, LOG_N=block_n.bit_length() - 1, LOG_KP=kp.bit_length() - 1,
+        q,
+        x,
+        t(q_off),
+        t(x_off),
+        t(tile_seg),
+        t(tile_q0),
+        idx,
+        sim,
+        d,
+        k,
+        EXCLUDE_SELF=bool(exclude_self),
+        DROP_NONPOS=bool(drop_nonpositive),
+        KP=kp,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=block_d,
+        PRECISION=input_precision,
+        LOG_M=block_m.bit_length() - 1,
+        LOG_N=block_n.bit_length() - 1,
+        LOG_KP=kp.bit_length() - 1,
         num_warps=warps,
     )
     return idx, sim
@@ -227,8 +277,24 @@ def knn_graph(x, offsets: Any, k: int, *, drop_nonpositive: bool = False, input_
     return _topk(xn, off, xn, off, k, True, drop_nonpositive, input_precision)
 
 
-def knn_search(q, q_offsets: Any, x, x_offsets: Any, k: int, *, drop_nonpositive: bool = False,
-               input_precision: str = "ieee"):
+def knn_search(
+    q,
+    q_offsets: Any,
+    x,
+    x_offsets: Any,
+    k: int,
+    *,
+    drop_nonpositive: bool = False,
+    input_precision: str = "ieee",
+):
     """Queries of segment b against rows of segment b of x -> idx [Q, k] int32 global rows of x, sim [Q, k]."""
-    return _topk(unit_rows_f32(q), host(q_offsets, np.int64), unit_rows_f32(x), host(x_offsets, np.int64), k, False, drop_nonpositive,
-                 input_precision)
+    return _topk(
+        unit_rows_f32(q),
+        host(q_offsets, np.int64),
+        unit_rows_f32(x),
+        host(x_offsets, np.int64),
+        k,
+        False,
+        drop_nonpositive,
+        input_precision,
+    )

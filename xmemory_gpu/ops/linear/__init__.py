@@ -53,7 +53,9 @@ def pack_linear(weight: Any, bias: Any = None, *, backend: str = "auto") -> Pack
 def _host_backend(backend: str) -> str:
     """The backend a call runs on: ``auto`` (``XMEMORY_BACKEND`` naming a GPU path included: the op is
     host only) picks the host's best; an explicit GPU backend raises."""
-    return resolve_backend("rowwise_linear", host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+    return resolve_backend(
+        "rowwise_linear", host_backend(backend) if backend == "auto" else backend, on_cuda=False
+    )
 
 
 def _pack(name: str, w: np.ndarray) -> np.ndarray | None:
@@ -72,7 +74,9 @@ def rowwise_linear(x: Any, layer: PackedLinear, *, backend: str = "auto") -> np.
     ``ValueError`` naming the argument."""
     name = _host_backend(backend)
     if not isinstance(layer, PackedLinear):
-        raise ValueError(f"layer: expected a PackedLinear (ops.linear.pack_linear), got {type(layer).__name__}")
+        raise ValueError(
+            f"layer: expected a PackedLinear (ops.linear.pack_linear), got {type(layer).__name__}"
+        )
     a = np.ascontiguousarray(host(check_float_matrix("x", x, finite=False)), dtype=np.float32)
     n, k = layer.shape
     if a.shape[1] != k:

@@ -27,7 +27,9 @@ register("partition_objective", __name__, _ALL)
 register("score_candidates", __name__, _ALL)
 
 
-def partition_objective(x: Any, labels: Any, offsets: Any, *, eps: float = 1e-8, backend: str = "auto") -> Any:
+def partition_objective(
+    x: Any, labels: Any, offsets: Any, *, eps: float = 1e-8, backend: str = "auto"
+) -> Any:
     """f [B] float64: f(P) of each CSR segment's partition, in the kind of ``x`` (NumPy, or a torch
     tensor on x's device).
 
@@ -74,7 +76,9 @@ def _check_candidates(state: PartitionState, cands: Candidates) -> None:
     owner = np.repeat(mem, np.diff(ro))
     if rr.size and (np.any(rr < t_off[owner]) or np.any(rr >= t_off[owner + 1])):
         bad = int(np.flatnonzero((rr < t_off[owner]) | (rr >= t_off[owner + 1]))[0])
-        raise ValueError(f"candidates.rem_rows: theme row {int(rr[bad])} (entry {bad}) is not a theme of its candidate's memory")
+        raise ValueError(
+            f"candidates.rem_rows: theme row {int(rr[bad])} (entry {bad}) is not a theme of its candidate's memory"
+        )
     check_offsets("candidates.group_offsets", cands.group_offsets, int(np.size(cands.members)))
     check_index("candidates.members", cands.members, int(np.asarray(state.x).shape[0]), allow_missing=False)
 

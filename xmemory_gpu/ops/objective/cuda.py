@@ -68,7 +68,9 @@ def _score(torch, ext, dev, stream, slots: np.ndarray, launch) -> tuple[int, obj
     return max_slots, state, soff  # keep the scratch referenced until the caller syncs
 
 
-def partition_objective(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, eps: float = 1e-8) -> np.ndarray:
+def partition_objective(
+    x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, eps: float = 1e-8
+) -> np.ndarray:
     """f [B] float64 of each CSR segment; labels local to each segment (any non-negative ints).
 
     x / labels: NumPy (uploaded; NumPy f returned) or torch tensors (CUDA tensors stay on their device,
@@ -117,8 +119,19 @@ def partition_objective(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, 
     slots = np.diff(theme_off.cpu().numpy())
 
     def launch(max_slots: int, state, soff) -> None:
-        ext.objective_score_segments(off_t, theme_off.contiguous(), member_off, gsum, gnorm, float(eps), max_slots,
-                                     state, soff, out, stream)
+        ext.objective_score_segments(
+            off_t,
+            theme_off.contiguous(),
+            member_off,
+            gsum,
+            gnorm,
+            float(eps),
+            max_slots,
+            state,
+            soff,
+            out,
+            stream,
+        )
 
     keep = _score(torch, ext, dev, stream, slots, launch)
     if as_torch:  # stays on the device; the scratch in `keep` is freed in stream order (torch's allocator)
@@ -188,10 +201,31 @@ def score_candidates(state, cands) -> np.ndarray:
         ext.objective_group_sums(x_t, None, go_c, mb, gsum, gnorm, stream)
         ao_c = ao[c0 : c1 + 1] - a0
 
-        def launch(max_slots: int, st, soff, c0=c0, c1=c1, ao_c=ao_c, gsum=gsum, gnorm=gnorm, go_c=go_c) -> None:
-            ext.objective_score_candidates(mem[c0:c1], no, ts.reshape(k, d), tn, tc, to, ti.reshape(k, 2),
-                                           tcos.reshape(k, 2), ro[c0 : c1 + 1], rr, ao_c, go_c, gsum, gnorm,
-                                           float(state.eps), max_slots, st, soff, out[c0:c1], stream)
+        def launch(
+            max_slots: int, st, soff, c0=c0, c1=c1, ao_c=ao_c, gsum=gsum, gnorm=gnorm, go_c=go_c
+        ) -> None:
+            ext.objective_score_candidates(
+                mem[c0:c1],
+                no,
+                ts.reshape(k, d),
+                tn,
+                tc,
+                to,
+                ti.reshape(k, 2),
+                tcos.reshape(k, 2),
+                ro[c0 : c1 + 1],
+                rr,
+                ao_c,
+                go_c,
+                gsum,
+                gnorm,
+                float(state.eps),
+                max_slots,
+                st,
+                soff,
+                out[c0:c1],
+                stream,
+            )
 
         keep.append((gsum, gnorm, ao_c, _score(torch, ext, dev, stream, slots[c0:c1], launch)))
         c0 = c1

@@ -42,10 +42,15 @@ def objective_one(x: np.ndarray, labels: np.ndarray, eps: float = 1e-8) -> float
     return sparsity + float(np.mean(cohesion * g))
 
 
-def partition_objective(x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, eps: float = 1e-8) -> np.ndarray:
+def partition_objective(
+    x: np.ndarray, labels: np.ndarray, offsets: np.ndarray, *, eps: float = 1e-8
+) -> np.ndarray:
     """f [B] float64 for each CSR segment; labels are local to each segment."""
     return np.array(
-        [objective_one(x[offsets[b] : offsets[b + 1]], labels[offsets[b] : offsets[b + 1]], eps) for b in range(len(offsets) - 1)],
+        [
+            objective_one(x[offsets[b] : offsets[b + 1]], labels[offsets[b] : offsets[b + 1]], eps)
+            for b in range(len(offsets) - 1)
+        ],
         dtype=np.float64,
     )
 

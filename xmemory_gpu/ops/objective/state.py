@@ -48,7 +48,9 @@ def libm_exp(v: np.ndarray) -> np.ndarray:
     between two merges, depend on the CPU. The C library picks its exp per CPU too (glibc: one FMA
     variant on every AVX2 or AVX-512 CPU; without FMA about 0.07% of arguments round otherwise), so
     f is the same bits on hosts with one C library and FMA, not on every machine."""
-    return np.array([math.exp(t) for t in np.asarray(v, np.float64).reshape(-1).tolist()]).reshape(np.shape(v))
+    return np.array([math.exp(t) for t in np.asarray(v, np.float64).reshape(-1).tolist()]).reshape(
+        np.shape(v)
+    )
 
 
 def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n: int, eps: float) -> float:
@@ -59,7 +61,9 @@ def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n
     cohesion = norms / counts
     m = float(np.median(s))
     sigma = float(np.median(np.abs(s - m))) + eps
-    return n * n / (k * float(np.sum(counts.astype(np.float64) ** 2))) + float(np.mean(cohesion * libm_exp(-((s - m) ** 2) / (2 * sigma**2))))
+    return n * n / (k * float(np.sum(counts.astype(np.float64) ** 2))) + float(
+        np.mean(cohesion * libm_exp(-((s - m) ** 2) / (2 * sigma**2)))
+    )
 
 
 _KEY = 32  # (block, label) sort keys: block << 32 | label (labels are below 2**31)
@@ -95,8 +99,16 @@ class _Kept:
     tail: np.ndarray
 
 
-def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.ndarray, eps: float,
-            kept: _Kept | None = None, *, native: bool = True) -> _Blocks:
+def _blocks(
+    x: np.ndarray,
+    rows: np.ndarray,
+    labels: np.ndarray,
+    row_off: np.ndarray,
+    eps: float,
+    kept: _Kept | None = None,
+    *,
+    native: bool = True,
+) -> _Blocks:
     """The blocks of nb memories: their M node rows are ``x[rows]`` (x unit float64 rows; only the
     rows a sum takes are read), labels [M] >= 0, row_off [nb+1].
 
@@ -112,12 +124,29 @@ def _blocks(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.nda
     nrm = row_norms(sums, native=native)  # row by row: each row's bits as a block's own call
     unit = unit_rows(sums, native=native)  # sums / nrm (zero rows zero): the same norms, one pass
     top_idx, top_cos = top2_blocks(unit, theme_off, native=native)
-    return _Blocks(row_off, theme_off, labels, theme_label, sums, counts, members, top_idx, top_cos,
-                   _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps, native=native))
+    return _Blocks(
+        row_off,
+        theme_off,
+        labels,
+        theme_label,
+        sums,
+        counts,
+        members,
+        top_idx,
+        top_cos,
+        _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps, native=native),
+    )
 
 
-def theme_sums(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.ndarray, kept: _Kept | None = None, *,
-               native: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def theme_sums(
+    x: np.ndarray,
+    rows: np.ndarray,
+    labels: np.ndarray,
+    row_off: np.ndarray,
+    kept: _Kept | None = None,
+    *,
+    native: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``_blocks``' bookkeeping: (theme_off [nb+1], theme_label [T] ascending within each block, sums
     [T, d] float64, counts [T], members [M] local rows grouped by theme, ascending within one) of the
     nodes ``x[rows]`` labelled ``labels`` (below 2**31), block b the entries ``row_off[b]:row_off[b+1]``.
@@ -129,12 +158,25 @@ def theme_sums(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.
     fn = compiled("theme_blocks") if native else None
     if fn is not None and x.dtype == np.float64 and x.flags.c_contiguous:
         if kept is None:
-            kept = _Kept(np.zeros(nb + 1, np.int64), np.zeros(0, np.int64), np.zeros((0, d)), np.zeros(0, bool),
-                         np.zeros(nb, np.int64))
+            kept = _Kept(
+                np.zeros(nb + 1, np.int64),
+                np.zeros(0, np.int64),
+                np.zeros((0, d)),
+                np.zeros(0, bool),
+                np.zeros(nb, np.int64),
+            )
         i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
-        return fn(x, i64(rows), i64(labels), i64(row_off), i64(kept.theme_off), i64(kept.theme_label),
-                  np.ascontiguousarray(kept.theme_sum, dtype=np.float64), np.ascontiguousarray(kept.keep, dtype=bool),
-                  i64(kept.tail))
+        return fn(
+            x,
+            i64(rows),
+            i64(labels),
+            i64(row_off),
+            i64(kept.theme_off),
+            i64(kept.theme_label),
+            np.ascontiguousarray(kept.theme_sum, dtype=np.float64),
+            np.ascontiguousarray(kept.keep, dtype=bool),
+            i64(kept.tail),
+        )
     blk = np.repeat(np.arange(nb, dtype=np.int64), np.diff(row_off))
     uniq, inv = np.unique((blk << _KEY) | labels, return_inverse=True)
     inv = inv.reshape(-1)
@@ -175,13 +217,17 @@ def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ti, tc
 
 
-def top2_blocks(unit: np.ndarray, theme_off: np.ndarray, *, native: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def top2_blocks(
+    unit: np.ndarray, theme_off: np.ndarray, *, native: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """``_top2`` of every block of unit [T, d] float64 (block b: rows ``theme_off[b]:theme_off[b+1]``):
     (idx [T, 2] int64 local rows, cos [T, 2]), -1 / -inf for a block of one; one C++ call when the
     compiled module is built (and ``native``), else a NumPy ``_top2`` per block."""
     fn = compiled("top2_blocks") if native else None
     if fn is not None:
-        return fn(np.ascontiguousarray(unit, dtype=np.float64), np.ascontiguousarray(theme_off, dtype=np.int64))
+        return fn(
+            np.ascontiguousarray(unit, dtype=np.float64), np.ascontiguousarray(theme_off, dtype=np.int64)
+        )
     top_idx = np.full((unit.shape[0], 2), -1, np.int64)
     top_cos = np.full((unit.shape[0], 2), -np.inf)
     for b in range(len(theme_off) - 1):
@@ -191,8 +237,16 @@ def top2_blocks(unit: np.ndarray, theme_off: np.ndarray, *, native: bool = True)
     return top_idx, top_cos
 
 
-def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray,
-              eps: float, *, native: bool = True) -> np.ndarray:
+def _f_blocks(
+    norms: np.ndarray,
+    counts: np.ndarray,
+    s: np.ndarray,
+    theme_off: np.ndarray,
+    n: np.ndarray,
+    eps: float,
+    *,
+    native: bool = True,
+) -> np.ndarray:
     """``objective_from_parts`` of every block at once, bit for bit: norms [T], counts [T], s [T] each theme's nearest
     cosine (its block's s is 0 where the block has one theme), theme_off [nb+1], n [nb] node counts.
     Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
@@ -201,8 +255,14 @@ def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: n
     fn = compiled("f_blocks") if native else None
     if fn is not None:
         i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
-        return fn(np.ascontiguousarray(norms, dtype=np.float64), i64(counts), np.ascontiguousarray(s, dtype=np.float64),
-                  i64(theme_off), i64(n), float(eps))
+        return fn(
+            np.ascontiguousarray(norms, dtype=np.float64),
+            i64(counts),
+            np.ascontiguousarray(s, dtype=np.float64),
+            i64(theme_off),
+            i64(n),
+            float(eps),
+        )
     nb = len(theme_off) - 1
     k = np.diff(theme_off)
     f = np.zeros(nb)
@@ -221,14 +281,19 @@ def _f_blocks(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: n
 
     m = median(s)
     sigma = median(np.abs(s - m[t_blk])) + eps
-    den = np.array([2 * float(v) ** 2 for v in sigma.tolist()])  # Python float powers, as objective_from_parts takes them
+    den = np.array(
+        [2 * float(v) ** 2 for v in sigma.tolist()]
+    )  # Python float powers, as objective_from_parts takes them
     term = norms / counts * libm_exp(-((s - m[t_blk]) ** 2) / den[t_blk])
-    sumsq = segment_sums(counts.astype(np.float64) ** 2, theme_off, native=False)[live]  # integers: exact in any order
+    sumsq = segment_sums(counts.astype(np.float64) ** 2, theme_off, native=False)[
+        live
+    ]  # integers: exact in any order
     # per block, as the per-memory code's Python floats: n * n / (k * sumsq) + sum(term) / k, the sum
     # np.sum's (pairwise) over the block's slice; each operation one IEEE rounding either way
     nl, kl = n[live].astype(np.int64), k[live].astype(np.int64)
-    f[live] = (nl * nl).astype(np.float64) / (kl.astype(np.float64) * sumsq) \
-        + segment_sums(term, theme_off)[live] / kl.astype(np.float64)
+    f[live] = (nl * nl).astype(np.float64) / (kl.astype(np.float64) * sumsq) + segment_sums(term, theme_off)[
+        live
+    ] / kl.astype(np.float64)
     return f
 
 
@@ -245,8 +310,15 @@ def _covers(lab: np.ndarray, remove: list[int], size: int, groups: list[np.ndarr
     return bool(np.logical_or.reduce([got == t for t in remove]).all())
 
 
-def _checked_edit(c: int, b: int, lab: np.ndarray, have: dict[int, int], remove: Sequence[int],
-                  groups: list[np.ndarray], new: Sequence[int]) -> tuple[list[int], list[int]]:
+def _checked_edit(
+    c: int,
+    b: int,
+    lab: np.ndarray,
+    have: dict[int, int],
+    remove: Sequence[int],
+    groups: list[np.ndarray],
+    new: Sequence[int],
+) -> tuple[list[int], list[int]]:
     """Edit c of memory b checked against its labels ``lab`` (local node rows) and theme sizes ``have``
     before it (``have`` updated to after it): the removed themes exist, the groups (local rows) cover
     exactly their members, one new label per group, none a remaining theme's. (remove, new) as ints;
@@ -255,11 +327,19 @@ def _checked_edit(c: int, b: int, lab: np.ndarray, have: dict[int, int], remove:
     if any(t not in have for t in remove):
         raise ValueError(f"edit {c}: memory {b} has no theme labelled {sorted(set(remove) - set(have))}")
     if not _covers(lab, remove, sum(have[t] for t in remove), groups):
-        raise ValueError(f"edit {c} (memory {b}): the groups must cover exactly the members of the removed themes")
+        raise ValueError(
+            f"edit {c} (memory {b}): the groups must cover exactly the members of the removed themes"
+        )
     new = [int(t) for t in new]
-    if len(new) != len(groups) or len(set(new)) != len(new) or min(new, default=0) < 0 \
-            or any(t in have and t not in remove for t in new):
-        raise ValueError(f"edit {c} (memory {b}): one new non-negative label per group, none a remaining theme's")
+    if (
+        len(new) != len(groups)
+        or len(set(new)) != len(new)
+        or min(new, default=0) < 0
+        or any(t in have and t not in remove for t in new)
+    ):
+        raise ValueError(
+            f"edit {c} (memory {b}): one new non-negative label per group, none a remaining theme's"
+        )
     for t in remove:
         del have[t]
     for g, t in zip(groups, new):
@@ -285,7 +365,9 @@ class PartitionState:
     top_cos: np.ndarray  # [K, 2] their cosines (-inf none)
     f: np.ndarray  # [B] f(P) per memory
     eps: float
-    _device_x: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (x it copies, tensor)
+    _device_x: tuple | None = field(
+        default=None, init=False, repr=False, compare=False
+    )  # (x it copies, tensor)
 
     def device_x(self, device: Any) -> Any:
         """``x`` as a float64 torch tensor on ``device`` for the GPU scoring paths: uploaded when
@@ -307,10 +389,21 @@ class PartitionState:
         if labels.shape != (x.shape[0],) or (labels.size and labels.min() < 0):
             raise ValueError(f"labels must be [N] non-negative ints, got shape {labels.shape}")
         # an empty state of B memories (every column consistent), then every block swapped in
-        st = cls(x=x, labels=np.zeros(0, np.int64), offsets=np.zeros(len(off), np.int64),
-                 theme_offsets=np.zeros(len(off), np.int64), theme_label=np.zeros(0, np.int64), theme_sum=np.zeros((0, x.shape[1])), theme_count=np.zeros(0, np.int64), member_offsets=np.zeros(1, np.int64),
-                 member_rows=np.zeros(0, np.int64), top_idx=np.zeros((0, 2), np.int64), top_cos=np.zeros((0, 2)),
-                 f=np.zeros(len(off) - 1), eps=eps)
+        st = cls(
+            x=x,
+            labels=np.zeros(0, np.int64),
+            offsets=np.zeros(len(off), np.int64),
+            theme_offsets=np.zeros(len(off), np.int64),
+            theme_label=np.zeros(0, np.int64),
+            theme_sum=np.zeros((0, x.shape[1])),
+            theme_count=np.zeros(0, np.int64),
+            member_offsets=np.zeros(1, np.int64),
+            member_rows=np.zeros(0, np.int64),
+            top_idx=np.zeros((0, 2), np.int64),
+            top_cos=np.zeros((0, 2)),
+            f=np.zeros(len(off) - 1),
+            eps=eps,
+        )
         st._replace(list(range(len(off) - 1)), _blocks(x, np.arange(x.shape[0]), labels, off, eps))
         return st
 
@@ -325,8 +418,12 @@ class PartitionState:
         return self.member_rows[self.member_offsets[row] : self.member_offsets[row + 1]]
 
     # -- in-place updates ------------------------------------------------------------------------
-    def apply(self, edits: Sequence[tuple[int, Sequence[int], Sequence[np.ndarray], Sequence[int]]], *,
-              check: bool = True) -> None:
+    def apply(
+        self,
+        edits: Sequence[tuple[int, Sequence[int], Sequence[np.ndarray], Sequence[int]]],
+        *,
+        check: bool = True,
+    ) -> None:
         """Apply edits in place, each ``(memory b, labels of the themes removed, groups of GLOBAL node
         rows, the new label of each group)``: a split, merge or move. The groups cover exactly the
         removed themes' members and a new label is none of the memory's remaining themes (both
@@ -357,7 +454,12 @@ class PartitionState:
         sizes = [int(self.offsets[b + 1] - self.offsets[b]) for b in bs]
         rows = np.concatenate([np.arange(int(self.offsets[b]), int(self.offsets[b + 1])) for b in bs])
         kept = self._kept(bs, sizes, removed)
-        self._replace(bs, _blocks(self.x, rows, np.concatenate([labels[b] for b in bs]), csr_offsets(sizes), self.eps, kept))
+        self._replace(
+            bs,
+            _blocks(
+                self.x, rows, np.concatenate([labels[b] for b in bs]), csr_offsets(sizes), self.eps, kept
+            ),
+        )
 
     def extend(self, nodes: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         """Append nodes in place: memory b gains ``x [m, d]`` (any norms) at the end of its rows, with
@@ -374,7 +476,9 @@ class PartitionState:
             xn = np.asarray(host(xn), dtype=np.float64)
             ln = np.asarray(host(ln), dtype=np.int64)
             if xn.ndim != 2 or ln.shape != (xn.shape[0],) or (ln.size and ln.min() < 0):
-                raise ValueError(f"memory {b}: x must be [m, d] and labels [m] non-negative ints, got shapes {xn.shape}, {ln.shape}")
+                raise ValueError(
+                    f"memory {b}: x must be [m, d] and labels [m] non-negative ints, got shapes {xn.shape}, {ln.shape}"
+                )
             add[b] = (xn, ln)
         if len({a[0].shape[1] for a in add.values()} | {self.x.shape[1]}) != 1:
             raise ValueError(f"new nodes must have the state's dimension {self.x.shape[1]}")
@@ -435,15 +539,21 @@ class PartitionState:
         n_take = np.repeat(n_src - off[:-1], n_sizes) + np.arange(int(off[-1]))
         t_take = np.repeat(t_src - t_off[:-1], t_sizes) + np.arange(int(t_off[-1]))
         old_members = self.member_rows - np.repeat(self.offsets[:-1], old_n)  # local to each memory
-        old_top = np.where(self.top_idx >= 0, self.top_idx - np.repeat(self.theme_offsets[:-1], old_t)[:, None], -1)
+        old_top = np.where(
+            self.top_idx >= 0, self.top_idx - np.repeat(self.theme_offsets[:-1], old_t)[:, None], -1
+        )
         if x is not None:
             self.x = x
         self.labels = take_rows2(self.labels, blocks.labels.astype(np.int64, copy=False), n_take)
         members = take_rows2(old_members, blocks.members.astype(np.int64, copy=False), n_take)
         self.offsets, self.theme_offsets = off, t_off
-        self.theme_label = take_rows2(self.theme_label, blocks.theme_label.astype(np.int64, copy=False), t_take)
+        self.theme_label = take_rows2(
+            self.theme_label, blocks.theme_label.astype(np.int64, copy=False), t_take
+        )
         self.theme_sum = take_rows2(self.theme_sum, blocks.theme_sum.astype(np.float64, copy=False), t_take)
-        self.theme_count = take_rows2(self.theme_count, blocks.theme_count.astype(np.int64, copy=False), t_take)
+        self.theme_count = take_rows2(
+            self.theme_count, blocks.theme_count.astype(np.int64, copy=False), t_take
+        )
         self.member_offsets = csr_offsets(self.theme_count)
         self.member_rows = members + np.repeat(off[:-1], n_sizes)
         top = take_rows2(old_top, blocks.top_idx.astype(np.int64, copy=False), t_take)
@@ -472,7 +582,9 @@ class Candidates:
         return int(self.memory.shape[0])
 
     @classmethod
-    def from_lists(cls, state: PartitionState, items: list[tuple[int, list[int], list[np.ndarray]]]) -> Candidates:
+    def from_lists(
+        cls, state: PartitionState, items: list[tuple[int, list[int], list[np.ndarray]]]
+    ) -> Candidates:
         """items: (memory b, labels of themes to remove, groups of GLOBAL node rows to add).
 
         The groups must cover exactly the members of the removed themes (split, merge, move).
@@ -482,18 +594,27 @@ class Candidates:
             rows = [state.theme_row(b, int(t)) for t in remove]
             if len(set(rows)) != len(rows):
                 raise ValueError(f"candidate {c}: a theme is removed twice")
-            want = np.sort(np.concatenate([state.members_of(r) for r in rows])) if rows else np.zeros(0, np.int64)
+            want = (
+                np.sort(np.concatenate([state.members_of(r) for r in rows]))
+                if rows
+                else np.zeros(0, np.int64)
+            )
             add = [np.asarray(g, dtype=np.int64) for g in add if len(g)]
             got = np.sort(np.concatenate(add)) if add else np.zeros(0, np.int64)
             if not np.array_equal(want, got):
-                raise ValueError(f"candidate {c} (memory {b}): the added groups must cover exactly the members of the removed themes")
+                raise ValueError(
+                    f"candidate {c} (memory {b}): the added groups must cover exactly the members of the removed themes"
+                )
             memory.append(b)
             rem.extend(rows)
             rem_sizes.append(len(rows))
             add_sizes.append(len(add))
             groups.extend(add)
         return cls(
-            memory=np.array(memory, dtype=np.int64), rem_offsets=csr_offsets(rem_sizes), rem_rows=np.array(rem, dtype=np.int64),
-            add_offsets=csr_offsets(add_sizes), group_offsets=csr_offsets([len(g) for g in groups]),
+            memory=np.array(memory, dtype=np.int64),
+            rem_offsets=csr_offsets(rem_sizes),
+            rem_rows=np.array(rem, dtype=np.int64),
+            add_offsets=csr_offsets(add_sizes),
+            group_offsets=csr_offsets([len(g) for g in groups]),
             members=np.concatenate(groups).astype(np.int64) if groups else np.zeros(0, np.int64),
         )

@@ -55,7 +55,9 @@ def _config() -> tuple[int, int, int, int]:
 
 
 @triton.jit
-def _group_sums_kernel(x_ptr, go_ptr, mb_ptr, gs_ptr, gn_ptr, d, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+def _group_sums_kernel(
+    x_ptr, go_ptr, mb_ptr, gs_ptr, gn_ptr, d, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr
+):
     """gs[g, :] = sum of x[members[go[g]:go[g+1]], :] (unit rows), gn[g] = |gs[g, :]|."""
     g = tl.program_id(0).to(tl.int64)
     m0 = tl.load(go_ptr + g)
@@ -71,7 +73,9 @@ def _group_sums_kernel(x_ptr, go_ptr, mb_ptr, gs_ptr, gn_ptr, d, BLOCK_M: tl.con
             mm = j + offs_m
             mmask = mm < m1
             rows = tl.load(mb_ptr + mm, mask=mmask, other=0)
-            v = tl.load(x_ptr + rows[:, None] * d + dd[None, :], mask=mmask[:, None] & dmask[None, :], other=0.0)
+            v = tl.load(
+                x_ptr + rows[:, None] * d + dd[None, :], mask=mmask[:, None] & dmask[None, :], other=0.0
+            )
             acc += tl.sum(v, axis=0)
         tl.store(gs_ptr + g * d + dd, acc, mask=dmask)
         sq += acc * acc
@@ -84,8 +88,12 @@ def _slot_vectors(i, slot_ok, kb, t0, g0, ts_ptr, gs_ptr, dd, dmask, d):
     kept = i < kb
     tr = tl.where(kept, t0 + i, 0)
     gr = tl.where(kept, 0, g0 + i - kb)
-    a = tl.load(ts_ptr + tr[:, None] * d + dd[None, :], mask=(slot_ok & kept)[:, None] & dmask[None, :], other=0.0)
-    b = tl.load(gs_ptr + gr[:, None] * d + dd[None, :], mask=(slot_ok & ~kept)[:, None] & dmask[None, :], other=0.0)
+    a = tl.load(
+        ts_ptr + tr[:, None] * d + dd[None, :], mask=(slot_ok & kept)[:, None] & dmask[None, :], other=0.0
+    )
+    b = tl.load(
+        gs_ptr + gr[:, None] * d + dd[None, :], mask=(slot_ok & ~kept)[:, None] & dmask[None, :], other=0.0
+    )
     return a + b
 
 
@@ -99,9 +107,28 @@ def _slot_norms(i, slot_ok, kb, t0, g0, tn_ptr, gn_ptr):
 
 @triton.jit
 def _slot_s_kernel(
-    tile_item_ptr, tile_i0_ptr, mem_ptr, to_ptr, ts_ptr, tn_ptr, tc_cnt_ptr, ti_ptr, tcos_ptr,
-    ao_ptr, go_ptr, gs_ptr, gn_ptr, slot_off_ptr, removed_ptr, s_ptr, coh_ptr, cnt_ptr, d,
-    CANDIDATES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+    tile_item_ptr,
+    tile_i0_ptr,
+    mem_ptr,
+    to_ptr,
+    ts_ptr,
+    tn_ptr,
+    tc_cnt_ptr,
+    ti_ptr,
+    tcos_ptr,
+    ao_ptr,
+    go_ptr,
+    gs_ptr,
+    gn_ptr,
+    slot_off_ptr,
+    removed_ptr,
+    s_ptr,
+    coh_ptr,
+    cnt_ptr,
+    d,
+    CANDIDATES: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     pid = tl.program_id(0)
     c = tl.load(tile_item_ptr + pid).to(tl.int64)
@@ -142,7 +169,9 @@ def _slot_s_kernel(
         need = need | recompute
     norm_i = _slot_norms(i, live_i, kb, t0, g0, tn_ptr, gn_ptr)
     need_kept_cols = tl.max(need.to(tl.int32), axis=0) > 0  # some row compares against every live theme
-    kept_rows = tl.max((live_i & ~new_i).to(tl.int32), axis=0) > 0  # some kept row compares against new groups
+    kept_rows = (
+        tl.max((live_i & ~new_i).to(tl.int32), axis=0) > 0
+    )  # some kept row compares against new groups
     j_start = tl.where(need_kept_cols, 0, (kb // BLOCK_T) * BLOCK_T)
     if need_kept_cols | kept_rows:
         best = tl.full([BLOCK_T], NEG, tl.float64)
@@ -169,8 +198,10 @@ def _slot_s_kernel(
     kept = i < kb
     cnt_k = tl.load(tc_cnt_ptr + tl.where(kept, t0 + i, 0), mask=live_i & kept, other=0).to(tl.float64)
     gi = tl.where(kept, 0, g0 + i - kb)
-    cnt_g = (tl.load(go_ptr + gi + 1, mask=live_i & ~kept, other=0)
-             - tl.load(go_ptr + gi, mask=live_i & ~kept, other=0)).to(tl.float64)
+    cnt_g = (
+        tl.load(go_ptr + gi + 1, mask=live_i & ~kept, other=0)
+        - tl.load(go_ptr + gi, mask=live_i & ~kept, other=0)
+    ).to(tl.float64)
     cnt = tl.where(kept, cnt_k, cnt_g)
     cnt = tl.where(live_i, cnt, 0.0)
     coh = tl.where(live_i & (cnt > 0.0), norm_i / tl.where(cnt > 0.0, cnt, 1.0), 0.0)
@@ -208,8 +239,18 @@ def _rank_values(v_ptr, cnt_ptr, so, slots, r_lo, r_hi, center, ABS: tl.constexp
 
 
 @triton.jit
-def _finish_kernel(mem_ptr, node_off_ptr, slot_off_ptr, s_ptr, coh_ptr, cnt_ptr, eps_ptr, out_ptr,
-                   CANDIDATES: tl.constexpr, BLOCK_T: tl.constexpr):
+def _finish_kernel(
+    mem_ptr,
+    node_off_ptr,
+    slot_off_ptr,
+    s_ptr,
+    coh_ptr,
+    cnt_ptr,
+    eps_ptr,
+    out_ptr,
+    CANDIDATES: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+):
     c = tl.program_id(0).to(tl.int64)
     if CANDIDATES:
         b = tl.load(mem_ptr + c)
@@ -287,13 +328,34 @@ def _group_sums(xu, group_offsets, members, n_groups: int):
     gn = torch.zeros(n_groups, dtype=torch.float64, device=xu.device)
     if n_groups:
         _, block_d, block_m, warps = _config()
-        _group_sums_kernel[(n_groups,)](xu, group_offsets, members, gs, gn, d, BLOCK_M=block_m,
-                                        BLOCK_D=block_d, num_warps=warps)
+        _group_sums_kernel[(n_groups,)](
+            xu, group_offsets, members, gs, gn, d, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=warps
+        )
     return gs, gn
 
 
-def _score_items(*, candidates: bool, n_items: int, slots: np.ndarray, mem, node_off, to, ts, tn, tcnt, ti, tcos,
-                 ao, go, gs, gn, removed, eps: float, d: int, dev):
+def _score_items(
+    *,
+    candidates: bool,
+    n_items: int,
+    slots: np.ndarray,
+    mem,
+    node_off,
+    to,
+    ts,
+    tn,
+    tcnt,
+    ti,
+    tcos,
+    ao,
+    go,
+    gs,
+    gn,
+    removed,
+    eps: float,
+    d: int,
+    dev,
+):
     """Launch the slot and finish kernels over ``n_items`` items with ``slots`` [C] slots each -> f [C]."""
     torch = _torch()
     out = torch.zeros(n_items, dtype=torch.float64, device=dev)
@@ -309,13 +371,34 @@ def _score_items(*, candidates: bool, n_items: int, slots: np.ndarray, mem, node
     tiles = tile_table(slot_off, block_t, weight=slots, skip=slots == 0)
     if tiles.n:
         _slot_s_kernel[(tiles.n,)](
-            _i64(dev, tiles.seg), _i64(dev, tiles.row0 - slot_off[tiles.seg]), mem, to, ts, tn, tcnt, ti, tcos,
-            ao, go, gs, gn, so_t, removed, s, coh, cnt, d,
-            CANDIDATES=candidates, BLOCK_T=block_t, BLOCK_D=block_d, num_warps=warps,
+            _i64(dev, tiles.seg),
+            _i64(dev, tiles.row0 - slot_off[tiles.seg]),
+            mem,
+            to,
+            ts,
+            tn,
+            tcnt,
+            ti,
+            tcos,
+            ao,
+            go,
+            gs,
+            gn,
+            so_t,
+            removed,
+            s,
+            coh,
+            cnt,
+            d,
+            CANDIDATES=candidates,
+            BLOCK_T=block_t,
+            BLOCK_D=block_d,
+            num_warps=warps,
         )
     eps_t = torch.tensor([float(eps)], dtype=torch.float64, device=dev)
-    _finish_kernel[(n_items,)](mem, node_off, so_t, s, coh, cnt, eps_t, out, CANDIDATES=candidates,
-                               BLOCK_T=block_t, num_warps=warps)
+    _finish_kernel[(n_items,)](
+        mem, node_off, so_t, s, coh, cnt, eps_t, out, CANDIDATES=candidates, BLOCK_T=block_t, num_warps=warps
+    )
     return out
 
 
@@ -350,9 +433,27 @@ def partition_objective(x, labels: Any, offsets: Any, *, eps: float = 1e-8):
     zi = torch.zeros(1, dtype=torch.int64, device=dev)
     zf = torch.zeros(1, dtype=torch.float64, device=dev)
     removed = torch.zeros(max(k, 1), dtype=torch.int8, device=dev)
-    return _score_items(candidates=False, n_items=nseg, slots=slots, mem=zi, node_off=off_t, to=zi, ts=zf, tn=zf,
-                        tcnt=zi, ti=zi, tcos=zf, ao=theme_off.contiguous(), go=member_off, gs=gs, gn=gn,
-                        removed=removed, eps=eps, d=int(x.shape[1]), dev=dev)
+    return _score_items(
+        candidates=False,
+        n_items=nseg,
+        slots=slots,
+        mem=zi,
+        node_off=off_t,
+        to=zi,
+        ts=zf,
+        tn=zf,
+        tcnt=zi,
+        ti=zi,
+        tcos=zf,
+        ao=theme_off.contiguous(),
+        go=member_off,
+        gs=gs,
+        gn=gn,
+        removed=removed,
+        eps=eps,
+        d=int(x.shape[1]),
+        dev=dev,
+    )
 
 
 def score_candidates(state, cands, *, device: Any = None):
@@ -379,15 +480,32 @@ def score_candidates(state, cands, *, device: Any = None):
     flags[slot_off[owner] + rem_rows - t_off[memory[owner]]] = 1
     x = state.device_x(dev)  # unit rows already; kept on the device until the state's rows change
     ts = _f64(dev, state.theme_sum)
-    tn = torch.linalg.vector_norm(ts, dim=1).contiguous() if ts.numel() else torch.zeros(1, dtype=torch.float64,
-                                                                                          device=dev)
+    tn = (
+        torch.linalg.vector_norm(ts, dim=1).contiguous()
+        if ts.numel()
+        else torch.zeros(1, dtype=torch.float64, device=dev)
+    )
     go = _i64(dev, cands.group_offsets)
     gs, gn = _group_sums(x, go, _i64(dev, cands.members), int(a_off[-1]))
     return _score_items(
-        candidates=True, n_items=c_n, slots=slots, mem=_i64(dev, memory), node_off=_i64(dev, state.offsets),
-        to=_i64(dev, t_off), ts=ts if ts.numel() else torch.zeros(1, dtype=torch.float64, device=dev), tn=tn,
-        tcnt=_i64(dev, state.theme_count), ti=_i64(dev, state.top_idx), tcos=_f64(dev, state.top_cos),
-        ao=_i64(dev, a_off), go=go, gs=gs, gn=gn, removed=_i64(dev, flags).to(torch.int8), eps=float(state.eps), d=int(x.shape[1]),
+        candidates=True,
+        n_items=c_n,
+        slots=slots,
+        mem=_i64(dev, memory),
+        node_off=_i64(dev, state.offsets),
+        to=_i64(dev, t_off),
+        ts=ts if ts.numel() else torch.zeros(1, dtype=torch.float64, device=dev),
+        tn=tn,
+        tcnt=_i64(dev, state.theme_count),
+        ti=_i64(dev, state.top_idx),
+        tcos=_f64(dev, state.top_cos),
+        ao=_i64(dev, a_off),
+        go=go,
+        gs=gs,
+        gn=gn,
+        removed=_i64(dev, flags).to(torch.int8),
+        eps=float(state.eps),
+        d=int(x.shape[1]),
         dev=dev,
     )
 
