@@ -299,7 +299,7 @@ def test_a_crash_between_engine_and_items_is_finished_on_open(tmp_path):
         st.put(("u",), "k", {"text": "Kept fact."})
         # what a write records before it touches the engine, then the engine add, then a crash
         with st._db:
-            st._db.execute("INSERT INTO pending VALUES (?, ?)", ('["u"]', "lg-orphan"))
+            st._db.execute("INSERT INTO langgraph_pending VALUES (?, ?)", ('["u"]', "lg-orphan"))
         st.engine.add(
             [{"id": "lg-orphan", "speaker": "user", "content": f"Half-written {TOKEN}."}], user_id="u"
         )
@@ -308,7 +308,7 @@ def test_a_crash_between_engine_and_items_is_finished_on_open(tmp_path):
         st.engine.close()
     with XMemoryStore.open(root, embedder=EMB) as st:
         assert _messages(st, ("u",)) == ["Kept fact."]
-        assert st._db.execute("SELECT COUNT(*) FROM pending").fetchone() == (0,)
+        assert st._db.execute("SELECT COUNT(*) FROM langgraph_pending").fetchone() == (0,)
     assert (root / DB_FILE).exists()
 
 

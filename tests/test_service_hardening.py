@@ -312,7 +312,12 @@ def test_the_service_refuses_what_the_schema_refuses_and_no_more(app, http):
         {"role": "u", "content": "x", "timestamp": 1_700_000_000},
         {"role": "u", "content": "x", "session": 3},
         {"role": "u", "content": "x", "mood": 1},
-    ]  # (session 3.0: an integer to JSON Schema, refused as the engine does)
+        {"role": "u", "content": "x", "session": 3.0},
+        {"role": "u", "content": "x", "session": 3.5},
+        {"role": "u", "content": ""},
+        {"role": "u", "content": " \n"},
+    ]
+    # (session 3.0: an integer to JSON Schema, and so to the service: the session 3)
     for n, m in enumerate(messages):
         code, body = _post(
             http, "/v1/memories", {"user_id": "schema", "messages": [{**m, "id": f"m{n}"}] if m else [m]}
@@ -338,6 +343,10 @@ def test_the_service_refuses_what_the_schema_refuses_and_no_more(app, http):
         {"user_id": "schema", "query": "q", **extra}
         for extra in (
             {"limit": 1},
+            {"limit": 1.0},
+            {"limit": 1.5},
+            {"budget_tokens": 600.0},
+            {"budget_tokens": 10**12},
             {"limit": 0},
             {"limit": 10_001},
             {"limit": True},
@@ -384,6 +393,7 @@ def test_the_service_refuses_what_the_schema_refuses_and_no_more(app, http):
     for u in (
         {"user_id": "schema", "text": "new"},
         {"user_id": "schema", "text": ""},
+        {"user_id": "schema", "text": "  "},
         {"user_id": "schema"},
         {"user_id": "schema", "text": None},
         {"user_id": "schema", "text": 3},
@@ -437,9 +447,10 @@ def test_docs_page_works_offline(http):
         ),
         (
             "/v1/memories",
-            {"user_id": "t", "messages": [{"role": "u", "content": "x", "session": 3.0}]},
+            {"user_id": "t", "messages": [{"role": "u", "content": "x", "session": 3.5}]},
             "messages.0.session",
         ),
+        ("/v1/search", {"user_id": "t", "query": "q", "limit": True}, "limit"),
         ("/v1/search", {"user_id": "t", "query": "q", "budget_tokens": "600"}, "budget_tokens"),
         ("/v1/search", {"user_id": "t", "query": "q", "top_k": 3}, "top_k"),
         (

@@ -7,7 +7,9 @@ so switching between in-process and remote is one line::
 
 Search results come back as dicts (``context``, ``units``, ``message_ids``, ``context_tokens``).
 Redirects are not followed (a redirect to another host would carry the API key there): a 3xx answer
-is a ``ServiceError`` naming where it pointed. Only the standard library is used.
+is a ``ServiceError`` naming where it pointed. An ``api_key`` goes into a header, so both clients
+refuse one that a header cannot hold as it is (CR, LF, other control characters, spaces, non-ASCII).
+Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -66,6 +68,23 @@ def _answer(req: _Req, status: int, content_type: str, raw: bytes, location: str
         raise ServiceError(status, str(detail))
     out = json.loads(raw) if content_type == "application/json" else raw.decode()
     return out if req.field is None else out[req.field]
+
+
+def check_api_key(key: str | None) -> str | None:
+    """``key`` if it can be sent as ``Authorization: Bearer KEY`` as it is (visible ASCII only: a CR or
+    LF would end the header and start another), None for no key; else a ``ValueError`` naming
+    ``api_key`` and the offending character (never the key)."""
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise ValueError(f"api_key: expected a string, got {type(key).__name__}")
+    for i, c in enumerate(key):
+        if not "!" <= c <= "~":
+            raise ValueError(
+                f"api_key: character {i} is {c!r}; expected visible ASCII characters only "
+                "(no CR, LF or other control characters, no spaces)"
+            )
+    return key
 
 
 def _unit(unit_id: str) -> str:
@@ -128,7 +147,7 @@ class MemoryClient:
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0) -> None:
         self.base = base_url.rstrip("/")
-        self.api_key = api_key
+        self.api_key = check_api_key(api_key)
         self.timeout = timeout
         self._opener = urllib.request.build_opener(_NoRedirect)
 
@@ -259,7 +278,7 @@ class AsyncMemoryClient:
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"base_url: expected http://HOST[:PORT][/PATH] or https://..., got {base_url!r}")
         self.base = base_url.rstrip("/")
-        self.api_key = api_key
+        self.api_key = check_api_key(api_key)
         self.timeout = timeout
         self._tls = url.scheme == "https"
         self._host, self._port = url.hostname, url.port or (443 if self._tls else 80)

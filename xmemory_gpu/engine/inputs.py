@@ -15,6 +15,9 @@ from ..memory.codec import MAX_TIME, MIN_TIME
 from .ids import parse_unit_id
 
 MAX_ID_CHARS = 512
+MAX_QUERY_CHARS = 4000  # characters of one query, at every front door
+MAX_BUDGET_TOKENS = 1_000_000  # tokens of one search's context
+MAX_LIMIT = 10_000  # units of one search result
 MAX_INT64 = 2**63 - 1
 
 
@@ -113,12 +116,25 @@ def session(v: Any, where: str) -> int:
     return v
 
 
+def flag(v: Any, name: str) -> bool:
+    """A switch: ``True`` or ``False`` only (``"no"`` and ``None`` are no answer)."""
+    if not isinstance(v, bool):
+        raise ValueError(f"{name}: expected True or False, got {v!r:.40}")
+    return v
+
+
 def text(d: dict, keys: tuple[str, ...], where: str, max_chars: int) -> str:
+    """The first of ``keys`` present in ``d``: a string of valid Unicode with at least one
+    non-space character, of at most ``max_chars`` characters."""
     for k in keys:
         if k in d:
             v = d[k]
             if not isinstance(v, str):
                 raise ValueError(f"{where}: {k}: expected a string, got {type(v).__name__}")
+            if not v.strip():
+                raise ValueError(
+                    f"{where}: {k}: expected text, got {'an empty string' if not v else 'only whitespace'}"
+                )
             if len(v) > max_chars:
                 raise ValueError(f"{where}: {k}: {len(v)} characters, more than the limit of {max_chars}")
             return _unicode(v, f"{where}: {k}")
@@ -141,5 +157,18 @@ def queries(v: Any, name: str) -> list[str]:
             raise ValueError(f"{where}: expected a string, got {type(q).__name__}")
         if not q:
             raise ValueError(f"{where}: expected a non-empty query")
+        if len(q) > MAX_QUERY_CHARS:
+            raise ValueError(f"{where}: {len(q)} characters, more than the limit of {MAX_QUERY_CHARS}")
         _unicode(q, where)
     return out
+
+
+def budget_tokens(v: Any, name: str) -> int | None:
+    """A search's token budget: None (the configured one) or an integer from 0 to MAX_BUDGET_TOKENS."""
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_BUDGET_TOKENS:
+        raise ValueError(f"{name}: expected an integer from 0 to {MAX_BUDGET_TOKENS}, got {v!r:.40}")
+    return v

@@ -20,7 +20,51 @@ from ..memory.hierarchy import Memory
 from .inputs import MAX_ID_CHARS
 
 MAX_METADATA_CHARS = 16_384  # one add's metadata as JSON
+MAX_DEPTH = 32  # objects and arrays nested in one add's metadata
 STATS_KEY = "message_metadata"
+
+
+def _at(path: tuple) -> str:
+    return "".join(f"[{p!r:.40}]" for p in path)
+
+
+def json_problem(v: Any, max_depth: int = MAX_DEPTH) -> str | None:
+    """What keeps ``v`` from being storable JSON, in a few words (None: nothing): a lone surrogate
+    in a key or a string, a number that is not finite, a value that is no JSON type, or objects and
+    arrays nested more than ``max_depth`` deep. Iterative: a deep value costs no recursion."""
+    stack: list[tuple[Any, int, tuple]] = [(v, 1, ())]
+    while stack:
+        x, depth, path = stack.pop()
+        if isinstance(x, str):
+            if not _valid(x):
+                return f"at {_at(path)}: not valid Unicode text (lone surrogate)"
+        elif isinstance(x, (dict, list)):
+            if depth > max_depth:
+                return f"nested more than {max_depth} levels deep"
+            for k, y in x.items() if isinstance(x, dict) else enumerate(x):
+                if isinstance(x, dict) and not (isinstance(k, str) and _valid(k)):
+                    at = f" at {_at(path)}" if path else ""
+                    why = (
+                        "not valid Unicode text (lone surrogate)"
+                        if isinstance(k, str)
+                        else "keys must be strings"
+                    )
+                    return f"key {k!r:.40}{at}: {why}"
+                stack.append((y, depth + 1, (*path, k)))
+        elif isinstance(x, float):
+            if not math.isfinite(x):
+                return f"at {_at(path)}: expected a finite number, got {x!r}"
+        elif not (x is None or isinstance(x, (bool, int))):
+            return f"at {_at(path)}: not JSON (strings, finite numbers, booleans, null, lists, objects): {type(x).__name__}"
+    return None
+
+
+def _valid(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _scalar(v: Any) -> bool:
@@ -33,13 +77,22 @@ def _keys(d: dict, name: str) -> None:
             raise ValueError(f"{name}: keys must be strings of 1-{MAX_ID_CHARS} characters, got {k!r:.80}")
 
 
+def _checked(v: dict, name: str) -> None:
+    """Keys of 1-MAX_ID_CHARS characters, then ``json_problem``, as a ``ValueError`` naming ``name``."""
+    _keys(v, name)
+    problem = json_problem(v)
+    if problem is not None:
+        raise ValueError(f"{name}: {problem}")
+
+
 def metadata(v: Any, name: str) -> dict | None:
-    """A JSON object of at most MAX_METADATA_CHARS characters as JSON (finite numbers), or None."""
+    """A JSON object of at most MAX_METADATA_CHARS characters as JSON and MAX_DEPTH levels of
+    nesting (finite numbers, valid Unicode), or None."""
     if v is None:
         return None
     if not isinstance(v, dict):
         raise ValueError(f"{name}: expected a JSON object, got {type(v).__name__}")
-    _keys(v, name)
+    _checked(v, name)
     try:
         raw = json.dumps(v, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -60,12 +113,12 @@ def filters(v: Any, name: str) -> dict | None:
         return None
     if not isinstance(v, dict):
         raise ValueError(f"{name}: expected a JSON object of metadata key -> value, got {type(v).__name__}")
-    _keys(v, name)
     for k, x in v.items():
-        if not _scalar(x):
+        if isinstance(k, str) and not _scalar(x):
             raise ValueError(
-                f"{name}: {k}: expected a string, a finite number, a boolean or null, got {x!r:.80}"
+                f"{name}: {k!r:.80}: expected a string, a finite number, a boolean or null, got {x!r:.80}"
             )
+    _checked(v, name)
     return v or None
 
 
@@ -115,4 +168,14 @@ def matches_unit(unit: dict, ok: set[str], theme_sources: dict[str, set[str]]) -
     return bool(src) and set(src) <= ok
 
 
-__all__ = ["MAX_METADATA_CHARS", "carry", "filters", "matches_unit", "matching", "metadata", "of_memory"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_METADATA_CHARS",
+    "carry",
+    "filters",
+    "json_problem",
+    "matches_unit",
+    "matching",
+    "metadata",
+    "of_memory",
+]

@@ -8,10 +8,16 @@ with ``[``) -> ``run_id`` = the JSON array of the labels after the second. So ``
 memory ``xmemory search STORE --user alice`` and the MCP server's ``user_id="alice"`` read, and two
 namespaces never share a memory. A namespace prefix spans the memories of every namespace under it.
 
-Values: each item's value (a JSON object) is kept, with its key and times, in ``langgraph.sqlite``
-inside the store (``get`` returns the value exactly); its text is added to the namespace's memory
-as one message (speaker ``user``): the value's ``text``, ``content`` or ``memory`` field when it
-is a string, else the value as JSON; ``index=[paths]`` picks the fields, ``index=False`` adds none.
+Values: each item's value (a JSON object) is kept, with its key and times, in the store's catalogue
+(``memory.sqlite``, table ``langgraph_items``; ``get`` returns the value exactly), as a row of the
+namespace's memory: the engine's ``delete_all`` of that scope and its ``reset`` remove the rows in
+the same transaction as the memory (``memory.store``). A store written by an earlier release kept
+them in ``langgraph.sqlite``; opening it moves them over (leaving out an indexed item whose message
+the engine no longer holds: a reset or ``delete_all`` took it) and removes that file. Its text is
+added to the namespace's memory as one message (speaker ``user``): the value's ``text``,
+``content`` or ``memory`` field when it is a non-blank string, else the value as JSON;
+``index=[paths]`` picks the fields (LangGraph's list of field paths; a value whose fields hold no
+text is kept unindexed), ``index=False`` adds none.
 A put to an existing key adds the new text first, then deletes the old message (the engine derives
 the memory again, so no statement or theme of the old text stays), as does a delete. Each write
 records the messages it may leave behind before touching the engine, so a crash in between is
@@ -20,7 +26,10 @@ finished (those messages deleted) when the store is opened again.
 ``search`` with a ``query`` returns the items whose messages the retrieved units came from, each
 with the best score of those units, best first (``filter`` applies to the values); without a
 query, the items under the prefix that match ``filter``, most recently updated first. TTLs are not
-supported (``supports_ttl = False``).
+supported (``supports_ttl = False``). Arguments follow the front doors' rules (``engine.rules``):
+``limit``, ``offset`` and ``max_depth`` are non-negative integers, a query at most ``MAX_QUERY``
+characters, ``index`` None, False or a list of field paths; anything else is a ``ValueError``
+naming the argument.
 """
 
 from __future__ import annotations
@@ -55,17 +64,23 @@ from langgraph.store.base import (
 from ..config import XMemoryConfig
 from ..embed import Embedder
 from ..engine import MemoryEngine, scope_key
+from ..engine.metadata import json_problem
+from ..engine.rules import MAX_QUERY, integer
+from ..memory.store import DB_NAME, SCOPED_ROWS
 
-DB_FILE = "langgraph.sqlite"
+DB_FILE = DB_NAME  # the items live in the store's catalogue
+OLD_DB_FILE = "langgraph.sqlite"  # where an earlier release kept them
 SPEAKER = "user"  # statements read "user likes ..."
 TEXT_FIELDS = ("text", "content", "memory")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS items (namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+MAX_COUNT = 2**63 - 1
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {SCOPED_ROWS} (namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
                                   message_id TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL,
-                                  PRIMARY KEY (namespace, key));
-CREATE INDEX IF NOT EXISTS items_message ON items (message_id);
-CREATE TABLE IF NOT EXISTS pending (namespace TEXT NOT NULL, message_id TEXT NOT NULL,
-                                    PRIMARY KEY (namespace, message_id));
+                                  memory_id TEXT NOT NULL, PRIMARY KEY (namespace, key));
+CREATE INDEX IF NOT EXISTS langgraph_items_message ON {SCOPED_ROWS} (message_id);
+CREATE INDEX IF NOT EXISTS langgraph_items_memory ON {SCOPED_ROWS} (memory_id);
+CREATE TABLE IF NOT EXISTS langgraph_pending (namespace TEXT NOT NULL, message_id TEXT NOT NULL,
+                                              PRIMARY KEY (namespace, message_id));
 """
 _COMPARE = {
     "$eq": operator.eq,
@@ -105,8 +120,15 @@ def _check_labels(namespace: tuple[str, ...], name: str) -> None:
             )
 
 
+def _count(v: Any, name: str) -> None:
+    try:
+        integer(v, 0, MAX_COUNT)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
 def _check(op: Op) -> None:
-    """The namespace rules of ``BaseStore`` for an op given to ``batch`` directly."""
+    """The namespace rules of ``BaseStore`` and the arguments' rules for an op given to ``batch`` directly."""
     if isinstance(op, (GetOp, PutOp)):
         _check_labels(op.namespace, "namespace")
         if not isinstance(op.key, str) or not op.key:
@@ -120,11 +142,31 @@ def _check(op: Op) -> None:
             )
         if op.ttl is not None:
             raise NotImplementedError("ttl: XMemoryStore does not support TTLs; leave ttl=None")
+        if not (
+            op.index is None
+            or op.index is False
+            or isinstance(op.index, (list, tuple))
+            and all(isinstance(p, str) and p for p in op.index)
+        ):
+            raise ValueError(
+                f"index: expected None, False or a list of field paths (e.g. ['text']), got {op.index!r:.80}"
+            )
     elif isinstance(op, SearchOp):
         _check_labels(op.namespace_prefix, "namespace_prefix")
+        _count(op.limit, "limit")
+        _count(op.offset, "offset")
+        if op.query is not None and (not isinstance(op.query, str) or len(op.query) > MAX_QUERY):
+            shown = f"{len(op.query)} characters" if isinstance(op.query, str) else type(op.query).__name__
+            raise ValueError(f"query: expected a string of at most {MAX_QUERY} characters, got {shown}")
+        if op.filter is not None and not isinstance(op.filter, Mapping):
+            raise ValueError(f"filter: expected a dict, got {type(op.filter).__name__}")
     elif isinstance(op, ListNamespacesOp):
         for cond in op.match_conditions or ():
             _check_labels(tuple(p for p in cond.path if p != "*"), f"{cond.match_type}")
+        _count(op.limit, "limit")
+        _count(op.offset, "offset")
+        if op.max_depth is not None:
+            _count(op.max_depth, "max_depth")
     else:
         raise ValueError(
             f"unknown operation {type(op).__name__}: expected GetOp, PutOp, SearchOp or ListNamespacesOp"
@@ -140,7 +182,8 @@ def _text(value: dict[str, Any], index: Any) -> str | None:
             (value[f] for f in TEXT_FIELDS if isinstance(value.get(f), str) and value[f].strip()), None
         )
         return found or json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return "\n".join(t for path in index for t in get_text_at_path(value, path)) or None
+    text = "\n".join(t for path in index for t in get_text_at_path(value, path))
+    return text if text.strip() else None
 
 
 def _matches(value: Any, want: Any) -> bool:
@@ -198,12 +241,14 @@ class XMemoryStore(BaseStore):
         self.budget_tokens = budget_tokens
         self._close_engine = close_engine
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(Path(engine.store.path) / DB_FILE, check_same_thread=False)
+        root = Path(engine.store.path)
+        self._db = sqlite3.connect(root / DB_FILE, timeout=30, check_same_thread=False)
         self._db.execute(
             "PRAGMA secure_delete = ON"
         )  # a replaced or deleted value's bytes are zeroed in the file
         with self._db:
             self._db.executescript(_SCHEMA)
+        self._move_old(root / OLD_DB_FILE)
         self._settle()  # what a crash left behind
 
     @classmethod
@@ -224,6 +269,31 @@ class XMemoryStore(BaseStore):
         except BaseException:
             engine.close()
             raise
+
+    def _move_old(self, old: Path) -> None:
+        """An earlier release's ``langgraph.sqlite`` moved into the catalogue in one transaction (an
+        indexed item whose message the engine no longer holds left out: a reset or ``delete_all``
+        took it), then removed; a crash before the removal moves the same rows again."""
+        if not old.is_file():
+            return
+        src = sqlite3.connect(old)
+        try:
+            items = src.execute(
+                "SELECT namespace, key, value, message_id, created_at, updated_at FROM items"
+            ).fetchall()
+            pending = src.execute("SELECT namespace, message_id FROM pending").fetchall()
+        finally:
+            src.close()
+        kept = [
+            (*row, scope_key(**namespace_scope(tuple(json.loads(row[0])))))
+            for row in items
+            if row[3] is None or self.engine.store.find_message(row[3])
+        ]
+        with self._db:
+            self._db.executemany(f"INSERT OR IGNORE INTO {SCOPED_ROWS} VALUES (?, ?, ?, ?, ?, ?, ?)", kept)
+            self._db.executemany("INSERT OR IGNORE INTO langgraph_pending VALUES (?, ?)", pending)
+        for f in (old, old.with_name(old.name + "-journal")):
+            f.unlink(missing_ok=True)
 
     def close(self) -> None:
         with self._lock:
@@ -266,7 +336,7 @@ class XMemoryStore(BaseStore):
     # -- reading -----------------------------------------------------------------------------------
     def _get(self, op: GetOp) -> Item | None:
         row = self._db.execute(
-            "SELECT value, created_at, updated_at FROM items WHERE namespace = ? AND key = ?",
+            f"SELECT value, created_at, updated_at FROM {SCOPED_ROWS} WHERE namespace = ? AND key = ?",
             (_ns(op.namespace), op.key),
         ).fetchone()
         if row is None:
@@ -280,7 +350,8 @@ class XMemoryStore(BaseStore):
         )
 
     def _namespaces(self) -> list[tuple[str, ...]]:
-        return [tuple(json.loads(r[0])) for r in self._db.execute("SELECT DISTINCT namespace FROM items")]
+        rows = self._db.execute(f"SELECT DISTINCT namespace FROM {SCOPED_ROWS}")
+        return [tuple(json.loads(r[0])) for r in rows]
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
@@ -288,7 +359,8 @@ class XMemoryStore(BaseStore):
         rows = []
         for ns in spaces:
             for key, value, mid, created, updated in self._db.execute(
-                "SELECT key, value, message_id, created_at, updated_at FROM items WHERE namespace = ?",
+                f"SELECT key, value, message_id, created_at, updated_at FROM {SCOPED_ROWS} "
+                "WHERE namespace = ?",
                 (_ns(ns),),
             ):
                 v = json.loads(value)
@@ -350,12 +422,18 @@ class XMemoryStore(BaseStore):
         for op in puts:
             where = f"put {op.namespace} {op.key!r:.80}"
             scope = namespace_scope(op.namespace)
+            memory = scope_key(**scope)
             if op.value is None:
-                rows.append((_ns(op.namespace), op.key, None, None))
+                rows.append((_ns(op.namespace), op.key, None, None, memory))
                 continue
             if not isinstance(op.value, Mapping):
                 raise ValueError(f"{where}: value: expected a dict, got {type(op.value).__name__}")
             value = dict(op.value)
+            problem = json_problem(
+                value
+            )  # valid Unicode, JSON types, nested at most MAX_DEPTH deep: no recursion
+            if problem is not None:
+                raise ValueError(f"{where}: value: not JSON: {problem}")
             try:
                 encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
             except (TypeError, ValueError) as exc:
@@ -372,33 +450,36 @@ class XMemoryStore(BaseStore):
                 adds.setdefault(_ns(op.namespace), (scope, []))[1].append(
                     {"id": mid, "speaker": SPEAKER, "content": text, "timestamp": now}
                 )
-            rows.append((_ns(op.namespace), op.key, encoded, mid))
+            rows.append((_ns(op.namespace), op.key, encoded, mid, memory))
         old = [
             r
-            for ns, key, _, _ in rows
+            for ns, key, *_ in rows
             for r in self._db.execute(
-                "SELECT namespace, message_id FROM items WHERE namespace = ? AND key = ?", (ns, key)
-            )
+                f"SELECT namespace, message_id FROM {SCOPED_ROWS} WHERE namespace = ? AND key = ?",
+                (ns, key),
+            ).fetchall()
         ]
         with self._db:
             self._db.executemany(
-                "INSERT OR IGNORE INTO pending VALUES (?, ?)",
+                "INSERT OR IGNORE INTO langgraph_pending VALUES (?, ?)",
                 [r for r in old if r[1] is not None]
-                + [(ns, mid) for ns, _, _, mid in rows if mid is not None],
+                + [(ns, mid) for ns, _, _, mid, _ in rows if mid is not None],
             )
         try:
             for chunk in self._chunks(list(adds.values())):
                 self.engine.add_batch(chunk)
             with self._db:
-                for ns, key, encoded, mid in rows:
+                for ns, key, encoded, mid, memory in rows:
                     if encoded is None:
-                        self._db.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, key))
+                        self._db.execute(
+                            f"DELETE FROM {SCOPED_ROWS} WHERE namespace = ? AND key = ?", (ns, key)
+                        )
                     else:
                         self._db.execute(
-                            "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, key) "
-                            "DO UPDATE SET value = excluded.value, message_id = excluded.message_id, "
-                            "updated_at = excluded.updated_at",
-                            (ns, key, encoded, mid, now, now),
+                            f"INSERT INTO {SCOPED_ROWS} VALUES (?, ?, ?, ?, ?, ?, ?) "
+                            "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, "
+                            "message_id = excluded.message_id, updated_at = excluded.updated_at",
+                            (ns, key, encoded, mid, now, now, memory),
                         )
         finally:
             self._settle()
@@ -424,15 +505,18 @@ class XMemoryStore(BaseStore):
     def _settle(self) -> None:
         """Delete from the engine every recorded message no item names (a replaced or deleted value's,
         or one a failed write added), then forget the record."""
-        pending = self._db.execute("SELECT namespace, message_id FROM pending").fetchall()
+        pending = self._db.execute("SELECT namespace, message_id FROM langgraph_pending").fetchall()
         for ns, mid in pending:
-            if self._db.execute("SELECT 1 FROM items WHERE message_id = ?", (mid,)).fetchone() is None:
+            named = self._db.execute(f"SELECT 1 FROM {SCOPED_ROWS} WHERE message_id = ?", (mid,)).fetchone()
+            if named is None:
                 try:
                     self.engine.delete(mid, **namespace_scope(tuple(json.loads(ns))))
                 except KeyError:  # never added (the write failed first), or already gone
                     pass
             with self._db:
-                self._db.execute("DELETE FROM pending WHERE namespace = ? AND message_id = ?", (ns, mid))
+                self._db.execute(
+                    "DELETE FROM langgraph_pending WHERE namespace = ? AND message_id = ?", (ns, mid)
+                )
 
 
 def _ns(namespace: tuple[str, ...]) -> str:

@@ -8,21 +8,47 @@ a user (``xmemory mcp STORE --user ID``) serves that user only: ``user_id`` may 
 any other user id is refused. Over HTTP every request needs ``Authorization: Bearer KEY`` (the keys
 of ``xmemory serve``: ``XMEMORY_API_KEY``, ``--keys-file``); a key bound to user ids reaches those
 users only. A refused or failed call is a tool error (``isError``) whose text names the argument.
+
+Arguments follow the front doors' shared rules (``engine.rules``, as the HTTP service's do): typed
+strictly (``true`` is no timestamp, ``"600"`` no number; no JSON parsed out of a string), within the
+same limits, and an argument a tool does not name is refused.
 """
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+)
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..engine import MemoryEngine
-from ..retrieve import STRATEGIES
+from ..engine.rules import (
+    MAX_MESSAGES,
+    BudgetTokens,
+    Filters,
+    Id,
+    Limit,
+    Metadata,
+    Query,
+    Strategy,
+    Text,
+    Threshold,
+    Timestamp,
+)
 
 Keys = dict[str, frozenset[str] | None]  # API key -> the user ids it may access (None: all)
 
@@ -37,17 +63,94 @@ class Message(BaseModel):
     """One message to remember."""
 
     model_config = ConfigDict(extra="forbid")
-    content: str = Field(min_length=1, description="the text")
-    role: str = Field("user", min_length=1, description="who said it (user, assistant, or a name)")
-    timestamp: str | float | None = Field(None, description="ISO date-time or epoch seconds (default: none)")
-    id: str | None = Field(None, description="a message id (default: assigned)")
+    content: Text = Field(description="the text")
+    role: Id = Field("user", description="who said it (user, assistant, or a name)")
+    timestamp: Timestamp | None = Field(None, description="ISO date-time or epoch seconds (default: none)")
+    id: Id | None = Field(None, description="a message id (default: assigned)")
 
 
 UserId = Annotated[
-    str | None, Field(description="whose memory (may be left out on a server started with --user)")
+    Id | None, Field(description="whose memory (may be left out on a server started with --user)")
 ]
-AgentId = Annotated[str | None, Field(description="narrows the scope to one agent")]
-RunId = Annotated[str | None, Field(description="narrows the scope to one run or session")]
+AgentId = Annotated[Id | None, Field(description="narrows the scope to one agent")]
+RunId = Annotated[Id | None, Field(description="narrows the scope to one run or session")]
+
+
+_MESSAGE_LIST = TypeAdapter(Annotated[list[Message], Field(min_length=1, max_length=MAX_MESSAGES)])
+_TEXT = TypeAdapter(Text)
+
+
+def _first_error(exc: ValidationError) -> str:
+    """A validation error's first error in one line: ``[0].timestamp: why`` (``why`` at the top)."""
+    e = exc.errors(include_url=False)[0]
+    at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]).lstrip(".")
+    why = e["msg"].removeprefix("Value error, ")
+    return f"{at}{why}" if why.startswith("[") else f"{at}: {why}" if at else why
+
+
+def _messages(v: Any) -> list[Message]:
+    """A list of messages, or a string: one message from the user."""
+    try:
+        return (
+            [Message(content=_TEXT.validate_python(v))]
+            if isinstance(v, str)
+            else _MESSAGE_LIST.validate_python(v)
+        )
+    except ValidationError as exc:
+        raise ValueError(_first_error(exc)) from None
+
+
+Messages = Annotated[
+    list[Message],
+    PlainValidator(
+        _messages,
+        json_schema_input_type=Annotated[list[Message], Field(min_length=1, max_length=MAX_MESSAGES)] | Text,
+    ),
+]
+
+
+class _Refused(ValidationError):
+    """Refused arguments told in one line: the first one's name and why (and how many more)."""
+
+    def __str__(self) -> str:
+        n = self.error_count()
+        return _first_error(self) + (f" (and {n - 1} more)" if n > 1 else "")
+
+
+class _AsGiven(FuncMetadata):
+    """A tool's arguments validated as they came: the SDK's parsing of JSON out of a string argument
+    (``"[1]"`` read as a list) is left out; a refusal is one line."""
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        return dict(data)
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return super().validate_arguments(arguments_to_validate)
+        except ValidationError as exc:
+            raise _Refused.from_exception_data(exc.title, exc.errors(include_url=False)) from None
+
+
+def _strict_tool(fn: Callable[..., Any], description: str) -> Tool:
+    """``fn`` as a tool whose arguments are taken as given and whose unknown arguments are refused
+    (the published input schema says ``additionalProperties: false``)."""
+    tool = Tool.from_function(fn, description=description)
+    meta = tool.fn_metadata
+    base = meta.arg_model
+    model = type(
+        base.__name__,
+        (base,),
+        {"__module__": __name__, "model_config": ConfigDict(**base.model_config, extra="forbid")},
+    )
+    strict = _AsGiven(
+        arg_model=model,
+        output_schema=meta.output_schema,
+        output_model=meta.output_model,
+        wrap_output=meta.wrap_output,
+    )
+    return tool.model_copy(
+        update={"fn_metadata": strict, "parameters": model.model_json_schema(by_alias=True)}
+    )
 
 
 def _bearer(headers: Any) -> str | None:
@@ -81,7 +184,6 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
     """The MCP server over ``engine``. ``user_id``: the one user it serves (None: each call names
     its user). ``keys``: the HTTP transport's API keys; a key bound to user ids limits the calls that
     carry it to those users."""
-    server = MCPServer("xmemory", instructions=INSTRUCTIONS, log_level="WARNING")
     keys = keys or {}
 
     def scope(ctx: Context, user: str | None, agent: str | None, run: str | None) -> dict[str, str | None]:
@@ -99,26 +201,24 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
                 raise ToolError(f"user_id: this API key may not access user {user!r:.80}")
         return {"user_id": user, "agent_id": agent, "run_id": run}
 
-    @server.tool(description="Remember messages (a string is one message from the user). Returns their ids.")
     def add(
-        messages: list[Message] | str,
+        messages: Messages,
         ctx: Context,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
         metadata: Annotated[
-            dict[str, Any] | None,
+            Metadata | None,
             Field(description="a JSON object kept with these messages (search and get_all can filter on it)"),
         ] = None,
         user_name: Annotated[
-            str | None, Field(description="the user's name, for statements about them")
+            Id | None, Field(description="the user's name, for statements about them")
         ] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
-        msgs = [Message(content=messages)] if isinstance(messages, str) else messages
         try:
             ids = engine.add(
-                [m.model_dump(exclude_none=True) for m in msgs],
+                [m.model_dump(exclude_none=True) for m in messages],
                 **where,
                 metadata=metadata,
                 user_name=user_name,
@@ -127,31 +227,23 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
             raise _engine_error(exc, "add_batch: items[0]: ") from None
         return {"ids": ids}
 
-    @server.tool(
-        description="Search the memory with a question. Returns `context` (the retrieved memories, ready "
-        "to quote) and `units` (each with its type, id, text, score and source message ids)."
-    )
     def search(
-        query: Annotated[str, Field(min_length=1)],
+        query: Query,
         ctx: Context,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
-        strategy: Annotated[str, Field(description=f"one of {', '.join(STRATEGIES)}")] = "xmemory",
-        budget_tokens: Annotated[int | None, Field(ge=1, description="context size in tokens")] = None,
+        strategy: Annotated[Strategy, Field(description="the retrieval strategy")] = "xmemory",  # type: ignore
+        budget_tokens: Annotated[BudgetTokens | None, Field(description="context size in tokens")] = None,
         limit: Annotated[
-            int | None, Field(ge=1, description="at most this many units, the most relevant")
+            Limit | None, Field(description="at most this many units, the most relevant")
         ] = None,
         threshold: Annotated[
-            float | None,
-            Field(
-                ge=-1.0,
-                le=1.0,
-                description="leave out units less relevant than this query-unit cosine (0: keep all)",
-            ),
+            Threshold | None,
+            Field(description="leave out units less relevant than this query-unit cosine (0: keep all)"),
         ] = None,
         filters: Annotated[
-            dict[str, Any] | None,
+            Filters | None,
             Field(
                 description='metadata equality, e.g. {"topic": "travel"}: '
                 "only units whose source messages match"
@@ -180,15 +272,12 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
             "top_relevance": r["top_relevance"],
         }
 
-    @server.tool(description="Every unit of the memory: messages, episodes, semantic statements, themes.")
     def get_all(
         ctx: Context,
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
-        filters: Annotated[
-            dict[str, Any] | None, Field(description="metadata equality, as in search")
-        ] = None,
+        filters: Annotated[Filters | None, Field(description="metadata equality, as in search")] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
@@ -196,12 +285,8 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
 
-    @server.tool(
-        description="Forget one unit (a message id, episode:N, semantic:N or theme:N from search or "
-        "get_all); what was derived from it is derived again."
-    )
     def delete(
-        unit_id: Annotated[str, Field(min_length=1)],
+        unit_id: Id,
         ctx: Context,
         user_id: UserId = None,
         agent_id: AgentId = None,
@@ -214,13 +299,9 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
             raise _engine_error(exc) from None
         return {"deleted": unit_id}
 
-    @server.tool(
-        description="Give a message (its id from add, search or get_all) new text; what was derived from "
-        "the old text is derived again and the old text is forgotten."
-    )
     def update(
-        unit_id: Annotated[str, Field(min_length=1)],
-        text: Annotated[str, Field(min_length=1)],
+        unit_id: Id,
+        text: Text,
         ctx: Context,
         user_id: UserId = None,
         agent_id: AgentId = None,
@@ -232,7 +313,6 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
 
-    @server.tool(description="The memory's operations log, oldest first: {op, ids, time}.")
     def history(
         ctx: Context, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
     ) -> dict[str, Any]:
@@ -242,7 +322,27 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
 
-    return server
+    tools = [
+        _strict_tool(add, "Remember messages (a string is one message from the user). Returns their ids."),
+        _strict_tool(
+            search,
+            "Search the memory with a question. Returns `context` (the retrieved memories, "
+            "ready to quote) and `units` (each with its type, id, text, score and source message ids).",
+        ),
+        _strict_tool(get_all, "Every unit of the memory: messages, episodes, semantic statements, themes."),
+        _strict_tool(
+            delete,
+            "Forget one unit (a message id, episode:N, semantic:N or theme:N from search or "
+            "get_all); what was derived from it is derived again.",
+        ),
+        _strict_tool(
+            update,
+            "Give a message (its id from add, search or get_all) new text; what was derived "
+            "from the old text is derived again and the old text is forgotten.",
+        ),
+        _strict_tool(history, "The memory's operations log, oldest first: {op, ids, time}."),
+    ]
+    return MCPServer("xmemory", instructions=INSTRUCTIONS, log_level="WARNING", tools=tools)
 
 
 class RequireKey:

@@ -11,6 +11,11 @@ catalogue rows. The database runs with ``secure_delete`` (freed pages are zeroed
 message id or stat leaves the file); ``compact`` (``VACUUM``) shrinks it when a quarter or more
 of its pages are free.
 
+Rows an integration keeps per memory live in the catalogue too (``SCOPED_ROWS``, created by the
+integration: the LangGraph store's items, with a ``memory_id`` column): a commit that deletes a
+memory deletes its rows in the same transaction, and a reset (a commit logging ``reset``) deletes
+them all, so no value outlives the memory it was part of.
+
 Loading verifies the schema version, the dimension, the checksum, every column's dtype and shape,
 row references and finite values. ``load_bank(quarantine=True)`` leaves out a memory that fails
 (recorded in ``Store.quarantined``), so one damaged memory never keeps the others from loading.
@@ -26,9 +31,11 @@ writable open embeds their passages (``construct.passages.store_passages``) or a
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import os
+import secrets
 import shutil
 import sqlite3
 import threading
@@ -53,7 +60,7 @@ from .durable import write_durable
 from .engine_state import without_state
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
-__all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "Store", "StoreError"]
+__all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "SCOPED_ROWS", "Store", "StoreError"]
 
 SCHEMA_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)  # older ones are read as they are and upgraded by the first commit
@@ -61,6 +68,8 @@ DB_NAME = "memory.sqlite"
 WRITE_THREADS = 2  # threads writing a commit's files (page-cache copies, then one sync): more only take
 # cores from the build beside them (8 slowed the next shard's first stages by ~0.1 s each on 2 cores)
 COMPACT_FREE_FRACTION = 0.25  # ``maybe_compact`` rewrites the database when this share of pages is free
+SCOPED_ROWS = "langgraph_items"  # an integration's rows per memory (memory_id): deleted with their memory
+RESET_OP = "reset"  # the log entry of a reset: every memory and every scoped row go
 log = logging.getLogger(__name__)
 
 _CATALOGUE = """
@@ -374,11 +383,33 @@ class Store:
             )
         ]
 
+    def _audit_key(self, create: bool = False) -> bytes | None:
+        """The store's random key for the log entries of deleted memories (``meta.audit_key``); made
+        on first need (``create``, inside a commit's transaction)."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'audit_key'").fetchone()
+        if row is None and create:
+            self._conn.execute("INSERT INTO meta VALUES ('audit_key', ?)", (secrets.token_hex(32),))
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'audit_key'").fetchone()
+        return None if row is None else bytes.fromhex(row[0])
+
+    def _audit_id(self, memory_id: str, key: bytes | None) -> str | None:
+        """What the log keeps of a deleted memory's id: a keyed digest (an audit can ask for a scope's
+        deletion by its ids; the ids themselves, e.g. a user id, leave the store)."""
+        return (
+            None
+            if key is None
+            else "hmac:"
+            + hmac.new(key, memory_id.encode("utf-8", "surrogatepass"), "sha256").hexdigest()[:32]
+        )
+
     def history(self, memory_id: str) -> list[dict[str, Any]]:
-        """The operations log of one memory, oldest first: operation, unit ids, time (POSIX s)."""
+        """The operations log of one memory, oldest first: operation, unit ids, time (POSIX s); the
+        entries of its deletion are found by the keyed digest of its id (``_audit_id``)."""
         out = []
+        names = [memory_id] + [a for a in [self._audit_id(memory_id, self._audit_key())] if a is not None]
+        marks = ", ".join("?" for _ in names)
         for op, ids, t in self._conn.execute(
-            "SELECT op, ids, time FROM oplog WHERE memory_id = ? ORDER BY seq", (memory_id,)
+            f"SELECT op, ids, time FROM oplog WHERE memory_id IN ({marks}) ORDER BY seq", names
         ):
             try:
                 out.append({"op": op, "ids": json.loads(ids), "time": t})
@@ -578,6 +609,7 @@ class Store:
                 for mid in p.delete:
                     c.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
                     c.execute("DELETE FROM oplog WHERE memory_id = ?", (mid,))
+                self._delete_scoped_rows(p)
                 for mid, gone in p.redact.items():
                     self._redact(mid, set(gone))
                 for name, enc in p.written:
@@ -586,9 +618,16 @@ class Store:
                         c.execute("DELETE FROM memories WHERE memory_id = ?", (enc.memory_id,))
                     self._insert(enc, old[1] if old is not None else pos, name)
                     pos += old is None
+                gone = set(p.delete)  # a deleted memory's entries keep a keyed digest of its id, not the id
+                key = (
+                    self._audit_key(create=True) if gone and any(mid in gone for mid, _, _ in p.log) else None
+                )
                 c.executemany(
                     "INSERT INTO oplog (memory_id, op, ids, time) VALUES (?, ?, ?, ?)",
-                    [(mid, op, json.dumps(ids), time.time()) for mid, op, ids in p.log],
+                    [
+                        (self._audit_id(mid, key) if mid in gone else mid, op, json.dumps(ids), time.time())
+                        for mid, op, ids in p.log
+                    ],
                 )
             p.state = "finished"
         except BaseException as exc:
@@ -607,6 +646,37 @@ class Store:
         finally:
             self._pending = None
         self._remove_replaced(p)
+
+    def _has_scoped_rows(self) -> bool:
+        return (
+            self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (SCOPED_ROWS,)
+            ).fetchone()
+            is not None
+        )
+
+    def _delete_scoped_rows(self, p: PendingCommit) -> None:
+        """Within commit ``p``'s transaction: the ``SCOPED_ROWS`` of the memories it deletes, all of
+        them when it is a reset (rows of a scope the engine never held included)."""
+        if not p.delete or not self._has_scoped_rows():
+            return
+        if any(op == RESET_OP for _, op, _ in p.log):
+            self._conn.execute(f"DELETE FROM {SCOPED_ROWS}")
+        else:
+            self._conn.executemany(f"DELETE FROM {SCOPED_ROWS} WHERE memory_id = ?", [(m,) for m in p.delete])
+
+    def forget_scoped_rows(self, memory_ids: list[str] | None = None) -> int:
+        """Delete the ``SCOPED_ROWS`` of ``memory_ids`` (None: all) in one transaction: what a
+        ``delete_all`` or a reset does to them where no memory is stored to delete (an integration's
+        rows alone). Returns the number of rows deleted."""
+        if not self._has_scoped_rows():
+            return 0
+        with self._conn as c:
+            if memory_ids is None:
+                return c.execute(f"DELETE FROM {SCOPED_ROWS}").rowcount
+            return sum(
+                c.execute(f"DELETE FROM {SCOPED_ROWS} WHERE memory_id = ?", (m,)).rowcount for m in memory_ids
+            )
 
     def _committed(self, p: PendingCommit) -> bool:
         """Whether the catalogue holds commit ``p`` (its memories with its new files, its deletions gone)."""

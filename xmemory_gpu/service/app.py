@@ -10,8 +10,10 @@ scope), ``GET /docs`` (an offline page over ``/openapi.json``).
 Concurrent searches (and adds) within ``coalesce_ms`` are answered by one batched engine call;
 with ``coalesce_ms=0`` every request is its own call. Keys: ``Authorization: Bearer KEY``, compared
 in constant time; a key may be bound to a set of user ids (403 outside them). Bad requests get
-422 ``{"detail": "FIELD: ERROR", "errors": [{"field", "error"}]}``; bodies over the limit 413;
-internal errors 500 with a request id (the traceback goes to the server's log, never to the client).
+422 ``{"detail": "FIELD: ERROR", "errors": [{"field", "error"}]}`` (the arguments' rules are the MCP
+server's and the LangGraph store's too: ``engine.rules``); a body that is not UTF-8 400; bodies over
+the limit 413; a method a path lacks 405 with every method it has in ``Allow``; internal errors 500
+with a request id (the traceback goes to the server's log, never to the client).
 """
 
 import asyncio
@@ -30,12 +32,14 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from ..engine import MemoryEngine
+from ..engine.metadata import MAX_DEPTH
 from ..memory.store import StoreError
 from . import docs
 from .coalesce import Coalescer
@@ -56,6 +60,7 @@ log = logging.getLogger("xmemory.serve")
 UNMATCHED = "<unmatched>"  # the route label of a request no route matches: metric labels stay a fixed set
 _FIELD = re.compile(r"([A-Za-z_]\w*(?:\[\d+\])*): ")
 _DESCRIBED = {
+    400: "the body cannot be read: not UTF-8",
     401: "no valid API key",
     403: "the key may not access this user_id (or service-wide data)",
     404: "no such unit or memory",
@@ -115,6 +120,69 @@ def _pydantic_error(e: dict) -> dict[str, str]:
         "field": ".".join(str(x) for x in e["loc"][1:]) or "body",
         "error": e["msg"].removeprefix("Value error, "),
     }
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]')  # a JSON string, or a structural character
+
+
+def _deep_field(text: str, depth: int) -> list[str | int]:
+    """The place in well-formed JSON ``text`` where objects and arrays first nest ``depth`` deep,
+    cut to the field a client set: the first ``metadata`` key on the way (``items.0.metadata``),
+    else the body's field it is in."""
+    path: list[str | int | None] = []  # per open container: its current key or index
+    last = ""
+    try:
+        for m in _TOKEN.finditer(text):
+            t = m.group()
+            if t in "{[":
+                if len(path) >= depth:
+                    break
+                path.append(None if t == "{" else 0)
+            elif t in "}]":
+                path.pop()
+            elif t == ",":
+                if isinstance(path[-1], int):
+                    path[-1] += 1
+            elif t == ":":
+                path[-1] = json.loads(last)
+            else:
+                last = t
+    except (IndexError, ValueError):  # not JSON after all: the body as a whole
+        return []
+    steps = [p for p in path if p is not None]
+    cut = steps.index("metadata") + 1 if "metadata" in steps else 1
+    return steps[:cut]
+
+
+class _BodyRoute(APIRoute):
+    """A route whose body JSON cannot parse says why: nesting deeper than the parser goes is a 422 of
+    the field it is in (``metadata: nested more than 32 levels deep``, as a shallower excess is), a
+    body that is not UTF-8 a 400 naming the byte; FastAPI would answer 400 without either."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except StarletteHTTPException as exc:
+                cause = exc.__cause__
+                if exc.status_code != 400 or not isinstance(cause, (RecursionError, UnicodeDecodeError)):
+                    raise
+                if isinstance(cause, UnicodeDecodeError):
+                    raise HTTPException(400, f"body: not valid UTF-8 at byte {cause.start}") from None
+                field = _deep_field((await request.body()).decode("utf-8"), 2 * MAX_DEPTH)
+                raise RequestValidationError(
+                    [
+                        {
+                            "type": "value_error",
+                            "loc": ("body", *field),
+                            "msg": f"nested more than {MAX_DEPTH} levels deep",
+                        }
+                    ]
+                ) from None
+
+        return route
 
 
 def _responses(*codes: int, invalid: bool = True) -> dict[int | str, dict[str, Any]]:
@@ -235,6 +303,7 @@ def create_app(
         redoc_url=None,
         description="xMemory agent memory: add, search, delete and scope live memories.",
     )
+    app.router.route_class = _BodyRoute
 
     async def run(kind: str, item: dict) -> Any:
         """Through the coalescer when coalescing is on, else one engine call for this request."""
@@ -286,12 +355,25 @@ def create_app(
             {"detail": f"{errs[0]['field']}: {errs[0]['error']}", "errors": errs}, status_code=422
         )
 
+    def methods_of(request: Request) -> str:
+        """Every method of the routes whose path the request's is (the router names the first route's only)."""
+        found = {
+            m
+            for r in app.router.routes
+            if isinstance(r, APIRoute) and r.matches(request.scope)[0] != Match.NONE
+            for m in r.methods
+        }
+        return ", ".join(sorted(found | ({"HEAD"} if "GET" in found else set())))
+
     @app.exception_handler(StarletteHTTPException)
     async def refused(request: Request, exc: StarletteHTTPException):
         body: dict[str, Any] = {"detail": exc.detail}
+        headers = exc.headers
         if exc.status_code == 422:  # the engine's refusals get the same body as the schema's
             body["errors"] = [_field_error(str(exc.detail))]
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+        elif exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": methods_of(request)}
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
 
     bearer = HTTPBearer(
         auto_error=False, scheme_name="bearer", description="an API key: Authorization: Bearer KEY"
@@ -367,12 +449,12 @@ def create_app(
             )
         return metrics.render()
 
-    @app.post("/v1/memories", responses=_responses(*auth, 413, 503))
+    @app.post("/v1/memories", responses=_responses(400, *auth, 413, 503))
     async def add(req: AddRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
         check_scope(allowed, req.user_id)
         return {"ids": await engine_async("add", req.as_engine())}
 
-    @app.post("/v1/memories/batch", responses=_responses(*auth, 413, 503))
+    @app.post("/v1/memories/batch", responses=_responses(400, *auth, 413, 503))
     async def add_batch(req: AddBatchRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
         for it in req.items:
             check_scope(allowed, it.user_id)
@@ -381,7 +463,7 @@ def create_app(
         metrics.inc("ingested_messages_total", sum(len(i) for i in ids))
         return {"ids": ids}
 
-    @app.post("/v1/search", responses=_responses(*auth, 413, 503))
+    @app.post("/v1/search", responses=_responses(400, *auth, 413, 503))
     async def search(req: SearchRequest, allowed: Allowed) -> Response:  # type: ignore[valid-type]
         check_scope(allowed, req.user_id)
         item = {
@@ -427,7 +509,7 @@ def create_app(
         check_scope(allowed, scope["user_id"])
         return await engine_call(lambda: eng().get(unit_id, **scope))
 
-    @app.put("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 413, 503))
+    @app.put("/v1/memories/{unit_id:path}", responses=_responses(400, *auth, 404, 413, 503))
     async def update(unit_id: UnitId, req: UpdateRequest, allowed: Allowed) -> dict:
         """A message's new text; what was derived from the old text is derived again (as after a delete)."""
         check_scope(allowed, req.user_id)

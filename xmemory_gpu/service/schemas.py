@@ -1,136 +1,54 @@
 """Request and error bodies of the HTTP API (pydantic): the engine's arguments with the service's
-limits, typed strictly (``true`` is no timestamp, ``"600"`` no number), so that what the OpenAPI
-schema allows is what the service accepts."""
+limits, typed by the front doors' shared rules (``engine.rules``: ``true`` is no timestamp, ``"600"``
+no number, ``3.0`` the integer 3), so that what the OpenAPI schema allows is what the service accepts."""
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    WithJsonSchema,
-    model_validator,
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..engine.rules import (
+    CHUNK_RAG_WIDTHS,
+    MAX_ID,
+    MAX_ISO,
+    MAX_LIMIT,
+    MAX_QUERY,
+    MAX_SESSION,
+    MAX_TEXT,
+    BudgetTokens,
+    Filters,
+    Id,
+    Limit,
+    Metadata,
+    Query,
+    Session,
+    Strategy,
+    Text,
+    Threshold,
+    Timestamp,
 )
 
-from ..memory.codec import MAX_TIME, MIN_TIME
-from ..retrieve.strategies import strategy_names
-
-MAX_ID = 512
-MAX_QUERY = 4000  # characters of one query
-MAX_TEXT = 100_000  # characters of one message
-MAX_ISO = 64  # characters of an ISO date-time
-# the engine takes sessions up to 2**63-1; the OpenAPI document writes bounds as floats, and 2**63-1024 is the
-# largest integer below 2**63 that a float holds exactly, so the schema's bound is the service's
-MAX_SESSION = 2**63 - 1024
-Id = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
-Query = Annotated[StrictStr, Field(min_length=1, max_length=MAX_QUERY)]
-Text = Annotated[StrictStr, Field(max_length=MAX_TEXT)]
-CHUNK_RAG_WIDTHS = ("chunk-rag:16", "chunk-rag:32", "chunk-rag:128")  # beside chunk-rag (64 words)
-MAX_LIMIT = 10_000  # units of one search result
-_KINDS = {
-    dict: "an object",
-    list: "an array",
-    str: "a string",
-    bool: "a boolean",
-    int: "a number",
-    float: "a number",
-}
-
-
-def _kind(v: Any) -> str:
-    if isinstance(v, float) and not math.isfinite(v):
-        return repr(v)
-    return _KINDS.get(type(v), type(v).__name__)
-
-
-def _finite(v: Any, where: str) -> None:
-    """Refuse NaN and infinities anywhere in ``v`` (Python's JSON reads them; JSON cannot write them)."""
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ValueError(f"{where}: expected a finite number, got {v!r}")
-    for k, x in v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ():
-        _finite(x, f"{where}[{k!r}]")
-
-
-def _object(scalars: bool) -> Any:
-    """A JSON object with keys of 1-MAX_ID characters: values any JSON (``scalars``: strings, finite
-    numbers, booleans or null)."""
-
-    def validate(v: Any) -> dict[str, Any]:
-        if not isinstance(v, dict):
-            raise ValueError(f"expected a JSON object, got {_kind(v)}")
-        for k, x in v.items():
-            if not 0 < len(k) <= MAX_ID:
-                raise ValueError(f"key {k[:40]!r}: expected 1-{MAX_ID} characters, got {len(k)}")
-            if scalars and not (
-                x is None or isinstance(x, (str, int)) or isinstance(x, float) and math.isfinite(x)
-            ):
-                raise ValueError(
-                    f"key {k[:40]!r}: expected a string, a number, a boolean or null, got {_kind(x)}"
-                )
-            _finite(x, f"key {k[:40]!r}")
-        return v
-
-    values = {"type": ["string", "number", "boolean", "null"]} if scalars else {}
-    return Annotated[
-        dict,
-        PlainValidator(validate),
-        WithJsonSchema(
-            {
-                "type": "object",
-                "propertyNames": {"minLength": 1, "maxLength": MAX_ID},
-                "additionalProperties": values,
-            }
-        ),
-    ]
-
-
-Metadata = _object(scalars=False)
-Filters = _object(scalars=True)
-
-
-def _timestamp(v: Any) -> float | str:
-    """Epoch seconds within years 1-9999, or an ISO date-time string (which the engine parses)."""
-    if isinstance(v, str) and 0 < len(v) <= MAX_ISO:
-        return v
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if MIN_TIME <= v < MAX_TIME:  # exact for any int, False for nan
-            return float(v)
-        shown = repr(v) if len(repr(v)) <= 24 else f"an integer of {len(str(v))} digits"
-        raise ValueError(f"epoch seconds outside years 1-9999, got {shown}")
-    raise ValueError(
-        f"expected epoch seconds (a number) or an ISO date-time (a string of 1-{MAX_ISO} characters), "
-        f"got {type(v).__name__}"
-    )
-
-
-Timestamp = Annotated[
-    Any,
-    PlainValidator(_timestamp),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {
-                    "type": "number",
-                    "minimum": MIN_TIME,
-                    "exclusiveMaximum": MAX_TIME,
-                    "description": "epoch seconds",
-                },
-                {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": MAX_ISO,
-                    "description": "ISO date-time (UTC when it names no zone)",
-                },
-            ]
-        }
-    ),
+__all__ = [
+    "CHUNK_RAG_WIDTHS",
+    "MAX_ID",
+    "MAX_ISO",
+    "MAX_LIMIT",
+    "MAX_QUERY",
+    "MAX_SESSION",
+    "MAX_TEXT",
+    "ErrorBody",
+    "FieldError",
+    "Filters",
+    "Message",
+    "Metadata",
+    "Scope",
+    "Timestamp",
+    "UpdateRequest",
+    "ValidationErrorBody",
+    "limited_add",
+    "limited_batch",
+    "limited_search",
 ]
 
 
@@ -155,7 +73,7 @@ class Message(BaseModel):
     name: Id | None = Field(None, description="the speaker's name in a role chat (with role)")
     timestamp: Timestamp | None = None
     id: Id | None = None
-    session: Annotated[StrictInt, Field(ge=0, le=MAX_SESSION)] | None = None
+    session: Session | None = None
 
     @model_validator(mode="after")
     def _complete(self) -> Message:
@@ -205,9 +123,6 @@ def limited_batch(add_model: type[BaseModel], max_items: int) -> type[BaseModel]
 
 
 def limited_search(max_queries: int) -> type[BaseModel]:
-    # chunk-rag's other widths are named, not any N: each width embeds a memory's passages once more
-    Strategy = Literal[(*strategy_names(), *CHUNK_RAG_WIDTHS)]  # type: ignore[valid-type]
-
     class SearchRequest(Scope):
         """Exactly one of ``query`` and ``queries``."""
 
@@ -217,11 +132,9 @@ def limited_search(max_queries: int) -> type[BaseModel]:
         query: Query | None = None
         queries: list[Query] | None = Field(None, min_length=1, max_length=max_queries)
         strategy: Strategy = "xmemory"  # type: ignore[valid-type]
-        budget_tokens: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
-        limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] | None = Field(
-            None, description="at most this many units"
-        )
-        threshold: Annotated[StrictFloat, Field(ge=-1.0, le=1.0)] | None = Field(
+        budget_tokens: BudgetTokens | None = None
+        limit: Limit | None = Field(None, description="at most this many units")
+        threshold: Threshold | None = Field(
             None, description="units less relevant than it (a query-unit cosine) are left out"
         )
         filters: Filters | None = Field(
