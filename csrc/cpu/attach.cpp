@@ -17,6 +17,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "xmemory/gil.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -130,7 +132,7 @@ py::tuple attach_rows(py::array_t<float, py::array::c_style | py::array::forceca
                       double lenient_floor, int64_t size_cap) {
   Columns c = checked(std::move(x), std::move(rows), sums_a, counts_a, alive_a, ids_a, label_a, n_slots, next_id);
   {
-    py::gil_scoped_release nogil;
+    xmem::GilRelease nogil;
     attach(c, attach_threshold, lenient_floor, size_cap);
   }
   return py::make_tuple(c.n_slots, c.next_id, c.attached);
@@ -151,7 +153,7 @@ py::list attach_rows_batch(const py::sequence& items, double attach_threshold, d
                            t[7].cast<int64_t>(), t[8].cast<int64_t>()));
   }
   {
-    py::gil_scoped_release nogil;
+    xmem::GilRelease nogil;
     for (Columns& c : cols) attach(c, attach_threshold, lenient_floor, size_cap);
   }
   py::list out;

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "xmemory/gil.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -101,7 +103,7 @@ py::object pack_arrays(const py::list& names, const py::list& arrays) {
   std::memcpy(p + 16, header.data(), header.size());
   std::memset(p + head, 0, size_t(base - head));
   {
-    py::gil_scoped_release release;  // the arrays are held by `parts`
+    xmem::GilRelease release;  // the arrays are held by `parts`
     for (const Part& part : parts) {
       char* dst = p + base + part.offset;
       if (part.nbytes) std::memcpy(dst, part.a.data(), size_t(part.nbytes));

@@ -13,6 +13,8 @@
 #include <queue>
 #include <vector>
 
+#include "xmemory/gil.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -118,7 +120,7 @@ py::tuple coverage_select(py::array_t<int64_t, py::array::c_style | py::array::f
   std::vector<std::vector<int32_t>> picks(Q);
   std::vector<std::vector<double>> values(Q);
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
 #pragma omp parallel for schedule(dynamic, 32)
     for (int64_t q = 0; q < Q; ++q) {
       const int64_t s = O[q];

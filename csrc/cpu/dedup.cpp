@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "xmemory/gil.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -47,7 +49,7 @@ py::array_t<int64_t> dedup_block(const F32& inner, const F32& rows, const F64& b
   std::vector<int64_t> local;  // the block's rows kept so far
   local.reserve(size_t(m));
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     for (int64_t i = 0; i < m; ++i) {
       double b = bst[i];
       int64_t t = ag[i];

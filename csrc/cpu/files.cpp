@@ -26,6 +26,8 @@
 #endif
 #include <vector>
 
+#include "xmemory/gil.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -152,7 +154,7 @@ std::vector<std::tuple<size_t, int, py::bytes>> write_durable(const std::vector<
     jobs[i].size = PyBytes_GET_SIZE(h.ptr());
   }
   {
-    py::gil_scoped_release release;  // the bytes are held by `data`, the caller's list
+    xmem::GilRelease release;  // the bytes are held by `data`, the caller's list
     // many files (a bulk build's shard) where one syncfs is enough: written on the threads, then one
     // sync of the file system, then renamed (one journal commit for all rather than one per fsync);
     // a few (a live engine's write: it never waits on other writers' dirty pages) or elsewhere:

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "xmemory/cpu_microkernel.h"
+#include "xmemory/gil.h"
 
 namespace py = pybind11;
 using f64arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
@@ -84,7 +85,7 @@ py::tuple spherical_kmeans(f64arr x, i64arr offsets, i64arr segment, i64arr k, i
   const KmeansRuns in{x.data(), uniforms.data(), O, segment.data(), k.data(), first.data(), uo.data(), lo.data(),
                       labels.mutable_data(), reinterpret_cast<uint8_t*>(ok.mutable_data()), R, d, iters, work};
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     switch (xmem::cpu_isa()) {
 #ifdef XMEM_X86
       case xmem::Isa::Avx512: isa_avx512::kmeans_runs(in); break;

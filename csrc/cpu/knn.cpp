@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "xmemory/cpu_microkernel.h"
+#include "xmemory/gil.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -150,7 +151,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
   int32_t* idx = idx_out.mutable_data();
   float* sim = sim_out.mutable_data();
   {
-    py::gil_scoped_release nogil;
+    xmem::GilRelease nogil;
     std::fill(idx, idx + nq * k, -1);
     std::fill(sim, sim + nq * k, -std::numeric_limits<float>::infinity());
     int threads = 1;
@@ -284,7 +285,7 @@ double fma_peak_gflops(double seconds) {
 #endif
   const int64_t reps = 1 << 22;  // 12 * 2^22 FMAs per thread per round
   double best = 0.0;
-  py::gil_scoped_release nogil;
+  xmem::GilRelease nogil;
   const auto t_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   volatile float sink = 0.f;
   while (std::chrono::steady_clock::now() < t_end) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "xmemory/cpu_microkernel.h"
+#include "xmemory/gil.h"
 
 namespace py = pybind11;
 using f32arr = py::array_t<float, py::array::c_style | py::array::forcecast>;
@@ -65,7 +66,7 @@ py::array_t<float> pack_linear_weight(f32arr w) {
   py::array_t<float> out({panels, k, xmem::kNR});
   float* o = out.mutable_data();
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     xmem::pack_panels(w.data(), n, k, o);
   }
   return out;
@@ -84,7 +85,7 @@ py::array_t<float> rowwise_linear(f32arr x, f32arr packed, int64_t n, f32arr bia
   const float *X = x.data(), *W = packed.data(), *B = bias.size() ? bias.data() : nullptr;
   float* Y = y.mutable_data();
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     const xmem::Isa isa = xmem::cpu_isa();
     const int64_t blocks = (m + kMC - 1) / kMC, tasks = blocks * panels;
     const bool parallel = double(m) * double(n) * double(k) > kLinearParallelWork;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "xmemory/cpu_microkernel.h"
+#include "xmemory/gil.h"
 #include "xmemory/stats.h"
 
 namespace py = pybind11;
@@ -79,12 +80,12 @@ py::tuple partition_objective(py::array x, i64arr labels, i64arr offsets, double
   int64_t nonfinite = 0;
   if (py::isinstance<py::array_t<float>>(x)) {
     auto xf = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(x);
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     objective_segments(xf.data(), L, O, nseg, d, eps, F, &nonfinite);
   } else {
     f64arr xd = f64arr::ensure(x);
     if (!xd) throw std::invalid_argument("x must be a real array");
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     objective_segments(xd.data(), L, O, nseg, d, eps, F, &nonfinite);
   }
   return py::make_tuple(out, nonfinite);
@@ -103,7 +104,7 @@ py::array_t<double> score_candidates(f64arr x, f64arr theme_sum, i64arr theme_co
   py::array_t<double> out(C);
   double* F = out.mutable_data();
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
 #ifdef XMEM_X86
     switch (xmem::cpu_isa()) {
       case xmem::Isa::Avx512: isa_avx512::score_candidates_loop(in, F); return out;
@@ -134,7 +135,7 @@ py::tuple topk_select(py::array_t<float, py::array::c_style | py::array::forceca
   int32_t* OI = idx.mutable_data();
   float* OS = out.mutable_data();
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     std::vector<std::pair<float, int64_t>> row;
     for (int64_t i = 0; i < r; ++i) {
       row.clear();
@@ -176,7 +177,7 @@ void offer_rows(py::array_t<float, py::array::c_style | py::array::forcecast> s,
   for (int64_t o = 0; o < O; ++o)
     if (OT[o] < 0 || OT[o] >= n) throw std::invalid_argument("offer_rows: a row of others is outside the buffers");
   constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
-  py::gil_scoped_release release;
+  xmem::GilRelease release;
   std::vector<int64_t> sorted_cand(CA, CA + C);
   std::sort(sorted_cand.begin(), sorted_cand.end());
   std::vector<std::pair<float, int64_t>> row;

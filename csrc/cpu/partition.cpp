@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "xmemory/gil.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -86,7 +88,7 @@ py::tuple theme_blocks(const F64& x, const I64& rows, const I64& labels, const I
   const int64_t* tl = tail.data();
   std::vector<char> has(static_cast<size_t>(nt), 0);
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     for (int64_t b = 0; b < nb; ++b) {  // kept themes: their old sums
       const int64_t* lo = theme_label.data() + theme_off[size_t(b)];
       const int64_t* hi = theme_label.data() + theme_off[size_t(b + 1)];

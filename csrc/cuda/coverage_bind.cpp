@@ -8,6 +8,7 @@
 
 #include "xmemory/checks.h"
 #include "xmemory/coverage_cuda.h"
+#include "xmemory/gil.h"
 
 namespace py = pybind11;
 
@@ -65,7 +66,7 @@ void coverage_select(py::handle cand_offsets_obj, py::handle nbr_idx_obj, py::ha
   for (const auto* t : {&cand_offsets, &nbr_idx, &nbr_w, &cap_offsets, &idx_scratch, &w_scratch, &selected, &values,
                         &counts})
     XMEM_CHECK_SAME_DEVICE(relevance, *t);
-  py::gil_scoped_release release;
+  xmem::GilRelease release;
   xmem::coverage_select_cuda(cand_offsets.data<int64_t>(), nbr_idx.data<int32_t>(), nbr_w.data<float>(),
                              relevance.data<double>(), alpha, target, stop == "count", cap_offsets.data<int64_t>(),
                              q1 - 1, m, k, max_n, idx_scratch.data<int32_t>(), w_scratch.data<float>(),

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "xmemory/checks.h"
+#include "xmemory/gil.h"
 #include "xmemory/knn_cuda.h"
 
 namespace py = pybind11;
@@ -45,7 +46,7 @@ void knn_topk(py::handle q_obj, py::handle q_offsets_obj, py::handle x_obj, py::
   if (num_tiles < 0) xmem::fail("num_tiles: must be >= 0");
   if (nq >= INT32_MAX || x.size(0) >= INT32_MAX) xmem::fail("q, x: row ids must fit int32");
   for (const auto* t : {&x, &q_offsets, &x_offsets, &tile_start, &out_idx, &out_sim}) XMEM_CHECK_SAME_DEVICE(q, *t);
-  py::gil_scoped_release release;
+  xmem::GilRelease release;
   xmem::knn_topk_cuda(q.data<float>(), q_offsets.data<int64_t>(), x.data<float>(), x_offsets.data<int64_t>(),
                       tile_start.data<int64_t>(), nseg1 - 1, num_tiles, d, static_cast<int>(k), exclude_self,
                       drop_nonpositive, out_idx.data<int32_t>(), out_sim.data<float>(),

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "xmemory/checks.h"
+#include "xmemory/gil.h"
 #include "xmemory/objective_cuda.h"
 
 namespace py = pybind11;
@@ -50,7 +51,7 @@ void row_norms(py::handle a_obj, py::handle out_obj, std::uintptr_t stream) {
   XMEM_CHECK_DIM(a, 2);
   XMEM_CHECK_SHAPE(out, {a.size(0)});
   XMEM_CHECK_SAME_DEVICE(a, out);
-  py::gil_scoped_release release;
+  xmem::GilRelease release;
   xmem::objective_row_norms_cuda(a.data<double>(), a.size(0), a.size(1), out.data<double>(), as_stream(stream));
 }
 
@@ -75,7 +76,7 @@ void group_sums(py::handle x_obj, py::handle row_norm_obj, py::handle group_offs
     XMEM_CHECK_SHAPE(row_norm, {x.size(0)});
   }
   for (const auto* t : {&group_offsets, &members, &gsum, &gnorm}) XMEM_CHECK_SAME_DEVICE(x, *t);
-  py::gil_scoped_release release;
+  xmem::GilRelease release;
   xmem::objective_group_sums_cuda(x.data<double>(), row_norm.dim() ? row_norm.data<double>() : nullptr,
                                   group_offsets.data<int64_t>(), members.data<int64_t>(), num_groups, d,
                                   gsum.data<double>(), gnorm.data<double>(), as_stream(stream));
@@ -127,7 +128,7 @@ void score_candidates(py::handle memory_obj, py::handle node_offsets_obj, py::ha
   for (const auto* t : {&node_offsets, &theme_sum, &theme_norm, &theme_count, &theme_offsets, &top_idx, &top_cos,
                         &rem_offsets, &rem_rows, &add_offsets, &group_offsets, &gsum, &gnorm, &out})
     XMEM_CHECK_SAME_DEVICE(memory, *t);
-  py::gil_scoped_release release;
+  xmem::GilRelease release;
   xmem::objective_score_candidates_cuda(
       memory.data<int64_t>(), node_offsets.data<int64_t>(), theme_sum.data<double>(), theme_norm.data<double>(),
       theme_count.data<int64_t>(), theme_offsets.data<int64_t>(), top_idx.data<int64_t>(), top_cos.data<double>(),
@@ -157,7 +158,7 @@ void score_segments(py::handle node_offsets_obj, py::handle add_offsets_obj, py:
   XMEM_CHECK_SHAPE(group_offsets, {gsum.size(0) + 1});
   check_state(scratch, soff, num_items, max_slots);
   for (const auto* t : {&add_offsets, &group_offsets, &gsum, &gnorm, &out}) XMEM_CHECK_SAME_DEVICE(node_offsets, *t);
-  py::gil_scoped_release release;
+  xmem::GilRelease release;
   xmem::objective_score_segments_cuda(node_offsets.data<int64_t>(), add_offsets.data<int64_t>(),
                                       group_offsets.data<int64_t>(), gsum.data<double>(), gnorm.data<double>(),
                                       num_items, gsum.size(1), eps, max_slots, scratch.dim() ? scratch.ptr : nullptr,

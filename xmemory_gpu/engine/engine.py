@@ -9,10 +9,10 @@ store commit; the in-memory bank is updated under a write lock only after the co
 a search sees the state before or after a batch, never half of it. A second process that opens the
 store for writing is refused (``write.lock``); ``read_only=True`` opens it for searching.
 
-Deleting forgets: the memory is re-derived from its remaining messages (their stored embeddings;
-statements re-extracted and re-embedded), so no episode, statement, theme summary or graph row
-built from the deleted text survives; a deleted statement's hash is kept so re-derivation does not
-bring it back; the memory's file is rewritten and the old one removed, and the catalogue is
+Deleting forgets (``construct.forget``): every episode, statement, theme summary and graph row built
+from the deleted text goes, the touched episodes are made again and the touched statements extracted
+again from their other sources (only changed texts are embedded: ``embed.cache``); a deleted
+statement's hash is kept so no later extraction brings it back; the memory's file is rewritten and the old one removed, and the catalogue is
 written with ``secure_delete`` (compacted once a quarter of it is free: ``Store.maybe_compact``). A deleted message's id leaves the operations log (its deletion is logged with a digest
 of the id); ``delete_all`` erases the scope's log but for one ``delete_all`` entry.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from ..config import XMemoryConfig, resolve_config
 from ..construct.passages import store_passages
 from ..embed import Embedder, embedder_for_store, load_embedder
-from ..llm import Reader, load_reader
+from ..llm import Reader, as_reader
 from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank
 from ..memory.locks import ReadWriteLock, WriterLock
@@ -44,7 +44,8 @@ from ..memory.store import DB_NAME, Store, StoreError
 from ..ops.backends import BACKENDS, is_available, requested_backend
 from ..ops.devices import encoder_device
 from ..retrieve.retriever import Retriever
-from .inputs import MAX_ID_CHARS, Limits, scope_key, scope_of
+from .exits import gate_calls
+from .inputs import MAX_ID_CHARS, Limits, flag, scope_key, scope_of
 from .keys import (
     QuarantinedError,
 )
@@ -56,6 +57,7 @@ from .writes import Writes
 __all__ = ["MAX_ID_CHARS", "Limits", "MemoryEngine", "QuarantinedError", "scope_key", "scope_of"]
 
 
+@gate_calls  # the interpreter's exit waits for the calls in flight (engine/exits.py)
 class MemoryEngine(Paging, Writes, Reads):
     """Live memories: ``add`` / ``add_batch`` / ``search`` / ``get_all`` / ``get`` / ``delete`` /
     ``delete_all`` / ``history``, scoped by ``(user_id, agent_id, run_id)``.
@@ -79,7 +81,7 @@ class MemoryEngine(Paging, Writes, Reads):
         max_resident_bytes: int | str | None = AUTO,
     ) -> None:
         self.store = store
-        self.stamp_arrival = stamp_arrival
+        self.stamp_arrival = flag(stamp_arrival, "stamp_arrival")
         self.embedder = embedder
         self.config = config
         self.backend = backend
@@ -142,8 +144,8 @@ class MemoryEngine(Paging, Writes, Reads):
         on first touch and the least recently used go when the budget is passed (default ``"auto"``:
         half of the machine's physical memory; ``None`` or ``"all"``: every memory resident,
         loaded at open)."""
-        if isinstance(reader, str):
-            reader = load_reader(reader)
+        flag(stamp_arrival, "stamp_arrival")
+        reader = as_reader(reader)  # a spec loaded; anything but a Reader, a spec or None refused
         if not isinstance(path, (str, os.PathLike)):
             cfg = config or resolve_config(path.config)
             emb = _embedder_for(path, embedder, cfg, backend)
@@ -262,7 +264,6 @@ class MemoryEngine(Paging, Writes, Reads):
                     self.bank.put_slice(sl)
                     self._note_resident(sl)
                 self._drop(set(gone) | (set(quarantined) & set(self.bank.index)))
-                self.retriever._chunks = None
                 self.quarantined = quarantined
                 self._loaded = now
             return sorted(set(changed) | set(gone))

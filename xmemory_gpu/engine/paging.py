@@ -30,8 +30,7 @@ class Paging:
         if gone:
             old, self.bank = self.bank, self.bank.without(gone)
             old.release()  # its columns go now, not at the next full garbage collection
-            self.retriever.bank = self.bank
-            self.retriever._chunks = None
+            self.retriever.bank = self.bank  # its derived caches follow the bank (``Bank.version``)
         if self._residency is not None:
             self._residency.forget(keys)
 

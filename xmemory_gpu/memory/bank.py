@@ -13,7 +13,9 @@ and :meth:`Bank.slice` are the only places that convert between the two.
 
 Growth (the live engine): :meth:`Bank.put_slice` rewrites one memory in place when it fits its
 segment's capacity, else moves it to the arena's end (other memories' rows never move);
-:meth:`Bank.compact` closes holes and slack.
+:meth:`Bank.compact` closes holes and slack. ``Bank.version`` counts the bank's writes: a value
+derived from a bank (a retriever's naive-RAG chunks, its chunk-rag passages) is current while it
+was built from the same bank object at the same version.
 """
 
 from __future__ import annotations
@@ -244,6 +246,7 @@ class Bank:
             list(engine) if engine is not None else [None] * len(self.memory_ids)
         )
         self.dim = int(dim)
+        self.version = 0  # writes so far (``put_slice``); a copy (``without``, ``compact``) is a new bank
 
     # -- levels and kernel views ---------------------------------------------------------------
     @property
@@ -359,7 +362,15 @@ class Bank:
     def put_slice(self, sl: MemorySlice, *, slack: float = 0.25) -> int:
         """Add memory ``sl.memory_id`` or replace its rows; returns its number. Its rows are
         rewritten in place when they fit its segment's capacity; otherwise it moves to the end of
-        the arena with ``slack`` spare room. No other memory's rows move."""
+        the arena with ``slack`` spare room. No other memory's rows move. ``version`` goes up once
+        the rows are written (even when the write fails part-way: the bank may have changed)."""
+        try:
+            return self._put(sl, slack)
+        finally:
+            self.version += 1
+
+    def _put(self, sl: MemorySlice, slack: float) -> int:
+        """``put_slice``'s writes."""
         if sl.memory_id in self.index:
             b = self.index[sl.memory_id]
         else:

@@ -4,10 +4,11 @@ to ``MAX_WORDS``), each prefixed with its speaker and embedded once; a query ran
 the context takes them greedily, whole, while they fit the budget (``TokenBudget.greedy``).
 
 The passages of a bank at one width are a searchable level (``PassageLevel``), built on the first
-search and cached on the retriever (``MAX_LEVELS`` widths at most); it follows the bank as it changes (the live engine's ingest and
-deletes), re-embedding only the passages it has not seen. A message of at most N words is one
-passage, the message itself: its embedding is the message level's row (the same text, embedded by
-the build), so only the passages of longer messages are encoded.
+search and cached on the retriever (``MAX_LEVELS`` widths at most); it follows the bank as it changes
+(``Bank.version``: the live engine's ingest and deletes, memories paged in and out), re-embedding
+only the passages it has not seen. A message of at most N words is one passage, the message itself:
+its embedding is the message level's row (the same text, embedded by the build), so only the
+passages of longer messages are encoded.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class PassageLevel:
     ) -> None:
         self.width = width
         self._bank = weakref.ref(bank)
-        self._state = self._stamp(bank)
+        self._version = bank.version  # read before the build: a write during it makes this level stale
         old = previous.blocks if previous is not None else {}
         msg = bank.msg
         plans: dict[str, tuple] = {}
@@ -160,13 +161,9 @@ class PassageLevel:
         x = np.concatenate([blk.x for blk in blocks] or [np.zeros((0, bank.dim), np.float32)])
         self.level = Level({"x": x}, Segments.from_lengths([len(blk.part) for blk in blocks]))
 
-    @staticmethod
-    def _stamp(bank: Bank) -> tuple[int, int]:
-        return bank.n_memories, bank.msg.writes.count
-
     def current(self, bank: Bank) -> bool:
-        """True while ``bank`` is the bank this level was built from, unchanged since."""
-        return self._bank() is bank and self._state == self._stamp(bank)
+        """True while ``bank`` is the bank this level was built from, unwritten since (``Bank.version``)."""
+        return self._bank() is bank and self._version == bank.version
 
     def unit(self, bank: Bank, p: int, score: float) -> RetrievedUnit:
         """Passage ``p`` (global) as a unit: a whole message (its id), or a passage ``ID#pK``."""

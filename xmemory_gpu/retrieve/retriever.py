@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -31,6 +33,7 @@ from .result import RetrievalResult
 from .strategies import get_strategy, strategy_names
 
 STRATEGIES = strategy_names()
+T = TypeVar("T")
 
 
 def as_queries(queries: Sequence[str] | str, name: str = "queries") -> list[str]:
@@ -42,6 +45,25 @@ def as_queries(queries: Sequence[str] | str, name: str = "queries") -> list[str]
     if bad:
         raise ValueError(f"{name}: expected strings, item {bad[0]} is {type(out[bad[0]]).__name__}")
     return out
+
+
+class PerBank(Generic[T]):
+    """A value derived from a bank, kept while it is asked for the same bank object at the same
+    ``Bank.version``: a write, a memory paged in or a replaced bank (an eviction) rebuilds it. Safe
+    across threads (two searches may both build it; either value is current)."""
+
+    def __init__(self, build: Callable[[Bank], T]) -> None:
+        self._build = build
+        self._entry: tuple[weakref.ref, int, T] | None = None  # (the bank, its version, the value)
+
+    def get(self, bank: Bank) -> T:
+        entry = self._entry
+        if entry is not None and entry[0]() is bank and entry[1] == bank.version:
+            return entry[2]
+        version = bank.version  # read before the build: a write during it makes the next get rebuild
+        value = self._build(bank)
+        self._entry = (weakref.ref(bank), version, value)
+        return value
 
 
 class Retriever:
@@ -70,7 +92,7 @@ class Retriever:
         self.backend = backend
         self.reader = reader  # a Reader (xmemory_gpu.llm): enables Stage II's uncertainty gate
         self.budget = TokenBudget(tokens or (reader if reader is not None else default_counter()))
-        self._chunks: Chunks | None = None
+        self._naive_chunks = PerBank(lambda bank: Chunks(bank, self.config.baselines.chunk_messages))
         self._passages = PassageCache()  # chunk-rag's passages per width (each follows the bank)
         self._summary_x: dict[
             str, np.ndarray
@@ -92,6 +114,10 @@ class Retriever:
             if texts
             else np.zeros((0, self.bank.dim), np.float32)
         )
+
+    def chunks(self) -> Chunks:
+        """Naive-RAG's chunks of the bank as it is now (built on first use, rebuilt when it changes)."""
+        return self._naive_chunks.get(self.bank)
 
     @property
     def tokens(self) -> TokenCounter:

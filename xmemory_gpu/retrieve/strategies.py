@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .baselines import Chunks, memory_only, naive_rag, tir
+from .baselines import memory_only, naive_rag, tir
 from .chunk_rag import DEFAULT_WORDS, NAME, candidates, width_of
 from .context import (
     answer_context,
@@ -284,10 +284,8 @@ def memory_only_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
 
 
 def naive_rag_strategy(r, queries, q_x, mem_idx) -> StrategyOutput:
-    if r._chunks is None:
-        r._chunks = Chunks(r.bank, r.config.baselines.chunk_messages)
     parts = Parts(r.bank, r.embedder, r.config.semantic.passage_words)
-    units, times = _timed(naive_rag, r.bank, r._chunks, q_x, mem_idx, r.config.baselines, r.backend, parts)
+    units, times = _timed(naive_rag, r.bank, r.chunks(), q_x, mem_idx, r.config.baselines, r.backend, parts)
     return StrategyOutput(units, times, _same(len(queries), []), [(0, 0)] * len(queries))
 
 
