@@ -128,7 +128,7 @@ def test_the_engine_state_is_typed_in_memory_and_stored_in_the_catalogue(tmp_pat
         st = eng.bank.engine[b]
         assert (
             isinstance(st, EngineState)
-            and st.speakers == ("Priya", "assistant")
+            and st.speakers == ("the user", "assistant")
             and "engine" not in eng.bank.stats[b]
         )
         sl = eng.store.get_slice(key)
@@ -145,7 +145,10 @@ def test_the_engine_state_is_typed_in_memory_and_stored_in_the_catalogue(tmp_pat
         tmp_path / "e", embedder=SPEC
     ) as eng:  # reopened: it grows on from the stored state
         eng.add([{"role": "user", "content": "I started a new job at Tilde in June."}], user_id="u1")
-        assert eng.bank.engine[eng.bank.index[key]].speakers == ("Priya", "assistant")
+        assert eng.bank.engine[eng.bank.index[key]].speakers == (
+            "the user",
+            "assistant",
+        )  # the name is shown, not stored
         assert any("Tilde" in u["text"] for u in eng.get_all(user_id="u1") if u["type"] == "semantic")
 
 

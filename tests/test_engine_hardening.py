@@ -248,8 +248,18 @@ def test_writes_are_bounded_and_refused_before_any_work(tmp_path):
             ValueError, match=r"messages\[0\]: content: 100001 characters, more than the limit of 100000"
         ):
             eng.add([{"speaker": "A", "content": "x" * 100_001}], user_id="u")
-        with pytest.raises(ValueError, match="messages: 1001 messages, more than the limit of 1000"):
+        with pytest.raises(
+            ValueError,
+            match="messages: 1001 messages for one memory in this call, more than the limit of 1000",
+        ):
             eng.add([{"speaker": "A", "content": "x"}] * 1001, user_id="u")
+        # the per-memory limit holds across the items of one call
+        with pytest.raises(
+            ValueError, match=r"items\[1\]: messages: 1001 messages for one memory in this call"
+        ):
+            eng.add_batch(
+                [{"user_id": "u", "messages": [{"speaker": "A", "content": "x"}] * n} for n in (501, 500)]
+            )
         with pytest.raises(ValueError, match="items: 257 items"):
             eng.add_batch(
                 [{"user_id": f"u{i}", "messages": [{"speaker": "A", "content": "x"}]} for i in range(257)]

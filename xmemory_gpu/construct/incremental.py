@@ -97,13 +97,16 @@ def grow(
     flush: bool = False,
     new_x: list[MessageVectors] | None = None,
     backend: str = "auto",
+    restate: list[set[str]] | None = None,
 ) -> list[MemorySlice]:
     """``memories[b]`` grown by ``new_messages[b]`` (in order), all memories in one batch.
 
-    ``new_x``: the new messages' embeddings and passages when already known (re-deriving after a
-    delete); otherwise one ``embedder.encode`` call embeds every new message of the batch (and
-    the passages of the long ones). ``flush`` closes every open episode. Returns the grown
-    memories' slices (the inputs are not modified)."""
+    ``new_x``: the new messages' embeddings and passages when already known; otherwise one
+    ``embedder.encode`` call embeds every new message of the batch (and the passages of the long
+    ones). ``restate[b]``: ids of messages already in memory ``b`` whose statements are extracted
+    again with the new ones' (after ``forget.without`` took out what was derived from them).
+    ``flush`` closes every open episode. Returns the grown memories' slices (the inputs are not
+    modified)."""
     cfg = config or XMemoryConfig()
     if new_x is None:
         flat = [m for msgs in new_messages for m in msgs]  # embedded exactly as the bulk build does
@@ -112,7 +115,8 @@ def grow(
         )
     states = [engine_state(m) for m in memories]
     grown: list[dict] = []
-    for mem, msgs, vec, st in zip(memories, new_messages, new_x, states):
+    restate = restate or [set() for _ in memories]
+    for mem, msgs, vec, st, again_ids in zip(memories, new_messages, new_x, states, restate):
         messages = mem.messages + list(msgs)
         own = MessageVectors(mem.msg_x, mem.psg_x, mem.psg_msg)
         vectors = MessageVectors.concat([own, vec], mem.dim)
@@ -139,9 +143,13 @@ def grow(
         )
         # the last run stays open (its length cap and drift are decided again as it grows), as in the bulk build
         open_from = len(messages) if (flush or not runs) else st.open_from + runs[-1][0]
+        again = [m for m in mem.messages if m.id in again_ids] if again_ids else []
+        src = again + list(msgs)
         raw = (
-            extract_statements(Conversation(mem.memory_id, _pair(speakers), list(msgs)), fresh, cfg.semantic)
-            if msgs
+            extract_statements(
+                Conversation(mem.memory_id, _pair(speakers), src), episodes if again else fresh, cfg.semantic
+            )
+            if src
             else []
         )
         if st.forgotten:

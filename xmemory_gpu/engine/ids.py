@@ -7,8 +7,7 @@ state):
 
 - an episode keeps the id of the stored episode whose first surviving message it starts with;
 - a statement keeps the id of the stored statement with the same text (``statement_hash``);
-- after a re-derivation (a delete), a theme keeps the id of the stored theme it shares the most
-  statements with (growth keeps theme ids itself).
+- a theme keeps its id: growth and forgetting (``construct.forget``) carry theme ids themselves.
 
 A store written before stable ids had ids equal to positions, so its ids resolve unchanged and its
 counters start after its largest id.
@@ -55,10 +54,9 @@ def _valid(row: np.ndarray) -> list[int]:
     return [int(v) for v in row if v >= 0]
 
 
-def assign(old: Memory, new: MemorySlice, dropped: set[str], *, rederived: bool) -> None:
-    """Give ``new`` (``old`` grown, or re-derived without the ``dropped`` messages) stable ids, in
-    place: its ``id`` columns, its statements' episode rows in the order of their ids, its theme
-    parents and lineage, and its counters."""
+def assign(old: Memory, new: MemorySlice, dropped: set[str]) -> None:
+    """Give ``new`` (``old`` grown, or without the ``dropped`` messages) stable ids, in place: its
+    ``id`` columns, its statements' episode rows in the order of their ids, and its counters."""
     nxt = counters(old)
     first_of: dict[str, int] = {}
     for e in old.episodes:
@@ -87,46 +85,7 @@ def assign(old: Memory, new: MemorySlice, dropped: set[str], *, rederived: bool)
     if epis.size:
         key = np.where(epis >= 0, epi["id"][np.maximum(epis, 0)], np.iinfo(np.int64).max)
         sem["epis"] = np.take_along_axis(epis, np.argsort(key, axis=1, kind="stable"), axis=1)
-    if rederived:
-        _themes(old, new, nxt)
     new.stats["ids"] = {"episode": nxt["episode"], "semantic": nxt["semantic"]}
     if new.engine is None:  # a memory the engine grows for the first time
         new.engine = EngineState.closed(new.n("msg"))
     new.engine.next_theme_id = max(nxt["theme"], int(new.cols["theme"]["id"].max(initial=-1)) + 1)
-
-
-def _members(mem: Memory) -> list[set[int]]:
-    return [{mem.semantics[i].id for i in np.flatnonzero(mem.theme_of == r)} for r in range(len(mem.themes))]
-
-
-def _slice_members(sl: MemorySlice) -> list[set[int]]:
-    sem = sl.cols["sem"]
-    return [set(sem["id"][sem["theme"] == r].tolist()) for r in range(sl.n("theme"))]
-
-
-def _themes(old: Memory, new: MemorySlice, nxt: dict[str, int]) -> None:
-    """Re-derived themes take the ids of the stored themes they share the most statements with."""
-    olds = list(zip([t.id for t in old.themes], _members(old)))
-    taken: set[int] = set()
-    remap: dict[int, int] = {}
-    theme = new.cols["theme"]
-    for tid_new, members in zip(theme["id"].tolist(), _slice_members(new)):
-        best, best_n = None, 0
-        for tid, om in olds:
-            n = len(members & om)
-            if tid not in taken and n > best_n:
-                best, best_n = tid, n
-        if best is None:
-            best, nxt["theme"] = nxt["theme"], nxt["theme"] + 1
-        taken.add(best)
-        remap[tid_new] = best
-    theme["id"] = np.array([remap[t] for t in theme["id"].tolist()], np.int64)
-    parents = np.full_like(theme["parents"], -1)
-    for r, row in enumerate(theme["parents"]):
-        kept = [remap[p] for p in _valid(row) if p in remap]
-        parents[r, : len(kept)] = kept
-    theme["parents"] = parents
-    lineage = new.stats.get("lineage") or {}
-    new.stats["lineage"] = {
-        str(remap[int(k)]): [remap[p] for p in v if p in remap] for k, v in lineage.items() if int(k) in remap
-    }

@@ -19,7 +19,10 @@ SEARCH_ITEM_FIELDS = frozenset(
 )
 ADD_ITEM_FIELDS = frozenset({"messages", "user_id", "agent_id", "run_id", "metadata", "user_name"})
 MESSAGE_FIELDS = frozenset({"speaker", "role", "name", "content", "text", "timestamp", "id", "session"})
-USER_NAME = "user_name"  # stats key: the name role "user" messages are attributed to
+USER_NAME = "user_name"  # stats key: the name of the memory's subject (role "user"), shown for "the user"
+USER_NAME_FROM = (
+    "user_name_from"  # stats key: {"id": message id, "explicit": bool} that gave it (absent: the app's)
+)
 STAMPED = "stamped"  # stats key: ids of the messages the engine stamped with their arrival time
 SUPERSEDED = "superseded"  # stats key: semantic id -> [the semantic id that superseded it, its time]
 
@@ -36,4 +39,5 @@ __all__ = [
     "STAMPED",
     "SUPERSEDED",
     "USER_NAME",
+    "USER_NAME_FROM",
 ]

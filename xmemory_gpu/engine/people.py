@@ -1,16 +1,20 @@
 """Who is speaking in a role chat, and who a first-person question is about.
 
 An app sends ``{"role": "user" | "assistant"}`` turns for an opaque user id. The person behind role
-``user`` is the memory's *subject*: the name the app passes (``user_name``), else a name the user
-gives ("I'm Priya", "my name is Priya", "call me Sam", "Sam here"), else the neutral "the user".
-Statements are written about the subject ("Priya works as a nurse"), and a first-person question is
-asked about it ("Where do I work now?" -> "Where does Priya work now?"), so the two phrasings
-retrieve the same statements.
+``user`` is the memory's *subject*. The memory is written about the neutral subject, "the user"
+("the user works as a nurse"): its statements, their embeddings and what a delete forgets do not
+depend on a name. The subject's name (the ``user_name`` an app passes, else one the user gives: "my
+name is Priya", "call me Sam", "Hi, I'm Priya", "Sam here") is a fact of its own, kept beside the
+memory with the message that gave it, and applied when units are shown ("Priya works as a nurse").
+A first-person question is asked about the subject ("Where do I work now?" -> "Where does the user
+work now?"), and so is a question naming it ("Where does Priya work?").
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import lru_cache
 
 NEUTRAL = "the user"
 # chat roles under other frameworks' names: LangChain's human / ai, Gemini's model, OpenAI's developer
@@ -24,31 +28,100 @@ ROLE_ALIASES = {
     "developer": "system",
     "system": "system",
 }
-# words that follow "I'm" capitalised without being a name
+# words that follow "I'm" capitalised without being a name, though a names list has them
 _NOT_NAMES = frozenset(
     """American British English Irish Scottish Welsh Canadian Australian French German Spanish Italian Portuguese Dutch
     Indian Chinese Japanese Korean Mexican Brazilian Nigerian Polish Russian Swedish Greek Turkish Jewish Muslim
     Christian Catholic Vegan Vegetarian Sorry Fine Good Great Back Here Home Done Ok Okay Not So Just Also Still Really
-    Very Glad Happy Sure Tired Busy Excited""".split()
+    Very Glad Happy Sure Tired Busy Excited Ready Free Single Married Lucky Sunny Well Alright Hungry Pregnant""".split()
 )
-_INTRO = [
-    re.compile(r"(?i:\bmy name(?:'s| is))\s+([A-Z][a-z]+)\b"),
-    re.compile(r"(?i:\b(?:please\s+)?call me)\s+([A-Z][a-z]+)\b"),
+_NAME = r"([A-Z][a-z]+)"
+# forms that say it is a name: any capitalised word after them is taken
+_EXPLICIT = [
+    re.compile(r"(?i:\bmy name(?:'s| is))\s+" + _NAME + r"\b"),
+    re.compile(r"(?i:\b(?:please\s+)?call me)\s+" + _NAME + r"\b"),
+]
+# introductions: the word must be a given name (a names list), "this is" only after a greeting
+_GREETING = r"(?i:(?:hi|hello|hey)(?:\s+there)?[!,.]*\s+)"
+_INTRODUCTIONS = [
     re.compile(
-        r"^(?i:(?:hi|hello|hey)[!,.]*\s+)?(?i:i'm|i am|this is)\s+([A-Z][a-z]+)(?=\s*(?:[,.!]|$|\s+here\b))"
+        r"^" + _GREETING + r"?(?i:i'm|i am)\s+" + _NAME + r"(?=\s*(?:[,.!]|$|\s+here\b|\s+by the way\b))"
     ),
-    re.compile(r"^([A-Z][a-z]+) here\b"),
+    re.compile(r"^" + _GREETING + r"(?i:this is)\s+" + _NAME + r"(?=\s*(?:[,.!]|$|\s+here\b))"),
+    re.compile(r"^" + _NAME + r" here\b"),
 ]
 
 
-def introduced_name(text: str) -> str | None:
-    """The name a user gives for themself in ``text``, or None."""
+@lru_cache(maxsize=1)
+def _given_names():
+    """gender-guesser's detector over its list of about 61,000 given names (loaded once, about 0.6 s)."""
+    from gender_guesser.detector import Detector
+
+    return Detector(case_sensitive=False)
+
+
+def is_given_name(word: str) -> bool:
+    """Whether ``word`` is a given name in the names list and not a word that follows "I'm" as a state."""
+    return word not in _NOT_NAMES and _given_names().get_gender(word) != "unknown"
+
+
+@dataclass(frozen=True)
+class NameClaim:
+    """A name the user gives in one message; ``explicit``: said to be a name ("my name is", "call me")."""
+
+    name: str
+    explicit: bool
+
+
+# capitalised words that follow "call me" without being a name
+_NOT_CALLED = frozenset(
+    """Monday Tuesday Wednesday Thursday Friday Saturday Sunday Tomorrow Tonight Today Later Back Anytime
+    Maybe Sometime Soon Again""".split()
+)
+
+
+def name_claim(text: str) -> NameClaim | None:
+    """The name a user gives for themself in ``text`` (the last one said), or None. "My name is X"
+    and "call me X" name the user whatever X is; "I'm X", "Hi, this is X" and "X here" only when X
+    is a given name ("I'm Hungry." and "This is Paris." name nobody)."""
+    found = None
     for sentence in re.split(r"(?<=[.!?])\s+", text.strip().replace("\u2019", "'")):
-        for pat in _INTRO:
-            m = pat.search(sentence)
-            if m and m.group(1) not in _NOT_NAMES:
-                return m.group(1)
-    return None
+        for pat in _EXPLICIT:
+            for m in pat.finditer(sentence):
+                if m.group(1) not in _NOT_CALLED:
+                    found = NameClaim(m.group(1), True)
+        if found is None or not found.explicit:
+            for pat in _INTRODUCTIONS:
+                m = pat.search(sentence)
+                if m and is_given_name(m.group(1)):
+                    found = NameClaim(m.group(1), False)
+                    break
+    return found
+
+
+def introduced_name(text: str) -> str | None:
+    """The name a user gives for themself in ``text``, or None (:func:`name_claim`)."""
+    c = name_claim(text)
+    return None if c is None else c.name
+
+
+def replaces(new: NameClaim, old: NameClaim | None) -> bool:
+    """Whether a later claim ``new`` replaces the name learned from ``old``: an explicit one always,
+    an introduction unless the name was said explicitly."""
+    return old is None or new.explicit or not old.explicit
+
+
+_SUBJECT = re.compile(r"\b([Tt])he user\b")
+
+
+def named(text: str, name: str | None) -> str:
+    """``text`` with the neutral subject ("the user") read as the user's ``name`` (unchanged without one)."""
+    return text if not name or "he user" not in text else _SUBJECT.sub(name, text)
+
+
+def neutral(query: str, name: str | None) -> str:
+    """``query`` with the user's ``name`` turned into the neutral subject the memory is written about."""
+    return query if not name else re.sub(rf"\b{re.escape(name)}\b", NEUTRAL, query)
 
 
 # question inversions first ("do I work" -> "does S work"), then the rest of the first person
@@ -87,4 +160,15 @@ def about_subject(query: str, subject: str) -> str:
     return q
 
 
-__all__ = ["NEUTRAL", "ROLE_ALIASES", "about_subject", "introduced_name"]
+__all__ = [
+    "NEUTRAL",
+    "ROLE_ALIASES",
+    "NameClaim",
+    "about_subject",
+    "introduced_name",
+    "is_given_name",
+    "name_claim",
+    "named",
+    "neutral",
+    "replaces",
+]

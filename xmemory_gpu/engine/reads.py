@@ -35,6 +35,7 @@ from .results import (
     mark_relevance,
     no_answer,
     show_current,
+    show_name,
 )
 
 
@@ -103,7 +104,15 @@ class Reads:
                 check_threshold(it.get("threshold"), f"{where}: threshold"),
                 meta.filters(it.get("filters"), f"{where}: filters"),
             )
-            parsed.append((qs, key, it.get("strategy", "xmemory"), it.get("budget_tokens"), opts))
+            parsed.append(
+                (
+                    qs,
+                    key,
+                    it.get("strategy", "xmemory"),
+                    inputs.budget_tokens(it.get("budget_tokens"), f"{where}: budget_tokens"),
+                    opts,
+                )
+            )
         out: list[list[RetrievalResult] | None] = [None] * len(parsed)
         with self._using([p[1] for p in parsed]), self._rw.read():
             for p in parsed:
@@ -166,23 +175,32 @@ class Reads:
         successor=None,
     ) -> RetrievalResult:
         """Public ids, relevance marked, changed facts shown as such, then the caller's ``limit`` /
-        ``threshold`` or, without a threshold, the configured no-answer gate (``live.no_answer_threshold``)."""
+        ``threshold`` or, without a threshold, the configured no-answer gate (``live.no_answer_threshold``);
+        last, "the user" read as the user's name where one is known."""
         mark_relevance(_public_ids(r))
         show_current(r, superseded, self.retriever.budget.count, budget, successor)
         if threshold is None:
             no_answer(r, gate_for(self.config.live.no_answer_threshold, self.embedder.name))
-        return limit_units(r, self.retriever.budget.count, limit, threshold)
+        limit_units(r, self.retriever.budget.count, limit, threshold)
+        return show_name(r, self._subject_name(r.memory_id), self.retriever.budget.count, budget)
 
     def _about_subject(self, key: str, queries: list[str]) -> list[str]:
-        """The queries with their first person turned into the memory's subject (a role chat's user:
-        its name, or "the user"); unchanged for a memory of named speakers."""
+        """The queries with their first person, and the user's name, turned into the memory's subject
+        (a role chat's "the user"; in a memory whose statements carry the user's name, that name);
+        unchanged for a memory of named speakers."""
         b = self.bank.index.get(key)
-        st = self.bank.stats[b] if b is not None else {}
-        eng = self.bank.engine[b] if b is not None else None
-        subject = st.get(USER_NAME) or (
-            people.NEUTRAL if eng is not None and people.NEUTRAL in eng.speakers else None
-        )
-        return queries if subject is None else [people.about_subject(q, subject) for q in queries]
+        if b is None:
+            return queries
+        name, eng = self.bank.stats[b].get(USER_NAME), self.bank.engine[b]
+        if eng is not None and people.NEUTRAL in eng.speakers:
+            return [people.about_subject(people.neutral(q, name), people.NEUTRAL) for q in queries]
+        return queries if not name else [people.about_subject(q, name) for q in queries]
+
+    def _subject_name(self, key: str) -> str | None:
+        """The user's name to show for "the user" in memory ``key`` (None: none known, or the memory
+        does not speak of "the user")."""
+        b = self.bank.index.get(key)
+        return None if b is None else _shown_name(self.bank.stats[b], self.bank.engine[b])
 
     def _empty(self, query: str, key: str, strategy: str, note: str) -> RetrievalResult:
         return RetrievalResult(query, key, strategy, [], "", 0, self.retriever.budget.name, notes=[note])
@@ -370,15 +388,26 @@ def _public_ids(r: RetrievalResult) -> RetrievalResult:
     return r
 
 
+def _shown_name(stats: dict, engine) -> str | None:
+    """The name shown for "the user" in a memory with these stats and engine state (see ``_subject_name``)."""
+    return stats.get(USER_NAME) if engine is not None and people.NEUTRAL in engine.speakers else None
+
+
 def units_of(mem: Memory) -> list[dict]:
     """Every unit of a memory as ``get_all`` lists it (messages with metadata and timestamp source,
-    episodes, statements with what superseded them, themes)."""
+    episodes, statements with what superseded them, themes), "the user" read as the user's name where
+    one is known."""
     md, stamped = meta.of_memory(mem), set(mem.stats.get(STAMPED, ()))
+    name = _shown_name(mem.stats, mem.engine)
+
+    def shown(text: str) -> str:
+        return people.named(text, name)
+
     out = [
         {
             "id": m.id,
             "type": "message",
-            "speaker": m.speaker,
+            "speaker": shown(m.speaker),
             "text": m.text,
             "timestamp": m.timestamp,
             "timestamp_source": None if m.timestamp is None else "arrival" if m.id in stamped else "given",
@@ -390,8 +419,8 @@ def units_of(mem: Memory) -> list[dict]:
         {
             "id": f"episode:{e.id}",
             "type": "episode",
-            "title": e.title,
-            "text": e.text,
+            "title": shown(e.title),
+            "text": shown(e.text),
             "message_ids": e.message_ids,
             "timestamp": e.start,
         }
@@ -402,7 +431,7 @@ def units_of(mem: Memory) -> list[dict]:
         {
             "id": f"semantic:{s.id}",
             "type": "semantic",
-            "text": s.text,
+            "text": shown(s.text),
             "message_ids": s.message_ids,
             "timestamp": s.timestamp,
         }
@@ -413,5 +442,5 @@ def units_of(mem: Memory) -> list[dict]:
         )
         for s in mem.semantics
     ]
-    out += [{"id": f"theme:{t.id}", "type": "theme", "text": t.summary} for t in mem.themes]
+    out += [{"id": f"theme:{t.id}", "type": "theme", "text": shown(t.summary)} for t in mem.themes]
     return out

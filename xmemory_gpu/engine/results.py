@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 
 from ..retrieve.context import assemble
 from ..retrieve.result import RetrievalResult, RetrievedUnit
+from .inputs import MAX_LIMIT
+from .people import named
 
 
 def relevance(u: RetrievedUnit) -> float:
@@ -99,12 +101,40 @@ def show_current(
     r.units = units
     r.context = assemble(units)
     r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
+    return _fit(r, count_tokens, budget)
+
+
+def _fit(r: RetrievalResult, count_tokens, budget: int | None) -> RetrievalResult:
+    """``r`` trimmed from its last non-theme unit while its context is over ``budget``, in place."""
     while budget is not None and r.context_tokens > budget and any(u.type != "theme" for u in r.units):
         last = max(k for k, u in enumerate(r.units) if u.type != "theme")
         r.units = r.units[:last] + r.units[last + 1 :]
         r.context = assemble(r.units)
         r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
     return r
+
+
+def show_name(r: RetrievalResult, name: str | None, count_tokens, budget: int | None) -> RetrievalResult:
+    """``r`` with "the user" read as the user's ``name`` in its units and context (``engine.people``),
+    in place; trimmed as :func:`show_current` trims if the name made the context longer than ``budget``."""
+    if not name:
+        return r
+    changed = []
+    for u in r.units:
+        text = named(u.text, name)
+        if text != u.text:
+            if u.message_ends is not None:
+                u.message_ends = [len(named(u.text[:e], name)) for e in u.message_ends]
+            u.text = text
+            changed.append(u)
+    if changed:
+        for u, n in zip(changed, count_tokens([u.text for u in changed])):
+            u.tokens = int(n)
+    shown = named(r.context, name)
+    if shown != r.context:
+        r.context = shown
+        r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
+    return _fit(r, count_tokens, budget)
 
 
 def limit_units(
@@ -133,8 +163,10 @@ def limit_units(
 def check_limit(v, name: str) -> int | None:
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"{name}: expected a positive integer, got {v!r:.40}")
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_LIMIT:
+        raise ValueError(f"{name}: expected an integer from 1 to {MAX_LIMIT}, got {v!r:.40}")
     return v
 
 
@@ -156,4 +188,5 @@ __all__ = [
     "no_answer",
     "relevance",
     "show_current",
+    "show_name",
 ]

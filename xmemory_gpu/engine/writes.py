@@ -1,7 +1,7 @@
-"""The writing half of ``MemoryEngine``: ``add`` / ``add_batch`` (request parsing, names for the
-user role, arrival stamps, one batched growth), ``delete`` / ``update`` (re-derivation from the
-remaining messages: forgetting), ``delete_all`` and ``reset``; each write one atomic store commit,
-then the bank under the write lock."""
+"""The writing half of ``MemoryEngine``: ``add`` / ``add_batch`` (request parsing, the user's name,
+arrival stamps, one batched growth), ``delete`` / ``update`` (forgetting what the touched messages
+gave, ``construct.forget``, then a growth), ``delete_all`` and ``reset``; each write one atomic store
+commit, then the bank under the write lock."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..construct.forget import without
 from ..construct.incremental import empty_memory, engine_state, grow, statement_hash
 from ..construct.segment import MessageVectors, embed_messages
 from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
+from ..embed.cache import CachedEmbedder
 from ..memory.bank import MemorySlice
-from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, time_or_none, view
 from ..memory.records import Conversation, Episode, Message
 from . import ids as unit_ids
@@ -30,6 +31,8 @@ from .keys import (
     STAMPED,
     SUPERSEDED,
     USER_NAME,
+    USER_NAME_FROM,
+    QuarantinedError,
 )
 from .reads import units_of
 
@@ -61,61 +64,45 @@ class Writes:
     def add_batch(self, items: Sequence[dict]) -> list[list[str]]:
         """Add messages to many memories at once: one embedding call for all new messages, one for
         all new statements, one kernel launch per stage, one atomic commit. Returns the ids per item.
-        Sizes are bounded by ``limits`` (checked before any work)."""
+        Sizes are bounded by ``limits`` (checked before any work). The new texts are embedded before
+        the write waits for the writer lock (``_prefetch``), so another write waits for this one's
+        structure work and commit only, not for its encoder."""
         self._check_open(write=True)
         if isinstance(items, dict) or not isinstance(items, Sequence):
             raise ValueError("add_batch: items: expected a list of {'messages': [...], 'user_id': ...}")
         lim = self.limits
         if len(items) > lim.max_items:
             raise ValueError(f"add_batch: items: {len(items)} items, more than the limit of {lim.max_items}")
+        self._prefetch(items)
         with self._writer, self._write_section(), self._using(_item_keys(items)):
-            keys, batches, ids_out, total = [], {}, [], 0
+            keys, batches, ids_out = [], {}, []
             added: dict[str, dict[str, dict]] = {}  # memory -> message id -> metadata
-            names: dict[str, str] = {}  # memory -> user name given now
+            given: dict[str, str] = {}  # memory -> the user name the app gives now
+            claims: dict[
+                str, tuple[people.NameClaim, str]
+            ] = {}  # memory -> the name the user gives now, its message
             stamped: dict[str, list[str]] = {}  # memory -> ids stamped with their arrival time
+            per_memory: dict[str, int] = {}
             now = time.time()  # the arrival time of every message of the call
             for n, item in enumerate(items):
                 where = f"add_batch: items[{n}]"
-                if not isinstance(item, dict):
-                    raise ValueError(f"{where}: expected an object, got {type(item).__name__}")
-                unknown = set(item) - ADD_ITEM_FIELDS
-                if unknown:
-                    raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
-                key = self._usable(scope_key(item.get("user_id"), item.get("agent_id"), item.get("run_id")))
-                msgs = item.get("messages")
-                if isinstance(msgs, dict) or not isinstance(msgs, Sequence) or isinstance(msgs, str):
-                    raise ValueError(f"{where}: messages: expected a list of message objects")
-                if len(msgs) > lim.max_messages:
-                    raise ValueError(
-                        f"{where}: messages: {len(msgs)} messages, more than the limit of {lim.max_messages} "
-                        "per memory per call (add them in several calls)"
-                    )
-                total += len(msgs)
-                if total > lim.max_batch_messages:
-                    raise ValueError(
-                        f"{where}: messages: more than {lim.max_batch_messages} messages in one add_batch "
-                        "(add them in several calls)"
-                    )
-                md = meta.metadata(item.get("metadata"), f"{where}: metadata")
-                name = (
-                    None
-                    if item.get("user_name") is None
-                    else inputs.check_id(item["user_name"], f"{where}: user_name")
-                )
+                key, msgs, md, name = self._item(item, where, per_memory)
                 if name is not None:
-                    names[key] = name
+                    given[key] = name
                 keys.append(key)
                 batches.setdefault(key, [])
+                b = self.bank.index.get(key)
+                taken = (
+                    set(self.bank.msg["id"][self.bank.msg.seg.rows(b)].tolist()) if b is not None else set()
+                )
+                last = (
+                    int(self.bank.msg["session"][self.bank.msg.seg.rows(b)[-1]])
+                    if b is not None and self.bank.msg.seg.lengths[b]
+                    else 0
+                )
                 ids_out.append(
                     self._parse(
-                        key,
-                        msgs,
-                        batches[key],
-                        where,
-                        names.get(key) or self._user_name(key),
-                        stamped,
-                        now,
-                        names,
+                        msgs, batches[key], where, taken, last, stamped.setdefault(key, []), now, claims, key
                     )
                 )
                 if md is not None:
@@ -123,61 +110,110 @@ class Writes:
             if not batches:
                 return ids_out
             mems = [self._current(k) for k in batches]
-            grown = grow(mems, list(batches.values()), self.embedder, self.config, backend=self.backend)
+            grown = grow(mems, list(batches.values()), self._embed_cache, self.config, backend=self.backend)
             for old, new in zip(mems, grown):
-                unit_ids.assign(old, new, set(), rederived=False)
+                key = old.memory_id
+                unit_ids.assign(old, new, set())
                 _carry(
                     old,
                     new,
                     set(),
-                    added.get(old.memory_id, {}),
-                    names.get(old.memory_id),
-                    stamped.get(old.memory_id, []),
-                    rederived=False,
+                    added.get(key, {}),
+                    _name_after(old.stats, given.get(key), claims.get(key)),
+                    stamped.get(key, []),
                 )
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
-            # a name learned now for a memory that called its user "the user": its earlier turns are
-            # the named person's too (statements and questions then use one name); a second commit
-            named = [
-                (view(self.bank, self.bank.index[m.memory_id]), names[m.memory_id])
-                for m, old in zip(grown, mems)
-                if names.get(m.memory_id)
-                and not old.stats.get(USER_NAME)
-                and (m.cols["msg"]["speaker"] == people.NEUTRAL).any()
-            ]
-            for mem, name in named:
-                self._rederive(
-                    [mem],
-                    [set()],
-                    [list(engine_state(mem).forgotten)],
-                    op=("name", []),
-                    rename={people.NEUTRAL: name},
-                )
             return ids_out
 
-    def _user_name(self, key: str) -> str | None:
-        b = self.bank.index.get(key)
-        return None if b is None else self.bank.stats[b].get(USER_NAME)
+    def _item(
+        self, item, where: str, per_memory: dict[str, int]
+    ) -> tuple[str, Sequence[dict], dict | None, str | None]:
+        """An ``add_batch`` item checked: (memory key, messages, metadata, user name); ``per_memory``
+        counts the messages per memory over the call (the per-memory limit holds across items)."""
+        lim = self.limits
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: expected an object, got {type(item).__name__}")
+        unknown = set(item) - ADD_ITEM_FIELDS
+        if unknown:
+            raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
+        key = self._usable(scope_key(item.get("user_id"), item.get("agent_id"), item.get("run_id")))
+        msgs = item.get("messages")
+        if isinstance(msgs, dict) or not isinstance(msgs, Sequence) or isinstance(msgs, str):
+            raise ValueError(f"{where}: messages: expected a list of message objects")
+        per_memory[key] = per_memory.get(key, 0) + len(msgs)
+        if per_memory[key] > lim.max_messages:
+            raise ValueError(
+                f"{where}: messages: {per_memory[key]} messages for one memory in this call, more than the limit "
+                f"of {lim.max_messages} per memory per call (add them in several calls)"
+            )
+        if sum(per_memory.values()) > lim.max_batch_messages:
+            raise ValueError(
+                f"{where}: messages: more than {lim.max_batch_messages} messages in one add_batch "
+                "(add them in several calls)"
+            )
+        md = meta.metadata(item.get("metadata"), f"{where}: metadata")
+        name = (
+            None
+            if item.get("user_name") is None
+            else inputs.check_id(item["user_name"], f"{where}: user_name")
+        )
+        return key, msgs, md, name
+
+    @property
+    def _embed_cache(self) -> CachedEmbedder:
+        """The engine's embedder behind a text -> row cache (``embed.cache``): forgetting embeds
+        only the texts that changed, and an add embeds its texts before it waits for the writer."""
+        c = self.__dict__.get("_cached_embedder")
+        if c is None or c.inner is not self.embedder:
+            c = self.__dict__["_cached_embedder"] = CachedEmbedder(self.embedder)
+        return c
+
+    def _prefetch(self, items: Sequence[dict]) -> None:
+        """Embed, outside the writer lock, what ``add_batch`` will embed under it: the new messages
+        and the statements they give, parsed and extracted by the same functions (a guess: the open
+        episode and the memory's speakers may change a statement; what differs is embedded under the
+        lock). Bad input is left for the checked parse under the lock to refuse."""
+        try:
+            flat: list[Message] = []
+            stmts: list[str] = []
+            counts: dict[str, int] = {}  # the limits hold before anything is embedded
+            for n, item in enumerate(items):
+                key, msgs, _, _ = self._item(item, f"add_batch: items[{n}]", counts)
+                out: list[Message] = []
+                self._parse(msgs, out, "", set(), 0, [], time.time(), {}, key)
+                flat += out
+                if out:
+                    conv = Conversation(key, _pair_of(out), out)
+                    stmts += [
+                        r.text
+                        for r in extract_statements(
+                            conv, [Episode(0, "", "", [m.id for m in out])], self.config.semantic
+                        )
+                    ]
+            if flat:
+                embed_messages(self._embed_cache, flat, self.config.semantic.passage_words)
+            if stmts:
+                self._embed_cache.encode(stmts)
+        except (ValueError, KeyError, TypeError, QuarantinedError):
+            return
 
     def _parse(
         self,
-        key: str,
         msgs: Sequence[dict],
         out: list[Message],
         where: str,
-        user_name: str | None,
-        stamped: dict[str, list[str]],
+        taken: set[str],
+        last_session: int,
+        stamped: list[str],
         now: float,
-        names: dict[str, str],
+        claims: dict[str, tuple[people.NameClaim, str]],
+        key: str,
     ) -> list[str]:
-        b = self.bank.index.get(key)
-        taken = set(self.bank.msg["id"][self.bank.msg.seg.rows(b)].tolist()) if b is not None else set()
-        taken |= {m.id for m in out}
-        last_session = (
-            int(self.bank.msg["session"][self.bank.msg.seg.rows(b)[-1]])
-            if b is not None and self.bank.msg.seg.lengths[b]
-            else 0
-        )
+        """``msgs`` checked and appended to ``out`` as ``Message`` s; returns their ids. Role ``user``
+        speaks as the memory's subject (``people.NEUTRAL``); a name the user gives in a message is
+        recorded in ``claims[key]`` as (claim, message id), the later replacing the earlier
+        (``people.replaces``)."""
+        taken = taken | {m.id for m in out}
         ids = []
         for j, d in enumerate(msgs):
             w = f"{where}: messages[{j}]"
@@ -190,23 +226,23 @@ class Writes:
             if "speaker" not in d:  # other frameworks' names of the two chat roles (LangChain, Gemini)
                 speaker = people.ROLE_ALIASES.get(speaker.lower(), speaker)
             text = inputs.text(d, ("content", "text"), w, self.limits.max_text_chars)
-            if d.get("name") is not None:
-                speaker = inputs.check_id(d["name"], f"{w}: name")
-            elif "speaker" not in d and speaker == "user":  # the memory's subject (engine.people)
-                user_name = user_name or people.introduced_name(text)
-                if user_name and not names.get(key):
-                    names[key] = user_name
-                speaker = user_name or people.NEUTRAL
             mid = uuid.uuid4().hex if d.get("id") is None else inputs.message_id(d["id"], w)
             if mid in taken:
                 raise ValueError(f"{w}: id {mid!r} is already used in this memory")
+            if d.get("name") is not None:
+                speaker = inputs.check_id(d["name"], f"{w}: name")
+            elif "speaker" not in d and speaker == "user":  # the memory's subject (engine.people)
+                speaker = people.NEUTRAL
+                claim = people.name_claim(text)
+                if claim is not None and people.replaces(claim, claims.get(key, (None,))[0]):
+                    claims[key] = (claim, mid)
             session = inputs.session(d.get("session", last_session), w)
             last_session = session
             taken.add(mid)
             ts = inputs.timestamp(d.get("timestamp"), w)
             if ts is None and self.stamp_arrival:
                 ts = now
-                stamped.setdefault(key, []).append(mid)
+                stamped.append(mid)
             out.append(Message(mid, speaker, text, session, ts))
             ids.append(mid)
         return ids
@@ -235,7 +271,6 @@ class Writes:
             for m in delete:
                 self.quarantined.pop(m, None)
                 self._loaded.pop(m, None)
-            self.retriever._chunks = None  # naive-RAG chunks follow the messages
             self._loaded.update(files)
 
     def delete(
@@ -259,6 +294,7 @@ class Writes:
             key, kind, row = self._locate(unit_id, user_id, agent_id, run_id)
             mem = view(self.bank, self.bank.index[key])
             drop: set[str] = set()
+            nodes: set[int] = set()
             forgotten = list(engine_state(mem).forgotten)
             if kind == "message":
                 drop = {unit_id}
@@ -268,15 +304,16 @@ class Writes:
                 if kind == "episode":
                     drop = set(mem.episodes[row].message_ids)
                 elif kind == "semantic":
-                    forgotten += self._statement_hashes(mem, row)
+                    nodes = {row}
                 else:
-                    for r in np.flatnonzero(mem.theme_of == row).tolist():
-                        forgotten += self._statement_hashes(mem, r)
-            self._rederive([mem], [drop], [forgotten], op=("delete", [logged]))
+                    nodes = set(np.flatnonzero(mem.theme_of == row).tolist())
+                for r in sorted(nodes):
+                    forgotten += self._statement_hashes(mem, r)
+            self._forget(mem, drop, {}, nodes, forgotten, op=("delete", [logged]))
 
     def _statement_hashes(self, mem: Memory, row: int) -> list[str]:
         """Hashes of every raw statement that became semantic node ``row``: its sources' statements
-        closer to it than the de-duplication threshold (so re-derivation cannot bring it back)."""
+        closer to it than the de-duplication threshold (so extracting them again cannot bring it back)."""
         node = mem.semantics[row]
         src = [m for m in mem.messages if m.id in set(node.message_ids)]
         by_id = {m.id: e.id for e in mem.episodes for m in src if m.id in e.message_ids}
@@ -291,70 +328,53 @@ class Writes:
         )
         hashes = {statement_hash(node.text)}
         if raw:
-            x = self.embedder.encode([r.text for r in raw])
+            x = self._embed_cache.encode([r.text for r in raw])
             sims = x @ mem.sem_x[row]
             hashes |= {
                 statement_hash(r.text) for r, s in zip(raw, sims) if s > self.config.semantic.dedup_threshold
             }
         return sorted(hashes)
 
-    def _rederive(
+    def _forget(
         self,
-        mems: list[Memory],
-        drops: list[set[str]],
-        forgotten: list[list[str]],
+        mem: Memory,
+        drop: set[str],
+        texts: dict[str, str],
+        nodes: set[int],
+        forgotten: list[str],
         op: tuple[str, list[str]],
-        texts: dict[str, str] | None = None,
-        rename: dict[str, str] | None = None,
     ) -> None:
-        """Re-derive each memory from its messages but the dropped ones; ``texts`` (message id ->
-        text) replaces the text of messages and ``rename`` (speaker -> speaker) their speakers (both
-        embedded again)."""
-        empties, keep_msgs, keep_x = [], [], []
-        texts, rename = texts or {}, rename or {}
-        for mem, drop, fg in zip(mems, drops, forgotten):
-            rows = [i for i, m in enumerate(mem.messages) if m.id not in drop]
-            speakers = tuple(rename.get(sp, sp) for sp in engine_state(mem).speakers)
-            empties.append(
-                empty_memory(
-                    mem.memory_id,
-                    self.embedder.dim,
-                    self.config.knn.k_semantics,
-                    EngineState(speakers=speakers, forgotten=tuple(sorted(set(fg)))),
-                )
+        """Memory ``mem`` without messages ``drop`` and statements ``nodes`` (local rows), with new
+        ``texts`` (message id -> text) for some messages, and without everything derived from them
+        (``construct.forget``): the touched episodes made again, the touched statements extracted
+        again from their other sources, then an add's growth; ``forgotten`` statement hashes are never
+        extracted again. The changed texts are embedded (through the cache: every other row is
+        reused); the user's name is learned again when its message goes or changes. One commit."""
+        cache = self._embed_cache
+        changed = [m for m in mem.messages if m.id in texts and m.id not in drop]
+        changed_x = (
+            embed_messages(
+                cache,
+                [Message(m.id, m.speaker, texts[m.id], m.session, m.timestamp) for m in changed],
+                self.config.semantic.passage_words,
             )
-            msgs = [mem.messages[i] for i in rows]
-            x = MessageVectors(mem.msg_x, mem.psg_x, mem.psg_msg).take(np.asarray(rows, np.int64))
-            changed = [j for j, m in enumerate(msgs) if m.id in texts or m.speaker in rename]
-            if changed:
-                msgs = [
-                    Message(
-                        m.id,
-                        rename.get(m.speaker, m.speaker),
-                        texts.get(m.id, m.text),
-                        m.session,
-                        m.timestamp,
-                    )
-                    for m in msgs
-                ]
-                x = _replace_rows(
-                    x,
-                    changed,
-                    embed_messages(
-                        self.embedder, [msgs[j] for j in changed], self.config.semantic.passage_words
-                    ),
-                )
-            keep_msgs.append(msgs)
-            keep_x.append(x)
-        grown = grow(empties, keep_msgs, self.embedder, self.config, new_x=keep_x, backend=self.backend)
-        for old, new, drop in zip(mems, grown, drops):
-            unit_ids.assign(old, new, drop, rederived=True)
-            _carry(old, new, drop, {}, None, [], rederived=True)
-        self._commit(
-            grown,
-            [(m.memory_id, op[0], op[1]) for m in grown],
-            redact={m.memory_id: drop for m, drop in zip(mems, drops) if drop},
+            if changed
+            else None
         )
+        reduced, restate = without(mem, drop, texts, changed_x, nodes, tuple(forgotten))
+        grown = grow(
+            [reduced],
+            [[]],
+            cache,
+            self.config,
+            new_x=[MessageVectors.empty(mem.dim)],
+            backend=self.backend,
+            restate=[restate],
+        )
+        for new in grown:
+            unit_ids.assign(mem, new, drop)
+            _carry(mem, new, drop, {}, _name_kept(mem.stats, reduced.messages, drop | set(texts)), [])
+        self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop} if drop else None)
 
     def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
         """Forget a whole memory and its operations log (one ``delete_all`` entry with no ids
@@ -365,6 +385,7 @@ class Writes:
         with self._writer, self._write_section():
             b = self.bank.index.get(key)
             if key not in self._loaded and key not in self.quarantined:
+                _forget_scoped_rows(self.store, [key])  # an integration's rows of a scope with no memory
                 return 0
             n = int(self.bank.msg.seg.lengths[b]) if b is not None else self.store.counts(key)["msg"]
             self._commit([], [(key, "delete_all", [])], delete=[key])
@@ -397,12 +418,8 @@ class Writes:
                     "(its message_ids) or delete it"
                 )
             mem = view(self.bank, self.bank.index[key])
-            self._rederive(
-                [mem],
-                [set()],
-                [list(engine_state(mem).forgotten)],
-                op=("update", [unit_id]),
-                texts={unit_id: new},
+            self._forget(
+                mem, set(), {unit_id: new}, set(), list(engine_state(mem).forgotten), op=("update", [unit_id])
             )
             unit = self._message_unit(key, unit_id)
         return unit
@@ -419,10 +436,19 @@ class Writes:
         with self._writer, self._write_section():
             keys = sorted(set(self._loaded) | set(self.quarantined))
             if not keys:
+                _forget_scoped_rows(self.store, None)
                 return 0
             self._commit([], [(k, "reset", []) for k in keys], delete=keys)
             self.store.maybe_compact()
             return len(keys)
+
+
+def _forget_scoped_rows(store: object, keys: list[str] | None) -> None:
+    """What a commit deleting memories does to the store's integration rows (``Store.SCOPED_ROWS``),
+    where there is no memory to delete: the rows of ``keys`` (None: all) go."""
+    forget = getattr(store, "forget_scoped_rows", None)
+    if forget is not None:
+        forget(keys)
 
 
 def _item_keys(items: Sequence[dict]) -> list[str]:
@@ -437,21 +463,15 @@ def _item_keys(items: Sequence[dict]) -> list[str]:
 
 
 def _carry(
-    old: Memory,
-    new: MemorySlice,
-    dropped: set[str],
-    added: dict[str, dict],
-    user_name: str | None,
-    stamped: list[str],
-    *,
-    rederived: bool,
+    old: Memory, new: MemorySlice, dropped: set[str], added: dict[str, dict], name: dict, stamped: list[str]
 ) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
-    metadata, the user's name, the ids of messages stamped at arrival; the dropped ids leave."""
+    metadata, the user's name (``name``: the stats keys to set, ``_name_after`` / ``_name_kept``),
+    the ids of messages stamped at arrival, supersessions; the dropped ids leave."""
     meta.carry(old, new, added, dropped)
-    name = user_name or old.stats.get(USER_NAME)
-    if name:
-        new.stats[USER_NAME] = name
+    for k in (USER_NAME, USER_NAME_FROM):
+        new.stats.pop(k, None)
+    new.stats.update(name)
     msg, sem = new.cols["msg"], new.cols["sem"]
     alive = set(msg["id"].tolist())
     ids = [i for i in list(old.stats.get(STAMPED, ())) + stamped if i in alive and i not in dropped]
@@ -464,18 +484,13 @@ def _carry(
     firsts = np.where(sem["msgs"] >= 0, sem["msgs"], np.iinfo(np.int32).max).min(
         axis=1, initial=np.iinfo(np.int32).max
     )
-    # a growth keeps the earlier decisions and tries the statements it added; a re-derivation (a delete,
-    # an update, a rename) decides again for all
+    # the earlier decisions between statements still there stand; the statements new to this write are tried
     live = set(sem_ids)
-    kept = (
-        {}
-        if rederived
-        else {
-            k: v for k, v in (old.stats.get(SUPERSEDED) or {}).items() if int(k) in live and int(v[0]) in live
-        }
-    )
+    kept = {
+        k: v for k, v in (old.stats.get(SUPERSEDED) or {}).items() if int(k) in live and int(v[0]) in live
+    }
     known = {s.id for s in old.semantics}
-    fresh = None if rederived else np.array([r for r, i in enumerate(sem_ids) if i not in known], np.int64)
+    fresh = np.array([r for r, i in enumerate(sem_ids) if i not in known], np.int64)
     sup = (
         supersessions(
             sem["text"].tolist(),
@@ -484,7 +499,7 @@ def _carry(
             msg["speaker"][firsts].tolist(),
             new=fresh,
         )
-        if fresh is None or len(fresh)
+        if len(fresh)
         else {}
     )
     found = {str(sem_ids[i]): [sem_ids[j], time_or_none(sem["time"][j])] for i, j in sup.items()}
@@ -495,14 +510,48 @@ def _carry(
         new.stats.pop(SUPERSEDED, None)
 
 
-def _replace_rows(x: MessageVectors, rows: list[int], new: MessageVectors) -> MessageVectors:
-    """``x`` with messages ``rows`` (increasing) embedded again as ``new`` (their passages too)."""
-    at = np.asarray(rows, np.int64)
-    msg_x = x.x.copy()
-    msg_x[at] = new.x
-    keep = ~np.isin(x.psg_msg, at)
-    owner = np.concatenate([x.psg_msg[keep], at[new.psg_msg]])
-    order = np.argsort(owner, kind="stable")  # each message's passages come from one side, in order
-    return MessageVectors(
-        msg_x, np.concatenate([x.psg_x[keep], new.psg_x])[order], owner[order].astype(np.int32)
-    )
+def _name_stats(name: str | None, source: dict | None) -> dict:
+    """The stats keys of the user's name: none, the app's (no source), or learned from a message."""
+    if not name:
+        return {}
+    return {USER_NAME: name} | ({USER_NAME_FROM: source} if source is not None else {})
+
+
+def _name_after(stats: dict, given: str | None, claim: tuple[people.NameClaim, str] | None) -> dict:
+    """The user's name after an add: the app's ``given`` one; else a name the user gave now
+    (``claim``: the claim and its message id) where it replaces the one learned before
+    (``people.replaces``; the app's stays); else the one before."""
+    name, source = stats.get(USER_NAME), stats.get(USER_NAME_FROM)
+    if given:
+        return _name_stats(given, None)
+    if claim is not None and (
+        not name
+        or (
+            source is not None and people.replaces(claim[0], people.NameClaim(name, bool(source["explicit"])))
+        )
+    ):
+        return _name_stats(claim[0].name, {"id": claim[1], "explicit": claim[0].explicit})
+    return _name_stats(name, source)
+
+
+def _name_kept(stats: dict, messages: list[Message], touched: set[str]) -> dict:
+    """The user's name after a delete or an update: unchanged unless the message that gave it is
+    among ``touched`` (deleted or given new text); then learned again from ``messages`` (what
+    remains, in order), or none: a name is forgotten with its source."""
+    name, source = stats.get(USER_NAME), stats.get(USER_NAME_FROM)
+    if source is None or source.get("id") not in touched:
+        return _name_stats(name, source)
+    best: tuple[people.NameClaim, str] | None = None
+    for m in messages:
+        if (
+            m.speaker == people.NEUTRAL
+            and (c := people.name_claim(m.text)) is not None
+            and people.replaces(c, best and best[0])
+        ):
+            best = (c, m.id)
+    return _name_after({}, None, best)
+
+
+def _pair_of(messages: list[Message]) -> tuple[str, str]:
+    """A conversation's two speakers as the incremental build takes them: the first two to speak."""
+    return (tuple(dict.fromkeys(m.speaker for m in messages))[:2] + ("", ""))[:2]  # type: ignore[return-value]

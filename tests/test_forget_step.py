@@ -1,0 +1,165 @@
+"""Forgetting as a construction step (``construct.forget``): after any sequence of deletes and updates
+the memory is whole (every message in one episode, every source alive, no empty theme), holds nothing
+derived from a deleted or replaced text, and holds every statement its remaining messages give (or a
+near duplicate of it), as a build of those messages would."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.incremental import statement_hash
+from xmemory_gpu.construct.semantic import extract_statements
+from xmemory_gpu.embed.hashing import HashingEmbedder
+from xmemory_gpu.engine import MemoryEngine
+from xmemory_gpu.engine.inputs import scope_key
+from xmemory_gpu.memory.hierarchy import view
+from xmemory_gpu.memory.records import Conversation, Episode
+
+EMB = HashingEmbedder(384)
+PLACES = ["Oslo", "Rome", "Lima", "Kyiv", "Pune", "Cork", "Bern", "Nice", "Bonn", "Riga"]
+HOBBIES = ["chess", "rowing", "pottery", "climbing", "baking", "sailing", "archery", "knitting"]
+
+
+def _chat(rng: random.Random, n: int) -> list[dict]:
+    out = []
+    for i in range(n):
+        tok = f"tok{i:03d}x"
+        if i % 3 == 2:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": f"That sounds lovely, the {tok} plan is a good one.",
+                    "session": i // 12,
+                }
+            )
+        else:
+            out.append(
+                {
+                    "role": "user",
+                    "session": i // 12,
+                    "content": f"I went to {rng.choice(PLACES)} for {rng.choice(HOBBIES)} with my friend {tok} last week.",
+                }
+            )
+    return out
+
+
+def _check_whole(eng: MemoryEngine, user: str, gone_tokens: set[str]) -> None:
+    units = eng.get_all(user_id=user)  # resident from here on
+    mem = view(eng.bank, eng.bank.index[scope_key(user, None, None)])
+    ids = [m.id for m in mem.messages]
+    assert len(set(ids)) == len(ids)
+    covered = [mid for e in mem.episodes for mid in e.message_ids]
+    assert sorted(covered) == sorted(ids)  # every message in exactly one episode
+    alive = set(ids)
+    for s in mem.semantics:
+        assert s.message_ids and set(s.message_ids) <= alive
+    sizes = np.bincount(np.asarray(mem.theme_of), minlength=len(mem.themes))
+    assert len(mem.themes) == 0 or sizes.min() > 0
+    for u in units:
+        if u["type"] != "message":
+            assert not [t for t in gone_tokens if t in u["text"] or t in u.get("title", "")], u
+    # every statement of the remaining messages is there, or a near duplicate, or forgotten
+    cfg = XMemoryConfig().semantic
+    conv = Conversation(mem.memory_id, (mem.engine.speakers + ("", ""))[:2], mem.messages)
+    raw = extract_statements(conv, [Episode(0, "", "", ids)], cfg)
+    gone = set(mem.engine.forgotten)
+    raw = [r for r in raw if statement_hash(r.text) not in gone]
+    if raw:
+        sims = (
+            EMB.encode([r.text for r in raw]) @ mem.sem_x.T if len(mem.semantics) else np.zeros((len(raw), 0))
+        )
+        best = sims.max(axis=1) if sims.shape[1] else np.full(len(raw), -1.0)
+        assert (best > cfg.dedup_threshold - 1e-6).all(), [
+            r.text for r, b in zip(raw, best) if b <= cfg.dedup_threshold
+        ]
+    texts = {s.text for s in mem.semantics}
+    assert texts <= {r.text for r in extract_statements(conv, [Episode(0, "", "", ids)], cfg)}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_deletes_and_updates_keep_the_memory_whole_and_faithful(tmp_path, seed):
+    rng = random.Random(seed)
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        chat = _chat(rng, 72)
+        ids = []
+        for i in range(0, len(chat), 12):
+            ids += eng.add(chat[i : i + 12], user_id="u")
+        gone_tokens: set[str] = set()
+        for step in range(10):
+            units = eng.get_all(user_id="u")
+            kind = rng.choice(["message", "update", "semantic", "episode", "theme"])
+            msgs = [u for u in units if u["type"] == "message" and "tok" in u["text"]]
+            if kind in ("message", "update"):
+                u = rng.choice(msgs)
+                tok = next(
+                    w for w in u["text"].replace(",", " ").replace(".", " ").split() if w.startswith("tok")
+                )
+                gone_tokens.add(tok)
+                if kind == "message":
+                    eng.delete(u["id"], user_id="u")
+                else:
+                    eng.update(
+                        u["id"],
+                        f"I moved to {rng.choice(PLACES)} and took up {rng.choice(HOBBIES)} step{step}.",
+                        user_id="u",
+                    )
+            else:
+                cands = [u for u in units if u["type"] == kind]
+                if not cands:
+                    continue
+                u = rng.choice(cands)
+                if kind == "episode":
+                    gone_tokens |= {
+                        w
+                        for m in msgs
+                        if m["id"] in u["message_ids"]
+                        for w in m["text"].replace(",", " ").replace(".", " ").split()
+                        if w.startswith("tok")
+                    }
+                eng.delete(u["id"], user_id="u")
+            _check_whole(eng, "u", gone_tokens)
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:  # reopened: the same memory
+        _check_whole(eng, "u", gone_tokens)
+        if any(u["type"] == "message" for u in eng.get_all(user_id="u")):
+            assert eng.search("Where did I go for chess?", user_id="u", threshold=0)[0].units
+
+
+def test_a_deleted_statement_is_not_extracted_again_from_its_other_sources(tmp_path):
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        eng.add(
+            [
+                {"role": "user", "content": "I keep bees in the garden. My sister lives in Porto."},
+                {"role": "user", "content": "I keep bees in the garden."},
+            ],
+            user_id="u",
+        )
+        bees = [u for u in eng.get_all(user_id="u") if u["type"] == "semantic" and "bees" in u["text"]]
+        assert len(bees) == 1 and len(bees[0]["message_ids"]) == 2
+        eng.delete(bees[0]["id"], user_id="u")
+        texts = [u["text"] for u in eng.get_all(user_id="u") if u["type"] == "semantic"]
+        assert not [t for t in texts if "bees" in t] and [t for t in texts if "Porto" in t]
+        eng.add([{"role": "user", "content": "Did I tell you my dog is called Rex?"}], user_id="u")
+        assert not [u for u in eng.get_all(user_id="u") if u["type"] == "semantic" and "bees" in u["text"]]
+
+
+def test_user_ids_leave_the_store_with_delete_all_and_reset(tmp_path):
+    """The log keeps each deletion under a keyed digest of the memory's id: ``history`` still finds
+    it by the ids, the files no longer hold them."""
+    store = tmp_path / "s"
+
+    def copies(token: str) -> int:
+        return sum(p.read_bytes().count(token.encode()) for p in store.rglob("*") if p.is_file())
+
+    with MemoryEngine.open(store, embedder=EMB) as eng:
+        eng.add([{"role": "user", "content": "I live in Oslo."}], user_id="userZZ1")
+        eng.add([{"role": "user", "content": "I live in Rome."}], user_id="userQQ2", agent_id="agentWW3")
+        assert copies("userZZ1") and copies("agentWW3")
+        eng.delete_all(user_id="userZZ1")
+        assert [h["op"] for h in eng.history(user_id="userZZ1")] == ["delete_all"]
+        eng.reset()
+        assert [h["op"] for h in eng.history(user_id="userQQ2", agent_id="agentWW3")] == ["reset"]
+    assert copies("userZZ1") == copies("userQQ2") == copies("agentWW3") == 0
