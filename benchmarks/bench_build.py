@@ -81,7 +81,7 @@ def build_once(data: Path, embedder: str, src: str = "", workers: int = 1) -> di
     return {**stages, "build": float(built.group(1)) if built else float("nan"), "wall": wall}
 
 
-_ENCODER_KERNELS = {"counts", "rowwise_linear", "pack_linear_weight"}  # ``_C`` calls inside ``encode``
+_ENCODER_KERNELS = {"rowwise_linear", "pack_linear_weight"}  # ``_C`` calls inside ``encode``
 
 
 def native_share(data: Path, embedder: str) -> dict[str, float]:
@@ -117,13 +117,10 @@ def native_share(data: Path, embedder: str) -> dict[str, float]:
 
 def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     """One in-process build at full speed (no profiler: cProfile's per-call cost inflates the Python
-    side): every ``xmemory_gpu._C`` function (and the natives bound at import: ``text``'s words and
-    keywords, ``semantic``'s decoupler and statement rules, ``segment``'s episode parts) and the embedder's
-    ``encode`` wrapped in a clock;
+    side): every ``xmemory_gpu._C`` function and the embedder's ``encode`` wrapped in a clock;
     seconds in ``_C`` outside ``encode``, in ``encode``, in all, on the build's own thread (a store's
     background writer runs its ``_C`` call beside the build: not the build's time)."""
-    from xmemory_gpu import _C, text
-    from xmemory_gpu.construct import segment, semantic
+    from xmemory_gpu import _C
     from xmemory_gpu.construct.pipeline import build_store
     from xmemory_gpu.embed import load_embedder
     from xmemory_gpu.ops import rows
@@ -156,29 +153,6 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
         return call
 
     originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
-
-    class Methods:  # a compiled object's methods, each wrapped in the clock
-        def __init__(self, obj) -> None:
-            self._obj = obj
-
-        def __getattr__(self, name: str):
-            return timed_native(getattr(self._obj, name))
-
-    bound = {
-        (m, n): getattr(m, n)
-        for m, n in (
-            (text, "_native_words"),
-            (text, "_native_keywords"),
-            (semantic, "_native_decouple"),
-            (segment, "_native_episode_parts"),
-        )
-        if hasattr(m, n)
-    }  # bound at import
-    objects = {
-        (m, n): getattr(m, n)
-        for m, n in ((semantic, "_native_statements"),)
-        if getattr(m, n, None) is not None
-    }
     # (an older tree, measured with this function, may name its cached lookups otherwise)
     cached = [
         f.cache_clear
@@ -190,10 +164,6 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     try:
         for n, f in originals.items():
             setattr(_C, n, timed_native(f))
-        for (m, n), f in bound.items():
-            setattr(m, n, None if f is None else timed_native(f))
-        for (m, n), obj in objects.items():
-            setattr(m, n, Methods(obj))
         for clear in cached:  # cached lookups of _C's functions: looked up again, wrapped
             clear()
         with tempfile.TemporaryDirectory() as tmp:
@@ -203,8 +173,6 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
     finally:
         for n, f in originals.items():
             setattr(_C, n, f)
-        for (m, n), f in {**bound, **objects}.items():
-            setattr(m, n, f)
         for clear in cached:
             clear()
     return {

@@ -13,7 +13,6 @@ void register_hashing(py::module_& m);
 void register_attach(py::module_& m);
 void register_columns(py::module_& m);
 void register_rows(py::module_& m);
-void register_statements(py::module_& m);
 void register_files(py::module_& m);
 void register_dedup(py::module_& m);
 void register_partition(py::module_& m);
@@ -34,7 +33,6 @@ PYBIND11_MODULE(_C, m) {
   register_attach(m);
   register_columns(m);
   register_rows(m);
-  register_statements(m);
   register_files(m);
   register_dedup(m);
   register_partition(m);

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from datetime import datetime, timezone
+from itertools import filterfalse
+from string import ascii_lowercase, digits
 
 STOPWORDS = frozenset(
     """a an the and or but if then so of to in on at by for with about as from into over after before
@@ -17,25 +20,33 @@ STOPWORDS = frozenset(
     let lets up out again""".split()
 )
 
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+# the word rule's bytes: ASCII letters (lower-cased), digits, ' and - belong to words; every other byte
+# of a text's UTF-8 (a non-ASCII character's, a lone surrogate's) splits them
+_WORD_BYTES = bytes(
+    c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c in b"'-" else 32
+    for c in range(256)
+)
+# a run of ' and - at either end of a run of word bytes (it starts one: nothing or a space before it, or it
+# ends one: nothing or a space after it), written to start with its character class (a fast search)
+_EDGE_RUN = re.compile(rb"['\-](?:(?<![^ ]['\-])['\-]*|['\-]*(?![^ ]))")
+SHORT_WORDS = frozenset(ascii_lowercase + digits)  # the words of one character
+NOT_CONTENT = STOPWORDS | SHORT_WORDS  # words that are no content word
 
 
-def words_reference(text: str) -> list[str]:
-    """Lower-cased word tokens (letters, digits, inner apostrophes/hyphens): the rule as written."""
-    return [w.lower().strip("'-") for w in _WORD.findall(text)]
-
-
-try:  # the same rules in one C++ call each (csrc/cpu/hashing.cpp), when the compiled module is built
-    from ._C import keywords as _native_keywords
-    from ._C import words as _native_words
-except ImportError:
-    _native_keywords = _native_words = None
+def word_runs(text: str) -> bytes:
+    """The word rule, once: ``text``'s words as ASCII bytes separated by spaces. Its UTF-8 with every
+    byte but ASCII letters (lower-cased), digits, ' and - made a space (a non-ASCII character splits
+    words), the ' and - at either end of each run cut."""
+    runs = str.encode(text, "utf-8", "surrogatepass").translate(_WORD_BYTES)
+    return (
+        _EDGE_RUN.sub(b"", runs) if b"'" in runs or b"-" in runs else runs
+    )  # the search only where it can match
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens (letters, digits, inner apostrophes/hyphens): ``words_reference``'s
-    list, from the compiled module when it is built (every build and search splits texts into words)."""
-    return _native_words(text) if type(text) is str and _native_words is not None else words_reference(text)
+    """Lower-cased word tokens (``word_runs``): the matches of ``[A-Za-z0-9][A-Za-z0-9'-]*``, lower-cased,
+    their trailing ' and - cut."""
+    return word_runs(text).decode("ascii").split()
 
 
 def content_words(text: str) -> list[str]:
@@ -44,23 +55,18 @@ def content_words(text: str) -> list[str]:
 
 def content_of(ws: list[str]) -> list[str]:
     """The content words among ``words`` of a text (stopwords and one-letter words dropped)."""
-    return [w for w in ws if w not in STOPWORDS and len(w) > 1]
+    return list(filterfalse(NOT_CONTENT.__contains__, ws))
 
 
-def keywords_reference(texts: list[str], n: int = 4) -> list[str]:
-    """The ``n`` most frequent content words over ``texts`` (ties by first appearance): the rule as written."""
-    counts: Counter[str] = Counter()
-    for t in texts:
-        counts.update(content_of(words_reference(t)))
-    return [w for w, _ in counts.most_common(n)]
-
-
-def keywords(texts: list[str], n: int = 4) -> list[str]:
-    """``keywords_reference``'s list, in one call of the compiled module when it is built (every
-    episode's title)."""
-    if _native_keywords is None or type(texts) is not list or type(n) is not int or not 0 < n < 2**62:
-        return keywords_reference(texts, n)
-    return _native_keywords(texts, n, STOPWORDS)
+def keywords(texts: Iterable[str], n: int | None = 4) -> list[str]:
+    """The ``n`` most frequent content words over ``texts`` (ties by first appearance; all for None):
+    the texts' words read in one pass (no word spans the newlines that join them)."""
+    if n is not None and n <= 0:
+        return []
+    counts = Counter(filterfalse(NOT_CONTENT.__contains__, words("\n".join(texts))))
+    return sorted(counts, key=counts.__getitem__, reverse=True)[
+        :n
+    ]  # a stable sort: Counter.most_common's order
 
 
 _DATES: dict[float | None, str] = {}  # timestamp -> ``fmt_date`` (a pure function of it)

@@ -15,6 +15,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "xmemory/gil.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -49,11 +51,11 @@ void add_rows(py::array sums, const py::array_t<int64_t, py::array::c_style>& gr
   double* s = static_cast<double*>(sums.mutable_data());
   if (py::isinstance<py::array_t<double>>(x)) {
     const double* v = static_cast<const double*>(x.data());
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     add(s, d, g, v, r, m);
   } else if (py::isinstance<py::array_t<float>>(x)) {
     const float* v = static_cast<const float*>(x.data());
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     add(s, d, g, v, r, m);
   } else {
     bad("x: expected float32 or float64");
@@ -90,7 +92,7 @@ py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const
   double* tv = val.mutable_data();
   constexpr double kNone = -std::numeric_limits<double>::infinity();
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     std::vector<double> cos;  // one block's cosines [k, k], each pair computed once (dot4 is symmetric)
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t t0 = off[b], k = off[b + 1] - off[b];
@@ -130,7 +132,7 @@ py::array_t<double> dot4_gram(const py::array_t<double, py::array::c_style>& a, 
   const double* pb = b.data();
   double* po = out.mutable_data();
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < m; ++j) po[i * m + j] = dot4(pa + i * d, pb + j * d, d);
   }
@@ -150,7 +152,7 @@ py::array_t<int64_t> drift_runs(const py::array_t<float, py::array::c_style>& x,
   const bool* ph = hard.data();
   std::vector<int64_t> starts{0};
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     std::vector<double> acc(px, px + d);
     int64_t start = 0;
     for (int64_t i = 1; i < n; ++i) {
@@ -298,13 +300,13 @@ py::array row_norms_c(const py::array_t<double, py::array::c_style>& x, bool uni
   if (!unit) {
     py::array_t<double> out(m);
     double* o = out.mutable_data();
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     for (int64_t i = 0; i < m; ++i) o[i] = std::sqrt(pairwise_sq(v + i * d, d));
     return out;
   }
   auto fill = [&](auto* o) {
     using T = std::remove_pointer_t<decltype(o)>;
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     for (int64_t i = 0; i < m; ++i) {
       const double nrm = std::sqrt(pairwise_sq(v + i * d, d));
       const double* row = v + i * d;
@@ -351,7 +353,7 @@ py::array take_rows2(const py::array& a, const py::array& b, const py::array_t<i
   const char* pb = static_cast<const char*>(b.data());
   char* po = static_cast<char*>(out.mutable_data());
   {
-    py::gil_scoped_release release;
+    xmem::GilRelease release;
     for (int64_t i = 0; i < n; ++i) {
       const char* src = t[i] < na ? pa + size_t(t[i]) * row_bytes : pb + size_t(t[i] - na) * row_bytes;
       std::memcpy(po + size_t(i) * row_bytes, src, row_bytes);
@@ -360,78 +362,6 @@ py::array take_rows2(const py::array& a, const py::array& b, const py::array_t<i
   return out;
 }
 
-
-// construct/pipeline.py's summary_picks: per theme r of theme_of [n] int32 (rows in [0, n_themes)),
-// its members in row order, c = their float64 sum (the first row, then each next added: np.sum over
-// axis 0), each member's score dot4(x_i, c), and the first n_pick members by (score descending, row)
-// whose text differs (Python's !=) from every one picked before. x [n, d] float32; a NaN score ranks
-// last (np.lexsort's order). Returns (offsets [n_themes + 1] int64, rows int64 ascending per theme).
-py::tuple summary_picks(const py::array_t<float, py::array::c_style>& x, const py::array_t<int32_t, py::array::c_style>& theme_of,
-                        int64_t n_themes, const py::list& texts, int64_t n_pick) {
-  const auto bad = [](const std::string& what) { throw py::value_error("summary_picks: " + what); };
-  if (x.ndim() != 2 || theme_of.ndim() != 1 || theme_of.shape(0) != x.shape(0)) bad("expected x [n, d] and theme_of [n]");
-  const int64_t n = x.shape(0), d = x.shape(1);
-  if (static_cast<int64_t>(texts.size()) != n) bad("texts: expected one per row of x");
-  if (n_themes < 0 || n_pick < 0) bad("n_themes and n_pick: expected >= 0");
-  if (d < 2) bad("x: expected d >= 2 (NumPy sums a one-column array pairwise, not row by row)");
-  const int32_t* t = theme_of.data();
-  std::vector<int64_t> count(static_cast<size_t>(n_themes) + 1, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    if (t[i] < 0 || t[i] >= n_themes) bad("a theme row outside 0.." + std::to_string(n_themes - 1));
-    ++count[static_cast<size_t>(t[i]) + 1];
-  }
-  for (int64_t r = 0; r < n_themes; ++r) count[r + 1] += count[r];
-  std::vector<int64_t> members(static_cast<size_t>(n)), fill(count.begin(), count.end() - 1);
-  for (int64_t i = 0; i < n; ++i) members[static_cast<size_t>(fill[t[i]]++)] = i;  // ascending within each theme
-  const float* px = x.data();
-  py::array_t<int64_t> offsets(n_themes + 1);
-  int64_t* po = offsets.mutable_data();
-  po[0] = 0;
-  std::vector<int64_t> picked;
-  std::vector<double> c(static_cast<size_t>(d)), score;
-  std::vector<int64_t> order;
-  for (int64_t r = 0; r < n_themes; ++r) {
-    const int64_t* mem = members.data() + count[r];
-    const int64_t m = count[r + 1] - count[r];
-    const size_t first = picked.size();
-    if (m > 0 && n_pick > 0) {
-      for (int64_t j = 0; j < d; ++j) c[j] = px[mem[0] * d + j];
-      for (int64_t k = 1; k < m; ++k)
-        for (int64_t j = 0; j < d; ++j) c[j] += static_cast<double>(px[mem[k] * d + j]);
-      score.resize(static_cast<size_t>(m));
-      order.resize(static_cast<size_t>(m));
-      for (int64_t k = 0; k < m; ++k) {
-        score[k] = dot4(px + mem[k] * d, c.data(), d);
-        order[k] = k;
-      }
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {  // -score ascending, NaN last
-        const bool na = std::isnan(score[a]), nb = std::isnan(score[b]);
-        if (na || nb) return !na && nb;
-        return -score[a] < -score[b];
-      });
-      for (int64_t k = 0; k < m && static_cast<int64_t>(picked.size() - first) < n_pick; ++k) {
-        const int64_t row = mem[order[k]];
-        bool fresh = true;
-        for (size_t q = first; q < picked.size() && fresh; ++q) {
-          // Python's a != b (RichCompareBool would take one object as equal to itself without asking it)
-          const py::object a = texts[row], b = texts[picked[q]];
-          PyObject* ne_obj = PyObject_RichCompare(a.ptr(), b.ptr(), Py_NE);
-          if (ne_obj == nullptr) throw py::error_already_set();
-          const int ne = PyObject_IsTrue(ne_obj);
-          Py_DECREF(ne_obj);
-          if (ne < 0) throw py::error_already_set();
-          fresh = ne == 1;
-        }
-        if (fresh) picked.push_back(row);
-      }
-      std::sort(picked.begin() + static_cast<std::ptrdiff_t>(first), picked.end());
-    }
-    po[r + 1] = static_cast<int64_t>(picked.size());
-  }
-  py::array_t<int64_t> rows(static_cast<py::ssize_t>(picked.size()));
-  std::copy(picked.begin(), picked.end(), rows.mutable_data());
-  return py::make_tuple(offsets, rows);
-}
 
 // The live rows of many column sets (construct/theme_state.py sync_graphs): items is a sequence of
 // (alive [cap] bool, sums [cap, d] float64, n_slots); item b's live slots s < n_slots, ascending.
@@ -483,8 +413,6 @@ py::tuple live_rows(const py::sequence& items, int64_t d) {
 void register_rows(py::module_& m) {
   m.def("live_rows", &live_rows, py::arg("items"), py::arg("d"),
         "the live slots (ascending) and their sums of many (alive, sums, n_slots) column sets: (slots, off, rows)");
-  m.def("summary_picks", &summary_picks, py::arg("x"), py::arg("theme_of"), py::arg("n_themes"), py::arg("texts"), py::arg("n_pick"),
-        "per theme, the n_pick members nearest its float64 sum by dot4 with distinct texts: (offsets, rows)");
   m.def("dot4_gram", &dot4_gram, py::arg("a"), py::arg("b"), "dot4 of every row of a [n, d] with every row of b [m, d]: [n, m]");
   m.def("drift_runs", &drift_runs, py::arg("x"), py::arg("hard"), py::arg("min_messages"), py::arg("drift_threshold"),
         "the starts of segment.boundary_runs' runs: hard cuts, then drift from the run's sum by dot4 cosine");

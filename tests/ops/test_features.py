@@ -1,6 +1,7 @@
 """Hashed word features (ops/features): both backends give the counts of the rule as first written
 (each word unigram and bigram's BLAKE2b-64 bucket and sign, added one by one) on fresh random texts
-with the characters the word rule splits on, and the C++ BLAKE2b is hashlib's on every block size."""
+with the characters the word rule splits on, the C++ counter reads the words Python gives it (a text's
+word runs) and its BLAKE2b is hashlib's on every block size."""
 
 from __future__ import annotations
 
@@ -117,6 +118,23 @@ def test_blake2b64_is_hashlibs_on_every_block_size():
 
 
 @needs_cpu
+def test_the_counter_reads_the_words_it_is_given():
+    """The C++ counter takes each text's words as bytes separated by spaces (``text.word_runs``): any
+    run of spaces between them, none before or after; anything else is refused naming the item."""
+    from xmemory_gpu import _C
+    from xmemory_gpu.text import word_runs
+
+    counter = _C.FeatureCounter(53)
+    want = _loop(["dog cat bird", "", "it's"], 53)
+    np.testing.assert_array_equal(counter.counts([b"  dog cat   bird ", b"   ", b"it's"]), want)
+    np.testing.assert_array_equal(
+        counter.counts([word_runs("Dog, cat; bird!"), word_runs("' -- '"), word_runs("'it's'")]), want
+    )
+    with pytest.raises(TypeError, match=r"runs\[1\]: expected bytes"):
+        counter.counts([b"dog", "cat"])
+
+
+@needs_cpu
 def test_concurrent_calls_count_alike():
     """One counter per dim is shared (its bucket memo locked): threads get the counts of a lone call."""
     rng = np.random.default_rng(9)
@@ -169,8 +187,8 @@ def test_a_child_forked_while_a_thread_counts_counts_too():
     """A fork while another thread holds the counter's lock: the child counts with a new counter
     instead of waiting on the inherited lock for ever (in a process of its own, not the test's)."""
     out = subprocess.run(
-        [sys.executable, "-c", _FORK_WHILE_COUNTING], capture_output=True, text=True, timeout=120
-    )
+        [sys.executable, "-c", _FORK_WHILE_COUNTING], capture_output=True, text=True, timeout=1800
+    )  # a hang guard: seconds of counting, minutes on a loaded machine
     assert out.stdout.strip() == "child 0", out.stdout + out.stderr
 
 

@@ -32,7 +32,7 @@ from ..memory.records import Conversation, Episode, SemanticNode, Theme
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
-from ..ops.rows import compiled, dot4_gram
+from ..ops.rows import add_rows_in_order, dot4, dot4_gram
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
@@ -215,7 +215,7 @@ def theme_summary(texts: list[str], x: np.ndarray) -> str:
     """Extractive gist that reads as a sentence: the ``SUMMARY_STATEMENTS`` member statements
     closest to the theme's centroid (distinct texts, in member order, each cut to ``SUMMARY_WORDS``
     words) joined by "; ". texts [n], x [n, d] their unit rows."""
-    picked = summary_picks_reference(texts, x, np.zeros(len(texts), np.int32), 1)[1] if texts else []
+    picked = summary_picks(texts, x, np.zeros(len(texts), np.int32), 1)[1] if texts else []
     return gist([texts[i] for i in picked])
 
 
@@ -232,48 +232,40 @@ def gist(picked: list[str]) -> str:
     return out if out.endswith("...") else out + "."
 
 
-def summary_picks_reference(
-    texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per theme r (rows ``theme_of == r``), the ``SUMMARY_STATEMENTS`` members nearest its float64
-    sum by ``dot4`` (ties: the earlier) whose texts differ from those picked before, ascending:
-    (offsets [n_themes + 1], rows). texts [n], x [n, d], theme_of [n]: the rule as written."""
-    offsets, rows = [0], []
-    for r in range(n_themes):
-        mem = np.flatnonzero(theme_of == r)
-        picked: list[int] = []
-        if len(mem):
-            xm = x[mem]
-            score = dot4_gram(xm, xm.astype(np.float64).sum(axis=0)[None, :])[
-                :, 0
-            ]  # fixed order: the same pick on every CPU
-            for i in np.lexsort((np.arange(len(mem)), -score)):
-                if all(texts[int(mem[i])] != texts[j] for j in picked):
-                    picked.append(int(mem[i]))
-                if len(picked) == SUMMARY_STATEMENTS:
-                    break
-        rows += sorted(picked)
-        offsets.append(len(rows))
-    return np.asarray(offsets, np.int64), np.asarray(rows, np.int64)
+_GRAM_MAX = 1 << 12  # members x themes up to which summary_picks scores the whole gram
 
 
 def summary_picks(
     texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``summary_picks_reference``'s picks in one C++ pass (``csrc/cpu/rows.cpp``) when the compiled
-    module is built, x is float32 with two or more columns (NumPy sums one column pairwise) and theme_of int32."""
-    fn = compiled("summary_picks")
-    if fn is None or not (
-        isinstance(x, np.ndarray)
-        and x.dtype == np.float32
-        and x.ndim == 2
-        and x.shape[1] >= 2
-        and isinstance(theme_of, np.ndarray)
-        and theme_of.dtype == np.int32
-        and type(texts) is list
-    ):
-        return summary_picks_reference(texts, x, theme_of, n_themes)
-    return fn(np.ascontiguousarray(x), np.ascontiguousarray(theme_of), n_themes, texts, SUMMARY_STATEMENTS)
+    """Per theme r (rows ``theme_of == r``), the ``SUMMARY_STATEMENTS`` members nearest its float64
+    sum (its members added in row order) by ``dot4`` (ties: the earlier; a NaN score last) whose
+    texts differ (``!=``) from those picked before, ascending: (offsets [n_themes + 1], rows).
+    texts [n], x [n, d] float32 or float64, theme_of [n] in [0, n_themes). Every theme's sum and
+    scores in one pass; the texts compared theme by theme."""
+    theme_of = np.asarray(theme_of, np.int64)
+    order = np.argsort(theme_of, kind="stable")  # each theme's members, ascending
+    group = theme_of[order]
+    sums = np.zeros((n_themes, x.shape[1]))
+    add_rows_in_order(sums, group, x, order)
+    xs = x[order]
+    if len(xs) * n_themes <= _GRAM_MAX:  # a small memory: every member against every sum, one C++ call
+        score = dot4_gram(xs, sums)[np.arange(len(xs)), group]
+    else:
+        score = dot4(xs, sums[group])  # dot4's bits either way: the same pick on every CPU
+    ranked = order[np.lexsort((-score, group))].tolist()  # theme by theme, the nearest first (a stable sort)
+    bounds = np.searchsorted(group, np.arange(n_themes + 1)).tolist()
+    offsets, rows = [0], []
+    for r in range(n_themes):
+        picked: list[int] = []
+        for i in ranked[bounds[r] : bounds[r + 1]]:
+            if all(texts[i] != texts[j] for j in picked):
+                picked.append(i)
+            if len(picked) == SUMMARY_STATEMENTS:
+                break
+        rows += sorted(picked)
+        offsets.append(len(rows))
+    return np.asarray(offsets, np.int64), np.asarray(rows, np.int64)
 
 
 def _finalize(

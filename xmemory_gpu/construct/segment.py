@@ -16,11 +16,6 @@ from ..memory.records import Conversation, Episode, Message
 from ..ops.rows import drift_runs
 from ..text import PASSAGE_WORDS, STOPWORDS, embedding_text, fmt_date, keywords, passages  # noqa: F401 (re-exported)
 
-try:
-    from .._C import episode_parts as _native_episode_parts
-except ImportError:
-    _native_episode_parts = None
-
 EPISODE_KEYWORDS = 4  # content words in an episode's title
 
 
@@ -165,33 +160,25 @@ def make_episodes(conv: Conversation, spans: list[tuple[int, int]]) -> list[Epis
     return episodes
 
 
-def episode_parts_reference(
+def episode_parts(
     messages: list[Message], spans: list[tuple[int, int]]
 ) -> list[tuple[str, list[str], str, list[str]]]:
     """Per span [s, e) of ``messages``: (its "speaker: text" lines joined by newlines, ``keywords`` of
-    its texts (4), its distinct speakers in order joined by " and ", its message ids): the rule as written."""
+    its texts (4), its distinct speakers in order joined by " and ", its message ids); each message's
+    fields read once."""
     out = []
     for s, e in spans:
         msgs = messages[s:e]
+        speakers, texts = [m.speaker for m in msgs], [m.text for m in msgs]
         out.append(
             (
-                "\n".join(f"{m.speaker}: {m.text}" for m in msgs),
-                keywords([m.text for m in msgs], EPISODE_KEYWORDS),
-                " and ".join(dict.fromkeys(m.speaker for m in msgs)),
+                "\n".join(map("{}: {}".format, speakers, texts)),
+                keywords(texts, EPISODE_KEYWORDS),
+                " and ".join(dict.fromkeys(speakers)),
                 [m.id for m in msgs],
             )
         )
     return out
-
-
-def episode_parts(
-    messages: list[Message], spans: list[tuple[int, int]]
-) -> list[tuple[str, list[str], str, list[str]]]:
-    """``episode_parts_reference``, in one call of the compiled module per conversation when it is
-    built (``messages`` a list; spans non-empty and inside it)."""
-    if _native_episode_parts is None or type(messages) is not list:
-        return episode_parts_reference(messages, spans)
-    return _native_episode_parts(messages, spans, EPISODE_KEYWORDS, STOPWORDS)
 
 
 def episode_embeddings(spans: list[tuple[int, int]], msg_x: np.ndarray) -> np.ndarray:

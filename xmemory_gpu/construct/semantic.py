@@ -13,13 +13,16 @@ statements (cosine above ``dedup_threshold``) are merged, keeping every source.
 from __future__ import annotations
 
 import re
+from heapq import nlargest
+from itertools import filterfalse
+from string import digits
 
 import numpy as np
 
 from ..config import SemanticConfig
 from ..memory.records import Conversation, Episode, SemanticNode
 from ..ops.rows import compiled
-from ..text import STOPWORDS, content_of, words
+from ..text import NOT_CONTENT, words
 
 ASSISTANT_SPEAKERS = frozenset(
     {"assistant", "system", "tool"}
@@ -48,6 +51,13 @@ def photo_caption(text: str) -> tuple[int, str] | None:
     return start, m.group("cap")
 
 
+def _at_word_start(*forms: str) -> str:
+    r"""``\b(?:form|...)`` for forms that start with a word character, as ``form(?<!\wform)|...``: the
+    boundary checked behind each form, so that a search skips to the forms' first characters (a leading
+    ``\b`` makes it try every position)."""
+    return "(?:" + "|".join(f"{re.escape(f)}(?<!\\w{re.escape(f)})" for f in forms) + ")"
+
+
 # first person -> speaker: (whole-word forms, replacement); fixed forms first (they carry their own verb),
 # the negation rule (_NEGATED) between the two lists
 _FIRST_FIXED = [
@@ -57,9 +67,8 @@ _FIRST_FIXED = [
     (("I have not",), "{s} has not"),
 ]
 _NEGATABLE = ("can", "will", "would", "could", "should", "did", "was")  # "I can not" -> "{s} can not"
-_NEGATED = re.compile(
-    r"\bI ((?:[a-z]+n't)|(?:" + "|".join(_NEGATABLE) + r") not)\b"
-)  # "I can't" -> "{s} can't"
+# "I can't" -> "{s} can't"
+_NEGATED = re.compile(_at_word_start("I") + r" ((?:[a-z]+n't)|(?:" + "|".join(_NEGATABLE) + r") not)\b")
 _FIRST_AFTER = [
     (("I'm",), "{s} is"),
     (("I am",), "{s} is"),
@@ -91,7 +100,9 @@ _ADVERBS = frozenset(
     sometimes rarely seldom mostly generally probably definitely almost nearly hardly barely ever once then first later
     even only""".split()
 )
-_FIRST_VERB = re.compile(r"\bI((?:\s+(?:" + "|".join(sorted(_ADVERBS)) + r"))*\s+[a-z]+)\b")
+_FIRST_VERB = re.compile(
+    _at_word_start("I") + r"((?:\s+(?:" + "|".join(sorted(_ADVERBS)) + r"))*\s+[a-z]+)\b"
+)
 _IRREGULAR = {"have": "has", "do": "does", "go": "goes", "am": "is", "are": "is"}
 # irregular past tenses (and verbs whose past is their base form): never given a third-person -s
 _PAST = frozenset(
@@ -105,15 +116,18 @@ _PAST = frozenset(
 )
 
 
+_ES, _IES = re.compile(r"(ch|sh|x|o|z)$"), re.compile(r"[^aeiou]y$")
+
+
 def _third_person(verb: str) -> str:
     low = verb.lower()
     if low in _IRREGULAR:
         return _IRREGULAR[low]
     if low in _NO_S or low in _PAST or low.endswith("ed") or low.endswith("s"):
         return verb
-    if re.search(r"(ch|sh|x|o|z)$", low):
+    if _ES.search(low):
         return verb + "es"
-    if re.search(r"[^aeiou]y$", low):
+    if _IES.search(low):
         return verb[:-1] + "ies"
     return verb + "s"
 
@@ -128,17 +142,22 @@ def _subject_verb(match: re.Match, name: str) -> str:
     return f"{name} {' '.join(toks)}"
 
 
+_INITIAL = re.compile(r"[A-Z]\.")
+
+
 def split_sentences(text: str) -> list[str]:
     """``text`` cut into sentences at ., ! or ? before a capital, digit or quote, and at line breaks;
     a piece ending in a title or abbreviation ("St.", "Dr.", "e.g.", an initial) joins the next."""
     out: list[str] = []
     for line in text.split("\n"):
         cur = ""
-        for p in (p.strip() for p in _SENT_SPLIT.split(line)):
+        for p in _SENT_SPLIT.split(line):
+            p = p.strip()
             if not p:
                 continue
-            last = cur.rsplit(None, 1)[-1] if cur else ""
-            if last and (last[:-1].lower() in _ABBREV or re.fullmatch(r"[A-Z]\.", last)):
+            if cur and (
+                (last := cur.rsplit(None, 1)[-1])[:-1].lower() in _ABBREV or _INITIAL.fullmatch(last)
+            ):
                 cur = f"{cur} {p}"
             else:
                 if cur:
@@ -218,21 +237,20 @@ def stated_part(sentence: str) -> str:
 
 def _forms(table: list[tuple[tuple[str, ...], str]]) -> list[tuple[re.Pattern, str, tuple[str, ...]]]:
     """(pattern, replacement, forms) of whole-word forms: a pattern runs only on a sentence holding one of its forms."""
-    return [
-        (re.compile(r"\b(?:" + "|".join(map(re.escape, forms)) + r")\b"), rep, forms) for forms, rep in table
-    ]
+    return [(re.compile(_at_word_start(*forms) + r"\b"), rep, forms) for forms, rep in table]
 
 
 _FIRST_RE, _FIRST_AFTER_RE, _SECOND_RE = _forms(_FIRST_FIXED), _forms(_FIRST_AFTER), _forms(_SECOND_FIXED)
-_I, _YOU = re.compile(r"\bI\b"), re.compile(r"\b[Yy]ou\b")
+_I, _YOU = re.compile(_at_word_start("I") + r"\b"), re.compile(_at_word_start("You", "you") + r"\b")
 # every rewrite above starts at a word boundary with one of these: a sentence without them is left as it is
-_PERSON = re.compile(r"\b(?:I|[Mm]y|mine|me|[Yy]ou)")
+_PERSON = re.compile(_at_word_start("I", "My", "my", "mine", "me", "You", "you"))
 
 
-def decouple_reference(s: str, speaker: str, other: str) -> str:
-    """``decouple`` of a sentence whose curly apostrophes (U+2019) are already straight, as regular
-    expressions: the rule as written. The names are put in as they are (a backslash in one is no
-    template escape)."""
+def decouple(sentence: str, speaker: str, other: str) -> str:
+    """Rewrite first/second person to the speakers' names (a light, rule-based decoupling), curly
+    apostrophes (U+2019) made straight first. The names are put in as they are (a backslash in one is
+    no template escape)."""
+    s = sentence.replace("\u2019", "'")
     if _PERSON.search(s):
         sp, ot = speaker.replace("\\", "\\\\"), other.replace("\\", "\\\\")  # literal in re.sub's templates
         for pat, rep, forms in _FIRST_RE:
@@ -255,44 +273,13 @@ def decouple_reference(s: str, speaker: str, other: str) -> str:
     return s.strip()
 
 
-try:  # the same rules in C++ for ASCII text (csrc/cpu/statements.cpp), when the compiled module is built
-    from .._C import Decoupler
-
-    _native_decouple = Decoupler(
-        _FIRST_FIXED,
-        _FIRST_AFTER,
-        _SECOND_FIXED,
-        list(_NEGATABLE),
-        set(_ADVERBS),
-        set(_NO_S),
-        set(_PAST),
-        dict(_IRREGULAR),
-    )
-except ImportError:
-    _native_decouple = None
-
-
-def decouple(sentence: str, speaker: str, other: str) -> str:
-    """Rewrite first/second person to the speakers' names (a light, rule-based decoupling):
-    ``decouple_reference``'s string, from the compiled module when the text and names are ASCII."""
-    s = sentence.replace("\u2019", "'")
-    if (
-        _native_decouple is not None
-        and type(s) is type(speaker) is type(other) is str
-        and s.isascii()
-        and speaker.isascii()
-        and other.isascii()
-    ):
-        return _native_decouple(s, speaker, other)
-    return decouple_reference(s, speaker, other)
-
-
 # Reactions and pleasantries: content words that state no fact ("Haha, that's so true.").
 REACTION_WORDS = frozenset(
     "haha hahaha lol omg wow yeah yes yep nope okay ok oh hey hi hello bye thanks thank great nice cool awesome amazing "
     "wonderful fantastic lovely true totally agree agreed sounds sound fun hear glad happy appreciate really care soon "
     "talk tell more same busy week good well been doing exactly absolutely definitely sure".split()
 )
+_NO_FACT = NOT_CONTENT | REACTION_WORDS  # words that bear no fact: no content word, or a reaction
 
 
 # A request to the assistant ("Give me a stretching routine.", "Explain what a Roth IRA is."): an
@@ -378,44 +365,55 @@ _GREETINGS = (
 _GREETING = re.compile(r"^(?:(?:" + "|".join(_GREETINGS) + r")\b[\s,!.]*)+(?:[A-Z][a-z]+)?[\s,!.]*$", re.I)
 
 
-def is_filler(sentence: str, cfg: SemanticConfig) -> bool:
+def is_filler(sentence: str, cfg: SemanticConfig, ws: list[str] | None = None) -> bool:
     """Questions, very short sentences, reactions with fewer than two fact-bearing words, greetings,
-    and requests to an assistant."""
+    and requests to an assistant. ``ws``: the sentence's ``words`` when already read."""
     if sentence.rstrip().endswith("?"):
         return True
-    ws = words(sentence)
-    return (
-        len(ws) < cfg.min_words
-        or len([w for w in content_of(ws) if w not in REACTION_WORDS]) < 2
-        or bool(_GREETING.match(sentence.strip()))
-        or bool(_REQUEST.match(sentence.strip()))
-    )
+    if ws is None:
+        ws = words(sentence)
+    if (
+        len(ws) < cfg.min_words or len(ws) - sum(map(_NO_FACT.__contains__, ws)) < 2
+    ):  # fact-bearing words, repeats too
+        return True
+    s = sentence.strip()
+    return bool(_GREETING.match(s) or _REQUEST.match(s))
 
 
 _NUMBER = re.compile(r"\d")
-_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+")
+_DIGITS = frozenset(digits)
+# a capitalised word, not the sentence's first nor one after a sentence end: (?<!^)(?<![.!?]\s)\b[A-Z][a-z]+,
+# its look-behinds taken after the capital (the search then skips to capitals)
+_NAME = re.compile(r"[A-Z](?<!^.)(?<![.!?]\s.)(?<!\w.)[a-z]+")
 
 
-def specificity(sentence: str) -> float:
+def specificity(sentence: str, ws: list[str] | None = None) -> int:
     """How much checkable fact a sentence carries, from the sentence alone: its distinct content
     words (reactions excluded), plus one for each distinct capitalised word inside it (names,
     places, titles) and one for each distinct number (dates, amounts) -- the words questions ask
-    about. Per sentence, so the bulk build and the live engine rank a message's sentences alike."""
-    ws = words(sentence)
-    cw = {w for w in content_of(ws) if w not in REACTION_WORDS}
-    names = set(_NAME.findall(sentence))
-    numbers = {w for w in ws if _NUMBER.search(w)}
-    return len(cw) + len(names) + len(numbers)
+    about. Per sentence, so the bulk build and the live engine rank a message's sentences alike.
+    ``ws``: the sentence's ``words`` when already read."""
+    if ws is None:
+        ws = words(sentence)
+    content = set(filterfalse(_NO_FACT.__contains__, ws))
+    # the words with a digit: content words, or digits alone (no other word bearing no fact holds one)
+    numbers = (
+        len(list(filter(_NUMBER.search, content))) + len(_DIGITS.intersection(ws))
+        if _NUMBER.search(sentence)
+        else 0
+    )
+    return len(content) + len(set(_NAME.findall(sentence))) + numbers
 
 
-def most_specific(sentences: list[str], cap: int) -> list[str]:
+def most_specific(sentences: list[str], cap: int, ws: list[list[str]] | None = None) -> list[str]:
     """The ``cap`` most specific sentences (ties: the earlier), in their original order; all when
     ``cap`` is 0 or not exceeded. A long assistant answer keeps its few densest sentences instead of
-    one node per sentence (its full text stays in the episode and the message)."""
+    one node per sentence (its full text stays in the episode and the message). ``ws``: each
+    sentence's ``words`` when already read."""
     if cap <= 0 or len(sentences) <= cap:
         return sentences
-    ranked = sorted(range(len(sentences)), key=lambda i: (-specificity(sentences[i]), i))[:cap]
-    return [sentences[i] for i in sorted(ranked)]
+    score = list(map(specificity, sentences, ws if ws is not None else map(words, sentences)))
+    return [sentences[i] for i in sorted(nlargest(cap, range(len(sentences)), key=score.__getitem__))]
 
 
 def _cut(sentence: str, max_words: int) -> str:
@@ -423,11 +421,13 @@ def _cut(sentence: str, max_words: int) -> str:
     return sentence if len(ws) <= max_words else " ".join(ws[:max_words]) + " ..."
 
 
+_PHOTO_OF = re.compile(r"^(a )?(photo|picture|image) of ")
+
+
 def message_statements(
     text: str, speaker: str, other: str, assistant: bool, cfg: SemanticConfig
 ) -> list[str]:
-    """One message's statements, in order (the rule as written; ``csrc/cpu/statements.cpp`` is it in
-    C++ for ASCII text and names): its sentences without filler, the most specific
+    """One message's statements, in order: its sentences without filler, the most specific
     ``max_per_message`` of them (a photo's caption counts), facts said inside questions where they
     leave room, each cut to ``max_statement_words`` words and decoupled (``other``: the speaker
     "you" is); ``assistant``: a chat role's turn, which yields nothing when short and is otherwise
@@ -437,15 +437,22 @@ def message_statements(
     photo = photo_caption(text)
     if photo:
         text = text[: photo[0]]
-    sentences = split_sentences(text)
     has_cap = bool(photo and photo[1].strip())
-    cands = [s for s in sentences if not is_filler(s, cfg)]
-    # facts said inside questions fill the places the message's plain statements leave
-    asked = [f for f in (stated_part(s) for s in sentences if s.endswith("?")) if not is_filler(f, cfg)]
+    cands: list[str] = []  # the plain sentences that are no filler, and their words
+    cand_ws: list[list[str]] = []
+    questions: list[str] = []  # split_sentences strips: these are filler, and may carry a fact
+    for s in split_sentences(text):
+        if s.endswith("?"):
+            questions.append(s)
+        elif not is_filler(s, cfg, ws := words(s)):
+            cands.append(s)
+            cand_ws.append(ws)
     n_max = cfg.max_per_message
     room = n_max - has_cap  # the caption counts
-    kept = most_specific(cands, room) if room > 0 else ([] if n_max else cands)
-    kept += asked[: max(0, room - len(kept))] if n_max else asked
+    kept = most_specific(cands, room, cand_ws) if room > 0 else ([] if n_max else cands)
+    if questions and (not n_max or room > len(kept)):  # facts said in questions fill the places left
+        asked = [f for f in map(stated_part, questions) if not is_filler(f, cfg)]
+        kept += asked[: room - len(kept)] if n_max else asked
     out = [decouple(_cut(s, cfg.max_statement_words), speaker, other) for s in kept]
     if assistant:  # what an assistant says is its answer, never a fact about the user: attributed to it
         out = [
@@ -453,55 +460,22 @@ def message_statements(
             for s in out
         ]
     if has_cap:
-        caption = re.sub(r"^(a )?(photo|picture|image) of ", "", photo[1].strip())
+        caption = _PHOTO_OF.sub("", photo[1].strip())
         out.append(f"{speaker} shared a photo of {caption}")
     return out
 
 
-try:  # message_statements in C++ for ASCII text and names (csrc/cpu/statements.cpp), when the module is built
-    from .._C import StatementRules
-
-    _native_statements = StatementRules(
-        _native_decouple,
-        set(_ABBREV),
-        set(STOPWORDS),
-        set(REACTION_WORDS),
-        list(_GREETINGS),
-        list(_REQUEST_LEADS),
-        list(_REQUEST_VERBS),
-        list(_REQUEST_OBJECTS),
-        list(_THAT_HEADS),
-        list(_ASK_JOINS),
-        list(_ASK_VERBS),
-        list(_INTERROGATIVES),
-        ASSISTANT_MIN_WORDS,
-    )
-except ImportError:
-    _native_statements = None
-
-
 def extract_statements(
-    conv: Conversation, episodes: list[Episode], cfg: SemanticConfig, *, native: bool = True
+    conv: Conversation, episodes: list[Episode], cfg: SemanticConfig
 ) -> list[SemanticNode]:
     """Statements of one conversation (before de-duplication), ids in order of appearance: each
-    message's ``message_statements``, one C++ call for the conversation's ASCII messages (``native``
-    and the module built), the reference for the others."""
+    message's ``message_statements``."""
     ep_of = {mid: ep.id for ep in episodes for mid in ep.message_ids}
     a, b = conv.speakers
-    msgs = conv.messages
-    others = [b if m.speaker == a else a for m in msgs]
-    assistant = [m.speaker.lower() in ASSISTANT_SPEAKERS for m in msgs]
-    limits = (cfg.min_words, cfg.max_per_message, cfg.max_statement_words)
-    said: list = [None] * len(msgs)
-    if native and _native_statements is not None and all(type(v) is int and abs(v) < 2**62 for v in limits):
-        said = _native_statements.statements(
-            [m.text for m in msgs], [m.speaker for m in msgs], others, assistant, *limits
-        )
     nodes: list[SemanticNode] = []
-    for m, other, asst, out in zip(msgs, others, assistant, said):
-        if out is None:
-            out = message_statements(m.text, m.speaker, other, asst, cfg)
-        for s in out:
+    for m in conv.messages:
+        assistant = m.speaker.lower() in ASSISTANT_SPEAKERS
+        for s in message_statements(m.text, m.speaker, b if m.speaker == a else a, assistant, cfg):
             nodes.append(
                 SemanticNode(
                     id=len(nodes),
@@ -568,12 +542,12 @@ def _best_prior(
 
 
 def match_duplicates(
-    old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK, native: bool = True
+    old_x: np.ndarray, new_x: np.ndarray, threshold: float, *, block: int = DEDUP_BLOCK, backend: str = "auto"
 ) -> np.ndarray:
     """The de-duplication rule, in blocks: in order, each new row merges into its most similar
     earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie, cosines
     compared exactly: :func:`first_best`) when the cosine exceeds ``threshold``, else it is kept; within a
-    block, one C++ pass when the compiled module is built (and ``native``), else :func:`dedup_block`. Returns, per new row, the position it merges into
+    block, one C++ pass when the compiled module is built (and ``backend`` is not ``reference``), else :func:`dedup_block`. Returns, per new row, the position it merges into
     among the old rows followed by the kept new rows, or -1 when kept. Memory is O(block * (block + d))
     whatever the sizes; work is O(new * (old + new) * d), the dense rule's."""
     n_old = len(old_x)
@@ -588,7 +562,7 @@ def match_duplicates(
             better = v > best
             best[better], arg[better] = v[better], n_old + j[better]
         inner = rows @ rows.T
-        fn = compiled("dedup_block") if native else None
+        fn = compiled("dedup_block", backend)
         if fn is not None and rows.dtype == np.float32 and type(threshold) is float:
             t_block = fn(inner, rows, best, arg, threshold, TIE_TOL, n_old + n_prev)
         else:

@@ -1,10 +1,11 @@
 """Hashed word features: each text's signed counts of its word unigrams and bigrams in ``dim`` buckets,
 the hashing embedder's arithmetic (``embed/hashing.py``). A feature's bucket and sign come from the
 64-bit BLAKE2b of its UTF-8 bytes (``hashlib.blake2b(digest_size=8)``, little-endian): bucket h % dim,
-sign +1 when bit 63 is set. Words are ``text.words`` (ASCII runs, lower-cased); counts are small
-integers, exact in any order. Host only: ``reference`` (Python, the rule as first written) and ``cpu``
-(C++, ``csrc/cpu/hashing.cpp``), equal to the last bit. Both remember the buckets of up to 2**20
-features per dim for the life of the process (a few hundred MB at most)."""
+sign +1 when bit 63 is set. Words are ``text.words`` (``text.word_runs``: the one word rule, in Python,
+for both backends); counts are small integers, exact in any order. Host only: ``reference`` (Python, the rule
+as first written) and ``cpu`` (the hashing and counting in C++, ``csrc/cpu/hashing.cpp``), equal to the
+last bit. Both remember the buckets of up to 2**20 features per dim for the life of the process (a
+few hundred MB at most)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""C++ CPU path of ``feature_counts`` (``xmemory_gpu._C.FeatureCounter``: BLAKE2b-64 and the word
-rule in C++, each feature's bucket remembered per dim, at most 2**20 features per dim)."""
+"""C++ CPU path of ``feature_counts``: each text's words from ``text.word_runs`` (the word rule, in
+Python), their bigrams, BLAKE2b-64 and the counts in ``xmemory_gpu._C.FeatureCounter``, each feature's
+bucket remembered per dim (at most 2**20 features per dim)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import os
 import threading
 
 import numpy as np
+
+from ...text import word_runs
 
 _COUNTERS: dict[int, object] = {}  # dim -> its FeatureCounter (the bucket memo lives there)
 _LOCK = threading.Lock()
@@ -32,4 +35,4 @@ def feature_counts(texts: list[str], dim: int) -> np.ndarray:
         counter = _COUNTERS.get(dim)
         if counter is None:
             counter = _COUNTERS[dim] = _C.FeatureCounter(dim)
-    return counter.counts(texts)
+    return counter.counts(list(map(word_runs, texts)))
