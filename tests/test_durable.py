@@ -13,42 +13,42 @@ import pytest
 from xmemory_gpu.memory.durable import write_durable
 from xmemory_gpu.ops.rows import compiled
 
-PATHS = [pytest.param(True, id="native"), pytest.param(False, id="python")]
+PATHS = [pytest.param("cpu", id="native"), pytest.param("reference", id="python")]
 
 
 def _files(folder, n, size=3000):
     return [(folder / f".f{i}.tmp", folder / f"f{i}", os.urandom(size + i)) for i in range(n)]
 
 
-@pytest.mark.parametrize("native", PATHS)
+@pytest.mark.parametrize("backend", PATHS)
 @pytest.mark.parametrize("threads", [1, 3, 8])
 @pytest.mark.parametrize("n", [7, 40])
-def test_every_file_lands_whole_and_no_temporary_stays(tmp_path, native, threads, n):
-    if native and compiled("write_durable") is None:
+def test_every_file_lands_whole_and_no_temporary_stays(tmp_path, backend, threads, n):
+    if backend == "cpu" and compiled("write_durable") is None:
         pytest.skip("the compiled module is not built")
     files = _files(tmp_path, n)
     (tmp_path / "f2").write_bytes(b"an older file of that name")  # replaced, as os.replace does
-    write_durable(files, threads=threads, native=native)
+    write_durable(files, threads=threads, backend=backend)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"f{i}" for i in range(n))
     for _, dst, data in files:
         assert dst.read_bytes() == data
-    write_durable([], native=native)
-    write_durable([(tmp_path / ".e.tmp", tmp_path / "empty", b"")], native=native)
+    write_durable([], backend=backend)
+    write_durable([(tmp_path / ".e.tmp", tmp_path / "empty", b"")], backend=backend)
     assert (tmp_path / "empty").read_bytes() == b""
 
 
-@pytest.mark.parametrize("native", PATHS)
+@pytest.mark.parametrize("backend", PATHS)
 @pytest.mark.parametrize("n", [3, 20])  # an fsync each; one sync of the file system for all
-def test_a_failed_file_raises_after_the_others_land(tmp_path, native, n):
+def test_a_failed_file_raises_after_the_others_land(tmp_path, backend, n):
     """The rename of file 1 fails (its name is a folder): OSError with errno and path, its temporary
     file removed; every other file is in place."""
-    if native and compiled("write_durable") is None:
+    if backend == "cpu" and compiled("write_durable") is None:
         pytest.skip("the compiled module is not built")
     files = _files(tmp_path, n)
     files[1][1].mkdir()
     (files[1][1] / "x").write_bytes(b"")  # a non-empty folder: no rename over it
     with pytest.raises(OSError) as info:
-        write_durable(files, threads=2, native=native)
+        write_durable(files, threads=2, backend=backend)
     assert info.value.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
     assert "f1" in str(info.value.filename)
     assert not files[1][0].exists()
@@ -56,7 +56,7 @@ def test_a_failed_file_raises_after_the_others_land(tmp_path, native, n):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     missing = [(tmp_path / "no such folder" / ".t.tmp", tmp_path / "no such folder" / "t", b"x")]
     with pytest.raises(FileNotFoundError):
-        write_durable(missing, native=native)
+        write_durable(missing, backend=backend)
 
 
 def test_the_native_writes_leave_the_interpreter_free(tmp_path):
@@ -88,14 +88,14 @@ def test_the_native_writes_leave_the_interpreter_free(tmp_path):
     assert longest < span["s"] / 2, (longest, span["s"])
 
 
-@pytest.mark.parametrize("native", PATHS)
-def test_many_files_in_two_folders_all_land(tmp_path, native):
+@pytest.mark.parametrize("backend", PATHS)
+def test_many_files_in_two_folders_all_land(tmp_path, backend):
     """Files of one call in two folders (no single file system sync covers them: an fsync each)."""
-    if native and compiled("write_durable") is None:
+    if backend == "cpu" and compiled("write_durable") is None:
         pytest.skip("the compiled module is not built")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     files = _files(tmp_path / "a", 10) + _files(tmp_path / "b", 10)
-    write_durable(files, threads=2, native=native)
+    write_durable(files, threads=2, backend=backend)
     assert all(dst.read_bytes() == data for _, dst, data in files)
     assert not [p for p in tmp_path.rglob("*.tmp")]

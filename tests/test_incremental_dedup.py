@@ -181,24 +181,24 @@ def test_the_native_block_rule_decides_as_the_python_loop(seed, block, threshold
         rng, d=int(rng.choice([3, 16, 37])), n_old=int(rng.integers(31, 60)), n_new=int(rng.integers(90, 160))
     )
     for prior in (old, old[:0]):
-        want = match_duplicates(prior, new, threshold, block=block, native=False)
-        got = match_duplicates(prior, new, threshold, block=block, native=True)
+        want = match_duplicates(prior, new, threshold, block=block, backend="reference")
+        got = match_duplicates(prior, new, threshold, block=block, backend="cpu")
         assert got.tolist() == want.tolist()
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_a_cosine_exactly_at_the_threshold_does_not_merge(native):
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_a_cosine_exactly_at_the_threshold_does_not_merge(backend):
     """Merging takes a cosine above the threshold: at the exact cosine of a pair, no merge; one float
     below it, a merge (both paths; the exact cosine is the left-to-right sum of exact products)."""
-    if native and compiled("dedup_block") is None:
+    if backend == "cpu" and compiled("dedup_block") is None:
         pytest.skip("the compiled module is not built")
     rng = np.random.default_rng(3)
     u = _unit(rng.standard_normal((1, 24)))
     v = _unit(u + 0.05 * _unit(rng.standard_normal((1, 24))))
     x = np.concatenate([u, v])
     c = float(_exact(v, u)[0, 0])
-    assert match_duplicates(x[:0], x, c, native=native).tolist() == [-1, -1]
-    assert match_duplicates(x[:0], x, float(np.nextafter(c, -np.inf)), native=native).tolist() == [-1, 0]
+    assert match_duplicates(x[:0], x, c, backend=backend).tolist() == [-1, -1]
+    assert match_duplicates(x[:0], x, float(np.nextafter(c, -np.inf)), backend=backend).tolist() == [-1, 0]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -220,5 +220,5 @@ def test_the_native_block_rule_keeps_the_loops_nan_and_float32_semantics(seed):
         for threshold in (0.92, 1.0, 0.5, 1500.0, -np.inf, np.nan):
             for block in (3, 64):
                 for prior in (old, old[:0]):
-                    want = match_duplicates(prior, new, threshold, block=block, native=False)
+                    want = match_duplicates(prior, new, threshold, block=block, backend="reference")
                     assert match_duplicates(prior, new, threshold, block=block).tolist() == want.tolist()

@@ -472,7 +472,7 @@ from xmemory_gpu.memory.store import Store, StoreError
 
 tmp, n = Path(sys.argv[1]), int(sys.argv[3])
 if sys.argv[2] == "python":
-    durable.compiled = lambda name: None
+    durable.compiled = lambda name, backend="auto": None
 data = write_json(generate_conversations(n, seed=5), tmp / "s.json")
 slices = [slice_from_memory(m) for m in build_memories(load_locomo(data), HashingEmbedder(32), XMemoryConfig())]
 st = Store.create(tmp / "store", dim=32, embedder="hashing-32", config={})

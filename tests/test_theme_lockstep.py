@@ -24,6 +24,7 @@ from xmemory_gpu.construct.themes import grow_themes, merge_candidates, merge_ca
 from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed.hashing import HashingEmbedder
+from xmemory_gpu.ops import available_backends
 from xmemory_gpu.ops.objective import Candidates, PartitionState, partition_objective, score_candidates
 from xmemory_gpu.ops.objective.state import objective_from_parts
 from xmemory_gpu.ops.rows import dot4
@@ -238,16 +239,17 @@ def test_lockstep_equals_per_conversation_on_synthetic_conversations(tmp_path):
         _check_lockstep([x for _, x in deduped], steps, cfg.theme, k=cfg.knn.k_themes)
 
 
-def test_native_graph_steps_equal_their_numpy_forms(rng, monkeypatch):
-    """The kNN upkeep's selection and offer steps (``_C.topk_select`` / ``_C.offer_rows``) leave the
-    graph exactly as the NumPy forms do, ties and padding included, under random inserts, moves and
+def test_cpu_graph_steps_equal_their_numpy_forms(rng):
+    """The kNN upkeep's selection and offer steps (the ops ``topk_select`` / ``offer_rows``) leave the
+    graph on ``cpu`` exactly as on ``reference``, ties and padding included, under random inserts, moves and
     removals (vectors on a coarse grid, so equal similarities are common)."""
     from xmemory_gpu.ops.knn import graph as graph_mod
 
-    def run(native: bool, seed: int):
-        monkeypatch.setattr(graph_mod, "_native", graph_mod._native if native else (lambda name: None))
+    def run(backend: str, seed: int):
         r = np.random.default_rng(seed)
-        g = graph_mod.KnnGraph(np.zeros((0, 6), np.float32), 4, drop_nonpositive=bool(seed % 2))
+        g = graph_mod.KnnGraph(
+            np.zeros((0, 6), np.float32), 4, drop_nonpositive=bool(seed % 2), backend=backend
+        )
         for _ in range(25):
             op = int(r.integers(0, 3))
             alive = np.flatnonzero(g.alive)
@@ -260,9 +262,9 @@ def test_native_graph_steps_equal_their_numpy_forms(rng, monkeypatch):
                 g.remove(r.choice(alive, size=1))
         return g.idx.copy(), g.sim.copy()
 
-    assert graph_mod._native("topk_select") is not None, "the compiled module is not built"
+    assert available_backends()["cpu"].available, "the compiled module is not built"
     for seed in rng.integers(0, 2**31, size=6).tolist():
-        fast, slow = run(True, seed), run(False, seed)
+        fast, slow = run("cpu", seed), run("reference", seed)
         np.testing.assert_array_equal(fast[0], slow[0])
         np.testing.assert_array_equal(fast[1], slow[1])
 

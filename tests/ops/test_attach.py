@@ -354,7 +354,7 @@ def test_merge_pairs_cpu_is_the_numpy_rule(seed):
         ]:
             kw = dict(k=k, tiny_size=tiny_size, merge_candidates=cands, size_cap=cap, pair_threshold=thr)
             got = merge_pairs(live, idx, sim, counts, n_slots, **kw)
-            want = merge_pairs(live, idx, sim, counts, n_slots, native=False, **kw)
+            want = merge_pairs(live, idx, sim, counts, n_slots, backend="reference", **kw)
             for g, w in zip(got, want):
                 assert g.dtype == np.int64 and np.array_equal(g, w), (seed, kw)
 
@@ -382,7 +382,7 @@ def test_merge_pairs_of_other_types_are_the_numpy_rule():
     ]
     for over, kover in cases:
         args, kws = {**base, **over}, {**kw, **kover}
-        want = merge_pairs(*args.values(), native=False, **kws)
+        want = merge_pairs(*args.values(), backend="reference", **kws)
         got = merge_pairs(*args.values(), **kws)
         assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want)), (over, kover)
 
@@ -479,17 +479,17 @@ def test_merge_pairs_batch_is_merge_pairs_memory_by_memory(seed):
     got = merge_pairs_batch(items, **kw)
     owner, t_ids, j_ids = [], [], []
     for b, (live, idx, sim, counts, ids, n_slots, k) in enumerate(items):
-        t, j = merge_pairs(live, idx, sim, counts, n_slots, k=k, native=False, **kw)
+        t, j = merge_pairs(live, idx, sim, counts, n_slots, k=k, backend="reference", **kw)
         owner += [b] * len(t)
         t_ids += ids[t].tolist()
         j_ids += ids[j].tolist()
     for g, w in zip(got, (owner, t_ids, j_ids)):
         assert g.dtype == np.int64
         np.testing.assert_array_equal(g, np.array(w, np.int64))
-    for g, w in zip(merge_pairs_batch(items, native=False, **kw), got):
+    for g, w in zip(merge_pairs_batch(items, backend="reference", **kw), got):
         np.testing.assert_array_equal(g, w)
     if items:  # a float64 cosine: not cast to float32, the NumPy rule for every item
         live, idx, sim, counts, ids, n_slots, k = items[0]
         mixed = [(live, idx, sim.astype(np.float64) + 1e-9, counts, ids, n_slots, k), *items[1:]]
-        for g, w in zip(merge_pairs_batch(mixed, **kw), merge_pairs_batch(mixed, native=False, **kw)):
+        for g, w in zip(merge_pairs_batch(mixed, **kw), merge_pairs_batch(mixed, backend="reference", **kw)):
             np.testing.assert_array_equal(g, w)

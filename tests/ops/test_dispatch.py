@@ -74,14 +74,30 @@ def test_implemented_backends():
         "token_entropy_logprob",
     )
     columns = ("pack_arrays", "join_utf8", "split_utf8", "container_views", "values_ok")
-    assert set(bk.registered_ops()) == set(ops) | {
+    rows = (
+        "add_rows_in_order",
+        "live_rows",
+        "take_rows2",
+        "row_norms",
+        "segment_sums",
+        "unit_rows",
+        "dot4_gram",
+        "drift_runs",
+    )
+    blocks = ("theme_sums", "top2_blocks", "f_blocks", "topk_select", "offer_rows")  # the partition state's
+    host_only = (
         "spherical_kmeans",
         "rowwise_linear",
         "feature_counts",
         "attach_rows",
         "attach_rows_batch",
+        "merge_pairs",
+        "merge_pairs_batch",
         *columns,
-    }
+        *rows,
+        *blocks,
+    )
+    assert set(bk.registered_ops()) == set(ops) | set(host_only)  # blocks, the kNN graph's upkeep
     for op in ops:  # every family has all four (entropy's cpu / cuda are torch's compiled kernels)
         assert implemented_backends(op) == ("reference", "cpu", "triton", "cuda"), op
     assert implemented_backends("spherical_kmeans") == (
@@ -98,8 +114,8 @@ def test_implemented_backends():
         "reference",
         "cpu",
     )  # many memories' attach loops in one call
-    for op in columns:  # host only: the store's file format
-        assert implemented_backends(op) == ("reference", "cpu"), op
+    for op in (*columns, *rows, *blocks, "merge_pairs", "merge_pairs_batch"):  # host only: the store's file
+        assert implemented_backends(op) == ("reference", "cpu"), op  # format, the construction's row helpers
     with pytest.raises(ValueError, match="unknown op 'knn'"):
         implemented_backends("knn")
     with pytest.raises(ValueError, match="unknown backends"):

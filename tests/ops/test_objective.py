@@ -208,16 +208,16 @@ def test_row_sums_in_order_equal_add_at_bit_for_bit(rng):
         x = rng.standard_normal((n + 5, d)) * rng.choice([1e-8, 1.0, 1e8], size=(n + 5, 1))
         sums = rng.standard_normal((k, d)) * rng.choice([0.0, 1.0, 1e6], size=(k, 1))
         theme, rows = rng.integers(0, k, n), rng.integers(0, n + 5, n)
-        for native, xs in (
-            (True, x),
-            (False, x),
-            (True, x.astype(np.float32)),
-            (False, x.astype(np.float32)),
+        for backend, xs in (
+            ("auto", x),
+            ("reference", x),
+            ("auto", x.astype(np.float32)),
+            ("reference", x.astype(np.float32)),
         ):
             want = sums.copy()
             np.add.at(want, theme, xs[rows])
             got = sums.copy()
-            add_rows_in_order(got, theme, xs, rows, native=native)  # C++ (when built) and the NumPy steps
+            add_rows_in_order(got, theme, xs, rows, backend=backend)  # C++ (when built) and the NumPy steps
             np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
 
 
@@ -898,11 +898,11 @@ def test_cpu_kernel_pass_is_the_finiteness_check(rng, dtype):
 
 def test_rows_of_the_sums_themselves_are_added_as_add_at():
     """x sharing memory with the sums: add.at reads a copy of x[rows]; so does add_rows_in_order."""
-    for native in (True, False):
+    for backend in ("auto", "reference"):
         s = np.arange(6, dtype=np.float64).reshape(2, 3) + 1
         want = s.copy()
         np.add.at(want, np.array([1, 0]), want.copy()[np.array([0, 1])])
-        add_rows_in_order(s, np.array([1, 0]), s, np.array([0, 1]), native=native)
+        add_rows_in_order(s, np.array([1, 0]), s, np.array([0, 1]), backend=backend)
         np.testing.assert_array_equal(s, want)
 
 
@@ -951,7 +951,7 @@ def test_top2_blocks_in_cpp_are_the_numpy_steps(seed):
     if seed % 4 == 2 and len(unit):
         unit[rng.integers(0, len(unit)), 0] = np.nan
     with np.errstate(invalid="ignore"):
-        got, want = top2_blocks(unit, off), top2_blocks(unit, off, native=False)
+        got, want = top2_blocks(unit, off), top2_blocks(unit, off, backend="reference")
     assert got[0].dtype == want[0].dtype == np.int64
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True), seed
     for b in range(len(sizes)):  # each pick's value is dot4 of its two rows
@@ -995,7 +995,7 @@ def test_theme_sums_in_cpp_are_the_numpy_steps(seed):
     if seed % 5 == 2:  # other integer types and a strided view: the wrapper's conversions
         rows, labels, x = rows.astype(np.int32), labels.astype(np.int32), np.asfortranarray(x)
     got = theme_sums(x, rows, labels, row_off, kept)
-    want = theme_sums(x, rows, labels, row_off, kept, native=False)
+    want = theme_sums(x, rows, labels, row_off, kept, backend="reference")
     for name, a, b in zip(("theme_off", "theme_label", "sums", "counts", "members"), got, want):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), (seed, name)
 
@@ -1018,7 +1018,7 @@ def test_theme_sums_in_cpp_refuse_what_does_not_fit():
 def test_f_blocks_are_objective_from_parts_per_block(seed):
     """f(P) of many blocks at once (the C++ pass and its NumPy steps) is ``objective_from_parts`` of
     each block to the bit: blocks of one theme, none, no nodes, tied and zero cosines, odd and even sizes."""
-    from xmemory_gpu.ops.objective.state import _f_blocks, objective_from_parts
+    from xmemory_gpu.ops.objective.state import f_blocks, objective_from_parts
 
     rng = np.random.default_rng(seed)
     k = rng.integers(0, 9, int(rng.integers(1, 12)))
@@ -1034,7 +1034,7 @@ def test_f_blocks_are_objective_from_parts_per_block(seed):
     n = np.array([int(counts[a:b].sum()) for a, b in zip(off[:-1], off[1:])], np.int64)
     n[rng.random(len(n)) < 0.2] = 0  # a block whose nodes are not counted: f is 0
     eps = 1e-8
-    got = [_f_blocks(norms, counts, s, off, n, eps, native=native) for native in (True, False)]
+    got = [f_blocks(norms, counts, s, off, n, eps, backend=backend) for backend in ("auto", "reference")]
     for b in range(len(k)):
         a, e = int(off[b]), int(off[b + 1])
         want = (

@@ -1,4 +1,4 @@
-"""The construction's fixed-order products (ops/rows.py): ``dot4_gram`` and ``drift_runs`` from the
+"""The construction's fixed-order products (ops/rows): ``dot4_gram`` and ``drift_runs`` from the
 compiled module equal their NumPy steps to the bit on fresh random inputs (every d modulo 32, float32
 and float64 rows, ragged hard cuts, thresholds at the cosines), and the drift rule is the per-message
 rule it replaced wherever no cosine sits within rounding of the threshold."""
@@ -21,7 +21,7 @@ needs_cpu = pytest.mark.skipif(
 def test_dot4_gram_is_the_numpy_order(rng, d):
     a = rng.standard_normal((int(rng.integers(0, 9)), d)).astype(np.float32)
     b = rng.standard_normal((int(rng.integers(0, 9)), d))
-    got, want = dot4_gram(a, b), dot4_gram(a, b, native=False)
+    got, want = dot4_gram(a, b), dot4_gram(a, b, backend="reference")
     assert got.shape == want.shape == (len(a), len(b)) and got.dtype == np.float64
     np.testing.assert_array_equal(got, want)
     if len(a) and len(b) and d:
@@ -44,7 +44,7 @@ def test_drift_runs_in_cpp_are_the_numpy_loop(seed):
     for min_messages in (0, 1, 3):
         for thr in (-1.0, 0.3, 0.6, 0.9, 1.1):
             got = drift_runs(x, hard, min_messages, thr)
-            want = drift_runs(x, hard, min_messages, thr, native=False)
+            want = drift_runs(x, hard, min_messages, thr, backend="reference")
             assert got.dtype == np.int64 and np.array_equal(got, want), (seed, min_messages, thr)
             assert (
                 got[0] == 0
@@ -126,14 +126,14 @@ def test_boundary_runs_are_the_per_message_rule():
 def test_drift_runs_of_float64_rows_are_not_cast(rng, monkeypatch):
     """float64 rows take the NumPy loop as they are (a cast to float32 could move a cut); float32 rows
     the C++ pass."""
-    from xmemory_gpu.ops import rows
+    from xmemory_gpu import _C
 
     calls = []
-    native = rows.compiled("drift_runs")
-    monkeypatch.setattr(rows, "compiled", lambda name: lambda *a: calls.append(a[0].dtype) or native(*a))
+    native = _C.drift_runs
+    monkeypatch.setattr(_C, "drift_runs", lambda *a: calls.append(a[0].dtype) or native(*a))
     x = _unit(rng, 30, 16)
     hard = np.zeros(30, bool)
-    want = drift_runs(x.astype(np.float64), hard, 1, 0.5, native=False)
+    want = drift_runs(x.astype(np.float64), hard, 1, 0.5, backend="reference")
     assert np.array_equal(drift_runs(x.astype(np.float64), hard, 1, 0.5), want) and calls == []
     assert np.array_equal(drift_runs(x, hard, 1, 0.5), want) and calls == [np.float32]
 
@@ -147,13 +147,13 @@ def test_drift_cuts_at_the_dot4_cosine_exactly(rng, d):
     hard = np.zeros(6, bool)
     acc = x[0].astype(np.float64) + x[1] + x[2]  # the run's sum as the rule adds it
     cos = float(dot4(x[3].astype(np.float64), acc)) / float(np.sqrt(dot4(acc, acc)))
-    for native in (True, False):
-        starts = drift_runs(x[:4], hard[:4], 3, cos, native=native).tolist()
-        assert starts == [0], (native, starts)
-        assert drift_runs(x[:4], hard[:4], 3, float(np.nextafter(cos, 2.0)), native=native).tolist() == [
+    for backend in ("cpu", "reference"):
+        starts = drift_runs(x[:4], hard[:4], 3, cos, backend=backend).tolist()
+        assert starts == [0], (backend, starts)
+        assert drift_runs(x[:4], hard[:4], 3, float(np.nextafter(cos, 2.0)), backend=backend).tolist() == [
             0,
             3,
-        ], native
+        ], backend
 
 
 def test_construction_decides_on_dot4_products(monkeypatch):
@@ -216,8 +216,8 @@ def test_take_rows2_is_a_concatenation_then_a_gather(dtype, shape):
         b = (rng.standard_normal((nb, *shape)) * 9).astype(dtype)
         take = rng.integers(0, max(na + nb, 1), 11 if na + nb else 0)
         want = np.concatenate([a, b])[take]
-        for native in (True, False):
-            got = take_rows2(a, b, take, native=native)
+        for backend in ("auto", "reference"):
+            got = take_rows2(a, b, take, backend=backend)
             assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
     fn = compiled("take_rows2")
     if fn is not None:
@@ -251,13 +251,14 @@ def test_row_norms_and_unit_rows_in_cpp_are_numpys_bits(seed):
                 unit = np.divide(x, want[:, None], out=np.zeros_like(x), where=want[:, None] > 0)
                 got = row_norms(x)
                 assert (
-                    got.tobytes() == want.tobytes() and row_norms(x, native=False).tobytes() == want.tobytes()
+                    got.tobytes() == want.tobytes()
+                    and row_norms(x, backend="reference").tobytes() == want.tobytes()
                 )
                 assert row_norms(x, keepdims=True).shape == (m, 1)
-                assert unit_rows(x).tobytes() == unit.tobytes() == unit_rows(x, native=False).tobytes()
+                assert unit_rows(x).tobytes() == unit.tobytes() == unit_rows(x, backend="reference").tobytes()
                 assert unit_rows(x, dtype=np.float32).tobytes() == unit.astype(np.float32).tobytes()
                 assert (
-                    unit_rows(x, dtype=np.float32, native=False).tobytes()
+                    unit_rows(x, dtype=np.float32, backend="reference").tobytes()
                     == unit.astype(np.float32).tobytes()
                 )
 
@@ -273,8 +274,8 @@ def test_segment_sums_are_numpys_sum_of_each_slice(seed):
     off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     v = rng.standard_normal(int(off[-1])) * 10.0 ** rng.integers(-5, 6, int(off[-1]))
     want = np.array([v[a:b].sum() for a, b in zip(off[:-1], off[1:])])
-    for native in (True, False):
-        assert segment_sums(v, off, native=native).tobytes() == want.tobytes()
+    for backend in ("auto", "reference"):
+        assert segment_sums(v, off, backend=backend).tobytes() == want.tobytes()
     assert segment_sums(v, off[:1]).shape == (0,)
 
 
@@ -292,7 +293,7 @@ def test_live_rows_in_cpp_are_the_numpy_gather(seed):
         cap = int(rng.integers(0, 20))
         alive = rng.random(cap) < rng.choice([0.0, 0.5, 1.0])
         items.append((alive, rng.standard_normal((cap, d)), int(rng.integers(0, cap + 1))))
-    got, want = live_rows(items, d), live_rows(items, d, native=False)
+    got, want = live_rows(items, d), live_rows(items, d, backend="reference")
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)

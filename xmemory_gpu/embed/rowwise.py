@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.backends import is_available
-from ..ops.linear import PackedLinear, pack_linear, rowwise_linear
+from ..ops.linear import PackedLinear, pack_linear, rowwise_linear, runs_compiled
 
 
 class RowwiseForward:
@@ -53,12 +52,9 @@ def routable(model: Any) -> bool:
 
 
 def kernel_built() -> bool:
-    """True when the C++ module is importable and has the dense-layer kernel."""
-    if not is_available("cpu"):
-        return False
-    from .. import _C
-
-    return hasattr(_C, "rowwise_linear")
+    """True when ``ops.linear.rowwise_linear`` runs its C++ kernel here (``XMEMORY_BACKEND=reference``:
+    not, and the layers keep ``F.linear``)."""
+    return runs_compiled()
 
 
 def route_dense_layers(model: Any) -> int:

@@ -20,14 +20,15 @@ from pathlib import Path
 from ..ops.rows import compiled
 
 
-def write_durable(files: list[tuple[Path, Path, bytes]], *, threads: int = 8, native: bool = True) -> None:
+def write_durable(files: list[tuple[Path, Path, bytes]], *, threads: int = 8, backend: str = "auto") -> None:
     """Each ``(tmp, dst, data)``: ``data`` to ``tmp`` (created or truncated), on disk, renamed to
     ``dst``, up to ``threads`` at once. Every file is attempted; the first that failed (in order)
-    raises ``OSError`` after all are done (its ``tmp`` removed; the others are in place)."""
+    raises ``OSError`` after all are done (its ``tmp`` removed; the others are in place).
+    ``backend="reference"``: Python's steps even where the C++ call is built."""
     tmps, dsts = [os.fsencode(t) for t, _, _ in files], [os.fsencode(d) for _, d, _ in files]
     if any(b"\0" in p for p in (*tmps, *dsts)):
         raise ValueError("write_durable: embedded null byte in a path")
-    fn = compiled("write_durable") if native else None
+    fn = compiled("write_durable", backend)
     if fn is not None and all(type(data) is bytes for _, _, data in files):
         failed = fn(tmps, dsts, [data for _, _, data in files], threads)
         if failed:

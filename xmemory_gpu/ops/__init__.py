@@ -2,7 +2,9 @@
 CPU path and GPU paths (Triton, CUDA C++), and four host-only ops: the theme stage's attach loop
 (attach) and seeded k-means of the theme splits (kmeans), the sentence encoder's batch-invariant dense
 layer (linear) and the hashing embedder's word-feature counts (features), each a reference and C++,
-plus the store's file format (columns: a memory's arrays as one container, text columns as UTF-8),
+plus the store's file format (columns: a memory's arrays as one container, text columns as UTF-8)
+and the construction's exact-bit row helpers (``rows``; the partition state's blocks in
+``objective.state``; the theme merge pairs in ``attach``), each a reference and C++ equal to the bit,
 behind one contract in three modules:
 
 - ``backends``: which backends exist and can run here (``available_backends``), which each op

@@ -206,6 +206,21 @@ def host_backend(backend: str) -> str:
     return name
 
 
+_HOST_IMPLS: dict[tuple[str, str, str | None], Callable[..., Any]] = {}
+
+
+def host_implementation(op: str, backend: str = "auto") -> Callable[..., Any]:
+    """The function running host-only ``op`` for a caller's ``backend`` (``auto``: ``XMEMORY_BACKEND``,
+    a GPU name the host's best; see ``host_backend``), resolved once per (op, backend, override): the
+    row helpers run per theme block, where resolving each call would cost more than the arithmetic."""
+    key = (op, backend, os.environ.get("XMEMORY_BACKEND") if backend == "auto" else None)
+    fn = _HOST_IMPLS.get(key)
+    if fn is None:
+        name = resolve_backend(op, host_backend(backend) if backend == "auto" else backend, on_cuda=False)
+        fn = _HOST_IMPLS[key] = implementation(op, name)
+    return fn
+
+
 def resolve_backend(
     op: str,
     backend: str,
@@ -255,6 +270,7 @@ __all__ = [
     "HOST_BACKENDS",
     "available_backends",
     "gpu_preference",
+    "host_implementation",
     "implementation",
     "implemented_backends",
     "interpreting_triton",

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends import host_backend, implementation, register, resolve_backend
-from ..rows import compiled
-from . import reference
+from ..backends import host_backend, host_implementation, implementation, register, resolve_backend
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
 register("attach_rows", __name__, _ALL)
 register("attach_rows_batch", __name__, _ALL)
+register("merge_pairs", __name__, _ALL)
+register("merge_pairs_batch", __name__, _ALL)
 
 
 def attach_rows(
@@ -126,7 +126,7 @@ def merge_pairs(
     merge_candidates: int,
     size_cap: int,
     pair_threshold: float,
-    native: bool = True,
+    backend: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
     """A memory's merge candidates from its theme graph, as slots (t [P], j [P]) int64, in the order the
     per-theme rule meets them. Graph row r is live slot ``live[r]`` ([L] int64), its neighbours
@@ -134,32 +134,21 @@ def merge_pairs(
     descending); ``counts`` [cap] int64 per slot. t = live[r] offers its neighbours j in graph order (the
     first ``max(merge_candidates, 1)`` when t is tiny, ``counts[t] <= tiny_size``, else all ``k``); a
     pair counts when the two fit under ``size_cap`` and t is tiny or the cosine (as float64) reaches
-    ``pair_threshold``; each unordered pair once, as first met. One C++ pass when the compiled module is
-    built (and ``native``) and the inputs are of the types above (Python ints, a float threshold),
-    else ``reference.merge_pairs``' vectorised steps (no cast that could change an answer)."""
-    fn = compiled("merge_pairs") if native else None
-    if (
-        fn is None
-        or live.dtype != np.int64
-        or idx.dtype != np.int32
-        or sim.dtype != np.float32
-        or counts.dtype != np.int64
-        or not all(type(v) is int for v in (n_slots, k, tiny_size, merge_candidates, size_cap))
-        or type(pair_threshold) is not float
-    ):
-        return reference.merge_pairs(
-            live,
-            idx,
-            sim,
-            counts,
-            n_slots,
-            k=k,
-            tiny_size=tiny_size,
-            merge_candidates=merge_candidates,
-            size_cap=size_cap,
-            pair_threshold=pair_threshold,
-        )
-    return fn(live, idx, sim, counts, n_slots, k, tiny_size, merge_candidates, size_cap, pair_threshold)
+    ``pair_threshold``; each unordered pair once, as first met. ``cpu``: one C++ pass when the inputs
+    are of the types above (Python ints, a float threshold), else ``reference``'s vectorised steps (no
+    cast that could change an answer)."""
+    return host_implementation("merge_pairs", backend)(
+        live,
+        idx,
+        sim,
+        counts,
+        n_slots,
+        k=k,
+        tiny_size=tiny_size,
+        merge_candidates=merge_candidates,
+        size_cap=size_cap,
+        pair_threshold=pair_threshold,
+    )
 
 
 def merge_pairs_batch(
@@ -169,49 +158,19 @@ def merge_pairs_batch(
     merge_candidates: int,
     size_cap: int,
     pair_threshold: float,
-    native: bool = True,
+    backend: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``merge_pairs`` of many memories, as theme ids: each item ``(live, idx, sim, counts, ids, n_slots,
     k)``, ``ids [cap]`` int64 the theme id of each slot. Returns (item [P], t ids [P], j ids [P]) int64:
-    item 0's pairs in its rule's order, then item 1's, ... One C++ call when the compiled module is
-    built (and ``native``) and every item is of the types ``merge_pairs`` runs natively, else
-    ``merge_pairs`` item by item."""
-    fn = compiled("merge_pairs_batch") if native else None
-    if (
-        fn is not None
-        and type(pair_threshold) is float
-        and all(type(v) is int for v in (tiny_size, merge_candidates, size_cap))
-        and all(
-            live.dtype == np.int64
-            and idx.dtype == np.int32
-            and sim.dtype == np.float32
-            and counts.dtype == np.int64
-            and ids.dtype == np.int64
-            and type(n_slots) is int
-            and type(k) is int
-            for live, idx, sim, counts, ids, n_slots, k in items
-        )
-    ):
-        return fn(items, tiny_size, merge_candidates, size_cap, pair_threshold)
-    owner, t_ids, j_ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for b, (live, idx, sim, counts, ids, n_slots, k) in enumerate(items):
-        t, j = merge_pairs(
-            live,
-            idx,
-            sim,
-            counts,
-            n_slots,
-            k=k,
-            tiny_size=tiny_size,
-            merge_candidates=merge_candidates,
-            size_cap=size_cap,
-            pair_threshold=pair_threshold,
-            native=native,
-        )
-        owner.append(np.full(t.size, b, np.int64))
-        t_ids.append(np.asarray(ids[t], np.int64))
-        j_ids.append(np.asarray(ids[j], np.int64))
-    return np.concatenate(owner), np.concatenate(t_ids), np.concatenate(j_ids)
+    item 0's pairs in its rule's order, then item 1's, ... ``cpu``: one C++ call when every item is of
+    the types ``merge_pairs`` runs in C++, else ``merge_pairs`` item by item."""
+    return host_implementation("merge_pairs_batch", backend)(
+        items,
+        tiny_size=tiny_size,
+        merge_candidates=merge_candidates,
+        size_cap=size_cap,
+        pair_threshold=pair_threshold,
+    )
 
 
 __all__ = ["attach_rows", "attach_rows_batch", "merge_pairs", "merge_pairs_batch"]

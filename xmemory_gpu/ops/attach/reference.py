@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..rows import dot4
@@ -77,3 +79,33 @@ def merge_pairs(
     key = np.minimum(t_s, j_s) * n_slots + np.maximum(t_s, j_s)
     first = np.sort(np.unique(key, return_index=True)[1])
     return t_s[first], j_s[first]
+
+
+def merge_pairs_batch(
+    items: list[tuple],
+    *,
+    tiny_size: int,
+    merge_candidates: int,
+    size_cap: int,
+    pair_threshold: float,
+    pairs: Callable[..., tuple[np.ndarray, np.ndarray]] = merge_pairs,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``ops.attach.merge_pairs_batch``: ``pairs`` (default ``merge_pairs``) item by item, as theme ids."""
+    owner, t_ids, j_ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for b, (live, idx, sim, counts, ids, n_slots, k) in enumerate(items):
+        t, j = pairs(
+            live,
+            idx,
+            sim,
+            counts,
+            n_slots,
+            k=k,
+            tiny_size=tiny_size,
+            merge_candidates=merge_candidates,
+            size_cap=size_cap,
+            pair_threshold=pair_threshold,
+        )
+        owner.append(np.full(t.size, b, np.int64))
+        t_ids.append(np.asarray(ids[t], np.int64))
+        j_ids.append(np.asarray(ids[j], np.int64))
+    return np.concatenate(owner), np.concatenate(t_ids), np.concatenate(j_ids)

@@ -17,6 +17,8 @@ from ._torch import search_wide_k
 _ALL = {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"}  # backend -> module
 register("knn_graph", __name__, _ALL)
 register("knn_search", __name__, _ALL)
+for _op in ("topk_select", "offer_rows"):  # ``KnnGraph``'s upkeep steps (host only)
+    register(_op, __name__, {"reference": "reference", "cpu": "cpu"})
 
 GPU = GPU_BACKENDS
 MAX_K_GPU = 64  # the GPU kernels keep a register top-k of at most 64 (ops/knn/triton.py MAX_K, kKnnMaxK)

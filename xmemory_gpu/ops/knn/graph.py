@@ -4,19 +4,19 @@ Rows keep their ids; removed rows become dead (no neighbours, in nobody's list) 
 ``compact()``. Every operation costs O(rows of the touched segment x d) per changed row:
 never a from-scratch rebuild. Host NumPy state; similarities are float32 dot products of
 unit rows (NumPy products), ties to the lower row id (as the reference). The selection of each
-list and the offer of new rows to the others run in the compiled module (``_C.topk_select``,
-``_C.offer_rows``) on those products, so the lists are the NumPy steps' to the bit.
+list and the offer of new rows to the others are the host ops ``topk_select`` and ``offer_rows``
+(``reference``: NumPy; ``cpu``: one C++ call each, on those products, the lists the NumPy steps' to
+the bit), run on the graph's ``backend``.
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from ..backends import host_implementation
 from ..checks import check_float_matrix, check_index, check_k
 from ..devices import host
-from .reference import topk_rows
+from ..rows import compiled
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -27,57 +27,31 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
 
 
-def _topk_per_row(
-    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """``topk_rows`` with ids given per row: sims, ids [r, c] (id -1 with sim -inf for an empty
-    entry) -> the k best of each row, ties to the lower id, as (idx [r, k] int32, sim [r, k] float32)."""
-    r = sims.shape[0]
-    idx = np.full((r, k), -1, dtype=np.int32)
-    out = np.full((r, k), -np.inf, dtype=np.float32)
-    s32 = sims.astype(np.float32)  # rank at output precision, as topk_rows
-    order = np.lexsort((ids, -s32), axis=1)[:, :k]
-    top, top_ids = np.take_along_axis(s32, order, axis=1), np.take_along_axis(ids, order, axis=1)
-    valid = np.isfinite(top) & (top_ids >= 0) & ((top > 0) if drop_nonpositive else True)
-    m = order.shape[1]
-    idx[:, :m] = np.where(valid, top_ids, -1)
-    out[:, :m] = np.where(valid, top, -np.inf)
-    return idx, out
-
-
-@functools.cache
-def _native(name: str):
-    """``_C.<name>`` (the upkeep's selection and offer steps) when the compiled module is built, else None
-    (their NumPy forms)."""
-    try:
-        from ... import _C
-    except ImportError:
-        return None
-    return getattr(_C, name)
+_native = compiled  # (the cached lookup benchmarks/bench_build.py clears; the upkeep runs on ops)
 
 
 def _select(
-    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool
+    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool, backend: str = "auto"
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k best of each row of float32 ``sims [r, c]`` (ids ``[c]`` shared or ``[r, c]``, -1 empty), ties
-    to the lower id, as (idx [r, k] int32, sim [r, k] float32): one native call, else ``topk_rows`` /
-    ``_topk_per_row`` (the same selection; the sims are the caller's, so their bits are kept)."""
-    native = _native("topk_select")
-    if native is not None:
-        return native(
-            np.ascontiguousarray(sims, np.float32), np.ascontiguousarray(ids, np.int64), k, drop_nonpositive
-        )
-    if ids.ndim == 1:
-        return topk_rows(sims.astype(np.float64), ids, k, drop_nonpositive)
-    return _topk_per_row(sims, ids, k, drop_nonpositive)
+    to the lower id, as (idx [r, k] int32, sim [r, k] float32): the op ``topk_select`` (the sims are the
+    caller's, so their bits are kept)."""
+    return host_implementation("topk_select", backend)(sims, ids, k, drop_nonpositive)
 
 
 class KnnGraph:
     def __init__(
-        self, x: np.ndarray, k: int, *, segment_of: np.ndarray | None = None, drop_nonpositive: bool = False
+        self,
+        x: np.ndarray,
+        k: int,
+        *,
+        segment_of: np.ndarray | None = None,
+        drop_nonpositive: bool = False,
+        backend: str = "auto",
     ) -> None:
         self.k = check_k("k", k)
         self.drop_nonpositive = drop_nonpositive
+        self.backend = backend  # of the upkeep's ops ``topk_select`` and ``offer_rows`` (host only)
         self._x = _unit(host(check_float_matrix("x", x)))
         n = self._x.shape[0]
         self._seg = np.zeros(n, np.int64) if segment_of is None else np.asarray(segment_of, np.int64).copy()
@@ -155,11 +129,11 @@ class KnnGraph:
             peers = self._peers(seg)
             sims = self._dots(peers, r).T
             sims[peers[None, :] == r[:, None]] = -np.inf  # self excluded
-            self._idx[r], self._sim[r] = _select(sims, peers, self.k, self.drop_nonpositive)
+            self._idx[r], self._sim[r] = _select(sims, peers, self.k, self.drop_nonpositive, self.backend)
 
     def _offer(self, new_rows: np.ndarray) -> None:
         """Let alive rows not in ``new_rows`` take any of ``new_rows`` that beat their k-th neighbour."""
-        native = _native("offer_rows")
+        offer = host_implementation("offer_rows", self.backend)
         for seg, cand in self._segments(np.asarray(new_rows, dtype=np.int64)):
             cand = cand[self._alive[cand]]
             peers = self._peers(seg)
@@ -168,35 +142,7 @@ class KnnGraph:
             others = peers[keep]
             if cand.size == 0 or others.size == 0:
                 continue
-            if native is not None:  # the merge below, one native pass writing the lists in place
-                native(
-                    self._dots(peers, cand)[keep], others, cand, self._idx, self._sim, self.drop_nonpositive
-                )
-                continue
-            s = self._dots(peers, cand)[keep].astype(np.float64)
-            if self.drop_nonpositive:
-                s[s <= 0] = -np.inf
-            kth = self._sim[others, -1].astype(np.float64)
-            kth_id = self._idx[others, -1]
-            beats = (s > kth[:, None]) | (
-                (s == kth[:, None])
-                & (cand[None, :] < np.where(kth_id < 0, np.iinfo(np.int32).max, kth_id)[:, None])
-            )
-            hit = np.flatnonzero(beats.any(axis=1))
-            if hit.size == 0:
-                continue
-            rows = others[hit]
-            listed = self._idx[rows].astype(np.int64)
-            stale = (listed < 0) | is_cand[
-                listed
-            ]  # a listed candidate comes back with its fresh sim (-1 reads False)
-            ids = np.concatenate(
-                [np.where(stale, -1, listed), np.broadcast_to(cand, (rows.size, cand.size))], axis=1
-            )
-            sims = np.concatenate(
-                [np.where(stale, -np.inf, self._sim[rows].astype(np.float64)), s[hit]], axis=1
-            )
-            self._idx[rows], self._sim[rows] = _topk_per_row(sims, ids, self.k, self.drop_nonpositive)
+            offer(self._dots(peers, cand)[keep], others, cand, self._idx, self._sim, self.drop_nonpositive)
 
     def _holders(self, rows: np.ndarray) -> np.ndarray:
         """Alive rows whose neighbour list contains any of ``rows``."""

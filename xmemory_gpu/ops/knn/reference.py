@@ -74,3 +74,66 @@ def knn_search(
             continue
         idx[qs:qe], sim[qs:qe] = topk_rows(qn[qs:qe] @ xn[xs:xe].T, np.arange(xs, xe), k, drop_nonpositive)
     return idx, sim
+
+
+# ---- ``KnnGraph``'s upkeep steps (``graph.py``) ------------------------------------------------------
+
+
+def topk_per_row(
+    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``topk_rows`` with ids given per row: sims, ids [r, c] (id -1 with sim -inf for an empty
+    entry) -> the k best of each row, ties to the lower id, as (idx [r, k] int32, sim [r, k] float32)."""
+    r = sims.shape[0]
+    idx = np.full((r, k), -1, dtype=np.int32)
+    out = np.full((r, k), -np.inf, dtype=np.float32)
+    s32 = sims.astype(np.float32)  # rank at output precision, as topk_rows
+    order = np.lexsort((ids, -s32), axis=1)[:, :k]
+    top, top_ids = np.take_along_axis(s32, order, axis=1), np.take_along_axis(ids, order, axis=1)
+    valid = np.isfinite(top) & (top_ids >= 0) & ((top > 0) if drop_nonpositive else True)
+    m = order.shape[1]
+    idx[:, :m] = np.where(valid, top_ids, -1)
+    out[:, :m] = np.where(valid, top, -np.inf)
+    return idx, out
+
+
+def topk_select(
+    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k best of each row of float32 ``sims [r, c]`` (ids ``[c]`` shared or ``[r, c]``, -1 empty), ties
+    to the lower id, as (idx [r, k] int32, sim [r, k] float32)."""
+    if ids.ndim == 1:
+        return topk_rows(sims.astype(np.float64), ids, k, drop_nonpositive)
+    return topk_per_row(sims, ids, k, drop_nonpositive)
+
+
+def offer_rows(
+    dots: np.ndarray,
+    others: np.ndarray,
+    cand: np.ndarray,
+    idx: np.ndarray,
+    sim: np.ndarray,
+    drop_nonpositive: bool,
+) -> None:
+    """Rows ``others`` [O] take any of the rows ``cand`` [C] that beat their k-th neighbour (``dots``
+    [O, C] float32 their similarities), in place in the lists ``idx`` [cap, k] int32 / ``sim`` [cap, k]
+    float32; a listed candidate comes back with its fresh similarity."""
+    s = dots.astype(np.float64)
+    if drop_nonpositive:
+        s[s <= 0] = -np.inf
+    kth = sim[others, -1].astype(np.float64)
+    kth_id = idx[others, -1]
+    beats = (s > kth[:, None]) | (
+        (s == kth[:, None]) & (cand[None, :] < np.where(kth_id < 0, np.iinfo(np.int32).max, kth_id)[:, None])
+    )
+    hit = np.flatnonzero(beats.any(axis=1))
+    if hit.size == 0:
+        return
+    is_cand = np.zeros(idx.shape[0] + 1, dtype=bool)  # the last entry, False, is what id -1 reads
+    is_cand[cand] = True
+    rows = others[hit]
+    listed = idx[rows].astype(np.int64)
+    stale = (listed < 0) | is_cand[listed]
+    ids = np.concatenate([np.where(stale, -1, listed), np.broadcast_to(cand, (rows.size, cand.size))], axis=1)
+    sims = np.concatenate([np.where(stale, -np.inf, sim[rows].astype(np.float64)), s[hit]], axis=1)
+    idx[rows], sim[rows] = topk_per_row(sims, ids, idx.shape[1], drop_nonpositive)

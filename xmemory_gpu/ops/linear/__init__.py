@@ -50,6 +50,20 @@ def pack_linear(weight: Any, bias: Any = None, *, backend: str = "auto") -> Pack
     return PackedLinear(w, b, _pack(_host_backend(backend), w))
 
 
+def runs_compiled(backend: str = "auto") -> bool:
+    """True when ``rowwise_linear`` with ``backend`` runs the C++ kernel here: ``cpu`` is usable, has
+    the dense-layer kernel, and ``backend`` (``auto``: ``XMEMORY_BACKEND``) resolves to it."""
+    try:
+        name = _host_backend(backend)
+    except ValueError:
+        return False
+    if name != "cpu":
+        return False
+    from .cpu import kernel_built
+
+    return kernel_built()
+
+
 def _host_backend(backend: str) -> str:
     """The backend a call runs on: ``auto`` (``XMEMORY_BACKEND`` naming a GPU path included: the op is
     host only) picks the host's best; an explicit GPU backend raises."""

@@ -8,6 +8,13 @@ import numpy as np
 _NO_BIAS = np.zeros(0, np.float32)
 
 
+def kernel_built() -> bool:
+    """True when the built module has the dense-layer kernel."""
+    from ... import _C
+
+    return hasattr(_C, "rowwise_linear")
+
+
 def pack_panels(w: np.ndarray) -> np.ndarray:
     """W [N, K] float32 as the kernel's [ceil(N / 32), K, 32] zero-padded column panels."""
     from ... import _C

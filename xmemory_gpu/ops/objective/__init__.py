@@ -25,6 +25,8 @@ from .state import Candidates, PartitionState
 _ALL = {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"}  # backend -> module
 register("partition_objective", __name__, _ALL)
 register("score_candidates", __name__, _ALL)
+for _op in ("theme_sums", "top2_blocks", "f_blocks"):  # the partition state's blocks (host only)
+    register(_op, __name__, {"reference": "reference", "cpu": "cpu"})
 
 
 def partition_objective(

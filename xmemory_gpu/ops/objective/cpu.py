@@ -57,3 +57,59 @@ def score_candidates(state, cands) -> np.ndarray:
         cands.members,
         state.eps,
     )
+
+
+# ---- the partition state's blocks (``state.py``) ---------------------------------------------------
+
+
+def theme_sums(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.ndarray, kept) -> tuple:
+    """``state.theme_sums`` in one C++ pass (``csrc/cpu/partition.cpp``) when x is C-contiguous float64,
+    else the NumPy steps of ``reference.theme_sums``."""
+    from .reference import theme_sums as numpy_steps
+    from .state import _Kept
+
+    if not (x.dtype == np.float64 and x.flags.c_contiguous):
+        return numpy_steps(x, rows, labels, row_off, kept)
+    nb, d = len(row_off) - 1, x.shape[1]
+    if kept is None:
+        kept = _Kept(
+            np.zeros(nb + 1, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros((0, d)),
+            np.zeros(0, bool),
+            np.zeros(nb, np.int64),
+        )
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    return _c().theme_blocks(
+        x,
+        i64(rows),
+        i64(labels),
+        i64(row_off),
+        i64(kept.theme_off),
+        i64(kept.theme_label),
+        np.ascontiguousarray(kept.theme_sum, dtype=np.float64),
+        np.ascontiguousarray(kept.keep, dtype=bool),
+        i64(kept.tail),
+    )
+
+
+def top2_blocks(unit: np.ndarray, theme_off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``state.top2_blocks`` in one C++ call."""
+    return _c().top2_blocks(
+        np.ascontiguousarray(unit, dtype=np.float64), np.ascontiguousarray(theme_off, dtype=np.int64)
+    )
+
+
+def f_blocks(
+    norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray, eps: float
+) -> np.ndarray:
+    """``state.f_blocks`` in one C++ pass (``csrc/cpu/rows.cpp``)."""
+    i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    return _c().f_blocks(
+        np.ascontiguousarray(norms, dtype=np.float64),
+        i64(counts),
+        np.ascontiguousarray(s, dtype=np.float64),
+        i64(theme_off),
+        i64(n),
+        float(eps),
+    )

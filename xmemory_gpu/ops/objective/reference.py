@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rows import add_rows_in_order, dot4_gram, segment_sums
+from .state import _KEY, libm_exp
+
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
@@ -71,3 +74,98 @@ def score_candidates(state, cands) -> np.ndarray:
         assert not np.isin(labels, removed).any()
         out[c] = objective_one(state.x[s:e], labels, state.eps)
     return out
+
+
+# ---- the partition state's blocks (``state.py``), the NumPy steps its C++ passes are tested against --
+
+
+def theme_sums(x: np.ndarray, rows: np.ndarray, labels: np.ndarray, row_off: np.ndarray, kept) -> tuple:
+    """``state.theme_sums`` in NumPy steps."""
+    nb, d = len(row_off) - 1, x.shape[1]
+    blk = np.repeat(np.arange(nb, dtype=np.int64), np.diff(row_off))
+    uniq, inv = np.unique((blk << _KEY) | labels, return_inverse=True)
+    inv = inv.reshape(-1)
+    theme_off = np.searchsorted(uniq >> _KEY, np.arange(nb + 1)).astype(np.int64)
+    sums = np.zeros((len(uniq), d))
+    add = np.ones(len(inv), bool)
+    if kept is not None and len(uniq):
+        o_key = (np.repeat(np.arange(nb, dtype=np.int64), np.diff(kept.theme_off)) << _KEY) | kept.theme_label
+        pos = np.minimum(np.searchsorted(uniq, o_key), len(uniq) - 1)
+        old = np.flatnonzero(kept.keep & (uniq[pos] == o_key))
+        has = np.zeros(len(uniq), bool)
+        has[pos[old]] = True
+        sums[pos[old]] = kept.theme_sum[old]
+        add = ~has[inv] | (np.arange(len(inv)) - row_off[blk] >= kept.tail[blk])
+    add_rows_in_order(sums, inv[add], x, rows[add], backend="reference")
+    counts = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
+    members = np.argsort(inv, kind="stable").astype(np.int64)
+    return theme_off, uniq & (2**_KEY - 1), sums, counts, members - row_off[blk[members]]
+
+
+def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One block's two nearest other centroids (local rows, ties to the lower row, as a stable sort of
+    -cos; -1 / -inf none) from its unit centroids [k, d], k >= 2: cosines by ``dot4``'s fixed order (a
+    BLAS product's bits depend on the CPU's kernel, and with them which of two near-equal merges goes
+    first), then the picks."""
+    k = unit.shape[0]
+    cos = dot4_gram(unit, unit, backend="reference")
+    np.fill_diagonal(cos, -np.inf)
+    rows = np.arange(k)
+    ti = np.empty((k, 2), np.int64)
+    tc = np.empty((k, 2))
+    ti[:, 0] = np.argmax(cos, axis=1)
+    tc[:, 0] = cos[rows, ti[:, 0]]
+    cos[rows, ti[:, 0]] = -np.inf
+    ti[:, 1] = np.argmax(cos, axis=1)
+    tc[:, 1] = cos[rows, ti[:, 1]]
+    ti[~np.isfinite(tc)] = -1
+    return ti, tc
+
+
+def top2_blocks(unit: np.ndarray, theme_off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``state.top2_blocks``: a NumPy ``_top2`` per block."""
+    top_idx = np.full((unit.shape[0], 2), -1, np.int64)
+    top_cos = np.full((unit.shape[0], 2), -np.inf)
+    for b in range(len(theme_off) - 1):
+        t0, t1 = int(theme_off[b]), int(theme_off[b + 1])
+        if t1 - t0 > 1:
+            top_idx[t0:t1], top_cos[t0:t1] = _top2(unit[t0:t1])
+    return top_idx, top_cos
+
+
+def f_blocks(
+    norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray, eps: float
+) -> np.ndarray:
+    """``state.f_blocks`` in NumPy steps."""
+    nb = len(theme_off) - 1
+    k = np.diff(theme_off)
+    f = np.zeros(nb)
+    live = np.flatnonzero((k > 0) & (n > 0))
+    if live.size == 0:
+        return f
+    t_blk = np.repeat(np.arange(nb), k)
+    s = np.where(k[t_blk] > 1, s, 0.0)
+
+    def median(v: np.ndarray) -> np.ndarray:
+        srt = v[np.lexsort((v, t_blk))]
+        lo, hi = srt[theme_off[live] + (k[live] - 1) // 2], srt[theme_off[live] + k[live] // 2]
+        out = np.zeros(nb)
+        out[live] = np.where(k[live] % 2 == 1, hi, (lo + hi) / 2)
+        return out
+
+    m = median(s)
+    sigma = median(np.abs(s - m[t_blk])) + eps
+    den = np.array(
+        [2 * float(v) ** 2 for v in sigma.tolist()]
+    )  # Python float powers, as objective_from_parts takes them
+    term = norms / counts * libm_exp(-((s - m[t_blk]) ** 2) / den[t_blk])
+    sumsq = segment_sums(counts.astype(np.float64) ** 2, theme_off, backend="reference")[
+        live
+    ]  # integers: exact in any order
+    # per block, as the per-memory code's Python floats: n * n / (k * sumsq) + sum(term) / k, the sum
+    # np.sum's (pairwise) over the block's slice; each operation one IEEE rounding either way
+    nl, kl = n[live].astype(np.int64), k[live].astype(np.int64)
+    f[live] = (nl * nl).astype(np.float64) / (kl.astype(np.float64) * sumsq) + segment_sums(
+        term, theme_off, backend="reference"
+    )[live] / kl.astype(np.float64)
+    return f

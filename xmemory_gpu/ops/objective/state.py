@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import host_implementation
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import add_rows_in_order, compiled, dot4_gram, row_norms, segment_sums, take_rows2, unit_rows
+from ..rows import row_norms, take_rows2, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -107,7 +108,7 @@ def _blocks(
     eps: float,
     kept: _Kept | None = None,
     *,
-    native: bool = True,
+    backend: str = "auto",
 ) -> _Blocks:
     """The blocks of nb memories: their M node rows are ``x[rows]`` (x unit float64 rows; only the
     rows a sum takes are read), labels [M] >= 0, row_off [nb+1].
@@ -115,15 +116,17 @@ def _blocks(
     Themes, members and sums of all blocks at once (``theme_sums``: a kept theme continues its sum
     with its rows from ``kept.tail`` on, any other sums all its rows, in row order, so every sum
     equals a fresh one bit for bit); then every block's top-2 in one call (``top2_blocks``: cosines in
-    ``dot4``'s fixed order, the same bits on every CPU) and f (``_f_blocks``, the per-memory code's
+    ``dot4``'s fixed order, the same bits on every CPU) and f (``f_blocks``, the per-memory code's
     operations and shapes), so the values do not depend on the batch (tests/test_theme_lockstep.py)
     and the build's decisions, to the last tie, not on the machine."""
     if labels.size and int(labels.max()) >= 2**31:
         raise ValueError(f"labels must be below 2**31, got {int(labels.max())}")
-    theme_off, theme_label, sums, counts, members = theme_sums(x, rows, labels, row_off, kept, native=native)
-    nrm = row_norms(sums, native=native)  # row by row: each row's bits as a block's own call
-    unit = unit_rows(sums, native=native)  # sums / nrm (zero rows zero): the same norms, one pass
-    top_idx, top_cos = top2_blocks(unit, theme_off, native=native)
+    theme_off, theme_label, sums, counts, members = theme_sums(
+        x, rows, labels, row_off, kept, backend=backend
+    )
+    nrm = row_norms(sums, backend=backend)  # row by row: each row's bits as a block's own call
+    unit = unit_rows(sums, backend=backend)  # sums / nrm (zero rows zero): the same norms, one pass
+    top_idx, top_cos = top2_blocks(unit, theme_off, backend=backend)
     return _Blocks(
         row_off,
         theme_off,
@@ -134,7 +137,7 @@ def _blocks(
         members,
         top_idx,
         top_cos,
-        _f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps, native=native),
+        f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps, backend=backend),
     )
 
 
@@ -145,99 +148,28 @@ def theme_sums(
     row_off: np.ndarray,
     kept: _Kept | None = None,
     *,
-    native: bool = True,
+    backend: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``_blocks``' bookkeeping: (theme_off [nb+1], theme_label [T] ascending within each block, sums
     [T, d] float64, counts [T], members [M] local rows grouped by theme, ascending within one) of the
     nodes ``x[rows]`` labelled ``labels`` (below 2**31), block b the entries ``row_off[b]:row_off[b+1]``.
     A kept theme continues its sum with its rows from ``kept.tail`` on, any other sums all its rows
-    (``add_rows_in_order``: a sum's bits are a fresh one's). One C++ pass (``csrc/cpu/partition.cpp``)
-    when the compiled module is built (and ``native``) and x is C-contiguous float64, else these
-    NumPy steps."""
-    nb, d = len(row_off) - 1, x.shape[1]
-    fn = compiled("theme_blocks") if native else None
-    if fn is not None and x.dtype == np.float64 and x.flags.c_contiguous:
-        if kept is None:
-            kept = _Kept(
-                np.zeros(nb + 1, np.int64),
-                np.zeros(0, np.int64),
-                np.zeros((0, d)),
-                np.zeros(0, bool),
-                np.zeros(nb, np.int64),
-            )
-        i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
-        return fn(
-            x,
-            i64(rows),
-            i64(labels),
-            i64(row_off),
-            i64(kept.theme_off),
-            i64(kept.theme_label),
-            np.ascontiguousarray(kept.theme_sum, dtype=np.float64),
-            np.ascontiguousarray(kept.keep, dtype=bool),
-            i64(kept.tail),
-        )
-    blk = np.repeat(np.arange(nb, dtype=np.int64), np.diff(row_off))
-    uniq, inv = np.unique((blk << _KEY) | labels, return_inverse=True)
-    inv = inv.reshape(-1)
-    theme_off = np.searchsorted(uniq >> _KEY, np.arange(nb + 1)).astype(np.int64)
-    sums = np.zeros((len(uniq), d))
-    add = np.ones(len(inv), bool)
-    if kept is not None and len(uniq):
-        o_key = (np.repeat(np.arange(nb, dtype=np.int64), np.diff(kept.theme_off)) << _KEY) | kept.theme_label
-        pos = np.minimum(np.searchsorted(uniq, o_key), len(uniq) - 1)
-        old = np.flatnonzero(kept.keep & (uniq[pos] == o_key))
-        has = np.zeros(len(uniq), bool)
-        has[pos[old]] = True
-        sums[pos[old]] = kept.theme_sum[old]
-        add = ~has[inv] | (np.arange(len(inv)) - row_off[blk] >= kept.tail[blk])
-    add_rows_in_order(sums, inv[add], x, rows[add], native=native)
-    counts = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
-    members = np.argsort(inv, kind="stable").astype(np.int64)
-    return theme_off, uniq & (2**_KEY - 1), sums, counts, members - row_off[blk[members]]
-
-
-def _top2(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One block's two nearest other centroids (local rows, ties to the lower row, as a stable sort of
-    -cos; -1 / -inf none) from its unit centroids [k, d], k >= 2: cosines by ``dot4``'s fixed order (a
-    BLAS product's bits depend on the CPU's kernel, and with them which of two near-equal merges goes
-    first), then the picks."""
-    k = unit.shape[0]
-    cos = dot4_gram(unit, unit, native=False)
-    np.fill_diagonal(cos, -np.inf)
-    rows = np.arange(k)
-    ti = np.empty((k, 2), np.int64)
-    tc = np.empty((k, 2))
-    ti[:, 0] = np.argmax(cos, axis=1)
-    tc[:, 0] = cos[rows, ti[:, 0]]
-    cos[rows, ti[:, 0]] = -np.inf
-    ti[:, 1] = np.argmax(cos, axis=1)
-    tc[:, 1] = cos[rows, ti[:, 1]]
-    ti[~np.isfinite(tc)] = -1
-    return ti, tc
+    (``add_rows_in_order``: a sum's bits are a fresh one's). ``cpu``: one C++ pass
+    (``csrc/cpu/partition.cpp``) when x is C-contiguous float64; ``reference``: NumPy steps."""
+    return host_implementation("theme_sums", backend)(x, rows, labels, row_off, kept)
 
 
 def top2_blocks(
-    unit: np.ndarray, theme_off: np.ndarray, *, native: bool = True
+    unit: np.ndarray, theme_off: np.ndarray, *, backend: str = "auto"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``_top2`` of every block of unit [T, d] float64 (block b: rows ``theme_off[b]:theme_off[b+1]``):
-    (idx [T, 2] int64 local rows, cos [T, 2]), -1 / -inf for a block of one; one C++ call when the
-    compiled module is built (and ``native``), else a NumPy ``_top2`` per block."""
-    fn = compiled("top2_blocks") if native else None
-    if fn is not None:
-        return fn(
-            np.ascontiguousarray(unit, dtype=np.float64), np.ascontiguousarray(theme_off, dtype=np.int64)
-        )
-    top_idx = np.full((unit.shape[0], 2), -1, np.int64)
-    top_cos = np.full((unit.shape[0], 2), -np.inf)
-    for b in range(len(theme_off) - 1):
-        t0, t1 = int(theme_off[b]), int(theme_off[b + 1])
-        if t1 - t0 > 1:
-            top_idx[t0:t1], top_cos[t0:t1] = _top2(unit[t0:t1])
-    return top_idx, top_cos
+    """The two nearest other centroids of every block of unit [T, d] float64 (block b: rows
+    ``theme_off[b]:theme_off[b+1]``; local rows, ties to the lower row; cosines by ``dot4``'s fixed
+    order, the same bits on every CPU): (idx [T, 2] int64 local rows, cos [T, 2]), -1 / -inf for a
+    block of one. ``cpu``: one C++ call; ``reference``: NumPy per block."""
+    return host_implementation("top2_blocks", backend)(unit, theme_off)
 
 
-def _f_blocks(
+def f_blocks(
     norms: np.ndarray,
     counts: np.ndarray,
     s: np.ndarray,
@@ -245,56 +177,14 @@ def _f_blocks(
     n: np.ndarray,
     eps: float,
     *,
-    native: bool = True,
+    backend: str = "auto",
 ) -> np.ndarray:
     """``objective_from_parts`` of every block at once, bit for bit: norms [T], counts [T], s [T] each theme's nearest
     cosine (its block's s is 0 where the block has one theme), theme_off [nb+1], n [nb] node counts.
     Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
-    elementwise, and each block's mean one ``sum`` over its slice, as ``np.mean`` sums. One C++ pass
-    (``csrc/cpu/rows.cpp``) when the compiled module is built (and ``native``), else these NumPy steps."""
-    fn = compiled("f_blocks") if native else None
-    if fn is not None:
-        i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
-        return fn(
-            np.ascontiguousarray(norms, dtype=np.float64),
-            i64(counts),
-            np.ascontiguousarray(s, dtype=np.float64),
-            i64(theme_off),
-            i64(n),
-            float(eps),
-        )
-    nb = len(theme_off) - 1
-    k = np.diff(theme_off)
-    f = np.zeros(nb)
-    live = np.flatnonzero((k > 0) & (n > 0))
-    if live.size == 0:
-        return f
-    t_blk = np.repeat(np.arange(nb), k)
-    s = np.where(k[t_blk] > 1, s, 0.0)
-
-    def median(v: np.ndarray) -> np.ndarray:
-        srt = v[np.lexsort((v, t_blk))]
-        lo, hi = srt[theme_off[live] + (k[live] - 1) // 2], srt[theme_off[live] + k[live] // 2]
-        out = np.zeros(nb)
-        out[live] = np.where(k[live] % 2 == 1, hi, (lo + hi) / 2)
-        return out
-
-    m = median(s)
-    sigma = median(np.abs(s - m[t_blk])) + eps
-    den = np.array(
-        [2 * float(v) ** 2 for v in sigma.tolist()]
-    )  # Python float powers, as objective_from_parts takes them
-    term = norms / counts * libm_exp(-((s - m[t_blk]) ** 2) / den[t_blk])
-    sumsq = segment_sums(counts.astype(np.float64) ** 2, theme_off, native=False)[
-        live
-    ]  # integers: exact in any order
-    # per block, as the per-memory code's Python floats: n * n / (k * sumsq) + sum(term) / k, the sum
-    # np.sum's (pairwise) over the block's slice; each operation one IEEE rounding either way
-    nl, kl = n[live].astype(np.int64), k[live].astype(np.int64)
-    f[live] = (nl * nl).astype(np.float64) / (kl.astype(np.float64) * sumsq) + segment_sums(term, theme_off)[
-        live
-    ] / kl.astype(np.float64)
-    return f
+    elementwise, and each block's mean one ``sum`` over its slice, as ``np.mean`` sums. ``cpu``: one
+    C++ pass (``csrc/cpu/rows.cpp``); ``reference``: NumPy steps."""
+    return host_implementation("f_blocks", backend)(norms, counts, s, theme_off, n, eps)
 
 
 def _covers(lab: np.ndarray, remove: list[int], size: int, groups: list[np.ndarray]) -> bool:

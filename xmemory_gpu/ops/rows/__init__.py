@@ -1,0 +1,161 @@
+"""Row-wise helpers on host arrays (the construction's exact-bit arithmetic), each an op of the
+registry with a ``reference`` (NumPy, ``reference.py``) and a ``cpu`` backend (C++, ``cpu.py``: one
+pass where the inputs are of the types the kernel takes, else the NumPy steps), equal to the bit.
+``backend="auto"`` runs ``cpu`` when built (``XMEMORY_BACKEND`` overrides it, a GPU name meaning the
+host's best), ``"reference"`` the NumPy steps."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..backends import host_implementation, register
+from ..devices import host
+from .reference import dot4
+
+_ALL = {"reference": "reference", "cpu": "cpu"}
+OPS = (
+    "add_rows_in_order",
+    "live_rows",
+    "take_rows2",
+    "row_norms",
+    "segment_sums",
+    "unit_rows",
+    "dot4_gram",
+    "drift_runs",
+)
+for _op in OPS:
+    register(_op, __name__, _ALL)
+
+
+@functools.cache
+def _lookup(name: str) -> Callable[..., Any] | None:
+    try:
+        from ... import _C
+    except ImportError:
+        return None
+    return getattr(_C, name)
+
+
+def compiled(name: str, backend: str = "auto") -> Callable[..., Any] | None:
+    """``_C.<name>`` when the compiled module is built and neither ``backend`` nor, under ``auto``,
+    ``XMEMORY_BACKEND`` is ``reference``; else None (the caller's NumPy steps). For host helpers
+    outside the registry's op families (the de-duplication block, the durable writes)."""
+    if backend == "reference" or (backend == "auto" and os.environ.get("XMEMORY_BACKEND") == "reference"):
+        return None
+    return _lookup(name)
+
+
+compiled.cache_clear = _lookup.cache_clear  # type: ignore[attr-defined]  # (cached lookups, cleared alike)
+
+
+def add_rows_in_order(
+    sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: np.ndarray, *, backend: str = "auto"
+) -> None:
+    """``np.add.at(sums, group, x[rows])``, bit for bit, in place: each group's sum continues from its
+    current value with its rows in the given order. sums float64 [k, d], group [m] in [0, k) (the C++
+    pass refuses another index with ``ValueError``, where add.at would wrap a negative one), x [N, d]
+    float32 or float64, rows [m] in [0, N). ``cpu``: one C++ pass; ``reference``: step i adds the i-th
+    row of every group that has one."""
+    if group.size == 0:
+        return
+    host_implementation("add_rows_in_order", backend)(sums, group, x, rows)
+
+
+def live_rows(
+    items: list[tuple[np.ndarray, np.ndarray, int]], d: int, *, backend: str = "auto"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The live slots of many column sets, each ``(alive [cap] bool, sums [cap, d] float64, n_slots)``:
+    (slots [L] int64, item b's the live s < n_slots ascending at ``slots[off[b]:off[b+1]]``; off [B+1]
+    int64; rows [L, d] float64 their sums), the bits of concatenating each item's
+    ``sums[np.flatnonzero(alive[:n_slots])]``. ``cpu``: one C++ pass when the columns are C-contiguous
+    bool / float64."""
+    return host_implementation("live_rows", backend)(items, d)
+
+
+def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray, *, backend: str = "auto") -> np.ndarray:
+    """``np.concatenate([a, b])[take]`` (a [na, ...], b [nb, ...] of one numeric dtype and row shape,
+    take [n] in [0, na + nb)) without forming the concatenation on ``cpu``: one copy of the rows taken."""
+    return host_implementation("take_rows2", backend)(a, b, take)
+
+
+def row_norms(x: np.ndarray, *, keepdims: bool = False, backend: str = "auto") -> np.ndarray:
+    """Euclidean norms of the rows of a real x [m, d]: [m] (or [m, 1]). The bits of
+    ``np.linalg.norm(x, axis=1)`` (the same square, sum and root), without its argument handling,
+    which costs more than the arithmetic on the small blocks of the theme stage. ``cpu``: one C++ pass
+    for C-contiguous float64 x, NumPy's pairwise sum of the squares (``csrc/cpu/rows.cpp``), the same
+    bits (other layouts: NumPy, which sums them in another order)."""
+    return host_implementation("row_norms", backend)(x, keepdims)
+
+
+def segment_sums(v: np.ndarray, off: np.ndarray, *, backend: str = "auto") -> np.ndarray:
+    """``np.sum(v[off[b]:off[b + 1]])`` of every segment b of v [n] float64 (off [nb+1]): [nb], the
+    same bits (NumPy's pairwise sum); ``cpu`` one C++ call, ``reference`` one NumPy sum per segment."""
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    off = np.ascontiguousarray(off, dtype=np.int64)
+    return host_implementation("segment_sums", backend)(v, off)
+
+
+def unit_rows(x: Any, *, dtype: Any = np.float64, backend: str = "auto") -> np.ndarray:
+    """[n, d] rows scaled to unit norm in float64 (zero rows stay zero), returned as ``dtype``
+    (float64, or float32 rounded from them); x any real array, host or device. ``cpu``: one C++ pass,
+    the NumPy steps' bits."""
+    x = np.asarray(host(x), dtype=np.float64)
+    return host_implementation("unit_rows", backend)(x, np.dtype(dtype))
+
+
+def row_sum_in_order(m: np.ndarray) -> np.ndarray:
+    """The rows of m [r, d] (r >= 1) added one after another: the bits of ``np.cumsum(m, axis=0)[-1]``
+    without its [r, d] output (10x faster at a theme's size). NumPy reduces a C-contiguous array over
+    its rows with the row as the inner loop, one row at a time; a single column is contiguous and
+    would be summed pairwise, so it keeps the cumulative sum (tests/test_themes.py checks both)."""
+    m = np.ascontiguousarray(m)
+    return np.add.reduce(m, axis=0) if m.shape[1] > 1 else np.cumsum(m, axis=0)[-1]
+
+
+def dot4_gram(a: Any, b: Any, *, backend: str = "auto") -> np.ndarray:
+    """``dot4`` of every row of a [n, d] with every row of b [m, d] (real, taken as float64): [n, m]
+    float64, the same bits on every CPU (a BLAS product's depend on its kernel). ``cpu``: one C++ call;
+    ``reference``: NumPy ``dot4``."""
+    a = np.ascontiguousarray(host(a), dtype=np.float64)
+    b = np.ascontiguousarray(host(b), dtype=np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"dot4_gram: expected a [n, d] and b [m, d], got shapes {a.shape} and {b.shape}")
+    return host_implementation("dot4_gram", backend)(a, b)
+
+
+def drift_runs(
+    x: Any, hard: np.ndarray, min_messages: int, drift_threshold: float, *, backend: str = "auto"
+) -> np.ndarray:
+    """The starts [r] int64 (0 first) of runs of x [n, d] unit rows (n >= 1): a run is cut before
+    row i when ``hard[i]`` or, once it holds ``min_messages`` rows, when the cosine of x_i to the run's
+    float64 sum, ``dot4(x_i, s) / sqrt(dot4(s, s))``, is below ``drift_threshold``. ``cpu``: one C++
+    pass when x is float32 and ``min_messages`` an int, else the loop of ``reference`` (rows of another
+    real dtype are read as they are, not cast to float32)."""
+    x = np.asarray(host(x))
+    hard = np.ascontiguousarray(hard, dtype=bool)
+    if x.ndim != 2 or hard.shape != (x.shape[0],) or x.shape[0] < 1:
+        raise ValueError(
+            f"drift_runs: expected x [n, d] (n >= 1) and hard [n], got shapes {x.shape} and {hard.shape}"
+        )
+    return host_implementation("drift_runs", backend)(x, hard, min_messages, drift_threshold)
+
+
+__all__ = [
+    "OPS",
+    "add_rows_in_order",
+    "compiled",
+    "dot4",
+    "dot4_gram",
+    "drift_runs",
+    "live_rows",
+    "row_norms",
+    "row_sum_in_order",
+    "segment_sums",
+    "take_rows2",
+    "unit_rows",
+]
