@@ -6,8 +6,10 @@ over prompt + continuation. Like vLLM's server it honours ``return_tokens_as_tok
 
 The first path segment picks a behaviour: ``/v1/...`` normal; ``/plain/v1/...`` ignores vLLM's
 extra fields (token strings, no ids, like OpenAI or llama.cpp); ``/shuffled/`` returns choices in
-reverse order (with ``index``); ``/delay/`` waits ``DELAY_S`` first; ``/slow/`` waits ``SLOW_S``
-(past a client timeout); ``/badjson/`` answers invalid JSON; ``/nochoices/`` JSON without
+reverse order (with ``index``); ``/delay/`` holds each request until two have been in flight at
+once (so a client that overlaps its requests is seen to, whatever the machine's speed; bounded by
+``HOLD_S``); ``/slow/`` answers nothing until ``release()`` (past any client timeout; bounded by
+``HOLD_S``); ``/badjson/`` answers invalid JSON; ``/nochoices/`` JSON without
 ``choices``; ``/wrongcount/`` one choice too few; ``/flaky/`` 503 on odd-numbered hits;
 ``/http400/`` a 400. ``hits``, ``batches``, ``auth`` and ``max_inflight`` record what came in.
 """
@@ -23,8 +25,7 @@ from typing import Any
 
 import torch
 
-DELAY_S = 0.15
-SLOW_S = 0.6
+HOLD_S = 120.0  # only bounds a wait that a broken client would otherwise never end
 
 
 class CompletionServer:
@@ -37,6 +38,8 @@ class CompletionServer:
         self.auth: dict[str, str | None] = {}
         self.inflight = 0
         self.max_inflight = 0
+        self.overlapped = threading.Condition(self.stats_lock)  # notified when in-flight requests change
+        self.released = threading.Event()  # set: ``/slow/`` requests end (unanswered)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,6 +62,7 @@ class CompletionServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -68,6 +72,11 @@ class CompletionServer:
             self.batches.clear()
             self.auth.clear()
             self.max_inflight = 0
+        self.released.clear()
+
+    def release(self) -> None:
+        """End the ``/slow/`` requests still held (unanswered: their clients timed out long ago)."""
+        self.released.set()
 
     # -- one request -------------------------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
@@ -84,11 +93,13 @@ class CompletionServer:
             self.auth[mode] = h.headers.get("Authorization")
             self.inflight += 1
             self.max_inflight = max(self.max_inflight, self.inflight)
+            self.overlapped.notify_all()
+            if mode == "delay":  # wait for a second request to arrive while this one is held
+                self.overlapped.wait_for(lambda: self.max_inflight >= 2, timeout=HOLD_S)
         try:
             if mode == "slow":
-                time.sleep(SLOW_S)
-            if mode == "delay":
-                time.sleep(DELAY_S)
+                self.released.wait(HOLD_S)
+                return None
             if mode == "badjson":
                 return _send(h, 200, b'{"choices": [')
             if mode == "nochoices":
@@ -120,6 +131,7 @@ class CompletionServer:
         finally:
             with self.stats_lock:
                 self.inflight -= 1
+                self.overlapped.notify_all()
 
     def _complete(self, prompts: list[str], max_tokens: int, k: int, as_ids: bool, with_ids: bool) -> dict:
         r = self.reader

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from slow_build import SLOW_DRIVER, committed
+from slow_build import SLOW_DRIVER, committed, paused_env
 
 from xmemory_gpu.cli import main
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
@@ -43,10 +42,11 @@ def test_kill9_then_resume_matches_uninterrupted_build(tmp_path):
     assert main(["build", *args, "--out", str(full)]) == 0
 
     part = tmp_path / "part"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(paused_env(2), PYTHONUNBUFFERED="1")  # the build stops once 2 memories are in, until killed
     proc = subprocess.Popen([sys.executable, "-c", SLOW_DRIVER, "build", *args, "--out", str(part)], env=env)
-    deadline = time.time() + 120
-    while committed(part) < 2 and time.time() < deadline and proc.poll() is None:
+    for _ in range(30000):  # bounded: a condition, not a time, ends the wait
+        if committed(part) >= 2 or proc.poll() is not None:
+            break
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

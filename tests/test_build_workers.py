@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from slow_build import SLOW_DRIVER, committed
+from slow_build import SLOW_DRIVER, committed, paused_env
 
 from xmemory_gpu.cli import main
 from xmemory_gpu.config import XMemoryConfig
@@ -251,9 +251,11 @@ def test_shards_are_built_while_the_inputs_are_checked_and_a_bad_input_commits_n
 
     def read(*args, **kw):
         def checked():
-            assert ready.acquire(timeout=120) and ready.acquire(timeout=120)  # both workers loaded
+            assert ready.acquire(timeout=1800) and ready.acquire(
+                timeout=1800
+            )  # both workers loaded (hang guards)
             yield from convs[:4]
-            built.wait(timeout=120)  # two shards went out before the rest was read
+            built.wait(timeout=1800)  # two shards went out before the rest was read
             raise DatasetError(f"{data}: item 4: sample_id: missing or not a string")
 
         return len(convs), checked()
@@ -348,15 +350,21 @@ def test_killing_the_builder_stops_its_workers_and_a_rerun_completes(data, tmp_p
     psutil = pytest.importorskip("psutil")
     args = [str(data), "--embedder", EMBEDDER, "--shard-size", "1", "--workers", "2", "--no-progress"]
     part = tmp_path / "part"
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_DRIVER, "build", *args, "--out", str(part)])
-    deadline = time.time() + 120
-    while proc.poll() is None and time.time() < deadline and committed(part) < 2:
+    # the build stops once 2 memories are in, its workers alive, until killed
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_DRIVER, "build", *args, "--out", str(part)], env=paused_env(2)
+    )
+    for _ in range(30000):  # bounded: a condition, not a time, ends the wait
+        if proc.poll() is not None or committed(part) >= 2:
+            break
         time.sleep(0.02)
     workers = psutil.Process(proc.pid).children()
     proc.kill()
     proc.wait()
     assert len(workers) == 2
-    _, alive = psutil.wait_procs(workers, timeout=60)  # their input ends: they stop by themselves
+    _, alive = psutil.wait_procs(
+        workers, timeout=600
+    )  # their input ends: they stop by themselves (a hang guard)
     assert not alive
     with sqlite3.connect(part / "memory.sqlite") as con:
         n = con.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
@@ -433,17 +441,19 @@ def test_ctrl_c_stops_the_build_and_its_workers_with_one_line(data, tmp_path):
     driver = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + SLOW_DRIVER
     proc = subprocess.Popen(
         [sys.executable, "-c", driver, "build", *args, "--out", str(part)],
+        env=paused_env(1),
         stderr=subprocess.PIPE,
         start_new_session=True,
     )  # its own group: the terminal's Ctrl-C
-    deadline = time.time() + 120
-    while proc.poll() is None and time.time() < deadline and committed(part) < 1:
+    for _ in range(30000):  # bounded: the build stops once a memory is in, until interrupted
+        if proc.poll() is not None or committed(part) >= 1:
+            break
         time.sleep(0.02)
     workers = psutil.Process(proc.pid).children()
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=1800)  # a hang guard
     assert proc.returncode == 130 and err.decode().strip().splitlines() == ["xmemory build: interrupted"]
-    _, alive = psutil.wait_procs(workers, timeout=60)
+    _, alive = psutil.wait_procs(workers, timeout=600)
     assert len(workers) == 2 and not alive
     assert not list((part / "arrays").glob("*.tmp"))
     assert main(["build", *args, "--out", str(part)]) == 0

@@ -165,8 +165,9 @@ def test_local_ray_listens_on_loopback_only_and_stops_on_ctrl_c(data, tmp_path, 
                 pass
         return out
 
-    deadline = time.monotonic() + 30
-    while alive() and time.monotonic() < deadline:
+    for _ in range(600):  # bounded: Ray's processes end by themselves once it is shut down
+        if not alive():
+            break
         time.sleep(0.5)
     assert not alive()
 
@@ -229,13 +230,15 @@ def test_resume_skips_committed_memories_via_cli(ray_cluster, data, local_store,
 
 
 DRIVER = """
-import sys, time
+import pathlib, sys, time
 from xmemory_gpu.memory.store import Store
-_commit = Store.commit  # the driver commits groups of memories: each commit is followed by a pause to kill it in
-def slow_commit(self, *a, **kw):
+_commit = Store.commit  # the driver commits groups of memories; once 2 are in, it says so and waits to be killed
+def stopping_commit(self, *a, **kw):
     _commit(self, *a, **kw)
-    time.sleep(1.0)
-Store.commit = slow_commit
+    if len(self.memory_ids()) >= 2:
+        pathlib.Path(sys.argv[3]).touch()
+        time.sleep(3600)  # killed here by the test (bounded all the same)
+Store.commit = stopping_commit
 from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.distributed import build_store_ray
 cfg = XMemoryConfig()
@@ -250,21 +253,23 @@ def test_driver_killed_mid_run_resumes(ray_cluster, data, local_store, tmp_path)
     from xmemory_gpu.distributed import build_store_ray
 
     out = tmp_path / "s"
+    paused = tmp_path / "paused"
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(data), str(out)],
+        [sys.executable, "-c", DRIVER, str(data), str(out), str(paused)],
         env=env,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (out / "memory.sqlite").exists() and len(_rows(out)) >= 2:
+        for _ in range(6000):  # bounded: the driver commits 2 memories, then waits to be killed
+            if paused.exists() or proc.poll() is not None:
                 break
             time.sleep(0.2)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert proc.poll() is None and paused.exists(), (
+            proc.stderr.read().decode()[-2000:] if proc.poll() is not None else ""
+        )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray instance it started
         proc.wait()

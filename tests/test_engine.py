@@ -403,7 +403,7 @@ import sys, time
 from xmemory_gpu.memory.locks import WriterLock
 with WriterLock(__import__("pathlib").Path(sys.argv[1])):
     print("locked", flush=True)
-    time.sleep(30)
+    time.sleep(3600)  # holds the lock until the test kills it (bounded all the same)
 """
 
 

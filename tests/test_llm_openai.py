@@ -25,7 +25,9 @@ PROMPTS = [
     "what did bob say",
     "lisbon is a city",
 ]
-FAST = {"timeout": 0.2, "retries": 2, "backoff": 0.01}
+# 3 attempts with short backoffs; the timeout is one that only a server that never answers reaches,
+# so how many attempts a test sees depends on what the server answers, not on the machine's speed
+RETRY = {"timeout": 120.0, "retries": 2, "backoff": 0.01}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,17 @@ def server(tiny_model):
 @pytest.fixture
 def srv(server):
     server.reset()
-    return server
+    yield server
+    server.release()
+
+
+def wait_until(cond, tries: int = 6000) -> bool:
+    """Poll ``cond`` (every 10 ms, bounded by ``tries``): a condition, not a time, is waited for."""
+    for _ in range(tries):
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
 
 
 @pytest.fixture(scope="module")
@@ -159,12 +171,12 @@ def test_generate_equals_hf(srv, ref):
 
 
 def test_batching_and_concurrency_equal_one_by_one(srv, ref_nll):
-    r = client(srv, "delay", batch_size=2, concurrency=3)
-    t0 = time.perf_counter()
+    r = client(
+        srv, "delay", batch_size=2, concurrency=3
+    )  # the server holds a request until a second one comes
     batched = r.uncertainty(PROMPTS, n_tokens=6)
-    wall = time.perf_counter() - t0
     assert srv.batches["delay"] == [2, 2, 2] and r.requests == 3
-    assert srv.max_inflight >= 2 and wall < 3 * 0.15 + 0.3  # requests overlapped
+    assert srv.max_inflight >= 2  # requests overlapped
     single = client(srv, batch_size=1, concurrency=1)
     one = [single.uncertainty([p], n_tokens=6)[0] for p in PROMPTS]
     assert srv.batches[""] == [1] * len(PROMPTS)
@@ -185,12 +197,13 @@ def test_usage_counts(srv, ref, ref_nll):
 
 # -- failures and retries -----------------------------------------------------------------------------
 def test_timeout_retried_then_raises(srv):
-    r = client(srv, "slow", **FAST)
-    t0 = time.perf_counter()
+    # the server answers nothing until the test ends: only the client's timeout ends each attempt
+    r = client(srv, "slow", **{**RETRY, "timeout": 0.2})
     with pytest.raises(ReaderHTTPError, match=r"slow/v1/completions failed after 3 attempts: timed out") as e:
         r.uncertainty(PROMPTS[:1], n_tokens=3)
-    assert time.perf_counter() - t0 < 1.5
-    assert e.value.attempts == 3 and r.requests == 3 and srv.hits["slow"] == 3
+    assert e.value.attempts == 3 and r.requests == 3
+    # a loaded server may read the last attempt after its client gave up: it still arrives, once
+    assert wait_until(lambda: srv.hits["slow"] >= 3) and srv.hits["slow"] == 3
 
 
 @pytest.mark.parametrize(
@@ -202,7 +215,7 @@ def test_timeout_retried_then_raises(srv):
     ],
 )
 def test_malformed_response_retried_then_raises(srv, mode, reason):
-    r = client(srv, mode, **FAST)
+    r = client(srv, mode, **RETRY)
     with pytest.raises(
         ReaderHTTPError, match=f"failed after 3 attempts: malformed response: .*{reason}"
     ) as e:
@@ -212,14 +225,14 @@ def test_malformed_response_retried_then_raises(srv, mode, reason):
 
 
 def test_503_once_then_success(srv, ref_nll):
-    r = client(srv, "flaky", **FAST)
+    r = client(srv, "flaky", **RETRY)  # the server's first answer is a 503, its second the completion
     got = r.uncertainty(PROMPTS[:2], n_tokens=6)
     assert srv.hits["flaky"] == 2 and r.requests == 2
     assert_same(got, ref_nll[:2])
 
 
 def test_503_every_time_raises(srv):
-    r = client(srv, "flaky", timeout=1.0, retries=0)
+    r = client(srv, "flaky", timeout=120.0, retries=0)
     with pytest.raises(ReaderHTTPError, match="after 1 attempt: HTTP 503") as e:
         r.uncertainty(PROMPTS[:1], n_tokens=2)
     assert e.value.status == 503
@@ -227,7 +240,7 @@ def test_503_every_time_raises(srv):
 
 def test_bad_request_not_retried(srv):
     with pytest.raises(ReaderHTTPError, match="after 1 attempt: HTTP 400.*vllm_extras=False") as e:
-        client(srv, "http400", **FAST).uncertainty(PROMPTS[:1], n_tokens=2)
+        client(srv, "http400", **RETRY).uncertainty(PROMPTS[:1], n_tokens=2)
     assert e.value.status == 400 and srv.hits["http400"] == 1
 
 
@@ -235,7 +248,7 @@ def test_connection_refused_retried():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
-    r = OpenAIReader(f"http://127.0.0.1:{port}/v1", "tiny", **FAST)
+    r = OpenAIReader(f"http://127.0.0.1:{port}/v1", "tiny", **RETRY)
     with pytest.raises(ReaderHTTPError, match="after 3 attempts: connection error"):
         r.generate(["x"], max_tokens=2)
     assert r.requests == 3

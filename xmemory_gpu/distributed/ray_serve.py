@@ -32,6 +32,8 @@ import logging
 import os
 import re
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -435,12 +437,86 @@ def deploy(
     **options: Any,
 ) -> ShardSet:
     """Start Serve's HTTP proxy on ``host:port`` (Ray must be initialised) and run the store set's
-    application; returns once every shard is up. ``options``: :func:`application`'s."""
+    application; returns once every shard is up and the proxy routes requests to the application
+    (``serve.run`` returns before the proxy has its new route table: a request sent at once could
+    be answered 404). ``options``: :func:`application`'s."""
     shard_set = open_shard_set(root, shards)
     cfg = config or ServiceConfig()
-    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+    http = {"host": host, "port": port}
+    try:
+        serve.start(http_options=http, proxy_location="HeadOnly")
+    except (
+        TimeoutError
+    ):  # Serve waits a fixed 60 s for its new proxy: a busy machine's can take longer, and the
+        serve.start(
+            http_options=http, proxy_location="HeadOnly"
+        )  # controller keeps starting it (polled below)
+    if name not in serve.status().applications:  # an application of this name deleted just before: the
+        _wait_for_proxy(
+            host, port, name, routed=False
+        )  # proxy must forget its route before it learns the new one
     serve.run(application(shard_set, cfg, **options), name=name, route_prefix="/")
+    _wait_for_proxy(host, port, name, routed=True)
     return shard_set
+
+
+PROXY_POLLS = (
+    1200  # tries of the proxy's route table, 0.25 s apart: a bound for a proxy that never gets there
+)
+
+
+def _routes_url(host: str, port: int) -> str:
+    """Serve's route table (``/-/routes``: ``{route prefix: application}``) as seen from the proxy's node."""
+    near = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://{f'[{near}]' if ':' in near else near}:{port}/-/routes"
+
+
+def _poll_routes(url: str, name: str, routed: bool, tries: int) -> bool:
+    """Whether the proxy at ``url`` came to route ``/`` to ``name`` (``routed``), or not to, within ``tries``."""
+    for i in range(tries):
+        if i:
+            time.sleep(0.25)
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                table = json.loads(r.read())
+        except urllib.error.HTTPError:  # 503: no route table yet (no application at all)
+            table = {}
+        except (OSError, ValueError):  # not listening yet, or an answer cut short
+            continue
+        if (isinstance(table, dict) and table.get("/") == name) == routed:
+            return True
+    return False
+
+
+def _wait_for_proxy(host: str, port: int, name: str, routed: bool) -> None:
+    """Poll the proxy's route table until it routes ``/`` to ``name`` (or, ``routed=False``, does not);
+    from this process when it runs on the proxy's node (the head node), else from a task placed there."""
+    url = _routes_url(host, port)
+    head = next(
+        (
+            n["NodeID"]
+            for n in ray.nodes()
+            if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {})
+        ),
+        None,
+    )
+    from ray.util.client import ray as ray_client
+
+    if head is None or (not ray_client.is_connected() and ray.get_runtime_context().get_node_id() == head):
+        ok = _poll_routes(url, name, routed, PROXY_POLLS)
+    else:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        task = ray.remote(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False))(
+            _poll_routes
+        )
+        ok = ray.get(task.remote(url, name, routed, PROXY_POLLS))
+    if not ok:
+        state = "route to" if routed else "stop routing to"
+        raise RuntimeError(
+            f"Serve's HTTP proxy at {url} did not {state} application {name!r} "
+            f"after {PROXY_POLLS} polls of its route table"
+        )
 
 
 def shard_handle(k: int, name: str = APP_NAME) -> Any:
@@ -448,11 +524,25 @@ def shard_handle(k: int, name: str = APP_NAME) -> Any:
     return serve.get_deployment_handle(f"shard-{k}", app_name=name)
 
 
+# Serve kills an HTTP proxy that has not answered its readiness check within 5 s three times in a row
+# (and serve.start then fails): on a busy machine a local instance's proxy takes longer than that to
+# start. A local instance gets generous limits unless the environment sets its own.
+SERVE_PROXY_TIMEOUTS = {
+    "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "120",
+    "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "120",
+}
+
+
 def init_ray(where: str, **kw: Any) -> None:
     """``local``: a new Ray instance on this machine, listening on 127.0.0.1 only (``kw`` go to
     ``ray.init``: ``num_cpus``, ``object_store_memory``); ``auto``: the running cluster found from this
     machine; otherwise a cluster's address (``HOST:PORT`` or ``ray://HOST:PORT``)."""
     if where == "local":
+        for (
+            name,
+            seconds,
+        ) in SERVE_PROXY_TIMEOUTS.items():  # read by Serve's controller, which inherits this environment
+            os.environ.setdefault(name, seconds)
         try:
             _init_local(ray, {"include_dashboard": False, **{k: v for k, v in kw.items() if v is not None}})
         except BaseException:
