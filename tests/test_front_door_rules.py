@@ -444,6 +444,12 @@ def test_langgraph_refuses_a_value_json_cannot_hold_naming_it(lg, value, says):
     assert lg.get(("ns",), "k") is None
 
 
+def test_langgraph_refuses_a_key_that_is_no_string(lg):
+    with pytest.raises(ValueError, match="key: expected a non-empty string, got int"):
+        lg.put(("ns",), 5, {"text": "x"})
+    assert lg.get(("ns",), "5") is None
+
+
 def test_the_engine_caps_a_search_as_the_services_do(eng):
     eng.add([{"role": "user", "content": "I live in Oslo."}], user_id="u")
     for kw, field in (

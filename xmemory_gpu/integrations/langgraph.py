@@ -308,6 +308,14 @@ class XMemoryStore(BaseStore):
         self.close()
 
     # -- BaseStore ---------------------------------------------------------------------------------
+    def put(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], index: Any = None, **kw: Any
+    ) -> None:
+        """``BaseStore.put``, but a key must be a string: the base class turns any key into one (5 -> '5')."""
+        if not isinstance(key, str):
+            raise ValueError(f"key: expected a non-empty string, got {type(key).__name__}")
+        super().put(namespace, key, value, index, **kw)
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Reads see the state before the batch's writes; of several puts to one key the last counts."""
         ops = list(ops)
