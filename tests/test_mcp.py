@@ -325,13 +325,15 @@ def test_http_without_a_key_is_refused_before_the_store_opens(tmp_path, monkeypa
 
 
 def test_the_readme_host_configuration_runs_as_written(tmp_path):
-    """The README's MCP host snippet, started as a host starts it: its command (the installed ``xmemory``),
-    its arguments (the store path moved to a temporary folder), the default embedder."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```json\n(.*?)```", text[text.index("### MCP and LangGraph") :], re.S)
+    """docs/operations.md's MCP host snippet, started as a host starts it: its command (the absolute path
+    of the environment's ``xmemory``: the placeholder folder becomes this environment's), its arguments
+    (the store path moved to a temporary folder), the default embedder."""
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    block = re.search(r"```json\n(.*?)```", text[text.index("## MCP server") :], re.S)
     cfg = json.loads(block.group(1))["mcpServers"]["xmemory"]
-    command = shutil.which(cfg["command"], path=str(Path(sys.executable).parent))
-    assert command, f"{cfg['command']} is not installed beside {sys.executable}"
+    assert cfg["command"].startswith("/"), f"{cfg['command']}: a host needs the absolute path"
+    command = shutil.which(Path(cfg["command"]).name, path=str(Path(sys.executable).parent))
+    assert command, f"{Path(cfg['command']).name} is not installed beside {sys.executable}"
     args = [str(tmp_path / "store") if a == "/home/me/agent-memory" else a for a in cfg["args"]]
     assert str(tmp_path / "store") in args
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}

@@ -1,6 +1,6 @@
-"""The README's integration snippets run as written: the LangGraph example (default embedder, in a
-temporary folder), the mem0 example, and the MCP host configuration's command line (tests/test_mcp.py starts it through
-the SDK's stdio client)."""
+"""The documentation's snippets run as written: the README's chat-app and mem0 examples, and
+docs/operations.md's LangGraph example (default embedder, in a temporary folder) and MCP host
+configuration's command line (tests/test_mcp.py starts it through the SDK's stdio client)."""
 
 from __future__ import annotations
 
@@ -10,28 +10,32 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+OPERATIONS = ROOT / "docs" / "operations.md"
 
 
-def _block(after: str, lang: str) -> str:
-    text = README.read_text(encoding="utf-8")
+def _block(after: str, lang: str, doc: Path = README) -> str:
+    text = doc.read_text(encoding="utf-8")
     start = text.index(after)
     m = re.compile(rf"```{lang}\n(.*?)```", re.S).search(text, start)
-    assert m, f"no {lang} block after {after!r}"
+    assert m, f"no {lang} block after {after!r} in {doc.name}"
     return m.group(1)
 
 
 def test_langgraph_snippet_runs(tmp_path, monkeypatch, capsys):
     pytest.importorskip("langgraph")
     monkeypatch.chdir(tmp_path)
-    exec(compile(_block("### MCP and LangGraph", "python"), "README.md", "exec"), {})
+    exec(compile(_block("## LangGraph store", "python", OPERATIONS), "docs/operations.md", "exec"), {})
     assert "Lisbon" in capsys.readouterr().out
 
 
 def test_mcp_host_config_names_a_working_command():
     pytest.importorskip("mcp")
-    cfg = json.loads(_block("### MCP and LangGraph", "json"))["mcpServers"]["xmemory"]
-    assert cfg["command"] == "xmemory" and cfg["args"][0] == "mcp" and "--user" in cfg["args"]
+    cfg = json.loads(_block("## MCP server", "json", OPERATIONS))["mcpServers"]["xmemory"]
+    # the absolute path of the virtual environment's xmemory (a host does not run inside the environment)
+    assert cfg["command"].startswith("/") and Path(cfg["command"]).name == "xmemory"
+    assert cfg["args"][0] == "mcp" and "--user" in cfg["args"]
     from xmemory_gpu.cli import main
 
     try:
