@@ -38,11 +38,13 @@ def _summary(xs: list[float]) -> dict:
     return {"p50": round(statistics.median(xs), 4), "max": round(max(xs), 4), "n": len(xs)}
 
 
-def _grown(root: Path, embedder: str, user: str, turns: list[dict]) -> MemoryEngine:
+def _grown(root: Path, embedder: str, user: str, turns: list[dict]) -> tuple[MemoryEngine, list[str]]:
+    """An engine whose memory ``user`` holds ``turns`` (added 50 at a time), and their ids."""
     eng = MemoryEngine.open(root, embedder=embedder)
+    ids: list[str] = []
     for i in range(0, len(turns), 50):
-        eng.add(turns[i : i + 50], user_id=user)
-    return eng
+        ids += eng.add(turns[i : i + 50], user_id=user)
+    return eng, ids
 
 
 def _cpu() -> str:
@@ -73,18 +75,20 @@ def main() -> None:
     base, extra = turns[: args.messages], turns[args.messages :]
     res: dict = {"cpu": _cpu(), "embedder": args.embedder, "messages": args.messages}
     with tempfile.TemporaryDirectory() as tmp:
-        eng = _grown(Path(tmp) / "s", args.embedder, "u", base)
+        eng, base_ids = _grown(Path(tmp) / "s", args.embedder, "u", base)
         try:
-            adds, updates, deletes, ids = [], [], [], []
+            adds, updates, deletes = [], [], []
             for r in range(args.reps):
                 t = time.perf_counter()
-                ids += eng.add([extra[r]], user_id="u")
+                eng.add([extra[r]], user_id="u")
                 adds.append(time.perf_counter() - t)
-            for r, mid in enumerate(ids):
+            # messages spread over the memory (closed episodes, several statements), not the ones just added
+            spread = [base_ids[(k + 1) * len(base_ids) // (2 * args.reps + 1)] for k in range(2 * args.reps)]
+            for r, mid in enumerate(spread[: args.reps]):
                 t = time.perf_counter()
                 eng.update(mid, extra[args.reps + r]["content"] + " (edited)", user_id="u")
                 updates.append(time.perf_counter() - t)
-            for mid in ids:
+            for mid in spread[args.reps :]:
                 t = time.perf_counter()
                 eng.delete(mid, user_id="u")
                 deletes.append(time.perf_counter() - t)
