@@ -1,4 +1,4 @@
-"""The default embedder (all-MiniLM-L6-v2) on the live path, CPU (issue 34, item 6): one short
+"""The default embedder (all-MiniLM-L6-v2) on the live path, CPU: one short
 message embedded with the dense layers on ``ops.linear`` (batch-invariant, no filler: what the
 engine does now) against one plain sentence-transformers forward of the same message (BLAS dense
 layers, the issue's unit) and the rule it replaces (BLAS, the forward filled with copies up to 256

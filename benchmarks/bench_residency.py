@@ -1,4 +1,4 @@
-"""The memory-bounded engine (issue 30): open time, RSS, first-touch and resident search latency,
+"""The memory-bounded engine: open time, RSS, first-touch and resident search latency,
 and ``delete_all`` time of an engine over N synthetic memories, with and without
 ``max_resident_bytes``. Each configuration runs in a fresh process (RSS is the process's own);
 the stores are built once (``hashing:384``, 6 messages per memory, ``add_batch`` of 100 users)

@@ -1,4 +1,4 @@
-"""Host time of a batched search per strategy (issue 27): every LoCoMo question of the store's
+"""Host time of a batched search per strategy: every LoCoMo question of the store's
 conversations (categories 1-4, as ``xmemory eval`` asks them) in one ``Retriever.search`` call
 with the query embeddings given, so the figure is retrieval alone (kernels, unit building, the
 budget fit and context assembly), in ms per query.

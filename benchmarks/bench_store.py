@@ -1,4 +1,4 @@
-"""Storage figures before and after a store refactor (issue 35), all in one process:
+"""Storage figures before and after a store refactor, all in one process:
 
 * ``build``: wall seconds of ``build_store`` over a LoCoMo file or folder (default: the dev split in
   ``../shared/data/locomo/``) with the ``hashing:384`` embedder into a fresh temporary folder, and

@@ -1,4 +1,4 @@
-"""Issue 36: ``chunk-rag`` at several passage widths beside ``naive-rag``, ``memory-only`` and
+"""``chunk-rag`` at several passage widths beside ``naive-rag``, ``memory-only`` and
 ``xmemory``, at several token budgets, on evidence recall and evidence-word recall (micro over
 categories 1-4), on a built store.
 

@@ -1,4 +1,4 @@
-"""Long user-assistant chats (issue 21): statements per message, and budget fill and evidence recall
+"""Long user-assistant chats: statements per message, and budget fill and evidence recall
 of a per-conversation question sample at 300 / 600 / 1,200 tokens, on a built store.
 
   xmemory synth --long --conversations 20 --out long20.json

@@ -1,4 +1,4 @@
-"""Ordinary assistant chats (issue 34): who is speaking, facts that change, "nothing relevant", and the
+"""Ordinary assistant chats: who is speaking, facts that change, "nothing relevant", and the
 figures on the role chats of ``datasets.assistant_chats`` with the default embedder at 150 tokens."""
 
 from __future__ import annotations

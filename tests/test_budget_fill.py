@@ -1,4 +1,4 @@
-"""Issue 21: a token budget is filled. The room ``TokenBudget.fit`` leaves once every unit was
+"""A token budget is filled. The room ``TokenBudget.fit`` leaves once every unit was
 tried, counted exactly (the section headers a context really has, not the fixed allowance), goes
 to the first unit that did not fit: whole where it fits there, else cut at a word boundary; never
 past the budget, and the units taken before are unchanged."""

@@ -1,4 +1,4 @@
-"""Issue 36: ``chunk-rag``, the chunked RAG peer. Its passages and greedy contexts equal a plain
+"""``chunk-rag``, the chunked RAG peer. Its passages and greedy contexts equal a plain
 NumPy implementation of the rule on long synthetic chats at every budget (the same message set,
 context tokens and evidence-word recall); its names work wherever strategy names go; its passages
 are embedded once and follow the bank as the live engine changes it."""

@@ -1,4 +1,4 @@
-"""The live engine under bad input and damage (issue 33's findings): unit-shaped message ids,
+"""The live engine under bad input and damage: unit-shaped message ids,
 stable derived ids, out-of-range timestamps and sessions, size limits, a damaged memory
 quarantined, history that forgets deleted ids, lone surrogates, links in ``arrays/``, damaged JSON
 cells, non-ASCII digits, ``refresh()`` of a read-only engine, and the cost of the first add."""
@@ -55,7 +55,7 @@ def _npz_of(store: Path, key: str) -> Path:
     return next((store / "arrays").glob(hashlib.sha1(key.encode()).hexdigest()[:16] + "-*.slice"))
 
 
-# -- finding 1: message ids shaped like unit ids ------------------------------------------------------
+# -- message ids shaped like unit ids ------------------------------------------------------
 @pytest.mark.parametrize("mid", ["episode:0", "semantic:0", "theme:0", "semantic:12"])
 def test_unit_shaped_message_ids_are_refused(tmp_path, mid):
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
@@ -85,7 +85,7 @@ def test_a_stored_unit_shaped_message_id_is_ambiguous_not_a_mass_delete(tmp_path
         assert len(eng.get_all(user_id="alice")) == n
 
 
-# -- finding 2: stable derived ids ---------------------------------------------------------------------
+# -- stable derived ids ---------------------------------------------------------------------
 def _by_text(units: list[dict], kind: str) -> dict[str, str]:
     return {u["text"]: u["id"] for u in units if u["type"] == kind}
 
@@ -241,7 +241,7 @@ def test_unicode_and_query_errors_name_the_field(tmp_path):
         assert eng.get("semantic:1", user_id="u")["id"] == "semantic:1"
 
 
-# -- finding 5: size limits -------------------------------------------------------------------------------
+# -- size limits -------------------------------------------------------------------------------
 def test_writes_are_bounded_and_refused_before_any_work(tmp_path):
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
         with pytest.raises(
@@ -273,7 +273,7 @@ def test_writes_are_bounded_and_refused_before_any_work(tmp_path):
             eng.add(_talk(3), user_id="u")
 
 
-# -- finding 7: a damaged memory is quarantined ---------------------------------------------------------
+# -- a damaged memory is quarantined ---------------------------------------------------------
 @pytest.mark.parametrize("budget", ["all", "auto"])
 def test_a_damaged_memory_is_quarantined_and_the_others_serve(tmp_path, budget):
     """``all``: every memory loaded at open, a damaged one quarantined then; ``auto`` (the default):
@@ -351,7 +351,7 @@ def test_invalid_json_in_a_record_names_table_and_field(tmp_path):
         Store.open(store).get(scope_key("u"))
 
 
-# -- finding 12: history forgets deleted ids ---------------------------------------------------------------
+# -- history forgets deleted ids ---------------------------------------------------------------
 SECRET = "Qzxvwplorbanth"
 
 
@@ -373,7 +373,7 @@ def test_deleted_message_ids_leave_the_history(tmp_path):
     assert SECRET.encode() not in (store / "memory.sqlite").read_bytes()
 
 
-# -- finding 16: refresh() of a read-only engine ----------------------------------------------------------
+# -- refresh() of a read-only engine ----------------------------------------------------------
 @pytest.mark.parametrize("budget", ["all", "auto"])
 def test_a_read_only_engine_sees_later_writes_after_refresh(tmp_path, budget):
     """What a read-only engine holds stays as it was until ``refresh``; under a budget (the default)

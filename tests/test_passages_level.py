@@ -1,4 +1,4 @@
-"""Passages as a level of the bank (issue 27, item 1): a long message's passages are embedded once,
+"""Passages as a level of the bank: a long message's passages are embedded once,
 at construction and at engine ingest, stored with the memory, deleted with it, and a search calls
 the encoder for its queries only; a store written before (file format 3) is still searched, with
 the same results, and its first writable open stores its passages."""

@@ -1,4 +1,4 @@
-"""Issue 21: messages embedded with their speaker (one rendering for the bulk build and the live
+"""Messages embedded with their speaker (one rendering for the bulk build and the live
 engine), long messages in passages, at most a few statements per message, and budgets filled with
 parts (an episode's messages, a message's best passage) instead of skipping what does not fit."""
 

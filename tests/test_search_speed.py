@@ -1,4 +1,4 @@
-"""Issue 27 (search at the speed of its kernels): what a search caches per bank row (rendered
+"""Search at the speed of its kernels: what a search caches per bank row (rendered
 message lines, episode line ends, passages; ``Level.rows_cache``) follows the bank as the live
 engine writes it, and the parts a strategy defers (``context.Deferred``: built by the fit only
 where their unit does not fit) give the contexts that building them all gives."""

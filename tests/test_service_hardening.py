@@ -1,4 +1,4 @@
-"""The service's answers to the fault campaign (issue 33): forged ``/metrics`` labels, the client's key on
+"""The service's answers to the fault campaign: forged ``/metrics`` labels, the client's key on
 redirects, unsafe ``serve`` settings, ids holding ``/``, malformed JSON, the OpenAPI document against
 the real error model and the real acceptance rules, strict types, what ``/health`` and ``/metrics``
 show to which key, and SIGTERM's exit status. In-process (FastAPI's TestClient) where the HTTP layer
@@ -64,7 +64,7 @@ def _post(http: TestClient, path: str, body: dict) -> tuple[int, dict]:
     return r.status_code, r.json()
 
 
-# -- finding 4: /metrics labels ----------------------------------------------------------------------
+# -- /metrics labels ----------------------------------------------------------------------
 
 SAMPLE = re.compile(r'^xmemory_\w+(\{[a-z_]+="[^"\\\n]*"(,[a-z_]+="[^"\\\n]*")*\})? [0-9.e+-]+$')
 
@@ -102,7 +102,7 @@ def test_metrics_unmatched_routes_cannot_forge_or_grow_samples(app, http):
     assert 'xmemory_requests_total{method="OTHER",route="<unmatched>",status="404"} 41' in text
 
 
-# -- finding 6: the client's key on redirects ---------------------------------------------------------
+# -- the client's key on redirects ---------------------------------------------------------
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -161,7 +161,7 @@ def test_client_does_not_carry_its_key_through_a_redirect():
         target.shutdown()
 
 
-# -- finding 8: serve's start-up checks ---------------------------------------------------------------
+# -- serve's start-up checks ---------------------------------------------------------------
 
 
 def _refused(argv: list[str], capsys, monkeypatch) -> str:
@@ -216,7 +216,7 @@ def test_serve_refuses_a_short_env_key_and_an_unusable_backend(tmp_path, capsys,
     assert not (tmp_path / "s").exists()
 
 
-# -- finding 11: ids holding '/' ----------------------------------------------------------------------
+# -- ids holding '/' ----------------------------------------------------------------------
 
 
 def test_ids_with_a_slash_are_readable_and_deletable_over_http(live):
@@ -238,7 +238,7 @@ def test_ids_with_a_slash_are_readable_and_deletable_over_http(live):
     assert [u["id"] for u in client.get_all(user_id="slash") if u["type"] == "message"] == ["a/../b"]
 
 
-# -- finding 13: malformed JSON -------------------------------------------------------------------------
+# -- malformed JSON -------------------------------------------------------------------------
 
 
 def test_malformed_json_is_named_as_the_body(http):
@@ -252,7 +252,7 @@ def test_malformed_json_is_named_as_the_body(http):
     assert body["errors"] == [{"field": "body", "error": body["detail"].removeprefix("body: ")}]
 
 
-# -- finding 14: the OpenAPI document -------------------------------------------------------------------
+# -- the OpenAPI document -------------------------------------------------------------------
 
 
 def test_openapi_declares_the_error_model_and_the_bearer_scheme(app):
@@ -434,7 +434,7 @@ def test_docs_page_works_offline(http):
     assert http.get("/redoc").status_code == 404  # it loads its script from a CDN
 
 
-# -- finding 16: strict types, /health, /metrics, SIGTERM --------------------------------------------------
+# -- strict types, /health, /metrics, SIGTERM --------------------------------------------------
 
 
 @pytest.mark.parametrize(

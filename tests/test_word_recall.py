@@ -1,4 +1,4 @@
-"""Issue 36: evidence-word recall, the share of each evidence message's words the context shows,
+"""Evidence-word recall, the share of each evidence message's words the context shows,
 on hand-made contexts (whole, fragment, repeated fragment, cut block, statement, missing), and
 beside evidence recall in the eval's rows, summary, sweep and plots."""
 

@@ -1,4 +1,4 @@
-"""End to end on a GPU (issue 31): the bulk build and one batched search per strategy, GPU backend against the CPU.
+"""End to end on a GPU: the bulk build and one batched search per strategy, GPU backend against the CPU.
 
 1. **build**: N synthetic conversations (``datasets.synthetic``, seed given) built by ``xmemory build`` in a fresh
    process per backend with the same encoder, each stage's seconds from the build's own report: how much of

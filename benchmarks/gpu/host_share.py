@@ -1,4 +1,4 @@
-"""Where a GPU op call spends its time (issue 31): wall ms of the public call against the CUDA kernels'
+"""Where a GPU op call spends its time: wall ms of the public call against the CUDA kernels'
 ms inside it (torch.profiler), for the calls whose host-to-host figure in validate.py is far above
 the kernel's floor: ``coverage_select`` (10,000 queries x 40-500 candidates, k = 10; inputs on the
 host, then already on the device) and ``score_candidates`` (100,000 candidates over 10,000 memories),

@@ -1,10 +1,9 @@
-// Feature hashing on the CPU: the signed counts of word unigrams and bigrams, hashed into `dim`
-// buckets with BLAKE2b-64 (RFC 7693, unkeyed, 8-byte digest: Python's hashlib.blake2b(digest_size=8)),
-// the arithmetic of ops/features/reference.py exactly. The words come from Python (text.word_runs,
-// the one word rule: a text's words as bytes separated by spaces); a bigram is two consecutive words
-// joined by a space; a feature's bucket is h % dim and its sign +1 when bit 63 of h is set, else -1;
-// counts are small integers (exact in any order). Buckets are remembered per feature (a text's words
-// repeat across a build), up to kMaxCached features per counter.
+// Feature hashing on the CPU: signed counts of word unigrams and bigrams in `dim` buckets. A numeric
+// kernel over words it is given (ops/features hands it each text's words, separated by spaces; the word
+// rule itself lives in text.py): a bigram is two consecutive words joined by a space; a feature's hash h
+// is its unkeyed BLAKE2b-64 digest (RFC 7693), its bucket h % dim, its sign +1 when bit 63 of h is set,
+// else -1. Counts are small integers (exact in any order); ops/features/reference.py is the reference.
+// Buckets are remembered per feature (words repeat across a build), up to kMaxCached features.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 

@@ -88,6 +88,11 @@ def _pair(speakers: tuple[str, ...]) -> tuple[str, str]:
     return (speakers + ("", ""))[:2]  # type: ignore[return-value]
 
 
+def speaker_pair(messages: list[Message]) -> tuple[str, str]:
+    """The two speakers a conversation of ``messages`` is read with, as growth takes them: the first two to speak."""
+    return _pair(_speakers((), messages))
+
+
 def grow(
     memories: list[Memory],
     new_messages: list[list[Message]],

@@ -8,7 +8,7 @@ verbs, facts said inside requests, assistant small talk, and questions of four k
 - every answerable question lists its ``evidence`` (message numbers) and, for a fact that changed,
   ``stale`` (the numbers of the messages that said the earlier value).
 
-Used by ``benchmarks/assistant_chats.py`` and the tests of issue 34. Messages are numbered from 0
+Used by ``benchmarks/assistant_chats.py`` and its tests. Messages are numbered from 0
 within a chat; ids are ``f"{user_id}-{n}"``.
 """
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..construct.forget import without
-from ..construct.incremental import empty_memory, engine_state, grow, statement_hash
+from ..construct.incremental import empty_memory, engine_state, grow, speaker_pair, statement_hash
 from ..construct.segment import MessageVectors, embed_messages
 from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
@@ -183,7 +183,7 @@ class Writes:
                 self._parse(msgs, out, "", set(), 0, [], time.time(), {}, key)
                 flat += out
                 if out:
-                    conv = Conversation(key, _pair_of(out), out)
+                    conv = Conversation(key, speaker_pair(out), out)
                     stmts += [
                         r.text
                         for r in extract_statements(
@@ -550,8 +550,3 @@ def _name_kept(stats: dict, messages: list[Message], touched: set[str]) -> dict:
         ):
             best = (c, m.id)
     return _name_after({}, None, best)
-
-
-def _pair_of(messages: list[Message]) -> tuple[str, str]:
-    """A conversation's two speakers as the incremental build takes them: the first two to speak."""
-    return (tuple(dict.fromkeys(m.speaker for m in messages))[:2] + ("", ""))[:2]  # type: ignore[return-value]

@@ -3,7 +3,7 @@
 // thread still in a native call when the main thread exits) with pthread_exit, a forced unwind; met
 // by gil_scoped_release's destructor, which is noexcept, it calls std::terminate and the process
 // aborts ("terminate called without an active exception"). GilRelease catches that unwind and parks
-// the thread for good, as CPython 3.14 does itself: the thread holds no GIL, runs nothing more and
+// the thread for good: it holds no GIL, runs nothing more and
 // frees nothing (an unwind would drop Python references without the GIL), and the process exits.
 // Every binding that releases the GIL uses this, never py::gil_scoped_release.
 #pragma once
