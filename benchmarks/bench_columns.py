@@ -14,6 +14,7 @@ import io
 
 import numpy as np
 import pytest
+from scale import scaled
 
 from xmemory_gpu.construct.pipeline import build_slices
 from xmemory_gpu.datasets.locomo import load_locomo
@@ -22,7 +23,7 @@ from xmemory_gpu.embed import load_embedder
 from xmemory_gpu.memory.codec import DERIVED, slice_from_bytes, slice_to_bytes
 from xmemory_gpu.ops import available_backends, rows
 
-N_CONVERSATIONS = 200
+N_CONVERSATIONS = scaled(200, 10)
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ops.coverage_cases import random_problem
+from scale import label, scaled
 
 from xmemory_gpu.ops.coverage import coverage_select
 
-N_Q, SAMPLE, BUDGET = 10_000, 200, 20
+N_Q, SAMPLE, BUDGET = scaled(10_000, 50), scaled(200, 20), 20
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def problem():
 
 
 @pytest.mark.parametrize("stop", ["count", "weight"])
-@pytest.mark.parametrize("impl", ["cpu (10,000 queries)", "reference (200 queries)"])
+@pytest.mark.parametrize("impl", [f"cpu ({label(N_Q)} queries)", f"reference ({SAMPLE} queries)"])
 def test_coverage(benchmark, problem, impl, stop):
     sizes, (off, idx, w, rel) = problem
     benchmark.group = (

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from ops import kmeans_oracle
 from ops.kmeans_cases import clustered_themes, split_draws
+from scale import scaled
 
 from xmemory_gpu.ops.kmeans import spherical_kmeans
 from xmemory_gpu.ops.rows import unit_rows
 
-THEMES, D, KS, N_INIT = 400, 384, (2, 3, 4), 4
+THEMES, D, KS, N_INIT = scaled(400, 20), 384, (2, 3, 4), 4
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 import torch
 from ops.knn_cases import numpy_blas_loop, ragged, segment_sizes, torch_mm_topk_loop
+from scale import label, scaled
 
 from xmemory_gpu.ops.knn import KnnGraph, knn_graph
 
 K, D = 10, 384
+SEGMENTS, LARGE, GRAPH = scaled(1000, 20), scaled(50_000, 2_000), scaled(10_000, 1_000)
 
 
 def faiss_loop(x: np.ndarray, off: np.ndarray, k: int):
@@ -56,7 +58,7 @@ def torch_padded_bmm(x: np.ndarray, off: np.ndarray, k: int):
 @pytest.fixture(scope="module")
 def case_a():
     rng = np.random.default_rng(0)
-    return ragged(rng, segment_sizes(rng, 1000, 200, 600), D)
+    return ragged(rng, segment_sizes(rng, SEGMENTS, 200, 600), D)
 
 
 IMPLS_A = {
@@ -117,8 +119,8 @@ def test_a_interleaved(benchmark, case_a):
 )
 def test_a_1000_segments(benchmark, case_a, impl):
     x, off = case_a
-    benchmark.group = "knn (a) 1000 segments x 200-600 rows, d=384, k=10"
-    benchmark.extra_info.update(rows=int(x.shape[0]), segments=1000)
+    benchmark.group = f"knn (a) {SEGMENTS} segments x 200-600 rows, d=384, k=10"
+    benchmark.extra_info.update(rows=int(x.shape[0]), segments=SEGMENTS)
     fn = {
         "cpu": lambda: knn_graph(x, off, K, backend="cpu"),
         "reference": lambda: knn_graph(x, off, K, backend="reference"),
@@ -138,8 +140,8 @@ def test_a_1000_segments(benchmark, case_a, impl):
 @pytest.mark.parametrize("impl", ["cpu", "faiss-cpu"])
 def test_b_one_large_segment(benchmark, impl):
     rng = np.random.default_rng(1)
-    x, off = ragged(rng, [50_000], D)
-    benchmark.group = "knn (b) one segment of 50,000 rows, d=384, k=10"
+    x, off = ragged(rng, [LARGE], D)
+    benchmark.group = f"knn (b) one segment of {label(LARGE)} rows, d=384, k=10"
     fn = {"cpu": lambda: knn_graph(x, off, K, backend="cpu"), "faiss-cpu": lambda: faiss_loop(x, off, K)}[
         impl
     ]
@@ -148,9 +150,9 @@ def test_b_one_large_segment(benchmark, impl):
 
 def test_c_single_insert(benchmark):
     rng = np.random.default_rng(2)
-    base = rng.standard_normal((10_000, D)).astype(np.float32)
+    base = rng.standard_normal((GRAPH, D)).astype(np.float32)
     g = KnnGraph(base, K)
     new = rng.standard_normal((200, D)).astype(np.float32)
     it = iter(range(200))
-    benchmark.group = "knn (c) one insert into a 10,000-row KnnGraph, d=384, k=10"
+    benchmark.group = f"knn (c) one insert into a {label(GRAPH)}-row KnnGraph, d=384, k=10"
     benchmark.pedantic(lambda: g.insert(new[next(it)][None]), rounds=100, iterations=1, warmup_rounds=1)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ops.objective_cases import numpy_closed_form, random_candidates, random_partition
+from scale import scaled
 
 from xmemory_gpu.ops.objective import PartitionState, partition_objective, score_candidates
 from xmemory_gpu.ops.objective.state import closed_form
 
-N_MEM, NODES, THEMES, D, PER_MEM = 1000, 300, 64, 384, 10
-SAMPLE = 200
+N_MEM, NODES, THEMES, D, PER_MEM = scaled(1000, 20), 300, 64, 384, 10
+SEGMENTS = scaled(1000, 20)
+SAMPLE = scaled(200, 20)
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +53,16 @@ def numpy_from_scratch(state: PartitionState, cands, n: int) -> np.ndarray:
 
 
 def test_candidates_are_many(problem):
-    assert problem[1].n >= 9000
+    assert problem[1].n >= 9 * N_MEM
 
 
 @pytest.mark.parametrize(
-    "impl", ["cpu (all candidates)", "numpy closed form from scratch (200)", "reference from scratch (200)"]
+    "impl",
+    [
+        "cpu (all candidates)",
+        f"numpy closed form from scratch ({SAMPLE})",
+        f"reference from scratch ({SAMPLE})",
+    ],
 )
 def test_score_candidates(benchmark, problem, impl):
     state, cands = problem
@@ -92,8 +99,8 @@ def test_score_candidates(benchmark, problem, impl):
 @pytest.fixture(scope="module")
 def labelled():
     rng = np.random.default_rng(3)
-    sizes = rng.integers(200, 401, 1000).tolist()
-    x, lab, off = random_partition(rng, sizes, [64] * 1000, D)
+    sizes = rng.integers(200, 401, SEGMENTS).tolist()
+    x, lab, off = random_partition(rng, sizes, [64] * SEGMENTS, D)
     return x.astype(np.float32), lab, off
 
 
@@ -147,7 +154,7 @@ def test_partition_objective_interleaved(benchmark, labelled):
             info[f"speedup_median{tag}"] = round(
                 statistics.median(times["numpy closed form"]) / statistics.median(times[n]), 2
             )
-    benchmark.group = "partition_objective: 1000 segments x 200-400 rows, 64 labels, d=384"
+    benchmark.group = f"partition_objective: {SEGMENTS} segments x 200-400 rows, 64 labels, d=384"
     benchmark.extra_info.update(info)
     benchmark.pedantic(impls["cpu"], rounds=1, iterations=1)
     print("\n" + "\n".join(f"{k}: {v}" for k, v in info.items()))

@@ -77,16 +77,14 @@ if __name__ != "__main__":
     @pytest.fixture(scope="module")
     def batch():
         if not STORE or not Path(STORE).exists():
-            pytest.skip("set XMEM_STORE to a built LoCoMo dev store")
+            pytest.skip("set XMEM_STORE to a built store (scripts/bench.sh builds a small one)")
         return load_batch(STORE, LOCOMO)
 
     @pytest.mark.parametrize("budget", _budgets(BUDGETS), ids=str)
     @pytest.mark.parametrize("strategy", STRATEGIES)
     def test_batched_search(benchmark, batch, strategy, budget):
         r, questions, mems, q_x = batch
-        benchmark.group = (
-            f"one batched search of {len(questions)} LoCoMo dev questions, query embeddings given (host)"
-        )
+        benchmark.group = f"one batched search of {len(questions)} questions of {Path(LOCOMO).name}, query embeddings given (host)"
         times: list[float] = []
         benchmark.pedantic(
             lambda: times.append(ms_per_query(r, questions, mems, q_x, strategy, budget)),
