@@ -153,10 +153,14 @@ def native_share_timed(data: Path, embedder: str) -> dict[str, float]:
         return call
 
     originals = {n: f for n in dir(_C) if type(f := getattr(_C, n)).__name__ == "builtin_function_or_method"}
-    # (an older tree, measured with this function, may name its cached lookups otherwise)
+    # cached lookups of _C's functions (an older tree, measured with this function, may have them)
     cached = [
         f.cache_clear
-        for f in (graph._native, getattr(rows, "compiled", None), getattr(rows, "_native_add_rows", None))
+        for f in (
+            getattr(graph, "_native", None),
+            getattr(rows, "compiled", None),
+            getattr(rows, "_native_add_rows", None),
+        )
         if f is not None
     ]
     emb = load_embedder(embedder)

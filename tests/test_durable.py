@@ -1,5 +1,6 @@
-"""``memory.durable.write_durable``: the C++ call (no GIL, threads of its own) and the Python steps
-write the same files, attempt every file, and leave no temporary file where one fails."""
+"""``memory.durable.write_durable`` (the op ``ops.files.write_durable``): the C++ call (no GIL, threads
+of its own) and the Python steps write the same files, attempt every file, leave no temporary file
+where one fails, and sync each destination folder once its files are renamed into it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import time
 import pytest
 
 from xmemory_gpu.memory.durable import write_durable
-from xmemory_gpu.ops.rows import compiled
+from xmemory_gpu.ops import available_backends
+
+NATIVE = available_backends()["cpu"].available
 
 PATHS = [pytest.param("cpu", id="native"), pytest.param("reference", id="python")]
 
@@ -24,7 +27,7 @@ def _files(folder, n, size=3000):
 @pytest.mark.parametrize("threads", [1, 3, 8])
 @pytest.mark.parametrize("n", [7, 40])
 def test_every_file_lands_whole_and_no_temporary_stays(tmp_path, backend, threads, n):
-    if backend == "cpu" and compiled("write_durable") is None:
+    if backend == "cpu" and not NATIVE:
         pytest.skip("the compiled module is not built")
     files = _files(tmp_path, n)
     (tmp_path / "f2").write_bytes(b"an older file of that name")  # replaced, as os.replace does
@@ -42,7 +45,7 @@ def test_every_file_lands_whole_and_no_temporary_stays(tmp_path, backend, thread
 def test_a_failed_file_raises_after_the_others_land(tmp_path, backend, n):
     """The rename of file 1 fails (its name is a folder): OSError with errno and path, its temporary
     file removed; every other file is in place."""
-    if backend == "cpu" and compiled("write_durable") is None:
+    if backend == "cpu" and not NATIVE:
         pytest.skip("the compiled module is not built")
     files = _files(tmp_path, n)
     files[1][1].mkdir()
@@ -63,7 +66,7 @@ def test_the_native_writes_leave_the_interpreter_free(tmp_path):
     """While the C++ call writes (and fsyncs) files on a background thread, a Python loop on this
     thread keeps running: its longest stall is far shorter than the call (a call holding the GIL
     throughout would stall it for the whole call)."""
-    if compiled("write_durable") is None:
+    if not NATIVE:
         pytest.skip("the compiled module is not built")
     files = _files(tmp_path, 64, size=2_000_000)
     span = {}
@@ -91,7 +94,7 @@ def test_the_native_writes_leave_the_interpreter_free(tmp_path):
 @pytest.mark.parametrize("backend", PATHS)
 def test_many_files_in_two_folders_all_land(tmp_path, backend):
     """Files of one call in two folders (no single file system sync covers them: an fsync each)."""
-    if backend == "cpu" and compiled("write_durable") is None:
+    if backend == "cpu" and not NATIVE:
         pytest.skip("the compiled module is not built")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -99,3 +102,45 @@ def test_many_files_in_two_folders_all_land(tmp_path, backend):
     write_durable(files, threads=2, backend=backend)
     assert all(dst.read_bytes() == data for _, dst, data in files)
     assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def _folder_opens(monkeypatch, fail: int | None = None) -> list[tuple[str, list[str]]]:
+    """Record each folder opened to be fsynced (its path and the files in it then); with ``fail``,
+    refuse those opens with that errno."""
+    seen: list[tuple[str, list[str]]] = []
+    real = os.open
+
+    def opened(path, flags, *args, **kwargs):
+        if flags & getattr(os, "O_DIRECTORY", 0):
+            seen.append((os.fsdecode(path), sorted(map(os.fsdecode, os.listdir(path)))))
+            if fail is not None:
+                raise OSError(fail, os.strerror(fail), path)
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", opened)
+    return seen
+
+
+@pytest.mark.parametrize("backend", PATHS)
+def test_each_folder_is_synced_once_after_its_files_are_renamed_into_it(tmp_path, backend, monkeypatch):
+    if backend == "cpu" and not NATIVE:
+        pytest.skip("the compiled module is not built")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    files = _files(tmp_path / "a", 17) + _files(tmp_path / "b", 3)
+    seen = _folder_opens(monkeypatch)
+    write_durable(files, threads=2, backend=backend)
+    assert [os.path.basename(p) for p, _ in seen] == ["a", "b"]
+    assert seen[0][1] == sorted(f"f{i}" for i in range(17)) and seen[1][1] == ["f0", "f1", "f2"]
+
+
+@pytest.mark.parametrize("backend", PATHS)
+def test_a_folder_that_cannot_be_synced_raises_after_the_files_land(tmp_path, backend, monkeypatch):
+    if backend == "cpu" and not NATIVE:
+        pytest.skip("the compiled module is not built")
+    files = _files(tmp_path, 3)
+    _folder_opens(monkeypatch, fail=errno.EACCES)
+    with pytest.raises(PermissionError) as info:
+        write_durable(files, backend=backend)
+    assert info.value.errno == errno.EACCES and info.value.filename == str(tmp_path)
+    assert all(dst.read_bytes() == data for _, dst, data in files)

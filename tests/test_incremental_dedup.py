@@ -13,7 +13,9 @@ import pytest
 from xmemory_gpu.construct import incremental
 from xmemory_gpu.construct.incremental import _dedup_into, match_duplicates
 from xmemory_gpu.memory.records import SemanticNode
-from xmemory_gpu.ops.rows import compiled
+from xmemory_gpu.ops import available_backends
+
+NATIVE = available_backends()["cpu"].available
 
 
 def _dense_dedup(mem, raw, raw_x, threshold):
@@ -155,7 +157,7 @@ def test_identical_columns_tie_exactly_wherever_they_sit(n, d):
     """A BLAS product may score two identical columns a bit apart (its edge tiles add in another
     order, as on AMD's AVX2 kernels); the rule re-scores the best candidates exactly, so the first
     identical column wins at any position and size."""
-    from xmemory_gpu.construct.semantic import exact_cosines, first_best
+    from xmemory_gpu.ops.dedup import exact_cosines, first_best
 
     rng = np.random.default_rng(n)
     cols = _unit(rng.standard_normal((n, d)))
@@ -172,9 +174,9 @@ def test_identical_columns_tie_exactly_wherever_they_sit(n, d):
 @pytest.mark.parametrize("block", [3, 64, 512])
 @pytest.mark.parametrize("threshold", [0.5, 0.92, 0.99])
 def test_the_native_block_rule_decides_as_the_python_loop(seed, block, threshold):
-    """``csrc/cpu/dedup.cpp`` against ``semantic.dedup_block`` (the loop it replaces) on planted
+    """``csrc/cpu/dedup.cpp`` against ``ops.dedup``'s reference (the loop it replaces) on planted
     copies, near copies around the threshold and identical candidates, old rows or none."""
-    if compiled("dedup_block") is None:
+    if not NATIVE:
         pytest.skip("the compiled module is not built")
     rng = np.random.default_rng(seed)
     old, new = _planted(
@@ -190,7 +192,7 @@ def test_the_native_block_rule_decides_as_the_python_loop(seed, block, threshold
 def test_a_cosine_exactly_at_the_threshold_does_not_merge(backend):
     """Merging takes a cosine above the threshold: at the exact cosine of a pair, no merge; one float
     below it, a merge (both paths; the exact cosine is the left-to-right sum of exact products)."""
-    if backend == "cpu" and compiled("dedup_block") is None:
+    if backend == "cpu" and not NATIVE:
         pytest.skip("the compiled module is not built")
     rng = np.random.default_rng(3)
     u = _unit(rng.standard_normal((1, 24)))
@@ -206,7 +208,7 @@ def test_the_native_block_rule_keeps_the_loops_nan_and_float32_semantics(seed):
     """Rows the rule does not expect still decide as the Python loop: NaN rows (NumPy's max is NaN:
     no screen), rows far from unit norm (the screen meets a threshold that is a Python float in
     float32, NEP 50, and the float64 best in float64), infinities, zero rows, odd thresholds."""
-    if compiled("dedup_block") is None:
+    if not NATIVE:
         pytest.skip("the compiled module is not built")
     rng = np.random.default_rng(seed)
     old, new = _planted(rng, d=int(rng.choice([2, 8, 33])), n_new=120)

@@ -461,7 +461,8 @@ def test_a_forked_child_leaves_the_parents_pending_commit_alone(tmp_path, memori
 _WRITE_FAILS = """
 import resource, signal, sys
 from pathlib import Path
-import xmemory_gpu.memory.durable as durable
+import xmemory_gpu.ops.files.cpu as files_cpu
+import xmemory_gpu.ops.files.reference as files_reference
 from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.construct.pipeline import build_memories
 from xmemory_gpu.datasets.locomo import load_locomo
@@ -472,7 +473,7 @@ from xmemory_gpu.memory.store import Store, StoreError
 
 tmp, n = Path(sys.argv[1]), int(sys.argv[3])
 if sys.argv[2] == "python":
-    durable.compiled = lambda name, backend="auto": None
+    files_cpu.write_durable = files_reference.write_durable
 data = write_json(generate_conversations(n, seed=5), tmp / "s.json")
 slices = [slice_from_memory(m) for m in build_memories(load_locomo(data), HashingEmbedder(32), XMemoryConfig())]
 st = Store.create(tmp / "store", dim=32, embedder="hashing-32", config={})

@@ -93,6 +93,8 @@ def test_implemented_backends():
         "attach_rows_batch",
         "merge_pairs",
         "merge_pairs_batch",
+        "dedup_block",
+        "write_durable",
         *columns,
         *rows,
         *blocks,
@@ -114,8 +116,8 @@ def test_implemented_backends():
         "reference",
         "cpu",
     )  # many memories' attach loops in one call
-    for op in (*columns, *rows, *blocks, "merge_pairs", "merge_pairs_batch"):  # host only: the store's file
-        assert implemented_backends(op) == ("reference", "cpu"), op  # format, the construction's row helpers
+    for op in (*columns, *rows, *blocks, "merge_pairs", "merge_pairs_batch", "dedup_block", "write_durable"):
+        assert implemented_backends(op) == ("reference", "cpu"), op  # host only: the store's files, the rows
     with pytest.raises(ValueError, match="unknown op 'knn'"):
         implemented_backends("knn")
     with pytest.raises(ValueError, match="unknown backends"):

@@ -1,7 +1,8 @@
 """One differential harness for the ops registry: every registered op that implements both ``reference``
 and ``cpu`` runs on small generated inputs on each, and the two agree: integer, boolean, byte and string
 outputs exactly, floating outputs within the op's stated tolerance (``TOLERANCE``; exact when not
-listed). Each op needs an input generator in ``GENERATORS`` (a new op without one fails the test)."""
+listed); ops with effects compare them (``write_durable``: the files written and the error raised).
+Each op needs an input generator in ``GENERATORS`` (a new op without one fails the test)."""
 
 from __future__ import annotations
 
@@ -360,6 +361,65 @@ def _offer_rows(rng: np.random.Generator) -> Run:
     return run
 
 
+def _dedup_block(rng: np.random.Generator) -> Run:
+    """Planted copies, near copies and identical candidates in one block, earlier blocks' bests for
+    some rows, a zero and a NaN row; the decisions at three thresholds."""
+    from xmemory_gpu.ops.dedup import dedup_block
+
+    d, m = int(rng.choice([3, 16, 37])), 60
+    base = _unit(rng, 20, d)
+    src = rng.integers(0, 20, m)
+    rows = base[src] + (rng.random((m, 1)) < 0.5) * rng.choice([0.0, 0.01, 0.1], (m, 1)) * _unit(rng, m, d)
+    rows = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    rows[[7, 30]] = rows[3]  # identical candidates
+    rows[11], rows[41] = 0.0, np.nan
+    has = rng.random(m) < 0.3
+    best = np.where(has, rng.uniform(0.5, 1.0, m), -np.inf)
+    arg = np.where(has, rng.integers(0, 25, m), -1).astype(np.int64)
+
+    def run(b: str) -> list[np.ndarray]:
+        with np.errstate(invalid="ignore"):
+            return [dedup_block(rows @ rows.T, rows, best, arg, t, 25, backend=b) for t in (0.5, 0.92, 0.99)]
+
+    return run
+
+
+def _write_durable(rng: np.random.Generator) -> Run:
+    """Two calls: 20 files in one folder (one sync of the file system on ``cpu``), one of them renamed
+    onto a non-empty folder; then files in two folders, one missing. The files that land (name and
+    bytes), what is left in the folders, and each call's error (type, errno, path)."""
+    import tempfile
+    from pathlib import Path
+
+    from xmemory_gpu.ops.files import write_durable
+
+    data = [rng.bytes(int(n)) for n in rng.integers(0, 5000, 24)]
+
+    def run(b: str) -> tuple:
+        errors = []
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            for sub in ("a", "b", "a/f3"):
+                (root / sub).mkdir()
+            (root / "a/f3/x").write_bytes(b"")
+            calls = [
+                [(root / f"a/.f{i}.tmp", root / f"a/f{i}", data[i]) for i in range(20)],
+                [
+                    (root / f"{sub}/.g{i}.tmp", root / f"{sub}/g{i}", data[20 + i])
+                    for i, sub in enumerate(("a", "b", "missing", "b"))
+                ],
+            ]
+            for files in calls:
+                try:
+                    write_durable(files, threads=3, backend=b)
+                except OSError as exc:
+                    errors.append((type(exc).__name__, exc.errno, str(Path(exc.filename).relative_to(root))))
+            tree = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+        return errors, tree
+
+    return run
+
+
 GENERATORS: dict[str, Callable[[np.random.Generator], Run]] = {
     "knn_graph": _knn_graph,
     "knn_search": _knn_search,
@@ -392,6 +452,8 @@ GENERATORS: dict[str, Callable[[np.random.Generator], Run]] = {
     "f_blocks": _f_blocks,
     "topk_select": _topk_select,
     "offer_rows": _offer_rows,
+    "dedup_block": _dedup_block,
+    "write_durable": _write_durable,
 }
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..config import SemanticConfig
 from ..memory.records import Conversation, Episode, SemanticNode
-from ..ops.rows import compiled
+from ..ops.dedup import dedup_block, first_best
 from ..text import NOT_CONTENT, words
 
 ASSISTANT_SPEAKERS = frozenset(
@@ -492,39 +492,6 @@ def extract_statements(
 DEDUP_BLOCK = 512
 
 
-TIE_TOL = 1e-4  # BLAS cosines this close to a row's best are re-scored exactly
-
-
-def exact_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise dot products of ``a`` [k, d] and ``b`` [k, d] (float32) as float64: exact products,
-    summed left to right. The same two vectors give the same value wherever they sit, which a BLAS
-    product does not promise (its edge tiles may add in another order: on AMD's AVX2 kernels two
-    identical columns can differ in the last bit)."""
-    return (
-        np.cumsum(a.astype(np.float64) * b.astype(np.float64), axis=1)[:, -1]
-        if a.shape[1]
-        else np.zeros(len(a))
-    )
-
-
-def first_best(sims: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``sims`` [m, n] (``rows @ cols.T`` from BLAS): the largest exact cosine
-    (:func:`exact_cosines`, over the columns within ``TIE_TOL`` of the row's BLAS best) and its
-    column, the first of equals; -inf and -1 when there are no columns."""
-    m, n = sims.shape
-    best, arg = np.full(m, -np.inf), np.full(m, -1, np.int64)
-    if n == 0 or m == 0:
-        return best, arg
-    r, j = np.nonzero(sims >= (sims.max(axis=1) - TIE_TOL)[:, None])
-    if r.size == 0:  # every row's similarities NaN: no candidate
-        return best, arg
-    exact = exact_cosines(rows[r], cols[j])
-    order = np.lexsort((j, -exact, r))  # per row: the largest value, then the first column
-    head = order[np.r_[True, r[order][1:] != r[order][:-1]]]
-    best[r[head]], arg[r[head]] = exact[head], j[head]
-    return best, arg
-
-
 def _best_prior(
     rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, block: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -546,10 +513,10 @@ def match_duplicates(
 ) -> np.ndarray:
     """The de-duplication rule, in blocks: in order, each new row merges into its most similar
     earlier kept row (``old_x``'s rows, then the new rows kept so far; the first on a tie, cosines
-    compared exactly: :func:`first_best`) when the cosine exceeds ``threshold``, else it is kept; within a
-    block, one C++ pass when the compiled module is built (and ``backend`` is not ``reference``), else :func:`dedup_block`. Returns, per new row, the position it merges into
-    among the old rows followed by the kept new rows, or -1 when kept. Memory is O(block * (block + d))
-    whatever the sizes; work is O(new * (old + new) * d), the dense rule's."""
+    compared exactly: ``ops.dedup.first_best``) when the cosine exceeds ``threshold``, else it is kept;
+    within a block the op ``ops.dedup.dedup_block`` on ``backend``. Returns, per new row, the position
+    it merges into among the old rows followed by the kept new rows, or -1 when kept. Memory is
+    O(block * (block + d)) whatever the sizes; work is O(new * (old + new) * d), the dense rule's."""
     n_old = len(old_x)
     target = np.full(len(new_x), -1, np.int64)
     kept: list[int] = []  # new rows kept so far
@@ -561,41 +528,9 @@ def match_duplicates(
             v, j = _best_prior(rows, new_x, np.asarray(kept), block)
             better = v > best
             best[better], arg[better] = v[better], n_old + j[better]
-        inner = rows @ rows.T
-        fn = compiled("dedup_block", backend)
-        if fn is not None and rows.dtype == np.float32 and type(threshold) is float:
-            t_block = fn(inner, rows, best, arg, threshold, TIE_TOL, n_old + n_prev)
-        else:
-            t_block = dedup_block(inner, rows, best, arg, threshold, n_old + n_prev)
+        t_block = dedup_block(rows @ rows.T, rows, best, arg, threshold, n_old + n_prev, backend=backend)
         target[a : a + len(rows)] = t_block
         kept.extend((a + np.flatnonzero(t_block < 0)).tolist())
-    return target
-
-
-def dedup_block(
-    inner: np.ndarray, rows: np.ndarray, best: np.ndarray, arg: np.ndarray, threshold: float, base: int
-) -> np.ndarray:
-    """The rule's sequential part over one block of new rows (``csrc/cpu/dedup.cpp`` is this loop in
-    C++): row i merges into the most similar earlier kept row, its best against earlier blocks
-    (``best``, ``arg`` [m]) or a row of this block kept before it (screened on ``inner`` [m, m], the
-    block's gram, re-scored exactly: :func:`first_best`; target ``base`` + its position among the
-    block's kept rows), when the cosine exceeds ``threshold``. Returns target [m] int64, -1 kept."""
-    target = np.full(len(rows), -1, np.int64)
-    local: list[int] = []  # rows of this block kept so far
-    for li in range(len(rows)):
-        b, t = best[li], arg[li]
-        if local:
-            sims = inner[li : li + 1, local]
-            # exact scores only where they can decide: a candidate clearly below both the best so far
-            # and the threshold changes nothing (most rows: no duplicate in the block)
-            if sims.max() >= max(b, threshold) - TIE_TOL:
-                w, k = first_best(sims, rows[li : li + 1], rows[local])
-                if w[0] > b:
-                    b, t = w[0], base + int(k[0])
-        if t >= 0 and b > threshold:
-            target[li] = t
-        else:
-            local.append(li)
     return target
 
 

@@ -2,10 +2,11 @@
 CPU path and GPU paths (Triton, CUDA C++), and four host-only ops: the theme stage's attach loop
 (attach) and seeded k-means of the theme splits (kmeans), the sentence encoder's batch-invariant dense
 layer (linear) and the hashing embedder's word-feature counts (features), each a reference and C++,
-plus the store's file format (columns: a memory's arrays as one container, text columns as UTF-8)
-and the construction's exact-bit row helpers (``rows``; the partition state's blocks in
-``objective.state``; the theme merge pairs in ``attach``), each a reference and C++ equal to the bit,
-behind one contract in three modules:
+plus the store's file format (columns: a memory's arrays as one container, text columns as UTF-8),
+the construction's exact-bit row helpers (``rows``; the partition state's blocks in
+``objective.state``; the theme merge pairs in ``attach``), the statements' de-duplication block
+(dedup) and the store's durable file writes (files), each a reference and C++ equal to the bit
+(files: file for file), behind one contract in three modules:
 
 - ``backends``: which backends exist and can run here (``available_backends``), which each op
   implements (``implemented_backends(op)``) and which one a call runs on (``resolve_backend``,
@@ -19,7 +20,7 @@ Flat surface::
     from xmemory_gpu.ops import knn_graph, knn_search, KnnGraph, partition_objective, score_candidates
     from xmemory_gpu.ops import coverage_select, token_entropy_logprob, csr_offsets, available_backends
     from xmemory_gpu.ops import implemented_backends, spherical_kmeans, pack_linear, rowwise_linear
-    from xmemory_gpu.ops import feature_counts, attach_rows
+    from xmemory_gpu.ops import feature_counts, attach_rows, dedup_block, write_durable
 
 ``available_backends()`` reports which backends are usable here; ``implemented_backends(op)`` which
 backends an op has; ``validated_backends()`` the GPU paths validated on a real GPU
@@ -31,8 +32,10 @@ from .attach import attach_rows
 from .backends import BACKENDS, BackendStatus, available_backends, implemented_backends
 from .checks import csr_offsets
 from .coverage import coverage_select
+from .dedup import dedup_block
 from .entropy import token_entropy_logprob
 from .features import feature_counts
+from .files import write_durable
 from .kmeans import spherical_kmeans
 from .knn import KnnGraph, knn_graph, knn_search
 from .linear import PackedLinear, pack_linear, rowwise_linear
@@ -52,6 +55,7 @@ __all__ = [
     "candidate_gains",
     "coverage_select",
     "csr_offsets",
+    "dedup_block",
     "feature_counts",
     "implemented_backends",
     "knn_graph",
@@ -63,4 +67,5 @@ __all__ = [
     "spherical_kmeans",
     "token_entropy_logprob",
     "validated_backends",
+    "write_durable",
 ]

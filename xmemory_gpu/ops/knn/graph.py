@@ -16,7 +16,6 @@ import numpy as np
 from ..backends import host_implementation
 from ..checks import check_float_matrix, check_index, check_k
 from ..devices import host
-from ..rows import compiled
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -25,9 +24,6 @@ def _unit(x: np.ndarray) -> np.ndarray:
         raise ValueError(f"KnnGraph: vectors must be [n, d], got shape {x.shape}")
     n = np.linalg.norm(x, axis=1, keepdims=True)
     return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
-
-
-_native = compiled  # (the cached lookup benchmarks/bench_build.py clears; the upkeep runs on ops)
 
 
 def _select(

@@ -6,9 +6,6 @@ host's best), ``"reference"`` the NumPy steps."""
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,27 +27,6 @@ OPS = (
 )
 for _op in OPS:
     register(_op, __name__, _ALL)
-
-
-@functools.cache
-def _lookup(name: str) -> Callable[..., Any] | None:
-    try:
-        from ... import _C
-    except ImportError:
-        return None
-    return getattr(_C, name)
-
-
-def compiled(name: str, backend: str = "auto") -> Callable[..., Any] | None:
-    """``_C.<name>`` when the compiled module is built and neither ``backend`` nor, under ``auto``,
-    ``XMEMORY_BACKEND`` is ``reference``; else None (the caller's NumPy steps). For host helpers
-    outside the registry's op families (the de-duplication block, the durable writes)."""
-    if backend == "reference" or (backend == "auto" and os.environ.get("XMEMORY_BACKEND") == "reference"):
-        return None
-    return _lookup(name)
-
-
-compiled.cache_clear = _lookup.cache_clear  # type: ignore[attr-defined]  # (cached lookups, cleared alike)
 
 
 def add_rows_in_order(
@@ -148,7 +124,6 @@ def drift_runs(
 __all__ = [
     "OPS",
     "add_rows_in_order",
-    "compiled",
     "dot4",
     "dot4_gram",
     "drift_runs",

@@ -1,0 +1,51 @@
+"""The statements' de-duplication, its sequential part: within a block of new rows, in order, each
+row merges into the most similar earlier row kept so far when the cosine exceeds the threshold,
+else it is kept (``construct/semantic.py::match_duplicates`` runs it block by block). Candidates are
+screened on the block's BLAS gram and re-scored exactly (float64 products of the float32 entries
+summed left to right, the first of equals winning), so every backend takes the same decisions on
+any CPU. Host only: ``reference`` (NumPy, ``reference.py``) and ``cpu`` (C++,
+``csrc/cpu/dedup.cpp``), equal decision for decision."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends import host_implementation, register
+from .reference import TIE_TOL, exact_cosines, first_best
+
+register("dedup_block", __name__, {"reference": "reference", "cpu": "cpu"})
+
+
+def dedup_block(
+    inner: np.ndarray,
+    rows: np.ndarray,
+    best: np.ndarray,
+    arg: np.ndarray,
+    threshold: float,
+    base: int,
+    *,
+    tie_tol: float = TIE_TOL,
+    backend: str = "auto",
+) -> np.ndarray:
+    """The rule over one block: rows [m, d] (float32 for the ``cpu`` pass), inner [m, m] their gram
+    (``rows @ rows.T``), best [m] (taken as float64) and arg [m] (int64) each row's best cosine and
+    target against earlier rows (-inf and -1 none), ``base`` the target of the block's first kept row.
+    ``threshold`` and ``tie_tol`` are taken as Python floats (NumPy's scalar rules then hold alike
+    for every backend). Returns target [m] int64: where each row merges, -1 when kept."""
+    if not isinstance(rows, np.ndarray) or rows.ndim != 2:
+        raise ValueError(f"rows: expected [m, d], got shape {np.shape(rows)}")
+    m = rows.shape[0]
+    if not isinstance(inner, np.ndarray) or inner.shape != (m, m):
+        raise ValueError(f"inner: expected [m={m}, m={m}], got shape {np.shape(inner)}")
+    best = np.ascontiguousarray(best, dtype=np.float64)
+    arg = np.ascontiguousarray(arg, dtype=np.int64)
+    if best.shape != (m,):
+        raise ValueError(f"best: expected [m={m}], got shape {best.shape}")
+    if arg.shape != (m,):
+        raise ValueError(f"arg: expected [m={m}], got shape {arg.shape}")
+    return host_implementation("dedup_block", backend)(
+        inner, rows, best, arg, float(threshold), float(tie_tol), int(base)
+    )
+
+
+__all__ = ["TIE_TOL", "dedup_block", "exact_cosines", "first_best"]
