@@ -7,9 +7,11 @@ messages yield statements (``semantic.extract_statements``), de-duplicated among
 against the memory's existing nodes; new nodes attach to themes restored from the stored state
 (``ThemeState.restore``), then every overfull theme of every memory of the batch is split and tiny
 themes merged under f(P) (``grow_themes``, the bulk build's session steps, one batched scoring call
-per round);
-the semantic kNN graphs of the memories that gained nodes are recomputed in one batched launch; only
-themes whose members changed are re-summarised. Embedding is one call for all new messages of the
+per round;
+the theme graph restored with the memory is kept up to date, not rebuilt); the semantic kNN graphs
+pay for the new nodes only (``semantic_graphs``: the new rows against the memory, the old lists
+offered the new rows), all memories of the batch in one launch each; only themes whose members
+changed are re-summarised. Embedding is one call for all new messages of the
 batch and one for all new statements.
 
 Inputs are the memories as read (``Memory`` views); outputs are their slices, each with its typed
@@ -19,6 +21,7 @@ engine state (open episode start, next theme id, speakers, forgotten statements:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import replace
 
@@ -30,7 +33,7 @@ from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.devices import host, to_backend
-from ..ops.knn import knn_graph
+from ..ops.knn import knn_graph, knn_search
 from .pipeline import _finalize, _record_objective
 from .segment import (
     MessageVectors,
@@ -44,6 +47,7 @@ from .semantic import DEDUP_BLOCK, extract_statements, match_duplicates
 from .themes import ThemeState, grow_themes
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a growing memory's ids are matched by these on every write
 def statement_hash(text: str) -> str:
     """A statement's identity for forgetting (case and spacing folded); the text itself is not kept."""
     return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()[:32]
@@ -197,6 +201,7 @@ def grow(
             g["state"].next_theme_id,
             cfg.knn.k_themes,
             cfg.knn.drop_nonpositive,
+            graph=(mem.theme_knn_idx, mem.theme_knn_sim),
         )
         g["previous"] = {
             t.id: (frozenset(np.flatnonzero(mem.theme_of == rows_of[t.id]).tolist()), t.summary)
@@ -216,11 +221,7 @@ def grow(
     all_sem = np.concatenate([g["sem_x"] for g in grown]) if offs[-1] else np.zeros((0, d), np.float32)
     all_sem = to_backend(all_sem, backend, dtype=np.float32)  # one upload for the graphs and f(P)
     k = cfg.knn.k_semantics
-    if offs[-1]:
-        idx, sim = knn_graph(all_sem, offs, k, drop_nonpositive=cfg.knn.drop_nonpositive, backend=backend)
-        idx, sim = host(idx), host(sim)
-    else:
-        idx, sim = np.full((0, k), -1, np.int32), np.full((0, k), -np.inf, np.float32)
+    idx, sim = semantic_graphs(memories, all_sem, offs, k, cfg.knn.drop_nonpositive, backend)
     out = []
     for b, (mem, g, ts) in enumerate(zip(memories, grown, theme_states)):
         lo, hi = int(offs[b]), int(offs[b + 1])
@@ -248,6 +249,86 @@ def grow(
         out.append(m)
     _record_objective(out, all_sem, offs, cfg, backend)
     return out
+
+
+def _graph_kept(mem: Memory, k: int) -> bool:
+    """Whether ``mem``'s semantic kNN lists are its graph (not the empty lists ``forget.without`` leaves)."""
+    g = mem.sem_knn_idx
+    return g.shape == (len(mem.semantics), k) and (len(mem.semantics) < 2 or bool((g >= 0).any()))
+
+
+def semantic_graphs(
+    memories: list[Memory], all_sem, offs: np.ndarray, k: int, drop_nonpositive: bool, backend: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The grown memories' semantic kNN graphs: idx [N, k] int32 global rows, sim [N, k] float32, for
+    all_sem [N, d] (memory b's rows at ``offs[b]:offs[b+1]``, its old rows first, unchanged). A memory
+    whose old graph is kept pays for its new rows only: the new rows searched against all its rows,
+    the old rows against the new ones, each old list merged with what beats it (ties to the lower
+    row, as ``knn_graph``). On the host backends the lists and their float bits are the ones
+    ``knn_graph`` gives for the whole memory (the same kernel computes every product); the others
+    (a forgotten row, a changed k) are built whole in one launch."""
+    n = int(offs[-1])
+    idx, sim = np.full((n, k), -1, np.int32), np.full((n, k), -np.inf, np.float32)
+    if not n:
+        return idx, sim
+    kept = [_graph_kept(m, k) for m in memories]
+    n_old = np.array([len(m.semantics) if ok else 0 for m, ok in zip(memories, kept)], np.int64)
+    whole = [b for b, ok in enumerate(kept) if not ok]
+    if whole:
+        rows = np.concatenate([np.arange(offs[b], offs[b + 1]) for b in whole])
+        sub = np.concatenate([[0], np.cumsum([offs[b + 1] - offs[b] for b in whole])]).astype(np.int64)
+        gi, gs = knn_graph(
+            host(all_sem)[rows] if len(whole) < len(memories) else all_sem,
+            sub,
+            k,
+            drop_nonpositive=drop_nonpositive,
+            backend=backend,
+        )
+        gi, gs = host(gi), host(gs)
+        idx[rows] = np.where(gi >= 0, rows[np.maximum(gi, 0)], -1)
+        sim[rows] = gs
+    inc = [b for b, ok in enumerate(kept) if ok and offs[b + 1] - offs[b] > 0]
+    if not inc:
+        return idx, sim
+    x = host(all_sem)
+    new = np.concatenate([np.arange(offs[b] + n_old[b], offs[b + 1]) for b in inc])
+    q_off = np.concatenate([[0], np.cumsum([offs[b + 1] - offs[b] - n_old[b] for b in inc])]).astype(np.int64)
+    mem_rows = np.concatenate([np.arange(offs[b], offs[b + 1]) for b in inc])
+    x_off = np.concatenate([[0], np.cumsum([offs[b + 1] - offs[b] for b in inc])]).astype(np.int64)
+    if len(new):  # the new rows against every row of their memory, self dropped
+        ni, ns = knn_search(
+            x[new], q_off, x[mem_rows], x_off, k + 1, drop_nonpositive=drop_nonpositive, backend=backend
+        )
+        ni, ns = host(ni), host(ns)
+        glob = np.where(ni >= 0, mem_rows[np.maximum(ni, 0)], -1)
+        not_self = glob != new[:, None]
+        order = np.argsort(~not_self, axis=1, kind="stable")[:, :k]  # the first k that are not self
+        take_i, take_s = np.take_along_axis(glob, order, 1), np.take_along_axis(ns, order, 1)
+        gone = ~np.take_along_axis(not_self, order, 1)
+        idx[new] = np.where(gone, -1, take_i)
+        sim[new] = np.where(gone, -np.inf, take_s)
+    old = np.concatenate([np.arange(offs[b], offs[b] + n_old[b]) for b in inc])
+    if len(old) and len(new):  # the old rows against the new ones, merged into their kept lists
+        o_off = np.concatenate([[0], np.cumsum(n_old[inc])]).astype(np.int64)
+        ci, cs = knn_search(
+            x[old], o_off, x[new], q_off, k, drop_nonpositive=drop_nonpositive, backend=backend
+        )
+        ci, cs = host(ci), host(cs)
+        ci = np.where(ci >= 0, new[np.maximum(ci, 0)], -1)
+        base = np.repeat(offs[inc], n_old[inc])  # each old row's memory's first global row
+        kept_i = np.concatenate([memories[b].sem_knn_idx for b in inc]).astype(np.int64)
+        kept_i = np.where(kept_i >= 0, kept_i + base[:, None], -1)
+        kept_s = np.concatenate([memories[b].sem_knn_sim for b in inc]).astype(np.float32)
+        ids, sims = np.concatenate([kept_i, ci], 1), np.concatenate([kept_s, cs], 1)
+        order = np.argsort(-sims, axis=1, kind="stable")[:, :k]  # kept ids are lower: ties keep them first
+        idx[old] = np.take_along_axis(ids, order, 1)
+        sim[old] = np.take_along_axis(sims, order, 1)
+    elif len(old):
+        base = np.repeat(offs[inc], n_old[inc])
+        kept_i = np.concatenate([memories[b].sem_knn_idx for b in inc]).astype(np.int64)
+        idx[old] = np.where(kept_i >= 0, kept_i + base[:, None], -1)
+        sim[old] = np.concatenate([memories[b].sem_knn_sim for b in inc])
+    return idx, sim
 
 
 def _dedup_into(

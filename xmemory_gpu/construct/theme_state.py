@@ -10,12 +10,15 @@ its own sums in its ``PartitionState`` (rows renormalised in float64, summed in 
 array for both would move attach decisions and the theme graph by rounding.
 
 The theme kNN graph follows the centroids lazily: ``sync_graphs`` (before the merge step reads it,
-and at the end) recomputes the graphs of every memory whose themes changed since, in one ragged
-``knn_graph`` call (the kernel the semantic graphs use, on the dispatcher, any backend): a memory
-is one CSR segment of its live centroids in opening order. A memory holds tens to a few hundred
-themes, so the exact recompute costs less than the bookkeeping of per-event upkeep, and the
-kernel's similarities are one fixed FMA chain per pair: the graph is a function of the centroids
-alone, bit for bit on every batch and ISA.
+and at the end) brings up to date the graphs of every memory whose themes changed since. A graph
+synced before (or restored with its memory) pays for what changed: the themes opened or moved are
+searched against every live centroid, the lists that held a changed or closed theme are searched
+again, and every other list takes the changed themes that beat its k-th; a memory where most
+themes changed is built whole, all of them in one ragged ``knn_graph`` call (each memory a CSR
+segment of its live centroids in opening order). One kernel computes every product, one fixed FMA
+chain per pair: the graph is a function of the centroids alone, bit for bit on every batch, ISA
+and path (``tests/test_grow_graphs.py``). A memory of one user's long history holds thousands of
+themes, where a rebuild per write would cost the square of them.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import numpy as np
 
 from ..config import ThemeConfig
 from ..ops.attach import attach_rows_batch
-from ..ops.knn import knn_graph
+from ..ops.devices import host
+from ..ops.knn import knn_graph, knn_search
 from ..ops.rows import live_rows, unit_rows
 
 ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
@@ -52,6 +56,7 @@ class ThemeState:
         self.graph_slots = np.zeros(0, np.int64)  # [L]
         self.graph_idx = np.full((0, k), -1, np.int32)  # [L, k] positions in graph_slots (-1 none)
         self.graph_sim = np.full((0, k), -np.inf, np.float32)  # [L, k] cosines, descending
+        self.graph_x: np.ndarray | None = None  # [L, d] float32: the unit centroids the graph was built on
         self.graph_stale = True  # a centroid changed, or a theme opened or closed, since
 
     @classmethod
@@ -65,17 +70,32 @@ class ThemeState:
         next_id: int,
         k: int,
         drop_nonpositive: bool,
+        graph: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> ThemeState:
         """The state of a stored memory, to grow it with the same attach / split / merge code.
 
         x [n, d]: all nodes (the first ``n_attached`` already in themes); theme_ids [K] stable ids
-        of the stored themes; label_rows [n_attached] each attached node's theme row."""
+        of the stored themes; label_rows [n_attached] each attached node's theme row; ``graph``: the
+        stored theme graph (idx [K, k], sim [K, k]), kept as the synced graph so that the next
+        ``sync_graphs`` pays for what changed. A theme's sum is its members' rows added in ascending
+        order, as construction adds them, so the restored centroids are the ones the stored graph
+        was built on (a store written before merges summed in that order may differ in the last
+        bit of a merged theme's centroid: its lists may then differ where two cosines tie to
+        float32 rounding)."""
         st = cls(x, k, drop_nonpositive)
         label_rows = np.asarray(label_rows, np.int64)
+        order = np.argsort(label_rows, kind="stable")  # each theme's members, ascending
+        bounds = np.searchsorted(label_rows[order], np.arange(len(theme_ids) + 1))
         for r, t in enumerate(np.asarray(theme_ids, np.int64).tolist()):
-            st._open(np.flatnonzero(label_rows == r), list(parents.get(t, [])), theme_id=t)
+            st._open(order[bounds[r] : bounds[r + 1]], list(parents.get(t, [])), theme_id=t)
         st.n_attached = int(n_attached)
         st.next_id = max([int(next_id), *[t + 1 for t in st.slot_of]])
+        n_th = len(theme_ids)
+        if graph is not None and n_th and graph[0].shape == (n_th, k) and (n_th < 2 or (graph[0] >= 0).any()):
+            st.graph_slots = np.arange(n_th, dtype=np.int64)
+            st.graph_idx = np.asarray(graph[0], np.int32).copy()
+            st.graph_sim = np.asarray(graph[1], np.float32).copy()
+            st.graph_x = unit_rows(st.sums[:n_th], dtype=np.float32)
         return st
 
     # -- columns -----------------------------------------------------------------------------
@@ -179,7 +199,7 @@ class ThemeState:
         self._close(a)
         self._close(b)
         self.n_merges += 1
-        slot = self._open(np.concatenate([ma, mb]), [a, b])
+        slot = self._open(np.union1d(ma, mb), [a, b])  # ascending, as a restored theme sums them
         return int(self.ids[slot])
 
     # -- theme graph (brought up to date by ``sync_graphs``) -------------------------------------
@@ -240,9 +260,13 @@ def attach_all(states: list[ThemeState], rows: list[np.ndarray], cfg: ThemeConfi
 
 
 def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
-    """Recompute the theme graph of every stale state: exact cosine top-k among its live centroids
-    (in opening order; ties to the earlier opened), all states with the same k and edge rule in one
-    ragged ``knn_graph`` call, each memory a segment."""
+    """Bring the theme graph of every stale state up to date: exact cosine top-k among its live
+    centroids (in opening order; ties to the earlier opened), all states with the same k and edge
+    rule together, each memory a segment. A state whose graph was synced before pays for what
+    changed since (``_upkeep``: the themes opened or whose centroid moved, and the lists that held a
+    changed or closed theme); one where most themes changed is built whole (one ragged
+    ``knn_graph`` call for all of them). Either way the lists and their float bits are the ones the
+    whole build gives (the same kernel computes every product)."""
     groups: dict[tuple[int, bool, int], list[ThemeState]] = {}
     for st in states:
         if st.graph_stale:
@@ -251,20 +275,141 @@ def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
         slots, off, sums = live_rows([(st.alive, st.sums, st.n_slots) for st in group], d)
         # unit_rows is row by row: one call over all memories' sums gives each row's bits of its own call
         x = unit_rows(sums, dtype=np.float32)
-        idx, sim = knn_graph(x, off, k, drop_nonpositive=drop, backend=backend)
-        if (
-            drop
-        ):  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)
-            near_zero = sim <= ZERO_COSINE
-            idx, sim = np.where(near_zero, -1, idx), np.where(near_zero, -np.inf, sim).astype(np.float32)
-        # positions local to each memory, for all memories at once; each state keeps row views
-        local = np.where(
-            idx >= 0, idx - np.repeat(off[:-1], np.diff(off)).astype(np.int32)[:, None], -1
-        ).astype(np.int32)
-        sim = np.asarray(sim, np.float32)
         bounds = off.tolist()
-        for b, st in enumerate(group):
-            st.graph_slots = slots[bounds[b] : bounds[b + 1]]
-            st.graph_idx = local[bounds[b] : bounds[b + 1]]
-            st.graph_sim = sim[bounds[b] : bounds[b + 1]]
-            st.graph_stale = False
+        parts = [
+            (st, slots[bounds[b] : bounds[b + 1]], x[bounds[b] : bounds[b + 1]]) for b, st in enumerate(group)
+        ]
+        plans = [_upkeep_plan(st, sl, xb) for st, sl, xb in parts]
+        whole = [b for b, plan in enumerate(plans) if plan is None]
+        if whole:
+            w_x = np.concatenate([parts[b][2] for b in whole])
+            w_off = np.concatenate([[0], np.cumsum([len(parts[b][1]) for b in whole])]).astype(np.int64)
+            idx, sim = knn_graph(w_x, w_off, k, drop_nonpositive=drop, backend=backend)
+            idx, sim = host(idx), np.asarray(host(sim), np.float32)
+            local = np.where(
+                idx >= 0, idx - np.repeat(w_off[:-1], np.diff(w_off)).astype(np.int32)[:, None], -1
+            ).astype(np.int32)
+            for j, b in enumerate(whole):
+                st, sl, xb = parts[b]
+                lo, hi = int(w_off[j]), int(w_off[j + 1])
+                _set_graph(st, sl, xb, local[lo:hi], sim[lo:hi], drop)
+        inc = [b for b, plan in enumerate(plans) if plan is not None]
+        if inc:
+            _upkeep([parts[b] for b in inc], [plans[b] for b in inc], k, drop, backend)
+
+
+def _set_graph(
+    st: ThemeState, slots: np.ndarray, x: np.ndarray, idx: np.ndarray, sim: np.ndarray, drop: bool
+):
+    """Store a synced graph (rows: ``slots``; ``x`` their float32 unit centroids) on ``st``."""
+    if drop:  # a cosine within float32 rounding of zero is not an edge (entries sort descending: the tail)
+        near_zero = sim <= ZERO_COSINE
+        idx, sim = np.where(near_zero, -1, idx).astype(np.int32), np.where(near_zero, -np.inf, sim)
+    st.graph_slots, st.graph_x = slots, x
+    st.graph_idx, st.graph_sim = idx.astype(np.int32, copy=False), np.asarray(sim, np.float32)
+    st.graph_stale = False
+
+
+UPKEEP_SHARE = 0.25  # more changed themes than this share of the live ones: the graph is built whole
+
+
+def _upkeep_plan(st: ThemeState, slots: np.ndarray, x: np.ndarray):
+    """(changed positions, positions to search whole, the clean positions, their old lists as new
+    positions) of a state whose last synced graph can be kept, or None to build it whole."""
+    old_slots = st.graph_slots
+    if st.graph_x is None or len(old_slots) == 0 or len(slots) == 0:
+        return None
+    pos_old = np.searchsorted(slots, old_slots)  # where each old row is now (if still live)
+    live_old = (pos_old < len(slots)) & (slots[np.minimum(pos_old, len(slots) - 1)] == old_slots)
+    old_at = np.full(len(slots), -1, np.int64)  # each live row's old row (-1: opened since)
+    old_at[pos_old[live_old]] = np.flatnonzero(live_old)
+    same = old_at >= 0
+    same[same] = (x[same].view(np.int32) == st.graph_x[old_at[same]].view(np.int32)).all(axis=1)
+    changed = np.flatnonzero(~same)
+    if len(changed) + int((~live_old).sum()) > UPKEEP_SHARE * len(slots):
+        return None
+    new_pos = np.where(live_old, pos_old, -1)  # old row -> new position (-1: closed)
+    touched = np.zeros(len(old_slots) + 1, bool)  # old rows closed or changed (index -1 reads False)
+    touched[:-1] = ~live_old
+    touched[old_at[changed[old_at[changed] >= 0]]] = True
+    clean = np.flatnonzero(same)
+    lists = st.graph_idx[old_at[clean]]
+    held = touched[lists].any(axis=1)  # a list that held a closed or changed theme is searched whole
+    search = np.union1d(changed, clean[held])
+    clean = clean[~held]
+    lists = lists[~held]
+    return (
+        changed,
+        search,
+        clean,
+        np.where(lists >= 0, new_pos[np.maximum(lists, 0)], -1),
+        st.graph_sim[old_at[clean]],
+    )
+
+
+def _upkeep(parts: list[tuple], plans: list[tuple], k: int, drop: bool, backend: str) -> None:
+    """The kept graphs brought up to date, all states in two ``knn_search`` calls: the rows to search
+    whole against every live row (self dropped), and the clean rows against the changed ones, each
+    merged into its kept list (ties to the lower position, as ``knn_graph``)."""
+    xs = [xb for _, _, xb in parts]
+    n_of = [len(xb) for xb in xs]
+    base = np.concatenate([[0], np.cumsum(n_of)]).astype(np.int64)
+    x_all = np.concatenate(xs)
+
+    def offsets(counts):
+        return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    search = [p[1] for p in plans]
+    q = np.concatenate([s + base[b] for b, s in enumerate(search)]).astype(np.int64)
+    if not len(q):
+        si, ss = np.zeros((0, k + 1), np.int64), np.zeros((0, k + 1), np.float32)
+    else:
+        si, ss = knn_search(
+            x_all[q],
+            offsets([len(s) for s in search]),
+            x_all,
+            base,
+            k + 1,
+            drop_nonpositive=drop,
+            backend=backend,
+        )
+    si, ss = host(si), np.asarray(host(ss), np.float32)
+    not_self = si != q[:, None]
+    pick = np.argsort(~not_self, axis=1, kind="stable")[:, :k]  # the first k that are not the row itself
+    si, ss = np.take_along_axis(si, pick, 1), np.take_along_axis(ss, pick, 1)
+    gone = ~np.take_along_axis(not_self, pick, 1)
+    si, ss = np.where(gone, -1, si), np.where(gone, -np.inf, ss).astype(np.float32)
+    changed = [p[0] for p in plans]
+    clean = [p[2] for p in plans]
+    cq = np.concatenate([c + base[b] for b, c in enumerate(clean)]).astype(np.int64)
+    cx = np.concatenate([c + base[b] for b, c in enumerate(changed)]).astype(np.int64)
+    if len(cq) and len(cx):
+        ci, cs = knn_search(
+            x_all[cq],
+            offsets([len(c) for c in clean]),
+            x_all[cx],
+            offsets([len(c) for c in changed]),
+            k,
+            drop_nonpositive=drop,
+            backend=backend,
+        )
+        ci, cs = host(ci), np.asarray(host(cs), np.float32)
+        ci = np.where(ci >= 0, cx[np.maximum(ci, 0)], -1)
+    else:
+        ci, cs = np.full((len(cq), 0), -1, np.int64), np.zeros((len(cq), 0), np.float32)
+    row_b = np.repeat(np.arange(len(parts)), [len(c) for c in clean])
+    kept_i = np.concatenate([p[3] for p in plans]).astype(np.int64) if len(cq) else np.zeros((0, k), np.int64)
+    kept_i = np.where(kept_i >= 0, kept_i + base[row_b][:, None], -1)
+    kept_s = np.concatenate([p[4] for p in plans]) if len(cq) else np.zeros((0, k), np.float32)
+    ids, sims = np.concatenate([kept_i, ci], 1), np.concatenate([kept_s, cs], 1)
+    order = np.lexsort((np.where(ids >= 0, ids, np.iinfo(np.int64).max), -sims), axis=1)[:, :k]
+    mi, ms = np.take_along_axis(ids, order, 1), np.take_along_axis(sims, order, 1)
+    so = offsets([len(s) for s in search])
+    co = offsets([len(c) for c in clean])
+    for b, (st, sl, xb) in enumerate(parts):
+        idx = np.full((n_of[b], k), -1, np.int64)
+        sim = np.full((n_of[b], k), -np.inf, np.float32)
+        idx[search[b]], sim[search[b]] = si[so[b] : so[b + 1]], ss[so[b] : so[b + 1]]
+        idx[clean[b]], sim[clean[b]] = mi[co[b] : co[b + 1]], ms[co[b] : co[b + 1]]
+        idx = np.where(idx >= 0, idx - base[b], -1).astype(np.int32)
+        _set_graph(st, sl, xb, idx, sim, drop)

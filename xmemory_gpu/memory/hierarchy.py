@@ -204,7 +204,7 @@ def memory_from_slice(sl: MemorySlice) -> Memory:
     ids = list(m["id"])
 
     def valid(row: np.ndarray) -> list[int]:
-        return [int(v) for v in row if v >= 0]
+        return row[row >= 0].tolist()
 
     messages = [
         Message(
