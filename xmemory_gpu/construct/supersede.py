@@ -1,56 +1,194 @@
 """Facts that change, without an LLM: which statements a later one supersedes.
 
-A later statement supersedes an earlier one of the same speaker when it says that something changed
-(a change word: "now", "moved", "switched", "instead", "quit", "sold", "got a raise", ...), both are
-about the same attribute (job, home, diet, income, transport, schedule, plans, relationship, health:
-word patterns), and their embeddings are close (cosine >= ``threshold``). The earlier statement is
-kept (history questions still find it); retrieval ranks it after the newer one and shows it as
-earlier ("previously, until 2024-03: ..."). This goes past mem0's UPDATE, which overwrites the old
-fact, and keeps what temporal graph memories (Graphiti / Zep's invalidated edges) keep.
+A later statement supersedes an earlier one of the same speaker when both are about the same
+*subject* (``subject``: the speaker, "the user", or someone else: "the user's sister Meena", "Bob"),
+the later one says that an *attribute* of it changed (``changes``: in one clause, a change word of
+that attribute, "moved to" a home, "quit" a job, "broke" an injury, or a general one, "now",
+"instead", "switched", "started", "joined", beside the attribute's words; not after a negation, a
+modal or someone else's possessive: "won't quit", "his new job"), the earlier one speaks of that
+attribute (``attributes``: job, home, diet, allergy, income, transport, schedule, plans, relationship,
+injury, illness: word patterns; an allergy is no injury), and their embeddings are close (cosine >=
+``threshold``). The earlier statement is kept (history questions still find it); retrieval ranks it
+after the newer one and shows it as earlier ("previously, until 2024-03: ..."). This goes past mem0's
+UPDATE, which overwrites the old fact, and keeps what temporal graph memories (Graphiti / Zep's
+invalidated edges) keep.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
 from ..ops.rows import dot4_gram
 
+# a word that says something changed, whatever it is about: it changes the attributes named in its clause
 CHANGE = re.compile(
-    r"\b(?:now|no longer|any ?more|moved|moving|relocat\w*|switched|switching|changed|changing|instead|new|started|"
-    r"starting|began|quit|quitting|left|leaving|joined|joining|sold|raise|promoted|divorced|broke up|engaged|married|"
-    r"is off|called off|cancel+ed|stopped|gave up|update[ds]?|these days|nowadays)\b",
+    r"\b(?:now|no longer|any ?more|switched|switching|changed|changing|instead|started|starting|began|left|"
+    r"leaving|joined|joining|sold|stopped|gave up|update[ds]?|these days|nowadays)\b",
     re.I,
 )
+# work as a job ("works as", "working at"), not a place ("cycle to work") nor effort ("hard work", "make it work")
+_WORK = r"(?:work|works|worked|working)\s+(?:as|at|for|in)|workplace|co-?workers?|colleagues?"
 ATTRIBUTES: dict[str, re.Pattern] = {
     name: re.compile(p, re.I)
     for name, p in {
-        "job": r"\b(?:work\w*|job|jobs|career|hired|employ\w*|company|start-?up|office|position|role|quit|promoted|cto|ceo|"
-        r"nurse|designer|engineer|teach\w*|doctor|manager|developer|hospital|intern\w*)\b",
-        "home": r"\b(?:live[sd]?|living|moved|move|relocat\w*|flat|apartment|house|home|neighbou?rhood)\b",
-        "diet": r"\b(?:vegetarian|vegan|pescatarian|diet|eat\w*|meat|fish|gluten|keto|dairy)\b",
+        "job": rf"\b(?:{_WORK}|job|jobs|career|hired|employ\w*|company|start-?up|office|position|role|quit|promoted|"
+        r"cto|ceo|nurs\w*|designer|engineer|teach\w*|doctor|manager|developer|hospital|intern\w*)\b",
+        "home": r"\b(?:live[d]?|(?<!our )(?<!their )(?<!his )(?<!her )(?<!'s )lives|living|moved|move|relocat\w*|flat|apartment|house|(?<!take )(?<!takes )home|"
+        r"neighbou?rhood)\b",
+        "diet": r"\b(?:vegetarian|vegan|pescatarian|diet|eat\w*|meat|fish|keto)\b",
+        "allergy": r"\b(?:allerg\w*|intoleran\w*|(?:celiac|coeliac)|gluten|dairy|lactose)\b",
         "income": r"\b(?:earn\w*|salary|income|take[s]? home|raise|wage|paid \$?\d)\b",
         "transport": r"\b(?:drive[s]?|driving|car|cycl\w*|bike|commut\w*|bus|train|subway|scooter)\b",
         "schedule": r"\b(?:mondays?|tuesdays?|wednesdays?|thursdays?|fridays?|saturdays?|sundays?|weekly|schedule|days)\b",
         "plans": r"\b(?:wedding|marathon|trip|plan\w*|training|holiday|vacation|visit\w*|move to)\b",
-        "relationship": r"\b(?:married|engaged|dating|partner|girlfriend|boyfriend|wife|husband|divorc\w*|single|broke up|fianc\w*)\b",
-        "health": r"\b(?:injur\w*|hurt|broke|broken|ankle|knee|shoulder|sick|surgery|pregnan\w*|allerg\w*)\b",
+        "relationship": r"\b(?:married|engaged|dating|partner|girlfriend|boyfriend|wife|husband|divorc\w*|single|"
+        r"broke up|fianc\w*)\b",
+        "injury": r"\b(?:injur\w*|hurt|broke(?! up)|broken|ankle|knee|shoulder|wrist|hip|sprain\w*|fractur\w*|"
+        r"surgery|physio\w*|crutches)\b",
+        "illness": r"\b(?:sick|ill|flu|covid|diagnos\w*|cancer|diabet\w*|pregnan\w*|asthma)\b",
+    }.items()
+}
+# change words that belong to one attribute: they change it even where its other words are absent
+OWN_CHANGE: dict[str, re.Pattern] = {
+    name: re.compile(p, re.I)
+    for name, p in {
+        "job": r"\b(?:quit|quitting|resign\w*|retired|(?:got|was|been|were) fired|laid off|hired|promoted|"
+        r"new (?:job|role|position))\b",
+        "home": r"\b(?:(?:moved|moving) (?:to|from|in|out|into|back|away|house|abroad|here|there)|relocat\w*|"
+        r"new (?:flat|apartment|house|home|place))\b",
+        "income": r"\b(?:raise|pay cut)\b",
+        "transport": r"\b(?:new (?:car|bike|scooter))\b",
+        "plans": r"\b(?:is off(?! to)|called off|cancel+ed|postponed|rescheduled|changed plans)\b",
+        "relationship": r"\b(?:divorced|broke up|split up|separated|engaged|married|new (?:partner|girlfriend|boyfriend))\b",
+        "injury": r"\b(?:broke(?! up)|injured|hurt|sprained|fractured)\b",
+        "illness": r"\b(?:diagnosed|recovered|pregnant)\b",
     }.items()
 }
 THRESHOLD = (
     0.40  # cosine of the two statements (all-MiniLM-L6-v2: same-attribute pairs 0.41-0.80 on our chats)
 )
 
+_CLAUSE = re.compile(r"[,;:]|\b(?:so|but|because|while|although|though)\b", re.I)
+_OTHERS = re.compile(r"\b(?:his|her|their|(?P<who>[A-Z][a-z]+)'s)\s+$")  # "for his new job": another's change
+_NEGATIVE = frozenset({"no longer", "anymore", "any more"})  # change words that are negations themselves
+_NOT_DONE = re.compile(r"(?:\bnot|\bnever|n't|\bwould|\bcould|\bshould|\bmight|\bmay)\s+(?:\w+\s+)?$", re.I)
 
-def attributes(text: str) -> frozenset[str]:
-    """The attributes a statement speaks of."""
-    return frozenset(name for name, pat in ATTRIBUTES.items() if pat.search(text))
+
+def attributes(text: str, speaker: str = "") -> frozenset[str]:
+    """The attributes a statement of ``speaker`` speaks of (not someone else's: "their jobs")."""
+    return frozenset(name for name, pat in ATTRIBUTES.items() if _own(pat, text, speaker))
 
 
-def _mask(text: str) -> int:
-    """The attributes of a statement as bits (one per ``ATTRIBUTES`` entry)."""
-    return sum(1 << b for b, pat in enumerate(ATTRIBUTES.values()) if pat.search(text))
+def changes(text: str, speaker: str = "") -> frozenset[str]:
+    """The attributes a statement of ``speaker`` says changed: per clause, those its own change words
+    name (``OWN_CHANGE``), and where a general change word (``CHANGE``) stands, those the clause
+    speaks of; a change word after someone else's possessive ("for his new job"), a negation or a
+    modal ("won't quit", "would move") changes nothing."""
+    out: set[str] = set()
+    for clause in _CLAUSE.split(text):
+        out.update(name for name, pat in OWN_CHANGE.items() if _done(pat, clause, speaker))
+        if _done(CHANGE, clause, speaker):
+            out.update(attributes(clause, speaker))
+    return frozenset(out)
+
+
+def _own(pat: re.Pattern, text: str, speaker: str) -> bool:
+    """Whether ``pat`` matches ``text`` other than right after someone else's possessive ("his job")."""
+    for m in pat.finditer(text):
+        other = _OTHERS.search(text[: m.start()])
+        if other is None or other.group("who") == speaker:
+            return True
+    return False
+
+
+def _done(pat: re.Pattern, clause: str, speaker: str) -> bool:
+    """Whether ``pat`` matches ``clause`` as a change of the speaker's that happened."""
+    for m in pat.finditer(clause):
+        before = clause[: m.start()]
+        other = _OTHERS.search(before)
+        negated = m.group(0).lower() not in _NEGATIVE and _NOT_DONE.search(before)
+        if (other is None or other.group("who") == speaker) and not negated:
+            return True
+    return False
+
+
+# who a statement is about when it is not its speaker: a relation, after a possessive ("the user's sister")
+RELATIONS = (
+    "sisters? brothers? siblings? mother mom mum father dad parents? wife husband partner spouse fianc[eé]e? "
+    "girlfriend boyfriend sons? daughters? kids? child children baby friends? boss manager colleagues? coworkers? "
+    "co-workers? roommates? flatmates? neighbou?rs? cousins? aunt uncle niece nephew grandma grandmother grandpa "
+    "grandfather grandparents in-laws family mentor coach physio therapist doctor dentist teacher dogs? cats? pets? "
+    "puppy kitten horse"
+).split()
+_REL = re.compile(
+    r"\s+(?:(?:best|older|younger|little|big|elder|twin|ex-?)\s+)*(?P<rel>"
+    + "|".join(RELATIONS)
+    + r")\b(?:\s+(?:(?:Dr|Mr|Mrs|Ms|Prof)\.\s+)?(?P<name>(?-i:[A-Z][a-z][\w-]*)))?",
+    re.I,
+)
+_LEAD = re.compile(
+    r"^(?:(?:[A-Z][\w']*(?:\s+[\w']+){0,2}\s*[:!]|(?i:update|bad news|good news|also|btw|by the way|so|and|but|well|"
+    r"oh|ok|okay|hey|hi|actually|anyway|guess what|fyi|sadly|luckily|unfortunately|finally|quick one)\b[,:!]?)\s*)+"
+)
+# capitalised words that are no one: articles, pronouns taken apart, times, adverbs
+_NO_ONE = frozenset(
+    """The A An This That These Those It Its There Here Some Every All Both Each Most Many One Last Next Today Yesterday
+    Tomorrow Tonight On In At For After Before When Since From With If As Because Then Now Still Just Really Recently
+    Finally Lately Not No Yes Our We Us He She They His Her Their Him Them What Who Which Where Why How Monday Tuesday
+    Wednesday Thursday Friday Saturday Sunday January February March April May June July August September October
+    November December Mt St Dr Mr Mrs Ms""".split()
+)
+_AFTER_PREP = re.compile(
+    r"\b(?:in|at|to|from|for|of|near|on|by|with|into|via|about|the|a|an|called|named)\s+$", re.I
+)
+SELF = "<speaker>"  # the subject of a statement about its speaker
+
+
+@lru_cache(maxsize=256)
+def _mentions(speaker: str) -> re.Pattern:
+    sp = re.escape(speaker)
+    return re.compile(
+        rf"(?<!\w)(?P<self>(?i:{sp}))(?P<selfpos>'s)?\b|\b(?P<we>(?i:we|us|our))\b|"
+        r"\b(?P<pro>(?i:he|she|they|him|his|her|them|their))\b|\b(?P<name>[A-Z][a-z][\w-]*)(?P<pos>'s)?"
+    )
+
+
+def subject(text: str, speaker: str) -> str | None:
+    """Who a statement of ``speaker`` is about: ``SELF`` (the speaker, "we" included), another person
+    or pet as a lower-case key (a name, else the relation: "the user's sister" -> "sister", "Bob"
+    -> "bob"), or None when it cannot be told (a pronoun: "he")."""
+    said = f"{speaker} said: "
+    s = text[len(said) :] if text.startswith(said) else text
+    s = _LEAD.sub("", s)
+    sp = speaker.lower()
+    for m in _mentions(speaker).finditer(s):
+        rest = s[m.end() :]
+        if m.group("self") or m.group("we"):
+            own = m.group("selfpos") or (m.group("we") or "").lower() == "our"
+            if own and (rel := _REL.match(rest)):
+                return (rel.group("name") or rel.group("rel")).lower()
+            return SELF
+        if m.group("pro"):
+            return None
+        name = m.group("name")
+        if name in _NO_ONE or _AFTER_PREP.search(s[: m.start()]):
+            continue
+        if re.match(rf"\s+and\s+{re.escape(sp)}\b", rest, re.I) or re.search(
+            rf"\b{re.escape(sp)}\s+and\s+$", s[: m.start()], re.I
+        ):
+            return SELF  # "Tom and the user moved"
+        if m.group("pos") and (rel := _REL.match(rest)):
+            return (rel.group("name") or f"{name}'s {rel.group('rel')}").lower()
+        return name.lower()
+    return SELF
+
+
+def _mask(names: frozenset[str]) -> int:
+    """Attribute names as bits (one per ``ATTRIBUTES`` entry)."""
+    return sum(1 << b for b, name in enumerate(ATTRIBUTES) if name in names)
 
 
 def supersessions(
@@ -63,31 +201,50 @@ def supersessions(
     new: np.ndarray | None = None,
 ) -> dict[int, int]:
     """Statement i -> the statement j that supersedes it (the first later one that does), for texts [n],
-    unit rows x [n, d], ``order`` [n] (when each was said: message position) and ``speakers`` [n].
-    ``new``: the rows that may supersede (the statements a write added; default all): the cost is
-    one product of those change statements with every row, so a write pays for what it adds."""
+    unit rows x [n, d], ``order`` [n] (when each was said: message position) and ``speakers`` [n]
+    (whose statement each is; ``subject`` is read against it). ``new``: the rows that may supersede
+    (the statements a write added; default all): the cost is one product of those change statements
+    with every row, so a write pays for what it adds."""
     n = len(texts)
     if n < 2:
         return {}
     rows = np.arange(n) if new is None else np.asarray(new, np.int64)
-    changes = [j for j in (int(r) for r in rows) if CHANGE.search(texts[j]) and _mask(texts[j])]
-    if not changes:
+    changed = {j: _mask(changes(texts[j], speakers[j])) for j in (int(r) for r in rows)}
+    changes_at = [j for j, m in changed.items() if m]
+    if not changes_at:
         return {}
     order = np.asarray(order)
     spk = np.unique(np.asarray(speakers, dtype=object), return_inverse=True)[1]
-    sims = dot4_gram(np.asarray(x)[changes], x)  # [C, n], the same bits on every CPU
-    close = np.flatnonzero((sims >= threshold).any(axis=0))  # only these rows' attributes are read
+    sims = dot4_gram(np.asarray(x)[changes_at], x)  # [C, n], the same bits on every CPU
+    close = np.flatnonzero((sims >= threshold).any(axis=0))  # only these rows are read
     masks = np.zeros(n, np.int64)
-    masks[close] = [_mask(texts[i]) for i in close.tolist()]
-    masks[changes] = [_mask(texts[j]) for j in changes]
+    subj: dict[int, str | None] = {}
+    for i in close.tolist():
+        masks[i] = _mask(attributes(texts[i], speakers[i]) | changes(texts[i], speakers[i]))
+        subj[i] = subject(texts[i], speakers[i])
     out: dict[int, int] = {}
-    for c in sorted(range(len(changes)), key=lambda c: (order[changes[c]], changes[c])):
-        j = changes[c]
-        hit = (order < order[j]) & (spk == spk[j]) & ((masks & masks[j]) != 0) & (sims[c] >= threshold)
+    for c in sorted(range(len(changes_at)), key=lambda c: (order[changes_at[c]], changes_at[c])):
+        j = changes_at[c]
+        who = subj[j] if j in subj else subject(texts[j], speakers[j])
+        if who is None:
+            continue
+        hit = (order < order[j]) & (spk == spk[j]) & ((masks & changed[j]) != 0) & (sims[c] >= threshold)
         hit[j] = False
         for i in np.flatnonzero(hit).tolist():
-            out.setdefault(i, j)
+            if subj[i] == who:
+                out.setdefault(i, j)
     return out
 
 
-__all__ = ["ATTRIBUTES", "CHANGE", "THRESHOLD", "attributes", "supersessions"]
+__all__ = [
+    "ATTRIBUTES",
+    "CHANGE",
+    "OWN_CHANGE",
+    "RELATIONS",
+    "SELF",
+    "THRESHOLD",
+    "attributes",
+    "changes",
+    "subject",
+    "supersessions",
+]

@@ -3,8 +3,10 @@
 A unit's relevance is the cosine between the query and the unit that its strategy ranked by:
 ``scores["relevance"]`` (themes, statements) or ``scores["similarity"]`` (episodes, messages,
 chunks). ``threshold`` leaves out the units whose relevance is below it; ``limit`` keeps the
-``limit`` most relevant of the rest (ties: the earlier unit). The kept units stay in the result's
-order and the context is assembled again from them, so it never shows a unit the result left out.
+``limit`` most relevant of the rest that the context shows (ties: the earlier unit; themes, which
+it never shows, neither count nor stay), so ``limit=1`` shows one unit. A statement that superseded
+another ranks at least as high as it (``show_current``). The kept units stay in the result's order
+and the context is assembled again from them, so it never shows a unit the result left out.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from ..retrieve.context import assemble
-from ..retrieve.result import RetrievalResult, RetrievedUnit
+from ..retrieve.result import UNIT_TYPES, RetrievalResult, RetrievedUnit
 from .inputs import MAX_LIMIT
 from .people import named
+
+SHOWN = frozenset(UNIT_TYPES) - {"theme"}  # the unit types the context shows (``retrieve.context``)
 
 
 def relevance(u: RetrievedUnit) -> float:
@@ -62,10 +66,11 @@ def show_current(
 ) -> RetrievalResult:
     """Facts that changed (``construct.supersede``), in place: a superseded statement (``superseded``:
     unit id -> (the id of the statement that superseded it, when)) reads as earlier ("previously,
-    until 2024-03: ...") and comes after its successor; a successor the search did not return is
-    put in just before it (``successor(id)`` builds it; its relevance is the superseded one's: it
-    takes that place in the ranking). The context is assembled again, and trimmed from the end if
-    the longer text no longer fits ``budget``."""
+    until 2024-03: ...") and its successor takes its place, the stale one just after it; a successor
+    the search did not return is put in there too (``successor(id)`` builds it). The current value
+    ranks first whatever its cosine: a successor's ``relevance`` (what ``limit_units`` ranks by) is
+    at least its stale statement's, its ``scores`` keep its own cosine. The context is assembled
+    again, and trimmed from the end if the longer text no longer fits ``budget``."""
     hit = [i for i, u in enumerate(r.units) if u.type == "semantic" and u.id in superseded]
     if not hit:
         return r
@@ -81,27 +86,45 @@ def show_current(
             ids.add(new_id)
     for i, unit in reversed(added):
         r.units.insert(i, unit)
-    hit = [i for i, u in enumerate(r.units) if u.type == "semantic" and u.id in superseded]
-    for i in hit:
-        u = r.units[i]
-        until = superseded[u.id][1]
-        when = (
-            datetime.fromtimestamp(until, tz=timezone.utc).strftime("%Y-%m")
-            if until is not None
-            else "a later message"
-        )
-        r.units[i] = replace(u, text=f"previously, until {when}: {u.text}")
-    units = list(r.units)
-    for i in hit:
-        old = r.units[i]
-        new_id = superseded[old.id][0]
-        if new_id in ids and units.index(old) < next(k for k, v in enumerate(units) if v.id == new_id):
-            units.remove(old)
-            units.insert(next(k for k, v in enumerate(units) if v.id == new_id) + 1, old)
-    r.units = units
-    r.context = assemble(units)
+    for i, u in enumerate(r.units):
+        if u.type == "semantic" and u.id in superseded:
+            until = superseded[u.id][1]
+            when = (
+                datetime.fromtimestamp(until, tz=timezone.utc).strftime("%Y-%m")
+                if until is not None
+                else "a later message"
+            )
+            r.units[i] = replace(u, text=f"previously, until {when}: {u.text}")
+    r.units = current_first(r.units, {k: v[0] for k, v in superseded.items()})
+    r.context = assemble(r.units)
     r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
     return _fit(r, count_tokens, budget)
+
+
+def current_first(units: list[RetrievedUnit], successor_of: dict[str, str]) -> list[RetrievedUnit]:
+    """``units`` with each successor (``successor_of``: superseded statement id -> the id of the one
+    that superseded it) moved to just before its stale statement where it came after it, and its
+    ``relevance`` raised to the stale one's where lower (in place), so that a stale statement never
+    ranks above the statement that superseded it; a chain (A by B by C) reads C, B, A."""
+    units = list(units)
+    for _ in range(len(units) + 1):  # a chain settles in at most as many passes as it has links
+        changed = False
+        at = {u.id: k for k, u in enumerate(units) if u.type == "semantic"}
+        for old in [u for u in units if u.type == "semantic" and u.id in successor_of]:
+            k, j = at.get(old.id), at.get(successor_of[old.id])
+            if k is None or j is None:
+                continue
+            new = units[j]
+            if old.relevance is not None and (new.relevance is None or new.relevance < old.relevance):
+                new.relevance = old.relevance
+                changed = True
+            if j > k:
+                units.insert(k, units.pop(j))
+                at = {u.id: n for n, u in enumerate(units) if u.type == "semantic"}
+                changed = True
+        if not changed:
+            break
+    return units
 
 
 def _fit(r: RetrievalResult, count_tokens, budget: int | None) -> RetrievalResult:
@@ -140,14 +163,18 @@ def show_name(r: RetrievalResult, name: str | None, count_tokens, budget: int | 
 def limit_units(
     r: RetrievalResult, count_tokens, limit: int | None, threshold: float | None
 ) -> RetrievalResult:
-    """``r`` with units below ``threshold`` and past the ``limit`` most relevant removed, in place;
-    ``count_tokens(texts) -> [int]`` counts the new context in the result's tokenizer."""
+    """``r`` with units below ``threshold`` removed and, under a ``limit``, only the ``limit`` most
+    relevant units the context shows (themes, which it never shows, leave with it), in place; a unit
+    ranks by its ``relevance`` where set (``show_current`` gives a successor its stale statement's),
+    else by :func:`relevance`. ``count_tokens(texts) -> [int]`` counts the new context in the
+    result's tokenizer."""
     if limit is None and threshold is None:
         return r
-    keep = [i for i, u in enumerate(r.units) if threshold is None or relevance(u) >= threshold]
-    if limit is not None and len(keep) > limit:
-        best = sorted(keep, key=lambda i: (-relevance(r.units[i]), i))[:limit]
-        keep = sorted(best)
+    rank = [u.relevance if u.relevance is not None else relevance(u) for u in r.units]
+    keep = [i for i in range(len(r.units)) if threshold is None or rank[i] >= threshold]
+    if limit is not None:
+        shown = [i for i in keep if r.units[i].type in SHOWN]
+        keep = sorted(sorted(shown, key=lambda i: (-rank[i], i))[:limit])
     if len(keep) == len(r.units):
         return r
     dropped = len(r.units) - len(keep)
@@ -183,10 +210,12 @@ __all__ = [
     "check_limit",
     "gate_for",
     "check_threshold",
+    "current_first",
     "limit_units",
     "mark_relevance",
     "no_answer",
     "relevance",
+    "SHOWN",
     "show_current",
     "show_name",
 ]
