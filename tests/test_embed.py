@@ -162,7 +162,7 @@ def test_bad_embedder_specs_are_one_line_errors(spec, message):
         load_embedder(spec)
 
 
-def test_queries_take_the_plain_path():
+def test_queries_take_the_plain_path(monkeypatch):
     """Queries skip the batch-invariance filler (one forward of their own tokens) and still give
     unit rows within float32 noise of the stored path's."""
     from xmemory_gpu.embed import encode_queries
@@ -170,7 +170,8 @@ def test_queries_take_the_plain_path():
     e = load_embedder("all-MiniLM-L6-v2")
     calls = []
     real = e.model.encode
-    e.model.encode = lambda texts, **kw: calls.append(list(texts)) or real(texts, **kw)
+    # the model is the process's shared one: patched for this test only
+    monkeypatch.setattr(e.model, "encode", lambda texts, **kw: calls.append(list(texts)) or real(texts, **kw))
     q = encode_queries(e, ["When did Caroline go to the support group?"])
     assert calls == [["When did Caroline go to the support group?"]]
     np.testing.assert_allclose(q, e.encode(["When did Caroline go to the support group?"]), atol=1e-5)

@@ -62,11 +62,14 @@ def run(args: argparse.Namespace) -> int:
                 "--keys-file: every request must carry Authorization: Bearer KEY"
             )
     check_backend(args.backend)
-    # over stdio, stdout is the protocol's: nothing else may reach it
+    # over stdio, stdout is the protocol's: nothing else may reach it. The engine opens without waiting
+    # for its embedder's model (it loads in a background thread); while serving stdio the SDK points
+    # fd 1 at stderr, so what that thread might print misses the wire.
     with contextlib.redirect_stdout(sys.stderr):
         engine = MemoryEngine.open(args.store, embedder=args.embedder, backend=args.backend)
     with engine:
-        server = create_server(engine, user_id=args.user, keys=keys)
+        with contextlib.redirect_stdout(sys.stderr):
+            server = create_server(engine, user_id=args.user, keys=keys)
         if args.transport == "stdio":
             server.run("stdio")
             return 0

@@ -3,6 +3,8 @@
 other than loopback without an API key, a key shorter than 16 characters, a coalescing window that
 is not a finite number of milliseconds up to 1000, a port outside 1-65535, a backend that is
 unknown or not usable here. SIGTERM drains in-flight requests, commits and exits with status 0.
+The server answers (``/health``) while the embedder's model still loads in a background thread; the
+first add or search waits for it.
 
 ``xmemory serve DIR --ray [local|auto|ADDRESS] --shards N``: the same API sharded by user on Ray
 Serve (``xmemory_gpu.distributed.ray_serve``; the ``serve-ray`` extra): ``DIR`` holds the store

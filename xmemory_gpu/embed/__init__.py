@@ -1,22 +1,28 @@
 """Embedders: all-MiniLM-L6-v2 (default, offline), any sentence-transformers model, the same model on
-OpenVINO's CPU runtime in float32 or int8 (optional extra ``openvino``), feature hashing."""
+OpenVINO's CPU runtime in float32 or int8 (optional extra ``openvino``), feature hashing.
+
+Importing this package, or constructing a sentence-transformers embedder, imports no torch: the model
+loads once per process, in the background from ``warm_up`` or on first use (``embed.background``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .base import Embedder, encode_queries, normalize_rows
+from .background import EmbedderLoadError
+from .base import Embedder, encode_queries, normalize_rows, warm_up
 from .hashing import HashingEmbedder
 from .sentence_transformers import DEFAULT_MODEL  # the module imports torch only when a model is loaded
 
 __all__ = [
     "Embedder",
+    "EmbedderLoadError",
     "HashingEmbedder",
     "check_embedder_spec",
     "embedder_for_store",
     "encode_queries",
     "load_embedder",
     "normalize_rows",
+    "warm_up",
 ]
 
 
@@ -77,11 +83,19 @@ def load_embedder(
     )
 
 
-def embedder_for_store(name: str, *, device: str = "cpu", num_threads: int | None = None) -> Embedder:
+def embedder_for_store(
+    name: str, *, device: str = "cpu", num_threads: int | None = None, dim: int | None = None
+) -> Embedder:
     """The embedder a store was built with, from the name it records (``hashing-64``, ``ov:MODEL``,
-    ``ov-int8:MODEL``, a model name or path); ``num_threads`` as in :func:`load_embedder`."""
+    ``ov-int8:MODEL``, a model name or path); ``num_threads`` as in :func:`load_embedder`. ``dim``:
+    the store's recorded width, so a sentence-transformers model whose folder does not declare one
+    (a hub name) need not load before the store opens (the loaded model is checked against it)."""
     if name.startswith("hashing-"):
         return HashingEmbedder(int(name.split("-", 1)[1]))
     if name.startswith(("ov:", "ov-int8:")):
         return load_embedder(name, num_threads=num_threads)
-    return load_embedder(name if name == DEFAULT_MODEL else f"st:{name}", device=device)
+    spec = name if name == DEFAULT_MODEL else f"st:{name}"
+    check_embedder_spec(spec)
+    from .sentence_transformers import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(name, device=device, expected_dim=dim)

@@ -15,6 +15,22 @@ class Embedder(Protocol):
         """[n, dim] float32 unit-norm rows (zero rows only for empty text); [0, dim] for no texts."""
         ...
 
+    def warm_up(self) -> None:
+        """Prepare the first ``encode`` so it costs what the next ones do. Default: encode one text
+        (here, now); an embedder with a model to load may start loading it in the background and
+        return at once (``SentenceTransformerEmbedder``)."""
+        self.encode(["warm up"])
+
+
+def warm_up(embedder: Embedder) -> None:
+    """``embedder.warm_up()``, or one ``encode`` for an embedder without it (any object with
+    ``encode``, ``dim`` and ``name`` is an embedder)."""
+    fn = getattr(embedder, "warm_up", None)
+    if callable(fn):
+        fn()
+    else:
+        embedder.encode(["warm up"])
+
 
 def encode_queries(embedder: Embedder, texts: list[str]) -> np.ndarray:
     """Search queries' rows: the embedder's ``encode_queries`` when it has a cheaper query path

