@@ -141,7 +141,9 @@ class Retriever:
             quarantined = dict(store.quarantined)
             config = kw.pop("config", None) or resolve_config(store.config)
             device = encoder_device(kw.get("backend", "auto"), config.embed.device)
-            embedder = kw.pop("embedder", None) or embedder_for_store(store.embedder, device=device)
+            embedder = kw.pop("embedder", None) or embedder_for_store(
+                store.embedder, device=device, dim=store.dim
+            )
         finally:
             if own:
                 store.close()
