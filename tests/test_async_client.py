@@ -35,8 +35,8 @@ def live(tmp_path_factory):
 
 
 def test_the_async_client_has_every_call_of_the_blocking_one():
-    public = {n for n in dir(MemoryClient) if not n.startswith("_")}
-    assert public == {n for n in dir(AsyncMemoryClient) if not n.startswith("_")}
+    public = {n for n in dir(MemoryClient) if not n.startswith("_")} - {"close"}
+    assert public == {n for n in dir(AsyncMemoryClient) if not n.startswith("_")} - {"aclose"}
     for name in public:
         fn = getattr(AsyncMemoryClient, name)
         assert inspect.iscoroutinefunction(fn), name
@@ -47,7 +47,11 @@ def test_every_call_against_a_real_server(live):
     sync = MemoryClient(live.url, api_key=ADMIN)
 
     async def main() -> None:
-        c = AsyncMemoryClient(live.url, api_key=ADMIN)
+        async with AsyncMemoryClient(live.url, api_key=ADMIN) as c:
+            await calls(c)
+        await c.aclose()  # closing twice is harmless
+
+    async def calls(c: AsyncMemoryClient) -> None:
         assert (await c.health())["status"] == "ok"
         ids = await c.add(
             [
@@ -69,8 +73,13 @@ def test_every_call_against_a_real_server(live):
             user_id="alice", filters={"topic": "life"}
         )
         assert (await c.get("a/1", user_id="alice"))["text"] == "I bought a red kayak in town."
-        await c.update("a/1", "I bought a green canoe in town.", user_id="alice")
-        assert (await c.get("a/1", user_id="alice"))["text"] == "I bought a green canoe in town."
+        updated = await c.update("a/1", "I bought a green canoe in town.", user_id="alice")
+        assert updated == await c.get("a/1", user_id="alice")  # one shape: the message as get gives it
+        assert (
+            updated["text"] == "I bought a green canoe in town."
+            and updated["updated_at"] >= updated["created_at"]
+        )
+        assert {"user_id": "alice", "agent_id": None, "run_id": None} in await c.scopes()
         await c.delete("a2", user_id="alice")
         assert [u["id"] for u in await c.get_all(user_id="alice") if u["type"] == "message"] == ["a/1"]
         assert [e["op"] for e in await c.history(user_id="alice")] == ["add", "update", "delete"]
@@ -227,7 +236,7 @@ def test_sync_and_async_clients_send_the_same_requests():
                     "history": [],
                     "deleted_messages": 0,
                     "deleted_memories": 0,
-                    "updated": "x",
+                    "scopes": [],
                 }
             ).encode()
             self.send_response(200)
@@ -262,6 +271,10 @@ def test_sync_and_async_clients_send_the_same_requests():
         ("delete_all", (), {"user_id": "u"}),
         ("reset", (), {}),
         ("history", (), {"user_id": "u"}),
+        ("add", ("just text",), {"agent_id": "g", "infer": False, "events": True}),
+        ("add", ({"role": "user", "content": "one"},), {"run_id": "r"}),
+        ("search", ("q",), {"agent_id": "g"}),
+        ("scopes", (), {"user_id": "u"}),
     ]
     try:
         sync, asyn = MemoryClient(url), AsyncMemoryClient(url)

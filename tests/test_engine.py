@@ -194,25 +194,29 @@ def test_scopes_are_isolated_with_adversarial_ids(tmp_path):
         assert {p.name for p in (tmp_path / "iso").iterdir()} == {"memory.sqlite", "arrays", "write.lock"}
         for i, user in enumerate(ADVERSARIAL):
             for agent in (None, "agent/../x"):
-                mine = f"tok{i}{agent is None}"
+                # mem0's rule: a user's search without an agent covers its agents' memories too
+                mine = {f"tok{i}False"} | ({f"tok{i}True"} if agent is None else set())
                 for s in STRATEGIES:
                     for r in eng.search(
                         ["What is my secret code word?"], user_id=user, agent_id=agent, strategy=s
                     ):
                         words = {w.strip(".") for w in r.context.split()}
-                        assert not any(w.startswith("tok") and w != mine for w in words), (user, agent, s)
+                        assert not any(w.startswith("tok") and w not in mine for w in words), (user, agent, s)
                 units = eng.get_all(user_id=user, agent_id=agent)
-                assert any(mine in u["text"] for u in units)
+                assert {t for t in mine if any(t in u["text"] for u in units)} == mine
+                assert {u["user_id"] for u in units} == {user}
                 assert not any(
-                    f"tok{j}" in u["text"]
+                    f"tok{j}{flag}" in u["text"]
                     for j in range(len(ADVERSARIAL))
+                    for flag in (True, False)
                     for u in units
-                    if f"tok{j}" not in mine
+                    if f"tok{j}{flag}" not in mine
                 )
-        assert eng.delete_all(user_id=ADVERSARIAL[1]) == 2
-        assert eng.get_all(user_id=ADVERSARIAL[1]) == [] and eng.get_all(
-            user_id=ADVERSARIAL[1], agent_id="agent/../x"
-        )
+        assert eng.delete_all(user_id=ADVERSARIAL[1], agent_id="agent/../x") == 2
+        left = eng.get_all(user_id=ADVERSARIAL[1])  # the user's own memory stays
+        assert left and {u["agent_id"] for u in left} == {None}
+        assert eng.delete_all(user_id=ADVERSARIAL[2]) == 4  # mem0's rule: the user's agents' memories too
+        assert eng.get_all(user_id=ADVERSARIAL[2]) == [] and eng.get_all(user_id=ADVERSARIAL[3])
     for bad in ("", None, 5, "x\x00y"):
         with pytest.raises(ValueError, match="user_id"):
             scope_key(bad)
@@ -319,8 +323,15 @@ def committed_batches(store: Path) -> int:
 
 
 def _snapshot(store: Path) -> list:
+    """Every unit of the stream's users, without the times its writes happened at."""
     with MemoryEngine.open(store, embedder=EMB, read_only=True) as eng:
-        return [eng.get_all(user_id=f"user{u}") for u in range(4)]
+        return [
+            [
+                {k: v for k, v in x.items() if k not in ("created_at", "updated_at")}
+                for x in eng.get_all(user_id=f"user{u}")
+            ]
+            for u in range(4)
+        ]
 
 
 def test_kill_9_during_a_stream_loses_at_most_the_batch_in_flight(tmp_path):

@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from xmemory_gpu.cli.mcp import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = {"add", "search", "get_all", "delete", "history", "update"}
+TOOLS = {"add", "search", "get_all", "delete", "history", "update", "scopes"}
 PASSED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TRITON_INTERPRET", "TOKENIZERS_PARALLELISM")
 ADMIN = "admin-key-0123456789abcdef"
 ALICE_KEY = "alice-key-0123456789abcdef"
@@ -104,11 +104,38 @@ def test_stdio_server_tools_and_isolation(tmp_path):
                     },
                 )
                 assert len(alice["ids"]) == len(more["ids"]) == 1 and bob["ids"] == ["b1"]
+                # mem0's events: the message and what was derived from it
+                assert {"id": "b1", "event": "ADD", "type": "message", "user_id": "bob"}.items() <= bob[
+                    "results"
+                ][0].items()
+                assert any(e["type"] == "semantic" and e["event"] == "ADD" for e in alice["results"])
+                one = await _ok(
+                    s,
+                    "add",
+                    {"messages": {"content": "I ride a red bicycle.", "id": "c1"}, "user_id": "carol"},
+                )
+                assert one["ids"] == ["c1"]
+                raw = await _ok(
+                    s,
+                    "add",
+                    {
+                        "messages": "The door code is 4512 and the gate code is 99.",
+                        "user_id": "carol",
+                        "infer": False,
+                    },
+                )
+                assert [e["type"] for e in raw["results"]] == ["message"]
+                assert {"user_id": "carol", "agent_id": None, "run_id": None} in (await _ok(s, "scopes", {}))[
+                    "scopes"
+                ]
 
                 found = await _ok(s, "search", {"query": "What is the name of my cat?", "user_id": "alice"})
                 assert "Pixelmora" in found["context"] and "Quokkaville" not in json.dumps(found)
                 assert found["units"] and all(
-                    {"type", "id", "text", "score", "message_ids"} <= set(u) for u in found["units"]
+                    {"type", "id", "text", "memory", "score", "message_ids", "created_at", "user_id"}
+                    <= set(u)
+                    and 0.0 <= u["score"] <= 1.0
+                    for u in found["units"]
                 )
                 assert alice["ids"][0] in found["message_ids"]  # provenance: the message the answer came from
                 assert "Pixelmora" not in json.dumps(
@@ -162,9 +189,8 @@ def test_stdio_server_tools_and_isolation(tmp_path):
                     "update",
                     {"unit_id": tagged["ids"][0], "text": "I keep goats on a farm.", "user_id": "alice"},
                 )
-                assert upd["updated"]["text"] == "I keep goats on a farm." and upd["updated"]["metadata"] == {
-                    "topic": "hobby"
-                }
+                assert upd["text"] == "I keep goats on a farm." and upd["metadata"] == {"topic": "hobby"}
+                assert upd["id"] == tagged["ids"][0] and upd["updated_at"] >= upd["created_at"]
                 assert "bees" not in json.dumps((await _ok(s, "get_all", {"user_id": "alice"}))["units"])
                 await _ok(s, "delete", {"unit_id": tagged["ids"][0], "user_id": "alice"})
                 ops = [e["op"] for e in (await _ok(s, "history", {"user_id": "alice"}))["history"]]
@@ -294,6 +320,8 @@ def test_http_server_needs_a_key_and_keeps_bound_keys_to_their_user(tmp_path):
             )
             text = await _refused(s, "search", {"query": "bees?", "user_id": "bob"}, "user_id", "API key")
             assert "bees" not in text
+            assert {x["user_id"] for x in (await _ok(s, "scopes", {}))["scopes"]} == {"alice"}
+            await _refused(s, "search", {"query": "bees?", "agent_id": "a"}, "user_id", "API key")
 
         async def scenario() -> None:
             with anyio.fail_after(TIMEOUT):

@@ -285,7 +285,7 @@ def test_openapi_declares_the_error_model_and_the_bearer_scheme(app):
                 }
             if "{unit_id}" in path:
                 assert "404" in responses
-    assert keyed == 11
+    assert keyed == 12
     assert spec["paths"]["/v1/reset"]["post"]["responses"].keys() == {"200", "401", "403", "503"}
     (param,) = [p for p in spec["paths"]["/v1/memories"]["get"]["parameters"] if p["name"] == "filters"]
     assert param["in"] == "query" and param["content"]["application/json"]["schema"]["type"] == "object"

@@ -108,7 +108,7 @@ def test_update_rederives_and_leaves_no_old_text(tmp_path):
         ({"user_id": "alice"}, "text"),
         ({"user_id": "alice", "text": 3}, "text"),
         ({"user_id": "alice", "text": "x", "metadata": {}}, "metadata"),
-        ({"text": "x"}, "user_id"),
+        ({"user_id": "", "text": "x"}, "user_id"),
     ],
 )
 def test_update_refusals_name_the_field(live, body, field):

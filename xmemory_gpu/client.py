@@ -5,7 +5,10 @@ so switching between in-process and remote is one line::
     mem = MemoryClient("http://127.0.0.1:8000", api_key="...")   # remote, same calls
     mem = AsyncMemoryClient("http://127.0.0.1:8000", api_key="...")   # remote, the same calls awaited
 
-Search results come back as dicts (``context``, ``units``, ``message_ids``, ``context_tokens``).
+Search results come back as dicts (``context``, ``units`` as mem0's results with ``score`` the
+relevance, ``message_ids``, ``context_tokens``); ``add`` gives the ids, or with ``events=True`` mem0's
+``{"ids", "results"}``; ``update`` the updated message. ``with MemoryClient(...)`` and ``async with
+AsyncMemoryClient(...)`` work (``close`` / ``aclose``: there is no pool to release).
 Redirects are not followed (a redirect to another host would carry the API key there): a 3xx answer
 is a ``ServiceError`` naming where it pointed. An ``api_key`` goes into a header, so both clients
 refuse one that a header cannot hold as it is (CR, LF, other control characters, spaces, non-ASCII).
@@ -91,7 +94,7 @@ def _unit(unit_id: str) -> str:
     return "/v1/memories/" + urllib.parse.quote(unit_id, safe="")
 
 
-def _scope(user_id: str, agent_id: str | None, run_id: str | None) -> dict:
+def _scope(user_id: str | None, agent_id: str | None, run_id: str | None) -> dict:
     return {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
 
 
@@ -103,13 +106,29 @@ class _Requests:
     """The request of each method, shared by both clients (their signatures are the engine's)."""
 
     @staticmethod
-    def add(messages: list[dict], scope: dict, metadata: dict | None, user_name: str | None) -> _Req:
+    def add(
+        messages: str | dict | list[dict],
+        scope: dict,
+        metadata: dict | None,
+        user_name: str | None,
+        infer: bool,
+        events: bool,
+    ) -> _Req:
+        body = {"messages": messages, **scope, "metadata": metadata, "user_name": user_name}
         return _Req(
             "POST",
             "/v1/memories",
-            {"messages": messages, **scope, "metadata": metadata, "user_name": user_name},
-            field="ids",
+            body | ({"infer": infer} if infer is not True else {}),
+            field=None if events else "ids",
         )
+
+    @staticmethod
+    def add_batch(items: list[dict], events: bool) -> _Req:
+        return _Req("POST", "/v1/memories/batch", {"items": items}, field=None if events else "ids")
+
+    @staticmethod
+    def scopes(scope: dict) -> _Req:
+        return _Req("GET", "/v1/scopes", params=scope, field="scopes")
 
     @staticmethod
     def search(
@@ -168,24 +187,30 @@ class MemoryClient:
 
     def add(
         self,
-        messages: list[dict],
+        messages: str | dict | list[dict],
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         metadata: dict | None = None,
         user_name: str | None = None,
-    ) -> list[str]:
-        return self._call(_Requests.add(messages, _scope(user_id, agent_id, run_id), metadata, user_name))
+        infer: bool = True,
+        events: bool = False,
+    ) -> list[str] | dict:
+        """The engine's ``add``: the ids, or with ``events=True`` mem0's ``{"ids", "results"}``."""
+        scope = _scope(user_id, agent_id, run_id)
+        return self._call(_Requests.add(messages, scope, metadata, user_name, infer, events))
 
-    def add_batch(self, items: list[dict]) -> list[list[str]]:
-        return self._call(_Req("POST", "/v1/memories/batch", {"items": items}, field="ids"))
+    def add_batch(self, items: list[dict], *, events: bool = False) -> list[list[str]] | dict:
+        """The engine's ``add_batch``: ids per item, or with ``events=True`` ``{"ids": [...], "results": [...]}``
+        (per item each)."""
+        return self._call(_Requests.add_batch(items, events))
 
     def search(
         self,
         query_or_queries: str | list[str],
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         strategy: str = "xmemory",
@@ -209,7 +234,7 @@ class MemoryClient:
     def get_all(
         self,
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         filters: dict | None = None,
@@ -224,21 +249,39 @@ class MemoryClient:
         )
 
     def get(
-        self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+        self,
+        unit_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> dict:
         return self._call(_Req("GET", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
     def update(
-        self, unit_id: str, text: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+        self,
+        unit_id: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> dict:
         return self._call(_Requests.update(unit_id, text, _scope(user_id, agent_id, run_id)))
 
     def delete(
-        self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+        self,
+        unit_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> None:
         self._call(_Req("DELETE", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
-    def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
+    def delete_all(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> int:
         return self._call(
             _Req("DELETE", "/v1/memories", params=_scope(user_id, agent_id, run_id), field="deleted_messages")
         )
@@ -247,16 +290,34 @@ class MemoryClient:
         """Delete every memory of the store (a key of every scope); returns the number of memories deleted."""
         return self._call(_Req("POST", "/v1/reset", field="deleted_memories"))
 
-    def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
+    def history(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[dict]:
         return self._call(
             _Req("GET", "/v1/history", params=_scope(user_id, agent_id, run_id), field="history")
         )
+
+    def scopes(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[dict]:
+        """Every memory's scope, narrowed by the parts given (a key of every scope)."""
+        return self._call(_Requests.scopes(_scope(user_id, agent_id, run_id)))
 
     def health(self) -> dict:
         return self._call(_Req("GET", "/health"))
 
     def metrics(self) -> str:
         return self._call(_Req("GET", "/metrics"))
+
+    def close(self) -> None:
+        """Nothing to release (one connection per call); kept for ``with`` and mem0's clients."""
+        self._closed = True
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -320,26 +381,30 @@ class AsyncMemoryClient:
 
     async def add(
         self,
-        messages: list[dict],
+        messages: str | dict | list[dict],
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         metadata: dict | None = None,
         user_name: str | None = None,
-    ) -> list[str]:
-        return await self._call(
-            _Requests.add(messages, _scope(user_id, agent_id, run_id), metadata, user_name)
-        )
+        infer: bool = True,
+        events: bool = False,
+    ) -> list[str] | dict:
+        """The engine's ``add``: the ids, or with ``events=True`` mem0's ``{"ids", "results"}``."""
+        scope = _scope(user_id, agent_id, run_id)
+        return await self._call(_Requests.add(messages, scope, metadata, user_name, infer, events))
 
-    async def add_batch(self, items: list[dict]) -> list[list[str]]:
-        return await self._call(_Req("POST", "/v1/memories/batch", {"items": items}, field="ids"))
+    async def add_batch(self, items: list[dict], *, events: bool = False) -> list[list[str]] | dict:
+        """The engine's ``add_batch``: ids per item, or with ``events=True`` ``{"ids": [...], "results": [...]}``
+        (per item each)."""
+        return await self._call(_Requests.add_batch(items, events))
 
     async def search(
         self,
         query_or_queries: str | list[str],
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         strategy: str = "xmemory",
@@ -363,7 +428,7 @@ class AsyncMemoryClient:
     async def get_all(
         self,
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         filters: dict | None = None,
@@ -378,22 +443,38 @@ class AsyncMemoryClient:
         )
 
     async def get(
-        self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+        self,
+        unit_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> dict:
         return await self._call(_Req("GET", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
     async def update(
-        self, unit_id: str, text: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+        self,
+        unit_id: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> dict:
         return await self._call(_Requests.update(unit_id, text, _scope(user_id, agent_id, run_id)))
 
     async def delete(
-        self, unit_id: str, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+        self,
+        unit_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> None:
         await self._call(_Req("DELETE", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
 
     async def delete_all(
-        self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> int:
         return await self._call(
             _Req("DELETE", "/v1/memories", params=_scope(user_id, agent_id, run_id), field="deleted_messages")
@@ -404,17 +485,33 @@ class AsyncMemoryClient:
         return await self._call(_Req("POST", "/v1/reset", field="deleted_memories"))
 
     async def history(
-        self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> list[dict]:
         return await self._call(
             _Req("GET", "/v1/history", params=_scope(user_id, agent_id, run_id), field="history")
         )
+
+    async def scopes(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[dict]:
+        """Every memory's scope, narrowed by the parts given (a key of every scope)."""
+        return await self._call(_Requests.scopes(_scope(user_id, agent_id, run_id)))
 
     async def health(self) -> dict:
         return await self._call(_Req("GET", "/health"))
 
     async def metrics(self) -> str:
         return await self._call(_Req("GET", "/metrics"))
+
+    async def aclose(self) -> None:
+        """Nothing to release (one connection per call, closed with it); kept for ``async with``."""
+        self._closed = True
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:

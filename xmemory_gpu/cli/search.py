@@ -1,5 +1,7 @@
-"""``xmemory search STORE --memory ID "question"`` (or ``--user ID`` for a live store's memory): print the
-units a strategy retrieves. A store of several memories needs the choice; one of one memory does not."""
+"""``xmemory search STORE --memory ID "question"`` (or ``--user ID`` for a live store's memory, or a bulk
+build's memory by its id): print the units a strategy retrieves, each with its score (the relevance:
+the query-unit cosine in [0, 1], as every front door scores). A store of several memories needs the
+choice; one of one memory does not."""
 
 from __future__ import annotations
 
@@ -77,9 +79,12 @@ def _memory(args: argparse.Namespace, ids: list[str]) -> tuple[str | None, str]:
     if args.user is not None:
         if args.memory is not None:
             raise ValueError("give --memory or --user, not both")
-        from ..engine.engine import scope_key
+        from ..engine.inputs import scope_key, scope_of
 
         key = scope_key(args.user, args.agent, args.run)
+        plain = args.agent is None and args.run is None and scope_of(args.user)["user_id"] == args.user
+        if key not in ids and plain and args.user in ids:
+            key = args.user  # a bulk build's memory, stored under its plain id (conv-26)
         if key not in ids:
             raise ValueError(
                 f"{args.store}: no memory for --user {args.user!r}"
@@ -146,7 +151,11 @@ def _search(args: argparse.Namespace, store: MemoryBackend) -> int:
     retriever = Retriever.from_store(
         store, sorted(set(mems)), backend=args.backend, reader=reader, config=config
     )
+    from ..engine.results import mark_relevance
+
     results = retriever.search(questions, mems, strategy=args.strategy, budget_tokens=args.budget_tokens)
+    for r in results:
+        mark_relevance(r)  # each unit's relevance: the score shown, as the front doors show it
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
         return 0
@@ -155,7 +164,8 @@ def _search(args: argparse.Namespace, store: MemoryBackend) -> int:
         for u in r.units:
             src = ",".join(u.message_ids[:6]) + ("..." if len(u.message_ids) > 6 else "")
             text = u.text.replace("\n", " | ")
-            print(f"  {u.type:<8} {u.score:6.3f}  {text[:110]}{'...' if len(text) > 110 else ''}  [{src}]")
+            score = min(1.0, max(0.0, u.relevance or 0.0))  # the query-unit cosine in [0, 1]
+            print(f"  {u.type:<8} {score:6.3f}  {text[:110]}{'...' if len(text) > 110 else ''}  [{src}]")
         for note in r.notes:
             print(f"  note: {note}")
         if args.context:

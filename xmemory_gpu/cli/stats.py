@@ -1,4 +1,5 @@
-"""``xmemory stats STORE``: per memory counts, theme sizes, f(P), reassignment ratio, and totals."""
+"""``xmemory stats STORE``: per memory counts, theme sizes, f(P), reassignment ratio, and totals
+(``--ids``: the memory ids; ``--scopes``: each memory's scope)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("store")
     p.add_argument("--json", action="store_true")
     p.add_argument("--ids", action="store_true", help="print only the memory ids, one per line")
+    p.add_argument(
+        "--scopes",
+        action="store_true",
+        help='print each memory\'s scope, one JSON object a line: {"user_id", "agent_id", "run_id"}',
+    )
     p.add_argument(
         "--check",
         action="store_true",
@@ -55,6 +61,12 @@ def run(args: argparse.Namespace) -> int:
             lock.release()
     if args.ids:
         print("\n".join(store.memory_ids()))
+        return 0
+    if args.scopes:  # a bulk build's memory (a plain id) is the user of that id, as the engine reads it
+        from ..engine.inputs import scope_of
+
+        for m in store.memory_ids():
+            print(json.dumps(scope_of(m), ensure_ascii=False))
         return 0
     data = collect(store)
     if args.json:

@@ -2,8 +2,18 @@
 across users, with mem0's names (``metadata`` / ``filters``: ``engine.metadata``; ``limit`` /
 ``threshold``: ``engine.results``; ``update``, ``reset``).
 
-A memory is keyed by ``(user_id, agent_id, run_id)``; its store id is that key as a JSON array,
-so ids with path or SQL characters are plain data (SQL is parameterised, file names are hashes).
+A memory is keyed by ``(user_id, agent_id, run_id)`` (at least one given); its store id is that key
+as a JSON array, so ids with path or SQL characters are plain data (SQL is parameterised, file names
+are hashes). Reads follow mem0's scope rules (``Reads.scope_keys``): a part left out matches any, so
+``user_id`` alone reads the user's memories across its agents and runs, ``agent_id`` or ``run_id``
+alone reads that agent's or run's; a memory a bulk build stored under a plain id (``conv-26``) is the
+user of that id (listed by ``scopes``, read, written and deleted by ``user_id="conv-26"``).
+
+mem0's shapes: ``add`` takes a string, one message or a list, and ``infer=False`` (messages kept,
+nothing derived); ``events=True`` gives mem0's add answer ``{"ids", "results": [event, ...]}``
+(``Writes.add_batch``; the default stays the list of ids). Units carry ``created_at`` /
+``updated_at`` (from the operations log) and their scope; ``hits`` gives a search's units as mem0's
+results (``score``: the relevance in [0, 1]). ``update`` returns the updated message as ``get`` does.
 Writes (``add``, ``add_batch``, ``delete``, ``delete_all``) are serialised and each is one atomic
 store commit; the in-memory bank is updated under a write lock only after the commit succeeds, so
 a search sees the state before or after a batch, never half of it. A second process that opens the
@@ -29,13 +39,14 @@ under ``max_resident_bytes``; ``residency`` its accounting), ``keys`` (field and
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from pathlib import Path
 
 from ..config import XMemoryConfig, resolve_config
 from ..construct.passages import store_passages
-from ..embed import Embedder, embedder_for_store, load_embedder
+from ..embed import Embedder, embedder_for_store, load_embedder, warm_up
 from ..llm import Reader, as_reader
 from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank
@@ -55,6 +66,19 @@ from .residency import AUTO, Residency, resolve_budget
 from .writes import Writes
 
 __all__ = ["MAX_ID_CHARS", "Limits", "MemoryEngine", "QuarantinedError", "scope_key", "scope_of"]
+
+
+def _public_names(*mixins: type) -> None:
+    """The mixins' public methods named as callers call them: an argument error says ``add()``,
+    not ``Writes.add()``."""
+    for cls in mixins:
+        for name, fn in vars(cls).items():
+            if not name.startswith("_") and inspect.isfunction(fn):
+                fn.__code__ = fn.__code__.replace(co_qualname=name)
+                fn.__qualname__ = name
+
+
+_public_names(Paging, Writes, Reads)
 
 
 @gate_calls  # the interpreter's exit waits for the calls in flight (engine/exits.py)
@@ -108,13 +132,13 @@ class MemoryEngine(Paging, Writes, Reads):
 
     def _warm_up(self) -> None:
         """What the first add or search would otherwise set up lazily (the kernel backend this engine
-        runs on probed: ``cpu`` under ``auto``, whose inputs are host arrays; the embedder's first
-        call), so the first request costs what the next ones do. A CPU engine imports no GPU stack."""
+        runs on probed: ``cpu`` under ``auto``, whose inputs are host arrays; the embedder's
+        ``warm_up``), so the first request costs what the next ones do. A CPU engine imports no GPU stack."""
         wanted = requested_backend(self.backend)
         wanted = "cpu" if wanted == "auto" else wanted
         if wanted in BACKENDS:  # an unknown name fails at the first op, with the ops' own message
             is_available(wanted)
-        self.embedder.encode(["warm up"])
+        warm_up(self.embedder)  # its warm_up (a model may load in the background), else one encode
 
     # -- opening and closing -----------------------------------------------------------------------
     @classmethod
@@ -266,6 +290,7 @@ class MemoryEngine(Paging, Writes, Reads):
                 self._drop(set(gone) | (set(quarantined) & set(self.bank.index)))
                 self.quarantined = quarantined
                 self._loaded = now
+                self.__dict__.pop("_scope_idx", None)  # the scopes' index (Reads.scope_keys)
             return sorted(set(changed) | set(gone))
 
 
@@ -275,7 +300,7 @@ def _embedder_for(
     """The embedder asked for (default: the one the store was built with); it must be the store's."""
     device = encoder_device(backend, cfg.embed.device)
     if embedder is None:
-        emb = embedder_for_store(store.embedder, device=device)
+        emb = embedder_for_store(store.embedder, device=device, dim=store.dim)
     elif isinstance(embedder, str):
         emb = load_embedder(embedder, device=device)
     else:

@@ -4,6 +4,7 @@ Every refusal is a one-line ``ValueError`` naming the field."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -51,16 +52,63 @@ def check_id(v: Any, name: str) -> str:
 
 
 def scope_key(user_id: Any, agent_id: Any = None, run_id: Any = None) -> str:
-    """The store id of a memory: its scope as a JSON array (an exact, unambiguous encoding)."""
+    """The store id of a memory: its scope as a JSON array (an exact, unambiguous encoding). At least
+    one part is given; ``user_id`` may be left out when ``agent_id`` or ``run_id`` is given."""
     parts = []
+    alone = agent_id is None and run_id is None
+    if user_id is None and alone:
+        raise ValueError("user_id: give at least one of user_id, agent_id and run_id")
     for name, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)):
-        parts.append(None if v is None and name != "user_id" else check_id(v, name))
+        parts.append(None if v is None and (name != "user_id" or not alone) else check_id(v, name))
     return json.dumps(parts, ensure_ascii=False)
 
 
+def check_scope(user_id: Any, agent_id: Any = None, run_id: Any = None) -> dict[str, str | None]:
+    """A scope to read: each part a checked id or None, at least one given."""
+    if user_id is None and agent_id is None and run_id is None:
+        raise ValueError("user_id: give at least one of user_id, agent_id and run_id")
+    return {
+        name: None if v is None else check_id(v, name)
+        for name, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id))
+    }
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def scope_of(memory_id: str) -> dict[str, str | None]:
-    user, agent, run = json.loads(memory_id)
-    return {"user_id": user, "agent_id": agent, "run_id": run}
+    """The scope of a stored memory: its key's parts, or for a memory stored under a plain id (a bulk
+    build's ``conv-26``) that id as ``user_id``. Do not modify the dict returned (it is cached)."""
+    try:
+        parts = json.loads(memory_id)
+    except ValueError:
+        parts = None
+    if (
+        isinstance(parts, list)
+        and len(parts) == 3
+        and all(p is None or isinstance(p, str) for p in parts)
+        and any(p is not None for p in parts)
+    ):
+        return {"user_id": parts[0], "agent_id": parts[1], "run_id": parts[2]}
+    return {"user_id": memory_id, "agent_id": None, "run_id": None}
+
+
+def in_scope(memory_id: str, scope: dict[str, str | None]) -> bool:
+    """Whether the memory ``memory_id`` lies in ``scope`` (its given parts equal; None: any)."""
+    have = scope_of(memory_id)
+    return all(v is None or have[k] == v for k, v in scope.items())
+
+
+def messages_of(v: Any, where: str) -> list:
+    """mem0's ``messages``: a string (one message from the user), one message object, or a list of
+    message objects (each checked later)."""
+    if isinstance(v, str):
+        return [{"role": "user", "content": v}]
+    if isinstance(v, dict):
+        return [v]
+    if isinstance(v, Sequence) and not isinstance(v, (bytes, bytearray)):
+        return list(v)
+    raise ValueError(
+        f"{where}: expected a string, a message object or a list of message objects, got {type(v).__name__}"
+    )
 
 
 def message_id(v: Any, where: str) -> str:

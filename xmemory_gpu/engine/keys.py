@@ -17,13 +17,14 @@ SEARCH_ITEM_FIELDS = frozenset(
         "filters",
     }
 )
-ADD_ITEM_FIELDS = frozenset({"messages", "user_id", "agent_id", "run_id", "metadata", "user_name"})
+ADD_ITEM_FIELDS = frozenset({"messages", "user_id", "agent_id", "run_id", "metadata", "user_name", "infer"})
 MESSAGE_FIELDS = frozenset({"speaker", "role", "name", "content", "text", "timestamp", "id", "session"})
 USER_NAME = "user_name"  # stats key: the name of the memory's subject (role "user"), shown for "the user"
 USER_NAME_FROM = (
     "user_name_from"  # stats key: {"id": message id, "explicit": bool} that gave it (absent: the app's)
 )
 STAMPED = "stamped"  # stats key: ids of the messages the engine stamped with their arrival time
+RAW = "raw"  # stats key: ids of the messages added with infer=False (nothing is derived from them)
 SUPERSEDED = "superseded"  # stats key: semantic id -> [the semantic id that superseded it, its time]
 
 
@@ -35,6 +36,7 @@ __all__ = [
     "ADD_ITEM_FIELDS",
     "MESSAGE_FIELDS",
     "QuarantinedError",
+    "RAW",
     "SEARCH_ITEM_FIELDS",
     "STAMPED",
     "SUPERSEDED",

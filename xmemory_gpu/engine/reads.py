@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -14,13 +17,13 @@ from ..construct.pipeline import theme_summary
 from ..memory.bank import Bank
 from ..memory.hierarchy import Memory, slice_from_memory, view
 from ..memory.subset import restrict
-from ..retrieve.context import semantic_unit
+from ..retrieve.context import assemble, semantic_unit
 from ..retrieve.result import RetrievalResult, RetrievedUnit
 from ..retrieve.retriever import Retriever
 from . import ids as unit_ids
 from . import inputs, people
 from . import metadata as meta
-from .inputs import scope_key, scope_of
+from .inputs import in_scope, scope_key, scope_of
 from .keys import (
     SEARCH_ITEM_FIELDS,
     STAMPED,
@@ -34,6 +37,7 @@ from .results import (
     limit_units,
     mark_relevance,
     no_answer,
+    relevance,
     show_current,
     show_name,
 )
@@ -46,7 +50,7 @@ class Reads:
         self,
         query_or_queries: str | Sequence[str],
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         strategy: str = "xmemory",
@@ -55,13 +59,17 @@ class Reads:
         threshold: float | None = None,
         filters: dict | None = None,
     ) -> list[RetrievalResult]:
-        """One ``RetrievalResult`` per query against this scope's memory (empty results when the
-        scope holds nothing). Every unit id a result carries works with ``get`` and ``delete``
+        """One ``RetrievalResult`` per query (a ``ScopedResult``) against this scope's memories: at
+        least one of ``user_id``, ``agent_id``, ``run_id``; a part left out matches any
+        (``scope_keys``: ``user_id`` alone searches the user's memories across agents and runs, their
+        units merged by relevance); empty results when the scope holds nothing. ``hits`` gives the
+        units as mem0's results (``score``, ``created_at``, the scope). Every unit id a result carries works with ``get`` and ``delete``
         (``semantic:N``, ``episode:N``, ``theme:N``, a message id), except naive-RAG chunks and
         TIR sessions, which are views over the messages their ``message_ids`` name.
 
-        mem0's options: ``filters`` (metadata equality, ``engine.metadata``) restricts the memory
-        before retrieval: only units all of whose source messages match are candidates;
+        mem0's options: ``filters`` (``engine.metadata``: metadata, times and scope with mem0's
+        operators) restricts the memory before retrieval: only units all of whose source messages
+        match are candidates;
         ``threshold`` leaves out units less relevant than it (a cosine), ``limit`` keeps the
         ``limit`` most relevant (``engine.results``); the context shows the kept units only."""
         self._check_open()
@@ -77,15 +85,18 @@ class Reads:
             "threshold": threshold,
             "filters": filters,
         }
-        return self.search_batch([item])[0]
+        with named("search", "search_batch: items[0]: "):
+            return self.search_batch([item])[0]
 
     def search_batch(self, items: Sequence[dict]) -> list[list[RetrievalResult]]:
         """Many searches at once (the server's coalescing): items ``{"queries": [...] | "query": str,
-        "user_id", "agent_id"?, "run_id"?, "strategy"?, "budget_tokens"?, "limit"?, "threshold"?,
-        "filters"?}``. Queries of every unfiltered item with the same strategy and budget go to one
-        batched ``Retriever.search`` (one embedding call, one launch per stage), each query against
-        its own scope; a filtered item searches its scope restricted to the matching messages.
-        Returns results per item."""
+        "user_id"?, "agent_id"?, "run_id"?, "strategy"?, "budget_tokens"?, "limit"?, "threshold"?,
+        "filters"?}`` (at least one scope part). Queries of every unfiltered item with the same
+        strategy and budget go to one batched ``Retriever.search`` (one embedding call, one launch
+        per stage), each query against its own memory; a filtered item searches its memory restricted
+        to the matching messages. A scope with a part left out covers every memory within it
+        (``scope_keys``); their results are merged by relevance (``_merged``). Returns results per
+        item (``ScopedResult``: each unit's scope beside it)."""
         self._check_open()
         parsed = []
         for n, it in enumerate(items):
@@ -98,7 +109,8 @@ class Reads:
                     f"{where}: unknown fields {sorted(unknown)}; expected some of {sorted(SEARCH_ITEM_FIELDS)}"
                 )
             qs = inputs.queries(it["queries"] if "queries" in it else it.get("query"), f"{where}: queries")
-            key = self._usable(scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id")))
+            keys = self.scope_keys(it.get("user_id"), it.get("agent_id"), it.get("run_id"))
+            exact = scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id"))
             opts = (
                 check_limit(it.get("limit"), f"{where}: limit"),
                 check_threshold(it.get("threshold"), f"{where}: threshold"),
@@ -107,12 +119,33 @@ class Reads:
             parsed.append(
                 (
                     qs,
-                    key,
+                    keys,
+                    exact,
                     it.get("strategy", "xmemory"),
                     inputs.budget_tokens(it.get("budget_tokens"), f"{where}: budget_tokens"),
                     opts,
                 )
             )
+        subs = [(qs, k, st, bt, op) for qs, keys, _, st, bt, op in parsed for k in keys]
+        got = self._search_each(subs)
+        out: list[list[RetrievalResult]] = []
+        at = 0
+        for qs, keys, exact, _, budget, (limit, _, _) in parsed:
+            per_key, at = got[at : at + len(keys)], at + len(keys)
+            if len(keys) == 1:
+                out.append([ScopedResult.of(r, [scope_of(keys[0])] * len(r.units)) for r in per_key[0]])
+            else:
+                out.append(
+                    [
+                        self._merged([rs[q] for rs in per_key], keys, limit, budget, exact)
+                        for q in range(len(qs))
+                    ]
+                )
+        return out
+
+    def _search_each(self, parsed: list[tuple]) -> list[list[RetrievalResult]]:
+        """``search_batch``'s items, one memory each: (queries, key, strategy, budget, (limit,
+        threshold, filters)) -> results per item."""
         out: list[list[RetrievalResult] | None] = [None] * len(parsed)
         with self._using([p[1] for p in parsed]), self._rw.read():
             for p in parsed:
@@ -142,6 +175,121 @@ class Reads:
                         r.query = q  # the caller's words (the search may have asked about the subject)
                     out[n] = [self._finish(r, limit, threshold, sup, budget, successor) for r in got]
         return out  # type: ignore[return-value]
+
+    def _merged(
+        self,
+        results: list[RetrievalResult],
+        keys: list[str],
+        limit: int | None,
+        budget: int | None,
+        memory_id: str,
+    ) -> ScopedResult:
+        """One query's results over several memories as one: the units by relevance, most relevant
+        first (ties: the earlier memory), at most ``limit``; the context assembled again and cut from
+        its least relevant non-theme unit to ``budget`` (None: the largest of the memories' contexts)."""
+        pairs = sorted(
+            ((u, scope_of(k)) for r, k in zip(results, keys) for u in r.units),
+            key=lambda p: -(p[0].relevance if p[0].relevance is not None else relevance(p[0])),
+        )
+        if limit is not None:
+            pairs = pairs[:limit]
+        count = self.retriever.budget.count
+        cap = budget if budget is not None else max((r.context_tokens for r in results), default=0)
+        context = assemble([u for u, _ in pairs])
+        tokens = int(count([context])[0]) if context else 0
+        while tokens > cap and any(u.type != "theme" for u, _ in pairs):
+            last = max(k for k, (u, _) in enumerate(pairs) if u.type != "theme")
+            pairs.pop(last)
+            context = assemble([u for u, _ in pairs])
+            tokens = int(count([context])[0]) if context else 0
+        first = results[0]
+        return ScopedResult(
+            first.query,
+            memory_id,
+            first.strategy,
+            [u for u, _ in pairs],
+            context,
+            tokens,
+            first.tokenizer,
+            llm_calls=sum(r.llm_calls for r in results),
+            llm_tokens=sum(r.llm_tokens for r in results),
+            timings=dict(first.timings),
+            notes=list(dict.fromkeys(n for r in results for n in r.notes)),
+            top_relevance=max((r.top_relevance or 0.0 for r in results), default=0.0),
+            scopes=[sc for _, sc in pairs],
+        )
+
+    def scope_keys(
+        self, user_id: Any = None, agent_id: Any = None, run_id: Any = None, *, quarantined: bool = False
+    ) -> list[str]:
+        """The stored memories a read of this scope covers, mem0's way: every part given must equal
+        the memory's, a part left out matches any (``user_id`` alone: the user's memories across its
+        agents and runs; ``agent_id`` alone: that agent's across users). A memory stored under a plain
+        id (a bulk build's ``conv-26``) is the user of that id. The memory of exactly this scope comes
+        first; with none stored, the list is that memory alone (a search of it finds nothing). A
+        quarantined memory other than that one is left out, and that one refused (``QuarantinedError``);
+        ``quarantined=True`` lists them all (``delete_all`` removes them). Looked up in ``_scope_index``."""
+        scope = inputs.check_scope(user_id, agent_id, run_id)
+        exact = self._exact(user_id, agent_id, run_id)
+        usable = (lambda k: k) if quarantined else self._usable
+        if None not in scope.values():
+            return [usable(exact)]
+        with self._rw.read():
+            index = self._scope_index()
+            found = None
+            for part, v in scope.items():
+                if v is not None:
+                    keys = index.get((part, v), set())
+                    found = set(keys) if found is None else found & keys
+        hits = sorted(k for k in found or () if k != exact and (quarantined or k not in self.quarantined))
+        if exact in self._loaded or exact in self.quarantined or not hits:
+            hits.insert(0, usable(exact))
+        return hits
+
+    def _scope_index(self) -> dict[tuple[str, str], set[str]]:
+        """(scope part, value) -> the keys of the stored memories with that part: built on first use
+        (again after a ``refresh``), kept up to date by each commit (``_index_scopes``); the caller
+        holds the read lock."""
+        index = self.__dict__.get("_scope_idx")
+        if index is None:
+            index = {}
+            for key in self._loaded:
+                for part, v in scope_of(key).items():
+                    if v is not None:
+                        index.setdefault((part, v), set()).add(key)
+            self.__dict__["_scope_idx"] = index
+        return index
+
+    def _index_scopes(self, added: list[str], dropped: list[str]) -> None:
+        """The scopes' index kept up to date by a commit that adds or drops memories (the caller holds
+        the write lock); none built yet: nothing to do."""
+        index = self.__dict__.get("_scope_idx")
+        if index is None:
+            return
+        for key in dropped:
+            for part, v in scope_of(key).items():
+                if v is not None:
+                    index.get((part, v), set()).discard(key)
+        for key in added:
+            for part, v in scope_of(key).items():
+                if v is not None:
+                    index.setdefault((part, v), set()).add(key)
+
+    def _exact(self, user_id: Any, agent_id: Any = None, run_id: Any = None) -> str:
+        """The key of the memory of exactly this scope: its JSON key, or a memory stored under the plain
+        id ``user_id`` (a bulk build's) when there is no JSON one and no agent or run is named."""
+        key = scope_key(user_id, agent_id, run_id)
+        if (
+            agent_id is None
+            and run_id is None
+            and key not in self._loaded
+            and key not in self.quarantined
+            and isinstance(user_id, str)
+            and (user_id in self._loaded or user_id in self.quarantined)
+            and scope_of(user_id)["user_id"] == user_id  # a plain id, not another scope's JSON key
+        ):
+            return user_id
+        return key
 
     def _superseded(self, key: str) -> dict[str, tuple[str, float | None]]:
         b = self.bank.index.get(key)
@@ -200,7 +348,7 @@ class Reads:
         """The user's name to show for "the user" in memory ``key`` (None: none known, or the memory
         does not speak of "the user")."""
         b = self.bank.index.get(key)
-        return None if b is None else _shown_name(self.bank.stats[b], self.bank.engine[b])
+        return None if b is None else shown_name(self.bank.stats[b], self.bank.engine[b])
 
     def _empty(self, query: str, key: str, strategy: str, note: str) -> RetrievalResult:
         return RetrievalResult(query, key, strategy, [], "", 0, self.retriever.budget.name, notes=[note])
@@ -210,7 +358,7 @@ class Reads:
     ) -> list[RetrievalResult]:
         """The queries against the scope's memory restricted to the messages matching ``flt``."""
         mem = view(self.bank, self.bank.index[key])
-        ok = meta.matching(mem, flt)
+        ok = meta.matching(mem, flt, self._message_times(key), scope_of(key))
         if not ok:
             return [self._empty(q, key, strategy, "no message matches the filters") for q in queries]
         sub = restrict(mem, ok, theme_summary)
@@ -227,29 +375,35 @@ class Reads:
     def get_all(
         self,
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         filters: dict | None = None,
     ) -> list[dict]:
-        """Every unit of the scope's memory: messages, episodes, semantic statements, themes;
-        ``filters``: only the units all of whose source messages match (``engine.metadata``)."""
+        """Every unit of the scope's memories (``scope_keys``: a part left out matches any), memory by
+        memory: messages, episodes, semantic statements, themes, each with its memory's scope and
+        ``created_at`` / ``updated_at``; ``filters``: only the units all of whose source messages
+        pass (``engine.metadata``)."""
         self._check_open()
-        key = self._usable(scope_key(user_id, agent_id, run_id))
+        keys = self.scope_keys(user_id, agent_id, run_id)
         flt = meta.filters(filters, "filters")
-        with self._using([key]), self._rw.read():
-            b = self.bank.index.get(self._usable(key))
-            if b is None:
-                return []
-            mem = view(self.bank, b)
-            units = units_of(mem)
-            if flt is None:
-                return units
-            ok = meta.matching(mem, flt)
-            theme_src: dict[str, set[str]] = {}
-            for s, r in zip(mem.semantics, np.asarray(mem.theme_of).tolist()):
-                theme_src.setdefault(f"theme:{mem.themes[r].id}", set()).update(s.message_ids)
-            return [u for u in units if meta.matches_unit(u, ok, theme_src)]
+        out: list[dict] = []
+        with self._using(keys), self._rw.read():
+            for key in keys:
+                b = self.bank.index.get(self._usable(key))
+                if b is None:
+                    continue
+                mem = view(self.bank, b)
+                times = self._message_times(key)
+                units = units_of(mem, times, scope_of(key))
+                if flt is not None:
+                    ok = meta.matching(mem, flt, times, scope_of(key))
+                    theme_src: dict[str, set[str]] = {}
+                    for s, r in zip(mem.semantics, np.asarray(mem.theme_of).tolist()):
+                        theme_src.setdefault(f"theme:{mem.themes[r].id}", set()).update(s.message_ids)
+                    units = [u for u in units if meta.matches_unit(u, ok, theme_src)]
+                out += units
+        return out
 
     def get(
         self,
@@ -263,27 +417,104 @@ class Reads:
         self._check_open()
         with self._using(self._owner(unit_id, user_id, agent_id, run_id)), self._rw.read():
             key, kind, _ = self._locate(unit_id, user_id, agent_id, run_id)
-            mem = view(self.bank, self.bank.index[key])
-            return next(
-                u
-                for u in units_of(mem)
-                if u["id"] == unit_id and (u["type"] == "message") == (kind == "message")
-            )
+            return self._unit_of(key, unit_id, kind == "message")
 
-    def history(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
+    def _unit_of(self, key: str, unit_id: str, message: bool) -> dict:
+        """Unit ``unit_id`` of memory ``key`` as ``get_all`` lists it (the caller holds the read lock)."""
+        mem = view(self.bank, self.bank.index[key])
+        return next(
+            u
+            for u in units_of(mem, self._message_times(key), scope_of(key))
+            if u["id"] == unit_id and (u["type"] == "message") == message
+        )
+
+    def _message_times(self, key: str) -> dict[str, tuple[float | None, float | None]]:
+        """Message id -> (created_at, updated_at) in epoch seconds, from the memory's operations log:
+        the add that brought it, the last update of its text (none: the add's). Cached per committed
+        version of the memory."""
+        cache = self.__dict__.setdefault("_times_cache", {})
+        version = self._loaded.get(key)
+        hit = cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        times: dict[str, tuple[float | None, float | None]] = {}
+        for entry in self.store.history(key):
+            if entry["op"] == "add":
+                for mid in entry["ids"]:
+                    times.setdefault(mid, (entry["time"], entry["time"]))
+            elif entry["op"] == "update":
+                for mid in entry["ids"]:
+                    if mid in times:
+                        times[mid] = (times[mid][0], entry["time"])
+        if len(cache) >= 256:  # bounded: emptied when it holds 256 memories
+            cache.clear()
+        cache[key] = (version, times)
+        return times
+
+    def hits(self, result: RetrievalResult) -> list[dict]:
+        """A live search result's units as mem0 gives search results: each unit's fields (``to_dict``)
+        with ``memory`` (its text), ``score`` (its relevance, the query-unit cosine, clipped to [0, 1]),
+        ``rank_score`` (the strategy's ranking value, a coverage gain under xmemory), ``created_at`` /
+        ``updated_at`` (ISO 8601, UTC; from its source messages), its memory's ``user_id`` /
+        ``agent_id`` / ``run_id``, and a message's ``metadata``."""
+        scopes = getattr(result, "scopes", None) or [scope_of(result.memory_id)] * len(result.units)
+        d = result.to_dict()["units"]
+        out = []
+        seen: dict[str, tuple[dict, dict]] = {}  # memory key -> (message times, message metadata)
+        with self._rw.read():
+            for u, raw, scope in zip(d, result.units, scopes):
+                key = self._exact(scope["user_id"], scope["agent_id"], scope["run_id"])
+                if key not in seen:
+                    b = self.bank.index.get(key)
+                    seen[key] = (
+                        self._message_times(key) if key in self._loaded else {},
+                        self.bank.stats[b].get(meta.STATS_KEY) or {} if b is not None else {},
+                    )
+                times, md = seen[key]
+                made, changed = _dates(u["message_ids"], times, raw.timestamp)
+                rel = raw.relevance if raw.relevance is not None else relevance(raw)
+                out.append(
+                    u
+                    | {
+                        "memory": u["text"],
+                        "score": min(1.0, max(0.0, float(rel))),
+                        "rank_score": u["score"],
+                        "created_at": made,
+                        "updated_at": changed,
+                    }
+                    | scope
+                    | ({"metadata": md[u["id"]]} if u["type"] == "message" and u["id"] in md else {})
+                )
+        return out
+
+    def history(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[dict]:
         """The scope's operations log, oldest first: ``{"op", "ids", "time"}``. A deleted message's
         id leaves every entry (its deletion is logged with a digest of the id); ``delete_all``
         leaves one entry with no ids."""
         self._check_open()
-        key = scope_key(user_id, agent_id, run_id)
+        key = self._exact(user_id, agent_id, run_id)
         with self._rw.read():
             return self.store.history(key)
 
-    def scopes(self) -> list[dict[str, str | None]]:
+    def scopes(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[dict[str, str | None]]:
+        """Every memory's scope ``{"user_id", "agent_id", "run_id"}`` (a memory stored under a plain id,
+        as a bulk build stores one, has that id as ``user_id``), quarantined ones left out; the parts
+        given narrow the list (a part left out matches any)."""
+        self._check_open()
+        want = {
+            k: None if v is None else inputs.check_id(v, k)
+            for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id))
+        }
         if self._residency is not None:  # the catalogue: every stored memory, resident or not
-            return [scope_of(m) for m in self.store.memory_ids() if m not in self.quarantined]
-        with self._rw.read():
-            return [scope_of(m) for m in self.bank.memory_ids]
+            ids = [m for m in self.store.memory_ids() if m not in self.quarantined]
+        else:
+            with self._rw.read():
+                ids = list(self.bank.memory_ids)
+        return [dict(scope_of(m)) for m in ids if in_scope(m, want)]
 
     def _owner(self, unit_id: str, user_id, agent_id, run_id) -> list[str]:
         """The memory key a unit id names, to make resident before ``_locate`` (none when it does
@@ -291,8 +522,8 @@ class Reads:
         if self._residency is None:
             return []
         try:
-            if user_id is not None:
-                return [scope_key(user_id, agent_id, run_id)]
+            if user_id is not None or agent_id is not None or run_id is not None:
+                return [self._exact(user_id, agent_id, run_id)]
             return self.store.find_message(unit_id) if isinstance(unit_id, str) and unit_id else []
         except (TypeError, ValueError):
             return []
@@ -305,7 +536,7 @@ class Reads:
             raise ValueError(f"unit_id: expected a non-empty string, got {unit_id!r:.80}")
         inputs.check_id(unit_id, "unit_id")
         unit = unit_ids.parse_unit_id(unit_id)
-        if user_id is None:
+        if user_id is None and agent_id is None and run_id is None:
             if unit is not None:
                 raise ValueError(
                     f"unit_id {unit_id!r}: episode, semantic and theme ids need user_id (and agent_id, run_id)"
@@ -325,7 +556,7 @@ class Reads:
                     f"unit {unit_id!r}: {'no such message' if not keys else 'ambiguous: give user_id'}"
                 )
             return keys[0], "message", -1
-        key = self._usable(scope_key(user_id, agent_id, run_id))
+        key = self._usable(self._exact(user_id, agent_id, run_id))
         b = self.bank.index.get(key)
         if b is None:
             raise KeyError(f"unit {unit_id!r}: no memory for this scope")
@@ -388,17 +619,87 @@ def _public_ids(r: RetrievalResult) -> RetrievalResult:
     return r
 
 
-def _shown_name(stats: dict, engine) -> str | None:
+def shown_name(stats: dict, engine) -> str | None:
     """The name shown for "the user" in a memory with these stats and engine state (see ``_subject_name``)."""
     return stats.get(USER_NAME) if engine is not None and people.NEUTRAL in engine.speakers else None
 
 
-def units_of(mem: Memory) -> list[dict]:
+@contextmanager
+def named(call: str, inner: str):
+    """A refusal of the batch call a single call made, told as the single call's (``search: ...``)."""
+    try:
+        yield
+    except ValueError as exc:
+        msg = str(exc)
+        if not msg.startswith(inner):
+            raise
+        raise ValueError(f"{call}: {msg.removeprefix(inner)}") from None
+
+
+def iso(t: float | None) -> str | None:
+    """Epoch seconds as an ISO 8601 date-time in UTC (None stays None)."""
+    return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc).isoformat()
+
+
+def _dates(
+    message_ids: Sequence[str], times: dict[str, tuple[float | None, float | None]], fallback: float | None
+) -> tuple[str | None, str | None]:
+    """(created_at, updated_at) of a unit from its source messages' times: the earliest add and the
+    latest change; a source the log does not date counts at ``fallback`` (the unit's timestamp)."""
+    made = [times[m][0] if m in times else fallback for m in message_ids]
+    changed = [times[m][1] if m in times else fallback for m in message_ids]
+    made = [t for t in made if t is not None]
+    changed = [t for t in changed if t is not None]
+    return iso(min(made) if made else fallback), iso(max(changed) if changed else fallback)
+
+
+@dataclass
+class ScopedResult(RetrievalResult):
+    """A live search's result: ``scopes[i]`` is the scope (``{"user_id", "agent_id", "run_id"}``) of
+    the memory that ``units[i]`` came from (a search may cover several memories). ``to_dict`` is the
+    plain result's; ``Reads.hits`` gives each unit with its scope."""
+
+    scopes: list[dict[str, str | None]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, r: RetrievalResult, scopes: list[dict[str, str | None]]) -> ScopedResult:
+        return cls(**{f.name: getattr(r, f.name) for f in fields(RetrievalResult)}, scopes=scopes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        d.pop("scopes", None)
+        return d
+
+
+def units_of(
+    mem: Memory,
+    times: dict[str, tuple[float | None, float | None]] | None = None,
+    scope: dict[str, str | None] | None = None,
+) -> list[dict]:
+    """Every unit of a memory as ``get_all`` lists it (messages with metadata and timestamp source,
+    episodes, statements with what superseded them, themes), "the user" read as the user's name where
+    one is known; each with ``created_at`` / ``updated_at`` (``times``: message id -> (created,
+    updated) epoch seconds, ``Reads._message_times``; a message the log does not date: its
+    timestamp) and the memory's ``scope`` fields when given."""
+    times = times or {}
+    extra = dict(scope) if scope is not None else {}
+    out = _units(mem)
+    by_theme: dict[str, list[str]] = {}
+    for s, r in zip(mem.semantics, np.asarray(mem.theme_of).tolist()):
+        by_theme.setdefault(f"theme:{mem.themes[r].id}", []).extend(s.message_ids)
+    for u in out:
+        src = [u["id"]] if u["type"] == "message" else u.get("message_ids") or by_theme.get(u["id"], [])
+        made, changed = _dates(src, times, u.get("timestamp"))
+        u.update(created_at=made, updated_at=changed, **extra)
+    return out
+
+
+def _units(mem: Memory) -> list[dict]:
     """Every unit of a memory as ``get_all`` lists it (messages with metadata and timestamp source,
     episodes, statements with what superseded them, themes), "the user" read as the user's name where
     one is known."""
     md, stamped = meta.of_memory(mem), set(mem.stats.get(STAMPED, ()))
-    name = _shown_name(mem.stats, mem.engine)
+    name = shown_name(mem.stats, mem.engine)
 
     def shown(text: str) -> str:
         return people.named(text, name)

@@ -8,7 +8,8 @@ others refuse, with the same limits:
 - a message's text (and an update's) has a non-space character; an id 1-MAX_ID characters;
 - at most MAX_QUERY characters of a query, MAX_TEXT of a text, MAX_BUDGET tokens, MAX_LIMIT units;
 - metadata and filters are JSON objects of valid Unicode nested at most ``metadata.MAX_DEPTH``
-  deep (``engine.metadata``, which the engine applies itself).
+  deep (``engine.metadata``, which the engine applies itself); a filter is mem0's (operators,
+  ``AND`` / ``OR`` / ``NOT``), checked by ``metadata.filter_problem`` at every door.
 
 In a pydantic model a refusal is a validation error naming the field; ``check`` and ``integer``
 raise a one-line ``ValueError`` naming it."""
@@ -31,7 +32,7 @@ from pydantic import (
 from ..memory.codec import MAX_TIME, MIN_TIME
 from ..retrieve.strategies import strategy_names
 from .inputs import MAX_BUDGET_TOKENS, MAX_ID_CHARS, MAX_LIMIT, MAX_QUERY_CHARS, Limits
-from .metadata import MAX_DEPTH, json_problem
+from .metadata import MAX_DEPTH, OPERATORS, filter_problem, json_problem
 
 MAX_ID = MAX_ID_CHARS
 MAX_QUERY = MAX_QUERY_CHARS  # characters of one query
@@ -206,7 +207,48 @@ def _object(scalars: bool) -> Any:
 
 
 Metadata = _object(scalars=False)
-Filters = _object(scalars=True)
+
+
+def _filters(v: Any) -> dict[str, Any]:
+    problem = filter_problem(v)
+    if problem is not None:
+        raise ValueError(problem)
+    return v
+
+
+_SCALAR = {"type": ["string", "number", "boolean", "null"]}
+_CONDITION = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {
+        **{op: _SCALAR for op in ("eq", "ne")},
+        **{op: {"type": "array", "items": _SCALAR} for op in ("in", "nin")},
+        **{op: {"type": ["number", "string"]} for op in ("gt", "gte", "lt", "lte")},
+        **{op: {"type": "string"} for op in ("contains", "icontains")},
+    },
+}
+_FILTER_LIST = {"type": "array", "minItems": 1, "items": {"type": "object"}}
+# mem0's filters (engine.metadata): key -> value or operators; AND / OR / NOT combine filters
+Filters = Annotated[
+    dict,
+    PlainValidator(_filters),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"minLength": 1, "maxLength": MAX_ID},
+            "properties": {
+                "AND": _FILTER_LIST,
+                "OR": _FILTER_LIST,
+                "NOT": {"anyOf": [{"type": "object"}, _FILTER_LIST]},
+            },
+            "additionalProperties": {"anyOf": [_SCALAR, _CONDITION]},
+            "description": "mem0's filters: key -> value (equality) or {operator: value} with operators "
+            f"{', '.join(OPERATORS)}; AND / OR / NOT: lists of filters; keys created_at, updated_at "
+            "(times), user_id, agent_id, run_id (scope), any other a metadata key",
+        }
+    ),
+]
 
 
 def check(type_: Any, v: Any, name: str) -> Any:

@@ -9,6 +9,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -24,17 +25,18 @@ from ..memory.records import Conversation, Episode, Message
 from . import ids as unit_ids
 from . import inputs, people
 from . import metadata as meta
-from .inputs import MAX_ID_CHARS, scope_key
+from .inputs import MAX_ID_CHARS, scope_of
 from .keys import (
     ADD_ITEM_FIELDS,
     MESSAGE_FIELDS,
+    RAW,
     STAMPED,
     SUPERSEDED,
     USER_NAME,
     USER_NAME_FROM,
     QuarantinedError,
 )
-from .reads import units_of
+from .reads import named, shown_name
 
 
 class Writes:
@@ -42,39 +44,57 @@ class Writes:
 
     def add(
         self,
-        messages: Sequence[dict],
+        messages: str | dict | Sequence[dict],
         *,
-        user_id: str,
+        user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
         metadata: dict | None = None,
         user_name: str | None = None,
-    ) -> list[str]:
-        """Add messages to one memory; returns their ids (given, or assigned).
+        infer: bool = True,
+        events: bool = False,
+    ) -> list[str] | dict:
+        """Add messages to one memory (at least one of ``user_id``, ``agent_id``, ``run_id``); returns
+        their ids (given, or assigned), or with ``events=True`` mem0's answer ``{"ids": [...],
+        "results": [event, ...]}`` (``add_batch``).
 
-        A message is ``{"role" | "speaker", "content" | "text", "name"?, "timestamp"?, "id"?,
-        "session"?}``. ``metadata``: a JSON object stored with each of these messages (``get_all``
-        returns it, ``filters`` select by it). Who speaks: a message's ``name``, else its
-        ``speaker``, else its role, where role ``user`` is the memory's user name when one was
-        given (``user_name`` here or at an earlier add; it is remembered)."""
+        ``messages``: a string (one message from the user), one message, or a list of them; a message
+        is ``{"role" | "speaker", "content" | "text", "name"?, "timestamp"?, "id"?, "session"?}``.
+        ``metadata``: a JSON object stored with each of these messages (``get_all`` returns it,
+        ``filters`` select by it). ``infer=False``: the messages are kept and searched as messages,
+        and no statement (nor theme) is derived from them, now or when they change. Who speaks: a
+        message's ``name``, else its ``speaker``, else its role, where role ``user`` is the memory's
+        user name when one was given (``user_name`` here or at an earlier add; it is remembered)."""
         item = {"messages": messages, "user_id": user_id, "agent_id": agent_id, "run_id": run_id}
         item |= {k: v for k, v in (("metadata", metadata), ("user_name", user_name)) if v is not None}
-        return self.add_batch([item])[0]
+        if infer is not True:
+            item["infer"] = infer
+        with named("add", "add_batch: items[0]: "):
+            return self.add_batch([item], events=events)[0]
 
-    def add_batch(self, items: Sequence[dict]) -> list[list[str]]:
+    def add_batch(self, items: Sequence[dict], *, events: bool = False) -> list[list[str]] | list[dict]:
         """Add messages to many memories at once: one embedding call for all new messages, one for
-        all new statements, one kernel launch per stage, one atomic commit. Returns the ids per item.
-        Sizes are bounded by ``limits`` (checked before any work). The new texts are embedded before
-        the write waits for the writer lock (``_prefetch``), so another write waits for this one's
-        structure work and commit only, not for its encoder."""
+        all new statements, one kernel launch per stage, one atomic commit. Items: ``{"messages",
+        "user_id"?, "agent_id"?, "run_id"?, "metadata"?, "user_name"?, "infer"?}`` (``add``'s
+        arguments; one memory's items of a call agree on ``infer``). Returns the ids per item; with
+        ``events=True`` per item mem0's ``{"ids": [...], "results": [...]}``, the results being what
+        changed as mem0's events: ``{"id", "memory", "event", "type", "user_id", "agent_id",
+        "run_id"}`` with ``event`` ``ADD`` (a message; a new statement), ``UPDATE`` (a statement
+        whose text changed, with ``previous_memory``; a statement superseded by a newer one, with
+        ``superseded_by`` and ``memory`` the newer text), ``DELETE`` (a statement gone) or ``NONE``
+        (a statement the new messages said again). A memory's statement events go with its last item
+        of the call. Sizes are bounded by ``limits`` (checked before any work). The new texts are
+        embedded before the write waits for the writer lock (``_prefetch``), so another write waits
+        for this one's structure work and commit only, not for its encoder."""
         self._check_open(write=True)
         if isinstance(items, dict) or not isinstance(items, Sequence):
             raise ValueError("add_batch: items: expected a list of {'messages': [...], 'user_id': ...}")
+        events = inputs.flag(events, "events")
         lim = self.limits
         if len(items) > lim.max_items:
             raise ValueError(f"add_batch: items: {len(items)} items, more than the limit of {lim.max_items}")
         self._prefetch(items)
-        with self._writer, self._write_section(), self._using(_item_keys(items)):
+        with self._writer, self._write_section(), self._using(self._item_keys(items)):
             keys, batches, ids_out = [], {}, []
             added: dict[str, dict[str, dict]] = {}  # memory -> message id -> metadata
             given: dict[str, str] = {}  # memory -> the user name the app gives now
@@ -82,11 +102,18 @@ class Writes:
                 str, tuple[people.NameClaim, str]
             ] = {}  # memory -> the name the user gives now, its message
             stamped: dict[str, list[str]] = {}  # memory -> ids stamped with their arrival time
+            inferred: dict[str, bool] = {}  # memory -> whether its new messages are inferred from
             per_memory: dict[str, int] = {}
             now = time.time()  # the arrival time of every message of the call
             for n, item in enumerate(items):
                 where = f"add_batch: items[{n}]"
                 key, msgs, md, name = self._item(item, where, per_memory)
+                infer = inputs.flag(item.get("infer", True), f"{where}: infer")
+                if inferred.setdefault(key, infer) != infer:
+                    raise ValueError(
+                        f"{where}: infer: one memory's items of a call are all inferred or all not "
+                        "(add them in several calls)"
+                    )
                 if name is not None:
                     given[key] = name
                 keys.append(key)
@@ -108,11 +135,25 @@ class Writes:
                 if md is not None:
                     added.setdefault(key, {}).update(dict.fromkeys(ids_out[-1], md))
             if not batches:
-                return ids_out
+                return [{"ids": i, "results": []} for i in ids_out] if events else ids_out
             mems = [self._current(k) for k in batches]
-            grown = grow(mems, list(batches.values()), self._embed_cache, self.config, backend=self.backend)
-            for old, new in zip(mems, grown):
-                key = old.memory_id
+            before = {m.memory_id: _statements(m) for m in mems} if events else {}
+            grown = []
+            for infer in (True, False):  # the messages kept as they are grow without statements
+                part = [m for m in mems if inferred[m.memory_id] == infer]
+                if part:
+                    cfg = self.config if infer else _no_statements(self.config)
+                    grown += grow(
+                        part,
+                        [batches[m.memory_id] for m in part],
+                        self._embed_cache,
+                        cfg,
+                        backend=self.backend,
+                    )
+            by_key = {m.memory_id: m for m in mems}
+            for new in grown:
+                key = new.memory_id
+                old = by_key[key]
                 unit_ids.assign(old, new, set())
                 _carry(
                     old,
@@ -121,9 +162,46 @@ class Writes:
                     added.get(key, {}),
                     _name_after(old.stats, given.get(key), claims.get(key)),
                     stamped.get(key, []),
+                    [] if inferred[key] else [x.id for x in batches[key]],
                 )
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
-            return ids_out
+            if not events:
+                return ids_out
+            return self._add_events(items, keys, ids_out, batches, before)
+
+    def _add_events(
+        self,
+        items: Sequence[dict],
+        keys: list[str],
+        ids_out: list[list[str]],
+        batches: dict[str, list[Message]],
+        before: dict[str, dict],
+    ) -> list[dict]:
+        """``add_batch``'s answer with events, per item (see ``add_batch``)."""
+        last = {k: n for n, k in enumerate(keys)}
+        texts = {k: {m.id: m.text for m in msgs} for k, msgs in batches.items()}
+        out = []
+        with self._rw.read():
+            for n, (key, ids) in enumerate(zip(keys, ids_out)):
+                scope = scope_of(key)
+                ev = [
+                    {"id": i, "memory": texts[key][i], "event": "ADD", "type": "message"} | scope for i in ids
+                ]
+                if last[key] == n and key in self.bank.index:
+                    after = _statements(view(self.bank, self.bank.index[key]))
+                    ev += [e | scope for e in _statement_events(before.get(key, {}), after)]
+                out.append({"ids": ids, "results": ev})
+        return out
+
+    def _item_keys(self, items: Sequence[dict]) -> list[str]:
+        """The memory keys of ``add_batch`` items whose scope parses (the others fail in the full check)."""
+        out = []
+        for it in items:
+            try:
+                out.append(self._exact(it.get("user_id"), it.get("agent_id"), it.get("run_id")))
+            except (AttributeError, TypeError, ValueError):
+                continue
+        return out
 
     def _item(
         self, item, where: str, per_memory: dict[str, int]
@@ -136,10 +214,8 @@ class Writes:
         unknown = set(item) - ADD_ITEM_FIELDS
         if unknown:
             raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
-        key = self._usable(scope_key(item.get("user_id"), item.get("agent_id"), item.get("run_id")))
-        msgs = item.get("messages")
-        if isinstance(msgs, dict) or not isinstance(msgs, Sequence) or isinstance(msgs, str):
-            raise ValueError(f"{where}: messages: expected a list of message objects")
+        key = self._usable(self._exact(item.get("user_id"), item.get("agent_id"), item.get("run_id")))
+        msgs = inputs.messages_of(item.get("messages"), f"{where}: messages")
         per_memory[key] = per_memory.get(key, 0) + len(msgs)
         if per_memory[key] > lim.max_messages:
             raise ValueError(
@@ -182,7 +258,7 @@ class Writes:
                 out: list[Message] = []
                 self._parse(msgs, out, "", set(), 0, [], time.time(), {}, key)
                 flat += out
-                if out:
+                if out and item.get("infer", True) is True:
                     conv = Conversation(key, speaker_pair(out), out)
                     stmts += [
                         r.text
@@ -268,6 +344,7 @@ class Writes:
                 self.bank.put_slice(sl)
                 self._note_resident(sl)
             self._drop(set(delete))
+            self._index_scopes(added=[m for m in files if m not in self._loaded], dropped=list(delete))
             for m in delete:
                 self.quarantined.pop(m, None)
                 self._loaded.pop(m, None)
@@ -347,7 +424,7 @@ class Writes:
         """Memory ``mem`` without messages ``drop`` and statements ``nodes`` (local rows), with new
         ``texts`` (message id -> text) for some messages, and without everything derived from them
         (``construct.forget``): the touched episodes made again, the touched statements extracted
-        again from their other sources, then an add's growth; ``forgotten`` statement hashes are never
+        again from their other sources (a message added with ``infer=False`` is not), then an add's growth; ``forgotten`` statement hashes are never
         extracted again. The changed texts are embedded (through the cache: every other row is
         reused); the user's name is learned again when its message goes or changes. One commit."""
         cache = self._embed_cache
@@ -362,6 +439,7 @@ class Writes:
             else None
         )
         reduced, restate = without(mem, drop, texts, changed_x, nodes, tuple(forgotten))
+        restate = set(restate) - set(mem.stats.get(RAW, ()))  # kept as given: nothing derived from them
         grown = grow(
             [reduced],
             [[]],
@@ -376,19 +454,27 @@ class Writes:
             _carry(mem, new, drop, {}, _name_kept(mem.stats, reduced.messages, drop | set(texts)), [])
         self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop} if drop else None)
 
-    def delete_all(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> int:
-        """Forget a whole memory and its operations log (one ``delete_all`` entry with no ids
-        stays); returns the number of messages it held (0 if none). A quarantined memory is
-        removed too."""
+    def delete_all(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> int:
+        """Forget every memory of this scope, mem0's way (``scope_keys``: a part left out matches any,
+        so ``user_id`` alone forgets the user's memories across its agents and runs), and their
+        operations logs (one ``delete_all`` entry with no ids stays for each); returns the number of
+        messages they held (0 if none). Quarantined memories in the scope are removed too. One commit."""
         self._check_open(write=True)
-        key = scope_key(user_id, agent_id, run_id)
         with self._writer, self._write_section():
-            b = self.bank.index.get(key)
-            if key not in self._loaded and key not in self.quarantined:
-                _forget_scoped_rows(self.store, [key])  # an integration's rows of a scope with no memory
+            keys = self.scope_keys(user_id, agent_id, run_id, quarantined=True)
+            stored = [k for k in keys if k in self._loaded or k in self.quarantined]
+            bare = [k for k in keys if k not in stored]
+            if bare:
+                _forget_scoped_rows(self.store, bare)  # an integration's rows of a scope with no memory
+            if not stored:
                 return 0
-            n = int(self.bank.msg.seg.lengths[b]) if b is not None else self.store.counts(key)["msg"]
-            self._commit([], [(key, "delete_all", [])], delete=[key])
+            n = 0
+            for key in stored:
+                b = self.bank.index.get(key)
+                n += int(self.bank.msg.seg.lengths[b]) if b is not None else self.store.counts(key)["msg"]
+            self._commit([], [(k, "delete_all", []) for k in stored], delete=stored)
             self.store.maybe_compact()
             return n
 
@@ -426,8 +512,7 @@ class Writes:
 
     def _message_unit(self, key: str, mid: str) -> dict:
         with self._rw.read():
-            mem = view(self.bank, self.bank.index[key])
-            return next(u for u in units_of(mem) if u["type"] == "message" and u["id"] == mid)
+            return self._unit_of(key, mid, True)
 
     def reset(self) -> int:
         """Forget every memory of the store (mem0's ``reset``), each as ``delete_all`` would; returns
@@ -451,34 +536,31 @@ def _forget_scoped_rows(store: object, keys: list[str] | None) -> None:
         forget(keys)
 
 
-def _item_keys(items: Sequence[dict]) -> list[str]:
-    """The memory keys of ``add_batch`` items whose scope parses (the others fail in the full check)."""
-    out = []
-    for it in items:
-        try:
-            out.append(scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id")))
-        except (AttributeError, TypeError, ValueError):
-            continue
-    return out
-
-
 def _carry(
-    old: Memory, new: MemorySlice, dropped: set[str], added: dict[str, dict], name: dict, stamped: list[str]
+    old: Memory,
+    new: MemorySlice,
+    dropped: set[str],
+    added: dict[str, dict],
+    name: dict,
+    stamped: list[str],
+    raw: list[str] = (),
 ) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
     metadata, the user's name (``name``: the stats keys to set, ``_name_after`` / ``_name_kept``),
-    the ids of messages stamped at arrival, supersessions; the dropped ids leave."""
+    the ids of messages stamped at arrival and of those kept without inference (``raw``: new ones),
+    supersessions; the dropped ids leave."""
     meta.carry(old, new, added, dropped)
     for k in (USER_NAME, USER_NAME_FROM):
         new.stats.pop(k, None)
     new.stats.update(name)
     msg, sem = new.cols["msg"], new.cols["sem"]
     alive = set(msg["id"].tolist())
-    ids = [i for i in list(old.stats.get(STAMPED, ())) + stamped if i in alive and i not in dropped]
-    if ids:
-        new.stats[STAMPED] = ids
-    else:
-        new.stats.pop(STAMPED, None)
+    for stat, more in ((STAMPED, stamped), (RAW, raw)):
+        ids = [i for i in list(old.stats.get(stat, ())) + list(more) if i in alive and i not in dropped]
+        if ids:
+            new.stats[stat] = ids
+        else:
+            new.stats.pop(stat, None)
     sem_ids = sem["id"].tolist()
     # each statement's first source message (its row: rows are in conversation order)
     firsts = np.where(sem["msgs"] >= 0, sem["msgs"], np.iinfo(np.int32).max).min(
@@ -550,3 +632,45 @@ def _name_kept(stats: dict, messages: list[Message], touched: set[str]) -> dict:
         ):
             best = (c, m.id)
     return _name_after({}, None, best)
+
+
+def _no_statements(config):
+    """``config`` under which growth derives no statement (every sentence is too short)."""
+    return replace(config, semantic=replace(config.semantic, min_words=2**62))
+
+
+def _statements(mem: Memory) -> dict[str, tuple[str, int, str | None]]:
+    """``semantic:N`` -> (its text as shown, its number of source messages, the id of the statement
+    that superseded it or None)."""
+    name = shown_name(mem.stats, mem.engine)
+    sup = mem.stats.get(SUPERSEDED) or {}
+    return {
+        f"semantic:{s.id}": (
+            people.named(s.text, name),
+            len(s.message_ids),
+            f"semantic:{sup[str(s.id)][0]}" if str(s.id) in sup else None,
+        )
+        for s in mem.semantics
+    }
+
+
+def _statement_events(before: dict, after: dict) -> list[dict]:
+    """mem0's events for the statements of a memory from ``before`` to ``after`` (``_statements``)."""
+    out = []
+    for sid, (text, n, sup) in after.items():
+        was = before.get(sid)
+        if was is None:
+            out.append({"id": sid, "memory": text, "event": "ADD"})
+        elif was[0] != text:
+            out.append({"id": sid, "memory": text, "event": "UPDATE", "previous_memory": was[0]})
+        elif sup is not None and was[2] is None:
+            newer = after.get(sup, (text,))[0]
+            out.append(
+                {"id": sid, "memory": newer, "event": "UPDATE", "previous_memory": text, "superseded_by": sup}
+            )
+        elif n > was[1]:
+            out.append({"id": sid, "memory": text, "event": "NONE"})
+    out += [
+        {"id": sid, "memory": was[0], "event": "DELETE"} for sid, was in before.items() if sid not in after
+    ]
+    return [e | {"type": "semantic"} for e in out]

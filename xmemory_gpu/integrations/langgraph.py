@@ -24,7 +24,8 @@ records the messages it may leave behind before touching the engine, so a crash 
 finished (those messages deleted) when the store is opened again.
 
 ``search`` with a ``query`` returns the items whose messages the retrieved units came from, each
-with the best score of those units, best first (``filter`` applies to the values); without a
+with the best score of those units (the relevance in [0, 1], as every front door scores), best
+first (``filter`` applies to the values); without a
 query, the items under the prefix that match ``filter``, most recently updated first. TTLs are not
 supported (``supports_ttl = False``). Arguments follow the front doors' rules (``engine.rules``):
 ``limit``, ``offset`` and ``max_depth`` are non-negative integers, a query at most ``MAX_QUERY``
@@ -65,6 +66,7 @@ from ..config import XMemoryConfig
 from ..embed import Embedder
 from ..engine import MemoryEngine, scope_key
 from ..engine.metadata import json_problem
+from ..engine.results import relevance
 from ..engine.rules import MAX_QUERY, integer
 from ..memory.store import DB_NAME, SCOPED_ROWS
 
@@ -395,9 +397,10 @@ class XMemoryStore(BaseStore):
         best: dict[str, float] = {}
         for res in self.engine.search_batch(items) if items else []:
             for unit in res[0].units:
+                score = min(1.0, max(0.0, relevance(unit)))  # the front doors' score: the relevance in [0, 1]
                 for mid in unit.message_ids:
-                    if mid in by_mid and float(unit.score) > best.get(mid, -float("inf")):
-                        best[mid] = float(unit.score)
+                    if mid in by_mid and score > best.get(mid, -float("inf")):
+                        best[mid] = score
         ranked = sorted(best, key=lambda m: -best[m])[op.offset : op.offset + op.limit]
         return [
             SearchItem(

@@ -1,9 +1,12 @@
 """An MCP server over a ``MemoryEngine`` (the official SDK's ``MCPServer``, called ``FastMCP`` before
-mcp 2; the ``mcp`` extra). Tools: ``add`` (with ``metadata``), ``search`` (the context string and the
-units with their provenance; ``limit``, ``threshold``, ``filters``), ``get_all`` (``filters``), ``update``,
-``delete``, ``history``.
+mcp 2; the ``mcp`` extra). Tools: ``add`` (mem0's messages: a string, one message or a list; ``metadata``,
+``infer``; the ids and mem0's events back), ``search`` (the context string and the units as mem0's
+results with their provenance: ``score`` the relevance; ``limit``, ``threshold``, ``filters``),
+``get_all`` (``filters``), ``update`` (the updated message, as the engine gives it), ``delete``,
+``history``, ``scopes``.
 
-Scope: every tool takes ``user_id`` (and optional ``agent_id``, ``run_id``). A server started with
+Scope: every tool takes ``user_id`` (and optional ``agent_id``, ``run_id``; mem0's rules: a part left
+out matches any, and ``agent_id`` or ``run_id`` alone is a scope where no user is bound). A server started with
 a user (``xmemory mcp STORE --user ID``) serves that user only: ``user_id`` may be left out, and
 any other user id is refused. Over HTTP every request needs ``Authorization: Bearer KEY`` (the keys
 of ``xmemory serve``: ``XMEMORY_API_KEY``, ``--keys-file``); a key bound to user ids reaches those
@@ -29,6 +32,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    StrictBool,
     TypeAdapter,
     ValidationError,
 )
@@ -89,13 +93,11 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _messages(v: Any) -> list[Message]:
-    """A list of messages, or a string: one message from the user."""
+    """A list of messages, one message, or a string: one message from the user."""
     try:
-        return (
-            [Message(content=_TEXT.validate_python(v))]
-            if isinstance(v, str)
-            else _MESSAGE_LIST.validate_python(v)
-        )
+        if isinstance(v, str):
+            return [Message(content=_TEXT.validate_python(v))]
+        return _MESSAGE_LIST.validate_python([v] if isinstance(v, dict) else v)
     except ValidationError as exc:
         raise ValueError(_first_error(exc)) from None
 
@@ -104,7 +106,9 @@ Messages = Annotated[
     list[Message],
     PlainValidator(
         _messages,
-        json_schema_input_type=Annotated[list[Message], Field(min_length=1, max_length=MAX_MESSAGES)] | Text,
+        json_schema_input_type=Annotated[list[Message], Field(min_length=1, max_length=MAX_MESSAGES)]
+        | Message
+        | Text,
     ),
 ]
 
@@ -169,8 +173,27 @@ def _key_users(keys: Keys, token: str) -> tuple[bool, frozenset[str] | None]:
     return found, users
 
 
+HIT_FIELDS = (
+    "type",
+    "id",
+    "memory",
+    "text",
+    "score",
+    "rank_score",
+    "message_ids",
+    "timestamp",
+    "created_at",
+    "updated_at",
+    "user_id",
+    "agent_id",
+    "run_id",
+    "metadata",
+)
+
+
 def _unit(u: dict[str, Any]) -> dict[str, Any]:
-    return {k: u[k] for k in ("type", "id", "text", "score", "message_ids", "timestamp")}
+    """A search hit (``MemoryEngine.hits``) as the tool gives it: mem0's fields and the provenance."""
+    return {k: u[k] for k in HIT_FIELDS if k in u}
 
 
 def _engine_error(exc: Exception, prefix: str = "") -> ToolError:
@@ -185,11 +208,14 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
     its user). ``keys``: the HTTP transport's API keys; a key bound to user ids limits the calls that
     carry it to those users."""
     keys = keys or {}
+    user_id_served = user_id
 
     def scope(ctx: Context, user: str | None, agent: str | None, run: str | None) -> dict[str, str | None]:
         if user is None:
-            if user_id is None:
-                raise ToolError("user_id: required (this server was started without --user)")
+            if user_id is None and agent is None and run is None:
+                raise ToolError(
+                    "user_id: required, or agent_id or run_id (this server was started without --user)"
+                )
             user = user_id
         elif user_id is not None and user != user_id:
             raise ToolError(f"user_id: this server serves user {user_id!r} only (--user); got {user!r:.80}")
@@ -197,6 +223,8 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
             found, allowed = _key_users(keys, _bearer(ctx.headers) or "")
             if not found:
                 raise ToolError("no valid API key (Authorization: Bearer KEY)")
+            if allowed is not None and user is None:
+                raise ToolError("user_id: required with this API key (it is bound to user ids)")
             if allowed is not None and user not in allowed:
                 raise ToolError(f"user_id: this API key may not access user {user!r:.80}")
         return {"user_id": user, "agent_id": agent, "run_id": run}
@@ -214,18 +242,22 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         user_name: Annotated[
             Id | None, Field(description="the user's name, for statements about them")
         ] = None,
+        infer: Annotated[
+            StrictBool, Field(description="false: keep the messages as they are, derive no statement")
+        ] = True,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
-            ids = engine.add(
+            return engine.add(
                 [m.model_dump(exclude_none=True) for m in messages],
                 **where,
                 metadata=metadata,
                 user_name=user_name,
+                infer=infer,
+                events=True,
             )
         except (ValueError, KeyError, RuntimeError) as exc:
-            raise _engine_error(exc, "add_batch: items[0]: ") from None
-        return {"ids": ids}
+            raise _engine_error(exc, "add: ") from None
 
     def search(
         query: Query,
@@ -245,14 +277,14 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         filters: Annotated[
             Filters | None,
             Field(
-                description='metadata equality, e.g. {"topic": "travel"}: '
+                description='mem0\'s filters, e.g. {"topic": "travel"} or {"year": {"gte": 2024}}: '
                 "only units whose source messages match"
             ),
         ] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
-            r = engine.search(
+            found = engine.search(
                 query,
                 **where,
                 strategy=strategy,
@@ -260,12 +292,14 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
                 limit=limit,
                 threshold=threshold,
                 filters=filters,
-            )[0].to_dict()
+            )[0]
+            hits = engine.hits(found)
         except (ValueError, KeyError, RuntimeError) as exc:
-            raise _engine_error(exc) from None
+            raise _engine_error(exc, "search: ") from None
+        r = found.to_dict()
         return {
             "context": r["context"],
-            "units": [_unit(u) for u in r["units"]],
+            "units": [_unit(u) for u in hits],
             "message_ids": r["message_ids"],
             "context_tokens": r["context_tokens"],
             "notes": r["notes"],
@@ -277,7 +311,7 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         user_id: UserId = None,
         agent_id: AgentId = None,
         run_id: RunId = None,
-        filters: Annotated[Filters | None, Field(description="metadata equality, as in search")] = None,
+        filters: Annotated[Filters | None, Field(description="mem0's filters, as in search")] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
@@ -309,9 +343,25 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
-            return {"updated": engine.update(unit_id, text, **where)}
+            return engine.update(unit_id, text, **where)
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
+
+    def scopes(ctx: Context, user_id: UserId = None) -> dict[str, Any]:
+        """Every memory's scope (of ``user_id`` when given); the server's user or the key's users only."""
+        users: frozenset[str] | None = None
+        if user_id is not None or user_id_served is not None:  # checked as every tool checks it
+            users = frozenset([scope(ctx, user_id, None, None)["user_id"]])
+        elif keys:
+            found, allowed = _key_users(keys, _bearer(ctx.headers) or "")
+            if not found:
+                raise ToolError("no valid API key (Authorization: Bearer KEY)")
+            users = allowed
+        try:
+            listed = engine.scopes()
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise _engine_error(exc) from None
+        return {"scopes": [s for s in listed if users is None or s["user_id"] in users]}
 
     def history(
         ctx: Context, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
@@ -323,11 +373,16 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
             raise _engine_error(exc) from None
 
     tools = [
-        _strict_tool(add, "Remember messages (a string is one message from the user). Returns their ids."),
+        _strict_tool(
+            add,
+            "Remember messages (a string is one message from the user). Returns their `ids` and "
+            "`results`: what was added, updated or superseded, as mem0's events (ADD, UPDATE, DELETE, NONE).",
+        ),
         _strict_tool(
             search,
             "Search the memory with a question. Returns `context` (the retrieved memories, "
-            "ready to quote) and `units` (each with its type, id, text, score and source message ids).",
+            "ready to quote) and `units` (each with its type, id, memory, score (relevance, 0-1), "
+            "created_at, scope and source message ids).",
         ),
         _strict_tool(get_all, "Every unit of the memory: messages, episodes, semantic statements, themes."),
         _strict_tool(
@@ -341,6 +396,7 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
             "from the old text is derived again and the old text is forgotten.",
         ),
         _strict_tool(history, "The memory's operations log, oldest first: {op, ids, time}."),
+        _strict_tool(scopes, "The scopes that hold memories: {user_id, agent_id, run_id} each."),
     ]
     return MCPServer("xmemory", instructions=INSTRUCTIONS, log_level="WARNING", tools=tools)
 

@@ -1,9 +1,11 @@
 """The HTTP API over a ``MemoryEngine`` (FastAPI). Routes mirror the engine:
 
-``POST /v1/memories`` (add), ``POST /v1/memories/batch``, ``POST /v1/search``, ``GET /v1/memories``
+``POST /v1/memories`` (add: mem0's ``messages``, a string or one message or a list; ``infer``; the
+answer ``{"ids", "results"}`` with mem0's events), ``POST /v1/memories/batch``, ``POST /v1/search``, ``GET /v1/memories``
 (a scope's units), ``GET /v1/memories/{id}``, ``DELETE /v1/memories/{id}`` (an id may hold ``/``),
-``PUT /v1/memories/{id}`` (a message's new text), ``DELETE /v1/memories`` (a whole scope),
-``POST /v1/reset`` (every memory; a key of every scope), ``GET /v1/history``, ``GET /health`` (no key: the status
+``PUT /v1/memories/{id}`` (a message's new text; the updated message back, as the engine gives it),
+``DELETE /v1/memories`` (a whole scope), ``POST /v1/reset`` (every memory; a key of every scope),
+``GET /v1/scopes`` (every memory's scope; a key of every scope), ``GET /v1/history``, ``GET /health`` (no key: the status
 only; store-wide counts for a key of every scope), ``GET /metrics`` (Prometheus; a key of every
 scope), ``GET /docs`` (an offline page over ``/openapi.json``).
 
@@ -83,12 +85,13 @@ class ServiceConfig:
     max_queries: int = 256  # per search request
 
 
-def _result(r) -> dict[str, Any]:
+def _result(r, hits: list[dict]) -> dict[str, Any]:
+    """One query's answer: the context and the units as mem0's results (``MemoryEngine.hits``)."""
     d = r.to_dict()
     return {
         "query": d["query"],
         "context": d["context"],
-        "units": d["units"],
+        "units": hits,
         "message_ids": d["message_ids"],
         "context_tokens": d["context_tokens"],
         "tokenizer": d["tokenizer"],
@@ -201,9 +204,9 @@ FILTERS_PARAM = {
     "in": "query",
     "required": False,
     "content": {"application/json": {"schema": _FILTERS.json_schema()}},
-    "description": "metadata equality as a JSON object (URL-encoded, at most "
+    "description": "mem0's filters as a JSON object (URL-encoded, at most "
     f'{MAX_QUERY} characters): ?filters={{"topic":"travel"}} keeps the units whose source messages were added '
-    'with metadata topic "travel"',
+    'with metadata topic "travel"; operators: {"year": {"gte": 2024}}, {"OR": [...]}',
 }
 
 
@@ -257,16 +260,17 @@ def create_app(
         return state["engine"]
 
     def do_search(items: list[dict]) -> list[list[dict]]:
-        res = eng().search_batch(items)
+        e = eng()
+        res = e.search_batch(items)
         metrics.inc("engine_search_calls_total")
         metrics.inc("searched_queries_total", sum(len(r) for r in res))
-        return [[_result(x) for x in r] for r in res]
+        return [[_result(x, e.hits(x)) for x in r] for r in res]
 
-    def do_add(items: list[dict]) -> list[list[str]]:
-        ids = eng().add_batch(items)
+    def do_add(items: list[dict]) -> list[dict]:
+        out = eng().add_batch(items, events=True)
         metrics.inc("engine_add_calls_total")
-        metrics.inc("ingested_messages_total", sum(len(i) for i in ids))
-        return ids
+        metrics.inc("ingested_messages_total", sum(len(a["ids"]) for a in out))
+        return out
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -407,7 +411,9 @@ def create_app(
     Allowed = Annotated[frozenset[str] | None, Depends(scoped if cfg.api_keys else open_scope)]
     auth = (401, 403) if cfg.api_keys else ()
 
-    def check_scope(allowed: frozenset[str] | None, user_id: str) -> None:
+    def check_scope(allowed: frozenset[str] | None, user_id: str | None) -> None:
+        if allowed is not None and user_id is None:
+            raise HTTPException(403, "this key is bound to user ids: give user_id")
         if allowed is not None and user_id not in allowed:
             raise HTTPException(403, f"this key may not access user_id {user_id!r}")
 
@@ -451,17 +457,18 @@ def create_app(
 
     @app.post("/v1/memories", responses=_responses(400, *auth, 413, 503))
     async def add(req: AddRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
+        """mem0's add: ``{"ids": [...], "results": [event, ...]}`` (``MemoryEngine.add_batch``)."""
         check_scope(allowed, req.user_id)
-        return {"ids": await engine_async("add", req.as_engine())}
+        return await engine_async("add", req.as_engine())
 
     @app.post("/v1/memories/batch", responses=_responses(400, *auth, 413, 503))
     async def add_batch(req: AddBatchRequest, allowed: Allowed) -> dict:  # type: ignore[valid-type]
         for it in req.items:
             check_scope(allowed, it.user_id)
         items = [it.as_engine() for it in req.items]
-        ids = await engine_call(lambda: eng().add_batch(items))
-        metrics.inc("ingested_messages_total", sum(len(i) for i in ids))
-        return {"ids": ids}
+        out = await engine_call(lambda: eng().add_batch(items, events=True))
+        metrics.inc("ingested_messages_total", sum(len(a["ids"]) for a in out))
+        return {"ids": [a["ids"] for a in out], "results": [a["results"] for a in out]}
 
     @app.post("/v1/search", responses=_responses(400, *auth, 413, 503))
     async def search(req: SearchRequest, allowed: Allowed) -> Response:  # type: ignore[valid-type]
@@ -483,13 +490,34 @@ def create_app(
         )
 
     def scope_params(
-        user_id: Annotated[str, Query(min_length=1, max_length=MAX_ID)],
+        user_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
         agent_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
         run_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
     ) -> dict:
-        return {"user_id": user_id, "agent_id": agent_id or None, "run_id": run_id or None}
+        """The scope of a read: at least one part (a part left out matches any; an empty one is absent)."""
+        scope = {"user_id": user_id or None, "agent_id": agent_id or None, "run_id": run_id or None}
+        if not any(scope.values()):
+            raise RequestValidationError(
+                [
+                    {
+                        "type": "value_error",
+                        "loc": ("query", "user_id"),
+                        "msg": "give at least one of user_id, agent_id and run_id",
+                    }
+                ]
+            )
+        return scope
+
+    def unit_scope_params(
+        user_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+        agent_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+        run_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+    ) -> dict:
+        """The scope of a unit id (none for a message id unique in the store)."""
+        return {"user_id": user_id or None, "agent_id": agent_id or None, "run_id": run_id or None}
 
     ScopeQ = Annotated[dict, Depends(scope_params)]
+    UnitScopeQ = Annotated[dict, Depends(unit_scope_params)]
     UnitId = Annotated[
         str, Path(min_length=1, max_length=MAX_ID, description="a unit or message id ('/' allowed)")
     ]
@@ -505,7 +533,7 @@ def create_app(
         return {"units": await engine_call(lambda: eng().get_all(**scope, filters=given))}
 
     @app.get("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 503))
-    async def get(unit_id: UnitId, scope: ScopeQ, allowed: Allowed) -> dict:
+    async def get(unit_id: UnitId, scope: UnitScopeQ, allowed: Allowed) -> dict:
         check_scope(allowed, scope["user_id"])
         return await engine_call(lambda: eng().get(unit_id, **scope))
 
@@ -513,15 +541,14 @@ def create_app(
     async def update(unit_id: UnitId, req: UpdateRequest, allowed: Allowed) -> dict:
         """A message's new text; what was derived from the old text is derived again (as after a delete)."""
         check_scope(allowed, req.user_id)
-        await engine_call(
+        return await engine_call(
             lambda: eng().update(
                 unit_id, req.text, user_id=req.user_id, agent_id=req.agent_id, run_id=req.run_id
             )
         )
-        return {"updated": unit_id}
 
     @app.delete("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 503))
-    async def delete(unit_id: UnitId, scope: ScopeQ, allowed: Allowed) -> dict:
+    async def delete(unit_id: UnitId, scope: UnitScopeQ, allowed: Allowed) -> dict:
         check_scope(allowed, scope["user_id"])
         await engine_call(lambda: eng().delete(unit_id, **scope))
         return {"deleted": unit_id}
@@ -540,6 +567,23 @@ def create_app(
                 403, "/v1/reset: this key is bound to user ids; a reset needs a key of every scope"
             )
         return {"deleted_memories": await engine_call(lambda: eng().reset())}
+
+    @app.get("/v1/scopes", responses=_responses(*auth, 503))
+    async def scopes(
+        allowed: Allowed,
+        user_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+        agent_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+        run_id: Annotated[str | None, Query(max_length=MAX_ID)] = None,
+    ) -> dict:
+        """Every memory's scope ``{"user_id", "agent_id", "run_id"}``, narrowed by the parts given: a
+        key of every scope."""
+        if allowed is not None:
+            raise HTTPException(
+                403,
+                "/v1/scopes: this key is bound to user ids; the list of scopes needs a key of every scope",
+            )
+        want = {"user_id": user_id or None, "agent_id": agent_id or None, "run_id": run_id or None}
+        return {"scopes": await engine_call(lambda: eng().scopes(**want))}
 
     @app.get("/v1/history", responses=_responses(*auth, 503))
     async def history(scope: ScopeQ, allowed: Allowed) -> dict:

@@ -4,9 +4,18 @@ no number, ``3.0`` the integer 3), so that what the OpenAPI schema allows is wha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ..engine.rules import (
     CHUNK_RAG_WIDTHS,
@@ -37,6 +46,7 @@ __all__ = [
     "MAX_QUERY",
     "MAX_SESSION",
     "MAX_TEXT",
+    "AnyScope",
     "ErrorBody",
     "FieldError",
     "Filters",
@@ -50,6 +60,9 @@ __all__ = [
     "limited_batch",
     "limited_search",
 ]
+
+
+SCOPE_PARTS = ("user_id", "agent_id", "run_id")
 
 
 def _given(*names: str, kind: str = "string") -> list[dict[str, Any]]:
@@ -94,22 +107,60 @@ class Scope(BaseModel):
     run_id: Id | None = None
 
 
+def _as_list(v: Any) -> Any:
+    """mem0's ``messages``: a string is one message from the user, an object one message."""
+    if isinstance(v, str):
+        return [{"role": "user", "content": v}]
+    return [v] if isinstance(v, dict) else v
+
+
+class AnyScope(BaseModel):
+    """A scope of which at least one part is given (mem0's: an agent's or a run's memory may have no user)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": _given(*SCOPE_PARTS)})
+    user_id: Id | None = None
+    agent_id: Id | None = None
+    run_id: Id | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_part(cls, data: Any, handler: Any) -> AnyScope:
+        """At least one scope part; the refusal names ``user_id``."""
+        m = handler(data)
+        if m.user_id is None and m.agent_id is None and m.run_id is None:
+            why = PydanticCustomError("value_error", "give at least one of user_id, agent_id and run_id")
+            detail = InitErrorDetails(type=why, loc=("user_id",), input=data)
+            raise ValidationError.from_exception_data(cls.__name__, [detail])
+        return m
+
+
 def limited_add(max_messages: int) -> type[BaseModel]:
-    class AddRequest(Scope):
-        messages: list[Message] = Field(min_length=1, max_length=max_messages)
+    class AddRequest(AnyScope):
+        """mem0's ``messages``: a list of messages, one message, or a string (one message from the user)."""
+
+        messages: Annotated[
+            list[Message],
+            Field(min_length=1, max_length=max_messages),
+            BeforeValidator(_as_list, json_schema_input_type=list[Message] | Message | Text),
+        ] = Field(description="messages; one message; or a string: one message from the user")
         metadata: Metadata | None = Field(
             None, description="a JSON object stored with the messages (get, get_all)"
         )
         user_name: Id | None = Field(None, description="the user's name in a role chat")
+        infer: StrictBool = Field(
+            True, description="false: keep the messages as they are, derive no statement from them"
+        )
 
         def as_engine(self) -> dict[str, Any]:
+            given = [m.as_engine() for m in self.messages]
             item = {
                 "user_id": self.user_id,
                 "agent_id": self.agent_id,
                 "run_id": self.run_id,
-                "messages": [m.as_engine() for m in self.messages],
+                "messages": given,
             }
-            return item | {k: v for k in ("metadata", "user_name") if (v := getattr(self, k)) is not None}
+            item |= {k: v for k in ("metadata", "user_name") if (v := getattr(self, k)) is not None}
+            return item | ({"infer": False} if not self.infer else {})
 
     return AddRequest
 
@@ -123,11 +174,15 @@ def limited_batch(add_model: type[BaseModel], max_items: int) -> type[BaseModel]
 
 
 def limited_search(max_queries: int) -> type[BaseModel]:
-    class SearchRequest(Scope):
-        """Exactly one of ``query`` and ``queries``."""
+    class SearchRequest(AnyScope):
+        """Exactly one of ``query`` and ``queries``; a scope part left out matches any (``user_id``
+        alone: the user's memories across its agents and runs)."""
 
         model_config = ConfigDict(
-            json_schema_extra={"oneOf": _given("query") + _given("queries", kind="array")}
+            json_schema_extra={
+                "oneOf": _given("query") + _given("queries", kind="array"),
+                "anyOf": _given(*SCOPE_PARTS),
+            }
         )
         query: Query | None = None
         queries: list[Query] | None = Field(None, min_length=1, max_length=max_queries)
@@ -138,7 +193,7 @@ def limited_search(max_queries: int) -> type[BaseModel]:
             None, description="units less relevant than it (a query-unit cosine) are left out"
         )
         filters: Filters | None = Field(
-            None, description="metadata equality: a unit counts when its messages match"
+            None, description="mem0's filters: a unit counts when its messages pass"
         )
 
         @model_validator(mode="after")
@@ -150,9 +205,14 @@ def limited_search(max_queries: int) -> type[BaseModel]:
     return SearchRequest
 
 
-class UpdateRequest(Scope):
-    """The new text of a message (what was derived from the old text is derived again)."""
+class UpdateRequest(BaseModel):
+    """The new text of a message (what was derived from the old text is derived again); the scope may be
+    left out for a message id unique in the store."""
 
+    model_config = ConfigDict(extra="forbid")
+    user_id: Id | None = None
+    agent_id: Id | None = None
+    run_id: Id | None = None
     text: Text
 
 
