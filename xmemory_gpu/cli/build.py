@@ -1,16 +1,40 @@
 """``xmemory build INPUT... --out STORE [--ray [ADDRESS]]``: bulk-build memories, resumable, with per-stage timings
-(on this machine, or on Ray Data with this process as the store's only writer)."""
+(on this machine, or on Ray Data with this process as the store's only writer).
+
+Inputs are LoCoMo files or role chats (``datasets.role_chats``: an app's ``{"user_id", "messages":
+[{"role", "content"}]}`` conversations, OpenAI's bare message lists, mem0's export), told apart per
+file or named by ``--format``. A role chat's memory is the live engine's: keyed by its scope
+(``engine.inputs.scope_key``), role ``user`` speaking as the memory's subject, with the engine's
+unit ids, user name, message metadata and supersessions (``_engine_finish``), so
+``MemoryEngine.open(STORE)`` searches it by ``user_id`` and adds to it and deletes from it."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import uuid
+
+from .args import text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("build", help="build a memory store from LoCoMo-format JSON files or folders")
-    p.add_argument("inputs", nargs="+", help="JSON files or folders of them (LoCoMo format)")
+    p = sub.add_parser("build", help="build a memory store from LoCoMo files or role chats (JSON / JSONL)")
+    p.add_argument(
+        "inputs", nargs="+", help="JSON / JSONL files or folders of them (LoCoMo, or role chats of user ids)"
+    )
     p.add_argument("--out", required=True, help="store directory (created, or resumed if it exists)")
+    p.add_argument(
+        "--format",
+        choices=["auto", "locomo", "chats"],
+        default="auto",
+        help="auto (default: told per file), locomo, or chats: {'user_id', 'agent_id'?, 'run_id'?, "
+        "'messages': [{'role', 'content', 'created_at'?}]} per conversation, a bare message list, mem0's export",
+    )
+    p.add_argument("--user-id", type=text("user id"), default=None, help="the user of chats that name none")
+    p.add_argument(
+        "--agent-id", type=text("agent id"), default=None, help="the agent of chats that name none"
+    )
+    p.add_argument("--run-id", type=text("run id"), default=None, help="the run of chats that name none")
     p.add_argument("--limit", type=int, default=None, help="build at most this many conversations")
     p.add_argument(
         "--embedder", default=None, help="embedder spec (default: all-MiniLM-L6-v2, shipped offline)"
@@ -81,12 +105,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _ray_address(text: str) -> str:
+def _ray_address(value: str) -> str:
     """'local', 'auto', HOST:PORT or ray://HOST:PORT (a file name here means --ray swallowed an input)."""
-    if text in ("local", "auto") or (":" in text and not text.endswith(".json")):
-        return text
+    if value in ("local", "auto") or (":" in value and not value.endswith((".json", ".jsonl"))):
+        return value
     raise argparse.ArgumentTypeError(
-        f"{text!r} is not 'local', 'auto', HOST:PORT or ray://HOST:PORT "
+        f"{value!r} is not 'local', 'auto', HOST:PORT or ray://HOST:PORT "
         "(write --ray after the inputs, or --ray local)"
     )
 
@@ -124,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
         cfg.embed.model = args.embedder
     cfg.theme.split = cfg.theme.split and not args.no_split
     cfg.theme.merge = cfg.theme.merge and not args.no_merge
+    inputs, finish, note = _inputs(args, cfg)
     if args.ray is not None:
-        return _run_ray(args, cfg)
+        return _run_ray(args, cfg, inputs, finish, note)
     llm = None
     if args.builder == "llm":
         from ..construct.llm_stages import LLMBuilder
@@ -135,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
             load_reader(args.llm, **_llm_kwargs(args)), max_retries=args.llm_retries, segment=cfg.segment
         )
     report = build_store(
-        args.inputs,
+        inputs,
         args.out,
         config=cfg,
         # with workers the workers load it (this process would only hold it)
@@ -149,11 +174,12 @@ def run(args: argparse.Namespace) -> int:
         llm=llm,
         max_sessions=args.sessions,
         workers=args.workers,
+        finish=finish,
     )
     if args.json:
         print(json.dumps(report.__dict__ | ({"llm_usage": llm.gen.usage.__dict__} if llm else {}), indent=2))
         return 0
-    _print_report(report, args.out)
+    _print_report(report, args.out, note)
     if llm:
         u = llm.gen.usage
         _print_usage(llm.gen.name, u.calls, u.prompt_tokens, u.output_tokens)
@@ -164,10 +190,12 @@ def _llm_kwargs(args: argparse.Namespace) -> dict:
     return {"batch_size": args.llm_batch_size} if args.llm == "smollm2" or args.llm.startswith("hf:") else {}
 
 
-def _print_report(report, out: str) -> None:
+def _print_report(report, out: str, note: str = "") -> None:
     print(
         f"built {len(report.built)} memories, skipped {len(report.skipped)} already in {out}, {report.wall_s:.1f} s"
     )
+    if note:
+        print(f"  {note}")
     for stage, sec in report.timings.items():
         print(f"  {stage:16s} {sec:8.2f} s")
 
@@ -178,13 +206,13 @@ def _print_usage(name: str, calls: int, prompt: int, output: int) -> None:
     )
 
 
-def _run_ray(args: argparse.Namespace, cfg) -> int:
+def _run_ray(args: argparse.Namespace, cfg, inputs, finish, note: str) -> int:
     """``--ray``: the same build on Ray Data (Ray is imported here, and only here)."""
     from ..distributed.ray_build import build_store_ray
     from ..embed import load_embedder
 
     report = build_store_ray(
-        args.inputs,
+        inputs,
         args.out,
         address=args.ray,
         config=cfg,
@@ -198,11 +226,12 @@ def _run_ray(args: argparse.Namespace, cfg) -> int:
         llm_retries=args.llm_retries,
         max_sessions=args.sessions,
         workers=args.ray_workers,
+        finish=finish,
     )
     if args.json:
         print(json.dumps(report.__dict__, indent=2))
         return 0
-    _print_report(report, args.out)
+    _print_report(report, args.out, note)
     print(
         f"  ray: {report.workers} actors ({report.gpus_per_worker:g} GPU each), {report.shards} shards, "
         f"{report.repeats_dropped} repeated results of retried shards dropped; construction stages are summed over actors"
@@ -211,3 +240,126 @@ def _run_ray(args: argparse.Namespace, cfg) -> int:
         u = report.llm_usage
         _print_usage(args.llm, u["calls"], u["prompt_tokens"], u["output_tokens"])
     return 0
+
+
+# -- role chats ---------------------------------------------------------------------------------------
+_IDS = uuid.UUID("6f1c2a52-4b1e-4f7a-9a53-0c8e2d7b9e11")  # namespace of the message ids a build gives
+
+
+def _inputs(args: argparse.Namespace, cfg) -> tuple[list, object, str]:
+    """What ``build_store`` builds: the input paths (LoCoMo, read there as before), or the role
+    chats read here as conversations with the engine's ``finish``; and a line for the report."""
+    from ..datasets.role_chats import Scope, chat_files, chats_of, detect_format, read_json_or_lines
+
+    scope = Scope(args.user_id, args.agent_id, args.run_id)
+    if args.format == "locomo":
+        return _locomo(args, scope)
+    files = [f for p in args.inputs for f in chat_files(p)]
+    parsed = [(f, *read_json_or_lines(f)) for f in files]
+    kinds = {f: "chats" if args.format == "chats" or lines else detect_format(d) for f, d, lines in parsed}
+    if set(kinds.values()) == {"locomo"}:
+        return _locomo(args, scope)
+    if "locomo" in kinds.values():
+        loc = next(f for f, k in kinds.items() if k == "locomo")
+        chat = next(f for f, k in kinds.items() if k == "chats")
+        raise ValueError(
+            f"{loc} holds LoCoMo conversations and {chat} role chats: build them into separate stores "
+            "(or name one format with --format)"
+        )
+    chats = [c for f, d, lines in parsed for c in chats_of(f, d, lines, scope)]
+    convs, extras, skipped = role_chat_conversations(chats)
+    note = f"role chats: {len(chats)} conversations of {len(convs)} scopes" + (
+        f", {skipped} system / tool / empty turns left out" if skipped else ""
+    )
+    return convs, _engine_finish(extras, cfg.knn.k_semantics), note
+
+
+def _locomo(args: argparse.Namespace, scope) -> tuple[list, None, str]:
+    """LoCoMo inputs: read by ``build_store`` (their speakers are named: no scope flag applies)."""
+    if any((scope.user_id, scope.agent_id, scope.run_id)):
+        raise ValueError("--user-id, --agent-id and --run-id apply to role chats; these inputs are LoCoMo")
+    return list(args.inputs), None, ""
+
+
+def role_chat_conversations(chats: list) -> tuple[list, dict[str, tuple[dict, dict]], int]:
+    """Role chats as the conversations a build reads, one per scope (``scope_key``; a scope's chats
+    in order, each a session), their messages as the engine's ``add`` reads them (role ``user`` is
+    the memory's subject, a ``name`` speaks as itself; an id given is the engine's message id,
+    else one derived from the scope and position); per memory id, what ``_engine_finish`` keeps
+    beside it: (message id -> metadata, the user name's stats); and the turns left out."""
+    from ..datasets.locomo import DatasetError
+    from ..datasets.role_chats import check_unique_ids
+    from ..engine import inputs, people
+    from ..engine import metadata as meta
+    from ..engine.writes import name_after
+    from ..memory.records import Conversation, Message
+
+    check_unique_ids(chats)
+    scopes: dict[str, list] = {}
+    for c in chats:
+        try:
+            key = inputs.scope_key(c.user_id, c.agent_id, c.run_id)
+        except ValueError as exc:
+            raise DatasetError(f"{c.where}.{exc}") from None
+        scopes.setdefault(key, []).append(c)
+    convs, extras, skipped = [], {}, 0
+    for key, group in scopes.items():
+        msgs: list[Message] = []
+        md: dict[str, dict] = {}
+        given, claim = None, None
+        taken = {m.id for c in group for m in c.messages if m.id is not None}
+        for session, c in enumerate(group):
+            skipped += c.skipped
+            given = c.user_name or given
+            for m in c.messages:
+                try:
+                    if m.id is not None:
+                        mid = inputs.message_id(m.id, m.where)
+                    else:
+                        mid = uuid.uuid5(_IDS, f"{key}\n{len(msgs)}").hex
+                        if mid in taken:
+                            raise ValueError(f"{m.where}: id: a given id {mid!r} collides with a derived one")
+                    if m.name is not None:
+                        speaker = inputs.check_id(m.name, f"{m.where}.name")
+                    elif m.role == "user":  # the memory's subject, as the engine's add reads role "user"
+                        speaker = people.NEUTRAL
+                        found = people.name_claim(m.content)
+                        if found is not None and people.replaces(found, claim and claim[0]):
+                            claim = (found, mid)
+                    else:
+                        speaker = people.ROLE_ALIASES[m.role]
+                    both = {**(c.metadata or {}), **(m.metadata or {})}
+                    if both:
+                        md[mid] = meta.metadata(both, f"{m.where}.metadata")
+                except ValueError as exc:
+                    raise DatasetError(str(exc)) from None
+                msgs.append(Message(mid, speaker, m.content, session, m.timestamp))
+        if not msgs:
+            continue
+        pair = (tuple(dict.fromkeys(m.speaker for m in msgs)) + ("", ""))[:2]
+        convs.append(Conversation(key, pair, msgs, [], group[0].where))
+        extras[key] = (md, name_after({}, given, claim))
+    return convs, extras, skipped
+
+
+def _engine_finish(extras: dict[str, tuple[dict, dict]], k: int):
+    """``build_store``'s ``finish`` for role chats: each memory given what the engine keeps with a
+    memory it writes (``engine.writes``): the engine state (nothing open, the first two speakers),
+    stable unit ids and their counters (``engine.ids.assign``), message metadata, the user's name
+    and the supersessions between its statements (``carry_over``), as an ``add`` of its messages to
+    an empty memory would."""
+    from ..construct.incremental import empty_memory
+    from ..engine import ids as unit_ids
+    from ..engine.writes import carry_over
+    from ..memory.engine_state import EngineState
+
+    def finish(slices: list) -> None:
+        for sl in slices:
+            md, name = extras[sl.memory_id]
+            speakers = tuple(dict.fromkeys(sl.cols["msg"]["speaker"].tolist()))[:2]
+            sl.engine = EngineState(open_from=sl.n("msg"), speakers=speakers)
+            empty = empty_memory(sl.memory_id, sl.cols["msg"]["x"].shape[1], k)
+            unit_ids.assign(empty, sl, set())
+            carry_over(empty, sl, set(), md, name, [])
+
+    return finish

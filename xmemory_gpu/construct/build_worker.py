@@ -45,7 +45,9 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
         tm = Timings()
         with tm.stage("receive"):
             convs = [conversation_from_wire(d) for d in task["conversations"]]
-        slices = build_slices(convs, emb, cfg, timings=tm, backend=s["backend"])
+        slices = build_slices(
+            convs, emb, cfg, timings=tm, backend=s["backend"], progress=lambda k: _progress(wire, k)
+        )
         with tm.stage("encode"):
             encoded = [encode_slice(sl, emb.dim) for sl in slices]
         head = {
@@ -68,6 +70,12 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
         for e in encoded:
             wire.write(e.data)
         wire.flush()
+
+
+def _progress(wire: IO[bytes], k: float) -> None:
+    """One ``{"progress": k}`` line: ``k`` conversations' worth of the shard's work done."""
+    wire.write(b'{"progress": %.6g}\n' % k)
+    wire.flush()
 
 
 def _die_with_parent() -> None:

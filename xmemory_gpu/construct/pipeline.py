@@ -14,7 +14,7 @@ import itertools
 import os
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,7 @@ import numpy as np
 from ..config import XMemoryConfig
 from ..memory.backend import CommitHandle, MemoryBackend, start_commit_on
 from ..memory.bank import Bank, MemorySlice
+from ..memory.codec import EncodedSlice, encode_slice, slice_from_bytes
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, memory_from_slice, slice_of_records
 from ..memory.locks import WriterLock
@@ -33,6 +34,7 @@ from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
 from ..ops.objective import partition_objective
 from ..ops.rows import add_rows_in_order, dot4, dot4_gram
+from .progress import Advance, BuildProgress, ShardProgress
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
@@ -73,31 +75,36 @@ def build_slices(
     timings: Timings | None = None,
     backend: str = "auto",
     llm: LLMBuilder | None = None,
+    progress: Advance | None = None,
 ) -> list[MemorySlice]:
     """Build the hierarchy of each conversation as its memory's slice: LLM-free (deterministic
     for fixed inputs), or with ``llm`` choosing boundaries and writing episodes, facts and theme
     summaries, each stage one batch over all conversations, the LLM-free output as every unit's
-    fallback."""
+    fallback. ``progress(k)``: called as stages finish conversations (``construct.progress``)."""
     cfg = config or XMemoryConfig()
     tm = timings or Timings()
     if not conversations:
         return []
+    sp = ShardProgress(progress)
     counts = [llm.new_counts() for _ in conversations] if llm else []
     with tm.stage("embed_messages"):
-        vectors = embed_messages(
-            embedder, [m for c in conversations for m in c.messages], cfg.semantic.passage_words
-        )
-        per_conv = vectors.split([len(c.messages) for c in conversations])
+        per_conv = _embed_in_groups(embedder, conversations, cfg.semantic.passage_words, sp)
+        vectors = MessageVectors.concat(per_conv, embedder.dim)
         msg_x = [v.x for v in per_conv]
     with tm.stage("episodes"):
         spans = [boundaries(c, x, cfg.segment) for c, x in zip(conversations, msg_x)]
         if llm:
             spans = llm.boundaries(conversations, spans, counts)
-        episodes = [make_episodes(c, s) for c, s in zip(conversations, spans)]
+        episodes = []
+        for c, s in zip(conversations, spans):
+            episodes.append(make_episodes(c, s))
+            if not llm:
+                sp.stage("episodes")
         if llm:
             episodes = llm.narrate(conversations, episodes, counts)
             texts = [f"{e.title}. {e.text}" for eps in episodes for e in eps]
             epi_x = _split(embedder.encode(texts), [len(e) for e in episodes])
+            sp.stage("episodes", len(conversations))
         else:
             epi_x = [episode_embeddings(s, x) for s, x in zip(spans, msg_x)]
     with tm.stage("statements"):
@@ -105,11 +112,15 @@ def build_slices(
         if llm:
             raw = llm.facts(conversations, episodes, raw, counts)
         raw_x = _split(embedder.encode([n.text for nodes in raw for n in nodes]), [len(n) for n in raw])
-        deduped = [merge_duplicates(n, x, cfg.semantic.dedup_threshold) for n, x in zip(raw, raw_x)]
+        deduped = []
+        for n, x in zip(raw, raw_x):
+            deduped.append(merge_duplicates(n, x, cfg.semantic.dedup_threshold))
+            sp.stage("statements")
         semantics = [d[0] for d in deduped]
         sem_x = [d[1] for d in deduped]
     with tm.stage("themes"):
         states = build_themes(conversations, semantics, sem_x, cfg, backend=backend)
+        sp.stage("themes", len(conversations))
     with tm.stage("graphs"):
         sizes = [len(s) for s in semantics]
         offs = np.zeros(len(sizes) + 1, dtype=np.int64)
@@ -142,15 +153,51 @@ def build_slices(
                     len(raw[b]),
                 )
             )
+            if not llm:
+                sp.stage("summaries")
         if llm:
             llm.summarize(memories, counts)
             for mem, c in zip(memories, counts):
                 mem.stats["builder"] = f"llm ({llm.gen.name})"
                 mem.stats["llm"] = {stage: sc.as_dict() for stage, sc in c.items()}
                 mem.stats["llm_tokens"] = sum(sc.prompt_tokens + sc.output_tokens for sc in c.values())
+            sp.stage("summaries", len(conversations))
     with tm.stage("objective"):
         _record_objective(memories, all_x, offs, cfg, backend)
     return memories
+
+
+EMBED_GROUP_MESSAGES = 1024  # messages (whole conversations) per encoder call of a shard
+
+
+def _embed_in_groups(
+    embedder, conversations: list[Conversation], passage_words: int, sp: ShardProgress
+) -> list[MessageVectors]:
+    """Each conversation's message vectors: one encoder call per run of consecutive conversations
+    holding at least ``EMBED_GROUP_MESSAGES`` messages (the last run may hold fewer), so a shard of
+    long conversations reports its progress as they are embedded. The grouping depends on the
+    shard alone (not on whether progress is shown), so a build's rows are the same with or without
+    a bar; an encoder whose rows do not depend on the rest of the call (``embed.base``) gives the
+    rows one call would."""
+    out: list[MessageVectors] = []
+    group: list[Conversation] = []
+
+    def flush() -> None:
+        if group:
+            vec = embed_messages(embedder, [m for c in group for m in c.messages], passage_words)
+            out.extend(vec.split([len(c.messages) for c in group]))
+            sp.stage("embed_messages", len(group))
+            group.clear()
+
+    size = 0
+    for c in conversations:
+        group.append(c)
+        size += len(c.messages)
+        if size >= EMBED_GROUP_MESSAGES:
+            flush()
+            size = 0
+    flush()
+    return out
 
 
 def build_memories(
@@ -371,6 +418,19 @@ def chunks(items: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
+Finish = Callable[[list[MemorySlice]], None]  # a shard's memories made ready to commit, in place
+
+
+def finished(encoded: list[EncodedSlice], finish: Finish | None, dim: int) -> list[EncodedSlice]:
+    """Memories a worker or an actor encoded, with ``finish`` applied (decoded, finished, encoded
+    again); as they are without one."""
+    if finish is None:
+        return encoded
+    slices = [slice_from_bytes(e.memory_id, e.data, e.stats) for e in encoded]
+    finish(slices)
+    return [encode_slice(sl, dim) for sl in slices]
+
+
 @dataclass
 class BuildReport:
     built: list[str]
@@ -387,6 +447,8 @@ def load_conversations(
     read one at a time; every item is checked, also those past ``limit``."""
     from ..datasets.locomo import locomo_files, read_locomo_file
 
+    if _given(inputs):
+        return list(_checked([(None, list(inputs))], limit, max_sessions))
     files = ((f, read_locomo_file(f)) for p in _paths(inputs) for f in locomo_files(p))
     return list(_checked(files, limit, max_sessions))
 
@@ -401,6 +463,10 @@ def read_conversations(
     sequence checks every item, also those past ``limit``, before it ends."""
     from ..datasets.locomo import locomo_files, read_locomo_file
 
+    if _given(inputs):
+        convs = list(inputs)
+        n = len(convs) if limit is None else min(limit, len(convs))
+        return n, _checked([(None, convs)], limit, max_sessions)
     parsed = [[f, read_locomo_file(f)] for p in _paths(inputs) for f in locomo_files(p)]
     total = sum(len(items) for _, items in parsed)
 
@@ -413,6 +479,11 @@ def read_conversations(
     return (total if limit is None else min(limit, total)), _checked(release(), limit, max_sessions)
 
 
+def _given(inputs: object) -> bool:
+    """Whether ``inputs`` are conversations already read (a role chat reader's), not paths."""
+    return isinstance(inputs, (list, tuple)) and bool(inputs) and isinstance(inputs[0], Conversation)
+
+
 def _paths(inputs: list[str | Path] | str | Path) -> list[str | Path]:
     return [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
 
@@ -420,14 +491,15 @@ def _paths(inputs: list[str | Path] | str | Path) -> list[str | Path]:
 def _checked(
     files: Iterable[tuple[Path, list]], limit: int | None, max_sessions: int | None
 ) -> Iterator[Conversation]:
-    """The conversations of ``files`` (file, parsed items): each item checked, sample ids unique
-    across files, the first ``limit`` yielded (cut to ``max_sessions`` sessions), the rest checked."""
+    """The conversations of ``files`` (file, parsed items; file None: items that are conversations
+    already): each item checked, sample ids unique across files, the first ``limit`` yielded (cut
+    to ``max_sessions`` sessions), the rest checked."""
     from ..datasets.locomo import conversations_of
 
     seen: dict[str, str] = {}
     n = 0
     for f, items in files:
-        for c in conversations_of(f, items):
+        for c in items if f is None else conversations_of(f, items):
             if c.sample_id in seen:
                 raise ValueError(f"{c.source}: sample_id {c.sample_id!r} also appears in {seen[c.sample_id]}")
             seen[c.sample_id] = c.source
@@ -449,8 +521,10 @@ def build_store(
     llm: LLMBuilder | None = None,
     max_sessions: int | None = None,
     workers: int = 1,
+    finish: Finish | None = None,
 ) -> BuildReport:
-    """Build (or resume building) a store from LoCoMo-format JSON files or folders.
+    """Build (or resume building) a store from LoCoMo-format JSON files or folders, or from
+    conversations already read (a list of ``Conversation``: role chats, ``datasets.role_chats``).
 
     Conversations already in the store are skipped; each shard of new ones is committed whole (one
     transaction; a crash loses at most the shard being committed).
@@ -459,6 +533,9 @@ def build_store(
     ``workers``: shards built in this many worker processes (``construct/worker_pool.py``; the same
     store), 1 (default) builds in this process. With workers and no ``embedder`` this process loads
     none: the workers load ``config.embed.model``.
+    ``finish(slices)``: called on each shard's memories, in this process, before they are committed
+    (the live engine's bookkeeping of a memory it writes, given by a caller above construction).
+    ``progress``: a bar of conversations done, their rate and the time left (``construct.progress``).
     """
     from ..embed import load_embedder
 
@@ -477,7 +554,7 @@ def build_store(
     cfg = config or XMemoryConfig()
     t0 = time.perf_counter()
     tm = Timings()
-    job = _Job(inputs, limit, max_sessions, workers, shard_size, progress, backend, llm)
+    job = _Job(inputs, limit, max_sessions, workers, shard_size, progress, backend, llm, finish)
     if workers > 1:
         return _build_with_workers(store_path, embedder, cfg, tm, t0, job)
     with tm.stage("load"):
@@ -580,6 +657,7 @@ class _Job:
     progress: bool
     backend: str
     llm: LLMBuilder | None
+    finish: Finish | None = None
     pool: WorkerPool | None = None  # the worker processes of a build with workers > 1
 
     def worker_settings(self, emb: Embedder | None, cfg: XMemoryConfig) -> dict:
@@ -629,11 +707,7 @@ def _build_into(
     built: list[str] = []
     skipped: list[str] = []
     damaged: set[str] = set()
-    bar = None
-    if job.progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=count, desc="build", unit="conv")
+    bar = BuildProgress(count, enabled=job.progress)
 
     def todo() -> Iterator[Conversation]:
         for c in convs:
@@ -644,51 +718,59 @@ def _build_into(
                 yield c
             else:
                 skipped.append(c.sample_id)
-                if bar is not None:
-                    bar.update(1)
+                bar.skip(1)
 
-    if job.pool is not None:
+    with bar:
+        if job.pool is not None:
 
-        def committed(ids: list[str], seconds: dict[str, float]) -> None:
-            for stage, sec in seconds.items():
-                tm.seconds[stage] += sec
-            built.extend(ids)
-            if bar is not None:
-                bar.update(len(ids))
-
-        size = job.shard_size
-        if (
-            job.pool.device == "cpu"
-        ):  # the CPU's encoder is batch-invariant: any shard size gives the same store
-            size = balanced_shard_size(count, job.workers, size)
-        job.pool.build(store, chunks(todo(), size), damaged, on_commit=committed)
-    else:
-        # each shard in one commit (one transaction, its memories all or none), its files written
-        # while the next shard builds: the commit of shard i is finished before shard i+1's starts,
-        # and a failure while building a shard still finishes the commit of the one before
-        pending: tuple[CommitHandle, list[str]] | None = None
-
-        def finish() -> None:
-            nonlocal pending
-            if pending is not None:
-                handle, ids = pending
-                pending = None
-                handle.finish()
+            def committed(ids: list[str], seconds: dict[str, float]) -> None:
+                for stage, sec in seconds.items():
+                    tm.seconds[stage] += sec
                 built.extend(ids)
-                if bar is not None:
-                    bar.update(len(ids))
+                bar.commit(len(ids))
 
-        try:
-            for shard in chunks(list(todo()), job.shard_size):
-                slices = build_slices(shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm)
-                ids = [sl.memory_id for sl in slices]
+            size = job.shard_size
+            if (
+                job.pool.device == "cpu"
+            ):  # the CPU's encoder is batch-invariant: any shard size gives the same store
+                size = balanced_shard_size(count, job.workers, size)
+            job.pool.build(
+                store,
+                chunks(todo(), size),
+                damaged,
+                on_commit=committed,
+                on_progress=bar.advance,
+                prepare=None if job.finish is None else lambda e: finished(e, job.finish, emb.dim),
+            )
+        else:
+            # each shard in one commit (one transaction, its memories all or none), its files written
+            # while the next shard builds: the commit of shard i is finished before shard i+1's starts,
+            # and a failure while building a shard still finishes the commit of the one before
+            pending: tuple[CommitHandle, list[str]] | None = None
+
+            def finish() -> None:
+                nonlocal pending
+                if pending is not None:
+                    handle, ids = pending
+                    pending = None
+                    handle.finish()
+                    built.extend(ids)
+                    bar.commit(len(ids))
+
+            try:
+                for shard in chunks(list(todo()), job.shard_size):
+                    slices = build_slices(
+                        shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm, progress=bar.advance
+                    )
+                    if job.finish is not None:
+                        with tm.stage("finish"):
+                            job.finish(slices)
+                    ids = [sl.memory_id for sl in slices]
+                    with tm.stage("commit"):
+                        finish()
+                        pending = (start_commit_on(store, slices, replace=bool(damaged & set(ids))), ids)
                 with tm.stage("commit"):
                     finish()
-                    pending = (start_commit_on(store, slices, replace=bool(damaged & set(ids))), ids)
-            with tm.stage("commit"):
+            finally:
                 finish()
-        finally:
-            finish()
-    if bar is not None:
-        bar.close()
     return BuildReport(built=built, skipped=skipped, timings=tm.as_dict(), wall_s=time.perf_counter() - t0)

@@ -14,7 +14,8 @@ an interrupted build resumes as one does. The wire is plain bytes, nothing pickl
   end of input stops it;
 - from a worker (its stdout; whatever else it prints goes to its stderr): once its embedder is
   loaded, ``{"ready": {"name": ..., "dim": ...}}`` (the store's embedder name and dimension); then per
-  shard one JSON line
+  shard ``{"progress": K}`` lines as its stages finish conversations (``construct.progress``: K
+  conversations' worth of work) and one JSON line
   (the shard, its stage seconds, per memory its id, sha256, dimension, byte size, stats, rows per
   level and message ids) followed by the memories' bytes; or ``{"error": "..."}`` and a non-zero exit.
   The commit checks each memory's dimension and sha256 (``EncodedSlice.verify``).
@@ -65,6 +66,7 @@ class _Worker:
             env=env,
             start_new_session=True,
         )
+        self.on_progress: Callable[[float], None] | None = None  # the pool's, while it builds
         self._ready = threading.Event()
         self._loaded: tuple[str, int] | WorkerError | None = None  # (embedder name, dim), or why not
         self._send(settings)
@@ -131,15 +133,21 @@ class _Worker:
         _close(self.proc.stdin)
 
     def build(self, shard: int, convs: list[Conversation]) -> tuple[dict[str, float], list[EncodedSlice]]:
-        """Shard ``shard`` (conversations ``convs``) built and encoded: (stage seconds, memories)."""
+        """Shard ``shard`` (conversations ``convs``) built and encoded: (stage seconds, memories);
+        ``on_progress(k)`` (the pool's) as the worker reports its stages' progress."""
         body = b",".join(conversation_to_wire(c).encode() for c in convs)  # JSON objects without a line break
         self._send(b'{"shard": %d, "conversations": [%s]}\n' % (shard, body))
         out: IO[bytes] = self.proc.stdout
-        head = out.readline()
-        if not head:
-            raise self._fail(f"exited while building shard {shard}")
         try:
-            msg = json.loads(head)
+            while True:
+                head = out.readline()
+                if not head:
+                    raise self._fail(f"exited while building shard {shard}")
+                msg = json.loads(head)
+                if not (isinstance(msg, dict) and "progress" in msg):
+                    break
+                if self.on_progress is not None:
+                    self.on_progress(float(msg["progress"]))
             if "error" in msg:
                 raise self._fail(msg["error"])
             if msg["shard"] != shard:
@@ -258,13 +266,17 @@ class WorkerPool:
         shards: Iterable[list[Conversation]],
         replace: set[str],
         on_commit: Callable[[list[str], dict[str, float]], None],
+        on_progress: Callable[[float], None] | None = None,
+        prepare: Callable[[list[EncodedSlice]], list[EncodedSlice]] | None = None,
     ) -> None:
         """Build ``shards`` in the workers and commit each one whole, in order, into ``store``
         (memories named in ``replace`` replace their stored copies), once per pool. ``shards`` is read here, to
         its end, before the first commit: each shard goes to a worker as soon as it is read (a lazy
         sequence may check its conversations as it goes; an error it raises stops the build with
         nothing committed). ``on_commit(ids, stage_seconds)`` runs after each shard's commit (its
-        ``commit`` entry the commit's own seconds). A worker's failure raises :class:`WorkerError`
+        ``commit`` entry the commit's own seconds). ``on_progress(k)`` (from the threads that drive
+        the workers) as their stages finish conversations; ``prepare(memories)`` before each commit,
+        in this thread (what it returns is committed). A worker's failure raises :class:`WorkerError`
         once the shards before the failed one are committed; the others are not."""
         if not self._pool:
             raise RuntimeError("WorkerPool.build: the pool is closed")
@@ -316,6 +328,8 @@ class WorkerPool:
                     return
             w.end_input()  # nothing left for it: it exits while the last shards commit
 
+        for w in self._pool:
+            w.on_progress = on_progress
         threads = [
             threading.Thread(target=drive, args=(w,), daemon=True, name=f"xmemory-build-worker-{w.index}")
             for w in self._pool
@@ -338,6 +352,10 @@ class WorkerPool:
                 if isinstance(result, BaseException):
                     raise result
                 timings, memories = result
+                if prepare is not None:
+                    t0 = time.perf_counter()
+                    memories = prepare(memories)
+                    timings = {**timings, "finish": time.perf_counter() - t0}
                 t0 = time.perf_counter()
                 store.commit(memories, replace=bool(replace & {m.memory_id for m in memories}))
                 timings = {**timings, "commit": time.perf_counter() - t0}

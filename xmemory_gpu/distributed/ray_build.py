@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import XMemoryConfig
-from ..construct.pipeline import BuildReport, Timings
+from ..construct.pipeline import BuildReport, Finish, Timings, finished
+from ..construct.progress import BuildProgress
 from ..memory.codec import EncodedSlice, encode_slice
 from ..memory.records import Conversation, conversation_from_wire, conversation_to_wire
 
@@ -221,8 +222,13 @@ def build_store_ray(
     max_retries: int | None = None,
     init_kwargs: dict[str, Any] | None = None,
     crash_marker: str | None = None,
+    finish: Finish | None = None,
 ) -> RayBuildReport:
     """Build (or resume building) a store on Ray: the same memories as ``build_store``.
+
+    ``inputs``: files or folders (LoCoMo), or conversations already read (``build_store``'s);
+    ``finish(slices)``: applied on the driver to each delivered group before it is committed
+    (``build_store``'s). The progress bar moves per memory delivered (``construct.progress``).
 
     ``address``: ``"local"`` starts a local Ray instance listening on 127.0.0.1 only (``init_kwargs`` go
     to ``ray.init``, e.g. ``num_cpus``, ``object_store_memory``), any other string joins that cluster
@@ -296,6 +302,7 @@ def build_store_ray(
                     gpus_per_worker=gpus_per_worker,
                     max_retries=max_retries,
                     crash_marker=crash_marker,
+                    finish=finish,
                 )
         finally:
             store.close()
@@ -348,6 +355,7 @@ def _run(
     gpus_per_worker: float | None,
     max_retries: int | None,
     crash_marker: str | None,
+    finish: Finish | None = None,
 ) -> None:
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False  # the driver's own bar counts committed memories
@@ -387,16 +395,8 @@ def _run(
                 "dim": emb.dim,
             },
         )
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=len(todo) + len(report.skipped),
-            initial=len(report.skipped),
-            desc="build (ray)",
-            unit="conv",
-        )
+    bar = BuildProgress(len(todo) + len(report.skipped), desc="build (ray)", enabled=progress)
+    bar.skip(len(report.skipped))
     expected = {c.sample_id for c in todo}
     committed: set[str] = set()
     usage: dict[str, int] | None = None
@@ -408,13 +408,15 @@ def _run(
             return
         group = list(pending)
         pending.clear()  # a failed commit is not tried twice: a re-run builds its memories
+        if finish is not None:
+            with tm.stage("finish"):
+                group = finished(group, finish, emb.dim)
         with tm.stage("commit"):
             # ---- COMMIT: the driver is the only writer; a group of memories, atomically ---------
             store.commit(group, replace=True)  # ``todo`` holds new and damaged memories only
             # ---------------------------------------------------------------------------------
         report.built.extend(e.memory_id for e in group)
-        if bar is not None:
-            bar.update(len(group))
+        bar.commit(len(group))
 
     try:
         try:
@@ -435,6 +437,7 @@ def _run(
                 with tm.stage("commit"):
                     pending.append(_received(mid, row))
                 committed.add(mid)
+                bar.advance(1.0)  # a memory delivered: its conversation's work is done
                 if len(pending) >= shard_size:
                     flush()
             flush()
@@ -442,8 +445,7 @@ def _run(
             flush()  # what the workers delivered before the failure is kept: a re-run builds only the rest
             raise
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     report.llm_usage = usage
     missing = expected - committed
     if missing:

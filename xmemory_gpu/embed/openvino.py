@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import warnings
@@ -229,16 +230,50 @@ def _nncf():
     return nncf
 
 
+def notice(text: str) -> None:
+    """A one-line notice on stderr (a one-time step that takes a while, so the caller knows why)."""
+    print(f"xmemory: {text}", file=sys.stderr, flush=True)
+
+
+class _Counted:
+    """The calibration batches as NNCF reads them from a list (by index, or in order), each read
+    shown on a bar (NNCF reads them once per statistics pass and says nothing itself: its output
+    is kept from the caller's)."""
+
+    def __init__(self, feeds: list, bar) -> None:
+        self.feeds, self.bar = feeds, bar
+
+    def __len__(self) -> int:
+        return len(self.feeds)
+
+    def __getitem__(self, i: int):
+        self.bar.update(1)
+        return self.feeds[i]
+
+    def __iter__(self):
+        for f in self.feeds:
+            yield f
+            self.bar.update(1)
+
+
 def _quantize(model, tokenize):
     """``model`` with int8 weights and activations (NNCF post-training quantisation, transformer
     preset: smooth quant, fast bias correction), calibrated on ``calibration_texts`` in batches of
-    ``CALIBRATION_BATCH`` texts of similar length."""
+    ``CALIBRATION_BATCH`` texts of similar length. Announced on stderr, with a bar of the
+    calibration batches read (it takes minutes on a CPU, once: the result is cached)."""
+    from tqdm.auto import tqdm
+
     nncf = _nncf()
     texts = sorted(calibration_texts(), key=len)
     feeds = [
         _padded_feed(tokenize(texts[i : i + CALIBRATION_BATCH], padding=True, return_tensors="np"))
         for i in range(0, len(texts), CALIBRATION_BATCH)
     ]
+    notice(
+        f"quantising the embedder to int8 on {len(feeds)} calibration batches, once (a few minutes on a CPU; "
+        "cached for later runs)"
+    )
+    bar = tqdm(desc="quantising (batches read)", unit="batch", file=sys.stderr, dynamic_ncols=True)
     quiet = io.StringIO()  # NNCF's progress bars and log lines: a one-time step, not the caller's output
     log = logging.getLogger("nncf")
     level = log.level
@@ -247,13 +282,17 @@ def _quantize(model, tokenize):
         with _no_telemetry(), warnings.catch_warnings(), redirect_stdout(quiet), redirect_stderr(quiet):
             warnings.simplefilter("ignore")
             return nncf.quantize(
-                model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds)
+                model,
+                nncf.Dataset(_Counted(feeds, bar)),
+                model_type=nncf.ModelType.TRANSFORMER,
+                subset_size=len(feeds),
             )
     except Exception as exc:
         if hasattr(exc, "add_note"):
             exc.add_note("NNCF's output:\n" + quiet.getvalue()[-4000:])
         raise
     finally:
+        bar.close()
         log.setLevel(level)
 
 
@@ -348,10 +387,12 @@ def _load_or_convert(folder: Path, tokenizer, tokenize, cache_dir: Path | None, 
     key = _cache_key(folder)
     root = Path(cache_dir).expanduser() if cache_dir is not None else None
 
+    def convert():
+        notice(f"converting {folder.name} to OpenVINO once (cached for later runs)")
+        return _convert(folder, tokenizer)
+
     def f32():
-        return _cached_ir(
-            root / key if root else None, lambda: _convert(folder, tokenizer), {"model": str(folder)}
-        )
+        return _cached_ir(root / key if root else None, convert, {"model": str(folder)})
 
     if nncf is None:
         return f32()

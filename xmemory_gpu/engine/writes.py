@@ -155,12 +155,12 @@ class Writes:
                 key = new.memory_id
                 old = by_key[key]
                 unit_ids.assign(old, new, set())
-                _carry(
+                carry_over(
                     old,
                     new,
                     set(),
                     added.get(key, {}),
-                    _name_after(old.stats, given.get(key), claims.get(key)),
+                    name_after(old.stats, given.get(key), claims.get(key)),
                     stamped.get(key, []),
                     [] if inferred[key] else [x.id for x in batches[key]],
                 )
@@ -451,7 +451,7 @@ class Writes:
         )
         for new in grown:
             unit_ids.assign(mem, new, drop)
-            _carry(mem, new, drop, {}, _name_kept(mem.stats, reduced.messages, drop | set(texts)), [])
+            carry_over(mem, new, drop, {}, _name_kept(mem.stats, reduced.messages, drop | set(texts)), [])
         self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop} if drop else None)
 
     def delete_all(
@@ -536,7 +536,7 @@ def _forget_scoped_rows(store: object, keys: list[str] | None) -> None:
         forget(keys)
 
 
-def _carry(
+def carry_over(
     old: Memory,
     new: MemorySlice,
     dropped: set[str],
@@ -546,7 +546,7 @@ def _carry(
     raw: list[str] = (),
 ) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
-    metadata, the user's name (``name``: the stats keys to set, ``_name_after`` / ``_name_kept``),
+    metadata, the user's name (``name``: the stats keys to set, ``name_after`` / ``_name_kept``),
     the ids of messages stamped at arrival and of those kept without inference (``raw``: new ones),
     supersessions; the dropped ids leave."""
     meta.carry(old, new, added, dropped)
@@ -599,7 +599,7 @@ def _name_stats(name: str | None, source: dict | None) -> dict:
     return {USER_NAME: name} | ({USER_NAME_FROM: source} if source is not None else {})
 
 
-def _name_after(stats: dict, given: str | None, claim: tuple[people.NameClaim, str] | None) -> dict:
+def name_after(stats: dict, given: str | None, claim: tuple[people.NameClaim, str] | None) -> dict:
     """The user's name after an add: the app's ``given`` one; else a name the user gave now
     (``claim``: the claim and its message id) where it replaces the one learned before
     (``people.replaces``; the app's stays); else the one before."""
@@ -631,7 +631,7 @@ def _name_kept(stats: dict, messages: list[Message], touched: set[str]) -> dict:
             and people.replaces(c, best and best[0])
         ):
             best = (c, m.id)
-    return _name_after({}, None, best)
+    return name_after({}, None, best)
 
 
 def _no_statements(config):
