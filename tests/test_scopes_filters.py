@@ -237,3 +237,38 @@ def test_a_bulk_built_store_is_listed_and_addressed_by_its_memory_ids(tmp_path, 
     ) as ro:
         assert sorted(s["user_id"] for s in ro.scopes()) == sorted(ids)
         assert ro.search("tea?", user_id=ids[0])[0].units
+
+
+def test_a_list_of_times_with_null_or_wildcard_is_refused_naming_the_field(eng):
+    for flt in ({"created_at": {"in": [None]}}, {"updated_at": {"nin": ["*"]}}):
+        with pytest.raises(ValueError, match=r"filters: (created|updated)_at"):
+            eng.get_all(user_id="u", filters=flt)
+        with pytest.raises(ValueError, match=r"filters: (created|updated)_at"):
+            eng.search("Lisbon", user_id="u", filters=flt)
+
+
+def test_a_derived_id_in_several_of_a_users_memories_is_ambiguous_not_another_unit(eng):
+    """A user-wide read merges memories whose derived ids repeat (each has semantic:0): naming one by
+    the user alone is refused as ambiguous; with its agent and run it names that one."""
+    sem = {
+        s: {u["id"] for u in eng.get_all(**_scope(s)) if u["type"] == "semantic"}
+        for s in SCOPES
+        if s[0] == "u"
+    }
+    shared = set.intersection(*sem.values())
+    assert shared, "the memories' statements share an id"
+    uid = sorted(shared)[0]
+    with pytest.raises(KeyError, match="ambiguous"):
+        eng.delete(uid, user_id="u")
+
+    def units():  # (agent, run, id) of every unit the user's read covers
+        return {(u["agent_id"], u["run_id"], u["id"]) for u in eng.get_all(user_id="u")}
+
+    before = units()
+    eng.delete(uid, user_id="u", agent_id="a1")
+    gone = before - units()
+    assert gone and {(a, r) for a, r, _ in gone} == {("a1", None)}
+
+
+def test_a_message_of_a_users_agent_memory_is_found_by_the_user(eng):
+    assert eng.get("m1", user_id="u")["text"].startswith("My sister lives in Porto")

@@ -177,6 +177,10 @@ def _times_in(flt: dict, key: str, name: str) -> None:
                 _times_in(p, key, name)
         elif k == key:
             for y in x.values() if isinstance(x, dict) else [x]:
+                if isinstance(y, list) and any(z is None or z == "*" for z in y):
+                    raise ValueError(
+                        f"{name}: {k}: a list of times holds ISO date-times or epoch seconds only"
+                    )
                 for z in y if isinstance(y, list) else [y]:
                     if z != "*" and z is not None:
                         _time(z, f"{name}: {k}")

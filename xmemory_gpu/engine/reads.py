@@ -229,18 +229,24 @@ class Reads:
         first; with none stored, the list is that memory alone (a search of it finds nothing). A
         quarantined memory other than that one is left out, and that one refused (``QuarantinedError``);
         ``quarantined=True`` lists them all (``delete_all`` removes them). Looked up in ``_scope_index``."""
+        with self._rw.read():
+            return self._covered(user_id, agent_id, run_id, quarantined=quarantined)
+
+    def _covered(
+        self, user_id: Any = None, agent_id: Any = None, run_id: Any = None, *, quarantined: bool = False
+    ) -> list[str]:
+        """``scope_keys``' lookup; the caller holds the read lock or the writer."""
         scope = inputs.check_scope(user_id, agent_id, run_id)
         exact = self._exact(user_id, agent_id, run_id)
         usable = (lambda k: k) if quarantined else self._usable
         if None not in scope.values():
             return [usable(exact)]
-        with self._rw.read():
-            index = self._scope_index()
-            found = None
-            for part, v in scope.items():
-                if v is not None:
-                    keys = index.get((part, v), set())
-                    found = set(keys) if found is None else found & keys
+        index = self._scope_index()
+        found = None
+        for part, v in scope.items():
+            if v is not None:
+                keys = index.get((part, v), set())
+                found = set(keys) if found is None else found & keys
         hits = sorted(k for k in found or () if k != exact and (quarantined or k not in self.quarantined))
         if exact in self._loaded or exact in self.quarantined or not hits:
             hits.insert(0, usable(exact))
@@ -523,7 +529,7 @@ class Reads:
             return []
         try:
             if user_id is not None or agent_id is not None or run_id is not None:
-                return [self._exact(user_id, agent_id, run_id)]
+                return self.scope_keys(user_id, agent_id, run_id)  # every memory the scope covers
             return self.store.find_message(unit_id) if isinstance(unit_id, str) and unit_id else []
         except (TypeError, ValueError):
             return []
@@ -556,7 +562,30 @@ class Reads:
                     f"unit {unit_id!r}: {'no such message' if not keys else 'ambiguous: give user_id'}"
                 )
             return keys[0], "message", -1
-        key = self._usable(self._exact(user_id, agent_id, run_id))
+        keys = self._covered(user_id, agent_id, run_id)
+        if len(keys) == 1:
+            return self._find(keys[0], unit_id, unit)
+        found = []  # a scope with a part left out covers several memories: the unit must be in one
+        for key in keys:
+            try:
+                found.append(self._find(key, unit_id, unit))
+            except KeyError:
+                continue
+        if len(found) != 1:
+            raise KeyError(
+                f"unit {unit_id!r}: "
+                + (
+                    "not in this scope's memories"
+                    if not found
+                    else "ambiguous, it is in several of this scope's memories "
+                    f"({', '.join(str(scope_of(k)) for k, _, _ in found)}): give agent_id and run_id"
+                )
+            )
+        return found[0]
+
+    def _find(self, key: str, unit_id: str, unit: tuple[str, int] | None) -> tuple[str, str, int]:
+        """(key, kind, local row; -1 for a message) of ``unit_id`` in memory ``key`` (KeyError: not there)."""
+        key = self._usable(key)
         b = self.bank.index.get(key)
         if b is None:
             raise KeyError(f"unit {unit_id!r}: no memory for this scope")
