@@ -199,7 +199,7 @@ def test_nothing_relevant_comes_back_empty_with_a_note(tmp_path):
 def test_the_figures_on_the_role_chats_with_the_default_embedder():
     from assistant_chats import run
 
-    res = run(None, 150, ["xmemory"], 1.0)  # the engine's defaults: the no-answer gate on
+    res = run(None, 150, ["xmemory"], 1.0)  # the engine's defaults (no no-answer gate)
     m = res["strategies"]["xmemory"]
     assert m["recall_first"] >= 0.85 and m["recall_named"] >= 0.85, m
     assert m["newer_first"] >= 0.75 and m["auroc"] >= 0.85, m

@@ -119,10 +119,11 @@ class BaselinesConfig:
 @dataclass
 class LiveConfig:
     # the live engine's "nothing relevant" gate: a search whose most relevant unit (query-unit cosine)
-    # is below this returns no units and a note. -1: the value calibrated for the store's embedder
-    # (engine.results.CALIBRATED_NO_ANSWER; off for an embedder not calibrated), 0: off; a caller's
-    # own ``threshold`` replaces it
-    no_answer_threshold: float = -1.0
+    # is below this returns no units and a note. 0 (the default): off, since one cosine does not tell a
+    # never-said question from an answered one on public chats (benchmarks/RESULTS.md); -1: the value
+    # calibrated for the store's embedder on LoCoMo dev (engine.results.CALIBRATED_NO_ANSWER; off for
+    # an embedder not calibrated); a caller's own ``threshold`` replaces it
+    no_answer_threshold: float = 0.0
 
 
 @dataclass
