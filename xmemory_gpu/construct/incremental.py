@@ -44,6 +44,7 @@ from .segment import (
     make_episodes,
 )
 from .semantic import DEDUP_BLOCK, extract_statements, match_duplicates
+from .theme_state import kept_graph_fits
 from .themes import ThemeState, grow_themes
 
 
@@ -251,10 +252,9 @@ def grow(
     return out
 
 
-def _graph_kept(mem: Memory, k: int) -> bool:
-    """Whether ``mem``'s semantic kNN lists are its graph (not the empty lists ``forget.without`` leaves)."""
-    g = mem.sem_knn_idx
-    return g.shape == (len(mem.semantics), k) and (len(mem.semantics) < 2 or bool((g >= 0).any()))
+def _graph_kept(mem: Memory, k: int, drop: bool) -> bool:
+    """Whether ``mem``'s semantic kNN lists are its graph under this k and edge rule."""
+    return kept_graph_fits(mem.sem_knn_idx, mem.sem_knn_sim, len(mem.semantics), k, drop)
 
 
 def semantic_graphs(
@@ -271,7 +271,7 @@ def semantic_graphs(
     idx, sim = np.full((n, k), -1, np.int32), np.full((n, k), -np.inf, np.float32)
     if not n:
         return idx, sim
-    kept = [_graph_kept(m, k) for m in memories]
+    kept = [_graph_kept(m, k, drop_nonpositive) for m in memories]
     n_old = np.array([len(m.semantics) if ok else 0 for m, ok in zip(memories, kept)], np.int64)
     whole = [b for b, ok in enumerate(kept) if not ok]
     if whole:

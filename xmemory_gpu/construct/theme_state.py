@@ -34,6 +34,21 @@ from ..ops.rows import live_rows, unit_rows
 ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
 
 
+def kept_graph_fits(idx: np.ndarray, sim: np.ndarray, n: int, k: int, drop: bool, zero: float = 0.0) -> bool:
+    """Whether stored kNN lists (idx, sim [n, k]) are a graph built with this k and edge rule, so
+    upkeep may start from them: the shape is [n, k]; with ``drop`` no edge is at most ``zero``; without
+    it every list is full (min(k, n - 1) entries: only the dropping rule leaves one short). The empty
+    lists ``forget.without`` leaves fail the second test, a graph of another rule one of them."""
+    if idx.shape != (n, k) or sim.shape != (n, k):
+        return False
+    if n < 2:
+        return True
+    held = idx >= 0
+    if drop:
+        return bool(held.any()) and not bool((sim[held] <= zero).any())
+    return bool((held.sum(axis=1) == min(k, n - 1)).all())
+
+
 class ThemeState:
     """Themes of one memory under construction. Rows of ``x`` are its semantic nodes in order."""
 
@@ -91,7 +106,11 @@ class ThemeState:
         st.n_attached = int(n_attached)
         st.next_id = max([int(next_id), *[t + 1 for t in st.slot_of]])
         n_th = len(theme_ids)
-        if graph is not None and n_th and graph[0].shape == (n_th, k) and (n_th < 2 or (graph[0] >= 0).any()):
+        if (
+            graph is not None
+            and n_th
+            and kept_graph_fits(graph[0], graph[1], n_th, k, drop_nonpositive, ZERO_COSINE)
+        ):
             st.graph_slots = np.arange(n_th, dtype=np.int64)
             st.graph_idx = np.asarray(graph[0], np.int32).copy()
             st.graph_sim = np.asarray(graph[1], np.float32).copy()

@@ -16,6 +16,17 @@ def normalize64(x: np.ndarray) -> np.ndarray:
     return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
 
 
+def dots(a: np.ndarray, b: np.ndarray, rows: int = 16) -> np.ndarray:
+    """a [m, d] @ b [n, d].T in float64, each entry summed in one order that depends on d alone (the
+    products of a pair, then NumPy's sum along them), so a pair's cosine is the same bits wherever
+    it sits: in a graph, a search, a block of any shape (BLAS products are not: their tiles add in
+    orders that depend on the shapes). ``rows`` rows of a at a time: memory O(rows * n * d)."""
+    out = np.empty((a.shape[0], b.shape[0]))
+    for i in range(0, a.shape[0], rows):
+        out[i : i + rows] = (a[i : i + rows, None, :] * b[None, :, :]).sum(axis=2)
+    return out
+
+
 def topk_rows(
     sims: np.ndarray, cols: np.ndarray, k: int, drop_nonpositive: bool
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -48,7 +59,7 @@ def knn_graph(
         s, e = int(offsets[b]), int(offsets[b + 1])
         if e - s < 2:
             continue
-        g = xn[s:e] @ xn[s:e].T
+        g = dots(xn[s:e], xn[s:e])
         np.fill_diagonal(g, -np.inf)  # self excluded
         idx[s:e], sim[s:e] = topk_rows(g, np.arange(s, e), k, drop_nonpositive)
     return idx, sim
@@ -72,7 +83,7 @@ def knn_search(
         xs, xe = int(x_offsets[b]), int(x_offsets[b + 1])
         if qe == qs:
             continue
-        idx[qs:qe], sim[qs:qe] = topk_rows(qn[qs:qe] @ xn[xs:xe].T, np.arange(xs, xe), k, drop_nonpositive)
+        idx[qs:qe], sim[qs:qe] = topk_rows(dots(qn[qs:qe], xn[xs:xe]), np.arange(xs, xe), k, drop_nonpositive)
     return idx, sim
 
 
