@@ -178,38 +178,6 @@ py::array_t<int64_t> drift_runs(const py::array_t<float, py::array::c_style>& x,
 
 }  // namespace
 
-// NumPy's pairwise sum of n doubles (numpy/_core/src/umath/loops_utils.h.src, what np.add.reduce
-// runs along a contiguous axis, from 0): below 8 one by one; up to 128 eight accumulators, then
-// ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) and the rest one by one; above, the two halves
-// (the first a multiple of 8 long) summed apart. Of the values f(v[i]): v[i] itself, or its square
-// (this file is compiled without multiply-add contraction, so each square is rounded as NumPy's
-// x * x is).
-template <typename F>
-double pairwise(const double* v, int64_t n, F f) {
-  if (n < 8) {
-    double res = 0.0;
-    for (int64_t i = 0; i < n; ++i) res += f(v[i]);
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int k = 0; k < 8; ++k) r[k] = f(v[k]);
-    int64_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int k = 0; k < 8; ++k) r[k] += f(v[i + k]);
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += f(v[i]);
-    return res;
-  }
-  int64_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return pairwise(v, n2, f) + pairwise(v + n2, n - n2, f);
-}
-
-double pairwise_sq(const double* v, int64_t n) {
-  return pairwise(v, n, [](double a) { return a * a; });
-}
-
 // CSR offsets o [nb+1] over `total` entries: every block inside them and none decreasing, else
 // ValueError(message).
 void check_blocks(const int64_t* o, int64_t nb, int64_t total, const char* message) {
@@ -217,7 +185,7 @@ void check_blocks(const int64_t* o, int64_t nb, int64_t total, const char* messa
     if (o[b] < 0 || o[b] > o[b + 1] || o[b + 1] > total) throw py::value_error(message);
 }
 
-// np.sum of each segment of v [n] float64 (segment b: v[off[b]:off[b+1]]), bit for bit: [nb].
+// The sum of each segment of v [n] float64 (segment b: v[off[b]:off[b+1]]) in sum4's order: [nb].
 py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& v,
                                  const py::array_t<int64_t, py::array::c_style>& off) {
   if (v.ndim() != 1 || off.ndim() != 1 || off.size() < 1) throw py::value_error("segment_sums: expected v [n], off [nb+1]");
@@ -227,7 +195,7 @@ py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& 
   py::array_t<double> out(nb);
   double* r = out.mutable_data();
   const double* x = v.data();
-  for (int64_t b = 0; b < nb; ++b) r[b] = pairwise(x + o[b], o[b + 1] - o[b], [](double a) { return a; });
+  for (int64_t b = 0; b < nb; ++b) r[b] = sum4(x + o[b], o[b + 1] - o[b]);
   return out;
 }
 
@@ -247,7 +215,7 @@ double median_of(std::vector<double>& v) {
 // norms, counts [T], s [T] each theme's nearest cosine (0 in a block of one theme), theme_off [nb+1],
 // n [nb] node counts. Per block with themes and nodes, objective_from_parts' operations in its order:
 // medians as order statistics, sigma squared by the C library's pow as Python's float ** takes it,
-// exp the C library's (math.exp), the mean NumPy's pairwise sum of the block's terms / k; 0 elsewhere.
+// exp the C library's (math.exp), the mean sum4 of the block's terms / k; 0 elsewhere.
 py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norms,
                              const py::array_t<int64_t, py::array::c_style>& counts,
                              const py::array_t<double, py::array::c_style>& s, const py::array_t<int64_t, py::array::c_style>& theme_off,
@@ -285,14 +253,13 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
     }
     const double kd = static_cast<double>(k);
     const auto nn = static_cast<int64_t>(static_cast<uint64_t>(nodes[b]) * static_cast<uint64_t>(nodes[b]));  // NumPy's wrap
-    f[b] = static_cast<double>(nn) / (kd * sumsq) + pairwise(term.data(), k, [](double a) { return a; }) / kd;
+    f[b] = static_cast<double>(nn) / (kd * sumsq) + sum4(term.data(), k) / kd;
   }
   return out;
 }
 
-// Row norms of x [m, d] float64 (ops/rows.py row_norms: np.sqrt(np.add.reduce(x * x, axis=1)), bit
-// for bit) and, with `unit`, the rows divided by them (zero where the norm is not > 0, as
-// np.divide(..., where=norm > 0) into zeros), as float64 or rounded to float32.
+// Row norms of x [m, d] float64, sqrt(dot4(x_i, x_i)) (ops/rows row_norms), and, with `unit`, the rows
+// divided by them (zero where the norm is not > 0), as float64 or rounded to float32.
 py::array row_norms_c(const py::array_t<double, py::array::c_style>& x, bool unit, bool f32) {
   if (x.ndim() != 2) throw py::value_error("row_norms: expected x [m, d]");
   const int64_t m = x.shape(0), d = x.shape(1);
@@ -301,14 +268,14 @@ py::array row_norms_c(const py::array_t<double, py::array::c_style>& x, bool uni
     py::array_t<double> out(m);
     double* o = out.mutable_data();
     xmem::GilRelease release;
-    for (int64_t i = 0; i < m; ++i) o[i] = std::sqrt(pairwise_sq(v + i * d, d));
+    for (int64_t i = 0; i < m; ++i) o[i] = std::sqrt(dot4(v + i * d, v + i * d, d));
     return out;
   }
   auto fill = [&](auto* o) {
     using T = std::remove_pointer_t<decltype(o)>;
     xmem::GilRelease release;
     for (int64_t i = 0; i < m; ++i) {
-      const double nrm = std::sqrt(pairwise_sq(v + i * d, d));
+      const double nrm = std::sqrt(dot4(v + i * d, v + i * d, d));
       const double* row = v + i * d;
       T* dst = o + i * d;
       if (nrm > 0) {
@@ -421,9 +388,9 @@ void register_rows(py::module_& m) {
   m.def("f_blocks", &f_blocks, py::arg("norms"), py::arg("counts"), py::arg("s"), py::arg("theme_off"), py::arg("n"), py::arg("eps"),
         "f(P) of every block from its themes' sum norms, counts and nearest cosines (ops/objective/state.py _f_blocks)");
   m.def("segment_sums", &segment_sums, py::arg("v"), py::arg("off"),
-        "np.sum of each segment v[off[b]:off[b+1]] of v [n] float64, bit for bit (NumPy's pairwise sum)");
+        "the sum of each segment v[off[b]:off[b+1]] of v [n] float64, in sum4's order");
   m.def("row_norms", &row_norms_c, py::arg("x"), py::arg("unit"), py::arg("f32"),
-        "np.sqrt(np.add.reduce(x * x, axis=1)) of x [m, d] float64, bit for bit, or the rows divided by it");
+        "sqrt(dot4(x_i, x_i)) of each row of x [m, d] float64, or the rows divided by it");
   m.def("take_rows2", &take_rows2, py::arg("a"), py::arg("b"), py::arg("take"),
         "rows of [a; b] by index (np.concatenate([a, b])[take]) without forming [a; b]");
   m.def("add_rows", &add_rows, py::arg("sums"), py::arg("group"), py::arg("x"), py::arg("rows"),

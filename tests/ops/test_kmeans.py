@@ -1,4 +1,4 @@
-"""Seeded spherical k-means (ops/kmeans) against the theme stage's per-theme code of 709412f
+"""Seeded spherical k-means (ops/kmeans) against the theme stage's per-theme code
 (tests/ops/kmeans_oracle.py, drawing from each theme's generator run by run): the batched op on every
 host backend and ISA, and ``split_proposals`` built on it, give the same labels, in the same order."""
 
@@ -86,7 +86,7 @@ def test_connected_components_equal_the_union_find():
 
 def test_cpu_isas_are_bit_identical(monkeypatch):
     """One call over many runs (past the kernel's threading threshold): every ISA this CPU runs gives
-    the same labels and flags (dot4 and NumPy's pairwise sums, no fused multiply-adds), and on the
+    the same labels and flags (dot4 and sum4, no fused multiply-adds), and on the
     themes with distinct rows, the reference's labels."""
     if "cpu" not in BACKENDS:
         pytest.skip("the C++ module is not built")

@@ -25,7 +25,7 @@ def _kmeans_drawing(x: np.ndarray, k: int, rng: np.random.Generator, iters: int 
     n = x.shape[0]
     centers = [x[rng.integers(n)]]
     for _ in range(1, k):
-        dist = 1.0 - np.max(x @ np.stack(centers).T, axis=1)
+        dist = 1.0 - np.max(dot4_gram(x, np.stack(centers)), axis=1)
         p = np.clip(dist, 0, None)
         centers.append(x[rng.choice(n, p=p / p.sum())] if p.sum() > 0 else x[rng.integers(n)])
     return lloyd(x, np.stack(centers), iters)

@@ -1,10 +1,12 @@
-"""Float64 NumPy reference of ``spherical_kmeans``: the theme stage's k-means, one run at a time."""
+"""Float64 NumPy reference of ``spherical_kmeans``: the theme stage's k-means, one run at a time, in the
+kernel's fixed order (cosines and norms by ``dot4``, totals by ``sum4``, centre sums row by row)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..rows import row_norms, row_sum_in_order
+from ..rows import dot4, row_norms, row_sum_in_order, sum4
+from ..rows.reference import dot4_gram
 
 
 def first_appearance(labels: np.ndarray) -> np.ndarray:
@@ -22,11 +24,12 @@ def seeded_run(x: np.ndarray, k: int, first: int, uniforms: np.ndarray, iters: i
     weight is zero (all rows on a centre: the caller's rng would have drawn an integer instead)."""
     centers = [x[first]]
     for j in range(1, k):
-        dist = 1.0 - np.max(x @ np.stack(centers).T, axis=1)
+        dist = 1.0 - np.max(dot4_gram(x, np.stack(centers)), axis=1)
         p = np.clip(dist, 0, None)
-        if not p.sum() > 0:
+        total = float(sum4(p))
+        if not total > 0:
             return None
-        cdf = np.cumsum(p / p.sum())
+        cdf = np.cumsum(p / total)
         cdf /= cdf[-1]
         centers.append(x[int(np.searchsorted(cdf, uniforms[j - 1], side="right"))])
     return lloyd(x, np.stack(centers), iters)
@@ -39,11 +42,11 @@ def lloyd(x: np.ndarray, c: np.ndarray, iters: int) -> np.ndarray:
     k = c.shape[0]
     labels = np.zeros(x.shape[0], dtype=np.int64)
     for _ in range(iters):
-        labels = np.argmax(x @ c.T, axis=1)
+        labels = np.argmax(dot4_gram(x, c), axis=1)
         if np.bincount(labels, minlength=k).min() == 0:
             for j in range(k):
                 if not np.any(labels == j):
-                    far = int(np.argmin(np.sum(x * c[labels], axis=1)))
+                    far = int(np.argmin(dot4(x, c[labels])))
                     labels[far] = j
         new = np.zeros_like(c)
         for j in range(k):  # running sums in row order

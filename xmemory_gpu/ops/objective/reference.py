@@ -163,7 +163,7 @@ def f_blocks(
         live
     ]  # integers: exact in any order
     # per block, as the per-memory code's Python floats: n * n / (k * sumsq) + sum(term) / k, the sum
-    # np.sum's (pairwise) over the block's slice; each operation one IEEE rounding either way
+    # sum4's over the block's slice; each operation one IEEE rounding either way
     nl, kl = n[live].astype(np.int64), k[live].astype(np.int64)
     f[live] = (nl * nl).astype(np.float64) / (kl.astype(np.float64) * sumsq) + segment_sums(
         term, theme_off, backend="reference"

@@ -27,7 +27,7 @@ import numpy as np
 from ..backends import host_implementation
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import row_norms, take_rows2, unit_rows
+from ..rows import row_norms, sum4, take_rows2, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -55,15 +55,17 @@ def libm_exp(v: np.ndarray) -> np.ndarray:
 
 
 def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n: int, eps: float) -> float:
-    """f(P) from the themes' sum norms [K], counts [K] and nearest-centroid cosines s [K]."""
+    """f(P) from the themes' sum norms [K], counts [K] and nearest-centroid cosines s [K]; the mean of
+    the per-theme terms is their ``sum4`` / K (one fixed order, as ``f_blocks`` takes it)."""
     k = len(counts)
     if k == 0 or n == 0:
         return 0.0
     cohesion = norms / counts
     m = float(np.median(s))
     sigma = float(np.median(np.abs(s - m))) + eps
-    return n * n / (k * float(np.sum(counts.astype(np.float64) ** 2))) + float(
-        np.mean(cohesion * libm_exp(-((s - m) ** 2) / (2 * sigma**2)))
+    return (
+        n * n / (k * float(np.sum(counts.astype(np.float64) ** 2)))
+        + float(sum4(cohesion * libm_exp(-((s - m) ** 2) / (2 * sigma**2)))) / k
     )
 
 
@@ -182,7 +184,7 @@ def f_blocks(
     """``objective_from_parts`` of every block at once, bit for bit: norms [T], counts [T], s [T] each theme's nearest
     cosine (its block's s is 0 where the block has one theme), theme_off [nb+1], n [nb] node counts.
     Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
-    elementwise, and each block's mean one ``sum`` over its slice, as ``np.mean`` sums. ``cpu``: one
+    elementwise, and each block's mean the ``sum4`` of its slice / k. ``cpu``: one
     C++ pass (``csrc/cpu/rows.cpp``); ``reference``: NumPy steps."""
     return host_implementation("f_blocks", backend)(norms, counts, s, theme_off, n, eps)
 
