@@ -199,10 +199,6 @@ py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& 
   return out;
 }
 
-// The C library's pow, called as CPython's float ** calls it (through a pointer: GCC would turn
-// pow(x, 2.0) into x * x, which may round otherwise).
-double (*volatile const libm_pow)(double, double) = static_cast<double (*)(double, double)>(::pow);
-
 // The values of a block sorted ascending, NaN last (np.sort's order), and its median as
 // ops/objective/state.py _f_blocks takes it: the middle one, or the mean of the middle two.
 double median_of(std::vector<double>& v) {
@@ -214,8 +210,8 @@ double median_of(std::vector<double>& v) {
 // f(P) of every block (ops/objective/state.py _f_blocks, bit for bit): norms [T] the themes' sum
 // norms, counts [T], s [T] each theme's nearest cosine (0 in a block of one theme), theme_off [nb+1],
 // n [nb] node counts. Per block with themes and nodes, objective_from_parts' operations in its order:
-// medians as order statistics, sigma squared by the C library's pow as Python's float ** takes it,
-// exp the C library's (math.exp), the mean sum4 of the block's terms / k; 0 elsewhere.
+// medians as order statistics, the Gaussian's denominator 2 * (sigma * sigma), exp the C library's
+// (math.exp), the mean sum4 of the block's terms / k; 0 elsewhere.
 py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norms,
                              const py::array_t<int64_t, py::array::c_style>& counts,
                              const py::array_t<double, py::array::c_style>& s, const py::array_t<int64_t, py::array::c_style>& theme_off,
@@ -243,7 +239,7 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
     const double m = median_of(dev);
     for (int64_t i = 0; i < k; ++i) dev[i] = std::fabs(sv[i] - m);
     const double sigma = median_of(dev) + eps;
-    const double den = 2.0 * libm_pow(sigma, 2.0);
+    const double den = 2.0 * (sigma * sigma);
     term.resize(static_cast<size_t>(k));
     double sumsq = 0.0;  // integers: exact in any order
     for (int64_t i = 0; i < k; ++i) {

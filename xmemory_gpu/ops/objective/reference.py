@@ -155,9 +155,7 @@ def f_blocks(
 
     m = median(s)
     sigma = median(np.abs(s - m[t_blk])) + eps
-    den = np.array(
-        [2 * float(v) ** 2 for v in sigma.tolist()]
-    )  # Python float powers, as objective_from_parts takes them
+    den = 2.0 * (sigma * sigma)
     term = norms / counts * libm_exp(-((s - m[t_blk]) ** 2) / den[t_blk])
     sumsq = segment_sums(counts.astype(np.float64) ** 2, theme_off, backend="reference")[
         live

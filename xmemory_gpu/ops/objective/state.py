@@ -55,8 +55,9 @@ def libm_exp(v: np.ndarray) -> np.ndarray:
 
 
 def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n: int, eps: float) -> float:
-    """f(P) from the themes' sum norms [K], counts [K] and nearest-centroid cosines s [K]; the mean of
-    the per-theme terms is their ``sum4`` / K (one fixed order, as ``f_blocks`` takes it)."""
+    """f(P) from the themes' sum norms [K], counts [K] and nearest-centroid cosines s [K]; the Gaussian's
+    denominator is ``2.0 * (sigma * sigma)`` and the mean of the per-theme terms their ``sum4`` / K
+    (plain IEEE operations in one order, as ``f_blocks`` takes them)."""
     k = len(counts)
     if k == 0 or n == 0:
         return 0.0
@@ -65,7 +66,7 @@ def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n
     sigma = float(np.median(np.abs(s - m))) + eps
     return (
         n * n / (k * float(np.sum(counts.astype(np.float64) ** 2)))
-        + float(sum4(cohesion * libm_exp(-((s - m) ** 2) / (2 * sigma**2)))) / k
+        + float(sum4(cohesion * libm_exp(-((s - m) ** 2) / (2.0 * (sigma * sigma))))) / k
     )
 
 
