@@ -199,6 +199,8 @@ py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& 
   return out;
 }
 
+constexpr int64_t kBelow31 = int64_t(1) << 31;
+
 // The values of a block sorted ascending, NaN last (np.sort's order), and its median as
 // ops/objective/state.py _f_blocks takes it: the middle one, or the mean of the middle two.
 double median_of(std::vector<double>& v) {
@@ -222,6 +224,8 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
   const int64_t nb = n.size(), total = norms.size();
   const int64_t* o = theme_off.data();
   check_blocks(o, nb, total, "f_blocks: theme offsets outside the themes or decreasing");
+  for (int64_t b = 0; b < nb; ++b)  // (n * n is then exact in int64)
+    if (n.data()[b] >= kBelow31) throw py::value_error("f_blocks: n must be below 2**31");
   py::array_t<double> out(nb);
   double* f = out.mutable_data();
   const double* nrm = norms.data();
@@ -248,8 +252,7 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
       sumsq += c * c;
     }
     const double kd = static_cast<double>(k);
-    const auto nn = static_cast<int64_t>(static_cast<uint64_t>(nodes[b]) * static_cast<uint64_t>(nodes[b]));  // NumPy's wrap
-    f[b] = static_cast<double>(nn) / (kd * sumsq) + sum4(term.data(), k) / kd;
+    f[b] = static_cast<double>(nodes[b] * nodes[b]) / (kd * sumsq) + sum4(term.data(), k) / kd;
   }
   return out;
 }

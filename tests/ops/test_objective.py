@@ -1047,6 +1047,20 @@ def test_f_blocks_are_objective_from_parts_per_block(seed):
         assert got[0][b] == want and got[1][b] == want, (b, got[0][b], got[1][b], want)
 
 
+def test_f_blocks_count_nodes_below_2_31():
+    """n * n is exact in int64 for n below 2**31 (the largest gives the same f on both backends and as
+    ``objective_from_parts``' Python integers); n at 2**31 is refused with ``ValueError`` naming n."""
+    from xmemory_gpu.ops.objective.state import f_blocks, objective_from_parts
+
+    norms, counts, s, off = np.array([3.0, 2.0]), np.array([4, 3]), np.array([0.5, 0.5]), np.array([0, 2])
+    big = np.array([2**31 - 1])
+    want = objective_from_parts(norms, counts, s, 2**31 - 1, 1e-8)
+    for backend in HOST_BACKENDS:
+        assert f_blocks(norms, counts, s, off, big, 1e-8, backend=backend)[0] == want
+        with pytest.raises(ValueError, match="n: node counts must be below 2"):
+            f_blocks(norms, counts, s, off, big + 1, 1e-8, backend=backend)
+
+
 def test_libm_exp_is_the_c_librarys():
     import math
 

@@ -187,6 +187,8 @@ def f_blocks(
     Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
     elementwise, and each block's mean the ``sum4`` of its slice / k. ``cpu``: one
     C++ pass (``csrc/cpu/rows.cpp``); ``reference``: NumPy steps."""
+    if np.size(n) and int(np.max(n)) >= 2**31:
+        raise ValueError(f"n: node counts must be below 2**31 (n * n exact in int64), got {int(np.max(n))}")
     return host_implementation("f_blocks", backend)(norms, counts, s, theme_off, n, eps)
 
 
