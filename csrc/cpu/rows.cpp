@@ -201,6 +201,41 @@ py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& 
 
 constexpr int64_t kBelow31 = int64_t(1) << 31;
 
+// exp in plain IEEE double operations, the same bits wherever it runs (ops/objective/state.py exp_fixed
+// is its NumPy twin; this file compiles with -ffp-contract=off, so no multiply-add is fused): NaN stays
+// NaN, above 709.782712893384 inf, below -745.1332191019412 zero; else k = floor(x / ln 2 + 1/2),
+// r = (x - k ln2_hi) - k ln2_lo (fdlibm's split of ln 2: k ln2_hi is exact), exp(r) by the Taylor
+// polynomial of degree 13 in Horner's order, times 2^k in at most two exact-or-once-rounded steps.
+// Within 1 ulp of the correctly rounded exp.
+double exp_fixed(double x) {
+  constexpr double kInvLn2 = 1.44269504088896338700e+00, kLn2Hi = 6.93147180369123816490e-01,
+                   kLn2Lo = 1.90821492927058770002e-10;
+  constexpr double c[14] = {1.0,           1.0,           1.0 / 2,         1.0 / 6,         1.0 / 24,
+                            1.0 / 120,     1.0 / 720,     1.0 / 5040,      1.0 / 40320,     1.0 / 362880,
+                            1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800};
+  if (std::isnan(x)) return x;
+  if (x > 709.782712893384) return std::numeric_limits<double>::infinity();
+  if (x < -745.1332191019412) return 0.0;
+  const double k = std::floor(x * kInvLn2 + 0.5);
+  const double r = (x - k * kLn2Hi) - k * kLn2Lo;
+  double p = c[13];
+  for (int i = 12; i >= 0; --i) p = p * r + c[i];
+  const int e = static_cast<int>(k);
+  if (e < -1021) return (p * std::ldexp(1.0, e + 600)) * std::ldexp(1.0, -600);
+  if (e > 1023) return (p * std::ldexp(1.0, e - 600)) * std::ldexp(1.0, 600);
+  return p * std::ldexp(1.0, e);
+}
+
+// exp_fixed of each element of v [n] float64 (f_blocks' exp, exposed for its tests)
+py::array_t<double> exp_fixed_array(const py::array_t<double, py::array::c_style | py::array::forcecast>& v) {
+  py::array_t<double> out(v.size());
+  const double* pv = v.data();
+  double* po = out.mutable_data();
+  for (py::ssize_t i = 0; i < v.size(); ++i) po[i] = exp_fixed(pv[i]);
+  return out;
+}
+
+
 // The values of a block sorted ascending, NaN last (np.sort's order), and its median as
 // ops/objective/state.py _f_blocks takes it: the middle one, or the mean of the middle two.
 double median_of(std::vector<double>& v) {
@@ -212,8 +247,8 @@ double median_of(std::vector<double>& v) {
 // f(P) of every block (ops/objective/state.py _f_blocks, bit for bit): norms [T] the themes' sum
 // norms, counts [T], s [T] each theme's nearest cosine (0 in a block of one theme), theme_off [nb+1],
 // n [nb] node counts. Per block with themes and nodes, objective_from_parts' operations in its order:
-// medians as order statistics, the Gaussian's denominator 2 * (sigma * sigma), exp the C library's
-// (math.exp), the mean sum4 of the block's terms / k; 0 elsewhere.
+// medians as order statistics, the Gaussian's denominator 2 * (sigma * sigma), exp by exp_fixed, the
+// mean sum4 of the block's terms / k; 0 elsewhere.
 py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norms,
                              const py::array_t<int64_t, py::array::c_style>& counts,
                              const py::array_t<double, py::array::c_style>& s, const py::array_t<int64_t, py::array::c_style>& theme_off,
@@ -248,7 +283,7 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
     double sumsq = 0.0;  // integers: exact in any order
     for (int64_t i = 0; i < k; ++i) {
       const double z = sv[i] - m, c = static_cast<double>(cnt[t0 + i]);
-      term[i] = nrm[t0 + i] / c * std::exp(-(z * z) / den);
+      term[i] = nrm[t0 + i] / c * exp_fixed(-(z * z) / den);
       sumsq += c * c;
     }
     const double kd = static_cast<double>(k);
@@ -386,6 +421,7 @@ void register_rows(py::module_& m) {
         "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
   m.def("f_blocks", &f_blocks, py::arg("norms"), py::arg("counts"), py::arg("s"), py::arg("theme_off"), py::arg("n"), py::arg("eps"),
         "f(P) of every block from its themes' sum norms, counts and nearest cosines (ops/objective/state.py _f_blocks)");
+  m.def("exp_fixed", &exp_fixed_array, py::arg("v"), "exp_fixed (f_blocks' exp) of each element of v [n] float64");
   m.def("segment_sums", &segment_sums, py::arg("v"), py::arg("off"),
         "the sum of each segment v[off[b]:off[b+1]] of v [n] float64, in sum4's order");
   m.def("row_norms", &row_norms_c, py::arg("x"), py::arg("unit"), py::arg("f32"),

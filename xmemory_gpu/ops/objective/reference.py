@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rows import add_rows_in_order, dot4_gram, segment_sums
-from .state import _KEY, libm_exp
+from .state import _KEY, exp_fixed
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -156,7 +156,7 @@ def f_blocks(
     m = median(s)
     sigma = median(np.abs(s - m[t_blk])) + eps
     den = 2.0 * (sigma * sigma)
-    term = norms / counts * libm_exp(-((s - m[t_blk]) ** 2) / den[t_blk])
+    term = norms / counts * exp_fixed(-((s - m[t_blk]) ** 2) / den[t_blk])
     sumsq = segment_sums(counts.astype(np.float64) ** 2, theme_off, backend="reference")[
         live
     ]  # integers: exact in any order
