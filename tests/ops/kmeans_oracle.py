@@ -1,10 +1,12 @@
 """The theme stage's split proposals run by run (one k-means run at a time, drawing from the theme's
 generator as it goes), with the fixed-order arithmetic of the rule (cosines and norms by ``dot4``,
-centre sums row by row): the oracle tests/ops/test_kmeans.py holds the batched op and
+centre sums row by row, a further centre the first row whose prefix sum of the weights exceeds a
+uniform times their total): the oracle tests/ops/test_kmeans.py holds the batched op and
 ``construct/theme_split.split_proposals`` to."""
 
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import numpy as np
@@ -25,9 +27,13 @@ def spherical_kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int
     n = x.shape[0]
     centers = [x[rng.integers(n)]]
     for _ in range(1, k):
-        dist = 1.0 - np.max(dot4_gram(x, np.stack(centers), backend="reference"), axis=1)
-        p = np.clip(dist, 0, None)
-        centers.append(x[rng.choice(n, p=p / p.sum())] if p.sum() > 0 else x[rng.integers(n)])
+        w = [max(1.0 - v, 0.0) for v in np.max(dot4_gram(x, np.stack(centers), backend="reference"), axis=1)]
+        c = [float(v) for v in itertools.accumulate(w)]  # prefix sums, one add at a time
+        if c[-1] > 0:
+            bar = rng.random() * c[-1]
+            centers.append(x[next((i for i, v in enumerate(c) if v > bar), n - 1)])
+        else:
+            centers.append(x[rng.integers(n)])
     c = np.stack(centers)
     labels = np.zeros(n, dtype=np.int64)
     for _ in range(iters):
