@@ -63,6 +63,7 @@ void add_rows(py::array sums, const py::array_t<int64_t, py::array::c_style>& gr
 }
 
 #include "xmemory/dot4.inc"
+#include "xmemory/exp_fixed.inc"
 
 // np.argmax of one row (the first largest; a NaN is the largest, its first occurrence)
 int64_t argmax(const double* v, int64_t k) {
@@ -200,31 +201,6 @@ py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& 
 }
 
 constexpr int64_t kBelow31 = int64_t(1) << 31;
-
-// exp in plain IEEE double operations, the same bits wherever it runs (ops/objective/state.py exp_fixed
-// is its NumPy twin; this file compiles with -ffp-contract=off, so no multiply-add is fused): NaN stays
-// NaN, above 709.782712893384 inf, below -745.1332191019412 zero; else k = floor(x / ln 2 + 1/2),
-// r = (x - k ln2_hi) - k ln2_lo (fdlibm's split of ln 2: k ln2_hi is exact), exp(r) by the Taylor
-// polynomial of degree 13 in Horner's order, times 2^k in at most two exact-or-once-rounded steps.
-// Within 1 ulp of the correctly rounded exp.
-double exp_fixed(double x) {
-  constexpr double kInvLn2 = 1.44269504088896338700e+00, kLn2Hi = 6.93147180369123816490e-01,
-                   kLn2Lo = 1.90821492927058770002e-10;
-  constexpr double c[14] = {1.0,           1.0,           1.0 / 2,         1.0 / 6,         1.0 / 24,
-                            1.0 / 120,     1.0 / 720,     1.0 / 5040,      1.0 / 40320,     1.0 / 362880,
-                            1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800};
-  if (std::isnan(x)) return x;
-  if (x > 709.782712893384) return std::numeric_limits<double>::infinity();
-  if (x < -745.1332191019412) return 0.0;
-  const double k = std::floor(x * kInvLn2 + 0.5);
-  const double r = (x - k * kLn2Hi) - k * kLn2Lo;
-  double p = c[13];
-  for (int i = 12; i >= 0; --i) p = p * r + c[i];
-  const int e = static_cast<int>(k);
-  if (e < -1021) return (p * std::ldexp(1.0, e + 600)) * std::ldexp(1.0, -600);
-  if (e > 1023) return (p * std::ldexp(1.0, e - 600)) * std::ldexp(1.0, 600);
-  return p * std::ldexp(1.0, e);
-}
 
 // exp_fixed of each element of v [n] float64 (f_blocks' exp, exposed for its tests)
 py::array_t<double> exp_fixed_array(const py::array_t<double, py::array::c_style | py::array::forcecast>& v) {

@@ -47,7 +47,8 @@ _EXP_TAYLOR = tuple(1.0 / math.factorial(i) for i in range(14))  # 1 / i!, each 
 
 def exp_fixed(v: Any) -> np.ndarray:
     """exp of each element of v (float64), in plain IEEE operations in one order, the bits of
-    ``exp_fixed`` in ``csrc/cpu/rows.cpp`` on every CPU (NumPy's own exp is vectorised per ISA, the C
+    ``exp_fixed`` in ``csrc/include/xmemory/exp_fixed.inc`` (f_blocks, partition_objective and
+    score_candidates in C++) on every CPU (NumPy's own exp is vectorised per ISA, the C
     library's differs between libraries and FMA or not): NaN stays NaN, above 709.782712893384 inf,
     below -745.1332191019412 zero; else k = floor(x / ln 2 + 1/2), r = (x - k ln2_hi) - k ln2_lo
     (fdlibm's split of ln 2), exp(r) by the degree-13 Taylor polynomial in Horner's order, times 2^k
