@@ -1,7 +1,7 @@
 """The theme stage in lockstep across memories equals the per-conversation path it replaced.
 
 References kept here (the code as it was before the stage was batched): ``_block_reference``, one
-memory's f(P) state from its labels (sums by ``np.add.at``, one product for the centroid cosines,
+memory's f(P) state from its labels (sums by ``np.add.at``, norms and centroid cosines by ``dot4``,
 top-2 by argmax, ``objective_from_parts``); ``_grow_reference``, one conversation at a time, its state rebuilt from
 its labels for every scoring call and its merge candidates from the per-theme loop
 (``merge_candidates_reference``). The batched path must take the same decisions to the last tie:
@@ -34,14 +34,14 @@ def _block_reference(x: np.ndarray, labels: np.ndarray, eps: float = 1e-8):
     """One memory's (theme labels, sums, counts, top-2 rows, top-2 cosines, f) from x [n, d] (any
     norms) and labels [n], as the per-memory state computed them."""
     x = np.asarray(x, np.float64)
-    nx = np.linalg.norm(x, axis=1, keepdims=True)
+    nx = np.sqrt(dot4(x, x))[:, None]  # norms in the rule's fixed order
     x = np.divide(x, nx, out=np.zeros_like(x), where=nx > 0)
     uniq, inv = np.unique(labels, return_inverse=True)
     k, d = len(uniq), x.shape[1]
     sm = np.zeros((k, d))
     np.add.at(sm, inv, x)
     cnt = np.bincount(inv, minlength=k).astype(np.int64)
-    nrm = np.linalg.norm(sm, axis=1)
+    nrm = np.sqrt(dot4(sm, sm))
     unit = np.divide(sm, nrm[:, None], out=np.zeros_like(sm), where=nrm[:, None] > 0)
     cos = dot4(
         unit[:, None, :], unit[None, :, :]

@@ -297,17 +297,20 @@ def test_theme_graph_has_no_edge_between_orthogonal_centroids():
 
 
 def test_row_sums_add_rows_one_after_another(rng):
-    """k-means centres are running sums in row order: ``row_sum_in_order`` gives the cumulative sum's
-    last row bit for bit, for one column and many, one row and hundreds, magnitudes 1e-8 to 1e8, and a
-    non-contiguous view."""
+    """k-means centres are running sums in row order from zero: ``row_sum_in_order`` gives the last row
+    of the cumulative sum of [0; m] bit for bit, for one column and many, one row and hundreds,
+    magnitudes 1e-8 to 1e8, negative zeros, and a non-contiguous view."""
+
+    def want(m: np.ndarray) -> np.ndarray:
+        return np.cumsum(np.vstack([np.zeros((1, m.shape[1])), m]), axis=0)[-1]
+
     for _ in range(400):
         n, d = int(rng.integers(1, 300)), int(rng.choice([1, 2, 3, 7, 64, 384, 391]))
         m = rng.standard_normal((n, d)) * rng.choice([1e-8, 1.0, 1e8], size=(n, 1))
-        np.testing.assert_array_equal(
-            row_sum_in_order(m).view(np.int64), np.cumsum(m, axis=0)[-1].view(np.int64)
-        )
+        np.testing.assert_array_equal(row_sum_in_order(m).view(np.int64), want(m).view(np.int64))
     m = rng.standard_normal((50, 40))[:, ::2]
-    np.testing.assert_array_equal(row_sum_in_order(m).view(np.int64), np.cumsum(m, axis=0)[-1].view(np.int64))
+    np.testing.assert_array_equal(row_sum_in_order(m).view(np.int64), want(m).view(np.int64))
+    assert row_sum_in_order(np.array([[-0.0], [-0.0]])).view(np.int64)[0] == 0  # +0.0, as 0.0 + -0.0
 
 
 def test_split_proposals_valid_and_seeded(rng):

@@ -161,15 +161,8 @@ py::list attach_rows_batch(const py::sequence& items, double attach_threshold, d
   return out;
 }
 
-// int64 arithmetic that wraps as NumPy's does (no undefined overflow)
-inline int64_t wrapping_add(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-inline int64_t wrapping_mul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-
-// merge_pairs' rule on raw columns, appending each pair's t and j slots (checked by the callers).
+// merge_pairs' rule on raw columns, appending each pair's t and j slots (checked by the callers: counts
+// and n_slots below 2**31 in magnitude, so the sums and keys below are exact in int64).
 void pairs_of(const int64_t* lv, int64_t n_live, const int32_t* ix, const float* sm, int64_t cols, const int64_t* cnt,
               int64_t n_slots, int64_t k, int64_t tiny_size, int64_t merge_candidates, int64_t size_cap,
               double pair_threshold, std::vector<int64_t>& ts, std::vector<int64_t>& js) {
@@ -183,9 +176,9 @@ void pairs_of(const int64_t* lv, int64_t n_live, const int32_t* ix, const float*
       const int32_t p = ix[r * cols + c];
       if (p < 0) continue;
       const int64_t j = lv[p];
-      if (wrapping_add(cnt[t], cnt[j]) > size_cap) continue;
+      if (cnt[t] + cnt[j] > size_cap) continue;
       if (!tiny && !(static_cast<double>(sm[r * cols + c]) >= pair_threshold)) continue;
-      if (seen.insert(wrapping_add(wrapping_mul(std::min(t, j), n_slots), std::max(t, j))).second) {
+      if (seen.insert(std::min(t, j) * n_slots + std::max(t, j)).second) {
         ts.push_back(t);
         js.push_back(j);
       }
@@ -209,6 +202,11 @@ void check_graph(const py::array_t<int64_t, py::array::c_style>& live, const py:
     if (lv[r] < 0 || lv[r] >= cap || lv[r] >= n_slots) throw std::invalid_argument("merge_pairs: a live slot outside the columns");
   for (int64_t e = 0; e < n_live * idx.shape(1); ++e)
     if (ix[e] >= n_live) throw std::invalid_argument("merge_pairs: a neighbour outside the live slots");
+  constexpr int64_t kBelow31 = int64_t(1) << 31;
+  const int64_t* cnt = counts.data();
+  if (n_slots >= kBelow31) throw std::invalid_argument("merge_pairs: n_slots must be below 2**31");
+  for (int64_t t = 0; t < cap; ++t)
+    if (cnt[t] <= -kBelow31 || cnt[t] >= kBelow31) throw std::invalid_argument("merge_pairs: counts must lie strictly within +-2**31");
 }
 
 py::array_t<int64_t> to_array(const std::vector<int64_t>& v) {

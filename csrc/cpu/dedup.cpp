@@ -1,7 +1,7 @@
 // The statements' de-duplication, its sequential part (construct/semantic.py::match_duplicates):
 // within a block of new rows, row i merges into the most similar earlier row kept so far when the
 // cosine exceeds the threshold, else it is kept. Candidates are screened on the block's BLAS gram
-// (float32) and re-scored exactly where they can decide: each cosine the sum, left to right, of
+// (float32 entries, compared in float64) and re-scored exactly where they can decide: each cosine the sum, left to right, of
 // the float64 products of the float32 entries (exact_cosines), the largest winning, the first of
 // equals. The Python loop did this one row at a time with a NumPy call or four per row.
 #include <pybind11/numpy.h>
@@ -43,7 +43,6 @@ py::array_t<int64_t> dedup_block(const F32& inner, const F32& rows, const F64& b
   const float* x = rows.data();
   const double* bst = best.data();
   const int64_t* ag = arg.data();
-  const float tol32 = float(tie_tol);
   py::array_t<int64_t> target(m);
   int64_t* out = target.mutable_data();
   std::vector<int64_t> local;  // the block's rows kept so far
@@ -57,22 +56,21 @@ py::array_t<int64_t> dedup_block(const F32& inner, const F32& rows, const F64& b
         const float* gi = g + i * m;
         float mx = gi[local[0]];
         for (int64_t l : local) {
-          if (std::isnan(gi[l])) {  // NumPy's max is NaN then, and the screen below fails
+          if (std::isnan(gi[l])) {  // the max is NaN then, and the screen below fails
             mx = gi[l];
             break;
           }
           mx = std::max(mx, gi[l]);
         }
-        // the screen, as the Python loop's `sims.max() >= max(b, threshold) - TIE_TOL`: Python's max
-        // gives the threshold only when it is larger; a Python float meets a float32 in float32
-        // (NEP 50), the float64 b in float64
-        const bool screen = threshold > b ? mx >= static_cast<float>(threshold - tie_tol) : double(mx) >= b - tie_tol;
-        if (screen) {
-          const float floor = mx - tol32;  // float32, as NumPy's sims.max() - TIE_TOL
+        // the screen, in float64 (ops/dedup/reference.py): the best gram entry against the larger of
+        // the best so far and the threshold, less tie_tol (a NaN entry fails it)
+        const double top = double(mx), bar = threshold > b ? threshold : b;
+        if (top >= bar - tie_tol) {
+          const double floor = top - tie_tol;  // the candidates: entries within tie_tol of the best
           double w = 0.0;
           int64_t k = -1;
           for (size_t p = 0; p < local.size(); ++p) {
-            if (!(gi[local[p]] >= floor)) continue;
+            if (!(double(gi[local[p]]) >= floor)) continue;
             const double e = exact_cosine(x + i * d, x + local[p] * d, d);
             if (k < 0 || e > w) w = e, k = int64_t(p);  // the first of equals
           }

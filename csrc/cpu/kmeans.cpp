@@ -1,7 +1,7 @@
 // Seeded spherical k-means on the CPU: many independent runs (the theme stage's split proposals, each a
-// run over one CSR segment of unit rows) in one call, OpenMP across runs. Bits follow NumPy's own
-// arithmetic where the result is a sum (np.sum's pairwise order, row sums in row order), and dot4 for
-// the cosines, so every ISA gives the same labels (ops/kmeans/reference.py is the float64 reference).
+// run over one CSR segment of unit rows) in one call, OpenMP across runs. Every sum has one fixed order
+// (sum4 / dot4 for totals, products and norms, centre sums row by row in row order), so every ISA gives
+// the same labels (ops/kmeans/reference.py is the float64 reference, written in the same order).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -19,29 +19,6 @@ using f64arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using i64arr = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 
 namespace {
-
-// np.add.reduce of a contiguous float64 array: NumPy's pairwise summation (blocks of 8 partial sums
-// up to 128 elements, halves at multiples of 8 above), so a sum here has the bits of np.sum.
-double np_sum(const double* a, int64_t n) {
-  if (n < 8) {
-    double res = 0.0;
-    for (int64_t i = 0; i < n; ++i) res += a[i];
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int j = 0; j < 8; ++j) r[j] = a[j];
-    int64_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i];
-    return res;
-  }
-  int64_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return np_sum(a, n2) + np_sum(a + n2, n - n2);
-}
 
 // spherical_kmeans' inputs (see ops/kmeans/__init__.py): run q clusters segment SEG[q] into K[q]
 // clusters from first centre FIRST[q] and uniforms U[UO[q] : UO[q] + K[q] - 1]; its labels go to

@@ -20,9 +20,12 @@ using i64arr = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 
 namespace {
 
+#include "xmemory/exp_fixed.inc"
+
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// f from per-theme norms |S_k|, counts n_k and nearest-centroid cosines s_k.
+// f from per-theme norms |S_k|, counts n_k and nearest-centroid cosines s_k (exp_fixed: no C library's
+// exp, so a candidate's score is the same bits on every machine).
 double finish(const std::vector<double>& norm, const std::vector<double>& cnt, std::vector<double> s, double n_nodes,
               double eps) {
   const size_t k = cnt.size();
@@ -37,7 +40,7 @@ double finish(const std::vector<double>& norm, const std::vector<double>& cnt, s
   double sem = 0.0;
   for (size_t i = 0; i < k; ++i) {
     const double z = s[i] - m;
-    sem += (norm[i] / cnt[i]) * std::exp(-(z * z) / (2.0 * sigma * sigma));
+    sem += (norm[i] / cnt[i]) * exp_fixed(-(z * z) / (2.0 * (sigma * sigma)));
   }
   return sparsity + sem / static_cast<double>(k);
 }

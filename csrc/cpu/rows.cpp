@@ -63,6 +63,7 @@ void add_rows(py::array sums, const py::array_t<int64_t, py::array::c_style>& gr
 }
 
 #include "xmemory/dot4.inc"
+#include "xmemory/exp_fixed.inc"
 
 // np.argmax of one row (the first largest; a NaN is the largest, its first occurrence)
 int64_t argmax(const double* v, int64_t k) {
@@ -178,38 +179,6 @@ py::array_t<int64_t> drift_runs(const py::array_t<float, py::array::c_style>& x,
 
 }  // namespace
 
-// NumPy's pairwise sum of n doubles (numpy/_core/src/umath/loops_utils.h.src, what np.add.reduce
-// runs along a contiguous axis, from 0): below 8 one by one; up to 128 eight accumulators, then
-// ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) and the rest one by one; above, the two halves
-// (the first a multiple of 8 long) summed apart. Of the values f(v[i]): v[i] itself, or its square
-// (this file is compiled without multiply-add contraction, so each square is rounded as NumPy's
-// x * x is).
-template <typename F>
-double pairwise(const double* v, int64_t n, F f) {
-  if (n < 8) {
-    double res = 0.0;
-    for (int64_t i = 0; i < n; ++i) res += f(v[i]);
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int k = 0; k < 8; ++k) r[k] = f(v[k]);
-    int64_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int k = 0; k < 8; ++k) r[k] += f(v[i + k]);
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += f(v[i]);
-    return res;
-  }
-  int64_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return pairwise(v, n2, f) + pairwise(v + n2, n - n2, f);
-}
-
-double pairwise_sq(const double* v, int64_t n) {
-  return pairwise(v, n, [](double a) { return a * a; });
-}
-
 // CSR offsets o [nb+1] over `total` entries: every block inside them and none decreasing, else
 // ValueError(message).
 void check_blocks(const int64_t* o, int64_t nb, int64_t total, const char* message) {
@@ -217,7 +186,7 @@ void check_blocks(const int64_t* o, int64_t nb, int64_t total, const char* messa
     if (o[b] < 0 || o[b] > o[b + 1] || o[b + 1] > total) throw py::value_error(message);
 }
 
-// np.sum of each segment of v [n] float64 (segment b: v[off[b]:off[b+1]]), bit for bit: [nb].
+// The sum of each segment of v [n] float64 (segment b: v[off[b]:off[b+1]]) in sum4's order: [nb].
 py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& v,
                                  const py::array_t<int64_t, py::array::c_style>& off) {
   if (v.ndim() != 1 || off.ndim() != 1 || off.size() < 1) throw py::value_error("segment_sums: expected v [n], off [nb+1]");
@@ -227,13 +196,21 @@ py::array_t<double> segment_sums(const py::array_t<double, py::array::c_style>& 
   py::array_t<double> out(nb);
   double* r = out.mutable_data();
   const double* x = v.data();
-  for (int64_t b = 0; b < nb; ++b) r[b] = pairwise(x + o[b], o[b + 1] - o[b], [](double a) { return a; });
+  for (int64_t b = 0; b < nb; ++b) r[b] = sum4(x + o[b], o[b + 1] - o[b]);
   return out;
 }
 
-// The C library's pow, called as CPython's float ** calls it (through a pointer: GCC would turn
-// pow(x, 2.0) into x * x, which may round otherwise).
-double (*volatile const libm_pow)(double, double) = static_cast<double (*)(double, double)>(::pow);
+constexpr int64_t kBelow31 = int64_t(1) << 31;
+
+// exp_fixed of each element of v [n] float64 (f_blocks' exp, exposed for its tests)
+py::array_t<double> exp_fixed_array(const py::array_t<double, py::array::c_style | py::array::forcecast>& v) {
+  py::array_t<double> out(v.size());
+  const double* pv = v.data();
+  double* po = out.mutable_data();
+  for (py::ssize_t i = 0; i < v.size(); ++i) po[i] = exp_fixed(pv[i]);
+  return out;
+}
+
 
 // The values of a block sorted ascending, NaN last (np.sort's order), and its median as
 // ops/objective/state.py _f_blocks takes it: the middle one, or the mean of the middle two.
@@ -246,8 +223,8 @@ double median_of(std::vector<double>& v) {
 // f(P) of every block (ops/objective/state.py _f_blocks, bit for bit): norms [T] the themes' sum
 // norms, counts [T], s [T] each theme's nearest cosine (0 in a block of one theme), theme_off [nb+1],
 // n [nb] node counts. Per block with themes and nodes, objective_from_parts' operations in its order:
-// medians as order statistics, sigma squared by the C library's pow as Python's float ** takes it,
-// exp the C library's (math.exp), the mean NumPy's pairwise sum of the block's terms / k; 0 elsewhere.
+// medians as order statistics, the Gaussian's denominator 2 * (sigma * sigma), exp by exp_fixed, the
+// mean sum4 of the block's terms / k; 0 elsewhere.
 py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norms,
                              const py::array_t<int64_t, py::array::c_style>& counts,
                              const py::array_t<double, py::array::c_style>& s, const py::array_t<int64_t, py::array::c_style>& theme_off,
@@ -258,6 +235,8 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
   const int64_t nb = n.size(), total = norms.size();
   const int64_t* o = theme_off.data();
   check_blocks(o, nb, total, "f_blocks: theme offsets outside the themes or decreasing");
+  for (int64_t b = 0; b < nb; ++b)  // (n * n is then exact in int64)
+    if (n.data()[b] >= kBelow31) throw py::value_error("f_blocks: n must be below 2**31");
   py::array_t<double> out(nb);
   double* f = out.mutable_data();
   const double* nrm = norms.data();
@@ -275,24 +254,22 @@ py::array_t<double> f_blocks(const py::array_t<double, py::array::c_style>& norm
     const double m = median_of(dev);
     for (int64_t i = 0; i < k; ++i) dev[i] = std::fabs(sv[i] - m);
     const double sigma = median_of(dev) + eps;
-    const double den = 2.0 * libm_pow(sigma, 2.0);
+    const double den = 2.0 * (sigma * sigma);
     term.resize(static_cast<size_t>(k));
     double sumsq = 0.0;  // integers: exact in any order
     for (int64_t i = 0; i < k; ++i) {
       const double z = sv[i] - m, c = static_cast<double>(cnt[t0 + i]);
-      term[i] = nrm[t0 + i] / c * std::exp(-(z * z) / den);
+      term[i] = nrm[t0 + i] / c * exp_fixed(-(z * z) / den);
       sumsq += c * c;
     }
     const double kd = static_cast<double>(k);
-    const auto nn = static_cast<int64_t>(static_cast<uint64_t>(nodes[b]) * static_cast<uint64_t>(nodes[b]));  // NumPy's wrap
-    f[b] = static_cast<double>(nn) / (kd * sumsq) + pairwise(term.data(), k, [](double a) { return a; }) / kd;
+    f[b] = static_cast<double>(nodes[b] * nodes[b]) / (kd * sumsq) + sum4(term.data(), k) / kd;
   }
   return out;
 }
 
-// Row norms of x [m, d] float64 (ops/rows.py row_norms: np.sqrt(np.add.reduce(x * x, axis=1)), bit
-// for bit) and, with `unit`, the rows divided by them (zero where the norm is not > 0, as
-// np.divide(..., where=norm > 0) into zeros), as float64 or rounded to float32.
+// Row norms of x [m, d] float64, sqrt(dot4(x_i, x_i)) (ops/rows row_norms), and, with `unit`, the rows
+// divided by them (zero where the norm is not > 0), as float64 or rounded to float32.
 py::array row_norms_c(const py::array_t<double, py::array::c_style>& x, bool unit, bool f32) {
   if (x.ndim() != 2) throw py::value_error("row_norms: expected x [m, d]");
   const int64_t m = x.shape(0), d = x.shape(1);
@@ -301,14 +278,14 @@ py::array row_norms_c(const py::array_t<double, py::array::c_style>& x, bool uni
     py::array_t<double> out(m);
     double* o = out.mutable_data();
     xmem::GilRelease release;
-    for (int64_t i = 0; i < m; ++i) o[i] = std::sqrt(pairwise_sq(v + i * d, d));
+    for (int64_t i = 0; i < m; ++i) o[i] = std::sqrt(dot4(v + i * d, v + i * d, d));
     return out;
   }
   auto fill = [&](auto* o) {
     using T = std::remove_pointer_t<decltype(o)>;
     xmem::GilRelease release;
     for (int64_t i = 0; i < m; ++i) {
-      const double nrm = std::sqrt(pairwise_sq(v + i * d, d));
+      const double nrm = std::sqrt(dot4(v + i * d, v + i * d, d));
       const double* row = v + i * d;
       T* dst = o + i * d;
       if (nrm > 0) {
@@ -420,10 +397,11 @@ void register_rows(py::module_& m) {
         "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
   m.def("f_blocks", &f_blocks, py::arg("norms"), py::arg("counts"), py::arg("s"), py::arg("theme_off"), py::arg("n"), py::arg("eps"),
         "f(P) of every block from its themes' sum norms, counts and nearest cosines (ops/objective/state.py _f_blocks)");
+  m.def("exp_fixed", &exp_fixed_array, py::arg("v"), "exp_fixed (f_blocks' exp) of each element of v [n] float64");
   m.def("segment_sums", &segment_sums, py::arg("v"), py::arg("off"),
-        "np.sum of each segment v[off[b]:off[b+1]] of v [n] float64, bit for bit (NumPy's pairwise sum)");
+        "the sum of each segment v[off[b]:off[b+1]] of v [n] float64, in sum4's order");
   m.def("row_norms", &row_norms_c, py::arg("x"), py::arg("unit"), py::arg("f32"),
-        "np.sqrt(np.add.reduce(x * x, axis=1)) of x [m, d] float64, bit for bit, or the rows divided by it");
+        "sqrt(dot4(x_i, x_i)) of each row of x [m, d] float64, or the rows divided by it");
   m.def("take_rows2", &take_rows2, py::arg("a"), py::arg("b"), py::arg("take"),
         "rows of [a; b] by index (np.concatenate([a, b])[take]) without forming [a; b]");
   m.def("add_rows", &add_rows, py::arg("sums"), py::arg("group"), py::arg("x"), py::arg("rows"),

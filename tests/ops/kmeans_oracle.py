@@ -1,15 +1,18 @@
-"""The theme stage's split proposals as of 709412f, verbatim (one k-means run at a time, drawing from
-the theme's generator as it goes): the oracle tests/ops/test_kmeans.py holds the batched op and
+"""The theme stage's split proposals run by run (one k-means run at a time, drawing from the theme's
+generator as it goes), with the fixed-order arithmetic of the rule (cosines and norms by ``dot4``,
+centre sums row by row, a further centre the first row whose prefix sum of the weights exceeds a
+uniform times their total): the oracle tests/ops/test_kmeans.py holds the batched op and
 ``construct/theme_split.split_proposals`` to."""
 
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import numpy as np
 
 from xmemory_gpu.ops.checks import check_offsets
-from xmemory_gpu.ops.rows import row_norms, row_sum_in_order, unit_rows
+from xmemory_gpu.ops.rows import dot4, dot4_gram, row_norms, row_sum_in_order, unit_rows
 
 
 def _canonical(labels: np.ndarray) -> np.ndarray:
@@ -24,17 +27,21 @@ def spherical_kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int
     n = x.shape[0]
     centers = [x[rng.integers(n)]]
     for _ in range(1, k):
-        dist = 1.0 - np.max(x @ np.stack(centers).T, axis=1)
-        p = np.clip(dist, 0, None)
-        centers.append(x[rng.choice(n, p=p / p.sum())] if p.sum() > 0 else x[rng.integers(n)])
+        w = [max(1.0 - v, 0.0) for v in np.max(dot4_gram(x, np.stack(centers), backend="reference"), axis=1)]
+        c = [float(v) for v in itertools.accumulate(w)]  # prefix sums, one add at a time
+        if c[-1] > 0:
+            bar = rng.random() * c[-1]
+            centers.append(x[next((i for i, v in enumerate(c) if v > bar), n - 1)])
+        else:
+            centers.append(x[rng.integers(n)])
     c = np.stack(centers)
     labels = np.zeros(n, dtype=np.int64)
     for _ in range(iters):
-        labels = np.argmax(x @ c.T, axis=1)
+        labels = np.argmax(dot4_gram(x, c, backend="reference"), axis=1)
         if np.bincount(labels, minlength=k).min() == 0:
             for j in range(k):  # refill an empty cluster with the point farthest from its centre
                 if not np.any(labels == j):
-                    far = int(np.argmin(np.sum(x * c[labels], axis=1)))
+                    far = int(np.argmin(dot4(x, c[labels])))
                     labels[far] = j
         new = np.zeros_like(c)
         for j in range(k):  # running sums in row order: the bits of np.add.at

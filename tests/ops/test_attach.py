@@ -493,3 +493,26 @@ def test_merge_pairs_batch_is_merge_pairs_memory_by_memory(seed):
         mixed = [(live, idx, sim.astype(np.float64) + 1e-9, counts, ids, n_slots, k), *items[1:]]
         for g, w in zip(merge_pairs_batch(mixed, **kw), merge_pairs_batch(mixed, backend="reference", **kw)):
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_merge_pairs_refuse_counts_and_slots_past_2_31(backend):
+    """Pair sizes and pair keys are exact in int64: counts at +-2**31 or more, or n_slots at 2**31 or
+    more, are refused at the op with ``ValueError`` naming the field, on every backend and batched."""
+    from xmemory_gpu.ops.attach import merge_pairs, merge_pairs_batch
+
+    live, idx, sim = np.array([0, 1]), np.array([[1], [0]], np.int32), np.ones((2, 1), np.float32)
+    kw = dict(k=1, tiny_size=0, merge_candidates=1, size_cap=2**40, pair_threshold=0.5)
+    ok = merge_pairs(live, idx, sim, np.array([2**31 - 1, -(2**31) + 1]), 2, backend=backend, **kw)
+    assert [v.tolist() for v in ok] == [[0], [1]]
+    for counts, n_slots, field in [
+        (np.array([2**31, 1]), 2, "counts"),
+        (np.array([1, -(2**31)]), 2, "counts"),
+        (np.array([1, np.iinfo(np.int64).min]), 2, "counts"),
+        (np.array([1, 1]), 2**31, "n_slots"),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            merge_pairs(live, idx, sim, counts, n_slots, backend=backend, **kw)
+        batch = [(live, idx, sim, counts, np.array([5, 6]), n_slots, 1)]
+        with pytest.raises(ValueError, match=f"item 0: {field}"):
+            merge_pairs_batch(batch, backend=backend, **{k: v for k, v in kw.items() if k != "k"})

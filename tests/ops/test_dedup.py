@@ -54,3 +54,22 @@ def test_bad_shapes_name_the_argument(bad, field):
     inner, rows, best, arg = bad(*_block())
     with pytest.raises(ValueError, match=f"^{field}: expected"):
         dedup_block(inner, rows, best, arg, 0.9, 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_screen_is_float64_at_the_candidate_floor(backend):
+    """The candidates of an exact re-score are the gram entries (float32, widened) at or above the
+    row's best entry less tie_tol in float64: an entry on that floor is scored (row 2 merges into the
+    copy it holds), the float32 just below it is not (row 2 is kept), on every backend."""
+    rows = np.float32([[1.0, 0.0], [0.96, 0.28], [0.96, 0.28]])
+    top = np.float32(0.99)
+    floor = float(top) - 1e-4
+    at = np.float32(floor)
+    if float(at) < floor:
+        at = np.nextafter(at, np.float32(np.inf))
+    below = np.nextafter(at, np.float32(-np.inf))
+    for entry, want in ((at, 101), (below, -1)):
+        inner = np.zeros((3, 3), np.float32)
+        inner[2, 0], inner[2, 1] = top, entry
+        got = dedup_block(inner, rows, np.full(3, -np.inf), np.full(3, -1), 0.97, 100, backend=backend)
+        assert got.tolist() == [-1, -1, want], (float(entry), floor)

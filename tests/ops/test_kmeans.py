@@ -1,4 +1,4 @@
-"""Seeded spherical k-means (ops/kmeans) against the theme stage's per-theme code of 709412f
+"""Seeded spherical k-means (ops/kmeans) against the theme stage's per-theme code
 (tests/ops/kmeans_oracle.py, drawing from each theme's generator run by run): the batched op on every
 host backend and ISA, and ``split_proposals`` built on it, give the same labels, in the same order."""
 
@@ -86,7 +86,7 @@ def test_connected_components_equal_the_union_find():
 
 def test_cpu_isas_are_bit_identical(monkeypatch):
     """One call over many runs (past the kernel's threading threshold): every ISA this CPU runs gives
-    the same labels and flags (dot4 and NumPy's pairwise sums, no fused multiply-adds), and on the
+    the same labels and flags (dot4 and sum4, no fused multiply-adds), and on the
     themes with distinct rows, the reference's labels."""
     if "cpu" not in BACKENDS:
         pytest.skip("the C++ module is not built")
@@ -113,6 +113,27 @@ def test_cpu_isas_are_bit_identical(monkeypatch):
         np.testing.assert_array_equal(
             got["scalar"][0][ends[q] - sizes[seg[q]] : ends[q]], labels[ends[q] - sizes[seg[q]] : ends[q]]
         )
+
+
+def test_pick_centre_is_the_prefix_sum_rule():
+    """A further centre is the first row whose prefix sum of the weights (added in row order) exceeds
+    u times their total: the first row of positive weight at u = 0, the last at u just below 1, never
+    a row of zero weight, None when every weight is zero; an explicit loop agrees on random weights."""
+    from xmemory_gpu.ops.kmeans.reference import pick_centre
+
+    w = np.array([0.0, 0.5, 0.0, 0.25, 0.25, 0.0])
+    assert pick_centre(w, 0.0) == 1 and pick_centre(w, 0.5) == 3 and pick_centre(w, np.nextafter(1.0, 0)) == 4
+    assert pick_centre(np.zeros(4), 0.3) is None
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        w = rng.random(int(rng.integers(1, 30))) * (rng.random() < 0.9) * (rng.random(1) < 0.7)
+        u = float(rng.random())
+        c, run = [], 0.0
+        for v in w.tolist():
+            run += v
+            c.append(run)
+        want = None if not run > 0 else next((i for i, v in enumerate(c) if v > u * run), len(w) - 1)
+        assert pick_centre(w, u) == want
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -1047,13 +1047,47 @@ def test_f_blocks_are_objective_from_parts_per_block(seed):
         assert got[0][b] == want and got[1][b] == want, (b, got[0][b], got[1][b], want)
 
 
-def test_libm_exp_is_the_c_librarys():
+def test_f_blocks_count_nodes_below_2_31():
+    """n * n is exact in int64 for n below 2**31 (the largest gives the same f on both backends and as
+    ``objective_from_parts``' Python integers); n at 2**31 is refused with ``ValueError`` naming n."""
+    from xmemory_gpu.ops.objective.state import f_blocks, objective_from_parts
+
+    norms, counts, s, off = np.array([3.0, 2.0]), np.array([4, 3]), np.array([0.5, 0.5]), np.array([0, 2])
+    big = np.array([2**31 - 1])
+    want = objective_from_parts(norms, counts, s, 2**31 - 1, 1e-8)
+    for backend in HOST_BACKENDS:
+        assert f_blocks(norms, counts, s, off, big, 1e-8, backend=backend)[0] == want
+        with pytest.raises(ValueError, match="n: node counts must be below 2"):
+            f_blocks(norms, counts, s, off, big + 1, 1e-8, backend=backend)
+
+
+def test_exp_fixed_is_the_kernels_and_near_the_c_librarys():
+    """f(P)'s exp (``exp_fixed``) in NumPy and in C++ give the same bits on arguments over the whole
+    range, tiny ones, the overflow and underflow edges, subnormal results, zeros, infinities and NaN;
+    within 1 ulp of the C library's exp where that is a normal number."""
     import math
 
-    from xmemory_gpu.ops.objective.state import libm_exp
+    from xmemory_gpu.ops.objective.state import exp_fixed
 
-    v = np.random.default_rng(0).uniform(-40, 1, (7, 11))
-    got = libm_exp(v)
-    assert got.shape == v.shape and all(
-        g == math.exp(t) for g, t in zip(got.ravel().tolist(), v.ravel().tolist())
+    rng = np.random.default_rng(0)
+    v = np.concatenate(
+        [
+            rng.uniform(-750, 712, 200_000),
+            -np.abs(rng.standard_normal(100_000)) * 10.0 ** rng.integers(-20, 4, 100_000),
+            [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e-300, 709.782712893384],
+            [709.7827128933841, -745.1332191019412, -745.1332191019413, -708.3964185322641, -744.44],
+        ]
     )
+    got = exp_fixed(v)
+    assert got.shape == v.shape and exp_fixed(v.reshape(2, -1)).shape == (2, len(v) // 2)
+    if available_backends()["cpu"].available:
+        from xmemory_gpu import _C
+
+        assert _C.exp_fixed(v).tobytes() == got.tobytes()
+    fin = np.isfinite(v) & (v < 709.78)
+    lib = np.array([math.exp(t) for t in v[fin].tolist()])
+    normal = lib > 2.3e-308
+    ulp = np.abs(got[fin][normal].view(np.int64) - lib[normal].view(np.int64))
+    assert ulp.max() <= 1
+    assert np.isnan(got[np.isnan(v)]).all() and got[v == np.inf][0] == np.inf and got[v == -np.inf][0] == 0.0
+    assert got[v == 0.0].tolist() == [1.0, 1.0]

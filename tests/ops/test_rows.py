@@ -231,51 +231,62 @@ def test_take_rows2_is_a_concatenation_then_a_gather(dtype, shape):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_row_norms_and_unit_rows_in_cpp_are_numpys_bits(seed):
-    """``row_norms`` / ``unit_rows`` in C++ replay NumPy's pairwise sum of the squares (below 8 one by
-    one, eight accumulators up to 128, halves above): the bits of ``np.sqrt(np.add.reduce(x * x,
-    axis=1))`` and of the division into zeros where the norm is not positive, float32 rounded from
-    float64, on widths around every switch of the pairwise sum, many rows, zero, inf and NaN rows,
-    tiny and huge scales."""
+def test_row_norms_and_unit_rows_are_the_dot4_rule(seed):
+    """``row_norms`` / ``unit_rows`` are ``sqrt(dot4(x_i, x_i))`` and the division into zeros where the
+    norm is not positive, float32 rounded from float64, on both backends to the bit: widths around
+    every switch of dot4's lanes (below 32, whole blocks of 32, tails), many rows, zero, inf and NaN
+    rows, tiny and huge scales; other dtypes and strided views are read as float64."""
     from xmemory_gpu.ops.rows import row_norms, unit_rows
 
     if not available_backends()["cpu"].available:
         pytest.skip("the compiled module is not built")
     rng = np.random.default_rng(seed)
-    for d in (0, 1, 3, 7, 8, 9, 15, 16, 17, 127, 128, 129, 136, 255, 256, 257, 384, 385, 1031):
+    for d in (0, 1, 3, 7, 8, 31, 32, 33, 63, 64, 65, 127, 128, 129, 384, 385, 1031):
         for m in (0, 1, 5, 300):
             x = rng.standard_normal((m, d)) * rng.choice([1e-160, 1e-3, 1.0, 1e3, 1e160])
             if m > 2 and d:
                 x[0], x[1, 0], x[2, -1] = 0.0, np.inf, np.nan
             with np.errstate(all="ignore"):
-                want = np.sqrt(np.add.reduce(x * x, axis=1))
+                want = np.sqrt(dot4(x, x)).reshape(m)
                 unit = np.divide(x, want[:, None], out=np.zeros_like(x), where=want[:, None] > 0)
-                got = row_norms(x)
-                assert (
-                    got.tobytes() == want.tobytes()
-                    and row_norms(x, backend="reference").tobytes() == want.tobytes()
-                )
-                assert row_norms(x, keepdims=True).shape == (m, 1)
-                assert unit_rows(x).tobytes() == unit.tobytes() == unit_rows(x, backend="reference").tobytes()
-                assert unit_rows(x, dtype=np.float32).tobytes() == unit.astype(np.float32).tobytes()
-                assert (
-                    unit_rows(x, dtype=np.float32, backend="reference").tobytes()
-                    == unit.astype(np.float32).tobytes()
-                )
+                for backend in ("cpu", "reference"):
+                    assert row_norms(x, backend=backend).tobytes() == want.tobytes(), (d, m, backend)
+                    assert row_norms(x, keepdims=True, backend=backend).shape == (m, 1)
+                    assert unit_rows(x, backend=backend).tobytes() == unit.tobytes(), (d, m, backend)
+                    f32 = unit_rows(x, dtype=np.float32, backend=backend)
+                    assert f32.tobytes() == unit.astype(np.float32).tobytes(), (d, m, backend)
+                if m and d:
+                    np.testing.assert_allclose(want[3:], np.linalg.norm(x[3:], axis=1), rtol=1e-14)
+                    assert (
+                        row_norms(x.astype(np.float32)).tobytes()
+                        == row_norms(x.astype(np.float32).astype(np.float64)).tobytes()
+                    )
+                    view = np.asfortranarray(x)
+                    assert row_norms(view).tobytes() == want.tobytes()
+    with pytest.raises(ValueError, match="row_norms"):
+        row_norms(np.zeros(3))
+    with pytest.raises(ValueError, match="dtype"):
+        unit_rows(np.zeros((2, 3)), dtype=np.float16)
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_segment_sums_are_numpys_sum_of_each_slice(seed):
-    """``segment_sums`` (the f(P) state's per-memory mean, every block at once) is ``np.sum`` of each
-    slice to the bit: empty segments, lengths around the pairwise sum's switches, large ones."""
-    from xmemory_gpu.ops.rows import segment_sums
+def test_segment_sums_are_sum4_of_each_slice(seed):
+    """``segment_sums`` (the f(P) state's per-memory mean, every block at once) is ``sum4`` of each
+    slice to the bit on both backends: empty segments, lengths around dot4's lane switches, large ones;
+    sum4 is dot4 with ones."""
+    from xmemory_gpu.ops.rows import segment_sums, sum4
 
     rng = np.random.default_rng(seed)
-    sizes = np.array([0, 1, 7, 8, 9, 128, 129, 300, 1031, 0, 5])[rng.permutation(11)]
+    sizes = np.array([0, 1, 7, 31, 32, 33, 64, 129, 300, 1031, 0, 5])[rng.permutation(12)]
     off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     v = rng.standard_normal(int(off[-1])) * 10.0 ** rng.integers(-5, 6, int(off[-1]))
-    want = np.array([v[a:b].sum() for a, b in zip(off[:-1], off[1:])])
-    for backend in ("auto", "reference"):
+    want = np.array([float(sum4(v[a:b])) for a, b in zip(off[:-1], off[1:])])
+    assert (
+        want.tobytes()
+        == np.array([float(dot4(v[a:b], np.ones(b - a))) for a, b in zip(off[:-1], off[1:])]).tobytes()
+    )
+    np.testing.assert_allclose(want, [v[a:b].sum() for a, b in zip(off[:-1], off[1:])], rtol=1e-9, atol=1e-3)
+    for backend in [b for b in ("cpu", "reference") if available_backends()[b].available]:
         assert segment_sums(v, off, backend=backend).tobytes() == want.tobytes()
     assert segment_sums(v, off[:1]).shape == (0,)
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..ops.backends import host_backend
 from ..ops.checks import check_offsets
 from ..ops.kmeans import spherical_kmeans
-from ..ops.kmeans.reference import first_appearance, lloyd
+from ..ops.kmeans.reference import first_appearance, lloyd, pick_centre
 from ..ops.rows import dot4_gram, unit_rows
 
 
@@ -25,9 +25,9 @@ def _kmeans_drawing(x: np.ndarray, k: int, rng: np.random.Generator, iters: int 
     n = x.shape[0]
     centers = [x[rng.integers(n)]]
     for _ in range(1, k):
-        dist = 1.0 - np.max(x @ np.stack(centers).T, axis=1)
-        p = np.clip(dist, 0, None)
-        centers.append(x[rng.choice(n, p=p / p.sum())] if p.sum() > 0 else x[rng.integers(n)])
+        w = np.maximum(1.0 - np.max(dot4_gram(x, np.stack(centers)), axis=1), 0.0)
+        pick = pick_centre(w, rng.random())
+        centers.append(x[pick] if pick is not None else x[rng.integers(n)])
     return lloyd(x, np.stack(centers), iters)
 
 

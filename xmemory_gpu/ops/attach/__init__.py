@@ -136,7 +136,9 @@ def merge_pairs(
     pair counts when the two fit under ``size_cap`` and t is tiny or the cosine (as float64) reaches
     ``pair_threshold``; each unordered pair once, as first met. ``cpu``: one C++ pass when the inputs
     are of the types above (Python ints, a float threshold), else ``reference``'s vectorised steps (no
-    cast that could change an answer)."""
+    cast that could change an answer). ``counts`` must lie strictly within +-2**31 and ``n_slots``
+    below 2**31 (the pair sizes and pair keys are then exact in int64), else ``ValueError``."""
+    _check_below_2_31("merge_pairs", counts, n_slots)
     return host_implementation("merge_pairs", backend)(
         live,
         idx,
@@ -164,6 +166,9 @@ def merge_pairs_batch(
     k)``, ``ids [cap]`` int64 the theme id of each slot. Returns (item [P], t ids [P], j ids [P]) int64:
     item 0's pairs in its rule's order, then item 1's, ... ``cpu``: one C++ call when every item is of
     the types ``merge_pairs`` runs in C++, else ``merge_pairs`` item by item."""
+    for b, item in enumerate(items):
+        if len(item) == 7:
+            _check_below_2_31(f"merge_pairs_batch: item {b}", item[3], item[5])
     return host_implementation("merge_pairs_batch", backend)(
         items,
         tiny_size=tiny_size,
@@ -171,6 +176,15 @@ def merge_pairs_batch(
         size_cap=size_cap,
         pair_threshold=pair_threshold,
     )
+
+
+def _check_below_2_31(where: str, counts: np.ndarray, n_slots: int) -> None:
+    """counts strictly within +-2**31 and n_slots below 2**31, else ``ValueError`` naming the field."""
+    if int(n_slots) >= 2**31:
+        raise ValueError(f"{where}: n_slots must be below 2**31, got {int(n_slots)}")
+    c = np.asarray(counts)
+    if c.size and (c.min() <= -(2**31) or c.max() >= 2**31):
+        raise ValueError(f"{where}: counts must lie strictly within +-2**31, got {c.min()} to {c.max()}")
 
 
 __all__ = ["attach_rows", "attach_rows_batch", "merge_pairs", "merge_pairs_batch"]

@@ -1,7 +1,7 @@
 """The statements' de-duplication, its sequential part: within a block of new rows, in order, each
 row merges into the most similar earlier row kept so far when the cosine exceeds the threshold,
 else it is kept (``construct/semantic.py::match_duplicates`` runs it block by block). Candidates are
-screened on the block's BLAS gram and re-scored exactly (float64 products of the float32 entries
+screened on the block's BLAS gram (its float32 entries compared in float64) and re-scored exactly (float64 products of the float32 entries
 summed left to right, the first of equals winning), so every backend takes the same decisions on
 any CPU. Host only: ``reference`` (NumPy, ``reference.py``) and ``cpu`` (C++,
 ``csrc/cpu/dedup.cpp``), equal decision for decision."""
@@ -30,8 +30,8 @@ def dedup_block(
     """The rule over one block: rows [m, d] (float32 for the ``cpu`` pass), inner [m, m] their gram
     (``rows @ rows.T``), best [m] (taken as float64) and arg [m] (int64) each row's best cosine and
     target against earlier rows (-inf and -1 none), ``base`` the target of the block's first kept row.
-    ``threshold`` and ``tie_tol`` are taken as Python floats (NumPy's scalar rules then hold alike
-    for every backend). Returns target [m] int64: where each row merges, -1 when kept."""
+    ``threshold`` and ``tie_tol`` are taken as float64, and every comparison of the screen is made in
+    float64 on every backend. Returns target [m] int64: where each row merges, -1 when kept."""
     if not isinstance(rows, np.ndarray) or rows.ndim != 2:
         raise ValueError(f"rows: expected [m, d], got shape {np.shape(rows)}")
     m = rows.shape[0]

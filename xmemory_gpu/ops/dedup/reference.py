@@ -1,5 +1,6 @@
 """The de-duplication's sequential rule over one block of new rows in NumPy (``ops.dedup``): the
-steps ``csrc/cpu/dedup.cpp`` is tested against, decision for decision."""
+steps ``csrc/cpu/dedup.cpp`` is tested against, decision for decision. Screens and candidate floors
+are float64 (the float32 gram entries widened exactly), on both sides."""
 
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ def first_best(
     sims: np.ndarray, rows: np.ndarray, cols: np.ndarray, tie_tol: float = TIE_TOL
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``sims`` [m, n] (``rows @ cols.T`` from BLAS): the largest exact cosine
-    (:func:`exact_cosines`, over the columns within ``tie_tol`` of the row's BLAS best) and its
-    column, the first of equals: ([m] float64, [m] int64); -inf and -1 when there are no columns."""
+    (:func:`exact_cosines`, over the columns within ``tie_tol`` of the row's BLAS best, compared in
+    float64) and its column, the first of equals: ([m] float64, [m] int64); -inf and -1 when there are
+    no columns."""
     m, n = sims.shape
     best, arg = np.full(m, -np.inf), np.full(m, -1, np.int64)
     if n == 0 or m == 0:
         return best, arg
-    r, j = np.nonzero(sims >= (sims.max(axis=1) - tie_tol)[:, None])
+    # in float64: each row's best entry less tie_tol, the entries (float32 widened exactly) against it
+    r, j = np.nonzero(sims.astype(np.float64) >= (sims.max(axis=1).astype(np.float64) - tie_tol)[:, None])
     if r.size == 0:  # every row's similarities NaN: no candidate
         return best, arg
     exact = exact_cosines(rows[r], cols[j])
@@ -57,12 +60,13 @@ def dedup_block(
     target = np.full(len(rows), -1, np.int64)
     local: list[int] = []  # rows of this block kept so far
     for li in range(len(rows)):
-        b, t = best[li], arg[li]
+        b, t = float(best[li]), int(arg[li])
         if local:
             sims = inner[li : li + 1, local]
             # exact scores only where they can decide: a candidate clearly below both the best so far
-            # and the threshold changes nothing (most rows: no duplicate in the block)
-            if sims.max() >= max(b, threshold) - tie_tol:
+            # and the threshold changes nothing (most rows: no duplicate in the block); the screen in
+            # float64 (a NaN entry fails it)
+            if float(sims.max()) >= max(b, threshold) - tie_tol:
                 w, k = first_best(sims, rows[li : li + 1], rows[local], tie_tol)
                 if w[0] > b:
                     b, t = w[0], base + int(k[0])

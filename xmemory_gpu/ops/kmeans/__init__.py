@@ -35,7 +35,8 @@ def spherical_kmeans(
     x [N, d] real unit rows (float64 is used); segment, k, first [R] integers with 1 <= k[q] <= n and
     0 <= first[q] < n (n the segment's rows); uniforms [sum(k - 1)] in [0, 1), run q's k[q] - 1 values
     after run q - 1's. Seeding is k-means++ (cosine distance; the j-th further centre drawn with
-    ``uniforms`` as ``numpy.random.Generator.choice`` draws), then up to ``iters`` Lloyd steps that
+    ``uniforms``: the first row whose prefix sum of the weights exceeds u times their total,
+    ``reference.pick_centre``), then up to ``iters`` Lloyd steps that
     stop when the centres hold (``np.allclose``); an empty cluster takes the row farthest from its
     centre. ``ok[q]`` is False when the seeding weights were all zero (every row on a centre), and run
     q's labels are then zeros. Bad input raises ``ValueError`` naming the argument."""

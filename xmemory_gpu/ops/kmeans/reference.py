@@ -1,10 +1,12 @@
-"""Float64 NumPy reference of ``spherical_kmeans``: the theme stage's k-means, one run at a time."""
+"""Float64 NumPy reference of ``spherical_kmeans``: the theme stage's k-means, one run at a time, in the
+kernel's fixed order (cosines and norms by ``dot4``, totals by ``sum4``, centre sums row by row)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..rows import row_norms, row_sum_in_order
+from ..rows import dot4, row_norms, row_sum_in_order
+from ..rows.reference import dot4_gram
 
 
 def first_appearance(labels: np.ndarray) -> np.ndarray:
@@ -14,21 +16,30 @@ def first_appearance(labels: np.ndarray) -> np.ndarray:
     return rank[inv].astype(np.int64)
 
 
+def pick_centre(w: np.ndarray, u: float) -> int | None:
+    """k-means++'s draw from weights w [n] (>= 0) and a uniform u in [0, 1): with c the prefix sums of
+    w in row order, the first row with c[i] > u * c[n - 1] (the last row if none); None when c[n - 1]
+    is not positive (every weight zero). ``csrc/cpu/kmeans_runs.inc`` draws alike."""
+    c = np.cumsum(w)  # sequential: c[i] = c[i - 1] + w[i]
+    if not c[-1] > 0:
+        return None
+    above = np.flatnonzero(c > u * c[-1])
+    return int(above[0]) if above.size else len(w) - 1
+
+
 def seeded_run(x: np.ndarray, k: int, first: int, uniforms: np.ndarray, iters: int) -> np.ndarray | None:
     """Labels [n] (by first appearance) of one cosine k-means of the unit rows x [n, d]: k-means++ from
-    centre ``first``, the j-th further centre drawn from ``uniforms[j - 1]`` as NumPy's
-    ``Generator.choice(n, p=w / w.sum())`` draws it (w = 1 - max cosine to the centres so far), then
-    Lloyd steps that refill an empty cluster with the point farthest from its centre. None when every
-    weight is zero (all rows on a centre: the caller's rng would have drawn an integer instead)."""
+    centre ``first``, the j-th further centre ``pick_centre(w, uniforms[j - 1])`` (w = 1 - max cosine
+    to the centres so far, cosines by ``dot4``), then Lloyd steps that refill an empty cluster with the
+    point farthest from its centre. None when every weight is zero (all rows on a centre: the caller
+    draws an integer instead)."""
     centers = [x[first]]
     for j in range(1, k):
-        dist = 1.0 - np.max(x @ np.stack(centers).T, axis=1)
-        p = np.clip(dist, 0, None)
-        if not p.sum() > 0:
+        w = np.maximum(1.0 - np.max(dot4_gram(x, np.stack(centers)), axis=1), 0.0)
+        pick = pick_centre(w, float(uniforms[j - 1]))
+        if pick is None:
             return None
-        cdf = np.cumsum(p / p.sum())
-        cdf /= cdf[-1]
-        centers.append(x[int(np.searchsorted(cdf, uniforms[j - 1], side="right"))])
+        centers.append(x[pick])
     return lloyd(x, np.stack(centers), iters)
 
 
@@ -39,11 +50,11 @@ def lloyd(x: np.ndarray, c: np.ndarray, iters: int) -> np.ndarray:
     k = c.shape[0]
     labels = np.zeros(x.shape[0], dtype=np.int64)
     for _ in range(iters):
-        labels = np.argmax(x @ c.T, axis=1)
+        labels = np.argmax(dot4_gram(x, c), axis=1)
         if np.bincount(labels, minlength=k).min() == 0:
             for j in range(k):
                 if not np.any(labels == j):
-                    far = int(np.argmin(np.sum(x * c[labels], axis=1)))
+                    far = int(np.argmin(dot4(x, c[labels])))
                     labels[far] = j
         new = np.zeros_like(c)
         for j in range(k):  # running sums in row order

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rows import add_rows_in_order, dot4_gram, segment_sums
-from .state import _KEY, libm_exp
+from .state import _KEY, exp_fixed
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -155,15 +155,13 @@ def f_blocks(
 
     m = median(s)
     sigma = median(np.abs(s - m[t_blk])) + eps
-    den = np.array(
-        [2 * float(v) ** 2 for v in sigma.tolist()]
-    )  # Python float powers, as objective_from_parts takes them
-    term = norms / counts * libm_exp(-((s - m[t_blk]) ** 2) / den[t_blk])
+    den = 2.0 * (sigma * sigma)
+    term = norms / counts * exp_fixed(-((s - m[t_blk]) ** 2) / den[t_blk])
     sumsq = segment_sums(counts.astype(np.float64) ** 2, theme_off, backend="reference")[
         live
     ]  # integers: exact in any order
     # per block, as the per-memory code's Python floats: n * n / (k * sumsq) + sum(term) / k, the sum
-    # np.sum's (pairwise) over the block's slice; each operation one IEEE rounding either way
+    # sum4's over the block's slice; each operation one IEEE rounding either way
     nl, kl = n[live].astype(np.int64), k[live].astype(np.int64)
     f[live] = (nl * nl).astype(np.float64) / (kl.astype(np.float64) * sumsq) + segment_sums(
         term, theme_off, backend="reference"

@@ -27,7 +27,7 @@ import numpy as np
 from ..backends import host_implementation
 from ..checks import check_offsets, csr_offsets
 from ..devices import host
-from ..rows import row_norms, take_rows2, unit_rows
+from ..rows import row_norms, sum4, take_rows2, unit_rows
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -42,28 +42,46 @@ def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> flo
     return objective_from_parts(norms, counts, cos.max(axis=1) if k > 1 else np.zeros(1), n, eps)
 
 
-def libm_exp(v: np.ndarray) -> np.ndarray:
-    """exp of each element by the C library (``math.exp``, its ``OverflowError`` above about 709.78;
-    f(P) passes none), as the C++ paths take it: NumPy's own float64 exp is vectorised per ISA
-    (AVX-512's rounds about 5% of arguments otherwise than AVX2's), which made f(P), and a near-tie
-    between two merges, depend on the CPU. The C library picks its exp per CPU too (glibc: one FMA
-    variant on every AVX2 or AVX-512 CPU; without FMA about 0.07% of arguments round otherwise), so
-    f is the same bits on hosts with one C library and FMA, not on every machine."""
-    return np.array([math.exp(t) for t in np.asarray(v, np.float64).reshape(-1).tolist()]).reshape(
-        np.shape(v)
-    )
+_EXP_TAYLOR = tuple(1.0 / math.factorial(i) for i in range(14))  # 1 / i!, each correctly rounded
+
+
+def exp_fixed(v: Any) -> np.ndarray:
+    """exp of each element of v (float64), in plain IEEE operations in one order, the bits of
+    ``exp_fixed`` in ``csrc/include/xmemory/exp_fixed.inc`` (f_blocks, partition_objective and
+    score_candidates in C++) on every CPU (NumPy's own exp is vectorised per ISA, the C
+    library's differs between libraries and FMA or not): NaN stays NaN, above 709.782712893384 inf,
+    below -745.1332191019412 zero; else k = floor(x / ln 2 + 1/2), r = (x - k ln2_hi) - k ln2_lo
+    (fdlibm's split of ln 2), exp(r) by the degree-13 Taylor polynomial in Horner's order, times 2^k
+    (in two steps where 2^k alone is not a normal double). Within 1 ulp of the correctly rounded exp."""
+    x = np.asarray(v, np.float64)
+    with np.errstate(all="ignore"):
+        k = np.floor(x * 1.44269504088896338700e00 + 0.5)
+        k = np.where(np.isfinite(k), np.clip(k, -1100.0, 1100.0), 0.0)
+        r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
+        p = np.full(x.shape, _EXP_TAYLOR[13])
+        for c in _EXP_TAYLOR[12::-1]:
+            p = p * r + c
+        e = k.astype(np.int64)
+        lo, hi = e < -1021, e > 1023
+        y = p * np.ldexp(1.0, np.where(lo, e + 600, np.where(hi, e - 600, e)))
+        y = np.where(lo, y * 2.0**-600, np.where(hi, y * 2.0**600, y))
+        y = np.where(x > 709.782712893384, np.inf, np.where(x < -745.1332191019412, 0.0, y))
+        return np.where(np.isnan(x), x, y)
 
 
 def objective_from_parts(norms: np.ndarray, counts: np.ndarray, s: np.ndarray, n: int, eps: float) -> float:
-    """f(P) from the themes' sum norms [K], counts [K] and nearest-centroid cosines s [K]."""
+    """f(P) from the themes' sum norms [K], counts [K] and nearest-centroid cosines s [K]; the Gaussian's
+    denominator is ``2.0 * (sigma * sigma)`` and the mean of the per-theme terms their ``sum4`` / K
+    (plain IEEE operations in one order, as ``f_blocks`` takes them)."""
     k = len(counts)
     if k == 0 or n == 0:
         return 0.0
     cohesion = norms / counts
     m = float(np.median(s))
     sigma = float(np.median(np.abs(s - m))) + eps
-    return n * n / (k * float(np.sum(counts.astype(np.float64) ** 2))) + float(
-        np.mean(cohesion * libm_exp(-((s - m) ** 2) / (2 * sigma**2)))
+    return (
+        n * n / (k * float(np.sum(counts.astype(np.float64) ** 2)))
+        + float(sum4(cohesion * exp_fixed(-((s - m) ** 2) / (2.0 * (sigma * sigma))))) / k
     )
 
 
@@ -182,8 +200,10 @@ def f_blocks(
     """``objective_from_parts`` of every block at once, bit for bit: norms [T], counts [T], s [T] each theme's nearest
     cosine (its block's s is 0 where the block has one theme), theme_off [nb+1], n [nb] node counts.
     Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
-    elementwise, and each block's mean one ``sum`` over its slice, as ``np.mean`` sums. ``cpu``: one
+    elementwise, and each block's mean the ``sum4`` of its slice / k. ``cpu``: one
     C++ pass (``csrc/cpu/rows.cpp``); ``reference``: NumPy steps."""
+    if np.size(n) and int(np.max(n)) >= 2**31:
+        raise ValueError(f"n: node counts must be below 2**31 (n * n exact in int64), got {int(np.max(n))}")
     return host_implementation("f_blocks", backend)(norms, counts, s, theme_off, n, eps)
 
 

@@ -1,6 +1,8 @@
 """Row-wise helpers on host arrays (the construction's exact-bit arithmetic), each an op of the
 registry with a ``reference`` (NumPy, ``reference.py``) and a ``cpu`` backend (C++, ``cpu.py``: one
-pass where the inputs are of the types the kernel takes, else the NumPy steps), equal to the bit.
+pass where the inputs are of the types the kernel takes, else the NumPy steps), equal to the bit. Sums
+that decide something take one fixed order, ``sum4`` / ``dot4`` (``csrc/include/xmemory/dot4.inc``),
+written alike in both.
 ``backend="auto"`` runs ``cpu`` when built (``XMEMORY_BACKEND`` overrides it, a GPU name meaning the
 host's best), ``"reference"`` the NumPy steps."""
 
@@ -12,7 +14,7 @@ import numpy as np
 
 from ..backends import host_implementation, register
 from ..devices import host
-from .reference import dot4
+from .reference import dot4, sum4
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
 OPS = (
@@ -59,38 +61,49 @@ def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray, *, backend: str =
     return host_implementation("take_rows2", backend)(a, b, take)
 
 
-def row_norms(x: np.ndarray, *, keepdims: bool = False, backend: str = "auto") -> np.ndarray:
-    """Euclidean norms of the rows of a real x [m, d]: [m] (or [m, 1]). The bits of
-    ``np.linalg.norm(x, axis=1)`` (the same square, sum and root), without its argument handling,
-    which costs more than the arithmetic on the small blocks of the theme stage. ``cpu``: one C++ pass
-    for C-contiguous float64 x, NumPy's pairwise sum of the squares (``csrc/cpu/rows.cpp``), the same
-    bits (other layouts: NumPy, which sums them in another order)."""
+def row_norms(x: Any, *, keepdims: bool = False, backend: str = "auto") -> np.ndarray:
+    """Euclidean norms of the rows of a real x [m, d] (taken as float64): [m] (or [m, 1]) float64,
+    ``sqrt(dot4(x_i, x_i))``, the same bits on every CPU. ``cpu``: one C++ pass; ``reference``: NumPy
+    ``dot4``."""
+    x = _matrix("row_norms", x)
     return host_implementation("row_norms", backend)(x, keepdims)
 
 
 def segment_sums(v: np.ndarray, off: np.ndarray, *, backend: str = "auto") -> np.ndarray:
-    """``np.sum(v[off[b]:off[b + 1]])`` of every segment b of v [n] float64 (off [nb+1]): [nb], the
-    same bits (NumPy's pairwise sum); ``cpu`` one C++ call, ``reference`` one NumPy sum per segment."""
+    """The sum of every segment b of v [n] float64, ``v[off[b]:off[b + 1]]`` (off [nb+1]), in ``sum4``'s
+    fixed order: [nb], the same bits on every CPU. ``cpu``: one C++ call; ``reference``: NumPy ``sum4``
+    per segment."""
     v = np.ascontiguousarray(v, dtype=np.float64)
     off = np.ascontiguousarray(off, dtype=np.int64)
     return host_implementation("segment_sums", backend)(v, off)
 
 
 def unit_rows(x: Any, *, dtype: Any = np.float64, backend: str = "auto") -> np.ndarray:
-    """[n, d] rows scaled to unit norm in float64 (zero rows stay zero), returned as ``dtype``
-    (float64, or float32 rounded from them); x any real array, host or device. ``cpu``: one C++ pass,
-    the NumPy steps' bits."""
-    x = np.asarray(host(x), dtype=np.float64)
-    return host_implementation("unit_rows", backend)(x, np.dtype(dtype))
+    """[n, d] rows divided by their ``row_norms`` in float64 (zero rows stay zero), returned as
+    ``dtype`` (float64, or float32 rounded from them); x any real array, host or device. ``cpu``: one
+    C++ pass; ``reference``: the NumPy steps."""
+    x = _matrix("unit_rows", x)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float64, np.float32):
+        raise ValueError(f"unit_rows: dtype must be float32 or float64, got {dtype}")
+    return host_implementation("unit_rows", backend)(x, dtype)
+
+
+def _matrix(op: str, x: Any) -> np.ndarray:
+    """x as a C-contiguous float64 [m, d] host array, else ``ValueError`` naming the op."""
+    x = np.ascontiguousarray(host(x), dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"{op}: x must be [m, d], got shape {x.shape}")
+    return x
 
 
 def row_sum_in_order(m: np.ndarray) -> np.ndarray:
-    """The rows of m [r, d] (r >= 1) added one after another: the bits of ``np.cumsum(m, axis=0)[-1]``
-    without its [r, d] output (10x faster at a theme's size). NumPy reduces a C-contiguous array over
-    its rows with the row as the inner loop, one row at a time; a single column is contiguous and
-    would be summed pairwise, so it keeps the cumulative sum (tests/test_themes.py checks both)."""
-    m = np.ascontiguousarray(m)
-    return np.add.reduce(m, axis=0) if m.shape[1] > 1 else np.cumsum(m, axis=0)[-1]
+    """The rows of m [r, d] added one after another from zero in float64: [d], the k-means centre sums
+    as the C++ loop adds them (``csrc/cpu/kmeans_runs.inc``)."""
+    acc = np.zeros(m.shape[1])
+    for row in np.asarray(m, np.float64):
+        acc += row
+    return acc
 
 
 def dot4_gram(a: Any, b: Any, *, backend: str = "auto") -> np.ndarray:
@@ -131,6 +144,7 @@ __all__ = [
     "row_norms",
     "row_sum_in_order",
     "segment_sums",
+    "sum4",
     "take_rows2",
     "unit_rows",
 ]

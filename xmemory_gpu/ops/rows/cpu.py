@@ -51,12 +51,8 @@ def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray) -> np.ndarray:
 
 
 def row_norms(x: np.ndarray, keepdims: bool) -> np.ndarray:
-    if (
-        x.dtype == np.float64 and x.ndim == 2 and x.flags.c_contiguous
-    ):  # (NumPy sums other layouts in another order)
-        out = _C.row_norms(x, False, False)
-        return out[:, None] if keepdims else out
-    return reference.row_norms(x, keepdims)
+    out = _C.row_norms(x, False, False)
+    return out[:, None] if keepdims else out
 
 
 def segment_sums(v: np.ndarray, off: np.ndarray) -> np.ndarray:
@@ -64,9 +60,7 @@ def segment_sums(v: np.ndarray, off: np.ndarray) -> np.ndarray:
 
 
 def unit_rows(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    if x.ndim == 2 and x.flags.c_contiguous and dtype in (np.float64, np.float32):
-        return _C.row_norms(x, True, dtype == np.float32)
-    return reference.unit_rows(x, dtype)
+    return _C.row_norms(x, True, dtype == np.float32)
 
 
 def dot4_gram(a: np.ndarray, b: np.ndarray) -> np.ndarray:

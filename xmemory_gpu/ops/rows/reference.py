@@ -7,12 +7,12 @@ import numpy as np
 from ..checks import csr_offsets
 
 
-def dot4(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise dot products over the last axis of a [..., d] and b [d] (or [..., d]) in float64, in the
-    order of ``dot4`` in ``csrc/include/xmemory/dot4.inc``: 4 x 8 lanes from zero, lane (u, l) taking
-    k = 32t + 8u + l in order (np.cumsum: sequential), the tail k >= 32q added in order from zero, then
-    per l in order the lanes' ((u0 + u1) + (u2 + u3))."""
-    p = a * b.astype(np.float64)
+def sum4(p: np.ndarray) -> np.ndarray:
+    """Sums over the last axis of p [..., d] (float64) in the order of ``lanes4`` in
+    ``csrc/include/xmemory/dot4.inc``: 4 x 8 lanes from zero, lane (u, l) taking k = 32t + 8u + l in
+    order (np.cumsum: sequential), the tail k >= 32q added in order from zero, then per l in order the
+    lanes' ((u0 + u1) + (u2 + u3))."""
+    p = np.asarray(p, np.float64)
     lead, d = p.shape[:-1], p.shape[-1]
     q = d // 32
     lanes = np.zeros((*lead, 1, 4, 8))
@@ -25,6 +25,12 @@ def dot4(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for lane in range(8):
         total = total + ((acc[..., 0, lane] + acc[..., 1, lane]) + (acc[..., 2, lane] + acc[..., 3, lane]))
     return total
+
+
+def dot4(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products over the last axis of a [..., d] and b [d] (or [..., d]) in float64: each
+    product rounded, then ``sum4`` (``dot4`` in ``csrc/include/xmemory/dot4.inc``)."""
+    return sum4(a * b.astype(np.float64))
 
 
 def add_rows_in_order(sums: np.ndarray, group: np.ndarray, x: np.ndarray, rows: np.ndarray) -> None:
@@ -56,15 +62,16 @@ def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray) -> np.ndarray:
 
 
 def row_norms(x: np.ndarray, keepdims: bool) -> np.ndarray:
-    return np.sqrt(np.add.reduce(x * x, axis=1, keepdims=keepdims))
+    norms = np.sqrt(dot4(x, x))
+    return norms[:, None] if keepdims else norms
 
 
 def segment_sums(v: np.ndarray, off: np.ndarray) -> np.ndarray:
-    return np.array([v[int(a) : int(b)].sum() for a, b in zip(off[:-1], off[1:])], np.float64).reshape(-1)
+    return np.array([sum4(v[int(a) : int(b)]) for a, b in zip(off[:-1], off[1:])], np.float64).reshape(-1)
 
 
 def unit_rows(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    norms = np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True))
+    norms = row_norms(x, keepdims=True)
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0).astype(dtype, copy=False)
 
 
