@@ -2,11 +2,15 @@
 returns before the load ends, ``encode`` waits for it, a failed load is an error naming the model
 on ``encode``, two embedders of one model and device share one load, and ``dim`` / ``name`` are
 known from the model's configuration without loading it. A fake loader stands in for the model;
-events order the threads (no timing)."""
+events order the threads (no timing). Each embedder checks its own declared width against the
+shared model; a load cut short (``KeyboardInterrupt``) is loaded afresh later; a child forked while
+a model loads loads it itself."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xmemory_gpu.embed import EmbedderLoadError, warm_up
+from xmemory_gpu.embed import EmbedderLoadError, background, warm_up
 from xmemory_gpu.embed import sentence_transformers as st
 from xmemory_gpu.embed.background import ModelLoad
 
@@ -227,6 +231,143 @@ def test_a_store_s_recorded_width_stands_in_for_an_undeclared_one(monkeypatch, n
     assert wrong.dim == DIM + 1
     with pytest.raises(EmbedderLoadError, match=f"gives {DIM}-dimensional vectors"):
         wrong.encode(["x"])
+
+
+@pytest.mark.parametrize("wrong_first", [True, False])
+def test_each_embedder_checks_its_own_width_of_a_shared_model(monkeypatch, name, wrong_first):
+    """Two stores of one hub model recording different widths: one load, and only the embedder whose
+    width the model does not give fails, whichever asked first."""
+    loader = FakeLoader()
+    monkeypatch.setattr(st, "load_model", loader)
+    hub = f"org/{name}"
+    wrong = st.SentenceTransformerEmbedder(hub, expected_dim=DIM * 2)
+    right = _fake_forward(st.SentenceTransformerEmbedder(hub, expected_dim=DIM))
+    first, second = (wrong, right) if wrong_first else (right, wrong)
+    for e in (first, second, first):  # the answer does not depend on the order or on repeats
+        if e is wrong:
+            with pytest.raises(
+                EmbedderLoadError,
+                match=re.escape(
+                    f"embedder '{hub}' on cpu: the model gives {DIM}-dimensional vectors; "
+                    f"its configuration or its store declares {DIM * 2}"
+                ),
+            ):
+                _ = e.loaded
+        else:
+            assert e.loaded.dim == DIM and e.encode(["x"]).shape == (1, DIM)
+    assert (right.dim, wrong.dim) == (DIM, DIM * 2) and loader.calls == [(hub, "cpu")]
+    assert (right.load_state, wrong.load_state) == ("ready", "failed")
+
+
+def test_an_interrupted_load_is_loaded_afresh_on_the_next_call():
+    calls: list[int] = []
+
+    def loader() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return "model"
+
+    load = ModelLoad("'m' on cpu", loader)
+    with pytest.raises(KeyboardInterrupt):  # the caller that got it, as it is
+        load.result()
+    assert load.state == "idle" and not load.started
+    assert load.result() == "model" and load.state == "ready" and calls == [1, 1]
+
+
+def test_an_interrupted_background_load_is_taken_over_by_a_waiter(monkeypatch):
+    """The load thread cut short re-raises in its own thread; a caller waiting for it loads the model
+    itself."""
+    loading, release = threading.Event(), threading.Event()
+    threads: list[int] = []
+
+    def loader() -> str:
+        threads.append(threading.get_ident())
+        if len(threads) == 1:
+            loading.set()
+            assert release.wait(JOIN_S)
+            raise SystemExit(3)
+        return "model"
+
+    raised: list[type] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_type))
+    load = ModelLoad("'m' on cpu", loader)
+    load.start()
+    assert loading.wait(JOIN_S) and load.state == "loading"
+    got: list[str] = []
+    waiter = threading.Thread(target=lambda: got.append(load.result()))
+    waiter.start()
+    release.set()
+    waiter.join(JOIN_S)
+    assert not waiter.is_alive() and got == ["model"] and load.state == "ready"
+    assert len(threads) == 2 and threads[1] == waiter.ident != threads[0]
+    assert raised in ([SystemExit], [])  # the load thread's own hook (the default one ignores SystemExit)
+
+
+def test_an_exception_of_the_loader_is_not_retried():
+    calls: list[int] = []
+
+    def loader() -> str:
+        calls.append(1)
+        raise RuntimeError("no weights")
+
+    load = ModelLoad("'m' on cpu", loader)
+    for _ in range(2):
+        with pytest.raises(
+            EmbedderLoadError, match="'m' on cpu: loading the model failed: RuntimeError: no weights"
+        ):
+            load.result()
+    assert calls == [1] and load.state == "failed"
+
+
+def _child_loads(load: ModelLoad, key: str) -> None:
+    """In a forked child: exit 0 when the unfinished load is loaded afresh here and a shared load can
+    be created (fresh locks), else 1; never returns."""
+    code = 1
+    try:
+        got: list[object] = []
+
+        def use() -> None:
+            got.append(load.result())
+            got.append(background.shared_load(key, "'k' on cpu", lambda: "other").result())
+
+        t = threading.Thread(target=use, daemon=True)
+        t.start()
+        t.join(JOIN_S)
+        code = 0 if got == ["child", "other"] else 1
+    finally:
+        os._exit(code)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_a_model_loads_loads_it_itself(request):
+    parent = os.getpid()
+    loading, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def loader() -> str:
+        if os.getpid() != parent:
+            return "child"
+        calls.append(1)
+        loading.set()
+        assert release.wait(JOIN_S)
+        return "parent"
+
+    load = ModelLoad("'m' on cpu", loader)
+    load.start()
+    assert loading.wait(JOIN_S)
+    key = f"fork-{request.node.name}"
+    try:
+        with background._LOADS_LOCK, load._lock:  # locks held by the forking thread stay usable in the child
+            pid = os.fork()
+            if pid == 0:
+                _child_loads(load, key)
+        _, status = os.waitpid(pid, 0)  # the child bounds its own wait and always exits
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert load.state == "loading"  # the parent's load goes on
+    finally:
+        release.set()
+    assert load.result() == "parent" and calls == [1]
 
 
 def test_warm_up_helper_falls_back_to_one_encode():

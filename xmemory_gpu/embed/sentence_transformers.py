@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .background import ModelLoad, shared_load
+from .background import EmbedderLoadError, ModelLoad, shared_load
 from .base import distinct_texts, normalize_rows, same_length_batches
 from .rowwise import route_dense_layers
 
@@ -119,21 +119,18 @@ class SentenceTransformerEmbedder:
         local = folder.is_dir()
         declared = configured_dim(folder) if local else None
         self._declared_dim = declared if declared is not None else expected_dim
-        # the default model by its name (its layers are routed), another by its folder or hub name
+        self._label = f"{model!r} on {device}"
+        # the default model by its name (its layers are routed), another by its folder or hub name;
+        # the shared load gives the model as it is (each embedder checks its own declared width)
         key = model if model == DEFAULT_MODEL or not local else str(folder.resolve())
         self._load: ModelLoad = shared_load(
             ("sentence-transformers", key, device, DTYPE),
-            f"{model!r} on {device}",
-            lambda: self._checked(load_model(model, device)),
+            self._label,
+            lambda: load_model(model, device),
         )
 
-    def _checked(self, loaded: LoadedModel) -> LoadedModel:
-        if self._declared_dim is not None and loaded.dim != self._declared_dim:
-            raise ValueError(
-                f"the model gives {loaded.dim}-dimensional vectors; its configuration or its store "
-                f"declares {self._declared_dim}"
-            )
-        return loaded
+    def _fits(self, loaded: LoadedModel) -> bool:
+        return self._declared_dim is None or loaded.dim == self._declared_dim
 
     def warm_up(self) -> None:
         """Start loading the model in a background thread and return at once (the process's one load
@@ -142,14 +139,25 @@ class SentenceTransformerEmbedder:
 
     @property
     def load_state(self) -> str:
-        """``idle``, ``loading``, ``ready`` or ``failed`` (the model's load; waits for nothing)."""
-        return self._load.state
+        """``idle``, ``loading``, ``ready`` or ``failed`` (the model's load, ``failed`` too for a
+        loaded model of another width than this embedder declares; waits for nothing)."""
+        state = self._load.state
+        if state == "ready" and not self._fits(self._load.result()):
+            return "failed"
+        return state
 
     @property
     def loaded(self) -> LoadedModel:
-        """The loaded model; waits for the load (runs it here when nothing started it). A failed load
-        raises ``EmbedderLoadError`` naming the model and the cause."""
-        return self._load.result()
+        """The loaded model; waits for the load (runs it here when nothing started it). A failed load,
+        or a model of another width than this embedder declares, raises ``EmbedderLoadError`` naming
+        the model and the cause."""
+        loaded = self._load.result()
+        if not self._fits(loaded):
+            raise EmbedderLoadError(
+                f"embedder {self._label}: the model gives {loaded.dim}-dimensional vectors; its "
+                f"configuration or its store declares {self._declared_dim}"
+            )
+        return loaded
 
     @property
     def model(self) -> Any:
