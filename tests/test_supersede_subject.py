@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmemory_gpu.construct.supersede import SELF, attributes, changes, subject, supersessions
+from xmemory_gpu.construct.supersede import SELF, attributes, changes, repeats, subject, supersessions
 from xmemory_gpu.engine import MemoryEngine
 
 U = "the user"
@@ -54,6 +54,86 @@ def test_a_change_word_changes_the_attribute_it_is_tied_to(text, changed):
     assert changes(text) == changed
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the user wants to quit the job.",
+        "the user is thinking about quitting the job.",
+        "the user is nervous about quitting.",
+        "the user's going to quit the job.",
+        "the user would like to start a new job.",
+        "the user hopes to get a new job in the spring.",
+        "the user will now live in Berlin.",
+        "If the user moved to Berlin, she'd be happy.",
+        "the user would be happy if she moved to Berlin.",
+        "If the visa comes through, the user is relocating to Berlin.",
+        "When the user starts the new job, she will bike to work.",
+        "Maybe the user moved to Berlin?",
+        "the user started a new hobby at the office.",
+    ],
+)
+def test_intent_doubt_and_conditions_change_nothing(text):
+    assert changes(text) == set()
+
+
+@pytest.mark.parametrize(
+    "text, changed",
+    [
+        ("the user has quit the job.", {"job"}),
+        ("the user quit the job.", {"job"}),
+        ("the user is quitting the job.", {"job"}),  # a decided change, told as under way
+        ("When the user moved to Berlin, she found a flat.", {"home"}),  # "when" told in the past
+        ("the user didn't want to move but moved to Berlin.", {"home"}),  # the intent is in another clause
+        ("the user's friend Will moved to Berlin.", {"home"}),  # "Will" is a name, not a future
+        ("the user now goes to the office on Mondays.", {"schedule"}),  # the office is no job change
+        ("the user now works at the office in Leeds.", {"job"}),
+        # a negation 40 characters back or more is out of the change word's reach
+        (
+            "the user never thought that after so many long years of waiting she'd finally be moving to Lisbon.",
+            set(),
+        ),
+        (
+            "the user never dreamt it but after so many long and slow years of waiting moved to Lisbon.",
+            {"home"},
+        ),
+    ],
+)
+def test_a_done_change_still_counts(text, changed):
+    assert changes(text) == changed
+
+
+def test_long_negated_text_is_read_in_bounded_windows():
+    assert changes("the user has not " + "never now quit " * 10_000) == set()
+    assert changes("x " * 100_000 + "the user moved to Lisbon.") == {"home"}
+
+
+@pytest.mark.parametrize(
+    "later, earlier, same",
+    [
+        ("the user now lives in Paris too.", "the user lives in Paris.", True),
+        ("the user moved to Paris.", "the user lives in Paris.", True),
+        ("The user  moved to Berlin", "the user moved to Berlin.", True),
+        ("the user quit Tilde.", "the user quit Tilde.", True),
+        ("the user quit Tilde.", "the user works at Tilde.", False),  # an ending word names the old value
+        ("the user moved from Paris to Berlin.", "the user lives in Paris.", False),
+        ("the user doesn't live in Paris anymore.", "the user lives in Paris.", False),
+        ("the user now works as a teacher.", "the user works as a nurse.", False),
+    ],
+)
+def test_a_repeat_is_no_change(later, earlier, same):
+    assert repeats(later, earlier) == same
+
+
+def test_an_empty_speaker_is_read_without_a_name():
+    assert subject("the user moved to Berlin.", "") == SELF
+    assert subject("We moved to Berlin.", "") == SELF
+    assert subject("Bob moved to Paris.", "") == "bob"
+    assert subject("Tom and Jerry moved to Paris.", " ") == "tom"
+    assert subject("He moved to Rome.", "") is None
+    texts = ["I live in Boston.", "I moved to Lisbon in March."]
+    assert supersessions(texts, _close(2), np.arange(2), ["", ""]) == {0: 1}
+
+
 def test_an_allergy_is_no_injury():
     assert attributes("Bob is allergic to peanuts.") == {"allergy"}
     assert attributes("Bob broke his ankle.") == {"injury"}
@@ -90,6 +170,31 @@ def test_the_same_attribute_of_someone_else_or_of_no_one_known_stands():
     assert supersessions(texts, _close(3), np.arange(3), [U] * 3) == {}
     texts = ["the user's friend Bob lives in Leeds.", "the user said: Bob moved to Paris."]
     assert supersessions(texts, _close(2), np.arange(2), [U] * 2) == {0: 1}
+
+
+@pytest.mark.parametrize(
+    "earlier, later, superseded",
+    [
+        ("the user works as a nurse.", "the user wants to quit the job.", False),
+        ("the user works as a nurse.", "the user is thinking about quitting the job.", False),
+        ("the user works as a nurse.", "the user has quit the job.", True),
+        ("the user lives in Paris.", "If the user moved to Berlin, she'd be happy.", False),
+        ("the user lives in Paris.", "the user is planning to move to Berlin.", False),
+        ("the user lives in Paris.", "the user moved to Berlin.", True),
+        ("the user works at Google.", "the user started a new hobby at the office.", False),
+        ("the user works at Google.", "the user just started at Stripe as a designer.", True),
+        ("the user lives in Paris.", "the user now lives in Paris too.", False),
+        ("the user lives in Paris.", "the user lives in Paris.", False),
+        ("the user lives in Paris.", "the user doesn't live in Paris anymore.", True),
+    ],
+)
+def test_only_a_change_that_happened_and_says_something_new_supersedes(earlier, later, superseded):
+    assert supersessions([earlier, later], _close(2), np.arange(2), [U, U]) == ({0: 1} if superseded else {})
+
+
+def test_a_repeat_leaves_the_fact_to_a_later_change():
+    texts = ["the user lives in Paris.", "the user now lives in Paris too.", "the user moved to Berlin."]
+    assert supersessions(texts, _close(3), np.arange(3), [U] * 3) == {0: 2, 1: 2}
 
 
 def test_closeness_still_gates():

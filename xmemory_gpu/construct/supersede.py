@@ -5,9 +5,11 @@ A later statement supersedes an earlier one of the same speaker when both are ab
 the later one says that an *attribute* of it changed (``changes``: in one clause, a change word of
 that attribute, "moved to" a home, "quit" a job, "broke" an injury, or a general one, "now",
 "instead", "switched", "started", "joined", beside the attribute's words; not after a negation, a
-modal or someone else's possessive: "won't quit", "his new job"), the earlier one speaks of that
-attribute (``attributes``: job, home, diet, allergy, income, transport, schedule, plans, relationship,
-injury, illness: word patterns; an allergy is no injury), and their embeddings are close (cosine >=
+modal, an intent, a condition or someone else's possessive: "won't quit", "wants to quit", "if she
+moved", "his new job"), it says more than the earlier one (``repeats``: "now lives in Paris too"
+after "lives in Paris" changes nothing), the earlier one speaks of that attribute (``attributes``:
+job, home, diet, allergy, income, transport, schedule, plans, relationship, injury, illness: word
+patterns; an allergy is no injury), and their embeddings are close (cosine >=
 ``threshold``). The earlier statement is kept (history questions still find it); retrieval ranks it
 after the newer one and shows it as earlier ("previously, until 2024-03: ..."). This goes past mem0's
 UPDATE, which overwrites the old fact, and keeps what temporal graph memories (Graphiti / Zep's
@@ -31,11 +33,14 @@ CHANGE = re.compile(
 )
 # work as a job ("works as", "working at"), not a place ("cycle to work") nor effort ("hard work", "make it work")
 _WORK = r"(?:work|works|worked|working)\s+(?:as|at|for|in)|workplace|co-?workers?|colleagues?"
+_JOB = (
+    rf"{_WORK}|job|jobs|career|hired|employ\w*|company|start-?up|position|role|quit|promoted|"
+    r"cto|ceo|nurs\w*|designer|engineer|teach\w*|doctor|manager|developer|hospital|intern\w*"
+)
 ATTRIBUTES: dict[str, re.Pattern] = {
     name: re.compile(p, re.I)
     for name, p in {
-        "job": rf"\b(?:{_WORK}|job|jobs|career|hired|employ\w*|company|start-?up|office|position|role|quit|promoted|"
-        r"cto|ceo|nurs\w*|designer|engineer|teach\w*|doctor|manager|developer|hospital|intern\w*)\b",
+        "job": rf"\b(?:{_JOB}|office)\b",
         "home": r"\b(?:live[d]?|(?<!our )(?<!their )(?<!his )(?<!her )(?<!'s )lives|living|moved|move|relocat\w*|flat|apartment|house|(?<!take )(?<!takes )home|"
         r"neighbou?rhood)\b",
         "diet": r"\b(?:vegetarian|vegan|pescatarian|diet|eat\w*|meat|fish|keto)\b",
@@ -51,12 +56,15 @@ ATTRIBUTES: dict[str, re.Pattern] = {
         "illness": r"\b(?:sick|ill|flu|covid|diagnos\w*|cancer|diabet\w*|pregnan\w*|asthma)\b",
     }.items()
 }
+# what a general change word changes: the attributes, less words of a place one goes to ("at the office")
+_GENERAL = {**ATTRIBUTES, "job": re.compile(rf"\b(?:{_JOB})\b", re.I)}
 # change words that belong to one attribute: they change it even where its other words are absent
 OWN_CHANGE: dict[str, re.Pattern] = {
     name: re.compile(p, re.I)
     for name, p in {
-        "job": r"\b(?:quit|quitting|resign\w*|retired|(?:got|was|been|were) fired|laid off|hired|promoted|"
-        r"new (?:job|role|position))\b",
+        # "quitting" only told as under way ("is quitting"), not wished or feared ("thinking about quitting")
+        "job": r"\b(?:quit|(?:is|am|are|was|were|'s|'m|'re) quitting|resign\w*|retired|(?:got|was|been|were) fired|"
+        r"laid off|hired|promoted|new (?:job|role|position))\b",
         "home": r"\b(?:(?:moved|moving) (?:to|from|in|out|into|back|away|house|abroad|here|there)|relocat\w*|"
         r"new (?:flat|apartment|house|home|place))\b",
         "income": r"\b(?:raise|pay cut)\b",
@@ -75,6 +83,21 @@ _CLAUSE = re.compile(r"[,;:]|\b(?:so|but|because|while|although|though)\b", re.I
 _OTHERS = re.compile(r"\b(?:his|her|their|(?P<who>[A-Z][a-z]+)'s)\s+$")  # "for his new job": another's change
 _NEGATIVE = frozenset({"no longer", "anymore", "any more"})  # change words that are negations themselves
 _NOT_DONE = re.compile(r"(?:\bnot|\bnever|n't|\bwould|\bcould|\bshould|\bmight|\bmay)\s+(?:\w+\s+)?$", re.I)
+# intent, doubt or a condition before a change word in its clause: it has not happened ("wants to quit",
+# "thinking about moving", "if she moved"); lower case only, "Will" and "May" are names and a month
+_UNSURE = re.compile(
+    r"\b(?:(?:wants?|wanted|wanting|wish(?:es|ed|ing)?|hop(?:es?|ed|ing)|plan(?:s|ned|ning)?|intend(?:s|ed|ing)?|"
+    r"tr(?:y|ies|ied|ying)|decid(?:e|es|ed|ing)|going|about|ready|would like|needs?|has|have) to|gonna|"
+    r"planning on|thinking (?:about|of)|consider(?:s|ed|ing)?|will|shall|would|could|should|might|may|[Ii]f|"
+    r"[Uu]nless|whether|in case|[Ss]uppos(?:e|ing)|[Mm]aybe|[Pp]erhaps|probably|possibly)\b|(?<=\w)'(?:d|ll)\b"
+)
+# a clause opened by one of these is a condition; "when" and "once" only when it is not told in the past
+_IF = re.compile(r"\s*(?:if|unless|suppose|supposing|in case|what if|whenever)\b", re.I)
+_WHEN = re.compile(r"\s*(?:when|once)\b", re.I)
+_PAST = re.compile(
+    r"\b(?:\w+(?<!e)ed|was|were|had|did|got|left|sold|quit|began|broke|took|went|came|became|met)\b", re.I
+)
+_WINDOW = 40  # characters before a change word read for what undoes it (a bound: long text stays linear)
 
 
 def attributes(text: str, speaker: str = "") -> frozenset[str]:
@@ -85,32 +108,49 @@ def attributes(text: str, speaker: str = "") -> frozenset[str]:
 def changes(text: str, speaker: str = "") -> frozenset[str]:
     """The attributes a statement of ``speaker`` says changed: per clause, those its own change words
     name (``OWN_CHANGE``), and where a general change word (``CHANGE``) stands, those the clause
-    speaks of; a change word after someone else's possessive ("for his new job"), a negation or a
-    modal ("won't quit", "would move") changes nothing."""
+    speaks of (a place one goes to aside: "started a hobby at the office"); a change word after someone
+    else's possessive ("for his new job"), a negation, a modal, an intent ("won't quit", "would move",
+    "wants to quit") or in a condition and its consequence ("if she moved to Berlin, ...") changes
+    nothing."""
     out: set[str] = set()
+    after_if = False  # the clause after a condition is its consequence: "if she gets it, she moves"
     for clause in _CLAUSE.split(text):
-        out.update(name for name, pat in OWN_CHANGE.items() if _done(pat, clause, speaker))
-        if _done(CHANGE, clause, speaker):
-            out.update(attributes(clause, speaker))
+        cond = _conditional(clause)
+        if not (cond or after_if):
+            out.update(name for name, pat in OWN_CHANGE.items() if _done(pat, clause, speaker))
+            if _done(CHANGE, clause, speaker):
+                out.update(name for name, pat in _GENERAL.items() if _own(pat, clause, speaker))
+        after_if = cond
     return frozenset(out)
+
+
+def _conditional(clause: str) -> bool:
+    """Whether ``clause`` is a condition: opened by "if", "unless", "whenever", or by "when" / "once"
+    not told in the past ("when she starts the new job", not "when she moved")."""
+    return bool(_IF.match(clause) or (_WHEN.match(clause) and not _PAST.search(clause)))
 
 
 def _own(pat: re.Pattern, text: str, speaker: str) -> bool:
     """Whether ``pat`` matches ``text`` other than right after someone else's possessive ("his job")."""
     for m in pat.finditer(text):
-        other = _OTHERS.search(text[: m.start()])
+        other = _OTHERS.search(text, max(0, m.start() - _WINDOW), m.start())
         if other is None or other.group("who") == speaker:
             return True
     return False
 
 
 def _done(pat: re.Pattern, clause: str, speaker: str) -> bool:
-    """Whether ``pat`` matches ``clause`` as a change of the speaker's that happened."""
+    """Whether ``pat`` matches ``clause`` as a change of the speaker's that happened: not after someone
+    else's possessive, a negation, a modal, an intent or a condition (read ``_WINDOW`` characters back)."""
     for m in pat.finditer(clause):
-        before = clause[: m.start()]
-        other = _OTHERS.search(before)
-        negated = m.group(0).lower() not in _NEGATIVE and _NOT_DONE.search(before)
-        if (other is None or other.group("who") == speaker) and not negated:
+        lo, at = max(0, m.start() - _WINDOW), m.start()
+        other = _OTHERS.search(clause, lo, at)
+        negated = m.group(0).lower() not in _NEGATIVE and _NOT_DONE.search(clause, lo, at)
+        if (
+            (other is None or other.group("who") == speaker)
+            and not negated
+            and not _UNSURE.search(clause, lo, at)
+        ):
             return True
     return False
 
@@ -149,7 +189,7 @@ SELF = "<speaker>"  # the subject of a statement about its speaker
 
 @lru_cache(maxsize=256)
 def _mentions(speaker: str) -> re.Pattern:
-    sp = re.escape(speaker)
+    sp = re.escape(speaker) if speaker else "(?!)"  # no speaker: only "we" speaks of the speaker
     return re.compile(
         rf"(?<!\w)(?P<self>(?i:{sp}))(?P<selfpos>'s)?\b|\b(?P<we>(?i:we|us|our))\b|"
         r"\b(?P<pro>(?i:he|she|they|him|his|her|them|their))\b|\b(?P<name>[A-Z][a-z][\w-]*)(?P<pos>'s)?"
@@ -159,9 +199,11 @@ def _mentions(speaker: str) -> re.Pattern:
 def subject(text: str, speaker: str) -> str | None:
     """Who a statement of ``speaker`` is about: ``SELF`` (the speaker, "we" included), another person
     or pet as a lower-case key (a name, else the relation: "the user's sister" -> "sister", "Bob"
-    -> "bob"), or None when it cannot be told (a pronoun: "he")."""
+    -> "bob"), or None when it cannot be told (a pronoun: "he"). An empty ``speaker`` is no one named:
+    the statement is the speaker's unless it names someone else."""
+    speaker = speaker.strip()
     said = f"{speaker} said: "
-    s = text[len(said) :] if text.startswith(said) else text
+    s = text[len(said) :] if speaker and text.startswith(said) else text
     s = _LEAD.sub("", s)
     sp = speaker.lower()
     for m in _mentions(speaker).finditer(s):
@@ -176,14 +218,67 @@ def subject(text: str, speaker: str) -> str | None:
         name = m.group("name")
         if name in _NO_ONE or _AFTER_PREP.search(s[: m.start()]):
             continue
-        if re.match(rf"\s+and\s+{re.escape(sp)}\b", rest, re.I) or re.search(
-            rf"\b{re.escape(sp)}\s+and\s+$", s[: m.start()], re.I
+        if sp and (
+            re.match(rf"\s+and\s+{re.escape(sp)}\b", rest, re.I)
+            or re.search(rf"\b{re.escape(sp)}\s+and\s+$", s[: m.start()], re.I)
         ):
             return SELF  # "Tom and the user moved"
         if m.group("pos") and (rel := _REL.match(rest)):
             return (rel.group("name") or f"{name}'s {rel.group('rel')}").lower()
         return name.lower()
     return SELF
+
+
+# change words that end a value: a statement with one is no repeat even where it names the old value
+_ENDS = re.compile(
+    r"\b(?:no longer|any ?more|not|never|left|leaving|sold|stopped|stopping|gave up|giving up|quit\w*|resign\w*|"
+    r"retired|fired|laid off|divorced|broke up|split up|separated|called off|cancel+ed|postponed|is off|recovered|"
+    r"ex|former\w*|used to|moved (?:out|away|from|back))\b|n't\b",
+    re.I,
+)
+# words that carry no value: what a repeat may add to the earlier statement ("now lives in Paris too")
+_NO_VALUE = frozenset(
+    "a an the is am are was were be been being has have had do does did in at on to of for from with as by "
+    "and or too also still again well really just here there yes very same so it its".split()
+)
+
+
+def _fold(text: str) -> str:
+    """``text`` in lower case, spaces collapsed, end punctuation off."""
+    return " ".join(text.lower().split()).rstrip(".!? ")
+
+
+def _stems(text: str) -> set[str]:
+    """Crude word stems of ``text``: lower case, "'s" and one suffix off ("lives", "living" -> "liv")."""
+    out = set()
+    for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower()):
+        w = w.removesuffix("'s")
+        for suf in ("ing", "ed", "es", "s", "e"):
+            if w.endswith(suf) and len(w) - len(suf) >= 3:
+                w = w[: -len(suf)]
+                break
+        out.add(w)
+    return out
+
+
+def _value(text: str) -> set[str] | None:
+    """The stems a change statement says besides its change words (``_NO_VALUE`` off); None where a
+    word in it ends a value ("quit", "no longer", "moved from"): the old value may be named there."""
+    if _ENDS.search(text):
+        return None
+    for pat in (CHANGE, *OWN_CHANGE.values()):
+        text = pat.sub(" ", text)
+    return {w for w in _stems(text) if w not in _NO_VALUE}
+
+
+def repeats(later: str, earlier: str) -> bool:
+    """Whether a change statement ``later`` only repeats ``earlier``: the same text (case and spaces
+    folded), or nothing besides its change words that ``earlier`` does not say ("the user now lives in
+    Paris too" after "the user lives in Paris"); such a statement supersedes nothing."""
+    if _fold(later) == _fold(earlier):
+        return True
+    value = _value(later)
+    return bool(value) and value <= _stems(earlier)
 
 
 def _mask(names: frozenset[str]) -> int:
@@ -231,8 +326,8 @@ def supersessions(
         hit = (order < order[j]) & (spk == spk[j]) & ((masks & changed[j]) != 0) & (sims[c] >= threshold)
         hit[j] = False
         for i in np.flatnonzero(hit).tolist():
-            if subj[i] == who:
-                out.setdefault(i, j)
+            if subj[i] == who and i not in out and not repeats(texts[j], texts[i]):
+                out[i] = j
     return out
 
 
@@ -245,6 +340,7 @@ __all__ = [
     "THRESHOLD",
     "attributes",
     "changes",
+    "repeats",
     "subject",
     "supersessions",
 ]
