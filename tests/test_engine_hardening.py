@@ -450,6 +450,6 @@ def test_a_cpu_engine_imports_no_gpu_stack():
 def test_search_batch_refuses_unknown_item_fields(tmp_path):
     with MemoryEngine.open(tmp_path / "s", embedder="hashing:64") as eng:
         eng.add([{"role": "user", "content": "I moved to Lisbon in May."}], user_id="u")
-        with pytest.raises(ValueError, match=r"items\[0\]: unknown fields \['top_k'\]"):
-            eng.search_batch([{"query": "where", "user_id": "u", "top_k": 3}])
+        with pytest.raises(ValueError, match=r"items\[0\]: unknown fields \['max_results'\]"):
+            eng.search_batch([{"query": "where", "user_id": "u", "max_results": 3}])
         assert eng.search_batch([{"query": "where", "user_id": "u"}])[0][0].units

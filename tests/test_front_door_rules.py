@@ -310,7 +310,7 @@ def _call(server, tool: str, args: dict) -> tuple[bool, str]:
         ("search", {"query": "tea?", "threshold": "0.5"}, "threshold"),
         ("search", {"query": "tea?", "limit": True}, "limit"),
         ("search", {"query": "q" * 200_000}, "query"),
-        ("search", {"query": "tea?", "top_k": 3}, "top_k"),
+        ("search", {"query": "tea?", "max_results": 3}, "max_results"),
         ("search", {"query": "tea?", "filters": {"k": SURROGATE}}, "filters"),
         ("get_all", {"filters": "topic=tea"}, "filters"),
         ("update", {"unit_id": "x", "text": ""}, "text"),

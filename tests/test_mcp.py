@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from xmemory_gpu.cli.mcp import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = {"add", "search", "get_all", "delete", "history", "update", "scopes"}
+TOOLS = {"add", "search", "get_all", "delete", "delete_all", "history", "update", "scopes"}
 PASSED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TRITON_INTERPRET", "TOKENIZERS_PARALLELISM")
 ADMIN = "admin-key-0123456789abcdef"
 ALICE_KEY = "alice-key-0123456789abcdef"
@@ -245,6 +245,7 @@ def test_stdio_server_started_for_one_user(tmp_path):
                     ("history", {}),
                     ("add", {"messages": "hi"}),
                     ("delete", {"unit_id": "x"}),
+                    ("delete_all", {}),
                 ]:
                     text = await _refused(s, tool, {**args, "user_id": "mallory"}, "user_id", "alice")
                     assert "marathons" not in text
@@ -322,6 +323,9 @@ def test_http_server_needs_a_key_and_keeps_bound_keys_to_their_user(tmp_path):
             assert "bees" not in text
             assert {x["user_id"] for x in (await _ok(s, "scopes", {}))["scopes"]} == {"alice"}
             await _refused(s, "search", {"query": "bees?", "agent_id": "a"}, "user_id", "API key")
+            await _refused(s, "delete_all", {"user_id": "bob"}, "user_id", "API key")
+            await _refused(s, "delete_all", {"agent_id": "a"}, "user_id", "API key")
+            assert await _ok(s, "delete_all", {"user_id": "alice"}) == {"deleted_messages": 1}
 
         async def scenario() -> None:
             with anyio.fail_after(TIMEOUT):

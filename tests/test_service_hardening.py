@@ -285,7 +285,7 @@ def test_openapi_declares_the_error_model_and_the_bearer_scheme(app):
                 }
             if "{unit_id}" in path:
                 assert "404" in responses
-    assert keyed == 12
+    assert keyed == 14
     assert spec["paths"]["/v1/reset"]["post"]["responses"].keys() == {"200", "401", "403", "503"}
     (param,) = [p for p in spec["paths"]["/v1/memories"]["get"]["parameters"] if p["name"] == "filters"]
     assert param["in"] == "query" and param["content"]["application/json"]["schema"]["type"] == "object"
@@ -452,7 +452,7 @@ def test_docs_page_works_offline(http):
         ),
         ("/v1/search", {"user_id": "t", "query": "q", "limit": True}, "limit"),
         ("/v1/search", {"user_id": "t", "query": "q", "budget_tokens": "600"}, "budget_tokens"),
-        ("/v1/search", {"user_id": "t", "query": "q", "top_k": 3}, "top_k"),
+        ("/v1/search", {"user_id": "t", "query": "q", "max_results": 3}, "max_results"),
         (
             "/v1/memories/batch",
             {"items": [{"user_id": "t", "messages": [{"role": "u", "content": "x"}], "x": 1}]},

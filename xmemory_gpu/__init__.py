@@ -1,8 +1,8 @@
 """xmemory_gpu: xMemory hierarchical agent memory with batched GPU/CPU kernels.
 
 The public surface, imported lazily (``import xmemory_gpu`` needs no GPU, model or compiled module):
-``MemoryEngine`` (the live memory), ``MemoryClient`` / ``AsyncMemoryClient`` (the same calls over HTTP),
-``Retriever``, ``Store``, ``Bank``, ``XMemoryConfig``, ``build_store``; kernels under ``xmemory_gpu.ops``.
+``MemoryEngine`` (the live memory; ``AsyncMemoryEngine``: its calls awaited), ``MemoryClient`` /
+``AsyncMemoryClient`` (the same calls over HTTP), ``Retriever``, ``Store``, ``Bank``, ``XMemoryConfig``, ``build_store``; kernels under ``xmemory_gpu.ops``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "MemoryEngine": "xmemory_gpu.engine.engine",
+    "AsyncMemoryEngine": "xmemory_gpu.engine.aio",
     "MemoryClient": "xmemory_gpu.client",
     "AsyncMemoryClient": "xmemory_gpu.client",
     "Retriever": "xmemory_gpu.retrieve.retriever",

@@ -7,7 +7,9 @@ so switching between in-process and remote is one line::
 
 Search results come back as dicts (``context``, ``units`` as mem0's results with ``score`` the
 relevance, ``message_ids``, ``context_tokens``); ``add`` gives the ids, or with ``events=True`` mem0's
-``{"ids", "results"}``; ``update`` the updated message. ``with MemoryClient(...)`` and ``async with
+``{"ids", "results"}``; ``update`` the updated message; ``get_all`` takes mem0's ``page`` /
+``page_size``, ``search`` mem0's ``top_k`` (``limit``'s other name); ``batch_update`` /
+``batch_delete`` take mem0's ``[{"memory_id", ...}]`` (every item or none). ``with MemoryClient(...)`` and ``async with
 AsyncMemoryClient(...)`` work (``close`` / ``aclose``: there is no pool to release).
 Redirects are not followed (a redirect to another host would carry the API key there): a 3xx answer
 is a ``ServiceError`` naming where it pointed. An ``api_key`` goes into a header, so both clients
@@ -139,6 +141,7 @@ class _Requests:
         limit: int | None,
         threshold: float | None,
         filters: dict | None,
+        top_k: int | None,
     ) -> _Req:
         key = "query" if isinstance(query_or_queries, str) else "queries"
         return _Req(
@@ -150,6 +153,7 @@ class _Requests:
                 "strategy": strategy,
                 "budget_tokens": budget_tokens,
                 "limit": limit,
+                "top_k": top_k,
                 "threshold": threshold,
                 "filters": filters,
             },
@@ -159,6 +163,19 @@ class _Requests:
     @staticmethod
     def update(unit_id: str, text: str, scope: dict) -> _Req:
         return _Req("PUT", _unit(unit_id), {"text": text, **scope})
+
+    @staticmethod
+    def get_all(scope: dict, filters: dict | None, page: int | None, page_size: int | None) -> _Req:
+        params = {**scope, "filters": _filters(filters), "page": page, "page_size": page_size}
+        return _Req("GET", "/v1/memories", params=params, field="units")
+
+    @staticmethod
+    def batch_update(memories: list[dict]) -> _Req:
+        return _Req("PUT", "/v1/batch", {"memories": list(memories)}, field="results")
+
+    @staticmethod
+    def batch_delete(memories: list[dict]) -> _Req:
+        return _Req("DELETE", "/v1/batch", {"memories": list(memories)}, field="deleted")
 
 
 class MemoryClient:
@@ -218,6 +235,7 @@ class MemoryClient:
         limit: int | None = None,
         threshold: float | None = None,
         filters: dict | None = None,
+        top_k: int | None = None,
     ) -> list[dict]:
         return self._call(
             _Requests.search(
@@ -228,6 +246,7 @@ class MemoryClient:
                 limit,
                 threshold,
                 filters,
+                top_k,
             )
         )
 
@@ -238,15 +257,11 @@ class MemoryClient:
         agent_id: str | None = None,
         run_id: str | None = None,
         filters: dict | None = None,
+        page: int | None = None,
+        page_size: int | None = None,
     ) -> list[dict]:
-        return self._call(
-            _Req(
-                "GET",
-                "/v1/memories",
-                params={**_scope(user_id, agent_id, run_id), "filters": _filters(filters)},
-                field="units",
-            )
-        )
+        """The scope's units; with ``page`` / ``page_size`` (mem0's paging), that page of them."""
+        return self._call(_Requests.get_all(_scope(user_id, agent_id, run_id), filters, page, page_size))
 
     def get(
         self,
@@ -278,6 +293,15 @@ class MemoryClient:
         run_id: str | None = None,
     ) -> None:
         self._call(_Req("DELETE", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
+
+    def batch_update(self, memories: list[dict]) -> list[dict]:
+        """mem0's ``batch_update``: ``[{"memory_id", "text", "user_id"?, ...}]``, every update or none;
+        the updated messages back."""
+        return self._call(_Requests.batch_update(memories))
+
+    def batch_delete(self, memories: list[dict]) -> list[str]:
+        """mem0's ``batch_delete``: ``[{"memory_id", "user_id"?, ...}]``, every delete or none; the ids back."""
+        return self._call(_Requests.batch_delete(memories))
 
     def delete_all(
         self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
@@ -412,6 +436,7 @@ class AsyncMemoryClient:
         limit: int | None = None,
         threshold: float | None = None,
         filters: dict | None = None,
+        top_k: int | None = None,
     ) -> list[dict]:
         return await self._call(
             _Requests.search(
@@ -422,6 +447,7 @@ class AsyncMemoryClient:
                 limit,
                 threshold,
                 filters,
+                top_k,
             )
         )
 
@@ -432,14 +458,12 @@ class AsyncMemoryClient:
         agent_id: str | None = None,
         run_id: str | None = None,
         filters: dict | None = None,
+        page: int | None = None,
+        page_size: int | None = None,
     ) -> list[dict]:
+        """The scope's units; with ``page`` / ``page_size`` (mem0's paging), that page of them."""
         return await self._call(
-            _Req(
-                "GET",
-                "/v1/memories",
-                params={**_scope(user_id, agent_id, run_id), "filters": _filters(filters)},
-                field="units",
-            )
+            _Requests.get_all(_scope(user_id, agent_id, run_id), filters, page, page_size)
         )
 
     async def get(
@@ -472,6 +496,15 @@ class AsyncMemoryClient:
         run_id: str | None = None,
     ) -> None:
         await self._call(_Req("DELETE", _unit(unit_id), params=_scope(user_id, agent_id, run_id)))
+
+    async def batch_update(self, memories: list[dict]) -> list[dict]:
+        """mem0's ``batch_update``: ``[{"memory_id", "text", "user_id"?, ...}]``, every update or none;
+        the updated messages back."""
+        return await self._call(_Requests.batch_update(memories))
+
+    async def batch_delete(self, memories: list[dict]) -> list[str]:
+        """mem0's ``batch_delete``: ``[{"memory_id", "user_id"?, ...}]``, every delete or none; the ids back."""
+        return await self._call(_Requests.batch_delete(memories))
 
     async def delete_all(
         self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None

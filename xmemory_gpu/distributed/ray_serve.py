@@ -229,7 +229,7 @@ class Ingress:
     # -- the entry -----------------------------------------------------------------------------------
     async def __call__(self, request: Request) -> Response:
         method, path = request.method, request.scope["path"]
-        if method in ("POST", "PUT", "PATCH"):
+        if method in ("POST", "PUT", "PATCH") or (method == "DELETE" and path == "/v1/batch"):
             length = request.headers.get("content-length")
             if length is None:
                 return _json(411, {"detail": "a Content-Length header is required"})
@@ -298,9 +298,15 @@ class Ingress:
 
     def _users(self, method: str, path: str, request: Request, body: bytes) -> list[str] | Response:
         """The user ids a request names ([]: none readable; the shard's validation says why)."""
-        if path == "/v1/memories/batch" and method == "POST":
+        if (path == "/v1/memories/batch" and method == "POST") or (
+            path == "/v1/batch" and method in ("PUT", "DELETE")
+        ):
             data = _loads(body)
-            items = data.get("items") if isinstance(data, dict) else None
+            items = (
+                data.get("items" if path == "/v1/memories/batch" else "memories")
+                if isinstance(data, dict)
+                else None
+            )
             if not isinstance(items, list):
                 return []
             users = [it.get("user_id") if isinstance(it, dict) else None for it in items]

@@ -14,8 +14,8 @@ nothing derived); ``events=True`` gives mem0's add answer ``{"ids", "results": [
 (``Writes.add_batch``; the default stays the list of ids). Units carry ``created_at`` /
 ``updated_at`` (from the operations log) and their scope; ``hits`` gives a search's units as mem0's
 results (``score``: the relevance in [0, 1]). ``update`` returns the updated message as ``get`` does.
-Writes (``add``, ``add_batch``, ``delete``, ``delete_all``) are serialised and each is one atomic
-store commit; the in-memory bank is updated under a write lock only after the commit succeeds, so
+Writes (``add``, ``add_batch``, ``update``, ``delete``, mem0's ``batch_update`` / ``batch_delete``,
+``delete_all``) are serialised and each is one atomic store commit (a batch: all its items or none); the in-memory bank is updated under a write lock only after the commit succeeds, so
 a search sees the state before or after a batch, never half of it. A second process that opens the
 store for writing is refused (``write.lock``); ``read_only=True`` opens it for searching.
 
@@ -34,7 +34,9 @@ re-derivation (``engine.ids``), and every id ``get_all`` lists or a search resul
 
 This module opens, refreshes and closes an engine; the class's other jobs have their own modules:
 ``writes`` (every write), ``reads`` (every read), ``paging`` (the bank as a cache over the store
-under ``max_resident_bytes``; ``residency`` its accounting), ``keys`` (field and stats names).
+under ``max_resident_bytes``; ``residency`` its accounting), ``keys`` (field and stats names);
+``aio.AsyncMemoryEngine`` offers its calls awaited. mem0's ``get_all(page=, page_size=)`` and
+``search(top_k=)`` are ``Reads``'.
 """
 
 from __future__ import annotations

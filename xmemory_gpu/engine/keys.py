@@ -13,6 +13,7 @@ SEARCH_ITEM_FIELDS = frozenset(
         "strategy",
         "budget_tokens",
         "limit",
+        "top_k",
         "threshold",
         "filters",
     }

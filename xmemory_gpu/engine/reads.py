@@ -41,6 +41,11 @@ from .results import (
     show_current,
     show_name,
 )
+from .rules import integer
+
+PAGE_SIZE = 100  # get_all's units per page when only ``page`` is given (mem0's default)
+MAX_PAGE_SIZE = 1000  # get_all's most units per page
+MAX_PAGE = 10**9  # get_all's last page number
 
 
 class Reads:
@@ -58,6 +63,7 @@ class Reads:
         limit: int | None = None,
         threshold: float | None = None,
         filters: dict | None = None,
+        top_k: int | None = None,
     ) -> list[RetrievalResult]:
         """One ``RetrievalResult`` per query (a ``ScopedResult``) against this scope's memories: at
         least one of ``user_id``, ``agent_id``, ``run_id``; a part left out matches any
@@ -71,7 +77,8 @@ class Reads:
         operators) restricts the memory before retrieval: only units all of whose source messages
         match are candidates;
         ``threshold`` leaves out units less relevant than it (a cosine), ``limit`` keeps the
-        ``limit`` most relevant (``engine.results``); the context shows the kept units only."""
+        ``limit`` most relevant (``engine.results``); the context shows the kept units only.
+        ``top_k`` is mem0's name of ``limit`` (both given: they must agree)."""
         self._check_open()
         queries = inputs.queries(query_or_queries, "query_or_queries")
         item = {
@@ -85,14 +92,16 @@ class Reads:
             "threshold": threshold,
             "filters": filters,
         }
+        if top_k is not None:
+            item["top_k"] = top_k
         with named("search", "search_batch: items[0]: "):
             return self.search_batch([item])[0]
 
     def search_batch(self, items: Sequence[dict]) -> list[list[RetrievalResult]]:
         """Many searches at once (the server's coalescing): items ``{"queries": [...] | "query": str,
-        "user_id"?, "agent_id"?, "run_id"?, "strategy"?, "budget_tokens"?, "limit"?, "threshold"?,
-        "filters"?}`` (at least one scope part). Queries of every unfiltered item with the same
-        strategy and budget go to one batched ``Retriever.search`` (one embedding call, one launch
+        "user_id"?, "agent_id"?, "run_id"?, "strategy"?, "budget_tokens"?, "limit" | "top_k"?,
+        "threshold"?, "filters"?}`` (at least one scope part; ``top_k``: mem0's name of ``limit``).
+        Queries of every unfiltered item with the same strategy and budget go to one batched ``Retriever.search`` (one embedding call, one launch
         per stage), each query against its own memory; a filtered item searches its memory restricted
         to the matching messages. A scope with a part left out covers every memory within it
         (``scope_keys``); their results are merged by relevance (``_merged``). Returns results per
@@ -106,13 +115,14 @@ class Reads:
             unknown = set(it) - SEARCH_ITEM_FIELDS
             if unknown:
                 raise ValueError(
-                    f"{where}: unknown fields {sorted(unknown)}; expected some of {sorted(SEARCH_ITEM_FIELDS)}"
+                    f"{where}: unknown fields {sorted(unknown)}; expected some of "
+                    f"{sorted(SEARCH_ITEM_FIELDS | {'top_k'})}"
                 )
             qs = inputs.queries(it["queries"] if "queries" in it else it.get("query"), f"{where}: queries")
             keys = self.scope_keys(it.get("user_id"), it.get("agent_id"), it.get("run_id"))
             exact = scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id"))
             opts = (
-                check_limit(it.get("limit"), f"{where}: limit"),
+                top_k_limit(it.get("limit"), it.get("top_k"), where),
                 check_threshold(it.get("threshold"), f"{where}: threshold"),
                 meta.filters(it.get("filters"), f"{where}: filters"),
             )
@@ -385,12 +395,17 @@ class Reads:
         agent_id: str | None = None,
         run_id: str | None = None,
         filters: dict | None = None,
+        page: int | None = None,
+        page_size: int | None = None,
     ) -> list[dict]:
         """Every unit of the scope's memories (``scope_keys``: a part left out matches any), memory by
         memory: messages, episodes, semantic statements, themes, each with its memory's scope and
         ``created_at`` / ``updated_at``; ``filters``: only the units all of whose source messages
-        pass (``engine.metadata``)."""
+        pass (``engine.metadata``). mem0's paging: ``page`` (1-based, default 1) of ``page_size``
+        units (1 to ``MAX_PAGE_SIZE``, default ``PAGE_SIZE``) of that same list, in the same order;
+        a page past the end is empty. Without either, the whole list."""
         self._check_open()
+        window = paging(page, page_size, "get_all")
         keys = self.scope_keys(user_id, agent_id, run_id)
         flt = meta.filters(filters, "filters")
         out: list[dict] = []
@@ -409,7 +424,9 @@ class Reads:
                         theme_src.setdefault(f"theme:{mem.themes[r].id}", set()).update(s.message_ids)
                     units = [u for u in units if meta.matches_unit(u, ok, theme_src)]
                 out += units
-        return out
+                if window is not None and len(out) >= window.stop:
+                    break  # the page is complete: later memories come after it
+        return out if window is None else out[window]
 
     def get(
         self,
@@ -626,6 +643,34 @@ class Reads:
                     "max_resident_bytes": self._residency.budget,
                 }
         return out
+
+
+def top_k_limit(limit: Any, top_k: Any, where: str) -> int | None:
+    """A search's ``limit`` from ``limit`` and mem0's ``top_k`` (each checked as a limit); both given
+    and different: refused."""
+    lim = check_limit(limit, f"{where}: limit")
+    top = check_limit(top_k, f"{where}: top_k")
+    if lim is not None and top is not None and lim != top:
+        raise ValueError(
+            f"{where}: top_k: {top} differs from limit {lim} (top_k is mem0's name of limit: give one)"
+        )
+    return lim if lim is not None else top
+
+
+def paging(page: Any, page_size: Any, call: str) -> slice | None:
+    """``get_all``'s window over its units: ``page`` (1-based) of ``page_size`` units; None when
+    neither is given. A refusal names the field."""
+    if page is None and page_size is None:
+        return None
+    try:
+        n = 1 if page is None else integer(page, 1, MAX_PAGE)
+    except ValueError as exc:
+        raise ValueError(f"{call}: page: {exc}") from None
+    try:
+        size = PAGE_SIZE if page_size is None else integer(page_size, 1, MAX_PAGE_SIZE)
+    except ValueError as exc:
+        raise ValueError(f"{call}: page_size: {exc}") from None
+    return slice((n - 1) * size, n * size)
 
 
 def _public_ids(r: RetrievalResult) -> RetrievalResult:

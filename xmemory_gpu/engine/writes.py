@@ -1,7 +1,8 @@
 """The writing half of ``MemoryEngine``: ``add`` / ``add_batch`` (request parsing, the user's name,
 arrival stamps, one batched growth), ``delete`` / ``update`` (forgetting what the touched messages
-gave, ``construct.forget``, then a growth), ``delete_all`` and ``reset``; each write one atomic store
-commit, then the bank under the write lock."""
+gave, ``construct.forget``, then a growth), mem0's ``batch_update`` / ``batch_delete`` (every item
+found first, each touched memory derived again once), ``delete_all`` and ``reset``; each write one
+atomic store commit, then the bank under the write lock."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ from .keys import (
     QuarantinedError,
 )
 from .reads import named, shown_name
+
+MAX_BATCH_UNITS = 1000  # items of one batch_update or batch_delete (mem0's limit)
+BATCH_FIELDS = frozenset({"memory_id", "user_id", "agent_id", "run_id"})  # a batch item's, and "text"
 
 
 class Writes:
@@ -370,23 +374,34 @@ class Writes:
         ):
             key, kind, row = self._locate(unit_id, user_id, agent_id, run_id)
             mem = view(self.bank, self.bank.index[key])
-            drop: set[str] = set()
-            nodes: set[int] = set()
-            forgotten = list(engine_state(mem).forgotten)
-            if kind == "message":
-                drop = {unit_id}
-                logged = "message sha256:" + hashlib.sha256(unit_id.encode()).hexdigest()[:16]
-            else:
-                logged = unit_id
-                if kind == "episode":
-                    drop = set(mem.episodes[row].message_ids)
-                elif kind == "semantic":
-                    nodes = {row}
-                else:
-                    nodes = set(np.flatnonzero(mem.theme_of == row).tolist())
-                for r in sorted(nodes):
-                    forgotten += self._statement_hashes(mem, r)
+            drop, nodes, hashes, logged = self._deletion(mem, kind, row, unit_id)
+            forgotten = list(engine_state(mem).forgotten) + hashes
             self._forget(mem, drop, {}, nodes, forgotten, op=("delete", [logged]))
+
+    def _deletion(
+        self, mem: Memory, kind: str, row: int, unit_id: str
+    ) -> tuple[set[str], set[int], list[str], str]:
+        """What deleting unit ``unit_id`` (``kind``, local ``row``) of ``mem`` forgets: (message ids,
+        statement rows, statement hashes never to be extracted again, the id its log entry names)."""
+        drop: set[str] = set()
+        nodes: set[int] = set()
+        hashes: list[str] = []
+        if kind == "message":
+            return (
+                {unit_id},
+                nodes,
+                hashes,
+                "message sha256:" + hashlib.sha256(unit_id.encode()).hexdigest()[:16],
+            )
+        if kind == "episode":
+            drop = set(mem.episodes[row].message_ids)
+        elif kind == "semantic":
+            nodes = {row}
+        else:
+            nodes = set(np.flatnonzero(mem.theme_of == row).tolist())
+        for r in sorted(nodes):
+            hashes += self._statement_hashes(mem, r)
+        return drop, nodes, hashes, unit_id
 
     def _statement_hashes(self, mem: Memory, row: int) -> list[str]:
         """Hashes of every raw statement that became semantic node ``row``: its sources' statements
@@ -427,6 +442,13 @@ class Writes:
         again from their other sources (a message added with ``infer=False`` is not), then an add's growth; ``forgotten`` statement hashes are never
         extracted again. The changed texts are embedded (through the cache: every other row is
         reused); the user's name is learned again when its message goes or changes. One commit."""
+        grown = self._without(mem, drop, texts, nodes, forgotten)
+        self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop} if drop else None)
+
+    def _without(
+        self, mem: Memory, drop: set[str], texts: dict[str, str], nodes: set[int], forgotten: list[str]
+    ) -> list[MemorySlice]:
+        """``_forget``'s new memory, not committed (a batch commits several at once)."""
         cache = self._embed_cache
         changed = [m for m in mem.messages if m.id in texts and m.id not in drop]
         changed_x = (
@@ -452,7 +474,7 @@ class Writes:
         for new in grown:
             unit_ids.assign(mem, new, drop)
             carry_over(mem, new, drop, {}, _name_kept(mem.stats, reduced.messages, drop | set(texts)), [])
-        self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop} if drop else None)
+        return grown
 
     def delete_all(
         self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
@@ -510,6 +532,89 @@ class Writes:
             unit = self._message_unit(key, unit_id)
         return unit
 
+    def batch_update(self, memories: Sequence[dict]) -> list[dict]:
+        """mem0's ``batch_update``: ``memories`` a list of ``{"memory_id", "text", "user_id"?,
+        "agent_id"?, "run_id"?}`` (at most ``MAX_BATCH_UNITS``; each a message, as ``update`` takes
+        it, named once). Every item is checked and found before anything changes; then each touched
+        memory is derived again once, and the whole batch is one atomic commit: every update or none.
+        Returns the updated messages, in the items' order."""
+        self._check_open(write=True)
+        items = _batch_items(memories, "batch_update", self.limits.max_text_chars)
+        with self._writer, self._write_section(), self._using(self._batch_owners(items)):
+            found = self._locate_batch(items, "batch_update")
+            texts: dict[str, dict[str, str]] = {}
+            for (where, mid, _, text), (key, kind, _) in zip(items, found):
+                if kind != "message":
+                    raise ValueError(
+                        f"{where}: memory_id: {mid!r} is a derived {kind}; update the messages it came "
+                        "from (its message_ids) or delete it"
+                    )
+                texts.setdefault(key, {})[mid] = text
+            grown, log = [], []
+            for key, new in texts.items():
+                mem = view(self.bank, self.bank.index[key])
+                grown += self._without(mem, set(), new, set(), list(engine_state(mem).forgotten))
+                log.append((key, "update", list(new)))
+            self._commit(grown, log)
+            with self._rw.read():
+                return [self._unit_of(key, mid, True) for (_, mid, _, _), (key, _, _) in zip(items, found)]
+
+    def batch_delete(self, memories: Sequence[dict]) -> list[str]:
+        """mem0's ``batch_delete``: ``memories`` a list of ``{"memory_id", "user_id"?, "agent_id"?,
+        "run_id"?}`` (at most ``MAX_BATCH_UNITS``; any unit ``delete`` takes, named once). Every item is
+        checked and found before anything changes; then each touched memory forgets its units at
+        once (``delete``'s rules), and the whole batch is one atomic commit: every delete or none.
+        Returns the ids deleted, in the items' order."""
+        self._check_open(write=True)
+        items = _batch_items(memories, "batch_delete", None)
+        with self._writer, self._write_section(), self._using(self._batch_owners(items)):
+            found = self._locate_batch(items, "batch_delete")
+            plans: dict[str, tuple[Memory, set[str], set[int], list[str], list[str]]] = {}
+            for (_, mid, _, _), (key, kind, row) in zip(items, found):
+                if key not in plans:
+                    mem = view(self.bank, self.bank.index[key])
+                    plans[key] = (mem, set(), set(), list(engine_state(mem).forgotten), [])
+                mem, drop, nodes, forgotten, logged = plans[key]
+                d, n, h, shown = self._deletion(mem, kind, row, mid)
+                drop |= d
+                nodes |= n
+                forgotten += h
+                logged.append(shown)
+            grown, log, redact = [], [], {}
+            for key, (mem, drop, nodes, forgotten, logged) in plans.items():
+                grown += self._without(mem, drop, {}, nodes, forgotten)
+                log.append((key, "delete", logged))
+                if drop:
+                    redact[key] = drop
+            self._commit(grown, log, redact=redact or None)
+            return [mid for _, mid, _, _ in items]
+
+    def _batch_owners(self, items: list[tuple[str, str, dict, str | None]]) -> list[str]:
+        """The memories a batch's items may name, to make resident before ``_locate_batch``."""
+        return [k for _, mid, scope, _ in items for k in self._owner(mid, **scope)]
+
+    def _locate_batch(
+        self, items: list[tuple[str, str, dict, str | None]], call: str
+    ) -> list[tuple[str, str, int]]:
+        """Each checked batch item's (memory key, kind, local row) (``_locate``); a refusal names the
+        item, and a unit named twice is refused."""
+        out, seen = [], {}
+        for where, mid, scope, _ in items:
+            try:
+                at = self._locate(mid, scope["user_id"], scope["agent_id"], scope["run_id"])
+            except KeyError as exc:
+                raise KeyError(f"{where}: memory_id: {exc.args[0] if exc.args else exc}") from None
+            except ValueError as exc:
+                raise ValueError(f"{where}: memory_id: {exc}") from None
+            if (at[0], at[1], mid) in seen:
+                raise ValueError(
+                    f"{where}: memory_id: {mid!r} is named twice in this {call} "
+                    f"(first at {seen[at[0], at[1], mid]})"
+                )
+            seen[at[0], at[1], mid] = where.rpartition(": ")[2]
+            out.append(at)
+        return out
+
     def _message_unit(self, key: str, mid: str) -> dict:
         with self._rw.read():
             return self._unit_of(key, mid, True)
@@ -526,6 +631,39 @@ class Writes:
             self._commit([], [(k, "reset", []) for k in keys], delete=keys)
             self.store.maybe_compact()
             return len(keys)
+
+
+def _batch_items(
+    memories: object, call: str, max_text: int | None
+) -> list[tuple[str, str, dict, str | None]]:
+    """A batch update's (``max_text``: a text's limit) or delete's (None: no text) items checked:
+    (where, memory id, scope, new text or None) each; at most ``MAX_BATCH_UNITS``."""
+    name = f"{call}: memories"
+    if isinstance(memories, (str, bytes, dict)) or not isinstance(memories, Sequence):
+        raise ValueError(
+            f"{name}: expected a list of {{'memory_id': ...}} objects, got {type(memories).__name__}"
+        )
+    if len(memories) > MAX_BATCH_UNITS:
+        raise ValueError(f"{name}: {len(memories)} items, more than the limit of {MAX_BATCH_UNITS}")
+    fields = BATCH_FIELDS | ({"text"} if max_text is not None else set())
+    out = []
+    for n, item in enumerate(memories):
+        where = f"{name}[{n}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: expected an object, got {type(item).__name__}")
+        unknown = set(item) - fields
+        if unknown:
+            raise ValueError(f"{where}: unknown fields {sorted(unknown)}; expected some of {sorted(fields)}")
+        if "memory_id" not in item:
+            raise ValueError(f"{where}: memory_id: required")
+        mid = inputs.check_id(item["memory_id"], f"{where}: memory_id")
+        scope = {
+            k: None if item.get(k) is None else inputs.check_id(item[k], f"{where}: {k}")
+            for k in ("user_id", "agent_id", "run_id")
+        }
+        text = None if max_text is None else inputs.text(item, ("text",), where, max_text)
+        out.append((where, mid, scope, text))
+    return out
 
 
 def _forget_scoped_rows(store: object, keys: list[str] | None) -> None:

@@ -1,9 +1,9 @@
 """An MCP server over a ``MemoryEngine`` (the official SDK's ``MCPServer``, called ``FastMCP`` before
 mcp 2; the ``mcp`` extra). Tools: ``add`` (mem0's messages: a string, one message or a list; ``metadata``,
 ``infer``; the ids and mem0's events back), ``search`` (the context string and the units as mem0's
-results with their provenance: ``score`` the relevance; ``limit``, ``threshold``, ``filters``),
-``get_all`` (``filters``), ``update`` (the updated message, as the engine gives it), ``delete``,
-``history``, ``scopes``.
+results with their provenance: ``score`` the relevance; ``limit`` or mem0's ``top_k``, ``threshold``,
+``filters``), ``get_all`` (``filters``; mem0's ``page`` / ``page_size``), ``update`` (the updated
+message, as the engine gives it), ``delete``, ``delete_all`` (a whole scope), ``history``, ``scopes``.
 
 Scope: every tool takes ``user_id`` (and optional ``agent_id``, ``run_id``; mem0's rules: a part left
 out matches any, and ``agent_id`` or ``run_id`` alone is a scope where no user is bound). A server started with
@@ -40,11 +40,13 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..engine import MemoryEngine
+from ..engine.reads import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE
 from ..engine.rules import (
     MAX_MESSAGES,
     BudgetTokens,
     Filters,
     Id,
+    Integer,
     Limit,
     Metadata,
     Query,
@@ -270,6 +272,7 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         limit: Annotated[
             Limit | None, Field(description="at most this many units, the most relevant")
         ] = None,
+        top_k: Annotated[Limit | None, Field(description="mem0's name of limit (both given: equal)")] = None,
         threshold: Annotated[
             Threshold | None,
             Field(description="leave out units less relevant than this query-unit cosine (0: keep all)"),
@@ -292,6 +295,7 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
                 limit=limit,
                 threshold=threshold,
                 filters=filters,
+                top_k=top_k,
             )[0]
             hits = engine.hits(found)
         except (ValueError, KeyError, RuntimeError) as exc:
@@ -312,10 +316,26 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         agent_id: AgentId = None,
         run_id: RunId = None,
         filters: Annotated[Filters | None, Field(description="mem0's filters, as in search")] = None,
+        page: Annotated[
+            Integer(1, MAX_PAGE) | None, Field(description="this page (1-based) of the units")
+        ] = None,
+        page_size: Annotated[
+            Integer(1, MAX_PAGE_SIZE) | None,
+            Field(description=f"units per page (default {PAGE_SIZE})"),
+        ] = None,
     ) -> dict[str, Any]:
         where = scope(ctx, user_id, agent_id, run_id)
         try:
-            return {"units": engine.get_all(**where, filters=filters)}
+            return {"units": engine.get_all(**where, filters=filters, page=page, page_size=page_size)}
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise _engine_error(exc, "get_all: ") from None
+
+    def delete_all(
+        ctx: Context, user_id: UserId = None, agent_id: AgentId = None, run_id: RunId = None
+    ) -> dict[str, Any]:
+        where = scope(ctx, user_id, agent_id, run_id)
+        try:
+            return {"deleted_messages": engine.delete_all(**where)}
         except (ValueError, KeyError, RuntimeError) as exc:
             raise _engine_error(exc) from None
 
@@ -389,6 +409,11 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
             delete,
             "Forget one unit (a message id, episode:N, semantic:N or theme:N from search or "
             "get_all); what was derived from it is derived again.",
+        ),
+        _strict_tool(
+            delete_all,
+            "Forget every memory of the scope (a part left out matches any: user_id alone is all of "
+            "the user's memories). Returns how many messages they held.",
         ),
         _strict_tool(
             update,

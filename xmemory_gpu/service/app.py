@@ -1,11 +1,13 @@
 """The HTTP API over a ``MemoryEngine`` (FastAPI). Routes mirror the engine:
 
 ``POST /v1/memories`` (add: mem0's ``messages``, a string or one message or a list; ``infer``; the
-answer ``{"ids", "results"}`` with mem0's events), ``POST /v1/memories/batch``, ``POST /v1/search``, ``GET /v1/memories``
-(a scope's units), ``GET /v1/memories/{id}``, ``DELETE /v1/memories/{id}`` (an id may hold ``/``),
+answer ``{"ids", "results"}`` with mem0's events), ``POST /v1/memories/batch``, ``POST /v1/search``
+(``limit`` or mem0's ``top_k``), ``GET /v1/memories`` (a scope's units; mem0's ``page`` /
+``page_size``), ``GET /v1/memories/{id}``, ``DELETE /v1/memories/{id}`` (an id may hold ``/``),
 ``PUT /v1/memories/{id}`` (a message's new text; the updated message back, as the engine gives it),
-``DELETE /v1/memories`` (a whole scope), ``POST /v1/reset`` (every memory; a key of every scope),
-``GET /v1/scopes`` (every memory's scope; a key of every scope), ``GET /v1/history``, ``GET /health`` (no key: the status
+``PUT /v1/batch`` / ``DELETE /v1/batch`` (mem0's ``batch_update`` / ``batch_delete``:
+``{"memories": [...]}``, every item or none), ``DELETE /v1/memories`` (a whole scope),
+``POST /v1/reset`` (every memory; a key of every scope), ``GET /v1/scopes`` (every memory's scope; a key of every scope), ``GET /v1/history``, ``GET /health`` (no key: the status
 only; store-wide counts for a key of every scope), ``GET /metrics`` (Prometheus; a key of every
 scope), ``GET /docs`` (an offline page over ``/openapi.json``).
 
@@ -48,7 +50,12 @@ from .coalesce import Coalescer
 from .metrics import Metrics
 from .schemas import (
     MAX_ID,
+    MAX_PAGE,
+    MAX_PAGE_SIZE,
     MAX_QUERY,
+    PAGE_SIZE,
+    BatchDeleteRequest,
+    BatchUpdateRequest,
     ErrorBody,
     Filters,
     UpdateRequest,
@@ -59,6 +66,7 @@ from .schemas import (
 )
 
 log = logging.getLogger("xmemory.serve")
+BODY_DELETES = frozenset({"/v1/batch"})  # the DELETE routes that take a body (its size is checked)
 UNMATCHED = "<unmatched>"  # the route label of a request no route matches: metric labels stay a fixed set
 _FIELD = re.compile(r"([A-Za-z_]\w*(?:\[\d+\])*): ")
 _DESCRIBED = {
@@ -330,7 +338,9 @@ def create_app(
         request.state.rid = rid
         t0 = time.perf_counter()
         route = route_of(request)
-        if request.method in ("POST", "PUT", "PATCH"):
+        if request.method in ("POST", "PUT", "PATCH") or (
+            request.method == "DELETE" and route in BODY_DELETES
+        ):
             length = request.headers.get("content-length")
             if length is None:
                 resp = JSONResponse({"detail": "a Content-Length header is required"}, status_code=411)
@@ -417,9 +427,10 @@ def create_app(
         if allowed is not None and user_id not in allowed:
             raise HTTPException(403, f"this key may not access user_id {user_id!r}")
 
-    async def engine_call(fn: Callable[[], Any]) -> Any:
-        """An engine call in a worker thread, its errors mapped to HTTP statuses."""
-        return await _mapped(asyncio.to_thread(fn))
+    async def engine_call(fn: Callable[[], Any], prefix: str = "") -> Any:
+        """An engine call in a worker thread, its errors mapped to HTTP statuses (``prefix``: the
+        engine's name for the call, left out of a 422's message)."""
+        return await _mapped(asyncio.to_thread(fn), prefix)
 
     async def engine_async(kind: str, item: dict) -> Any:
         return await _mapped(run(kind, item), prefix=f"{kind}_batch: items[0]: ")
@@ -480,8 +491,9 @@ def create_app(
             "run_id": req.run_id,
             "strategy": req.strategy,
             "budget_tokens": req.budget_tokens,
+            "limit": req.limit_asked(),
         }
-        item |= {k: v for k in ("limit", "threshold", "filters") if (v := getattr(req, k)) is not None}
+        item |= {k: v for k in ("threshold", "filters") if (v := getattr(req, k)) is not None}
         results = await engine_async(
             "search", item
         )  # plain JSON types: serialised directly, not re-encoded by FastAPI
@@ -527,10 +539,23 @@ def create_app(
         scope: ScopeQ,
         allowed: Allowed,
         filters: Annotated[str | None, Query(include_in_schema=False, max_length=MAX_QUERY)] = None,
+        page: Annotated[
+            int | None,
+            Query(ge=1, le=MAX_PAGE, description="mem0's paging: this page (1-based) of the units"),
+        ] = None,
+        page_size: Annotated[
+            int | None,
+            Query(ge=1, le=MAX_PAGE_SIZE, description=f"units per page (default {PAGE_SIZE})"),
+        ] = None,
     ) -> dict:
+        """A scope's units; with ``page`` / ``page_size``, that page of them (the same order)."""
         check_scope(allowed, scope["user_id"])
         given = _filters(filters)
-        return {"units": await engine_call(lambda: eng().get_all(**scope, filters=given))}
+        return {
+            "units": await engine_call(
+                lambda: eng().get_all(**scope, filters=given, page=page, page_size=page_size)
+            )
+        }
 
     @app.get("/v1/memories/{unit_id:path}", responses=_responses(*auth, 404, 503))
     async def get(unit_id: UnitId, scope: UnitScopeQ, allowed: Allowed) -> dict:
@@ -552,6 +577,23 @@ def create_app(
         check_scope(allowed, scope["user_id"])
         await engine_call(lambda: eng().delete(unit_id, **scope))
         return {"deleted": unit_id}
+
+    @app.put("/v1/batch", responses=_responses(400, *auth, 404, 413, 503))
+    async def batch_update(req: BatchUpdateRequest, allowed: Allowed) -> dict:
+        """mem0's ``batch_update``: messages' new texts, every one or none (one commit); the updated
+        messages back, in order."""
+        for it in req.memories:
+            check_scope(allowed, it.user_id)
+        items = [it.as_engine() for it in req.memories]
+        return {"results": await engine_call(lambda: eng().batch_update(items), "batch_update: ")}
+
+    @app.delete("/v1/batch", responses=_responses(400, *auth, 404, 413, 503))
+    async def batch_delete(req: BatchDeleteRequest, allowed: Allowed) -> dict:
+        """mem0's ``batch_delete``: units forgotten, every one or none (one commit); their ids back."""
+        for it in req.memories:
+            check_scope(allowed, it.user_id)
+        items = [it.as_engine() for it in req.memories]
+        return {"deleted": await engine_call(lambda: eng().batch_delete(items), "batch_delete: ")}
 
     @app.delete("/v1/memories", responses=_responses(*auth, 503))
     async def delete_all(scope: ScopeQ, allowed: Allowed) -> dict:

@@ -13,10 +13,13 @@ from pydantic import (
     Field,
     StrictBool,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from ..engine.reads import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE
 from ..engine.rules import (
     CHUNK_RAG_WIDTHS,
     MAX_ID,
@@ -37,9 +40,14 @@ from ..engine.rules import (
     Threshold,
     Timestamp,
 )
+from ..engine.writes import MAX_BATCH_UNITS
 
 __all__ = [
     "CHUNK_RAG_WIDTHS",
+    "MAX_BATCH_UNITS",
+    "MAX_PAGE",
+    "MAX_PAGE_SIZE",
+    "PAGE_SIZE",
     "MAX_ID",
     "MAX_ISO",
     "MAX_LIMIT",
@@ -47,6 +55,8 @@ __all__ = [
     "MAX_SESSION",
     "MAX_TEXT",
     "AnyScope",
+    "BatchDeleteRequest",
+    "BatchUpdateRequest",
     "ErrorBody",
     "FieldError",
     "Filters",
@@ -189,12 +199,25 @@ def limited_search(max_queries: int) -> type[BaseModel]:
         strategy: Strategy = "xmemory"  # type: ignore[valid-type]
         budget_tokens: BudgetTokens | None = None
         limit: Limit | None = Field(None, description="at most this many units")
+        top_k: Limit | None = Field(None, description="mem0's name of limit (both given: equal)")
         threshold: Threshold | None = Field(
             None, description="units less relevant than it (a query-unit cosine) are left out"
         )
         filters: Filters | None = Field(
             None, description="mem0's filters: a unit counts when its messages pass"
         )
+
+        @field_validator("top_k")
+        @classmethod
+        def _agrees(cls, v: int | None, info: ValidationInfo) -> int | None:
+            limit = info.data.get("limit")
+            if v is not None and limit is not None and v != limit:
+                raise ValueError(f"{v} differs from limit {limit} (top_k is mem0's name of limit: give one)")
+            return v
+
+        def limit_asked(self) -> int | None:
+            """``limit``, else ``top_k``."""
+            return self.limit if self.limit is not None else self.top_k
 
         @model_validator(mode="after")
         def _one_query_field(self) -> SearchRequest:
@@ -214,6 +237,40 @@ class UpdateRequest(BaseModel):
     agent_id: Id | None = None
     run_id: Id | None = None
     text: Text
+
+
+class BatchDeleteItem(BaseModel):
+    """A unit to delete (``DELETE /v1/memories/{id}``'s id and scope)."""
+
+    model_config = ConfigDict(extra="forbid")
+    memory_id: Id = Field(description="a unit or message id")
+    user_id: Id | None = None
+    agent_id: Id | None = None
+    run_id: Id | None = None
+
+    def as_engine(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class BatchUpdateItem(BatchDeleteItem):
+    """A message's new text (``PUT /v1/memories/{id}``'s id, scope and text)."""
+
+    memory_id: Id = Field(description="a message id")
+    text: Text
+
+
+class BatchUpdateRequest(BaseModel):
+    """mem0's ``batch_update``: every update, or none (one commit)."""
+
+    model_config = ConfigDict(extra="forbid")
+    memories: list[BatchUpdateItem] = Field(min_length=1, max_length=MAX_BATCH_UNITS)
+
+
+class BatchDeleteRequest(BaseModel):
+    """mem0's ``batch_delete``: every delete, or none (one commit)."""
+
+    model_config = ConfigDict(extra="forbid")
+    memories: list[BatchDeleteItem] = Field(min_length=1, max_length=MAX_BATCH_UNITS)
 
 
 class FieldError(BaseModel):
