@@ -6,8 +6,10 @@
 # Extra arguments go to pytest (e.g. `bash scripts/bench.sh benchmarks/bench_knn.py`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh dev >/dev/null
-. "${XMEM_VENV:-.venv}/bin/activate"
+VENV="${XMEM_VENV:-.venv}"
+# install (scripts/setup.sh dev) unless the environment already has the package and pytest-benchmark
+"$VENV/bin/python" -c "import xmemory_gpu, pytest_benchmark" 2>/dev/null || bash scripts/setup.sh dev >/dev/null
+. "$VENV/bin/activate"
 export HF_HUB_OFFLINE=1
 export XMEM_BENCH_SCALE="${XMEM_BENCH_SCALE:-0.05}"
 export XMEM_BENCH_MEMORIES="${XMEM_BENCH_MEMORIES:-20}" XMEM_BENCH_ROUNDS="${XMEM_BENCH_ROUNDS:-2}"
