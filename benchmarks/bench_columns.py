@@ -1,7 +1,7 @@
 """A memory's file, both ways (``memory.codec.slice_to_bytes`` / ``slice_from_bytes``, the store's
 format through ``ops.columns``): ours (C++ container, text columns and header views) against the
-reference (the format's Python, ``XMEMORY_BACKEND=reference``, and the theme sums a read computes by
-NumPy's steps) and NumPy's own container
+reference (the format's Python and the theme sums a read computes, ``XMEMORY_BACKEND=reference``)
+and NumPy's own container
 (``np.savez`` / ``np.load`` of the same named arrays, texts as UTF-8 plus offsets: the library that
 does this job, though not our format and without the checks and derived columns a read does), on the
 memories of 200 synthetic conversations built with ``hashing:384``. Run:
@@ -21,7 +21,7 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 from xmemory_gpu.embed import load_embedder
 from xmemory_gpu.memory.codec import DERIVED, slice_from_bytes, slice_to_bytes
-from xmemory_gpu.ops import available_backends, rows
+from xmemory_gpu.ops import available_backends
 
 N_CONVERSATIONS = scaled(200, 10)
 
@@ -63,9 +63,8 @@ def _backend(monkeypatch, impl: str) -> None:
         if not available_backends()["cpu"].available:
             pytest.skip("the C++ module is not built")
         monkeypatch.setenv("XMEMORY_BACKEND", "cpu")
-    else:  # the format's Python, and the theme sums by NumPy's steps
+    else:  # the format's Python and every op's reference
         monkeypatch.setenv("XMEMORY_BACKEND", "reference")
-        monkeypatch.setattr(rows, "_native_add_rows", lambda: None)
 
 
 @pytest.mark.parametrize("impl", ["ours", "reference", "numpy_savez"])
