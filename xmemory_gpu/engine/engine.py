@@ -33,7 +33,8 @@ re-derivation (``engine.ids``), and every id ``get_all`` lists or a search resul
 1-9999, sessions within int64). A memory that fails to load is quarantined, not fatal.
 
 This module opens, refreshes and closes an engine; the class's other jobs have their own modules:
-``writes`` (every write), ``reads`` (every read), ``paging`` (the bank as a cache over the store
+``writes`` (every write), ``reads`` (every read), ``scopes`` (which memories a scope names, where a
+unit id lives), ``paging`` (the bank as a cache over the store
 under ``max_resident_bytes``; ``residency`` its accounting), ``keys`` (field and stats names);
 ``aio.AsyncMemoryEngine`` offers its calls awaited. mem0's ``get_all(page=, page_size=)`` and
 ``search(top_k=)`` are ``Reads``'.
@@ -65,6 +66,7 @@ from .keys import (
 from .paging import Paging
 from .reads import Reads
 from .residency import AUTO, Residency, resolve_budget
+from .scopes import Scopes
 from .writes import Writes
 
 __all__ = ["MAX_ID_CHARS", "Limits", "MemoryEngine", "QuarantinedError", "scope_key", "scope_of"]
@@ -84,7 +86,7 @@ _public_names(Paging, Writes, Reads)
 
 
 @gate_calls  # the interpreter's exit waits for the calls in flight (engine/exits.py)
-class MemoryEngine(Paging, Writes, Reads):
+class MemoryEngine(Paging, Writes, Reads, Scopes):
     """Live memories: ``add`` / ``add_batch`` / ``search`` / ``get_all`` / ``get`` / ``delete`` /
     ``delete_all`` / ``history``, scoped by ``(user_id, agent_id, run_id)``.
 
