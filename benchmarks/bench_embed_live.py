@@ -1,7 +1,7 @@
 """The default embedder (all-MiniLM-L6-v2) on the live path, CPU: one short
 message embedded with the dense layers on ``ops.linear`` (batch-invariant, no filler: what the
 engine does now) against one plain sentence-transformers forward of the same message (BLAS dense
-layers, the issue's unit) and the rule it replaces (BLAS, the forward filled with copies up to 256
+layers, the unit compared) and the rule it replaces (BLAS, the forward filled with copies up to 256
 tokens); a bulk call of 400 chat texts the same three ways; and a one-message ``MemoryEngine.add``
 with the default embedder against the same add with ``hashing:384``.
 Run: ``python -m pytest benchmarks/bench_embed_live.py --benchmark-columns=min,median,rounds``;

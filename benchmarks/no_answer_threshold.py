@@ -5,7 +5,7 @@ below a threshold. Its cost is the evidence recall it takes from answerable ques
 the unanswerable questions it answers with nothing. This prints both against the threshold:
 
 - on a LoCoMo-format store and file (answerable questions only: categories 1-4), the evidence
-  recall lost at each threshold, as a share of the recall without the gate (the issue allows 1 point);
+  recall lost at each threshold, as a share of the recall without the gate (the calibration allows 1 point);
 - on the role chats (``datasets.assistant_chats``, live engine), the share of unanswerable questions
   emptied and of answerable recall kept.
 

@@ -49,7 +49,7 @@ def chats(tmp_path_factory):
     return convs, bank_of(build_memories(convs, EMB, XMemoryConfig()))
 
 
-# -- the independent implementation: the rule in plain Python and NumPy ---------------------
+# -- the independent implementation: the rule as specified, in plain Python and NumPy ---------------------
 
 
 def plain_passages(text: str, n: int) -> list[tuple[int, int, str]]:
