@@ -61,6 +61,7 @@ def test_theme_graph_upkeep_equals_whole_build(seed, drop, share, monkeypatch):
     from xmemory_gpu.construct.theme_state import ThemeState, sync_graphs
 
     monkeypatch.setattr(theme_state, "UPKEEP_SHARE", share)
+    monkeypatch.setattr(theme_state, "UPKEEP_MIN", 0)  # these memories are small: upkeep them anyway
 
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((12, 16))

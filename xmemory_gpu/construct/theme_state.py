@@ -330,13 +330,14 @@ def _set_graph(
 
 
 UPKEEP_SHARE = 0.25  # more changed themes than this share of the live ones: the graph is built whole
+UPKEEP_MIN = 64  # fewer live themes than this: built whole (one ragged launch costs less than the plan)
 
 
 def _upkeep_plan(st: ThemeState, slots: np.ndarray, x: np.ndarray):
     """(changed positions, positions to search whole, the clean positions, their old lists as new
     positions) of a state whose last synced graph can be kept, or None to build it whole."""
     old_slots = st.graph_slots
-    if st.graph_x is None or len(old_slots) == 0 or len(slots) == 0:
+    if st.graph_x is None or len(old_slots) == 0 or len(slots) < max(UPKEEP_MIN, 1):
         return None
     pos_old = np.searchsorted(slots, old_slots)  # where each old row is now (if still live)
     live_old = (pos_old < len(slots)) & (slots[np.minimum(pos_old, len(slots) - 1)] == old_slots)
