@@ -1,20 +1,28 @@
-"""One user, a long memory: what a write and a search cost as the memory grows.
+"""One user, a long memory: what a write, a search and a delete cost as the memory grows.
 
 One long synthetic user-assistant chat (``xmemory synth --long``: sessions of long assistant answers)
 streamed through ``MemoryEngine.add`` as an app would send it, two turns per add with their session
-numbers: the first ``--adds`` adds timed on an empty memory, the middle of the chat added in larger
-batches (untimed, to save time), then the last ``--adds`` adds timed on the full memory. Then searches
-at 600 tokens and deletes of single messages spread over the memory. Prints p50 / max per phase and
-the ratio last / first: a write that costs what is new keeps it near 1.
+numbers. ``--adds`` adds are timed on the empty memory, then at 10%, 50% and 100% of the chat (the
+turns between added in larger batches, untimed); at each of those points ``--searches`` searches at
+600 tokens (beside the query's encoder time alone: the floor a search cannot go under) and
+``--deletes`` deletes of single messages spread over the memory, with the memory's statements and
+themes, its size on disk and the process's resident memory (RSS). p50 and p99 per phase (p99 of a
+few samples is near their maximum); ``add / empty`` compares an add with the same add to an empty
+memory: a write that costs what is new keeps it near 1.
 
     python benchmarks/bench_long_memory.py [--target-tokens 1000000] [--embedder hashing:384] [--json OUT]
+
+As a pytest-benchmark suite (``scripts/bench.sh``) it streams ``1,000,000 x XMEM_BENCH_SCALE``
+tokens with the ``hashing:384`` encoder and puts the figures in the table's ``extra_info``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -22,7 +30,7 @@ import time
 from pathlib import Path
 
 from xmemory_gpu.datasets.synthetic import generate_long_chats
-from xmemory_gpu.embed import load_embedder
+from xmemory_gpu.embed import encode_queries, load_embedder
 from xmemory_gpu.engine import MemoryEngine
 
 
@@ -43,11 +51,25 @@ def _turns(conv: dict) -> list[dict]:
 
 
 def _p(xs: list[float]) -> dict:
-    return {
-        "p50_ms": round(1000 * statistics.median(xs), 1),
-        "max_ms": round(1000 * max(xs), 1),
-        "n": len(xs),
-    }
+    """p50 and p99 (interpolated over the samples) in ms, and the number of samples."""
+    ms = sorted(1000 * x for x in xs)
+    p99 = statistics.quantiles(ms, n=100, method="inclusive")[98] if len(ms) > 1 else ms[0]
+    return {"p50_ms": round(statistics.median(ms), 1), "p99_ms": round(p99, 1), "n": len(ms)}
+
+
+def _rss_mb() -> float:
+    """The process's resident memory now (MB; its peak where /proc is missing)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _disk_mb(root: Path) -> float:
+    return round(sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 2**20, 2)
 
 
 def _cpu() -> str:
@@ -58,7 +80,14 @@ def _cpu() -> str:
         return platform.processor() or "unknown"
 
 
-def run(target_tokens: int, embedder: str, adds: int, seed: int) -> dict:
+QUERIES = ("What did we discuss about the budget?", "Which trip am I planning?", "What is my job?")
+POINTS = (0.1, 0.5, 1.0)  # shares of the chat at which adds, searches and deletes are timed
+
+
+def run(
+    target_tokens: int, embedder: str, adds: int = 20, seed: int = 3, searches: int = 9, deletes: int = 5
+) -> dict:
+    """Stream the chat and time the phases; the figures as a JSON-ready dict."""
     turns = _turns(generate_long_chats(1, seed=seed, target_tokens=target_tokens)[0])
     n = len(turns)
     emb = load_embedder(embedder)
@@ -73,50 +102,71 @@ def run(target_tokens: int, embedder: str, adds: int, seed: int) -> dict:
                 ts.append(time.perf_counter() - t)
             return ts
 
-        first = timed_adds(0)
-        mid_end = max(2 * adds, n - 2 * adds)
-        t = time.perf_counter()
-        for i in range(2 * adds, mid_end, 50):
-            eng.add(turns[i : min(i + 50, mid_end)], user_id="u")
-        out["middle_s"] = round(time.perf_counter() - t, 1)
-        last = timed_adds(mid_end)
-        stats = eng.stats()
-        searches = []
-        for q in (
-            "What did we discuss about the budget?",
-            "Which trip am I planning?",
-            "What is my job?",
-        ) * 3:
-            t = time.perf_counter()
-            eng.search(q, user_id="u", budget_tokens=600)
-            searches.append(time.perf_counter() - t)
-        ids = [u["id"] for u in eng.get_all(user_id="u") if u["type"] == "message"]
-        deletes = []
-        for mid in ids[:: max(1, len(ids) // 5)][:5]:
-            t = time.perf_counter()
-            eng.delete(mid, user_id="u")
-            deletes.append(time.perf_counter() - t)
-    out |= {
-        "statements": stats["semantics"],
-        "themes": stats["themes"],
-        "add_first": _p(first),
-        "add_last": _p(last),
-        "last_over_first": round(statistics.median(last) / statistics.median(first), 2),
-        "search_600": _p(searches),
-        "delete": _p(deletes),
-    }
+        empty = timed_adds(0)
+        out["add_empty"] = _p(empty)
+        done = min(2 * adds, n)
+        for share in POINTS:
+            start = max(done, int(share * n) - 2 * adds)
+            for i in range(done, start, 50):
+                eng.add(turns[i : min(i + 50, start)], user_id="u")
+            add = timed_adds(start)
+            done = min(start + 2 * adds, n)
+            search, encode = [], []
+            for q in (QUERIES * searches)[:searches]:
+                t = time.perf_counter()
+                encode_queries(emb, [q])
+                encode.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                eng.search(q, user_id="u", budget_tokens=600)
+                search.append(time.perf_counter() - t)
+            ids = [u["id"] for u in eng.get_all(user_id="u") if u["type"] == "message"]
+            gone = []
+            for mid in ids[:: max(1, len(ids) // deletes)][:deletes]:
+                t = time.perf_counter()
+                eng.delete(mid, user_id="u")
+                gone.append(time.perf_counter() - t)
+            stats = eng.stats()
+            out[f"at_{round(100 * share)}pct"] = {
+                "turns": done,
+                "statements": stats["semantics"],
+                "themes": stats["themes"],
+                "add": _p(add) if add else None,
+                "add_over_empty": round(statistics.median(add) / statistics.median(empty), 2)
+                if add
+                else None,
+                "search_600": _p(search),
+                "query_encode": _p(encode),
+                "delete": _p(gone),
+                "disk_mb": _disk_mb(Path(tmp) / "s"),
+                "rss_mb": _rss_mb(),
+            }
     return out
+
+
+def test_long_memory(benchmark) -> None:
+    """pytest-benchmark: one stream of ``1,000,000 x XMEM_BENCH_SCALE`` tokens (hashing:384)."""
+    from scale import scaled
+
+    tokens = scaled(1_000_000, lo=20_000)
+    res = benchmark.pedantic(
+        run, args=(tokens, "hashing:384"), kwargs={"adds": 5, "searches": 3, "deletes": 2}, rounds=1
+    )
+    benchmark.extra_info.update(res)
+    assert res["at_100pct"]["search_600"]["n"] == 3
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target-tokens", type=int, default=1_000_000)
     ap.add_argument("--embedder", default="hashing:384")
-    ap.add_argument("--adds", type=int, default=20, help="adds timed at each end")
+    ap.add_argument("--adds", type=int, default=20, help="two-turn adds timed at each point")
+    ap.add_argument("--searches", type=int, default=9)
+    ap.add_argument("--deletes", type=int, default=5)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    res = run(args.target_tokens, args.embedder, args.adds, args.seed)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    res = run(args.target_tokens, args.embedder, args.adds, args.seed, args.searches, args.deletes)
     print(json.dumps(res, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))
