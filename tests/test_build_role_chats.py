@@ -211,7 +211,8 @@ def test_role_chats_build_the_engines_memories(tmp_path):
         assert msgs[0]["timestamp_source"] == "given"
         b = eng.bank.index[scope_key("u_7f3a")]
         stats, state = eng.bank.stats[b], eng.bank.engine[b]
-        assert stats["user_name"] == "Priya" and stats["user_name_from"]["id"] == msgs[0]["id"]
+        assert state.user_name == "Priya" and state.user_name_from["id"] == msgs[0]["id"]
+        assert "user_name" not in stats  # typed in the engine state, not a stats key
         kinds = [u["type"] for u in units]
         assert stats["ids"] == {"episode": kinds.count("episode"), "semantic": kinds.count("semantic")}
         assert state.speakers == ("the user", "assistant") and state.open_from == 5

@@ -281,7 +281,7 @@ def _locomo(args: argparse.Namespace, scope) -> tuple[list, None, str]:
     return list(args.inputs), None, ""
 
 
-def role_chat_conversations(chats: list) -> tuple[list, dict[str, tuple[dict, dict]], int]:
+def role_chat_conversations(chats: list) -> tuple[list, dict[str, tuple[dict, tuple]], int]:
     """Role chats as the conversations a build reads, one per scope (``scope_key``; a scope's chats
     in order, each a session), their messages as the engine's ``add`` reads them (role ``user`` is
     the memory's subject, a ``name`` speaks as itself; an id given is the engine's message id,
@@ -338,11 +338,11 @@ def role_chat_conversations(chats: list) -> tuple[list, dict[str, tuple[dict, di
             continue
         pair = (tuple(dict.fromkeys(m.speaker for m in msgs)) + ("", ""))[:2]
         convs.append(Conversation(key, pair, msgs, [], group[0].where))
-        extras[key] = (md, name_after({}, given, claim))
+        extras[key] = (md, name_after(None, given, claim))
     return convs, extras, skipped
 
 
-def _engine_finish(extras: dict[str, tuple[dict, dict]], k: int):
+def _engine_finish(extras: dict[str, tuple[dict, tuple]], k: int):
     """``build_store``'s ``finish`` for role chats: each memory given what the engine keeps with a
     memory it writes (``engine.writes``): the engine state (nothing open, the first two speakers),
     stable unit ids and their counters (``engine.ids.assign``), message metadata, the user's name

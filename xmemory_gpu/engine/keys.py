@@ -1,5 +1,5 @@
-"""The names the engine reads and writes: the fields of a request item and of a message, and the
-keys of a memory's stats the engine keeps beside its derived units."""
+"""The names the engine reads: the fields of a request item and of a message (what the engine keeps
+beside a memory's derived units is typed in ``memory.engine_state.EngineState``)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,6 @@ SEARCH_ITEM_FIELDS = frozenset(
 )
 ADD_ITEM_FIELDS = frozenset({"messages", "user_id", "agent_id", "run_id", "metadata", "user_name", "infer"})
 MESSAGE_FIELDS = frozenset({"speaker", "role", "name", "content", "text", "timestamp", "id", "session"})
-USER_NAME = "user_name"  # stats key: the name of the memory's subject (role "user"), shown for "the user"
-USER_NAME_FROM = (
-    "user_name_from"  # stats key: {"id": message id, "explicit": bool} that gave it (absent: the app's)
-)
-STAMPED = "stamped"  # stats key: ids of the messages the engine stamped with their arrival time
-RAW = "raw"  # stats key: ids of the messages added with infer=False (nothing is derived from them)
-SUPERSEDED = "superseded"  # stats key: semantic id -> [the semantic id that superseded it, its time]
 
 
 class QuarantinedError(RuntimeError):
@@ -37,10 +30,5 @@ __all__ = [
     "ADD_ITEM_FIELDS",
     "MESSAGE_FIELDS",
     "QuarantinedError",
-    "RAW",
     "SEARCH_ITEM_FIELDS",
-    "STAMPED",
-    "SUPERSEDED",
-    "USER_NAME",
-    "USER_NAME_FROM",
 ]

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..construct.pipeline import theme_summary
 from ..memory.bank import Bank
+from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, slice_from_memory, view
 from ..memory.subset import restrict
 from ..retrieve.context import assemble, semantic_unit
@@ -25,12 +26,7 @@ from . import ids as unit_ids
 from . import inputs, people
 from . import metadata as meta
 from .inputs import scope_key, scope_of
-from .keys import (
-    SEARCH_ITEM_FIELDS,
-    STAMPED,
-    SUPERSEDED,
-    USER_NAME,
-)
+from .keys import SEARCH_ITEM_FIELDS
 from .results import (
     check_limit,
     check_threshold,
@@ -232,7 +228,8 @@ class Reads:
 
     def _superseded(self, key: str) -> dict[str, tuple[str, float | None]]:
         b = self.bank.index.get(key)
-        sup = (self.bank.stats[b].get(SUPERSEDED) or {}) if b is not None else {}
+        eng = self.bank.engine[b] if b is not None else None
+        sup = eng.superseded if eng is not None else {}
         return {f"semantic:{i}": (f"semantic:{j}", t) for i, (j, t) in sup.items()}
 
     def _statement_unit(self, key: str):
@@ -278,7 +275,8 @@ class Reads:
         b = self.bank.index.get(key)
         if b is None:
             return queries
-        name, eng = self.bank.stats[b].get(USER_NAME), self.bank.engine[b]
+        eng = self.bank.engine[b]
+        name = eng.user_name if eng is not None else None
         if eng is not None and people.NEUTRAL in eng.speakers:
             return [people.about_subject(people.neutral(q, name), people.NEUTRAL) for q in queries]
         return queries if not name else [people.about_subject(q, name) for q in queries]
@@ -287,7 +285,7 @@ class Reads:
         """The user's name to show for "the user" in memory ``key`` (None: none known, or the memory
         does not speak of "the user")."""
         b = self.bank.index.get(key)
-        return None if b is None else shown_name(self.bank.stats[b], self.bank.engine[b])
+        return None if b is None else shown_name(self.bank.engine[b])
 
     def _empty(self, query: str, key: str, strategy: str, note: str) -> RetrievalResult:
         return RetrievalResult(query, key, strategy, [], "", 0, self.retriever.budget.name, notes=[note])
@@ -514,9 +512,9 @@ def _public_ids(r: RetrievalResult) -> RetrievalResult:
     return r
 
 
-def shown_name(stats: dict, engine) -> str | None:
-    """The name shown for "the user" in a memory with these stats and engine state (see ``_subject_name``)."""
-    return stats.get(USER_NAME) if engine is not None and people.NEUTRAL in engine.speakers else None
+def shown_name(engine: EngineState | None) -> str | None:
+    """The name shown for "the user" in a memory with this engine state (see ``_subject_name``)."""
+    return engine.user_name if engine is not None and people.NEUTRAL in engine.speakers else None
 
 
 @contextmanager
@@ -593,8 +591,9 @@ def _units(mem: Memory) -> list[dict]:
     """Every unit of a memory as ``get_all`` lists it (messages with metadata and timestamp source,
     episodes, statements with what superseded them, themes), "the user" read as the user's name where
     one is known."""
-    md, stamped = meta.of_memory(mem), set(mem.stats.get(STAMPED, ()))
-    name = shown_name(mem.stats, mem.engine)
+    md = meta.of_memory(mem)
+    stamped = set(mem.engine.stamped) if mem.engine is not None else set()
+    name = shown_name(mem.engine)
 
     def shown(text: str) -> str:
         return people.named(text, name)
@@ -622,7 +621,7 @@ def _units(mem: Memory) -> list[dict]:
         }
         for e in mem.episodes
     ]
-    sup = mem.stats.get(SUPERSEDED) or {}
+    sup = mem.engine.superseded if mem.engine is not None else {}
     out += [
         {
             "id": f"semantic:{s.id}",

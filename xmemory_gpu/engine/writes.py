@@ -21,6 +21,7 @@ from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
 from ..embed.cache import CachedEmbedder
 from ..memory.bank import MemorySlice
+from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, time_or_none, view
 from ..memory.records import Conversation, Episode, Message
 from . import ids as unit_ids
@@ -30,11 +31,6 @@ from .inputs import MAX_ID_CHARS, scope_of
 from .keys import (
     ADD_ITEM_FIELDS,
     MESSAGE_FIELDS,
-    RAW,
-    STAMPED,
-    SUPERSEDED,
-    USER_NAME,
-    USER_NAME_FROM,
     QuarantinedError,
 )
 from .reads import named, shown_name
@@ -164,7 +160,7 @@ class Writes:
                     new,
                     set(),
                     added.get(key, {}),
-                    name_after(old.stats, given.get(key), claims.get(key)),
+                    name_after(old.engine, given.get(key), claims.get(key)),
                     stamped.get(key, []),
                     [] if inferred[key] else [x.id for x in batches[key]],
                 )
@@ -461,7 +457,8 @@ class Writes:
             else None
         )
         reduced, restate = without(mem, drop, texts, changed_x, nodes, tuple(forgotten))
-        restate = set(restate) - set(mem.stats.get(RAW, ()))  # kept as given: nothing derived from them
+        raw = mem.engine.raw if mem.engine is not None else ()
+        restate = set(restate) - set(raw)  # kept as given: nothing derived from them
         grown = grow(
             [reduced],
             [[]],
@@ -473,7 +470,7 @@ class Writes:
         )
         for new in grown:
             unit_ids.assign(mem, new, drop)
-            carry_over(mem, new, drop, {}, _name_kept(mem.stats, reduced.messages, drop | set(texts)), [])
+            carry_over(mem, new, drop, {}, _name_kept(mem.engine, reduced.messages, drop | set(texts)), [])
         return grown
 
     def delete_all(
@@ -674,31 +671,35 @@ def _forget_scoped_rows(store: object, keys: list[str] | None) -> None:
         forget(keys)
 
 
+UserName = tuple[str | None, dict | None]  # the user's name and the message that gave it (None: the app's)
+
+
 def carry_over(
     old: Memory,
     new: MemorySlice,
     dropped: set[str],
     added: dict[str, dict],
-    name: dict,
+    name: UserName,
     stamped: list[str],
     raw: list[str] = (),
 ) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
-    metadata, the user's name (``name``: the stats keys to set, ``name_after`` / ``_name_kept``),
-    the ids of messages stamped at arrival and of those kept without inference (``raw``: new ones),
-    supersessions; the dropped ids leave."""
+    metadata (stats), and in ``new``'s engine state the user's name (``name``: ``name_after`` /
+    ``_name_kept``), the ids of messages stamped at arrival and of those kept without inference
+    (``raw``: new ones), supersessions; the dropped ids leave."""
     meta.carry(old, new, added, dropped)
-    for k in (USER_NAME, USER_NAME_FROM):
-        new.stats.pop(k, None)
-    new.stats.update(name)
+    if new.engine is None:
+        new.engine = EngineState.closed(new.n("msg"))
+    was = old.engine if old.engine is not None else EngineState()
+    state = new.engine
+    state.user_name, state.user_name_from = name if name[0] else (None, None)
     msg, sem = new.cols["msg"], new.cols["sem"]
     alive = set(msg["id"].tolist())
-    for stat, more in ((STAMPED, stamped), (RAW, raw)):
-        ids = [i for i in list(old.stats.get(stat, ())) + list(more) if i in alive and i not in dropped]
-        if ids:
-            new.stats[stat] = ids
-        else:
-            new.stats.pop(stat, None)
+
+    def kept(before: tuple[str, ...], more: list[str]) -> tuple[str, ...]:
+        return tuple(i for i in list(before) + list(more) if i in alive and i not in dropped)
+
+    state.stamped, state.raw = kept(was.stamped, stamped), kept(was.raw, raw)
     sem_ids = sem["id"].tolist()
     # each statement's first source message (its row: rows are in conversation order)
     firsts = np.where(sem["msgs"] >= 0, sem["msgs"], np.iinfo(np.int32).max).min(
@@ -706,9 +707,7 @@ def carry_over(
     )
     # the earlier decisions between statements still there stand; the statements new to this write are tried
     live = set(sem_ids)
-    kept = {
-        k: v for k, v in (old.stats.get(SUPERSEDED) or {}).items() if int(k) in live and int(v[0]) in live
-    }
+    stand = {k: list(v) for k, v in was.superseded.items() if int(k) in live and int(v[0]) in live}
     known = {s.id for s in old.semantics}
     fresh = np.array([r for r, i in enumerate(sem_ids) if i not in known], np.int64)
     sup = (
@@ -723,44 +722,35 @@ def carry_over(
         else {}
     )
     found = {str(sem_ids[i]): [sem_ids[j], time_or_none(sem["time"][j])] for i, j in sup.items()}
-    merged = {**found, **kept}  # an earlier decision stands (the first change superseded it)
-    if merged:
-        new.stats[SUPERSEDED] = merged
-    else:
-        new.stats.pop(SUPERSEDED, None)
+    state.superseded = {**found, **stand}  # an earlier decision stands (the first change superseded it)
 
 
-def _name_stats(name: str | None, source: dict | None) -> dict:
-    """The stats keys of the user's name: none, the app's (no source), or learned from a message."""
-    if not name:
-        return {}
-    return {USER_NAME: name} | ({USER_NAME_FROM: source} if source is not None else {})
-
-
-def name_after(stats: dict, given: str | None, claim: tuple[people.NameClaim, str] | None) -> dict:
-    """The user's name after an add: the app's ``given`` one; else a name the user gave now
-    (``claim``: the claim and its message id) where it replaces the one learned before
-    (``people.replaces``; the app's stays); else the one before."""
-    name, source = stats.get(USER_NAME), stats.get(USER_NAME_FROM)
+def name_after(
+    state: EngineState | None, given: str | None, claim: tuple[people.NameClaim, str] | None
+) -> UserName:
+    """The user's name after an add to a memory with engine ``state``: the app's ``given`` one; else
+    a name the user gave now (``claim``: the claim and its message id) where it replaces the one
+    learned before (``people.replaces``; the app's stays); else the one before."""
+    name, source = (state.user_name, state.user_name_from) if state is not None else (None, None)
     if given:
-        return _name_stats(given, None)
+        return given, None
     if claim is not None and (
         not name
         or (
             source is not None and people.replaces(claim[0], people.NameClaim(name, bool(source["explicit"])))
         )
     ):
-        return _name_stats(claim[0].name, {"id": claim[1], "explicit": claim[0].explicit})
-    return _name_stats(name, source)
+        return claim[0].name, {"id": claim[1], "explicit": claim[0].explicit}
+    return (name, source) if name else (None, None)
 
 
-def _name_kept(stats: dict, messages: list[Message], touched: set[str]) -> dict:
+def _name_kept(state: EngineState | None, messages: list[Message], touched: set[str]) -> UserName:
     """The user's name after a delete or an update: unchanged unless the message that gave it is
     among ``touched`` (deleted or given new text); then learned again from ``messages`` (what
     remains, in order), or none: a name is forgotten with its source."""
-    name, source = stats.get(USER_NAME), stats.get(USER_NAME_FROM)
+    name, source = (state.user_name, state.user_name_from) if state is not None else (None, None)
     if source is None or source.get("id") not in touched:
-        return _name_stats(name, source)
+        return (name, source) if name else (None, None)
     best: tuple[people.NameClaim, str] | None = None
     for m in messages:
         if (
@@ -769,7 +759,7 @@ def _name_kept(stats: dict, messages: list[Message], touched: set[str]) -> dict:
             and people.replaces(c, best and best[0])
         ):
             best = (c, m.id)
-    return name_after({}, None, best)
+    return name_after(None, None, best)
 
 
 def _no_statements(config):
@@ -780,8 +770,8 @@ def _no_statements(config):
 def _statements(mem: Memory) -> dict[str, tuple[str, int, str | None]]:
     """``semantic:N`` -> (its text as shown, its number of source messages, the id of the statement
     that superseded it or None)."""
-    name = shown_name(mem.stats, mem.engine)
-    sup = mem.stats.get(SUPERSEDED) or {}
+    name = shown_name(mem.engine)
+    sup = mem.engine.superseded if mem.engine is not None else {}
     return {
         f"semantic:{s.id}": (
             people.named(s.text, name),

@@ -21,7 +21,7 @@ was built from the same bank object at the same version.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -185,7 +185,7 @@ _MISSING = object()
 
 
 def _copy_state(st: EngineState | None) -> EngineState | None:
-    return None if st is None else replace(st)
+    return None if st is None else st.copy()
 
 
 @dataclass
