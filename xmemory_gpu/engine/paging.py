@@ -2,7 +2,7 @@
 slice loaded from the store on first touch, pinned while a request uses it, evicted least recently
 used (``engine.residency.Residency`` keeps the accounting); a write section keeps loads and evictions
 out while a write reads the bank's memory numbers. Without a budget every memory is resident and
-these are no-ops."""
+these are no-ops. ``compact`` reclaims the rows a growing memory leaves behind when it moves."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from .keys import (
     QuarantinedError,
 )
 from .residency import slice_bytes
+
+COMPACT_WASTE = 1.0  # a write compacts the bank once its wasted rows exceed this many times its live rows
+COMPACT_MIN_ROWS = 4096  # ... and this many rows (a small bank's slack is not worth a copy)
 
 
 class Paging:
@@ -33,6 +36,31 @@ class Paging:
             self.retriever.bank = self.bank  # its derived caches follow the bank (``Bank.version``)
         if self._residency is not None:
             self._residency.forget(keys)
+
+    def compact(self) -> int:
+        """Reclaim the bank's holes and slack now (a memory that outgrew its rows left them behind):
+        the bank becomes a compact copy, readers wait for the swap. Returns the rows reclaimed. A
+        write calls it itself once the wasted rows outnumber the live ones (``COMPACT_WASTE``)."""
+        self._check_open()
+        with self._res_lock, self._rw.write():
+            return self._compact()
+
+    def _compact(self) -> int:
+        """``compact``'s swap (caller holds the rw write lock)."""
+        wasted, _ = self.bank.wasted_rows()
+        if wasted:
+            old, self.bank = self.bank, self.bank.compact()
+            old.release()
+            self.retriever.bank = self.bank
+        return wasted
+
+    def _maybe_compact(self) -> None:
+        """Compact when the bank's wasted rows outnumber its live rows ``COMPACT_WASTE`` times and
+        ``COMPACT_MIN_ROWS`` (caller holds the rw write lock): amortised, each compaction follows
+        at least as many rows written since the last."""
+        wasted, live = self.bank.wasted_rows()
+        if wasted > max(COMPACT_MIN_ROWS, COMPACT_WASTE * live):
+            self._compact()
 
     def _evict(self) -> None:
         """Drop least recently used unpinned memories while over the budget (caller holds _res_lock).

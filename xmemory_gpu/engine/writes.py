@@ -349,6 +349,7 @@ class Writes:
                 self.quarantined.pop(m, None)
                 self._loaded.pop(m, None)
             self._loaded.update(files)
+            self._maybe_compact()
 
     def delete(
         self,

@@ -439,6 +439,14 @@ class Bank:
         keep = [b for b, m in enumerate(self.memory_ids) if m not in memory_ids]
         return Bank.from_slices([self.slice(b) for b in keep], self.dim)
 
+    def wasted_rows(self) -> tuple[int, int]:
+        """(arena rows holding no memory's row: holes and slack, live rows), over every level. A
+        memory that outgrows its segment moves and leaves a hole, so a growing memory's arena can
+        hold several times its rows until ``compact``."""
+        used = sum(level.seg.size for level in self.levels.values())
+        live = sum(int(level.seg.lengths.sum()) for level in self.levels.values())
+        return used - live, live
+
     def compact(self) -> Bank:
         """A compact copy (plain CSR segments in memory order, no slack or holes)."""
         return Bank.from_slices([self.slice(b) for b in range(self.n_memories)], self.dim)
