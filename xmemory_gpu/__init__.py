@@ -17,6 +17,8 @@ _EXPORTS = {
     "AsyncMemoryEngine": "xmemory_gpu.engine.aio",
     "MemoryClient": "xmemory_gpu.client",
     "AsyncMemoryClient": "xmemory_gpu.client",
+    "MemoryAPI": "xmemory_gpu.api",
+    "AsyncMemoryAPI": "xmemory_gpu.api",
     "Retriever": "xmemory_gpu.retrieve.retriever",
     "RetrievalResult": "xmemory_gpu.retrieve.result",
     "Store": "xmemory_gpu.memory.store",

@@ -6,9 +6,11 @@ so switching between in-process and remote is one line::
     mem = AsyncMemoryClient("http://127.0.0.1:8000", api_key="...")   # remote, the same calls awaited
 
 Search results come back as dicts (``context``, ``units`` as mem0's results with ``score`` the
-relevance, ``message_ids``, ``context_tokens``); ``add`` gives the ids, or with ``events=True`` mem0's
-``{"ids", "results"}``; ``update`` the updated message; ``get_all`` takes mem0's ``page`` /
-``page_size``, ``search`` mem0's ``top_k`` (``limit``'s other name); ``batch_update`` /
+relevance, ``message_ids``, ``context_tokens``: ``api.search_answer``); ``add`` gives the ids, or with
+``events=True`` mem0's ``{"ids", "results"}`` (``add_batch``: per item); ``search_batch`` one request
+per item (the async client's at once, so the server coalesces them); ``update`` the updated message;
+``get_all`` takes mem0's ``page`` / ``page_size``, ``search`` mem0's ``top_k`` (``limit``'s other
+name). Both clients implement ``api.MemoryAPI`` (the async one ``AsyncMemoryAPI``). ``batch_update`` /
 ``batch_delete`` take mem0's ``[{"memory_id", ...}]`` (every item or none). ``with MemoryClient(...)`` and ``async with
 AsyncMemoryClient(...)`` work (``close`` / ``aclose``: there is no pool to release).
 Redirects are not followed (a redirect to another host would carry the API key there): a 3xx answer
@@ -25,6 +27,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +95,19 @@ def check_api_key(key: str | None) -> str | None:
     return key
 
 
+def _per_item(out: Any, events: bool) -> Any:
+    """``POST /v1/memories/batch``'s answer as the engine's ``add_batch`` gives it: with ``events``,
+    ``{"ids": [...], "results": [...]}`` per item (the body has both lists across the items)."""
+    if not events:
+        return out
+    return [{"ids": ids, "results": res} for ids, res in zip(out["ids"], out["results"])]
+
+
+def _item_error(n: int, exc: ServiceError) -> ServiceError:
+    """A ``search_batch`` item's refusal, naming the item as the engine does."""
+    return ServiceError(exc.status, f"items[{n}]: {exc.detail}")
+
+
 def _unit(unit_id: str) -> str:
     return "/v1/memories/" + urllib.parse.quote(unit_id, safe="")
 
@@ -109,7 +125,7 @@ class _Requests:
 
     @staticmethod
     def add(
-        messages: str | dict | list[dict],
+        messages: str | dict | Sequence[dict],
         scope: dict,
         metadata: dict | None,
         user_name: str | None,
@@ -125,8 +141,15 @@ class _Requests:
         )
 
     @staticmethod
-    def add_batch(items: list[dict], events: bool) -> _Req:
-        return _Req("POST", "/v1/memories/batch", {"items": items}, field=None if events else "ids")
+    def add_batch(items: Sequence[dict], events: bool) -> _Req:
+        return _Req("POST", "/v1/memories/batch", {"items": list(items)}, field=None if events else "ids")
+
+    @staticmethod
+    def search_item(n: int, item: dict) -> _Req:
+        """Item ``n`` of a ``search_batch`` (the engine's item fields: the server checks them)."""
+        if not isinstance(item, dict):
+            raise ValueError(f"search_batch: items[{n}]: expected an object, got {type(item).__name__}")
+        return _Req("POST", "/v1/search", dict(item), field="results")
 
     @staticmethod
     def scopes(scope: dict) -> _Req:
@@ -134,7 +157,7 @@ class _Requests:
 
     @staticmethod
     def search(
-        query_or_queries: str | list[str],
+        query_or_queries: str | Sequence[str],
         scope: dict,
         strategy: str,
         budget_tokens: int | None,
@@ -204,7 +227,7 @@ class MemoryClient:
 
     def add(
         self,
-        messages: str | dict | list[dict],
+        messages: str | dict | Sequence[dict],
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -218,14 +241,14 @@ class MemoryClient:
         scope = _scope(user_id, agent_id, run_id)
         return self._call(_Requests.add(messages, scope, metadata, user_name, infer, events))
 
-    def add_batch(self, items: list[dict], *, events: bool = False) -> list[list[str]] | dict:
-        """The engine's ``add_batch``: ids per item, or with ``events=True`` ``{"ids": [...], "results": [...]}``
-        (per item each)."""
-        return self._call(_Requests.add_batch(items, events))
+    def add_batch(self, items: Sequence[dict], *, events: bool = False) -> list[list[str]] | list[dict]:
+        """The engine's ``add_batch``: ids per item, or with ``events=True`` mem0's ``{"ids": [...],
+        "results": [...]}`` per item."""
+        return _per_item(self._call(_Requests.add_batch(items, events)), events)
 
     def search(
         self,
-        query_or_queries: str | list[str],
+        query_or_queries: str | Sequence[str],
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -249,6 +272,20 @@ class MemoryClient:
                 top_k,
             )
         )
+
+    def search_batch(self, items: Sequence[dict]) -> list[list[dict]]:
+        """The engine's ``search_batch``: items ``{"query" | "queries", "user_id"?, "agent_id"?,
+        "run_id"?, "strategy"?, "budget_tokens"?, "limit" | "top_k"?, "threshold"?, "filters"?}``,
+        one request each, in order; the answers per item. A refused item is a ``ServiceError``
+        naming it (``items[N]: ...``)."""
+        reqs = [_Requests.search_item(n, it) for n, it in enumerate(items)]
+        out = []
+        for n, req in enumerate(reqs):
+            try:
+                out.append(self._call(req))
+            except ServiceError as exc:
+                raise _item_error(n, exc) from None
+        return out
 
     def get_all(
         self,
@@ -405,7 +442,7 @@ class AsyncMemoryClient:
 
     async def add(
         self,
-        messages: str | dict | list[dict],
+        messages: str | dict | Sequence[dict],
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -419,14 +456,14 @@ class AsyncMemoryClient:
         scope = _scope(user_id, agent_id, run_id)
         return await self._call(_Requests.add(messages, scope, metadata, user_name, infer, events))
 
-    async def add_batch(self, items: list[dict], *, events: bool = False) -> list[list[str]] | dict:
-        """The engine's ``add_batch``: ids per item, or with ``events=True`` ``{"ids": [...], "results": [...]}``
-        (per item each)."""
-        return await self._call(_Requests.add_batch(items, events))
+    async def add_batch(self, items: Sequence[dict], *, events: bool = False) -> list[list[str]] | list[dict]:
+        """The engine's ``add_batch``: ids per item, or with ``events=True`` mem0's ``{"ids": [...],
+        "results": [...]}`` per item."""
+        return _per_item(await self._call(_Requests.add_batch(items, events)), events)
 
     async def search(
         self,
-        query_or_queries: str | list[str],
+        query_or_queries: str | Sequence[str],
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -450,6 +487,18 @@ class AsyncMemoryClient:
                 top_k,
             )
         )
+
+    async def search_batch(self, items: Sequence[dict]) -> list[list[dict]]:
+        """The engine's ``search_batch`` (``MemoryClient.search_batch``), its requests sent at once
+        (the server answers concurrent searches with one batched engine call)."""
+        reqs = [_Requests.search_item(n, it) for n, it in enumerate(items)]
+        got = await asyncio.gather(*(self._call(r) for r in reqs), return_exceptions=True)
+        for n, g in enumerate(got):
+            if isinstance(g, ServiceError):
+                raise _item_error(n, g) from None
+            if isinstance(g, BaseException):
+                raise g
+        return list(got)
 
     async def get_all(
         self,

@@ -7,7 +7,8 @@ One application, ``1 + N`` deployments:
   route, validation error, key check and the request coalescing are the single-process service's.
   A GPU shard asks Ray for ``num_gpus``.
 - ``ingress``: the Serve HTTP entry (bound to 127.0.0.1 unless told otherwise). It checks the
-  bearer key (401, and 403 for a user id outside a bound key's set), reads the request's
+  body's framing (411, 413: ``service.framing``) and the bearer key (401, and 403 for a user id
+  outside a bound key's set: ``service.auth``, as the service does), reads the request's
   ``user_id`` (the JSON body's, or the query's), hashes it with the manifest's rule
   (:mod:`.shards`) and forwards the request to that shard's handle. Store-wide routes fan out:
   ``/health`` (counts summed), ``/metrics`` (each shard's samples labelled ``shard="K"``),
@@ -26,7 +27,6 @@ give and several cannot): send one batch per shard, or per user.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import os
@@ -44,7 +44,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ..engine import MemoryEngine
 from ..memory.locks import WriterLockError
-from ..service import ServiceConfig, create_app
+from ..service import ServiceConfig, auth, create_app, framing
 from .ray_build import _init_local
 from .shards import ShardSet, open_shard_set, shard_of
 
@@ -183,17 +183,6 @@ class Ingress:
         self.cfg = config
         self.timeout_s = timeout_s
 
-    # -- keys (the service's rules: every key compared in constant time) ---------------------------
-    def _key(self, request: Request) -> tuple[bool, frozenset[str] | None]:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return False, None
-        found, allowed = False, None
-        for key, users in self.cfg.api_keys.items():
-            if hmac.compare_digest(key.encode(), token.strip().encode()):
-                found, allowed = True, users
-        return found, allowed
-
     # -- forwarding ----------------------------------------------------------------------------------
     async def _call(self, k: int, scope: dict, body: bytes) -> tuple[int, Headers, bytes] | str:
         """The shard's answer, or why it has none (it is down, restarting or too slow)."""
@@ -229,14 +218,11 @@ class Ingress:
     # -- the entry -----------------------------------------------------------------------------------
     async def __call__(self, request: Request) -> Response:
         method, path = request.method, request.scope["path"]
-        if method in ("POST", "PUT", "PATCH") or (method == "DELETE" and path == "/v1/batch"):
-            length = request.headers.get("content-length")
-            if length is None:
-                return _json(411, {"detail": "a Content-Length header is required"})
-            if not length.isdigit() or int(length) > self.cfg.max_body_bytes:
-                return _json(
-                    413, {"detail": f"body larger than the limit of {self.cfg.max_body_bytes} bytes"}
-                )
+        refused = framing.refusal(
+            method, path, request.headers.get("content-length"), self.cfg.max_body_bytes
+        )
+        if refused is not None:
+            return _json(refused[0], {"detail": refused[1]})
         body = await request.body()
         scope = {
             k: request.scope[k]
@@ -260,16 +246,9 @@ class Ingress:
         open_route = path in ("/docs", "/openapi.json")
         allowed: frozenset[str] | None = None
         if self.cfg.api_keys and not open_route:
-            found, allowed = self._key(request)
-            if not found:
-                detail = (
-                    "invalid API key"
-                    if request.headers.get("authorization")
-                    else "missing API key (Authorization: Bearer KEY)"
-                )
-                return JSONResponse(
-                    {"detail": detail}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
-                )
+            why, allowed = auth.authenticate(self.cfg.api_keys, request.headers.get("authorization"))
+            if why is not None:
+                return JSONResponse({"detail": why}, status_code=401, headers=auth.CHALLENGE)
         if path == "/metrics" and method == "GET":
             return await self._metrics(scope, body)
         if path == "/v1/reset" and method == "POST":
@@ -280,10 +259,9 @@ class Ingress:
             return users
         if not users:  # nothing to route by: shard 0 answers as the service does (422, 404, 405, the docs)
             return await self._forward(0, scope, body)
-        if allowed is not None:
-            for u in users:
-                if u not in allowed:
-                    return _json(403, {"detail": f"this key may not access user_id {u!r}"})
+        for u in users:
+            if (why := auth.user_refusal(allowed, u)) is not None:
+                return _json(403, {"detail": why})
         ks = sorted({shard_of(u, len(self.shards)) for u in users})
         if len(ks) > 1:
             detail = (
@@ -325,7 +303,8 @@ class Ingress:
 
     async def _health(self, request: Request, scope: dict, body: bytes) -> Response:
         """``ok`` when every shard answers; the store-wide counts summed for a key of every scope."""
-        full = not self.cfg.api_keys or self._key(request) == (True, None)
+        keys = self.cfg.api_keys
+        full = not keys or auth.every_scope(keys, request.headers.get("authorization"))
         answers = await self._fan_out(scope, body)
         down = [k for k, a in enumerate(answers) if isinstance(a, str) or a[0] != 200]
         if down:

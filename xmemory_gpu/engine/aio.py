@@ -11,7 +11,7 @@ kernel or the store; calls beyond the pool's size queue. The engine's locks appl
 to threads: searches run side by side, writes one at a time, each write one atomic commit. A
 cancelled call stops waiting; its engine call runs to its end (a write is committed whole or not at
 all, never half). ``aclose`` (or leaving ``async with``) waits for the calls in flight, then closes
-the engine and the pool."""
+the engine and the pool. It implements ``api.AsyncMemoryAPI`` (as ``AsyncMemoryClient`` does)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,10 @@ Scope: every tool takes ``user_id`` (and optional ``agent_id``, ``run_id``; mem0
 out matches any, and ``agent_id`` or ``run_id`` alone is a scope where no user is bound). A server started with
 a user (``xmemory mcp STORE --user ID``) serves that user only: ``user_id`` may be left out, and
 any other user id is refused. Over HTTP every request needs ``Authorization: Bearer KEY`` (the keys
-of ``xmemory serve``: ``XMEMORY_API_KEY``, ``--keys-file``); a key bound to user ids reaches those
-users only. A refused or failed call is a tool error (``isError``) whose text names the argument.
+of ``xmemory serve``: ``XMEMORY_API_KEY``, ``--keys-file``; checked as it checks them,
+``service.auth``); a key bound to user ids reaches those users only; a body must give its size and
+stay within the service's limit (``service.framing``: 411, 413). A refused or failed call is a tool
+error (``isError``) whose text names the argument.
 
 Arguments follow the front doors' shared rules (``engine.rules``, as the HTTP service's do): typed
 strictly (``true`` is no timestamp, ``"600"`` no number; no JSON parsed out of a string), within the
@@ -19,7 +21,6 @@ same limits, and an argument a tool does not name is refused.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -55,8 +56,8 @@ from ..engine.rules import (
     Threshold,
     Timestamp,
 )
-
-Keys = dict[str, frozenset[str] | None]  # API key -> the user ids it may access (None: all)
+from ..service import auth, framing
+from ..service.auth import Keys
 
 INSTRUCTIONS = (
     "Long-term memory (xMemory). Call `search` with a question before answering from memory; its "
@@ -159,20 +160,14 @@ def _strict_tool(fn: Callable[..., Any], description: str) -> Tool:
     )
 
 
-def _bearer(headers: Any) -> str | None:
-    value = headers.get("authorization") if headers is not None else None
-    scheme, _, token = (value or "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
-def _key_users(keys: Keys, token: str) -> tuple[bool, frozenset[str] | None]:
-    """(whether ``token`` is a key, the user ids it may access: None for all); every key compared in
-    constant time."""
-    found, users = False, None
-    for key, allowed in keys.items():
-        if hmac.compare_digest(key.encode(), token.encode()):
-            found, users = True, allowed
-    return found, users
+def _caller(keys: Keys, ctx: Context) -> frozenset[str] | None:
+    """The user ids the key of the call's HTTP request may access (None: all); a tool error
+    without a valid key."""
+    headers = ctx.headers
+    why, users = auth.authenticate(keys, headers.get("authorization") if headers is not None else None)
+    if why is not None:
+        raise ToolError(why)
+    return users
 
 
 HIT_FIELDS = (
@@ -222,13 +217,8 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         elif user_id is not None and user != user_id:
             raise ToolError(f"user_id: this server serves user {user_id!r} only (--user); got {user!r:.80}")
         if keys:  # HTTP: RequireKey let only valid keys in; checked again here, with the key's users
-            found, allowed = _key_users(keys, _bearer(ctx.headers) or "")
-            if not found:
-                raise ToolError("no valid API key (Authorization: Bearer KEY)")
-            if allowed is not None and user is None:
-                raise ToolError("user_id: required with this API key (it is bound to user ids)")
-            if allowed is not None and user not in allowed:
-                raise ToolError(f"user_id: this API key may not access user {user!r:.80}")
+            if (why := auth.user_refusal(_caller(keys, ctx), user)) is not None:
+                raise ToolError(why)
         return {"user_id": user, "agent_id": agent, "run_id": run}
 
     def add(
@@ -373,10 +363,7 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
         if user_id is not None or user_id_served is not None:  # checked as every tool checks it
             users = frozenset([scope(ctx, user_id, None, None)["user_id"]])
         elif keys:
-            found, allowed = _key_users(keys, _bearer(ctx.headers) or "")
-            if not found:
-                raise ToolError("no valid API key (Authorization: Bearer KEY)")
-            users = allowed
+            users = _caller(keys, ctx)
         try:
             listed = engine.scopes()
         except (ValueError, KeyError, RuntimeError) as exc:
@@ -427,21 +414,28 @@ def create_server(engine: MemoryEngine, *, user_id: str | None = None, keys: Key
 
 
 class RequireKey:
-    """ASGI middleware: an HTTP request without a valid ``Authorization: Bearer KEY`` gets 401."""
+    """ASGI middleware of the HTTP transport: a request whose body is of no declared size gets 411,
+    one over ``max_body_bytes`` 413 (``service.framing``), one without a valid ``Authorization:
+    Bearer KEY`` 401 (``service.auth``)."""
 
-    def __init__(self, app: ASGIApp, keys: Keys) -> None:
+    def __init__(self, app: ASGIApp, keys: Keys, max_body_bytes: int = framing.MAX_BODY_BYTES) -> None:
         if not keys:
             raise ValueError("keys: expected at least one API key")
         self.app = app
         self.keys = keys
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            token = _bearer({k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]})
-            if token is None or not _key_users(self.keys, token)[0]:
-                detail = "missing API key (Authorization: Bearer KEY)" if token is None else "invalid API key"
-                await JSONResponse({"detail": detail}, 401, {"WWW-Authenticate": "Bearer"})(
-                    scope, receive, send
-                )
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            refused = framing.refusal(
+                scope["method"], scope["path"], headers.get("content-length"), self.max_body_bytes
+            )
+            if refused is not None:
+                await JSONResponse({"detail": refused[1]}, refused[0])(scope, receive, send)
+                return
+            why, _ = auth.authenticate(self.keys, headers.get("authorization"))
+            if why is not None:
+                await JSONResponse({"detail": why}, 401, auth.CHALLENGE)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

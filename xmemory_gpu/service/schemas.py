@@ -1,6 +1,7 @@
 """Request and error bodies of the HTTP API (pydantic): the engine's arguments with the service's
 limits, typed by the front doors' shared rules (``engine.rules``: ``true`` is no timestamp, ``"600"``
-no number, ``3.0`` the integer 3), so that what the OpenAPI schema allows is what the service accepts."""
+no number, ``3.0`` the integer 3), so that what the OpenAPI schema allows is what the service accepts.
+The caps are the engine's: ``MAX_MESSAGES`` per add (the MCP server's too), ``MAX_ITEMS`` per batch."""
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from ..engine.inputs import Limits
 from ..engine.reads import MAX_PAGE, MAX_PAGE_SIZE, PAGE_SIZE
 from ..engine.rules import (
     CHUNK_RAG_WIDTHS,
     MAX_ID,
     MAX_ISO,
     MAX_LIMIT,
+    MAX_MESSAGES,
     MAX_QUERY,
     MAX_SESSION,
     MAX_TEXT,
@@ -50,10 +53,15 @@ __all__ = [
     "PAGE_SIZE",
     "MAX_ID",
     "MAX_ISO",
+    "MAX_ITEMS",
     "MAX_LIMIT",
+    "MAX_MESSAGES",
+    "MAX_QUERIES",
     "MAX_QUERY",
     "MAX_SESSION",
     "MAX_TEXT",
+    "AddBatchRequest",
+    "AddRequest",
     "AnyScope",
     "BatchDeleteRequest",
     "BatchUpdateRequest",
@@ -63,13 +71,14 @@ __all__ = [
     "Message",
     "Metadata",
     "Scope",
+    "SearchRequest",
     "Timestamp",
     "UpdateRequest",
     "ValidationErrorBody",
-    "limited_add",
-    "limited_batch",
-    "limited_search",
 ]
+
+MAX_ITEMS = Limits().max_items  # items of one batch add
+MAX_QUERIES = 256  # queries of one search request
 
 
 SCOPE_PARTS = ("user_id", "agent_id", "run_id")
@@ -144,88 +153,90 @@ class AnyScope(BaseModel):
         return m
 
 
-def limited_add(max_messages: int) -> type[BaseModel]:
-    class AddRequest(AnyScope):
-        """mem0's ``messages``: a list of messages, one message, or a string (one message from the user)."""
+class AddRequest(AnyScope):
+    """mem0's ``messages``: a list of messages, one message, or a string (one message from the user)."""
 
-        messages: Annotated[
-            list[Message],
-            Field(min_length=1, max_length=max_messages),
-            BeforeValidator(_as_list, json_schema_input_type=list[Message] | Message | Text),
-        ] = Field(description="messages; one message; or a string: one message from the user")
-        metadata: Metadata | None = Field(
-            None, description="a JSON object stored with the messages (get, get_all)"
-        )
-        user_name: Id | None = Field(None, description="the user's name in a role chat")
-        infer: StrictBool = Field(
-            True, description="false: keep the messages as they are, derive no statement from them"
-        )
+    messages: Annotated[
+        list[Message],
+        Field(min_length=1, max_length=MAX_MESSAGES),
+        BeforeValidator(_as_list, json_schema_input_type=list[Message] | Message | Text),
+    ] = Field(description="messages; one message; or a string: one message from the user")
+    metadata: Metadata | None = Field(
+        None, description="a JSON object stored with the messages (get, get_all)"
+    )
+    user_name: Id | None = Field(None, description="the user's name in a role chat")
+    infer: StrictBool = Field(
+        True, description="false: keep the messages as they are, derive no statement from them"
+    )
 
-        def as_engine(self) -> dict[str, Any]:
-            given = [m.as_engine() for m in self.messages]
-            item = {
-                "user_id": self.user_id,
-                "agent_id": self.agent_id,
-                "run_id": self.run_id,
-                "messages": given,
-            }
-            item |= {k: v for k in ("metadata", "user_name") if (v := getattr(self, k)) is not None}
-            return item | ({"infer": False} if not self.infer else {})
-
-    return AddRequest
+    def as_engine(self) -> dict[str, Any]:
+        given = [m.as_engine() for m in self.messages]
+        item = {
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "run_id": self.run_id,
+            "messages": given,
+        }
+        item |= {k: v for k in ("metadata", "user_name") if (v := getattr(self, k)) is not None}
+        return item | ({"infer": False} if not self.infer else {})
 
 
-def limited_batch(add_model: type[BaseModel], max_items: int) -> type[BaseModel]:
-    class AddBatchRequest(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        items: list[add_model] = Field(min_length=1, max_length=max_items)  # type: ignore[valid-type]
-
-    return AddBatchRequest
+class AddBatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    items: list[AddRequest] = Field(min_length=1, max_length=MAX_ITEMS)
 
 
-def limited_search(max_queries: int) -> type[BaseModel]:
-    class SearchRequest(AnyScope):
-        """Exactly one of ``query`` and ``queries``; a scope part left out matches any (``user_id``
-        alone: the user's memories across its agents and runs)."""
+class SearchRequest(AnyScope):
+    """Exactly one of ``query`` and ``queries``; a scope part left out matches any (``user_id``
+    alone: the user's memories across its agents and runs)."""
 
-        model_config = ConfigDict(
-            json_schema_extra={
-                "oneOf": _given("query") + _given("queries", kind="array"),
-                "anyOf": _given(*SCOPE_PARTS),
-            }
-        )
-        query: Query | None = None
-        queries: list[Query] | None = Field(None, min_length=1, max_length=max_queries)
-        strategy: Strategy = "xmemory"  # type: ignore[valid-type]
-        budget_tokens: BudgetTokens | None = None
-        limit: Limit | None = Field(None, description="at most this many units")
-        top_k: Limit | None = Field(None, description="mem0's name of limit (both given: equal)")
-        threshold: Threshold | None = Field(
-            None, description="units less relevant than it (a query-unit cosine) are left out"
-        )
-        filters: Filters | None = Field(
-            None, description="mem0's filters: a unit counts when its messages pass"
-        )
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": _given("query") + _given("queries", kind="array"),
+            "anyOf": _given(*SCOPE_PARTS),
+        }
+    )
+    query: Query | None = None
+    queries: list[Query] | None = Field(None, min_length=1, max_length=MAX_QUERIES)
+    strategy: Strategy = "xmemory"  # type: ignore[valid-type]
+    budget_tokens: BudgetTokens | None = None
+    limit: Limit | None = Field(None, description="at most this many units")
+    top_k: Limit | None = Field(None, description="mem0's name of limit (both given: equal)")
+    threshold: Threshold | None = Field(
+        None, description="units less relevant than it (a query-unit cosine) are left out"
+    )
+    filters: Filters | None = Field(None, description="mem0's filters: a unit counts when its messages pass")
 
-        @field_validator("top_k")
-        @classmethod
-        def _agrees(cls, v: int | None, info: ValidationInfo) -> int | None:
-            limit = info.data.get("limit")
-            if v is not None and limit is not None and v != limit:
-                raise ValueError(f"{v} differs from limit {limit} (top_k is mem0's name of limit: give one)")
-            return v
+    @field_validator("top_k")
+    @classmethod
+    def _agrees(cls, v: int | None, info: ValidationInfo) -> int | None:
+        limit = info.data.get("limit")
+        if v is not None and limit is not None and v != limit:
+            raise ValueError(f"{v} differs from limit {limit} (top_k is mem0's name of limit: give one)")
+        return v
 
-        def limit_asked(self) -> int | None:
-            """``limit``, else ``top_k``."""
-            return self.limit if self.limit is not None else self.top_k
+    def limit_asked(self) -> int | None:
+        """``limit``, else ``top_k``."""
+        return self.limit if self.limit is not None else self.top_k
 
-        @model_validator(mode="after")
-        def _one_query_field(self) -> SearchRequest:
-            if (self.query is None) == (self.queries is None):
-                raise ValueError("give exactly one of query and queries")
-            return self
+    @model_validator(mode="after")
+    def _one_query_field(self) -> SearchRequest:
+        if (self.query is None) == (self.queries is None):
+            raise ValueError("give exactly one of query and queries")
+        return self
 
-    return SearchRequest
+    def as_engine(self) -> dict[str, Any]:
+        """The engine's ``search_batch`` item of this request."""
+        item = {
+            "queries": [self.query] if self.query is not None else self.queries,
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "run_id": self.run_id,
+            "strategy": self.strategy,
+            "budget_tokens": self.budget_tokens,
+            "limit": self.limit_asked(),
+        }
+        return item | {k: v for k in ("threshold", "filters") if (v := getattr(self, k)) is not None}
 
 
 class UpdateRequest(BaseModel):
