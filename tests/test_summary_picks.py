@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmemory_gpu.construct import pipeline
+from xmemory_gpu.construct import finalize, pipeline
 from xmemory_gpu.ops.rows import dot4_gram
 
 
@@ -48,10 +48,10 @@ def _picks_theme_by_theme(texts, x, theme_of, n_themes):
     return offsets, rows
 
 
-@pytest.mark.parametrize("gram_max", [pipeline._GRAM_MAX, 0])
+@pytest.mark.parametrize("gram_max", [finalize._GRAM_MAX, 0])
 @pytest.mark.parametrize("seed", range(6))
 def test_picks_are_the_rule_theme_by_theme(seed, gram_max, monkeypatch):
-    monkeypatch.setattr(pipeline, "_GRAM_MAX", gram_max)
+    monkeypatch.setattr(finalize, "_GRAM_MAX", gram_max)
     rng = np.random.default_rng(seed)
     for _ in range(30):
         d = int(rng.choice([1, 2, 7, 31, 32, 33, 64, 384]))

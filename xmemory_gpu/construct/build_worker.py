@@ -12,9 +12,9 @@ from typing import IO
 
 from ..config import XMemoryConfig
 from ..embed import embedder_for_store, load_embedder
-from ..memory.codec import encode_slice
 from ..memory.records import conversation_from_wire
-from .pipeline import Timings, build_slices
+from .pipeline import build_encoded
+from .progress import Timings
 from .worker_pool import PARENT_VAR
 
 
@@ -45,11 +45,15 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
         tm = Timings()
         with tm.stage("receive"):
             convs = [conversation_from_wire(d) for d in task["conversations"]]
-        slices = build_slices(
-            convs, emb, cfg, timings=tm, backend=s["backend"], progress=lambda k: _progress(wire, k)
+        encoded = build_encoded(
+            convs,
+            emb,
+            cfg,
+            dim=emb.dim,
+            timings=tm,
+            backend=s["backend"],
+            progress=lambda k: _progress(wire, k),
         )
-        with tm.stage("encode"):
-            encoded = [encode_slice(sl, emb.dim) for sl in slices]
         head = {
             "shard": task["shard"],
             "timings": dict(tm.seconds),

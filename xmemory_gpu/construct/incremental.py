@@ -34,7 +34,7 @@ from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph, knn_search
-from .pipeline import _finalize, _record_objective
+from .finalize import finalize, record_objective
 from .segment import (
     MessageVectors,
     boundary_runs,
@@ -229,7 +229,7 @@ def grow(
         sem_idx = np.where(idx[lo:hi] >= 0, idx[lo:hi] - lo, -1).astype(np.int32)
         st = g["state"]
         st.next_theme_id = ts.next_id
-        m = _finalize(
+        m = finalize(
             g["conv"],
             g["episodes"],
             g["semantics"],
@@ -248,7 +248,7 @@ def grow(
         m.stats["n_merges"] += int(mem.stats.get("n_merges", 0))
         m.stats["builder"] = "llm-free (incremental)"
         out.append(m)
-    _record_objective(out, all_sem, offs, cfg, backend)
+    record_objective(out, all_sem, offs, cfg, backend)
     return out
 
 

@@ -4,37 +4,41 @@ writes), every stage batched across conversations.
 Stages (timed): embed messages (one encoder call for all), episodes, statements (decouple +
 embed in one call + de-duplicate), themes (session by session for all memories at once, with
 batched f(P) scoring of splits and merges), graphs (one batched kNN launch for all memories'
-semantic graphs), summaries. ``build_store`` runs it over shards of conversations and commits
-each conversation to the store whole, so an interrupted build resumes where it stopped.
+semantic graphs), summaries (``construct.finalize``). ``build_store`` runs it over the plan's shards
+(``construct.plan``) in this process or in worker processes (``construct.worker_pool``) and commits
+each shard to the store whole and in order (``construct.commit``), so an interrupted build resumes
+where it stopped.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..config import XMemoryConfig
-from ..memory.backend import CommitHandle, MemoryBackend, start_commit_on
+from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank, MemorySlice
-from ..memory.codec import EncodedSlice, encode_slice, slice_from_bytes
-from ..memory.engine_state import EngineState
-from ..memory.hierarchy import Memory, memory_from_slice, slice_of_records
-from ..memory.locks import WriterLock
-from ..memory.records import Conversation, Episode, SemanticNode, Theme
+from ..memory.codec import EncodedSlice, encode_slice
+from ..memory.hierarchy import Memory, memory_from_slice
+from ..memory.records import Conversation, SemanticNode
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph
-from ..ops.objective import partition_objective
-from ..ops.rows import add_rows_in_order, dot4, dot4_gram
-from .progress import Advance, BuildProgress, ShardProgress
+from .commit import BuildReport, Finish, OrderedCommitter, ShardResult, build_target, build_with
+from .finalize import SUMMARY_STATEMENTS as SUMMARY_STATEMENTS
+from .finalize import SUMMARY_WORDS as SUMMARY_WORDS
+from .finalize import finalize, record_objective
+from .finalize import gist as gist
+from .finalize import summary_picks as summary_picks
+from .finalize import theme_summary as theme_summary
+from .plan import Shard, balanced_shard_size, check_counts
+from .plan import chunks as chunks
+from .progress import Advance, ShardProgress, Timings
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
@@ -42,25 +46,6 @@ from .themes import ThemeState, grow_themes
 if TYPE_CHECKING:  # the LLM stages (and pydantic) are imported by who builds with an LLM
     from ..embed import Embedder
     from .llm_stages import LLMBuilder
-    from .worker_pool import WorkerPool
-
-
-@dataclass
-class Timings:
-    """Seconds per stage, accumulated over calls."""
-
-    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] += time.perf_counter() - t0
-
-    def as_dict(self) -> dict[str, float]:
-        return {k: round(v, 4) for k, v in self.seconds.items()}
 
 
 def _split(x: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
@@ -139,7 +124,7 @@ def build_slices(
         memories = []
         for b, conv in enumerate(conversations):
             memories.append(
-                _finalize(
+                finalize(
                     conv,
                     episodes[b],
                     semantics[b],
@@ -163,8 +148,29 @@ def build_slices(
                 mem.stats["llm_tokens"] = sum(sc.prompt_tokens + sc.output_tokens for sc in c.values())
             sp.stage("summaries", len(conversations))
     with tm.stage("objective"):
-        _record_objective(memories, all_x, offs, cfg, backend)
+        record_objective(memories, all_x, offs, cfg, backend)
     return memories
+
+
+def build_encoded(
+    conversations: list[Conversation],
+    embedder,
+    config: XMemoryConfig,
+    *,
+    dim: int,
+    timings: Timings,
+    backend: str = "auto",
+    llm: LLMBuilder | None = None,
+    progress: Advance | None = None,
+) -> list[EncodedSlice]:
+    """``build_slices``' memories encoded as the store writes them (``memory.codec``, for a store
+    of dimension ``dim``): what a worker process or a Ray actor sends back; encoding timed as
+    ``encode``."""
+    slices = build_slices(
+        conversations, embedder, config, timings=timings, backend=backend, llm=llm, progress=progress
+    )
+    with timings.stage("encode"):
+        return [encode_slice(sl, dim) for sl in slices]
 
 
 EMBED_GROUP_MESSAGES = 1024  # messages (whole conversations) per encoder call of a shard
@@ -254,145 +260,6 @@ def build_themes(
     return states
 
 
-SUMMARY_STATEMENTS = 2  # statements in a theme's gist
-SUMMARY_WORDS = 24  # words kept of each
-
-
-def theme_summary(texts: list[str], x: np.ndarray) -> str:
-    """Extractive gist that reads as a sentence: the ``SUMMARY_STATEMENTS`` member statements
-    closest to the theme's centroid (distinct texts, in member order, each cut to ``SUMMARY_WORDS``
-    words) joined by "; ". texts [n], x [n, d] their unit rows."""
-    picked = summary_picks(texts, x, np.zeros(len(texts), np.int32), 1)[1] if texts else []
-    return gist([texts[i] for i in picked])
-
-
-def gist(picked: list[str]) -> str:
-    """The picked statements (in member order) as one sentence: each cut to ``SUMMARY_WORDS`` words,
-    joined by "; ", a full stop unless it ends in "..." ("" for none)."""
-    if not picked:
-        return ""
-    parts = []
-    for t in picked:
-        ws = t.split()
-        parts.append(" ".join(ws[:SUMMARY_WORDS]) + " ..." if len(ws) > SUMMARY_WORDS else t.rstrip(" .;"))
-    out = "; ".join(parts)
-    return out if out.endswith("...") else out + "."
-
-
-_GRAM_MAX = 1 << 12  # members x themes up to which summary_picks scores the whole gram
-
-
-def summary_picks(
-    texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per theme r (rows ``theme_of == r``), the ``SUMMARY_STATEMENTS`` members nearest its float64
-    sum (its members added in row order) by ``dot4`` (ties: the earlier; a NaN score last) whose
-    texts differ (``!=``) from those picked before, ascending: (offsets [n_themes + 1], rows).
-    texts [n], x [n, d] float32 or float64, theme_of [n] in [0, n_themes). Every theme's sum and
-    scores in one pass; the texts compared theme by theme."""
-    theme_of = np.asarray(theme_of, np.int64)
-    order = np.argsort(theme_of, kind="stable")  # each theme's members, ascending
-    group = theme_of[order]
-    sums = np.zeros((n_themes, x.shape[1]))
-    add_rows_in_order(sums, group, x, order)
-    xs = x[order]
-    if len(xs) * n_themes <= _GRAM_MAX:  # a small memory: every member against every sum, one C++ call
-        score = dot4_gram(xs, sums)[np.arange(len(xs)), group]
-    else:
-        score = dot4(xs, sums[group])  # dot4's bits either way: the same pick on every CPU
-    ranked = order[np.lexsort((-score, group))].tolist()  # theme by theme, the nearest first (a stable sort)
-    bounds = np.searchsorted(group, np.arange(n_themes + 1)).tolist()
-    offsets, rows = [0], []
-    for r in range(n_themes):
-        picked: list[int] = []
-        for i in ranked[bounds[r] : bounds[r + 1]]:
-            if all(texts[i] != texts[j] for j in picked):
-                picked.append(i)
-            if len(picked) == SUMMARY_STATEMENTS:
-                break
-        rows += sorted(picked)
-        offsets.append(len(rows))
-    return np.asarray(offsets, np.int64), np.asarray(rows, np.int64)
-
-
-def _finalize(
-    conv: Conversation,
-    episodes: list[Episode],
-    semantics: list[SemanticNode],
-    msg: MessageVectors,
-    epi_x: np.ndarray,
-    sem_x: np.ndarray,
-    sem_idx: np.ndarray,
-    sem_sim: np.ndarray,
-    st: ThemeState,
-    cfg: XMemoryConfig,
-    n_raw: int,
-    previous: dict[int, tuple[frozenset[int], str]] | None = None,
-    engine: EngineState | None = None,
-) -> MemorySlice:
-    """The memory's slice from its construction state. ``previous``: theme id -> (member rows,
-    summary) of a memory being grown; a theme whose members are unchanged keeps its summary (only
-    changed themes are re-summarised). ``engine``: the live engine's state of a grown memory."""
-    theme_ids, parents, theme_of, t_idx, t_sim = st.final()
-    texts = [n.text for n in semantics]
-    p_off, p_rows = summary_picks(texts, sem_x, theme_of, len(theme_ids))
-    p_off, p_rows = p_off.tolist(), p_rows.tolist()
-    if previous:  # each theme's members, ascending (a stable sort by theme row)
-        order = np.argsort(theme_of, kind="stable")
-        m_off = np.searchsorted(theme_of[order], np.arange(len(theme_ids) + 1)).tolist()
-    themes = []
-    for r, (t, par) in enumerate(zip(theme_ids, parents)):
-        old = (previous or {}).get(t)
-        if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
-            summary = old[1]
-        else:
-            summary = gist([texts[i] for i in p_rows[p_off[r] : p_off[r + 1]]])
-        themes.append(Theme(id=t, summary=summary, parents=par))
-    sizes = np.bincount(theme_of, minlength=len(themes)) if len(themes) else np.zeros(0, int)
-    stats = {
-        "builder": "llm-free",
-        "n_messages": len(conv.messages),
-        "n_episodes": len(episodes),
-        "n_statements": n_raw,
-        "n_semantics": len(semantics),
-        "n_themes": len(themes),
-        "mean_theme_size": float(sizes.mean()) if len(sizes) else 0.0,
-        "max_theme_size": int(sizes.max()) if len(sizes) else 0,
-        "reassignment_ratio": float(st.reassigned.mean()) if len(st.reassigned) else 0.0,
-        "n_splits": st.n_splits,
-        "n_merges": st.n_merges,
-        "split": cfg.theme.split,
-        "merge": cfg.theme.merge,
-        "lineage": st.lineage(),
-    }
-    arrays = {
-        "msg_x": msg.x,
-        "epi_x": epi_x,
-        "sem_x": sem_x,
-        "theme_of": theme_of,
-        "sem_knn_idx": sem_idx,
-        "sem_knn_sim": sem_sim,
-        "theme_knn_idx": t_idx,
-        "theme_knn_sim": t_sim,
-        "psg_x": msg.psg_x,
-        "psg_msg": msg.psg_msg,
-    }
-    return slice_of_records(conv.sample_id, conv.messages, episodes, semantics, themes, arrays, stats, engine)
-
-
-def _record_objective(
-    memories: list[MemorySlice], x, offs: np.ndarray, cfg: XMemoryConfig, backend: str
-) -> None:
-    """f(P) of every memory's final partition, in one batched call; x [N, d] the memories'
-    semantic rows in order (CSR ``offs``), on the host or, for a GPU backend, already on the device."""
-    if not memories:
-        return
-    labels = np.concatenate([m.cols["sem"]["theme"] for m in memories]).astype(np.int64)
-    f = host(partition_objective(x, labels, offs, eps=cfg.theme.eps, backend=backend))
-    for m, fb in zip(memories, f):
-        m.stats["f_P"] = float(fb)
-
-
 def first_sessions(conv: Conversation, n: int) -> Conversation:
     """The conversation cut to its first ``n`` sessions (their questions whose evidence all lies there)."""
     keep = sorted({m.session for m in conv.messages})[:n]
@@ -400,43 +267,6 @@ def first_sessions(conv: Conversation, n: int) -> Conversation:
     ids = {m.id for m in msgs}
     qa = [q for q in conv.qa if q.evidence and all(e in ids for e in q.evidence)]
     return Conversation(conv.sample_id, conv.speakers, msgs, qa, conv.source)
-
-
-def balanced_shard_size(count: int, workers: int, most: int) -> int:
-    """A shard size of at most ``most`` that cuts ``count`` conversations into as few rounds of
-    ``workers`` shards as ``most`` allows, the shards of near-equal size (no worker idles at the end
-    while another builds a short last shard alone). The count is the inputs': a resumed build's
-    shards are sized as if every conversation were still to build."""
-    rounds = max(1, -(-count // (workers * most)))
-    return max(1, -(-count // (workers * rounds)))
-
-
-def chunks(items: Iterable, size: int) -> Iterator[list]:
-    """``items`` in lists of ``size`` (the last may be shorter), read as they are needed."""
-    it = iter(items)
-    while chunk := list(itertools.islice(it, size)):
-        yield chunk
-
-
-Finish = Callable[[list[MemorySlice]], None]  # a shard's memories made ready to commit, in place
-
-
-def finished(encoded: list[EncodedSlice], finish: Finish | None, dim: int) -> list[EncodedSlice]:
-    """Memories a worker or an actor encoded, with ``finish`` applied (decoded, finished, encoded
-    again); as they are without one."""
-    if finish is None:
-        return encoded
-    slices = [slice_from_bytes(e.memory_id, e.data, e.stats) for e in encoded]
-    finish(slices)
-    return [encode_slice(sl, dim) for sl in slices]
-
-
-@dataclass
-class BuildReport:
-    built: list[str]
-    skipped: list[str]
-    timings: dict[str, float]
-    wall_s: float
 
 
 def load_conversations(
@@ -539,14 +369,9 @@ def build_store(
     """
     from ..embed import load_embedder
 
-    for name, value in (
-        ("limit", limit),
-        ("shard_size", shard_size),
-        ("max_sessions", max_sessions),
-        ("workers", workers),
-    ):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"build_store: {name}: expected an integer >= 1, got {value!r}")
+    check_counts(
+        "build_store", limit=limit, shard_size=shard_size, max_sessions=max_sessions, workers=workers
+    )
     if workers > 1 and llm is not None:
         raise ValueError(
             "build_store: workers > 1 builds LLM-free only (an LLM builder batches its prompts in one process)"
@@ -554,43 +379,105 @@ def build_store(
     cfg = config or XMemoryConfig()
     t0 = time.perf_counter()
     tm = Timings()
-    job = _Job(inputs, limit, max_sessions, workers, shard_size, progress, backend, llm, finish)
     if workers > 1:
-        return _build_with_workers(store_path, embedder, cfg, tm, t0, job)
+        return _build_with_workers(
+            inputs,
+            store_path,
+            embedder,
+            cfg,
+            tm,
+            t0,
+            limit=limit,
+            max_sessions=max_sessions,
+            workers=workers,
+            shard_size=shard_size,
+            progress=progress,
+            backend=backend,
+            finish=finish,
+        )
     with tm.stage("load"):
         convs = load_conversations(inputs, limit=limit, max_sessions=max_sessions)
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
-    return _build_store(store_path, emb, cfg, tm, t0, job, convs, len(convs))
+    with build_target(store_path, emb, cfg) as store:
+        # each shard's files are written while the next one builds
+        return build_with(
+            InProcess(emb, cfg, backend, llm),
+            store,
+            convs,
+            len(convs),
+            shard_size,
+            tm,
+            t0,
+            progress=progress,
+            finish=finish,
+            overlap=True,
+        )
+
+
+@dataclass
+class InProcess:
+    """The executor in this process: shard after shard, one construction call each
+    (``build_slices``), once the whole plan is read (every input checked before a shard is built)."""
+
+    embedder: Any
+    config: XMemoryConfig
+    backend: str = "auto"
+    llm: LLMBuilder | None = None
+
+    def map(self, shards: Iterable[Shard], track: OrderedCommitter) -> Iterator[ShardResult]:
+        for shard in list(shards):
+            tm = Timings()
+            slices = build_slices(
+                shard.conversations,
+                self.embedder,
+                self.config,
+                timings=tm,
+                backend=self.backend,
+                llm=self.llm,
+                progress=track.advance,
+            )
+            yield ShardResult(shard.index, slices, dict(tm.seconds))
 
 
 def _build_with_workers(
+    inputs: list[str | Path] | str | Path,
     store_path: str | Path | MemoryBackend,
     embedder: Embedder | None,
     cfg: XMemoryConfig,
     tm: Timings,
     t0: float,
-    job: _Job,
+    *,
+    limit: int | None,
+    max_sessions: int | None,
+    workers: int,
+    shard_size: int,
+    progress: bool,
+    backend: str,
+    finish: Finish | None,
 ) -> BuildReport:
     """The workers start first (they import and load the embedder while this process reads the
     inputs; this process loads none unless given one: the store takes the embedder the workers
     report); the conversations are checked while the first shards are built, and none is committed
     before all are checked."""
     from ..embed import check_embedder_spec
-    from .worker_pool import WorkerPool
+    from .worker_pool import WorkerPool, worker_settings
 
     if embedder is None:  # a malformed spec is reported here, as one process would, not by a worker
         check_embedder_spec(cfg.embed.model)
-    with WorkerPool(job.workers, job.worker_settings(embedder, cfg)) as job.pool:
+    with WorkerPool(workers, worker_settings(embedder, cfg, backend)) as pool:
         early: list[Conversation] = []  # checked while the workers still load
         with tm.stage("load"):
-            count, convs = read_conversations(job.inputs, limit=job.limit, max_sessions=job.max_sessions)
-            while job.pool.loaded(wait=False) is None and (c := next(convs, None)) is not None:
+            count, convs = read_conversations(inputs, limit=limit, max_sessions=max_sessions)
+            while pool.loaded(wait=False) is None and (c := next(convs, None)) is not None:
                 early.append(c)
-        name, dim = job.pool.loaded()
+        name, dim = pool.loaded()
         emb = _Encoder(name, dim) if embedder is None else embedder
-        return _build_store(
-            store_path, emb, cfg, tm, t0, job, _timed(itertools.chain(early, convs), tm, "load"), count
-        )
+        size = shard_size
+        if pool.device == "cpu":  # the CPU's encoder is batch-invariant: any shard size gives the same store
+            size = balanced_shard_size(count, workers, size)
+        with build_target(store_path, emb, cfg) as store:
+            todo = _timed(itertools.chain(early, convs), tm, "load")
+            return build_with(pool, store, todo, count, size, tm, t0, progress=progress, finish=finish)
 
 
 @dataclass(frozen=True)
@@ -610,167 +497,3 @@ def _timed(items: Iterable, tm: Timings, stage: str) -> Iterator:
         if item is end:
             return
         yield item
-
-
-def _build_store(
-    store_path: str | Path | MemoryBackend,
-    emb,
-    cfg: XMemoryConfig,
-    tm: Timings,
-    t0: float,
-    job: _Job,
-    convs: Iterable[Conversation],
-    count: int,
-) -> BuildReport:
-    if not isinstance(store_path, (str, os.PathLike)):
-        if (store_path.dim, store_path.embedder) != (emb.dim, emb.name):
-            raise ValueError(
-                f"build_store: the backend holds {store_path.embedder!r} ({store_path.dim}), "
-                f"not {emb.name!r} ({emb.dim})"
-            )
-        return _build_into(store_path, convs, count, emb, cfg, tm, t0, job)
-    root = Path(store_path)
-    if root.exists() and not root.is_dir():
-        raise ValueError(f"--out {root}: is a file; expected a folder for the store")
-    root.mkdir(parents=True, exist_ok=True)
-    with WriterLock(root):  # one writing process per store: a second build is refused, nothing half-created
-        from ..memory.store import DB_NAME, remove_if_empty
-
-        fresh = not (root / DB_NAME).exists()
-        try:
-            return _build_locked(convs, count, root, emb, cfg, tm, t0, job)
-        except BaseException:
-            if fresh:  # stopped before its first commit (bad input met by workers, Ctrl-C): no store is left
-                remove_if_empty(root)
-            raise
-
-
-@dataclass
-class _Job:
-    """How ``build_store`` was asked to build."""
-
-    inputs: list[str | Path] | str | Path
-    limit: int | None
-    max_sessions: int | None
-    workers: int
-    shard_size: int
-    progress: bool
-    backend: str
-    llm: LLMBuilder | None
-    finish: Finish | None = None
-    pool: WorkerPool | None = None  # the worker processes of a build with workers > 1
-
-    def worker_settings(self, emb: Embedder | None, cfg: XMemoryConfig) -> dict:
-        """What the workers load: ``emb`` by its store name, or (``emb`` None) ``cfg``'s embedder spec."""
-        from ..ops.devices import encoder_device
-
-        which = {"spec": cfg.embed.model} if emb is None else {"name": emb.name, "dim": emb.dim}
-        return {
-            **which,
-            "device": encoder_device(self.backend, cfg.embed.device),
-            "config": cfg.to_dict(),
-            "backend": self.backend,
-        }
-
-
-def _build_locked(
-    convs: Iterable[Conversation],
-    count: int,
-    root: Path,
-    emb,
-    cfg: XMemoryConfig,
-    tm: Timings,
-    t0: float,
-    job: _Job,
-) -> BuildReport:
-    from ..memory.store import Store
-
-    store = Store.open_or_create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
-    try:
-        return _build_into(store, convs, count, emb, cfg, tm, t0, job)
-    finally:
-        store.close()
-
-
-def _build_into(
-    store: MemoryBackend,
-    convs: Iterable[Conversation],
-    count: int,
-    emb,
-    cfg: XMemoryConfig,
-    tm: Timings,
-    t0: float,
-    job: _Job,
-) -> BuildReport:
-    """Build ``convs`` (``count`` of them) into ``store``: those it holds intact are skipped, a
-    damaged one is rebuilt (replaced)."""
-    built: list[str] = []
-    skipped: list[str] = []
-    damaged: set[str] = set()
-    bar = BuildProgress(count, enabled=job.progress)
-
-    def todo() -> Iterator[Conversation]:
-        for c in convs:
-            if not store.has(c.sample_id):
-                yield c
-            elif not store.has(c.sample_id, intact=True):
-                damaged.add(c.sample_id)
-                yield c
-            else:
-                skipped.append(c.sample_id)
-                bar.skip(1)
-
-    with bar:
-        if job.pool is not None:
-
-            def committed(ids: list[str], seconds: dict[str, float]) -> None:
-                for stage, sec in seconds.items():
-                    tm.seconds[stage] += sec
-                built.extend(ids)
-                bar.commit(len(ids))
-
-            size = job.shard_size
-            if (
-                job.pool.device == "cpu"
-            ):  # the CPU's encoder is batch-invariant: any shard size gives the same store
-                size = balanced_shard_size(count, job.workers, size)
-            job.pool.build(
-                store,
-                chunks(todo(), size),
-                damaged,
-                on_commit=committed,
-                on_progress=bar.advance,
-                prepare=None if job.finish is None else lambda e: finished(e, job.finish, emb.dim),
-            )
-        else:
-            # each shard in one commit (one transaction, its memories all or none), its files written
-            # while the next shard builds: the commit of shard i is finished before shard i+1's starts,
-            # and a failure while building a shard still finishes the commit of the one before
-            pending: tuple[CommitHandle, list[str]] | None = None
-
-            def finish() -> None:
-                nonlocal pending
-                if pending is not None:
-                    handle, ids = pending
-                    pending = None
-                    handle.finish()
-                    built.extend(ids)
-                    bar.commit(len(ids))
-
-            try:
-                for shard in chunks(list(todo()), job.shard_size):
-                    slices = build_slices(
-                        shard, emb, cfg, timings=tm, backend=job.backend, llm=job.llm, progress=bar.advance
-                    )
-                    if job.finish is not None:
-                        with tm.stage("finish"):
-                            job.finish(slices)
-                    ids = [sl.memory_id for sl in slices]
-                    with tm.stage("commit"):
-                        finish()
-                        pending = (start_commit_on(store, slices, replace=bool(damaged & set(ids))), ids)
-                with tm.stage("commit"):
-                    finish()
-            finally:
-                finish()
-    return BuildReport(built=built, skipped=skipped, timings=tm.as_dict(), wall_s=time.perf_counter() - t0)

@@ -1,5 +1,5 @@
-"""The bulk build's progress bar, one for every way it builds (this process, worker processes, Ray):
-conversations done, their rate (conversations/s) and the time left.
+"""The bulk build's progress bar and stage timings, one for every way it builds (this process,
+worker processes, Ray): conversations done, their rate (conversations/s) and the time left.
 
 A shard's conversations are built in lockstep, so the bar moves within a shard as its stages finish
 each conversation (``STAGE_SHARE``: the fraction of a conversation's work each stage stands for)
@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 # a conversation's work per stage (summing to 1): the encoder dominates a build with a neural
 # embedder; the other stages are per conversation (episodes, statements, summaries) or per shard (themes)
@@ -20,6 +24,29 @@ STAGE_SHARE = {"embed_messages": 0.5, "episodes": 0.1, "statements": 0.2, "theme
 Advance = Callable[[float], None]  # conversations' worth of work done (a fraction within a shard)
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total_fmt} conv [{elapsed}<{remaining}, {rate_fmt}]"
+
+
+@dataclass
+class Timings:
+    """Seconds per stage, accumulated over calls."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] += time.perf_counter() - t0
+
+    def add(self, seconds: dict[str, float]) -> None:
+        """Stage seconds measured elsewhere (a worker's, an actor's) added to these."""
+        for name, sec in seconds.items():
+            self.seconds[name] += sec
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self.seconds.items()}
 
 
 class BuildProgress:

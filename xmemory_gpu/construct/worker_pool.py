@@ -3,8 +3,9 @@
 Each worker is a fresh Python process (``python -m xmemory_gpu.construct.build_worker``) that loads the
 store's embedder and the build's settings, builds the shards of conversations it is handed
 (``build_slices``, the one construction call) and encodes each memory as the store would
-(``memory.codec.encode_slice``); a worker holds only the shard it builds.
-The calling process stays the store's only writer and commits the shards whole and in order, so
+(``memory.codec.encode_slice``); a worker holds only the shard it builds. The pool is one of the
+build's executors (``construct.commit``): the calling process stays the store's only writer and its
+ordered committer commits the shards whole and in the plan's order, so
 the store is the one a single-process build writes (the same files, catalogue and positions), and
 an interrupted build resumes as one does. The wire is plain bytes, nothing pickled:
 
@@ -20,6 +21,11 @@ an interrupted build resumes as one does. The wire is plain bytes, nothing pickl
   level and message ids) followed by the memories' bytes; or ``{"error": "..."}`` and a non-zero exit.
   The commit checks each memory's dimension and sha256 (``EncodedSlice.verify``).
 
+The pool is its own, not ``concurrent.futures.ProcessPoolExecutor``, whose builds take the same time:
+that pool pickles its calls and results, has no channel for a shard's progress while it builds, and
+its workers outlive a builder that is killed (here a worker dies with the builder, and its input
+ending stops it).
+
 Stage seconds of a worker build are summed over the workers (CPU seconds, which can exceed the
 wall time); ``receive`` is the workers' reading of their conversations, ``encode`` their encoding,
 ``commit`` this process's writes.
@@ -29,18 +35,21 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import site
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from ..config import XMemoryConfig
 from ..memory.backend import MemoryBackend
 from ..memory.codec import EncodedSlice
 from ..memory.records import Conversation, conversation_to_wire
+from .commit import OrderedCommitter, ShardResult
+from .plan import Shard
 
 WORKER_MODULE = "xmemory_gpu.construct.build_worker"  # a worker's entry point (run by name: no import here)
 PACKAGE = str(Path(__file__).resolve().parents[1])  # the xmemory_gpu folder a worker must import
@@ -260,76 +269,58 @@ class WorkerPool:
             raise RuntimeError("WorkerPool.loaded: the pool is closed")
         return self._pool[0].loaded(wait=wait)
 
-    def build(
-        self,
-        store: MemoryBackend,
-        shards: Iterable[list[Conversation]],
-        replace: set[str],
-        on_commit: Callable[[list[str], dict[str, float]], None],
-        on_progress: Callable[[float], None] | None = None,
-        prepare: Callable[[list[EncodedSlice]], list[EncodedSlice]] | None = None,
-    ) -> None:
-        """Build ``shards`` in the workers and commit each one whole, in order, into ``store``
-        (memories named in ``replace`` replace their stored copies), once per pool. ``shards`` is read here, to
-        its end, before the first commit: each shard goes to a worker as soon as it is read (a lazy
-        sequence may check its conversations as it goes; an error it raises stops the build with
-        nothing committed). ``on_commit(ids, stage_seconds)`` runs after each shard's commit (its
-        ``commit`` entry the commit's own seconds). ``on_progress(k)`` (from the threads that drive
-        the workers) as their stages finish conversations; ``prepare(memories)`` before each commit,
-        in this thread (what it returns is committed). A worker's failure raises :class:`WorkerError`
-        once the shards before the failed one are committed; the others are not."""
+    def map(self, shards: Iterable[Shard], track: OrderedCommitter) -> Iterator[ShardResult]:
+        """The executor (``construct.commit``): ``shards`` built in the workers, their results in the
+        order they arrive, once per pool. ``shards`` is read here, to its end, before the first
+        result is given: each shard goes to a worker as soon as it is read and its turn comes
+        (``track.wait_turn``: at most two per worker built ahead of the commit); a lazy sequence may
+        check its conversations as it goes, and an error it raises stops the build before anything
+        is committed. A worker that fails gives its shard's error and takes no more shards; leaving
+        early (an error, the caller stopped) kills the workers."""
         if not self._pool:
-            raise RuntimeError("WorkerPool.build: the pool is closed")
+            raise RuntimeError("WorkerPool: the pool is closed")
         if self._built:
-            raise RuntimeError(
-                "WorkerPool.build: a pool builds once (its workers' input is closed at the end)"
-            )
+            raise RuntimeError("WorkerPool: a pool builds once (its workers' input is closed at the end)")
         self._built = True
         cond = threading.Condition()
-        read: list[list[Conversation]] = []  # the shards read so far
-        done: dict[int, tuple[dict[str, float], list[EncodedSlice]] | BaseException] = {}
-        state: dict[str, Any] = {"next": 0, "committed": 0, "stop": False, "all_read": False}
-        window = 2 * len(self._pool)  # shards built ahead of the commit, at most
+        read: list[Shard] = []  # the shards read so far
+        state: dict[str, Any] = {"next": 0, "stop": False, "all_read": False}
+        results: queue.SimpleQueue[ShardResult | None] = queue.SimpleQueue()  # None: a worker is done
+        ahead = 2 * len(self._pool)
         first = self._pool[0]
 
-        def waiting() -> bool:
-            return not state["stop"] and (
-                state["next"] >= len(read)
-                and not state["all_read"]
-                or state["next"] >= state["committed"] + window
-            )
+        def next_shard() -> Shard | None:
+            with cond:
+                while not state["stop"] and state["next"] >= len(read) and not state["all_read"]:
+                    cond.wait()
+                if state["stop"] or state["next"] >= len(read):
+                    return None
+                state["next"] += 1
+                return read[state["next"] - 1]
 
         def drive(w: _Worker) -> None:
             checked = False
-            while True:
-                with cond:
-                    while waiting():
-                        cond.wait()
-                    if state["stop"] or state["next"] >= len(read):
-                        break
-                    k = state["next"]
-                    state["next"] += 1
-                    shard = read[k]
-                try:
-                    if not checked:  # the same embedder as the first worker's (whose the store is)
-                        mine, theirs = w.loaded(), first.loaded()
-                        if mine != theirs:
-                            raise WorkerError(
-                                f"build worker {w.index}: loaded embedder {mine}, worker 0 {theirs}"
-                            )
-                        checked = True
-                    result: Any = w.build(k, shard)
-                except BaseException as exc:  # noqa: BLE001 - handed to the committing thread
-                    result = exc
-                with cond:
-                    done[k] = result
-                    cond.notify_all()
-                if isinstance(result, BaseException):
-                    return
-            w.end_input()  # nothing left for it: it exits while the last shards commit
+            try:
+                while (shard := next_shard()) is not None and track.wait_turn(shard.index, ahead):
+                    try:
+                        if not checked:  # the same embedder as the first worker's (whose the store is)
+                            mine, theirs = w.loaded(), first.loaded()
+                            if mine != theirs:
+                                raise WorkerError(
+                                    f"build worker {w.index}: loaded embedder {mine}, worker 0 {theirs}"
+                                )
+                            checked = True
+                        seconds, memories = w.build(shard.index, shard.conversations)
+                    except BaseException as exc:  # noqa: BLE001 - raised by the committer in its turn
+                        results.put(ShardResult(shard.index, error=exc))
+                        return
+                    results.put(ShardResult(shard.index, memories, seconds))
+                w.end_input()  # nothing left for it: it exits while the last shards commit
+            finally:
+                results.put(None)
 
         for w in self._pool:
-            w.on_progress = on_progress
+            w.on_progress = track.advance
         threads = [
             threading.Thread(target=drive, args=(w,), daemon=True, name=f"xmemory-build-worker-{w.index}")
             for w in self._pool
@@ -344,31 +335,50 @@ class WorkerPool:
             with cond:
                 state["all_read"] = True
                 cond.notify_all()
-            for k in range(len(read)):
-                with cond:
-                    while k not in done:
-                        cond.wait()
-                    result = done.pop(k)
-                if isinstance(result, BaseException):
-                    raise result
-                timings, memories = result
-                if prepare is not None:
-                    t0 = time.perf_counter()
-                    memories = prepare(memories)
-                    timings = {**timings, "finish": time.perf_counter() - t0}
-                t0 = time.perf_counter()
-                store.commit(memories, replace=bool(replace & {m.memory_id for m in memories}))
-                timings = {**timings, "commit": time.perf_counter() - t0}
-                with cond:
-                    state["committed"] = k + 1
-                    cond.notify_all()
-                on_commit([m.memory_id for m in memories], timings)
-        except BaseException:
+            live = len(threads)
+            while live:
+                result = results.get()
+                if result is None:
+                    live -= 1
+                else:
+                    yield result
+        except BaseException:  # also the caller leaving early (GeneratorExit)
             with cond:
                 state["stop"] = True
                 cond.notify_all()
+            track.stop()
             self.close(kill=True)  # a worker busy with a shard that will not be committed stops now
             raise
         finally:
             for t in threads:
                 t.join(timeout=30)
+
+    def build(
+        self,
+        store: MemoryBackend,
+        shards: Iterable[list[Conversation]],
+        replace: set[str],
+        on_commit: Callable[[list[str], dict[str, float]], None],
+    ) -> None:
+        """Build ``shards`` in the workers and commit each one whole, in order, into ``store``
+        (memories named in ``replace`` replace their stored copies), once per pool; ``on_commit(ids,
+        stage_seconds)`` after each shard's commit. A worker's failure raises :class:`WorkerError`
+        once the shards before the failed one are committed; the others are not."""
+        plan = (
+            Shard(k, convs, replace=any(c.sample_id in replace for c in convs))
+            for k, convs in enumerate(shards)
+        )
+        OrderedCommitter(store, on_commit=on_commit).run(self, plan)
+
+
+def worker_settings(emb: Any, cfg: XMemoryConfig, backend: str) -> dict[str, Any]:
+    """What the workers load: ``emb`` by its store name, or (``emb`` None) ``cfg``'s embedder spec."""
+    from ..ops.devices import encoder_device
+
+    which = {"spec": cfg.embed.model} if emb is None else {"name": emb.name, "dim": emb.dim}
+    return {
+        **which,
+        "device": encoder_device(backend, cfg.embed.device),
+        "config": cfg.to_dict(),
+        "backend": backend,
+    }

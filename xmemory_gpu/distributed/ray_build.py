@@ -1,23 +1,21 @@
 """``xmemory build --ray``: the bulk build on Ray Data, with the driver as the store's single writer.
 
-Flow: the driver loads the conversations (as the local build does), drops those already committed,
-and hands the rest to Ray as a Dataset of plain JSON rows. ``map_batches`` runs
+Ray is one of the build's executors: the driver loads the conversations (as the local build
+does), plans the build (``construct.plan``: the same resume rule and shards as the local build) and
+hands the shards to Ray as a Dataset of plain JSON rows, one per shard. ``map_batches`` runs
 :class:`ShardBuilder` on an actor pool (``ray.data.ActorPoolStrategy``): each actor loads the
-embedder (and the LLM builder's generator) once, and each call builds one shard of conversations
-with one construction call. Built memories come back encoded as the store writes them (``memory/codec.py``:
-the memory's columns as plain bytes, no pickle, checked and hashed by the actor) plus JSON stats, streamed
-to the driver, which commits them as they are (the commit checks each one's sha256 and dimension) (``EncodedSlice``: not
-decoded and encoded again), a shard's worth at a time (one atomic commit per group, as the local build commits a shard); so the store's resume and
-crash rules are the local build's:
+embedder (and the LLM builder's generator) once, and each call builds one shard with one
+construction call. Built memories come back encoded as the store writes them (``memory/codec.py``:
+the memory's columns as plain bytes, no pickle, checked and hashed by the actor) plus JSON stats,
+streamed to the driver, whose ordered committer (``construct.commit``) commits each shard whole and
+in the plan's order, as they are (the commit checks each one's sha256 and dimension); so the store,
+its resume and crash rules are the local build's:
 
 - a worker killed mid-shard: Ray restarts the actor and retries the shard (``max_restarts`` /
-  ``max_task_retries``); the driver commits a memory only once (a retried shard's repeat is
+  ``max_task_retries``); the driver takes a memory only once (a retried shard's repeat is
   dropped), so the store ends with every memory exactly once;
-- a driver killed mid-run: what it committed stays (a worker's failure first commits what was
-  delivered); re-running the same command skips it.
-
-The two places that touch the construction and the store API are marked ``CONSTRUCTION`` and
-``COMMIT`` below.
+- a driver killed mid-run: the shards it committed stay (a worker's failure first commits the
+  shards before it); re-running the same command skips them.
 """
 
 from __future__ import annotations
@@ -26,14 +24,16 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import XMemoryConfig
-from ..construct.pipeline import BuildReport, Finish, Timings, finished
-from ..construct.progress import BuildProgress
-from ..memory.codec import EncodedSlice, encode_slice
+from ..construct.commit import BuildReport, Finish, OrderedCommitter, ShardResult, build_target, build_with
+from ..construct.plan import Shard, check_counts
+from ..construct.progress import Timings
+from ..memory.codec import EncodedSlice
 from ..memory.records import Conversation, conversation_from_wire, conversation_to_wire
 
 INSTALL_HINT = "pip install 'xmemory-gpu[dist]'"
@@ -64,13 +64,28 @@ def load_conversations(
     here with this entry point's name)."""
     from ..construct.pipeline import load_conversations as load
 
-    for name, value in (("limit", limit), ("max_sessions", max_sessions)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"build_store_ray: {name}: expected an integer >= 1, got {value!r}")
+    check_counts("build_store_ray", limit=limit, max_sessions=max_sessions)
     return load(inputs, limit=limit, max_sessions=max_sessions)
 
 
 # -- the actor ------------------------------------------------------------------------------------
+def _columns() -> dict[str, Any]:
+    """The columns of an actor's answer and their Arrow types."""
+    import pyarrow as pa
+
+    return {
+        "shard": pa.int64(),
+        "memory_id": pa.string(),
+        "arrays": pa.large_binary(),
+        "sha256": pa.string(),
+        "dim": pa.int64(),
+        "stats": pa.large_string(),
+        "counts": pa.string(),
+        "message_ids": pa.large_string(),
+        "timings": pa.string(),
+    }
+
+
 class ShardBuilder:
     """The ``map_batches`` callable: one per actor, holding the embedder and the LLM builder.
 
@@ -112,45 +127,54 @@ class ShardBuilder:
             )
 
     def __call__(self, batch: Any) -> Any:
-        """A pyarrow table of conversations (``conversation``: JSON) -> a table of built memories
-        (``memory_id``, ``arrays``: the store's file bytes, ``sha256`` of them, ``dim``, ``stats``: JSON,
-        ``counts`` (rows per level) and ``message_ids``: JSON, ``timings``: the shard's stage
-        seconds as JSON on its first row, ``{}`` on the others)."""
+        """A pyarrow table of shards (``shard``: its index, ``conversations``: a JSON list) -> a table
+        of built memories (``shard``, ``memory_id``, ``arrays``: the store's file bytes, ``sha256`` of
+        them, ``dim``, ``stats``: JSON, ``counts`` (rows per level) and ``message_ids``: JSON,
+        ``timings``: the shard's stage seconds as JSON on its first row, ``{}`` on the others)."""
         import pyarrow as pa
 
-        from ..construct.pipeline import build_slices
+        from ..construct.pipeline import build_encoded
 
-        convs = [conversation_from_wire(json.loads(s)) for s in batch.column("conversation").to_pylist()]
-        tm = Timings()
-        usage0 = self._usage()
-        t0 = time.perf_counter()
-        # ---- CONSTRUCTION: the one construction call per shard --------------------------------
-        slices = build_slices(
-            convs, self.embedder, self.config, timings=tm, backend=self.backend, llm=self.llm
-        )
-        # ----------------------------------------------------------------------------------------
-        with tm.stage("encode"):
-            encoded = [encode_slice(sl, self.dim) for sl in slices]
-        self._maybe_crash()
-        shard = {
-            "stages": tm.as_dict(),
-            "wall": time.perf_counter() - t0,
-            "pid": os.getpid(),
-            "llm_usage": _usage_delta(usage0, self._usage()),
-        }
-        timings = ([json.dumps(shard)] + ["{}"] * (len(slices) - 1)) if slices else []
-        return pa.table(
-            {
-                "memory_id": pa.array([e.memory_id for e in encoded], pa.string()),
-                "arrays": pa.array([e.data for e in encoded], pa.large_binary()),
-                "sha256": pa.array([e.sha256 for e in encoded], pa.string()),
-                "dim": pa.array([e.dim for e in encoded], pa.int64()),
-                "stats": pa.array([json.dumps(e.stats) for e in encoded], pa.large_string()),
-                "counts": pa.array([json.dumps(e.counts) for e in encoded], pa.string()),
-                "message_ids": pa.array([json.dumps(e.message_ids) for e in encoded], pa.large_string()),
-                "timings": pa.array(timings, pa.string()),
+        types = _columns()
+        cols: dict[str, list] = {k: [] for k in types}
+        for index, wire in zip(batch.column("shard").to_pylist(), batch.column("conversations").to_pylist()):
+            convs = [conversation_from_wire(d) for d in json.loads(wire)]
+            tm = Timings()
+            usage0 = self._usage()
+            t0 = time.perf_counter()
+            encoded = build_encoded(
+                convs,
+                self.embedder,
+                self.config,
+                dim=self.dim,
+                timings=tm,
+                backend=self.backend,
+                llm=self.llm,
+            )
+            self._maybe_crash()
+            shard = {
+                "stages": tm.as_dict(),
+                "wall": time.perf_counter() - t0,
+                "pid": os.getpid(),
+                "llm_usage": _usage_delta(usage0, self._usage()),
             }
-        )
+            for i, e in enumerate(encoded):
+                for k, v in zip(
+                    types,
+                    (
+                        index,
+                        e.memory_id,
+                        e.data,
+                        e.sha256,
+                        e.dim,
+                        json.dumps(e.stats),
+                        json.dumps(e.counts),
+                        json.dumps(e.message_ids),
+                        json.dumps(shard) if i == 0 else "{}",
+                    ),
+                ):
+                    cols[k].append(v)
+        return pa.table({k: pa.array(v, types[k]) for k, v in cols.items()})
 
     def _usage(self) -> dict[str, int] | None:
         if self.llm is None or not hasattr(self.llm.gen, "usage"):
@@ -242,75 +266,97 @@ def build_store_ray(
     Ray Data's, without bound).
     """
     from ..embed import load_embedder
-    from ..memory.locks import WriterLock
-    from ..memory.store import Store
 
     ray = import_ray()
-    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
-        raise ValueError(f"build_store_ray: shard_size: expected an integer >= 1, got {shard_size!r}")
+    check_counts("build_store_ray", shard_size=shard_size)
     cfg = config or XMemoryConfig()
     t0 = time.perf_counter()
     tm = Timings()
     with tm.stage("load"):
         convs = load_conversations(inputs, limit=limit, max_sessions=max_sessions)
     emb = embedder if embedder is not None else load_embedder(cfg.embed.model)
-    root = Path(store_path)
-    if root.exists() and not root.is_dir():
-        raise ValueError(f"--out {root}: is a file; expected a folder for the store")
-    root.mkdir(parents=True, exist_ok=True)
-    started = False
-    with WriterLock(root):
-        store = Store.open_or_create(root, dim=emb.dim, embedder=emb.name, config=cfg.to_dict())
-        try:
-            damaged = {
-                c.sample_id
-                for c in convs
-                if store.has(c.sample_id) and not store.has(c.sample_id, intact=True)
-            }
-            todo = [c for c in convs if not store.has(c.sample_id) or c.sample_id in damaged]
-            todo_ids = {c.sample_id for c in todo}
-            skipped = [c.sample_id for c in convs if c.sample_id not in todo_ids]
-            report = RayBuildReport(built=[], skipped=skipped, timings={}, wall_s=0.0)
-            if todo:
-                if not ray.is_initialized():
-                    started = (
-                        True  # from here on Ray is shut down however this ends (Ctrl-C, SIGTERM, an error)
-                    )
-                    with tm.stage("ray_start"):
-                        kw = dict(init_kwargs or {})
-                        kw.setdefault("include_dashboard", False)
-                        if address not in (None, "local"):
-                            ray.init(address=address, **kw)
-                        else:
-                            _init_local(ray, kw)
-                _run(
-                    ray,
-                    store,
-                    todo,
-                    damaged,
-                    report,
-                    tm,
-                    cfg,
-                    emb,
-                    shard_size=shard_size,
-                    progress=progress,
-                    backend=backend,
-                    llm_spec=llm_spec,
-                    llm_kwargs=llm_kwargs,
-                    llm_retries=llm_retries,
-                    workers=workers,
-                    gpus_per_worker=gpus_per_worker,
-                    max_retries=max_retries,
-                    crash_marker=crash_marker,
-                    finish=finish,
-                )
-        finally:
-            store.close()
-            if started:
-                ray.shutdown()
-    report.timings = tm.as_dict()
-    report.wall_s = time.perf_counter() - t0
-    return report
+    executor = RayExecutor(
+        ray,
+        cfg,
+        address=address,
+        init_kwargs=init_kwargs,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        max_retries=max_retries,
+        actor_kwargs={
+            "backend": backend,
+            "llm_spec": llm_spec,
+            "llm_kwargs": llm_kwargs,
+            "llm_retries": llm_retries,
+            "crash_marker": crash_marker,
+            "dim": emb.dim,
+        },
+    )
+    try:
+        with build_target(store_path, emb, cfg) as store:
+            report = build_with(
+                executor,
+                store,
+                convs,
+                len(convs),
+                shard_size,
+                tm,
+                t0,
+                progress=progress,
+                finish=finish,
+                desc="build (ray)",
+            )
+    finally:
+        executor.close()
+    out = executor.report
+    out.built, out.skipped, out.timings = report.built, report.skipped, report.timings
+    out.wall_s = time.perf_counter() - t0
+    return out
+
+
+class RayExecutor:
+    """Ray as the build's executor (``construct.commit``): started when the plan has shards to build
+    (``address``: ``"local"`` or a cluster's; a Ray already initialised in this process is used as it
+    is), and shut down by :meth:`close` when started here. ``actor_kwargs``: :class:`ShardBuilder`'s."""
+
+    def __init__(
+        self,
+        ray: Any,
+        cfg: XMemoryConfig,
+        *,
+        address: str | None,
+        init_kwargs: dict[str, Any] | None,
+        workers: int | None,
+        gpus_per_worker: float | None,
+        max_retries: int | None,
+        actor_kwargs: dict[str, Any],
+    ) -> None:
+        self.ray, self.cfg = ray, cfg
+        self.address, self.init_kwargs = address, init_kwargs
+        self.workers, self.gpus_per_worker, self.max_retries = workers, gpus_per_worker, max_retries
+        self.actor_kwargs = actor_kwargs
+        self.report = RayBuildReport(built=[], skipped=[], timings={}, wall_s=0.0)  # its Ray figures
+        self.started = False
+
+    def map(self, shards: Iterable[Shard], track: OrderedCommitter) -> Iterator[ShardResult]:
+        shards = list(shards)
+        if not shards:
+            return
+        if not self.ray.is_initialized():
+            self.started = True  # from here on Ray is shut down however this ends (Ctrl-C, SIGTERM, an error)
+            with track.timings.stage("ray_start"):
+                kw = dict(self.init_kwargs or {})
+                kw.setdefault("include_dashboard", False)
+                if self.address not in (None, "local"):
+                    self.ray.init(address=self.address, **kw)
+                else:
+                    _init_local(self.ray, kw)
+        yield from _run(self, shards, track)
+
+    def close(self) -> None:
+        if self.started:
+            self.started = False
+            self.ray.shutdown()
 
 
 def _init_local(ray: Any, kw: dict[str, Any]) -> None:
@@ -335,124 +381,62 @@ def _init_local(ray: Any, kw: dict[str, Any]) -> None:
         )
 
 
-def _run(
-    ray: Any,
-    store: Any,
-    todo: list[Conversation],
-    damaged: set[str],
-    report: RayBuildReport,
-    tm: Timings,
-    cfg: XMemoryConfig,
-    emb: Any,
-    *,
-    shard_size: int,
-    progress: bool,
-    backend: str,
-    llm_spec: str | None,
-    llm_kwargs: dict[str, Any] | None,
-    llm_retries: int,
-    workers: int | None,
-    gpus_per_worker: float | None,
-    max_retries: int | None,
-    crash_marker: str | None,
-    finish: Finish | None = None,
-) -> None:
+def _run(ex: RayExecutor, shards: list[Shard], track: OrderedCommitter) -> Iterator[ShardResult]:
+    """The shards built on an actor pool, each one's result once all its memories are delivered."""
+    ray = ex.ray
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False  # the driver's own bar counts committed memories
-    if gpus_per_worker is None:
-        gpus_per_worker = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
-    size = _pool_size(ray, workers, gpus_per_worker)
-    report.workers, report.gpus_per_worker = size, float(gpus_per_worker)
+    gpus = ex.gpus_per_worker
+    if gpus is None:
+        gpus = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
+    size = _pool_size(ray, ex.workers, gpus)
+    ex.report.workers, ex.report.gpus_per_worker = size, float(gpus)
     retry_args: dict[str, int] = {}
     if (
-        max_retries is not None
+        ex.max_retries is not None
     ):  # else Ray Data's default: restart dead actors and retry their shards without bound
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"build_store_ray: max_retries: expected an integer >= 0, got {max_retries!r}")
-        retry_args = {"max_restarts": max_retries, "max_task_retries": max_retries}
-    rows = [{"sample_id": c.sample_id, "conversation": conversation_to_wire(c)} for c in todo]
-    n_shards = -(-len(rows) // shard_size)
-    ds = ray.data.from_items(rows, override_num_blocks=n_shards)
+        if isinstance(ex.max_retries, bool) or not isinstance(ex.max_retries, int) or ex.max_retries < 0:
+            raise ValueError(
+                f"build_store_ray: max_retries: expected an integer >= 0, got {ex.max_retries!r}"
+            )
+        retry_args = {"max_restarts": ex.max_retries, "max_task_retries": ex.max_retries}
+    rows = [
+        {
+            "shard": s.index,
+            "conversations": "[" + ",".join(conversation_to_wire(c) for c in s.conversations) + "]",
+        }
+        for s in shards
+    ]
+    ds = ray.data.from_items(rows, override_num_blocks=len(rows))
     with (
         warnings.catch_warnings()
     ):  # Ray 2.60 takes max_restarts / max_task_retries only as (deprecated) **ray_remote_args
         warnings.filterwarnings("ignore", message=".*ray_remote_args.*is deprecated")
-        ds = _map(
-            ds,
-            ray,
-            size,
-            shard_size,
-            gpus_per_worker,
-            cfg,
-            retry_args,
-            {
-                "backend": backend,
-                "device": "cuda" if gpus_per_worker > 0 else "cpu",
-                "llm_spec": llm_spec,
-                "llm_kwargs": llm_kwargs,
-                "llm_retries": llm_retries,
-                "crash_marker": crash_marker,
-                "dim": emb.dim,
-            },
-        )
-    bar = BuildProgress(len(todo) + len(report.skipped), desc="build (ray)", enabled=progress)
-    bar.skip(len(report.skipped))
-    expected = {c.sample_id for c in todo}
-    committed: set[str] = set()
-    usage: dict[str, int] | None = None
-    pending: list[EncodedSlice] = []
-
-    def flush() -> None:
-        """Commit the memories delivered since the last commit, one atomic commit for the group."""
-        if not pending:
-            return
-        group = list(pending)
-        pending.clear()  # a failed commit is not tried twice: a re-run builds its memories
-        if finish is not None:
-            with tm.stage("finish"):
-                group = finished(group, finish, emb.dim)
-        with tm.stage("commit"):
-            # ---- COMMIT: the driver is the only writer; a group of memories, atomically ---------
-            store.commit(group, replace=True)  # ``todo`` holds new and damaged memories only
-            # ---------------------------------------------------------------------------------
-        report.built.extend(e.memory_id for e in group)
-        bar.commit(len(group))
-
-    try:
-        try:
-            for row in ds.iter_rows():
-                mid = row["memory_id"]
-                if mid not in expected:
-                    raise RuntimeError(f"--ray: a worker returned memory {mid!r}, which was not asked for")
-                shard = json.loads(row["timings"])
-                if mid in committed:  # a retried shard delivered again: the first copy is kept
-                    report.repeats_dropped += 1
-                    continue
-                if shard:
-                    report.shards += 1
-                    for stage, sec in shard["stages"].items():
-                        tm.seconds[stage] += sec
-                    if shard.get("llm_usage"):
-                        usage = {k: (usage or {}).get(k, 0) + v for k, v in shard["llm_usage"].items()}
-                with tm.stage("commit"):
-                    pending.append(_received(mid, row))
-                committed.add(mid)
-                bar.advance(1.0)  # a memory delivered: its conversation's work is done
-                if len(pending) >= shard_size:
-                    flush()
-            flush()
-        except BaseException:
-            flush()  # what the workers delivered before the failure is kept: a re-run builds only the rest
-            raise
-    finally:
-        bar.close()
-    report.llm_usage = usage
-    missing = expected - committed
-    if missing:
-        raise RuntimeError(
-            f"--ray: {len(missing)} memories did not come back from the workers (e.g. {sorted(missing)[0]!r}); "
-            "re-run the same command to build them"
-        )
+        actor_kwargs = {**ex.actor_kwargs, "device": "cuda" if gpus > 0 else "cpu"}
+        ds = _map(ds, ray, size, gpus, ex.cfg, retry_args, actor_kwargs)
+    got: dict[int, dict[str, EncodedSlice]] = {}
+    seconds: dict[int, dict[str, float]] = {}
+    taken: set[str] = set()
+    for row in ds.iter_rows():
+        k, mid = int(row["shard"]), row["memory_id"]
+        if not 0 <= k < len(shards) or mid not in shards[k].ids:
+            raise RuntimeError(f"--ray: a worker returned memory {mid!r}, which was not asked for")
+        if mid in taken:  # a retried shard delivered again: the first copy is kept
+            ex.report.repeats_dropped += 1
+            continue
+        taken.add(mid)
+        shard = json.loads(row["timings"])
+        if shard:
+            ex.report.shards += 1
+            seconds[k] = shard["stages"]
+            if shard.get("llm_usage"):
+                usage = ex.report.llm_usage or {}
+                ex.report.llm_usage = {n: usage.get(n, 0) + v for n, v in shard["llm_usage"].items()}
+        got.setdefault(k, {})[mid] = _received(mid, row)
+        track.advance(1.0)  # a memory delivered: its conversation's work is done
+        if len(got[k]) == len(shards[k].conversations):
+            delivered = got.pop(k)
+            yield ShardResult(k, [delivered[i] for i in shards[k].ids], seconds.pop(k, {}))
 
 
 def _received(memory_id: str, row: dict[str, Any]) -> EncodedSlice:
@@ -472,7 +456,6 @@ def _map(
     ds: Any,
     ray: Any,
     size: int,
-    shard_size: int,
     gpus_per_worker: float,
     cfg: XMemoryConfig,
     retry_args: dict[str, int],
@@ -481,7 +464,7 @@ def _map(
     """The construction stage: one actor pool, one shard of conversations per call."""
     return ds.map_batches(
         ShardBuilder,
-        batch_size=shard_size,
+        batch_size=1,  # one shard per call
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=size),
         num_cpus=1,

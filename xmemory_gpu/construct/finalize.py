@@ -1,0 +1,157 @@
+"""The finalise step of construction, shared by the bulk build (``construct.pipeline``) and growth
+(``construct.incremental``): a memory's slice from its construction state (each theme's extractive
+gist, the memory's stats and columns), and f(P) of the memories' final partitions in one call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import XMemoryConfig
+from ..memory.bank import MemorySlice
+from ..memory.engine_state import EngineState
+from ..memory.hierarchy import slice_of_records
+from ..memory.records import Conversation, Episode, SemanticNode, Theme
+from ..ops.devices import host
+from ..ops.objective import partition_objective
+from ..ops.rows import add_rows_in_order, dot4, dot4_gram
+from .segment import MessageVectors
+from .theme_state import ThemeState
+
+SUMMARY_STATEMENTS = 2  # statements in a theme's gist
+SUMMARY_WORDS = 24  # words kept of each
+
+
+def theme_summary(texts: list[str], x: np.ndarray) -> str:
+    """Extractive gist that reads as a sentence: the ``SUMMARY_STATEMENTS`` member statements
+    closest to the theme's centroid (distinct texts, in member order, each cut to ``SUMMARY_WORDS``
+    words) joined by "; ". texts [n], x [n, d] their unit rows."""
+    picked = summary_picks(texts, x, np.zeros(len(texts), np.int32), 1)[1] if texts else []
+    return gist([texts[i] for i in picked])
+
+
+def gist(picked: list[str]) -> str:
+    """The picked statements (in member order) as one sentence: each cut to ``SUMMARY_WORDS`` words,
+    joined by "; ", a full stop unless it ends in "..." ("" for none)."""
+    if not picked:
+        return ""
+    parts = []
+    for t in picked:
+        ws = t.split()
+        parts.append(" ".join(ws[:SUMMARY_WORDS]) + " ..." if len(ws) > SUMMARY_WORDS else t.rstrip(" .;"))
+    out = "; ".join(parts)
+    return out if out.endswith("...") else out + "."
+
+
+_GRAM_MAX = 1 << 12  # members x themes up to which summary_picks scores the whole gram
+
+
+def summary_picks(
+    texts: list[str], x: np.ndarray, theme_of: np.ndarray, n_themes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per theme r (rows ``theme_of == r``), the ``SUMMARY_STATEMENTS`` members nearest its float64
+    sum (its members added in row order) by ``dot4`` (ties: the earlier; a NaN score last) whose
+    texts differ (``!=``) from those picked before, ascending: (offsets [n_themes + 1], rows).
+    texts [n], x [n, d] float32 or float64, theme_of [n] in [0, n_themes). Every theme's sum and
+    scores in one pass; the texts compared theme by theme."""
+    theme_of = np.asarray(theme_of, np.int64)
+    order = np.argsort(theme_of, kind="stable")  # each theme's members, ascending
+    group = theme_of[order]
+    sums = np.zeros((n_themes, x.shape[1]))
+    add_rows_in_order(sums, group, x, order)
+    xs = x[order]
+    if len(xs) * n_themes <= _GRAM_MAX:  # a small memory: every member against every sum, one C++ call
+        score = dot4_gram(xs, sums)[np.arange(len(xs)), group]
+    else:
+        score = dot4(xs, sums[group])  # dot4's bits either way: the same pick on every CPU
+    ranked = order[np.lexsort((-score, group))].tolist()  # theme by theme, the nearest first (a stable sort)
+    bounds = np.searchsorted(group, np.arange(n_themes + 1)).tolist()
+    offsets, rows = [0], []
+    for r in range(n_themes):
+        picked: list[int] = []
+        for i in ranked[bounds[r] : bounds[r + 1]]:
+            if all(texts[i] != texts[j] for j in picked):
+                picked.append(i)
+            if len(picked) == SUMMARY_STATEMENTS:
+                break
+        rows += sorted(picked)
+        offsets.append(len(rows))
+    return np.asarray(offsets, np.int64), np.asarray(rows, np.int64)
+
+
+def finalize(
+    conv: Conversation,
+    episodes: list[Episode],
+    semantics: list[SemanticNode],
+    msg: MessageVectors,
+    epi_x: np.ndarray,
+    sem_x: np.ndarray,
+    sem_idx: np.ndarray,
+    sem_sim: np.ndarray,
+    st: ThemeState,
+    cfg: XMemoryConfig,
+    n_raw: int,
+    previous: dict[int, tuple[frozenset[int], str]] | None = None,
+    engine: EngineState | None = None,
+) -> MemorySlice:
+    """The memory's slice from its construction state. ``previous``: theme id -> (member rows,
+    summary) of a memory being grown; a theme whose members are unchanged keeps its summary (only
+    changed themes are re-summarised). ``engine``: the live engine's state of a grown memory."""
+    theme_ids, parents, theme_of, t_idx, t_sim = st.final()
+    texts = [n.text for n in semantics]
+    p_off, p_rows = summary_picks(texts, sem_x, theme_of, len(theme_ids))
+    p_off, p_rows = p_off.tolist(), p_rows.tolist()
+    if previous:  # each theme's members, ascending (a stable sort by theme row)
+        order = np.argsort(theme_of, kind="stable")
+        m_off = np.searchsorted(theme_of[order], np.arange(len(theme_ids) + 1)).tolist()
+    themes = []
+    for r, (t, par) in enumerate(zip(theme_ids, parents)):
+        old = (previous or {}).get(t)
+        if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
+            summary = old[1]
+        else:
+            summary = gist([texts[i] for i in p_rows[p_off[r] : p_off[r + 1]]])
+        themes.append(Theme(id=t, summary=summary, parents=par))
+    sizes = np.bincount(theme_of, minlength=len(themes)) if len(themes) else np.zeros(0, int)
+    stats = {
+        "builder": "llm-free",
+        "n_messages": len(conv.messages),
+        "n_episodes": len(episodes),
+        "n_statements": n_raw,
+        "n_semantics": len(semantics),
+        "n_themes": len(themes),
+        "mean_theme_size": float(sizes.mean()) if len(sizes) else 0.0,
+        "max_theme_size": int(sizes.max()) if len(sizes) else 0,
+        "reassignment_ratio": float(st.reassigned.mean()) if len(st.reassigned) else 0.0,
+        "n_splits": st.n_splits,
+        "n_merges": st.n_merges,
+        "split": cfg.theme.split,
+        "merge": cfg.theme.merge,
+        "lineage": st.lineage(),
+    }
+    arrays = {
+        "msg_x": msg.x,
+        "epi_x": epi_x,
+        "sem_x": sem_x,
+        "theme_of": theme_of,
+        "sem_knn_idx": sem_idx,
+        "sem_knn_sim": sem_sim,
+        "theme_knn_idx": t_idx,
+        "theme_knn_sim": t_sim,
+        "psg_x": msg.psg_x,
+        "psg_msg": msg.psg_msg,
+    }
+    return slice_of_records(conv.sample_id, conv.messages, episodes, semantics, themes, arrays, stats, engine)
+
+
+def record_objective(
+    memories: list[MemorySlice], x, offs: np.ndarray, cfg: XMemoryConfig, backend: str
+) -> None:
+    """f(P) of every memory's final partition, in one batched call; x [N, d] the memories'
+    semantic rows in order (CSR ``offs``), on the host or, for a GPU backend, already on the device."""
+    if not memories:
+        return
+    labels = np.concatenate([m.cols["sem"]["theme"] for m in memories]).astype(np.int64)
+    f = host(partition_objective(x, labels, offs, eps=cfg.theme.eps, backend=backend))
+    for m, fb in zip(memories, f):
+        m.stats["f_P"] = float(fb)
