@@ -156,11 +156,11 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     std::fill(sim, sim + nq * k, -std::numeric_limits<float>::infinity());
     int threads = 1;
 #ifdef _OPENMP
-    // Threads only for a call worth waking them (xmem::kParallelWork); the lists do not depend on the
+    // Threads only for a call worth waking them (xmem::parallel_work()); the lists do not depend on the
     // thread count (each pair's dot is one chain; lists keep (sim, id) order).
     double work = 0.0;
     for (int64_t b = 0; b < nseg; ++b) work += double(qo[b + 1] - qo[b]) * double(xo[b + 1] - xo[b]) * double(d);
-    threads = work >= xmem::kParallelWork ? omp_get_max_threads() : 1;
+    threads = work >= xmem::parallel_work() ? omp_get_max_threads() : 1;
 #endif
     const bool symmetric = self_rows && nseg >= 4 * threads;
     // the symmetric path normalises each segment in its thread's cache; the others read one copy

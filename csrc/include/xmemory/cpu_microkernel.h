@@ -28,10 +28,21 @@ namespace xmem {
 constexpr int64_t kMR = 6;   // A rows per micro-kernel call
 constexpr int64_t kNR = 32;  // packed panel width (columns)
 constexpr int64_t kKC = 128;  // depth chunk: a panel chunk of kKC x kNR floats fits L1
-// Multiply-adds (about a millisecond of one core's dots) below which a CPU kernel call stays on one
-// thread: on a shared machine every parallel region waits for a descheduled thread (a 130-row theme
-// graph took 10 ms with two threads on a busy 2-core VM, 0.45 ms on one idle thread).
-constexpr double kParallelWork = 4e6;
+// Multiply-adds (about ten milliseconds of one core's dots) below which a CPU kernel call stays on one
+// thread: on a shared machine every parallel region waits for a descheduled thread, a scheduler
+// quantum or more (a 100 x 150-row theme-graph search took 30 ms with two threads on a busy 2-core VM,
+// 0.2 ms on one; a 1M-token chat's theme stage 4.5-7.3 s at a threshold of 4e6, 2.0-3.0 s at 32e6).
+constexpr double kParallelWork = 32e6;
+
+// kParallelWork, or XMEM_PARALLEL_WORK (multiply-adds, >= 0) where set; read on every call.
+inline double parallel_work() {
+  if (const char* env = std::getenv("XMEM_PARALLEL_WORK")) {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end != env && v >= 0) return v;
+  }
+  return kParallelWork;
+}
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
