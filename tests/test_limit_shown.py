@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from xmemory_gpu.embed import load_embedder
 from xmemory_gpu.engine import MemoryEngine
-from xmemory_gpu.engine.results import current_first, limit_units, mark_relevance, show_current
+from xmemory_gpu.engine.results import current_first, limit_units, mark_relevance, render, show_current
 from xmemory_gpu.retrieve.context import assemble
 from xmemory_gpu.retrieve.result import RetrievalResult, RetrievedUnit
 
@@ -33,14 +33,14 @@ def test_a_theme_neither_counts_nor_stays_under_a_limit():
             _unit("episode", "episode:1", "the user: I work at Google.", 0.5),
         ]
     )
-    limit_units(r, _count, 1, None)
+    render(limit_units(r, 1, None), _count, None)
     assert [u.id for u in r.units] == ["semantic:1"] and "works at Google" in r.context
     assert r.notes == ["2 units left out (past limit 1)"]
 
 
 def test_themes_stay_without_a_limit():
     r = _result([_unit("theme", "theme:1", "Work", 0.9), _unit("semantic", "semantic:1", "a b c", 0.2)])
-    limit_units(r, _count, None, 0.5)
+    limit_units(r, None, 0.5)
     assert [u.id for u in r.units] == ["theme:1"]
 
 
@@ -59,7 +59,7 @@ SUP = {"semantic:1": ("semantic:5", 1714600000.0)}
 
 
 def test_the_current_value_comes_first_and_takes_the_stale_ones_rank():
-    r = show_current(_changed(), SUP, _count, None)
+    r = render(show_current(_changed(), SUP, _count), _count, None)
     assert [u.id for u in r.units] == ["semantic:5", "semantic:1", "semantic:3"]
     assert r.units[1].text.startswith("previously, until 2024-05: ")
     assert r.units[0].relevance == 0.716 and r.units[0].scores["relevance"] == 0.637  # its own cosine kept
@@ -68,9 +68,9 @@ def test_the_current_value_comes_first_and_takes_the_stale_ones_rank():
 
 def test_a_limit_keeps_the_successor_over_its_stale_statement():
     for limit, want in ((1, ["semantic:5"]), (2, ["semantic:5", "semantic:1"])):
-        r = limit_units(show_current(_changed(), SUP, _count, None), _count, limit, None)
+        r = limit_units(show_current(_changed(), SUP, _count), limit, None)
         assert [u.id for u in r.units] == want
-    r = limit_units(show_current(_changed(), SUP, _count, None), _count, None, 0.7)  # the threshold too
+    r = limit_units(show_current(_changed(), SUP, _count), None, 0.7)  # the threshold too
     assert [u.id for u in r.units] == ["semantic:5", "semantic:1", "semantic:3"]
 
 
@@ -104,3 +104,11 @@ def test_limit_one_shows_one_unit_on_the_live_engine(tmp_path):
             r = eng.search("What did I buy in town?", user_id="u", threshold=0.0, limit=limit)[0]
             assert len(r.units) == limit and all(u.type != "theme" for u in r.units)
             assert all(u.text in r.context for u in r.units) and r.context_tokens > 0
+
+
+def test_the_context_is_rendered_once_from_the_kept_units_within_the_budget():
+    r = limit_units(show_current(_changed(), SUP, _count), 2, None)
+    render(r, _count, 9, name="Priya")
+    assert [u.id for u in r.units] == ["semantic:5"]  # the relabelled stale fact no longer fits 9 words
+    assert r.context == assemble(r.units) and "Priya started at Google" in r.context
+    assert r.context_tokens == _count([r.context])[0] <= 9

@@ -35,8 +35,8 @@ from .results import (
     mark_relevance,
     no_answer,
     relevance,
+    render,
     show_current,
-    show_name,
 )
 from .rules import integer
 
@@ -259,14 +259,16 @@ class Reads:
         successor=None,
     ) -> RetrievalResult:
         """Public ids, relevance marked, changed facts shown as such, then the caller's ``limit`` /
-        ``threshold`` or, without a threshold, the configured no-answer gate (``live.no_answer_threshold``);
-        last, "the user" read as the user's name where one is known."""
+        ``threshold`` or, without a threshold, the configured no-answer gate (``live.no_answer_threshold``),
+        all on the units; last the context rendered once (``render``: "the user" read as the user's
+        name where one is known, cut to ``budget``)."""
+        count = self.retriever.budget.count
         mark_relevance(_public_ids(r))
-        show_current(r, superseded, self.retriever.budget.count, budget, successor)
+        show_current(r, superseded, count, successor)
         if threshold is None:
             no_answer(r, gate_for(self.config.live.no_answer_threshold, self.embedder.name))
-        limit_units(r, self.retriever.budget.count, limit, threshold)
-        return show_name(r, self._subject_name(r.memory_id), self.retriever.budget.count, budget)
+        limit_units(r, limit, threshold)
+        return render(r, count, budget, self._subject_name(r.memory_id))
 
     def _about_subject(self, key: str, queries: list[str]) -> list[str]:
         """The queries with their first person, and the user's name, turned into the memory's subject

@@ -5,8 +5,9 @@ A unit's relevance is the cosine between the query and the unit that its strateg
 chunks). ``threshold`` leaves out the units whose relevance is below it; ``limit`` keeps the
 ``limit`` most relevant of the rest that the context shows (ties: the earlier unit; themes, which
 it never shows, neither count nor stay), so ``limit=1`` shows one unit. A statement that superseded
-another ranks at least as high as it (``show_current``). The kept units stay in the result's order
-and the context is assembled again from them, so it never shows a unit the result left out.
+another ranks at least as high as it (``show_current``). The steps change the units only; ``render``
+then renders the context once, from the units kept (the user's name shown, cut to the budget), so
+it never shows a unit the result left out.
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ def show_current(
     r: RetrievalResult,
     superseded: dict[str, tuple[str, float | None]],
     count_tokens,
-    budget: int | None,
     successor: Callable[[str], RetrievedUnit | None] | None = None,
 ) -> RetrievalResult:
     """Facts that changed (``construct.supersede``), in place: a superseded statement (``superseded``:
@@ -69,8 +69,8 @@ def show_current(
     until 2024-03: ...") and its successor takes its place, the stale one just after it; a successor
     the search did not return is put in there too (``successor(id)`` builds it). The current value
     ranks first whatever its cosine: a successor's ``relevance`` (what ``limit_units`` ranks by) is
-    at least its stale statement's, its ``scores`` keep its own cosine. The context is assembled
-    again, and trimmed from the end if the longer text no longer fits ``budget``."""
+    at least its stale statement's, its ``scores`` keep its own cosine. Units only (``render``
+    renders the context); ``count_tokens`` counts an added or relabelled unit's tokens."""
     hit = [i for i, u in enumerate(r.units) if u.type == "semantic" and u.id in superseded]
     if not hit:
         return r
@@ -94,11 +94,10 @@ def show_current(
                 if until is not None
                 else "a later message"
             )
-            r.units[i] = replace(u, text=f"previously, until {when}: {u.text}")
+            text = f"previously, until {when}: {u.text}"
+            r.units[i] = replace(u, text=text, tokens=int(count_tokens([text])[0]))
     r.units = current_first(r.units, {k: v[0] for k, v in superseded.items()})
-    r.context = assemble(r.units)
-    r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
-    return _fit(r, count_tokens, budget)
+    return r
 
 
 def current_first(units: list[RetrievedUnit], successor_of: dict[str, str]) -> list[RetrievedUnit]:
@@ -127,47 +126,40 @@ def current_first(units: list[RetrievedUnit], successor_of: dict[str, str]) -> l
     return units
 
 
-def _fit(r: RetrievalResult, count_tokens, budget: int | None) -> RetrievalResult:
-    """``r`` trimmed from its last non-theme unit while its context is over ``budget``, in place."""
+def render(r: RetrievalResult, count_tokens, budget: int | None, name: str | None = None) -> RetrievalResult:
+    """The result's context rendered once from its units, in place: "the user" read as the user's
+    ``name`` where one is known (``engine.people``; units and context), the context assembled
+    (``retrieve.context.assemble``) and counted, and cut from its last non-theme unit while over
+    ``budget`` (a relabelled fact or a longer name can make it longer than the search's fit)."""
+    if name:
+        changed = []
+        for u in r.units:
+            text = named(u.text, name)
+            if text != u.text:
+                if u.message_ends is not None:
+                    u.message_ends = [len(named(u.text[:e], name)) for e in u.message_ends]
+                u.text = text
+                changed.append(u)
+        for u, n in zip(changed, count_tokens([u.text for u in changed]) if changed else []):
+            u.tokens = int(n)
+
+    def shown() -> None:
+        r.context = named(assemble(r.units), name) if name else assemble(r.units)
+        r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
+
+    shown()
     while budget is not None and r.context_tokens > budget and any(u.type != "theme" for u in r.units):
         last = max(k for k, u in enumerate(r.units) if u.type != "theme")
         r.units = r.units[:last] + r.units[last + 1 :]
-        r.context = assemble(r.units)
-        r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
+        shown()
     return r
 
 
-def show_name(r: RetrievalResult, name: str | None, count_tokens, budget: int | None) -> RetrievalResult:
-    """``r`` with "the user" read as the user's ``name`` in its units and context (``engine.people``),
-    in place; trimmed as :func:`show_current` trims if the name made the context longer than ``budget``."""
-    if not name:
-        return r
-    changed = []
-    for u in r.units:
-        text = named(u.text, name)
-        if text != u.text:
-            if u.message_ends is not None:
-                u.message_ends = [len(named(u.text[:e], name)) for e in u.message_ends]
-            u.text = text
-            changed.append(u)
-    if changed:
-        for u, n in zip(changed, count_tokens([u.text for u in changed])):
-            u.tokens = int(n)
-    shown = named(r.context, name)
-    if shown != r.context:
-        r.context = shown
-        r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
-    return _fit(r, count_tokens, budget)
-
-
-def limit_units(
-    r: RetrievalResult, count_tokens, limit: int | None, threshold: float | None
-) -> RetrievalResult:
+def limit_units(r: RetrievalResult, limit: int | None, threshold: float | None) -> RetrievalResult:
     """``r`` with units below ``threshold`` removed and, under a ``limit``, only the ``limit`` most
     relevant units the context shows (themes, which it never shows, leave with it), in place; a unit
     ranks by its ``relevance`` where set (``show_current`` gives a successor its stale statement's),
-    else by :func:`relevance`. ``count_tokens(texts) -> [int]`` counts the new context in the
-    result's tokenizer."""
+    else by :func:`relevance`. Units only (``render`` renders the context)."""
     if limit is None and threshold is None:
         return r
     rank = [u.relevance if u.relevance is not None else relevance(u) for u in r.units]
@@ -179,8 +171,6 @@ def limit_units(
         return r
     dropped = len(r.units) - len(keep)
     r.units = [r.units[i] for i in keep]
-    r.context = assemble(r.units)
-    r.context_tokens = int(count_tokens([r.context])[0]) if r.context else 0
     why = [f"below threshold {threshold}"] if threshold is not None else []
     why += [f"past limit {limit}"] if limit is not None else []
     r.notes.append(f"{dropped} units left out ({' or '.join(why)})")
@@ -217,5 +207,5 @@ __all__ = [
     "relevance",
     "SHOWN",
     "show_current",
-    "show_name",
+    "render",
 ]
