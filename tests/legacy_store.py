@@ -38,6 +38,11 @@ CREATE INDEX IF NOT EXISTS messages_by_id ON messages (id);
 """
 
 
+def _stats(mem) -> dict:
+    """The catalogue's stats of ``mem`` as the release wrote them: the engine's state under ``engine``."""
+    return mem.stats if mem.engine is None else {**mem.stats, "engine": mem.engine.as_dict()}
+
+
 def to_schema_2(root: Path) -> None:
     """Rewrite the store at ``root`` (any readable schema) as schema 2 wrote it; the operations log is kept."""
     st = Store.open(root)
@@ -70,7 +75,7 @@ def to_schema_2(root: Path) -> None:
             mid = mem.memory_id
             c.execute(
                 "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?)",
-                (mid, pos, name, digest, json.dumps(mem.stats), time.time()),
+                (mid, pos, name, digest, json.dumps(_stats(mem)), time.time()),
             )
             c.executemany(
                 "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
