@@ -2,7 +2,12 @@
 and ``cpu`` runs on small generated inputs on each, and the two agree: integer, boolean, byte and string
 outputs exactly, floating outputs within the op's stated tolerance (``TOLERANCE``; exact when not
 listed); ops with effects compare them (``write_durable``: the files written and the error raised).
-Each op needs an input generator in ``GENERATORS`` (a new op without one fails the test)."""
+Each op needs an input generator in ``GENERATORS`` (a new op without one fails the test).
+
+The input contracts: every registered op registers an ``accepts`` predicate, and has cases in
+``contract_cases.py`` (a new op without them fails); the in-contract case satisfies ``accepts`` and runs
+on both backends, and each out-of-contract case gets a reason from ``accepts`` and the same refusal
+(``ValueError`` unless the op documents another) from reference and cpu."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import numpy as np
 import pytest
 
 from xmemory_gpu.ops import available_backends, columns
-from xmemory_gpu.ops.backends import implemented_backends, registered_ops
+from xmemory_gpu.ops.backends import HOST_BACKENDS, implemented_backends, registered_ops
 
 from .coverage_cases import random_problem
 from .kmeans_cases import clustered_themes, split_draws
@@ -511,3 +516,59 @@ def test_reference_and_cpu_agree(op, seed):
         pytest.fail(f"{op}: no input generator; add one to GENERATORS in {__name__}")
     run = GENERATORS[op](np.random.default_rng([seed, len(op)]))
     _assert_agree(op, run("cpu"), run("reference"))
+
+
+# ---- the input contracts: ``accepts`` against both backends ----------------------------------------
+
+
+def test_every_op_registers_accepts_and_cases():
+    from xmemory_gpu.ops.backends import contract
+
+    from .contract_cases import CASES, entries
+
+    missing = sorted(op for op in registered_ops() if contract(op) is None)
+    assert not missing, f"register(..., accepts=...) for: {', '.join(missing)}"
+    no_cases = sorted(set(HOST_PAIRS) - set(CASES))
+    assert not no_cases, (
+        f"add in- and out-of-contract cases to tests/ops/contract_cases.py for: {', '.join(no_cases)}"
+    )
+    assert set(CASES) <= set(entries()), "a case generator without the op's public function"
+
+
+def _run(fn: Callable[..., Any], call: Any, backend: str) -> tuple[Any, BaseException | None]:
+    import copy
+
+    args, kwargs = copy.deepcopy((call.args, call.kwargs))  # in-place ops edit their own copies
+    try:
+        return fn(*args, backend=backend, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 -- compared below
+        return None, exc
+
+
+@pytest.mark.skipif(not available_backends()["cpu"].available, reason="the C++ module is not built")
+@pytest.mark.parametrize("op", HOST_PAIRS)
+def test_out_of_contract_inputs_are_refused_alike(op):
+    """The in-contract call satisfies ``accepts`` and runs on both; each out-of-contract call gets a
+    reason from ``accepts`` and the same refusal (a ``ValueError`` unless documented) from reference
+    and cpu."""
+    from xmemory_gpu.ops.backends import contract
+
+    from .contract_cases import CASES, entries
+
+    if op == "token_entropy_logprob":
+        pytest.importorskip("torch")
+    accepts, fn = contract(op), entries()[op]
+    ok, bad = CASES[op](np.random.default_rng(len(op)))
+    assert accepts(*ok.args, **ok.kwargs) is None, f"{op}: accepts refuses the in-contract call"
+    for b in HOST_BACKENDS:
+        _, exc = _run(fn, ok, b)
+        assert exc is None, f"{op} on {b}: the in-contract call raised {exc!r}"
+    for label, call in bad.items():
+        why = accepts(*call.args, **call.kwargs)
+        assert isinstance(why, str) and why and "\n" not in why, f"{op} ({label}): accepts gave {why!r}"
+        raised = {b: _run(fn, call, b)[1] for b in HOST_BACKENDS}
+        for b, exc in raised.items():
+            assert isinstance(exc, call.raises), (
+                f"{op} ({label}) on {b}: expected {call.raises.__name__}, got {exc!r}"
+            )
+        assert type(raised["reference"]) is type(raised["cpu"]), f"{op} ({label}): {raised}"

@@ -159,6 +159,8 @@ def test_drift_cuts_at_the_dot4_cosine_exactly(rng, d):
 def test_construction_decides_on_dot4_products(monkeypatch):
     """Each construction site that compares a cosine to a threshold or a rival reads ``dot4_gram`` /
     ``drift_runs`` (a BLAS product there made stores depend on the CPU's kernel)."""
+    import sys
+
     from xmemory_gpu.config import SegmentConfig
     from xmemory_gpu.construct import pipeline, segment, supersede, theme_split
     from xmemory_gpu.memory.records import Conversation, Message
@@ -168,7 +170,8 @@ def test_construction_decides_on_dot4_products(monkeypatch):
     def spy(name, fn):
         return lambda *a, **k: seen.append(name) or fn(*a, **k)
 
-    for mod in (pipeline, supersede, theme_split):
+    summary = sys.modules[pipeline.theme_summary.__module__]  # wherever the pipeline's theme_summary lives
+    for mod in (summary, supersede, theme_split):
         monkeypatch.setattr(mod, "dot4_gram", spy(mod.__name__, mod.dot4_gram))
     monkeypatch.setattr(segment, "drift_runs", spy("segment", segment.drift_runs))
     x = np.eye(4, 8, dtype=np.float32)
@@ -180,7 +183,7 @@ def test_construction_decides_on_dot4_products(monkeypatch):
     conv = Conversation("c", ("a", "b"), [Message(f"m{i}", "a", "hi there", 1, float(i)) for i in range(4)])
     segment.boundary_runs(conv, x, SegmentConfig())
     assert seen == [
-        "xmemory_gpu.construct.pipeline",
+        summary.__name__,
         "xmemory_gpu.construct.theme_split",
         "xmemory_gpu.construct.supersede",
         "segment",

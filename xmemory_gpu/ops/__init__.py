@@ -13,7 +13,10 @@ the construction's exact-bit row helpers (``rows``; the partition state's blocks
   ``XMEMORY_BACKEND``);
 - ``devices``: host/device transfer (``host``, ``to_backend``, ``as_caller``, ``backend_device``,
   ``encoder_device``) and the tile tables of the GPU launches;
-- ``checks``: the input checks every op runs once before any backend, and ``csr_offsets``.
+- ``checks``: the input checks every op runs once before any backend, and ``csr_offsets``;
+  each op's contract, registered with it (``backends.contract(op)``), is an ``accepts`` predicate
+  over its arguments kept in its family's package (``<family>/contract.py``): None in contract,
+  else the one-line reason the op raises as ``ValueError`` on every backend.
 
 Flat surface::
 

@@ -8,9 +8,13 @@ Backends: ``reference`` (float64 NumPy, always), ``cpu`` (the C++ module ``xmemo
 the GPU path recorded as validated on a GPU for that op (``ops/validated.json``, see
 ``validated.py``), otherwise ``triton``, otherwise ``cuda``.
 
-Every op family registers its backends here (``register``): ``implemented_backends(op)`` lists them
-and ``implementation(op, backend)`` imports the backend's module on first use (importing triton is
-slow and optional). Host/device transfer lives in ``devices.py``, input checks in ``checks.py``.
+Every op family registers its backends here (``register``), with its input contract: ``accepts``, a
+predicate over the op's arguments (those of its public function, ``backend`` aside) that returns None
+for inputs in contract and else a one-line reason naming the argument; the op raises
+``ValueError(reason)`` for those on every backend (``contract(op)`` gives the predicate; each family
+keeps its own in its package). ``implemented_backends(op)`` lists the backends and
+``implementation(op, backend)`` imports the backend's module on first use (importing triton is slow
+and optional). Host/device transfer lives in ``devices.py``, input checks in ``checks.py``.
 """
 
 from __future__ import annotations
@@ -117,27 +121,42 @@ def is_available(name: str) -> bool:
 # ---- what each op implements ---------------------------------------------------------------------
 
 
+Accepts = Callable[..., str | None]  # the op's arguments -> None in contract, else the reason
+
+
 @dataclass(frozen=True)
 class _Op:
     package: str  # the family's package, e.g. "xmemory_gpu.ops.knn"
     function: str  # the function each backend module defines
     modules: dict[str, str]  # backend -> module inside the package
+    accepts: Accepts | None  # the op's input contract
 
 
 _OPS: dict[str, _Op] = {}
 
 
 def register(
-    op: str, package: str, modules: Mapping[str, str], *, function: str | None = None
+    op: str,
+    package: str,
+    modules: Mapping[str, str],
+    *,
+    accepts: Accepts | None = None,
+    function: str | None = None,
 ) -> dict[str, str]:
     """Record that ``op`` runs on the backends in ``modules`` (backend -> module of ``package`` that
-    defines ``function``, default ``op``). Returns ``modules`` as a dict."""
+    defines ``function``, default ``op``), its inputs in contract when ``accepts(*args, **kwargs)``
+    (the op's public arguments) returns None. Returns ``modules`` as a dict."""
     unknown = set(modules) - set(BACKENDS)
     if unknown:
         raise ValueError(f"{op}: unknown backends {sorted(unknown)}; expected some of {BACKENDS}")
     table = dict(modules)
-    _OPS[op] = _Op(package, function or op, table)
+    _OPS[op] = _Op(package, function or op, table, accepts)
     return table
+
+
+def contract(op: str) -> Accepts | None:
+    """``op``'s ``accepts`` predicate (None when the op registered none)."""
+    return _op(op).accepts
 
 
 def _op(op: str) -> _Op:
@@ -269,6 +288,7 @@ __all__ = [
     "GPU_BACKENDS",
     "HOST_BACKENDS",
     "available_backends",
+    "contract",
     "gpu_preference",
     "host_implementation",
     "implementation",

@@ -8,6 +8,7 @@ The checks take NumPy or torch (on any device) and return host NumPy where they 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ def _torch():
     return torch
 
 
-def _dtype_kind(x: Any) -> str:
+def dtype_kind(x: Any) -> str:
     """NumPy dtype kind of x ('f', 'c', 'i', 'u', 'b', 'O', ...), for NumPy and torch alike."""
     if is_torch(x):
         if x.dtype.is_complex:
@@ -38,7 +39,7 @@ def _dtype_kind(x: Any) -> str:
 
 def check_real(name: str, x: Any, *, integers: bool = True) -> Any:
     """Refuse complex, boolean, object and string arrays (and integers unless ``integers``)."""
-    kind = _dtype_kind(x)
+    kind = dtype_kind(x)
     ok = "f" + ("iu" if integers else "")
     if kind not in ok:
         what = {"c": "complex", "b": "boolean", "O": "object", "U": "string", "S": "bytes"}.get(
@@ -51,7 +52,7 @@ def check_real(name: str, x: Any, *, integers: bool = True) -> Any:
 
 def check_finite(name: str, x: Any, *, max_report: int = 5) -> Any:
     """Refuse NaN / inf, naming the first bad rows (axis 0) of ``x`` [N, ...] (NumPy or torch)."""
-    if _dtype_kind(x) not in "fc":
+    if dtype_kind(x) not in "fc":
         return x
     # a finite sum means every entry is finite (NaN and inf propagate): one cheap pass; only an
     # overflowing or non-finite sum pays for the row-by-row search
@@ -98,7 +99,7 @@ def check_float_matrix(name: str, x: Any, *, ndim: int = 2, finite: bool = True)
 def check_int(name: str, v: Any, *, lo: int | None = None, hi: int | None = None) -> int:
     """An integer scalar (Python or NumPy int, a 0-d integer array; not bool, not 2.0) in [lo, hi]."""
     if is_torch(v) or isinstance(v, np.ndarray):
-        if getattr(v, "ndim", 0) != 0 or _dtype_kind(v) not in "iu":
+        if getattr(v, "ndim", 0) != 0 or dtype_kind(v) not in "iu":
             raise ValueError(f"{name}: expected an integer, got {v!r}")
         v = int(v.item())
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
@@ -207,6 +208,14 @@ def check_index(
     return a.astype(dtype, copy=False)
 
 
+def check_ids(name: str, a: np.ndarray, hi: int, *, allow_missing: bool = False) -> None:
+    """``check_index`` for a host integer array and a scalar bound, at the cost of a min and a max when
+    the ids are in range (the contracts of the per-block helpers run once a block); the position of
+    the first bad id is found only to name it."""
+    if a.size and (a.dtype.kind not in "iu" or a.min() < (-1 if allow_missing else 0) or a.max() >= hi):
+        check_index(name, a, hi, allow_missing=allow_missing)
+
+
 def _check_index_torch(name: str, idx: Any, hi: Any, allow_missing: bool, dtype: Any) -> Any:
     """check_index for a torch tensor, on its device: the same checks and messages."""
     torch = _torch()
@@ -243,6 +252,25 @@ def check_budgets(name: str, budget: Any, q: int) -> np.ndarray:
     return b
 
 
+# ---- contracts -------------------------------------------------------------------------------------
+
+
+def reason(check: Callable[..., Any], *args: Any, **kwargs: Any) -> str | None:
+    """None when ``check(*args, **kwargs)`` passes, else its ``ValueError``'s one-line message: an op's
+    ``accepts`` predicate from the checks its dispatcher runs."""
+    try:
+        check(*args, **kwargs)
+    except ValueError as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
+
+
+def refuse(why: str | None) -> None:
+    """Raise ``ValueError(why)`` when an ``accepts`` predicate gave a reason."""
+    if why is not None:
+        raise ValueError(why)
+
+
 # ---- CSR -------------------------------------------------------------------------------------------
 
 
@@ -260,6 +288,7 @@ __all__ = [
     "check_finite",
     "check_finite_scalar",
     "check_float_matrix",
+    "check_ids",
     "check_index",
     "check_int",
     "check_k",
@@ -267,6 +296,9 @@ __all__ = [
     "check_offsets",
     "check_positive",
     "check_real",
+    "dtype_kind",
     "check_same_segments",
     "csr_offsets",
+    "reason",
+    "refuse",
 ]

@@ -11,12 +11,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import host_backend, host_implementation, implementation, register, resolve_backend
+from ..checks import refuse
+from .contract import (
+    accepts_attach_rows,
+    accepts_attach_rows_batch,
+    accepts_merge_pairs,
+    accepts_merge_pairs_batch,
+    attach_batch_items,
+    attach_item,
+    attach_rule,
+)
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
-register("attach_rows", __name__, _ALL)
-register("attach_rows_batch", __name__, _ALL)
-register("merge_pairs", __name__, _ALL)
-register("merge_pairs_batch", __name__, _ALL)
+register("attach_rows", __name__, _ALL, accepts=accepts_attach_rows)
+register("attach_rows_batch", __name__, _ALL, accepts=accepts_attach_rows_batch)
+register("merge_pairs", __name__, _ALL, accepts=accepts_merge_pairs)
+register("merge_pairs_batch", __name__, _ALL, accepts=accepts_merge_pairs_batch)
 
 
 def attach_rows(
@@ -43,10 +53,9 @@ def attach_rows(
     name = resolve_backend(
         "attach_rows", host_backend(backend) if backend == "auto" else backend, on_cuda=False
     )
-    item = _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id)
-    n_slots, next_id, joined = implementation("attach_rows", name)(
-        *item, float(attach_threshold), float(lenient_floor), int(size_cap)
-    )
+    rule = attach_rule(attach_threshold, lenient_floor, size_cap)
+    item = attach_item(x, rows, sums, counts, alive, ids, label, n_slots, next_id)
+    n_slots, next_id, joined = implementation("attach_rows", name)(*item, *rule)
     return int(n_slots), int(next_id), bool(joined)
 
 
@@ -60,58 +69,9 @@ def attach_rows_batch(
     name = resolve_backend(
         "attach_rows_batch", host_backend(backend) if backend == "auto" else backend, on_cuda=False
     )
-    items = [_checked(*item) for item in items]
-    held = [id(a) for item in items for a in item[2:7]]
-    if len(set(held)) != len(held):
-        raise ValueError("attach_rows_batch: two items share a column array (one item per memory)")
-    out = implementation("attach_rows_batch", name)(
-        items, float(attach_threshold), float(lenient_floor), int(size_cap)
-    )
+    rule = attach_rule(attach_threshold, lenient_floor, size_cap)
+    out = implementation("attach_rows_batch", name)(attach_batch_items(items), *rule)
     return [(int(n), int(i), bool(j)) for n, i, j in out]
-
-
-_COLUMNS = (
-    ("sums", np.float64, 2),
-    ("counts", np.int64, 1),
-    ("alive", np.bool_, 1),
-    ("ids", np.int64, 1),
-    ("label", np.int64, 1),
-)  # the columns edited in place: (name, dtype, ndim)
-
-
-def _checked(x, rows, sums, counts, alive, ids, label, n_slots, next_id) -> tuple:
-    """One memory's attach arguments, checked alike for every backend before anything is edited (rows
-    as int64, the slot counts as ints); ``ValueError`` naming the argument otherwise."""
-    rows = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-    if not isinstance(x, np.ndarray) or x.ndim != 2 or x.dtype != np.float32:
-        raise ValueError(
-            f"x: expected [n, d] float32, got {getattr(x, 'dtype', type(x).__name__)} of shape {np.shape(x)}"
-        )
-    for (name, dtype, ndim), a in zip(_COLUMNS, (sums, counts, alive, ids, label)):
-        if not (
-            isinstance(a, np.ndarray)
-            and a.dtype == dtype
-            and a.ndim == ndim
-            and a.flags.c_contiguous
-            and a.flags.writeable
-        ):
-            raise ValueError(
-                f"{name}: expected a writable C-contiguous {np.dtype(dtype).name} array of {ndim} dimension(s) "
-                f"(edited in place), got {getattr(a, 'dtype', type(a).__name__)} of shape {np.shape(a)}"
-            )
-    cap = sums.shape[0]
-    if sums.shape[1] != x.shape[1] or counts.shape[0] != cap or alive.shape[0] != cap or ids.shape[0] != cap:
-        raise ValueError(
-            f"sums [cap, d], counts, alive and ids [cap] must agree with x [n, d={x.shape[1]}]: got sums "
-            f"{sums.shape}, counts {counts.shape}, alive {alive.shape}, ids {ids.shape}"
-        )
-    if label.shape[0] != x.shape[0]:
-        raise ValueError(f"label: expected [n={x.shape[0]}], got {label.shape}")
-    if rows.size and (rows.min() < 0 or rows.max() >= x.shape[0]):
-        raise ValueError(f"rows: expected node rows in [0, {x.shape[0]})")
-    if not 0 <= n_slots <= cap or n_slots + rows.size > cap:
-        raise ValueError(f"sums: {cap} slots cannot take {rows.size} new ones after {n_slots}")
-    return x, rows, sums, counts, alive, ids, label, int(n_slots), int(next_id)
 
 
 def merge_pairs(
@@ -138,7 +98,20 @@ def merge_pairs(
     are of the types above (Python ints, a float threshold), else ``reference``'s vectorised steps (no
     cast that could change an answer). ``counts`` must lie strictly within +-2**31 and ``n_slots``
     below 2**31 (the pair sizes and pair keys are then exact in int64), else ``ValueError``."""
-    _check_below_2_31("merge_pairs", counts, n_slots)
+    refuse(
+        accepts_merge_pairs(
+            live,
+            idx,
+            sim,
+            counts,
+            n_slots,
+            k=k,
+            tiny_size=tiny_size,
+            merge_candidates=merge_candidates,
+            size_cap=size_cap,
+            pair_threshold=pair_threshold,
+        )
+    )
     return host_implementation("merge_pairs", backend)(
         live,
         idx,
@@ -166,9 +139,15 @@ def merge_pairs_batch(
     k)``, ``ids [cap]`` int64 the theme id of each slot. Returns (item [P], t ids [P], j ids [P]) int64:
     item 0's pairs in its rule's order, then item 1's, ... ``cpu``: one C++ call when every item is of
     the types ``merge_pairs`` runs in C++, else ``merge_pairs`` item by item."""
-    for b, item in enumerate(items):
-        if len(item) == 7:
-            _check_below_2_31(f"merge_pairs_batch: item {b}", item[3], item[5])
+    refuse(
+        accepts_merge_pairs_batch(
+            items,
+            tiny_size=tiny_size,
+            merge_candidates=merge_candidates,
+            size_cap=size_cap,
+            pair_threshold=pair_threshold,
+        )
+    )
     return host_implementation("merge_pairs_batch", backend)(
         items,
         tiny_size=tiny_size,
@@ -176,15 +155,6 @@ def merge_pairs_batch(
         size_cap=size_cap,
         pair_threshold=pair_threshold,
     )
-
-
-def _check_below_2_31(where: str, counts: np.ndarray, n_slots: int) -> None:
-    """counts strictly within +-2**31 and n_slots below 2**31, else ``ValueError`` naming the field."""
-    if int(n_slots) >= 2**31:
-        raise ValueError(f"{where}: n_slots must be below 2**31, got {int(n_slots)}")
-    c = np.asarray(counts)
-    if c.size and (c.min() <= -(2**31) or c.max() >= 2**31):
-        raise ValueError(f"{where}: counts must lie strictly within +-2**31, got {c.min()} to {c.max()}")
 
 
 __all__ = ["attach_rows", "attach_rows_batch", "merge_pairs", "merge_pairs_batch"]

@@ -12,11 +12,18 @@ import os
 import numpy as np
 
 from ..backends import host_backend, implementation, register, resolve_backend
+from .contract import ACCEPTS
 from .reference import ALIGN, DTYPES, MAGIC, ColumnsError, aligned
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
 for _op in ("pack_arrays", "join_utf8", "split_utf8", "container_views", "values_ok"):
-    register(_op, __name__, _ALL)
+    register(_op, __name__, _ALL, accepts=ACCEPTS[_op])
+
+
+def refuse(why: str | None) -> None:
+    """``ColumnsError(why)`` (a ``ValueError``) when a contract gave a reason: the family's error class."""
+    if why is not None:
+        raise ColumnsError(why)
 
 
 _IMPLS: dict[tuple[str, str, str | None], object] = {}  # a codec calls these per column: resolved once
@@ -36,14 +43,14 @@ def pack_arrays(names: list[str], arrays: list[np.ndarray], *, backend: str = "a
     ``MAGIC``, a little-endian u64 header length, the JSON header (each array's name, dtype, shape
     and offset), then the arrays' bytes, each ``ALIGN``-byte aligned, zero padded."""
     names, arrays = list(names), list(arrays)
-    if len(names) != len(arrays):
-        raise ValueError(f"names and arrays: {len(names)} names for {len(arrays)} arrays")
+    refuse(ACCEPTS["pack_arrays"](names, arrays))
     return _impl("pack_arrays", backend)(names, arrays)
 
 
 def join_utf8(texts: list, *, backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """A text column: uint8 [B] its items' UTF-8 ("surrogatepass", each item as ``str``) joined, and
     int64 [n + 1] offsets."""
+    refuse(ACCEPTS["join_utf8"](texts))
     return _impl("join_utf8", backend)(list(texts))
 
 
@@ -82,6 +89,7 @@ def values_ok(
     arrays hold no NaN or inf, ``times`` float64 values are NaN or in [tmin, tmax) and ``nonan`` float32
     arrays hold no NaN. False when one fails, an array has another dtype, or the C++ module is not
     in use: the caller then runs its own checks, which say what fails."""
+    refuse(ACCEPTS["values_ok"](refs, psg_msg, msg_psg, finite, times, tmin, tmax, nonan))
     return _impl("values_ok", backend)(refs, psg_msg, msg_psg, finite, times, float(tmin), float(tmax), nonan)
 
 

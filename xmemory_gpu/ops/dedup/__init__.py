@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import host_implementation, register
+from .contract import accepts_dedup_block, dedup_inputs
 from .reference import TIE_TOL, exact_cosines, first_best
 
-register("dedup_block", __name__, {"reference": "reference", "cpu": "cpu"})
+register("dedup_block", __name__, {"reference": "reference", "cpu": "cpu"}, accepts=accepts_dedup_block)
 
 
 def dedup_block(
@@ -32,20 +33,8 @@ def dedup_block(
     target against earlier rows (-inf and -1 none), ``base`` the target of the block's first kept row.
     ``threshold`` and ``tie_tol`` are taken as float64, and every comparison of the screen is made in
     float64 on every backend. Returns target [m] int64: where each row merges, -1 when kept."""
-    if not isinstance(rows, np.ndarray) or rows.ndim != 2:
-        raise ValueError(f"rows: expected [m, d], got shape {np.shape(rows)}")
-    m = rows.shape[0]
-    if not isinstance(inner, np.ndarray) or inner.shape != (m, m):
-        raise ValueError(f"inner: expected [m={m}, m={m}], got shape {np.shape(inner)}")
-    best = np.ascontiguousarray(best, dtype=np.float64)
-    arg = np.ascontiguousarray(arg, dtype=np.int64)
-    if best.shape != (m,):
-        raise ValueError(f"best: expected [m={m}], got shape {best.shape}")
-    if arg.shape != (m,):
-        raise ValueError(f"arg: expected [m={m}], got shape {arg.shape}")
-    return host_implementation("dedup_block", backend)(
-        inner, rows, best, arg, float(threshold), float(tie_tol), int(base)
-    )
+    best, arg, threshold, tie_tol, base = dedup_inputs(inner, rows, best, arg, threshold, base, tie_tol)
+    return host_implementation("dedup_block", backend)(inner, rows, best, arg, threshold, tie_tol, base)
 
 
 __all__ = ["TIE_TOL", "dedup_block", "exact_cosines", "first_best"]

@@ -19,26 +19,16 @@ from typing import Any
 import numpy as np
 
 from ..backends import GPU_BACKENDS, implementation, register, resolve_backend
-from ..checks import check_real
-from ..devices import array, as_caller, gpu_device, host, is_cuda_tensor, to_backend
+from ..devices import as_caller, gpu_device, host, is_cuda_tensor, to_backend
+from .contract import accepts_token_entropy_logprob, entropy_inputs
 
 OP = "token_entropy_logprob"
-register(OP, __name__, {"reference": "reference", "cpu": "_torch", "triton": "triton", "cuda": "_torch"})
-
-
-def _check(shape: tuple[int, ...], ids: np.ndarray) -> None:
-    """ValueError unless logits are [T, V >= 1] and ids are T integers in [0, V)."""
-    if len(shape) != 2:
-        raise ValueError(f"token_entropy_logprob: logits must be [T, V], got shape {tuple(shape)}")
-    n, v = shape
-    if v < 1:
-        raise ValueError("token_entropy_logprob: logits need V >= 1 columns")
-    if ids.ndim != 1 or ids.shape[0] != n:
-        raise ValueError(f"token_entropy_logprob: token_ids must be [T] with T = {n}, got shape {ids.shape}")
-    if ids.size and not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(f"token_entropy_logprob: token_ids must be integers, got {ids.dtype}")
-    if ids.size and (ids.min() < 0 or ids.max() >= v):
-        raise ValueError(f"token_entropy_logprob: token_ids must be in [0, V = {v})")
+register(
+    OP,
+    __name__,
+    {"reference": "reference", "cpu": "_torch", "triton": "triton", "cuda": "_torch"},
+    accepts=accepts_token_entropy_logprob,
+)
 
 
 def token_entropy_logprob(logits: Any, token_ids: Any, *, backend: str = "auto") -> tuple[Any, Any]:
@@ -47,11 +37,7 @@ def token_entropy_logprob(logits: Any, token_ids: Any, *, backend: str = "auto")
     Bad shapes, dtypes or ids outside [0, V) raise
     ``ValueError`` before any backend runs."""
     name = resolve_backend(OP, backend, on_cuda=is_cuda_tensor(logits))
-    logits = array(logits)
-    check_real("logits", logits, integers=False)
-    ids = host(token_ids)
-    _check(tuple(logits.shape), ids)
-    ids = ids.astype(np.int64, copy=False)
+    logits, ids = entropy_inputs(logits, token_ids)
     impl = implementation(OP, name)
     if name == "reference":
         ent, lp = impl(host(logits, np.float64), ids)

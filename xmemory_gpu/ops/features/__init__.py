@@ -14,22 +14,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..backends import host_backend, implementation, register, resolve_backend
+from .contract import accepts_feature_counts, feature_inputs
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
-register("feature_counts", __name__, _ALL)
+register("feature_counts", __name__, _ALL, accepts=accepts_feature_counts)
 
 
 def feature_counts(texts: Sequence[str], dim: int, *, backend: str = "auto") -> np.ndarray:
     """[n, dim] float64 signed counts of each text's word unigrams and bigrams. Bad input raises
     ``ValueError`` (``dim``) or ``TypeError`` (a text that is not a str) naming the argument."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 2 <= dim < 2**31:
-        raise ValueError(f"dim: expected an integer >= 2 and below 2**31, got {dim!r}")
-    if isinstance(texts, str):
-        raise TypeError("texts: expected a sequence of str, got one str")
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}]: expected a str, got {type(t).__name__}")
+    texts = feature_inputs(texts, dim)
     name = resolve_backend(
         "feature_counts", host_backend(backend) if backend == "auto" else backend, on_cuda=False
     )

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..backends import host_implementation, register
+from .contract import accepts_write_durable, durable_inputs
 
-register("write_durable", __name__, {"reference": "reference", "cpu": "cpu"})
+register("write_durable", __name__, {"reference": "reference", "cpu": "cpu"}, accepts=accepts_write_durable)
 
 
 def write_durable(
@@ -30,11 +31,7 @@ def write_durable(
     then the folders') raises ``OSError`` naming its path after all are done (a failed file's ``tmp``
     removed, the others in place). ``backend="reference"``: Python's steps even where the C++ call is
     built."""
-    tmps = [os.fsencode(t) for t, _, _ in files]
-    dsts = [os.fsencode(d) for _, d, _ in files]
-    if any(b"\0" in p for p in (*tmps, *dsts)):
-        raise ValueError("write_durable: embedded null byte in a path")
-    data = [d for _, _, d in files]
+    tmps, dsts, data = durable_inputs(files, threads)
     failed = host_implementation("write_durable", backend)(tmps, dsts, data, int(threads))
     if failed:
         err, path = failed[0]

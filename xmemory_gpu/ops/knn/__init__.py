@@ -2,7 +2,8 @@
 
 Public functions take NumPy arrays or torch tensors and return the same kind. Backends:
 ``reference`` (float64 NumPy), ``cpu``, ``triton`` and ``cuda`` (``implemented_backends("knn_graph")``).
-Inputs are checked here, once, for every backend; device backends get device tensors.
+Inputs are checked here, once, for every backend (the contracts: ``contract.py``); device backends
+get device tensors.
 """
 
 from __future__ import annotations
@@ -10,18 +11,26 @@ from __future__ import annotations
 from typing import Any
 
 from ..backends import GPU_BACKENDS, implementation, register, resolve_backend
-from ..checks import check_float_matrix, check_k, check_offsets, check_same_segments
 from ..devices import as_caller, gpu_device, is_cuda_tensor, to_backend
 from ._torch import search_wide_k
+from .contract import (
+    MAX_K_GPU,
+    accepts_knn_graph,
+    accepts_knn_search,
+    accepts_offer_rows,
+    accepts_topk_select,
+    graph_inputs,
+    search_inputs,
+)
 
 _ALL = {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"}  # backend -> module
-register("knn_graph", __name__, _ALL)
-register("knn_search", __name__, _ALL)
-for _op in ("topk_select", "offer_rows"):  # ``KnnGraph``'s upkeep steps (host only)
-    register(_op, __name__, {"reference": "reference", "cpu": "cpu"})
+register("knn_graph", __name__, _ALL, accepts=accepts_knn_graph)
+register("knn_search", __name__, _ALL, accepts=accepts_knn_search)
+_HOST = {"reference": "reference", "cpu": "cpu"}  # ``KnnGraph``'s upkeep steps (host only)
+register("topk_select", __name__, _HOST, accepts=accepts_topk_select)
+register("offer_rows", __name__, _HOST, accepts=accepts_offer_rows)
 
 GPU = GPU_BACKENDS
-MAX_K_GPU = 64  # the GPU kernels keep a register top-k of at most 64 (ops/knn/triton.py MAX_K, kKnnMaxK)
 
 
 def knn_graph(
@@ -34,9 +43,7 @@ def knn_graph(
     with -1 / -inf, in the kind of ``x``. Rows are normalised (cosine). Bad input raises ``ValueError``.
     """
     name = resolve_backend("knn_graph", backend, on_cuda=is_cuda_tensor(x))
-    k = check_k("k", k, MAX_K_GPU if name in GPU else None)
-    x = check_float_matrix("x", x)
-    off = check_offsets("offsets", offsets, int(x.shape[0]))
+    x, off, k = graph_inputs(x, offsets, k, gpu=name in GPU)
     idx, sim = implementation("knn_graph", name)(
         to_backend(x, name), off, k, drop_nonpositive=drop_nonpositive
     )
@@ -62,13 +69,7 @@ def knn_search(
     """
     on_cuda = is_cuda_tensor(x) or is_cuda_tensor(q)
     name = resolve_backend("knn_search", backend, on_cuda=on_cuda)
-    k = check_k("k", k)
-    q, x = check_float_matrix("q", q), check_float_matrix("x", x)
-    if q.shape[1] != x.shape[1]:
-        raise ValueError(f"q, x: must agree on d, got q {tuple(q.shape)} and x {tuple(x.shape)}")
-    qo = check_offsets("q_offsets", q_offsets, int(q.shape[0]))
-    xo = check_offsets("x_offsets", x_offsets, int(x.shape[0]))
-    check_same_segments("q_offsets", qo, "x_offsets", xo)
+    q, qo, x, xo, k = search_inputs(q, q_offsets, x, x_offsets, k)
     impl = search_wide_k if name in GPU and k > MAX_K_GPU else implementation("knn_search", name)
     dev = gpu_device(name, x if is_cuda_tensor(x) else q) if name in GPU else None  # q and x on one device
     qb, xb = to_backend(q, name, device=dev), to_backend(x, name, device=dev)
@@ -76,6 +77,6 @@ def knn_search(
     return as_caller(idx, q), as_caller(sim, q)
 
 
-from .graph import KnnGraph  # noqa: E402
+from .graph import KnnGraph, offer_rows, topk_select  # noqa: E402
 
-__all__ = ["KnnGraph", "knn_graph", "knn_search"]
+__all__ = ["MAX_K_GPU", "KnnGraph", "knn_graph", "knn_search", "offer_rows", "topk_select"]

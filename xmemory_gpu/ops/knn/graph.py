@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import host_implementation
-from ..checks import check_float_matrix, check_index, check_k
+from ..checks import check_float_matrix, check_index, check_k, refuse
 from ..devices import host
+from .contract import accepts_offer_rows, accepts_topk_select
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -26,13 +27,38 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
 
 
-def _select(
-    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool, backend: str = "auto"
+def topk_select(
+    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool, *, backend: str = "auto"
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k best of each row of float32 ``sims [r, c]`` (ids ``[c]`` shared or ``[r, c]``, -1 empty), ties
     to the lower id, as (idx [r, k] int32, sim [r, k] float32): the op ``topk_select`` (the sims are the
-    caller's, so their bits are kept)."""
+    caller's, so their bits are kept). Out-of-contract input raises ``ValueError``."""
+    refuse(accepts_topk_select(sims, ids, k, drop_nonpositive))
     return host_implementation("topk_select", backend)(sims, ids, k, drop_nonpositive)
+
+
+def _select(
+    sims: np.ndarray, ids: np.ndarray, k: int, drop_nonpositive: bool, backend: str = "auto"
+) -> tuple[np.ndarray, np.ndarray]:
+    """``topk_select`` with the backend positional (the graph's own calls)."""
+    return topk_select(sims, ids, k, drop_nonpositive, backend=backend)
+
+
+def offer_rows(
+    dots: np.ndarray,
+    others: np.ndarray,
+    cand: np.ndarray,
+    idx: np.ndarray,
+    sim: np.ndarray,
+    drop_nonpositive: bool,
+    *,
+    backend: str = "auto",
+) -> None:
+    """The op ``offer_rows``: rows ``others`` [O] take any of the rows ``cand`` [C] that beat their k-th
+    neighbour (``dots`` [O, C] their float32 similarities), in place in the lists ``idx`` [n, k] int32 /
+    ``sim`` [n, k] float32. Out-of-contract input raises ``ValueError`` before any list is edited."""
+    refuse(accepts_offer_rows(dots, others, cand, idx, sim, drop_nonpositive))
+    host_implementation("offer_rows", backend)(dots, others, cand, idx, sim, drop_nonpositive)
 
 
 class KnnGraph:
@@ -129,7 +155,6 @@ class KnnGraph:
 
     def _offer(self, new_rows: np.ndarray) -> None:
         """Let alive rows not in ``new_rows`` take any of ``new_rows`` that beat their k-th neighbour."""
-        offer = host_implementation("offer_rows", self.backend)
         for seg, cand in self._segments(np.asarray(new_rows, dtype=np.int64)):
             cand = cand[self._alive[cand]]
             peers = self._peers(seg)
@@ -138,7 +163,15 @@ class KnnGraph:
             others = peers[keep]
             if cand.size == 0 or others.size == 0:
                 continue
-            offer(self._dots(peers, cand)[keep], others, cand, self._idx, self._sim, self.drop_nonpositive)
+            offer_rows(
+                self._dots(peers, cand)[keep],
+                others,
+                cand,
+                self._idx,
+                self._sim,
+                self.drop_nonpositive,
+                backend=self.backend,
+            )
 
     def _holders(self, rows: np.ndarray) -> np.ndarray:
         """Alive rows whose neighbour list contains any of ``rows``."""

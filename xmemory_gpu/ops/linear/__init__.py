@@ -8,7 +8,6 @@ row's output is bit-identical whatever the other rows, their number, the thread 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,26 +15,11 @@ import numpy as np
 from ..backends import host_backend, implementation, register, resolve_backend
 from ..checks import check_float_matrix
 from ..devices import host
+from .contract import accepts_rowwise_linear, linear_inputs
+from .packed import PackedLinear
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
-register("rowwise_linear", __name__, _ALL)
-
-
-@dataclass(frozen=True)
-class PackedLinear:
-    """A dense layer's parameters ready for ``rowwise_linear`` (copies: later edits of the source arrays
-    do not reach it): ``weight`` [N, K] float32, ``bias`` [N] float32 or None, ``panels``
-    [ceil(N / 32), K, 32] float32, the cpu kernel's layout (None when packed for ``reference``; a cpu
-    call then packs it for that call)."""
-
-    weight: np.ndarray
-    bias: np.ndarray | None
-    panels: np.ndarray | None
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(N outputs, K inputs)."""
-        return int(self.weight.shape[0]), int(self.weight.shape[1])
+register("rowwise_linear", __name__, _ALL, accepts=accepts_rowwise_linear)
 
 
 def pack_linear(weight: Any, bias: Any = None, *, backend: str = "auto") -> PackedLinear:
@@ -87,14 +71,7 @@ def rowwise_linear(x: Any, layer: PackedLinear, *, backend: str = "auto") -> np.
     x need not be finite (an encoder's activations are passed through as they are). Bad input raises
     ``ValueError`` naming the argument."""
     name = _host_backend(backend)
-    if not isinstance(layer, PackedLinear):
-        raise ValueError(
-            f"layer: expected a PackedLinear (ops.linear.pack_linear), got {type(layer).__name__}"
-        )
-    a = np.ascontiguousarray(host(check_float_matrix("x", x, finite=False)), dtype=np.float32)
-    n, k = layer.shape
-    if a.shape[1] != k:
-        raise ValueError(f"x: expected rows of {k} inputs (the layer's K), got {a.shape[1]}")
+    a = linear_inputs(x, layer)
     if name == "cpu" and layer.panels is None:
         layer = PackedLinear(layer.weight, layer.bias, _pack("cpu", layer.weight))
     return implementation("rowwise_linear", name)(a, layer)

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..backends import host_implementation
-from ..checks import check_offsets, csr_offsets
+from ..checks import check_offsets, csr_offsets, refuse
 from ..devices import host
 from ..rows import row_norms, sum4, take_rows2, unit_rows
+from .state_contract import accepts_f_blocks, accepts_theme_sums, accepts_top2_blocks
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -174,6 +175,7 @@ def theme_sums(
     A kept theme continues its sum with its rows from ``kept.tail`` on, any other sums all its rows
     (``add_rows_in_order``: a sum's bits are a fresh one's). ``cpu``: one C++ pass
     (``csrc/cpu/partition.cpp``) when x is C-contiguous float64; ``reference``: NumPy steps."""
+    refuse(accepts_theme_sums(x, rows, labels, row_off, kept))
     return host_implementation("theme_sums", backend)(x, rows, labels, row_off, kept)
 
 
@@ -184,6 +186,7 @@ def top2_blocks(
     ``theme_off[b]:theme_off[b+1]``; local rows, ties to the lower row; cosines by ``dot4``'s fixed
     order, the same bits on every CPU): (idx [T, 2] int64 local rows, cos [T, 2]), -1 / -inf for a
     block of one. ``cpu``: one C++ call; ``reference``: NumPy per block."""
+    refuse(accepts_top2_blocks(unit, theme_off))
     return host_implementation("top2_blocks", backend)(unit, theme_off)
 
 
@@ -202,8 +205,7 @@ def f_blocks(
     Medians are order statistics (the mean of the middle two, as ``np.median``), the per-theme terms
     elementwise, and each block's mean the ``sum4`` of its slice / k. ``cpu``: one
     C++ pass (``csrc/cpu/rows.cpp``); ``reference``: NumPy steps."""
-    if np.size(n) and int(np.max(n)) >= 2**31:
-        raise ValueError(f"n: node counts must be below 2**31 (n * n exact in int64), got {int(np.max(n))}")
+    refuse(accepts_f_blocks(norms, counts, s, theme_off, n, eps))
     return host_implementation("f_blocks", backend)(norms, counts, s, theme_off, n, eps)
 
 

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..backends import host_implementation, register
+from ..checks import refuse
 from ..devices import host
+from .contract import ACCEPTS
 from .reference import dot4, sum4
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
@@ -28,7 +30,7 @@ OPS = (
     "drift_runs",
 )
 for _op in OPS:
-    register(_op, __name__, _ALL)
+    register(_op, __name__, _ALL, accepts=ACCEPTS[_op])
 
 
 def add_rows_in_order(
@@ -39,6 +41,7 @@ def add_rows_in_order(
     pass refuses another index with ``ValueError``, where add.at would wrap a negative one), x [N, d]
     float32 or float64, rows [m] in [0, N). ``cpu``: one C++ pass; ``reference``: step i adds the i-th
     row of every group that has one."""
+    refuse(ACCEPTS["add_rows_in_order"](sums, group, x, rows))
     if group.size == 0:
         return
     host_implementation("add_rows_in_order", backend)(sums, group, x, rows)
@@ -52,12 +55,14 @@ def live_rows(
     int64; rows [L, d] float64 their sums), the bits of concatenating each item's
     ``sums[np.flatnonzero(alive[:n_slots])]``. ``cpu``: one C++ pass when the columns are C-contiguous
     bool / float64."""
+    refuse(ACCEPTS["live_rows"](items, d))
     return host_implementation("live_rows", backend)(items, d)
 
 
 def take_rows2(a: np.ndarray, b: np.ndarray, take: np.ndarray, *, backend: str = "auto") -> np.ndarray:
     """``np.concatenate([a, b])[take]`` (a [na, ...], b [nb, ...] of one numeric dtype and row shape,
     take [n] in [0, na + nb)) without forming the concatenation on ``cpu``: one copy of the rows taken."""
+    refuse(ACCEPTS["take_rows2"](a, b, take))
     return host_implementation("take_rows2", backend)(a, b, take)
 
 
@@ -65,6 +70,7 @@ def row_norms(x: Any, *, keepdims: bool = False, backend: str = "auto") -> np.nd
     """Euclidean norms of the rows of a real x [m, d] (taken as float64): [m] (or [m, 1]) float64,
     ``sqrt(dot4(x_i, x_i))``, the same bits on every CPU. ``cpu``: one C++ pass; ``reference``: NumPy
     ``dot4``."""
+    refuse(ACCEPTS["row_norms"](x))
     x = _matrix("row_norms", x)
     return host_implementation("row_norms", backend)(x, keepdims)
 
@@ -73,6 +79,7 @@ def segment_sums(v: np.ndarray, off: np.ndarray, *, backend: str = "auto") -> np
     """The sum of every segment b of v [n] float64, ``v[off[b]:off[b + 1]]`` (off [nb+1]), in ``sum4``'s
     fixed order: [nb], the same bits on every CPU. ``cpu``: one C++ call; ``reference``: NumPy ``sum4``
     per segment."""
+    refuse(ACCEPTS["segment_sums"](v, off))
     v = np.ascontiguousarray(v, dtype=np.float64)
     off = np.ascontiguousarray(off, dtype=np.int64)
     return host_implementation("segment_sums", backend)(v, off)
@@ -82,10 +89,9 @@ def unit_rows(x: Any, *, dtype: Any = np.float64, backend: str = "auto") -> np.n
     """[n, d] rows divided by their ``row_norms`` in float64 (zero rows stay zero), returned as
     ``dtype`` (float64, or float32 rounded from them); x any real array, host or device. ``cpu``: one
     C++ pass; ``reference``: the NumPy steps."""
+    refuse(ACCEPTS["unit_rows"](x, dtype=dtype))
     x = _matrix("unit_rows", x)
     dtype = np.dtype(dtype)
-    if dtype not in (np.float64, np.float32):
-        raise ValueError(f"unit_rows: dtype must be float32 or float64, got {dtype}")
     return host_implementation("unit_rows", backend)(x, dtype)
 
 
@@ -110,10 +116,9 @@ def dot4_gram(a: Any, b: Any, *, backend: str = "auto") -> np.ndarray:
     """``dot4`` of every row of a [n, d] with every row of b [m, d] (real, taken as float64): [n, m]
     float64, the same bits on every CPU (a BLAS product's depend on its kernel). ``cpu``: one C++ call;
     ``reference``: NumPy ``dot4``."""
+    refuse(ACCEPTS["dot4_gram"](a, b))
     a = np.ascontiguousarray(host(a), dtype=np.float64)
     b = np.ascontiguousarray(host(b), dtype=np.float64)
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
-        raise ValueError(f"dot4_gram: expected a [n, d] and b [m, d], got shapes {a.shape} and {b.shape}")
     return host_implementation("dot4_gram", backend)(a, b)
 
 
@@ -125,12 +130,9 @@ def drift_runs(
     float64 sum, ``dot4(x_i, s) / sqrt(dot4(s, s))``, is below ``drift_threshold``. ``cpu``: one C++
     pass when x is float32 and ``min_messages`` an int, else the loop of ``reference`` (rows of another
     real dtype are read as they are, not cast to float32)."""
+    refuse(ACCEPTS["drift_runs"](x, hard, min_messages, drift_threshold))
     x = np.asarray(host(x))
     hard = np.ascontiguousarray(hard, dtype=bool)
-    if x.ndim != 2 or hard.shape != (x.shape[0],) or x.shape[0] < 1:
-        raise ValueError(
-            f"drift_runs: expected x [n, d] (n >= 1) and hard [n], got shapes {x.shape} and {hard.shape}"
-        )
     return host_implementation("drift_runs", backend)(x, hard, min_messages, drift_threshold)
 
 
