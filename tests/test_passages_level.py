@@ -18,7 +18,7 @@ from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine
 from xmemory_gpu.engine.inputs import scope_key
 from xmemory_gpu.memory.codec import FORMAT, SINCE_4, pack_arrays, unpack_arrays
-from xmemory_gpu.memory.store import DB_NAME, Store
+from xmemory_gpu.memory.store import DB_NAME, SCHEMA_VERSION, Store
 from xmemory_gpu.retrieve.retriever import Retriever
 from xmemory_gpu.retrieve.strategies import strategy_names
 from xmemory_gpu.text import embedding_text, passages
@@ -157,7 +157,7 @@ def test_a_store_of_format_3_is_searched_alike_and_its_writable_open_stores_the_
     MemoryEngine.open(store, embedder=HashingEmbedder(DIM)).close()  # the first writable open
     s = Store.open(store)
     try:
-        assert s.schema_version == 4 and set(s.formats().values()) == {FORMAT}
+        assert s.schema_version == SCHEMA_VERSION and set(s.formats().values()) == {FORMAT}
         for mid in s.memory_ids():
             a, b = s.get_slice(mid), Store.open(built).get_slice(mid)
             for lv in ("msg", "psg"):

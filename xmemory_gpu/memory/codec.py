@@ -11,7 +11,8 @@ computes them again, in float64. Files of format 3 (before the passages level) h
 and ``psg.*`` columns: :func:`slice_from_bytes` reads them as "no passages stored" (``msg.psg``
 all ``-1``), and a search embeds such a memory's long messages' passages itself. :func:`check_slice` is what a reader runs on bytes it did not
 write itself: every column present with its dtype and shape, row references inside their level,
-finite embeddings.
+finite embeddings. The store's delta files (``memory/deltas.py``: the rows a commit changed) are
+containers too, applied to a base file's arrays before :func:`slice_from_arrays` reads them.
 """
 
 from __future__ import annotations
@@ -100,13 +101,15 @@ def slice_to_bytes(sl: MemorySlice) -> bytes:
     return pack_arrays(arrays)
 
 
-def encode_checked(sl: MemorySlice, dim: int) -> tuple[bytes, str]:
+def encode_checked(sl: MemorySlice, dim: int, *, checked: bool = False) -> tuple[bytes, str]:
     """What a backend writes for a memory: its bytes (:func:`slice_to_bytes`) and their sha256,
-    after :func:`check_slice` (``SliceFormatError`` for a slice of another dimension or broken)."""
+    after :func:`check_slice` (``SliceFormatError`` for a slice of another dimension or broken;
+    ``checked``: the caller ran it on this slice already)."""
     d = sl.cols["msg"]["x"].shape[-1]
     if d != dim:
         raise SliceFormatError(f"memory {sl.memory_id}: dim {d} != store dim {dim}")
-    check_slice(sl, dim)
+    if not checked:
+        check_slice(sl, dim)
     data = slice_to_bytes(sl)
     return data, hashlib.sha256(data).hexdigest()
 
@@ -136,9 +139,9 @@ class EncodedSlice:
             )
 
 
-def encode_slice(sl: MemorySlice, dim: int) -> EncodedSlice:
+def encode_slice(sl: MemorySlice, dim: int, *, checked: bool = False) -> EncodedSlice:
     """Memory ``sl`` checked and encoded (:func:`encode_checked`) with what its catalogue rows hold."""
-    data, digest = encode_checked(sl, dim)
+    data, digest = encode_checked(sl, dim, checked=checked)
     return EncodedSlice(
         sl.memory_id,
         data,
@@ -168,8 +171,25 @@ def catalogue_stats(sl: MemorySlice) -> dict[str, Any]:
 def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any], fmt: int = FORMAT) -> MemorySlice:
     """The inverse of :func:`slice_to_bytes`; every column of the bank's layout for file format
     ``fmt`` must be present with its dtype (``SliceFormatError`` names the first that is not)."""
+    return slice_from_arrays(memory_id, unpack_arrays(data, f"memory {memory_id}"), stats, fmt)
+
+
+def stored_columns() -> list[tuple[str, str, bool]]:
+    """(level, name, is text) of every column a file holds (format 4), in the layout's order."""
+    return [
+        (lv, name, np.dtype(dtype).kind == "O")
+        for lv in LEVELS
+        for name, (dtype, _) in COLUMNS[lv].items()
+        if not (lv == "theme" and name in DERIVED)
+    ]
+
+
+def slice_from_arrays(
+    memory_id: str, z: dict[str, np.ndarray], stats: dict[str, Any], fmt: int = FORMAT
+) -> MemorySlice:
+    """:func:`slice_from_bytes` from a container's arrays (``unpack_arrays``, or a base file with its
+    deltas applied: ``memory/deltas.py``); the same checks."""
     where = f"memory {memory_id}"
-    z = unpack_arrays(data, where)
     cols: dict[str, dict[str, np.ndarray]] = {}
     for lv in LEVELS:
         cols[lv] = {}

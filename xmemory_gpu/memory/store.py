@@ -1,31 +1,44 @@
-"""The on-disk store: a directory with ``memory.sqlite`` (the catalogue) and one file per memory.
+"""The on-disk store: a directory with ``memory.sqlite`` (the catalogue) and each memory's files.
 
-A memory's file (``arrays/<key>-<sha256[:12]>.slice``) holds every column of its bank slice, text
-as UTF-8 bytes plus offsets (``memory/codec.py``: a JSON header and raw arrays; nothing is unpickled). SQLite holds the
-catalogue: per memory its position, file name, the file's sha256, stats and rows per level, plus
-a message-id index and the operations log. A commit writes its files first (temp, fsync, rename
-under a content-addressed name), then changes the catalogue in one SQLite transaction, then
-removes the files it replaced: a crash leaves the store as before or as after (an unreferenced
-file is ignored and collected). A write costs what it changes: one memory's file and its
-catalogue rows. The database runs with ``secure_delete`` (freed pages are zeroed, so a deleted
-message id or stat leaves the file); ``compact`` (``VACUUM``) shrinks it when a quarter or more
-of its pages are free.
+A memory is a base file (``arrays/<key>-<sha256[:12]>.slice``: every column of its bank slice, text
+as UTF-8 bytes plus offsets; ``memory/codec.py``: a JSON header and raw arrays, nothing is
+unpickled) plus an ordered chain of delta files (``<key>-<sha256[:12]>.delta``: the rows a commit
+changed, column by column; ``memory/deltas.py``). SQLite holds the catalogue: per memory its
+position, base file and its sha256, stats and rows per level, its deltas (table ``deltas``: order,
+file, sha256, size), plus a message-id index and the operations log. A commit writes its files
+first (temp, fsync, rename under a content-addressed name), then changes the catalogue in one
+SQLite transaction, then removes the files it replaced: a crash leaves the store as before or as
+after (an unreferenced file is ignored and collected by ``collect_garbage``).
+
+A write costs what it changes. A commit of a memory whose last version this store wrote or read
+(``Store.committed``, bounded by bytes) compares each column with it and, when the commit only
+appends messages and removes no statement, writes a delta of the rows from each column's first
+change on, and changes the message-id index by the ids added. Anything else is a fresh base file
+(the old base and deltas are removed after the transaction): a delete or an update, so no file the
+catalogue still names holds what was forgotten; a chain of ``deltas.MAX_CHAIN`` deltas or of more
+than ``deltas.COMPACT_SHARE`` of the base's bytes, so a load applies a bounded chain; a memory this
+store has not seen. The database runs with ``secure_delete`` (freed pages are zeroed, so a deleted
+message id or stat leaves the file); ``compact`` (``VACUUM``) shrinks it when a quarter or more of
+its pages are free.
 
 Rows an integration keeps per memory live in the catalogue too (``SCOPED_ROWS``, created by the
 integration: the LangGraph store's items, with a ``memory_id`` column): a commit that deletes a
 memory deletes its rows in the same transaction, and a reset (a commit logging ``reset``) deletes
 them all, so no value outlives the memory it was part of.
 
-Loading verifies the schema version, the dimension, the checksum, every column's dtype and shape,
-row references and finite values. ``load_bank(quarantine=True)`` leaves out a memory that fails
-(recorded in ``Store.quarantined``), so one damaged memory never keeps the others from loading.
+Loading verifies the schema version, the dimension, the checksum of the base and of every delta,
+that each delta follows the file before it, then the columns rebuilt as a base file's are: every
+column's dtype and shape, row references and finite values. ``load_bank(quarantine=True)`` leaves
+out a memory that fails (recorded in ``Store.quarantined``), so one damaged memory never keeps the
+others from loading.
 
-Schema 4 (this release): schema 3 plus the passages of long messages (a fifth level, ``psg``, in
-every file written now: file format 4; the catalogue's ``n_psg``). Stores of schema 1 and 2 (text
-in SQLite tables, ``memory/legacy.py``) and 3 are read as they are and upgraded in one transaction
-by ``upgrade``, which the first commit and a writable engine open call; a schema 3 store's files
-stay format 3 (read as "no passages stored", a search embeds those itself) until the engine's
-writable open embeds their passages (``construct.passages.store_passages``) or a write replaces them.
+Schema 5 (this release): schema 4 plus the ``deltas`` table. Schema 4 added the passages of long
+messages (a fifth level, ``psg``, in every file written now: file format 4; the catalogue's
+``n_psg``). Stores of schema 1 and 2 (text in SQLite tables, ``memory/legacy.py``), 3 and 4 are read
+as they are and upgraded in one transaction by ``upgrade``, which the first commit and a writable
+engine open call; a schema 3 store's files stay format 3 (read as "no passages stored", a search
+embeds those itself) until the engine's writable open embeds their passages
+(``construct.passages.store_passages``) or a write replaces them. Deltas apply to format 4 files only.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ import sqlite3
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +66,22 @@ from .codec import (
     MIN_TIME,
     EncodedSlice,
     SliceFormatError,
+    catalogue_stats,
     check_slice,
     encode_slice,
+    slice_from_arrays,
     slice_from_bytes,
+    unpack_arrays,
+)
+from .deltas import (
+    COMPACT_SHARE,
+    MAX_CHAIN,
+    Change,
+    Committed,
+    CommittedCache,
+    apply_chain,
+    diff,
+    encode_delta,
 )
 from .durable import write_durable
 from .engine_state import without_state
@@ -62,8 +89,8 @@ from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 __all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "SCOPED_ROWS", "Store", "StoreError"]
 
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)  # older ones are read as they are and upgraded by the first commit
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older ones are read as they are and upgraded by the first commit
 DB_NAME = "memory.sqlite"
 WRITE_THREADS = 2  # threads writing a commit's files (page-cache copies, then one sync): more only take
 # cores from the build beside them (8 slowed the next shard's first stages by ~0.1 s each on 2 cores)
@@ -77,6 +104,10 @@ CREATE TABLE IF NOT EXISTS message_ids (memory_id TEXT NOT NULL REFERENCES memor
   id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS message_ids_by_id ON message_ids (id);
 CREATE INDEX IF NOT EXISTS message_ids_by_memory ON message_ids (memory_id);
+CREATE TABLE IF NOT EXISTS deltas (memory_id TEXT NOT NULL REFERENCES memories(memory_id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL, file TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
+  PRIMARY KEY (memory_id, seq));
+CREATE INDEX IF NOT EXISTS deltas_by_file ON deltas (file);
 """
 _SCHEMA = (
     """
@@ -97,6 +128,49 @@ CREATE INDEX IF NOT EXISTS memories_by_position ON memories (position);"""
 _COUNT_COLUMNS = tuple(f"n_{lv}" for lv in LEVELS)
 
 
+@dataclass(frozen=True)
+class _Old:
+    """A memory as the catalogue holds it before a commit: base file, position, the base's sha256 and
+    format, its rows of messages and statements, and the chain of deltas after the base (file name,
+    sha256), oldest first."""
+
+    file: str
+    position: int
+    sha256: str
+    format: int
+    n_msg: int
+    n_sem: int
+    chain: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def head(self) -> str:
+        """The sha256 of the chain's last file (the version's name)."""
+        return self.chain[-1][1] if self.chain else self.sha256
+
+    def files(self) -> list[str]:
+        return [self.file] + [f for f, _ in self.chain]
+
+
+@dataclass
+class _Plan:
+    """What a commit writes for one memory: a ``base`` file (``unit``), a ``delta`` (``data``, the
+    ``change`` from the version ``entry`` holds) or, when no column changed, no file (``same``)."""
+
+    memory_id: str
+    kind: str
+    old: _Old | None
+    name: str | None = None
+    unit: EncodedSlice | None = None
+    data: bytes | None = None
+    sha256: str | None = None
+    stats: dict[str, Any] | None = None
+    counts: dict[str, int] | None = None
+    new_ids: list[str] | None = None  # the message ids a delta appends
+    change: Change | None = None
+    entry: Committed | None = None
+    cache: bool = False  # a base: remember its version for the next commit's delta
+
+
 class PendingCommit:
     """A commit whose files are being written (``Store.start_commit``): ``finish`` waits for them and
     commits the catalogue (``StoreError`` and no trace of the commit when a write or the transaction
@@ -107,15 +181,16 @@ class PendingCommit:
     def __init__(
         self,
         store: Store,
-        written: list[tuple[str, EncodedSlice]],
-        olds: dict[str, tuple[str, int] | None],
+        plans: list[_Plan],
+        olds: dict[str, _Old | None],
         live: set[str],
         delete: list[str],
         log: list[tuple[str, str, list[str]]],
         redact: dict[str, set[str]],
         done: Future,
     ) -> None:
-        self.store, self.written, self.olds, self.live = store, written, olds, live
+        self.store, self.plans, self.olds, self.live = store, plans, olds, live
+        self.written = [p.name for p in plans if p.name is not None]  # the files this commit writes
         self.delete, self.log, self.redact, self.done = delete, log, redact, done
         self.pid = os.getpid()  # the process whose writer writes the files
         self.state = "pending"  # then "finished", "failed" or "abandoned"
@@ -167,14 +242,19 @@ def remove_if_empty(root: Path) -> bool:
     return True
 
 
+def _key(memory_id: str) -> str:
+    """The prefix of a memory's file names."""
+    return hashlib.sha1(memory_id.encode()).hexdigest()[:16]
+
+
 def _as_unit(unit: Memory | MemorySlice | EncodedSlice) -> MemorySlice | EncodedSlice:
     """What a commit writes: a slice (a ``Memory`` converted), or a memory already encoded."""
     return unit if isinstance(unit, (MemorySlice, EncodedSlice)) else slice_from_memory(unit)
 
 
 class Store:
-    """The SQLite catalogue plus one file per memory (the module docstring has the rules); the
-    first :class:`~.backend.MemoryBackend`."""
+    """The SQLite catalogue plus each memory's base file and deltas (the module docstring has the
+    rules); the first :class:`~.backend.MemoryBackend`."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
@@ -195,6 +275,7 @@ class Store:
         self._check_version()
         self._count_columns()
         self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (set by load_bank)
+        self.committed = CommittedCache()  # the last version of memories written or read here (deltas)
 
     def _check_version(self) -> None:
         if self.schema_version not in READABLE_VERSIONS:
@@ -210,6 +291,12 @@ class Store:
         if self.schema_version != old:
             self._count_columns()
 
+    def _fresh_deltas(self) -> None:
+        """A reader that opened a store of schema 4 or before looks again for the deltas table
+        (another process may have upgraded the store and written deltas since)."""
+        if not self._deltas and not self.legacy:
+            self._deltas = self._has_table("deltas")
+
     def _fresh_counts(self) -> None:
         """A reader that opened a schema 3 store looks again for ``n_psg`` (another process may have
         upgraded the store since; its format 4 memories then count their passages there)."""
@@ -217,9 +304,15 @@ class Store:
             self._count_columns()
 
     def _count_columns(self) -> None:
-        """The catalogue's rows-per-level columns this store has (a schema 3 store has no ``n_psg``)."""
+        """The catalogue's rows-per-level columns this store has (a schema 3 store has no ``n_psg``),
+        and whether it has the deltas table (schema 5)."""
         have = {r[1] for r in self._conn.execute("PRAGMA table_info(memories)")}
         self._counts = tuple(c for c in _COUNT_COLUMNS if c in have)
+        self._deltas = self._has_table("deltas")
+
+    def _has_table(self, name: str) -> bool:
+        q = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return self._conn.execute(q, (name,)).fetchone() is not None
 
     @property
     def legacy(self) -> bool:
@@ -300,6 +393,7 @@ class Store:
         if self._pool is not None and self._pool_pid == os.getpid():  # a forked child's copy has no threads
             self._pool.shutdown()
         self._pool = None
+        self.committed.clear()
         self._conn.close()
 
     # -- the catalogue -------------------------------------------------------------------------
@@ -307,12 +401,19 @@ class Store:
         return [r[0] for r in self._conn.execute("SELECT memory_id FROM memories ORDER BY position")]
 
     def versions(self, memory_ids: list[str] | None = None) -> dict[str, str]:
-        """Memory id -> its file name (content-addressed: a new name is a new commit), of every
-        memory or of ``memory_ids`` (those stored)."""
+        """Memory id -> the name of its last file (its last delta's, else its base's; content-addressed:
+        a new name is a new commit), of every memory or of ``memory_ids`` (those stored)."""
         self._sync_version()
+        self._fresh_deltas()
+        head = (
+            "COALESCE((SELECT d.file FROM deltas d WHERE d.memory_id = m.memory_id ORDER BY d.seq DESC "
+            "LIMIT 1), m.arrays_file)"
+            if self._deltas
+            else "m.arrays_file"
+        )
         if memory_ids is None:
-            return dict(self._conn.execute("SELECT memory_id, arrays_file FROM memories").fetchall())
-        q = "SELECT memory_id, arrays_file FROM memories WHERE memory_id = ?"
+            return dict(self._conn.execute(f"SELECT m.memory_id, {head} FROM memories m").fetchall())
+        q = f"SELECT m.memory_id, {head} FROM memories m WHERE m.memory_id = ?"
         return dict(r for m in memory_ids for r in self._conn.execute(q, (m,)).fetchall())
 
     def has(self, memory_id: str, *, intact: bool = False) -> bool:
@@ -420,19 +521,18 @@ class Store:
         return out
 
     # -- writing -------------------------------------------------------------------------------
-    def _encode(self, unit: MemorySlice | EncodedSlice) -> tuple[str, EncodedSlice]:
-        """The memory's checked bytes (a slice is checked and encoded here; an ``EncodedSlice``, encoded
-        by its builder, has its dimension and sha256 checked) and the content-addressed file name they
-        go to."""
+    def _encode(self, unit: MemorySlice | EncodedSlice, *, checked: bool = False) -> tuple[str, EncodedSlice]:
+        """The memory's checked bytes (a slice is checked and encoded here, ``checked``: its
+        ``check_slice`` passed already; an ``EncodedSlice``, encoded by its builder, has its dimension
+        and sha256 checked) and the content-addressed file name they go to."""
         try:
             if isinstance(unit, MemorySlice):
-                unit = encode_slice(unit, self.dim)
+                unit = encode_slice(unit, self.dim, checked=checked)
             else:
                 unit.verify(self.dim)
         except SliceFormatError as exc:
             raise StoreError(f"{self.path}: {exc}") from None
-        key = hashlib.sha1(unit.memory_id.encode()).hexdigest()[:16]
-        return f"{key}-{unit.sha256[:12]}.slice", unit
+        return f"{_key(unit.memory_id)}-{unit.sha256[:12]}.slice", unit
 
     def _write(self, files: list[tuple[str, str, bytes]]) -> None:
         """Files ``(memory id, name, data)`` written as new files (``write_durable``: temp, fsync,
@@ -466,21 +566,12 @@ class Store:
             self._pool_pid = os.getpid()
         return self._pool
 
-    def _remove_new(self, written: list[tuple[str, EncodedSlice]], live: set[str]) -> None:
+    def _remove_new(self, names: list[str], live: set[str]) -> None:
         """Remove the files a failed commit wrote (or may have: a missing one is skipped), but never one
         the catalogue names."""
-        names = [name for name, _ in written if name not in live]
-        named: set[str] = set()
+        names = [name for name in names if name not in live]
         try:  # a file the catalogue names stays, whatever interrupted the commit (one that committed)
-            for i in range(0, len(names), 500):
-                chunk = names[i : i + 500]
-                named.update(
-                    n
-                    for (n,) in self._conn.execute(
-                        f"SELECT arrays_file FROM memories WHERE arrays_file IN ({', '.join('?' * len(chunk))})",
-                        chunk,
-                    )
-                )
+            named = self._named(names)
         except sqlite3.Error:
             return  # the catalogue cannot be read: leave the files (garbage collection takes the orphans)
         for name in names:
@@ -491,6 +582,18 @@ class Store:
                     OSError
                 ):  # cleaning up must not hide why the commit failed (garbage collection takes it)
                     pass
+
+    def _named(self, names: list[str]) -> set[str]:
+        """Those of ``names`` the catalogue names (a base file or a delta)."""
+        queries = ["SELECT arrays_file FROM memories WHERE arrays_file IN ({})"]
+        if self._deltas:
+            queries.append("SELECT file FROM deltas WHERE file IN ({})")
+        named: set[str] = set()
+        for i in range(0, len(names), 500):
+            chunk = names[i : i + 500]
+            for q in queries:
+                named.update(n for (n,) in self._conn.execute(q.format(", ".join("?" * len(chunk))), chunk))
+        return named
 
     def commit(
         self,
@@ -521,7 +624,9 @@ class Store:
     ) -> PendingCommit:
         """:meth:`commit`'s first half: every unit checked and encoded here (a broken one raises
         before any file is written), their files then written by the store's background writer
-        while the caller goes on (a bulk build builds its next shard meanwhile). The returned
+        while the caller goes on (a bulk build builds its next shard meanwhile). A memory whose
+        last version this store wrote or read is written as a delta when the commit only appends
+        to its messages and removes no row (``_delta_plan``), as a base file otherwise. The returned
         :class:`PendingCommit`'s ``finish`` waits for the files and commits the catalogue;
         ``abandon`` removes them. One pending commit at a time."""
         if self._pending is not None:
@@ -529,35 +634,34 @@ class Store:
         self._sync_version()
         if self.schema_version < SCHEMA_VERSION:
             self.upgrade()
-        c = self._conn
         slices = [_as_unit(u) for u in units]
-        olds: dict[str, tuple[str, int] | None] = {}
+        olds: dict[str, _Old | None] = {}
         for sl in slices:
-            row = c.execute(
-                "SELECT arrays_file, position FROM memories WHERE memory_id = ?", (sl.memory_id,)
-            ).fetchone()
-            if row is not None and not replace:
+            old = self._old(sl.memory_id)
+            if old is not None and not replace:
                 raise StoreError(
                     f"{self.path}: memory {sl.memory_id!r} is already stored (pass replace=True)"
                 )
-            olds[sl.memory_id] = row
+            olds[sl.memory_id] = old
         for mid in delete:
-            row = c.execute(
-                "SELECT arrays_file, position FROM memories WHERE memory_id = ?", (mid,)
-            ).fetchone()
-            if row is None:
+            old = self._old(mid)
+            if old is None:
                 raise KeyError(f"{self.path}: no memory {mid!r}")
-            olds[mid] = row
+            olds[mid] = old
         ids = [sl.memory_id for sl in slices]
         if len(set(ids)) != len(ids):
             raise StoreError(
                 f"{self.path}: one commit names a memory twice ({sorted({m for m in ids if ids.count(m) > 1})[:3]})"
             )
-        written = [self._encode(sl) for sl in slices]  # CPU work under the GIL; nothing is written yet
-        files = [(enc.memory_id, name, enc.data) for name, enc in written]
-        live = {old[0] for old in olds.values() if old is not None}
+        redact = dict(redact or {})
+        # CPU work under the GIL; nothing is written yet
+        plans = [self._plan(sl, olds[sl.memory_id], replace, bool(redact.get(sl.memory_id))) for sl in slices]
+        files = [(pl.memory_id, pl.name, pl.data) for pl in plans if pl.name is not None]
+        live = {f for old in olds.values() if old is not None for f in old.files()}
         done: Future = Future()
-        if len(files) > 1:
+        if not files:
+            done.set_result(None)
+        elif len(files) > 1:
             done = self._writer().submit(self._write, files)
         else:  # one file (an engine's write): here, no hand-off
             try:
@@ -566,12 +670,99 @@ class Store:
             except StoreError as exc:
                 done.set_exception(exc)
             except BaseException:  # an interrupt: the file may exist, nothing names it
-                self._remove_new(written, live)
+                self._remove_new([name for _, name, _ in files], live)
                 raise
-        self._pending = PendingCommit(
-            self, written, olds, live, list(delete), list(log), dict(redact or {}), done
-        )
+        self._pending = PendingCommit(self, plans, olds, live, list(delete), list(log), redact, done)
         return self._pending
+
+    def _old(self, memory_id: str) -> _Old | None:
+        """Memory ``memory_id`` as the catalogue holds it (None: not stored)."""
+        row = self._conn.execute(
+            "SELECT arrays_file, position, sha256, format, n_msg, n_sem FROM memories WHERE memory_id = ?",
+            (memory_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        chain: tuple[tuple[str, str], ...] = ()
+        if self._deltas:
+            q = "SELECT file, sha256 FROM deltas WHERE memory_id = ? ORDER BY seq"
+            chain = tuple((f, d) for f, d in self._conn.execute(q, (memory_id,)).fetchall())
+        return _Old(row[0], int(row[1]), row[2], int(row[3]), int(row[4]), int(row[5]), chain)
+
+    def _plan(
+        self, unit: MemorySlice | EncodedSlice, old: _Old | None, replace: bool, redacted: bool
+    ) -> _Plan:
+        """What to write for ``unit``: a delta when ``_delta_plan`` gives one, else a base file (kept
+        in ``committed`` for the next commit when it replaces a memory: an engine's write)."""
+        mid, checked = unit.memory_id, False
+        if (
+            isinstance(unit, MemorySlice)
+            and old is not None
+            and old.format == FORMAT
+            and not redacted
+            and unit.n("msg") >= old.n_msg  # fewer messages or statements: a delete (a fresh base)
+            and unit.n("sem") >= old.n_sem
+        ):
+            entry = self.committed.get(mid)
+            if entry is not None and entry.head == old.head:
+                plan, checked = self._delta_plan(unit, old, entry)
+                if plan is not None:
+                    return plan
+        name, enc = self._encode(unit, checked=checked)
+        return _Plan(
+            mid,
+            "base",
+            old,
+            name=name,
+            unit=enc,
+            data=enc.data,
+            sha256=enc.sha256,
+            cache=replace and isinstance(unit, MemorySlice),
+        )
+
+    def _delta_plan(self, sl: MemorySlice, old: _Old, entry: Committed) -> tuple[_Plan | None, bool]:
+        """``sl`` as a delta on the version ``entry`` holds (the catalogue's: ``old``), or no file when
+        no column changed; None when it must be a base file: a slice that does not check (the base
+        path says why), a commit that forgets (``Change.forgets``: messages removed or changed,
+        statements removed; a fresh base, so that no file still named holds what was forgotten), a
+        chain of ``MAX_CHAIN`` deltas, or one whose bytes would pass ``COMPACT_SHARE`` of the base's.
+        Also whether ``sl`` passed ``check_slice``."""
+        mid = sl.memory_id
+        try:
+            if sl.cols["msg"]["x"].shape[-1] != self.dim:
+                return None, False
+            check_slice(sl, self.dim)
+        except (SliceFormatError, KeyError, IndexError, ValueError):
+            return None, False
+        try:
+            cols = entry.columns(mid)
+        except SliceFormatError:
+            self.committed.drop(mid)
+            return None, True
+        change = diff(cols, sl)
+        if change is None or change.forgets():
+            return None, True
+        new_ids = [str(i) for i in sl.cols["msg"]["id"][change.before["msg"] :].tolist()]
+        plan = _Plan(
+            mid,
+            "same",
+            old,
+            stats=catalogue_stats(sl),
+            counts=dict(change.after),
+            new_ids=new_ids,
+            change=change,
+            entry=entry,
+        )
+        if not change.starts:
+            return plan, True
+        if len(old.chain) >= MAX_CHAIN:
+            return None, True
+        data = encode_delta(change, entry.head)
+        if sum(entry.chain) + len(data) > COMPACT_SHARE * entry.base_size:
+            return None, True
+        plan.kind, plan.data, plan.sha256 = "delta", data, _sha256(data)
+        plan.name = f"{_key(mid)}-{plan.sha256[:12]}.delta"
+        return plan, True
 
     def _claim(self, p: PendingCommit, what: str) -> None:
         """Check that ``p`` is this store's pending commit, in this process, not yet finished or
@@ -603,21 +794,24 @@ class Store:
             with c:
                 pos = (
                     c.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM memories").fetchone()[0]
-                    if p.written
+                    if any(pl.old is None for pl in p.plans)
                     else 0
                 )
                 for mid in p.delete:
+                    c.execute("DELETE FROM deltas WHERE memory_id = ?", (mid,))
                     c.execute("DELETE FROM memories WHERE memory_id = ?", (mid,))
                     c.execute("DELETE FROM oplog WHERE memory_id = ?", (mid,))
                 self._delete_scoped_rows(p)
                 for mid, gone in p.redact.items():
                     self._redact(mid, set(gone))
-                for name, enc in p.written:
-                    old = p.olds[enc.memory_id]
-                    if old is not None:
-                        c.execute("DELETE FROM memories WHERE memory_id = ?", (enc.memory_id,))
-                    self._insert(enc, old[1] if old is not None else pos, name)
-                    pos += old is None
+                for pl in p.plans:
+                    if pl.old is None or pl.old.format < 3:  # new, or an old format's rows in the text tables
+                        if pl.old is not None:
+                            c.execute("DELETE FROM memories WHERE memory_id = ?", (pl.memory_id,))
+                        self._insert(pl.unit, pos if pl.old is None else pl.old.position, pl.name)
+                        pos += pl.old is None
+                    else:
+                        self._update(pl)
                 gone = set(p.delete)  # a deleted memory's entries keep a keyed digest of its id, not the id
                 key = (
                     self._audit_key(create=True) if gone and any(mid in gone for mid, _, _ in p.log) else None
@@ -635,6 +829,8 @@ class Store:
             self._remove_new(
                 p.written, p.live
             )  # the commit did not happen (or did: what the catalogue names stays)
+            for pl in p.plans:  # what this store remembers of them may no longer be the catalogue's
+                self.committed.drop(pl.memory_id)
             if self._committed(p):  # an interrupt raised as COMMIT returned: the commit happened
                 p.state = "finished"
                 self._remove_replaced(p)
@@ -645,15 +841,75 @@ class Store:
             raise
         finally:
             self._pending = None
+        self._remember(p)
         self._remove_replaced(p)
 
-    def _has_scoped_rows(self) -> bool:
-        return (
-            self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (SCOPED_ROWS,)
-            ).fetchone()
-            is not None
+    def _update(self, pl: _Plan) -> None:
+        """Within a commit's transaction: a stored memory's catalogue rows after ``pl``. A base file
+        replaces the chain; a delta joins it; either way the message-id index changes by the ids
+        that came or went (``_sync_message_ids``), not as a whole."""
+        c, mid = self._conn, pl.memory_id
+        sets = ", ".join(f"{k} = ?" for k in _COUNT_COLUMNS)
+        if pl.kind == "base":
+            enc = pl.unit
+            c.execute("DELETE FROM deltas WHERE memory_id = ?", (mid,))
+            c.execute(
+                f"UPDATE memories SET arrays_file = ?, sha256 = ?, stats = ?, format = {FORMAT}, {sets} "
+                "WHERE memory_id = ?",
+                (pl.name, enc.sha256, json.dumps(enc.stats), *(enc.counts[lv] for lv in LEVELS), mid),
+            )
+            self._sync_message_ids(mid, enc.message_ids)
+            return
+        if pl.kind == "delta":
+            seq = c.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM deltas WHERE memory_id = ?", (mid,)
+            ).fetchone()[0]
+            c.execute(
+                "INSERT INTO deltas (memory_id, seq, file, sha256, size) VALUES (?, ?, ?, ?, ?)",
+                (mid, seq, pl.name, pl.sha256, len(pl.data)),
+            )
+        c.execute(
+            f"UPDATE memories SET stats = ?, {sets} WHERE memory_id = ?",
+            (json.dumps(pl.stats), *(pl.counts[lv] for lv in LEVELS), mid),
         )
+        c.executemany("INSERT INTO message_ids VALUES (?, ?)", [(mid, i) for i in pl.new_ids])
+
+    def _sync_message_ids(self, memory_id: str, ids: list[str]) -> None:
+        """The message-id index of ``memory_id`` made ``ids``: the ids that went deleted, the new ones
+        inserted (all of them again only where an id repeats)."""
+        c = self._conn
+        old = [r[0] for r in c.execute("SELECT id FROM message_ids WHERE memory_id = ?", (memory_id,))]
+        olds, news = set(old), set(ids)
+        if len(olds) == len(old) and len(news) == len(ids):
+            gone = [(memory_id, i) for i in old if i not in news]
+            new = [(memory_id, i) for i in ids if i not in olds]
+            c.executemany("DELETE FROM message_ids WHERE memory_id = ? AND id = ?", gone)
+        else:
+            c.execute("DELETE FROM message_ids WHERE memory_id = ?", (memory_id,))
+            new = [(memory_id, i) for i in ids]
+        c.executemany("INSERT INTO message_ids VALUES (?, ?)", new)
+
+    def _remember(self, p: PendingCommit) -> None:
+        """After commit ``p``: the versions it wrote, for the next commit's deltas (a delta updates the
+        version it was made from; a base replacing a memory is kept as its bytes)."""
+        for pl in p.plans:
+            mid = pl.memory_id
+            if pl.kind == "delta":
+                if self.committed.get(mid) is pl.entry and pl.entry.head == pl.old.head:
+                    pl.entry.apply(pl.change, pl.sha256, len(pl.data))
+                    self.committed.put(mid, pl.entry)  # its size changed
+                else:
+                    self.committed.drop(mid)
+            elif pl.kind == "base":
+                if pl.cache:
+                    self.committed.put(mid, Committed.of_files(pl.data, pl.sha256, []))
+                else:
+                    self.committed.drop(mid)
+        for mid in p.delete:
+            self.committed.drop(mid)
+
+    def _has_scoped_rows(self) -> bool:
+        return self._has_table(SCOPED_ROWS)
 
     def _delete_scoped_rows(self, p: PendingCommit) -> None:
         """Within commit ``p``'s transaction: the ``SCOPED_ROWS`` of the memories it deletes, all of
@@ -682,12 +938,21 @@ class Store:
         """Whether the catalogue holds commit ``p`` (its memories with its new files, its deletions gone)."""
         try:
             c = self._conn
-            mine = all(
-                c.execute(
-                    "SELECT 1 FROM memories WHERE memory_id = ? AND arrays_file = ?", (enc.memory_id, name)
-                ).fetchone()
-                for name, enc in p.written
-            )
+
+            def holds(pl: _Plan) -> bool:
+                if pl.kind == "delta":
+                    q = "SELECT 1 FROM deltas WHERE memory_id = ? AND file = ?"
+                    return c.execute(q, (pl.memory_id, pl.name)).fetchone() is not None
+                q = "SELECT 1 FROM memories WHERE memory_id = ? AND arrays_file = ?"
+                if c.execute(q, (pl.memory_id, pl.name)).fetchone() is None:
+                    return False
+                return not (
+                    pl.old is not None
+                    and pl.old.chain
+                    and c.execute("SELECT 1 FROM deltas WHERE memory_id = ?", (pl.memory_id,)).fetchone()
+                )
+
+            mine = all(holds(pl) for pl in p.plans if pl.name is not None)
             gone = not any(
                 c.execute("SELECT 1 FROM memories WHERE memory_id = ?", (mid,)).fetchone() for mid in p.delete
             )
@@ -696,11 +961,16 @@ class Store:
         return mine and gone and bool(p.written or p.delete)
 
     def _remove_replaced(self, p: PendingCommit) -> None:
-        """After commit ``p``: the files of the memories it replaced or deleted (but a file it kept)."""
-        new_names = {name for name, _ in p.written}
-        for old in p.olds.values():
-            if old is not None and old[0] not in new_names:
-                (self.path / "arrays" / old[0]).unlink(missing_ok=True)
+        """After commit ``p``: the files of the memories it deleted or gave a new base (their old base
+        and deltas, but a file it kept); a delta leaves the chain's files where they are."""
+        new = set(p.written)
+        kinds = {pl.memory_id: pl.kind for pl in p.plans}
+        for mid, old in p.olds.items():
+            if old is None or kinds.get(mid, "base") != "base":
+                continue
+            for name in old.files():
+                if name not in new:
+                    (self.path / "arrays" / name).unlink(missing_ok=True)
 
     def _abandon(self, p: PendingCommit) -> None:
         """``PendingCommit.abandon``: wait for the files and remove them; the store is as before. A
@@ -774,9 +1044,11 @@ class Store:
                 f"{self.path}: a commit is pending (finish or abandon it before collecting garbage)"
             )
         named = {r[0] for r in self._conn.execute("SELECT arrays_file FROM memories")}
+        if self._deltas:
+            named.update(r[0] for r in self._conn.execute("SELECT file FROM deltas"))
         gone = []
         for f in (self.path / "arrays").iterdir():
-            if f.name not in named and (f.suffix in (".slice", ".npz", ".tmp")):
+            if f.name not in named and (f.suffix in (".slice", ".delta", ".npz", ".tmp")):
                 f.unlink(missing_ok=True)
                 gone.append(f.name)
         return gone
@@ -883,22 +1155,35 @@ class Store:
         return int(row[0]) if row is not None else SCHEMA_VERSION
 
     # -- reading -------------------------------------------------------------------------------
-    def _file(self, memory_id: str) -> tuple[Path, str, str, str, int, dict[str, int] | None]:
-        """One catalogue read: the memory's file path, sha256, stats JSON, where (for errors), format
-        and rows per level (None for a memory in an old format)."""
-        if not self.legacy:
+    def _file(
+        self, memory_id: str
+    ) -> tuple[Path, str, str, str, int, dict[str, int] | None, list[tuple[Path, str]]]:
+        """One catalogue read (one statement: one version): the memory's base file path, sha256,
+        stats JSON, where (for errors), format, rows per level (None for a memory in an old format)
+        and its deltas' paths and sha256, oldest first."""
+        chained = not self.legacy
+        if chained:
             self._fresh_counts()
-        extra = "" if self.legacy else ", format, " + ", ".join(self._counts)
-        row = self._conn.execute(
-            f"SELECT arrays_file, sha256, stats{extra} FROM memories WHERE memory_id = ?", (memory_id,)
-        ).fetchone()
-        if row is None:
+            self._fresh_deltas()
+            chained = self._deltas
+        extra = "" if self.legacy else ", m.format, " + ", ".join(f"m.{c}" for c in self._counts)
+        rows = self._conn.execute(
+            f"SELECT m.arrays_file, m.sha256, m.stats{extra}, d.file, d.sha256 FROM memories m "
+            "LEFT JOIN deltas d ON d.memory_id = m.memory_id WHERE m.memory_id = ? ORDER BY d.seq"
+            if chained
+            else f"SELECT m.arrays_file, m.sha256, m.stats{extra} FROM memories m WHERE m.memory_id = ?",
+            (memory_id,),
+        ).fetchall()
+        if not rows:
             raise KeyError(f"{self.path}: no memory {memory_id!r}")
-        fname, digest, stats = row[:3]
-        fmt = self.schema_version if self.legacy else int(row[3])
-        counts = self._level_counts(row[4:]) if fmt >= 3 else None
+        fname, digest, stats = rows[0][:3]
+        fmt = self.schema_version if self.legacy else int(rows[0][3])
+        counts = self._level_counts(rows[0][4 : 4 + len(self._counts)]) if fmt >= 3 else None
         where = f"{self.path}: memory {memory_id}"
-        return self._arrays_path(fname, where), digest, stats, where, fmt, counts
+        chain = (
+            [(self._arrays_path(r[-2], where), r[-1]) for r in rows if r[-2] is not None] if chained else []
+        )
+        return self._arrays_path(fname, where), digest, stats, where, fmt, counts, chain
 
     def _read_verified(self, path: Path, digest: str, where: str) -> bytes:
         try:
@@ -912,9 +1197,12 @@ class Store:
         return data
 
     def get_slice(self, memory_id: str) -> MemorySlice:
-        """One memory's columns (local rows), verified: checksum, columns, shapes, references."""
-        path, digest, stats_json, where, fmt, counts = self._file(memory_id)
+        """One memory's columns (local rows), verified: checksum of its base file and of each delta,
+        the deltas' chain, columns, shapes, references. The version read is kept (``committed``) for
+        the next commit's delta."""
+        path, digest, stats_json, where, fmt, counts, chain = self._file(memory_id)
         data = self._read_verified(path, digest, where)
+        deltas = [(self._read_verified(p, sha, where), sha) for p, sha in chain]
         try:
             stats = json.loads(stats_json)
         except ValueError as exc:
@@ -926,6 +1214,15 @@ class Store:
                 )
                 sl = slice_from_memory(mem)
                 check_slice(sl, self.dim)
+            elif deltas:
+                if fmt != FORMAT:
+                    raise SliceFormatError(f"memory {memory_id}: deltas on a file of format {fmt}")
+                w = f"memory {memory_id}"
+                arrays = apply_chain(
+                    unpack_arrays(data, w), [(unpack_arrays(d, w), sha) for d, sha in deltas], digest, w
+                )
+                sl = slice_from_arrays(memory_id, arrays, stats, fmt)
+                check_slice(sl, self.dim, counts)
             else:
                 sl = slice_from_bytes(memory_id, data, stats, fmt)
                 check_slice(sl, self.dim, counts)
@@ -933,6 +1230,8 @@ class Store:
             raise StoreError(str(exc)) from None
         except ValueError as exc:  # SliceFormatError, or provenance naming a unit that is not there
             raise StoreError(f"{self.path}: {exc}") from None
+        if fmt == FORMAT:
+            self.committed.put(memory_id, Committed.of_files(data, digest, deltas))
         return sl
 
     def get(self, memory_id: str) -> Memory:

@@ -1,0 +1,377 @@
+"""Delta files: a commit that appends writes what changed; every version loads bit for bit as a base
+file of the same columns would; deletes leave no named file holding what was forgotten; a crash, a
+damaged delta and an old store behave as with base files alone."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.datasets.synthetic import generate_long_chats
+from xmemory_gpu.embed.hashing import HashingEmbedder
+from xmemory_gpu.engine import MemoryEngine
+from xmemory_gpu.memory import store as store_mod
+from xmemory_gpu.memory.bank import LEVELS, MemorySlice
+from xmemory_gpu.memory.deltas import Change, CommittedCache, apply_chain, first_change
+from xmemory_gpu.memory.store import DB_NAME, Store, StoreError
+
+EMB = HashingEmbedder(64)
+TOKEN = "Zorblatt"  # in one message only: deleting it must leave no named file holding it
+
+
+def _turns(n: int, seed: int = 3) -> list[dict]:
+    conv = generate_long_chats(1, seed=seed, target_tokens=60_000)[0]["conversation"]
+    keys = sorted(
+        (k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
+        key=lambda s: int(s[8:]),
+    )
+    turns = [
+        {"role": "user" if t["speaker"] == conv["speaker_a"] else "assistant", "content": t["text"]}
+        for k in keys
+        for t in conv[k]
+    ]
+    return [  # ids and times given: two engines fed these hold the same columns
+        {**t, "id": f"m{i}", "timestamp": 1_700_000_000 + 60 * i} for i, t in enumerate(turns[:n])
+    ]
+
+
+def _copy(sl: MemorySlice) -> MemorySlice:
+    cols = {lv: {k: np.array(v, copy=True) for k, v in sl.cols[lv].items()} for lv in LEVELS}
+    return MemorySlice(sl.memory_id, cols, dict(sl.stats), sl.engine)
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory) -> list[MemorySlice]:
+    """The slices an engine commits for one memory over 24 two-turn adds (copies, in order)."""
+    got: list[MemorySlice] = []
+    real = Store.commit
+
+    def record(self, units, **kw):
+        got.extend(_copy(u) for u in units)
+        return real(self, units, **kw)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Store, "commit", record)
+    try:
+        with MemoryEngine.open(tmp_path_factory.mktemp("v") / "s", embedder=EMB) as eng:
+            turns = _turns(48)
+            for i in range(0, len(turns), 2):
+                eng.add(turns[i : i + 2], user_id="u")
+    finally:
+        mp.undo()
+    assert len(got) == 24 and got[-1].n("msg") == 48
+    return got
+
+
+def _same(a: MemorySlice, b: MemorySlice) -> None:
+    """Columns equal bit for bit (dtype, shape, bytes; texts as strings)."""
+    for lv in LEVELS:
+        assert a.cols[lv].keys() == b.cols[lv].keys(), lv
+        for k, x in a.cols[lv].items():
+            y = b.cols[lv][k]
+            assert x.dtype == y.dtype and x.shape == y.shape, (lv, k)
+            if x.dtype.kind == "O":
+                assert x.tolist() == y.tolist(), (lv, k)
+            else:
+                assert np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes(), (lv, k)
+
+
+def _store(path: Path) -> Store:
+    return Store.create(path, dim=EMB.dim, embedder="hashing-64", config={})
+
+
+def _chain(st: Store, mid: str) -> list[str]:
+    return [
+        r[0] for r in st._conn.execute("SELECT file FROM deltas WHERE memory_id = ? ORDER BY seq", (mid,))
+    ]
+
+
+def _full(tmp_path: Path, sl: MemorySlice) -> MemorySlice:
+    """``sl`` written as one base file into a store of its own, read back."""
+    root = tmp_path / f"full-{sl.n('msg')}"
+    st = _store(root)
+    st.put(sl)
+    out = Store.open(root).get_slice(sl.memory_id)
+    st.close()
+    return out
+
+
+def test_appends_are_deltas_and_every_version_loads_as_its_base_file_would(tmp_path, versions):
+    st = _store(tmp_path / "s")
+    mid = versions[0].memory_id
+    deltas = 0
+    for i, sl in enumerate(versions):
+        st.commit([sl], replace=True)
+        deltas += st.versions([mid])[mid].endswith(".delta")
+        if i % 5 == 4 or i == len(versions) - 1:
+            fresh = Store.open(tmp_path / "s")  # nothing remembered: base and deltas read from disk
+            got = fresh.get_slice(mid)
+            full = _full(tmp_path, sl)
+            _same(got, sl)
+            _same(got, full)
+            assert got.stats == full.stats
+            fresh.close()
+    assert deltas >= len(versions) // 2  # most appends wrote a delta
+    names = {p.name for p in (tmp_path / "s" / "arrays").iterdir()}
+    assert names == {st.versions([mid])[mid]} | set(_chain(st, mid)) | {
+        st._conn.execute("SELECT arrays_file FROM memories").fetchone()[0]
+    }  # replaced files are gone
+    assert sorted(r[0] for r in st._conn.execute("SELECT id FROM message_ids")) == sorted(
+        versions[-1].cols["msg"]["id"].tolist()
+    )
+    st.close()
+
+
+def test_a_delta_writes_what_changed_and_keeps_the_index_rows(tmp_path, versions):
+    st = _store(tmp_path / "s")
+    for sl in versions[:10]:
+        st.commit([sl], replace=True)
+    mid = versions[0].memory_id
+    rows = dict(st._conn.execute("SELECT id, rowid FROM message_ids").fetchall())
+    base = (tmp_path / "s" / "arrays" / st._old(mid).file).stat().st_size
+    st.commit([versions[10]], replace=True)
+    head = st.versions([mid])[mid]
+    assert head.endswith(".delta") and (tmp_path / "s" / "arrays" / head).stat().st_size < base / 2
+    after = dict(st._conn.execute("SELECT id, rowid FROM message_ids").fetchall())
+    assert {k: after[k] for k in rows} == rows  # old ids kept their rows: no delete-all + insert-all
+    assert set(after) - set(rows) == set(versions[10].cols["msg"]["id"].tolist()[versions[9].n("msg") :])
+    st.commit([versions[10]], replace=True)  # nothing changed: no file
+    assert st.versions([mid])[mid] == head
+    st.close()
+
+
+def test_a_reopened_store_continues_the_chain(tmp_path, versions, monkeypatch):
+    monkeypatch.setattr(store_mod, "COMPACT_SHARE", 100.0)
+    st = _store(tmp_path / "s")
+    for sl in versions[:8]:
+        st.commit([sl], replace=True)
+    st.close()
+    st = Store.open(tmp_path / "s")
+    mid = versions[0].memory_id
+    before = _chain(st, mid)
+    st.load_bank()  # the version read is remembered: the next append is a delta on it
+    st.commit([versions[8]], replace=True)
+    assert len(before) >= 2 and _chain(st, mid) == before + [st.versions([mid])[mid]]
+    for sl in versions[9:]:
+        st.commit([sl], replace=True)
+    st.close()
+    _same(Store.open(tmp_path / "s").get_slice(mid), versions[-1])
+
+
+def test_the_chain_is_compacted(tmp_path, versions, monkeypatch):
+    monkeypatch.setattr(store_mod, "MAX_CHAIN", 3)
+    st = _store(tmp_path / "s")
+    mid = versions[0].memory_id
+    lengths = []
+    for sl in versions:
+        st.commit([sl], replace=True)
+        lengths.append(len(_chain(st, mid)))
+    assert max(lengths) == 3 and lengths.count(0) >= 3  # a fresh base after three deltas
+    _same(Store.open(tmp_path / "s").get_slice(mid), versions[-1])
+    monkeypatch.setattr(store_mod, "COMPACT_SHARE", 0.0)  # no delta is small enough: bases only
+    st.commit([versions[0]], replace=True)
+    for sl in versions[1:6]:
+        st.commit([sl], replace=True)
+        assert _chain(st, mid) == []
+    st.close()
+
+
+def _grep(root: Path, text: str) -> list[str]:
+    return [p.name for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize("how", ["delete", "update"])
+def test_a_delete_leaves_no_named_file_holding_the_text(tmp_path, how):
+    root = tmp_path / "s"
+    turns = _turns(42)
+    with MemoryEngine.open(root, embedder=EMB) as eng:
+        for i in range(0, 20, 2):
+            eng.add(turns[i : i + 2], user_id="u")
+        eng.add(
+            [{"id": "secret", "role": "user", "content": f"My neighbour {TOKEN} keeps bees."}], user_id="u"
+        )
+        for i in range(20, 40, 2):
+            eng.add(turns[i : i + 2], user_id="u")
+        st = eng.store
+        assert st._conn.execute("SELECT COUNT(*) FROM deltas").fetchone()[0] > 0
+        assert _grep(root / "arrays", TOKEN)
+        if how == "delete":
+            eng.delete("secret", user_id="u")
+        else:
+            eng.update("secret", "My neighbour keeps bees.", user_id="u")
+        assert st._conn.execute("SELECT COUNT(*) FROM deltas").fetchone()[0] == 0  # a fresh base
+        named = {r[0] for r in st._conn.execute("SELECT arrays_file FROM memories")}
+        assert {p.name for p in (root / "arrays").iterdir()} == named  # the old base and deltas went
+        assert _grep(root, TOKEN) == []
+        eng.add(turns[40:42], user_id="u")  # growth goes on in deltas
+        assert st._conn.execute("SELECT COUNT(*) FROM deltas").fetchone()[0] == 1
+    assert _grep(root, TOKEN) == []
+
+
+@pytest.mark.parametrize("crash", ["transaction", "process"])
+def test_a_crash_between_the_files_and_the_transaction_leaves_the_version_before(
+    tmp_path, versions, monkeypatch, crash
+):
+    st = _store(tmp_path / "s")
+    mid = versions[0].memory_id
+    for sl in versions[:6]:
+        st.commit([sl], replace=True)
+    before = set((tmp_path / "s" / "arrays").iterdir())
+
+    def boom(self, plan):
+        raise RuntimeError("crash")
+
+    monkeypatch.setattr(Store, "_update", boom)
+    if crash == "process":  # the process dies: nothing removes the new file
+        monkeypatch.setattr(Store, "_remove_new", lambda self, names, live: None)
+    with pytest.raises(RuntimeError, match="crash"):
+        st.commit([versions[6]], replace=True)
+    monkeypatch.undo()
+    fresh = Store.open(tmp_path / "s")
+    _same(fresh.get_slice(mid), versions[5])
+    orphans = set((tmp_path / "s" / "arrays").iterdir()) - before
+    assert len(orphans) == (crash == "process")
+    assert fresh.collect_garbage() == [p.name for p in orphans]
+    st.commit([versions[6]], replace=True)  # the same store goes on (what it remembered was dropped)
+    st.commit([versions[7]], replace=True)
+    _same(Store.open(tmp_path / "s").get_slice(mid), versions[7])
+    st.close()
+
+
+def _two_memories(tmp_path: Path, versions: list[MemorySlice]) -> tuple[Store, str, str]:
+    st = _store(tmp_path / "s")
+    other = MemorySlice("other", versions[3].cols, dict(versions[3].stats), versions[3].engine)
+    st.commit([other])
+    for sl in versions[:8]:
+        st.commit([sl], replace=True)
+    return st, versions[0].memory_id, "other"
+
+
+@pytest.mark.parametrize("damage", ["flip", "missing", "order"])
+def test_a_damaged_delta_quarantines_its_memory(tmp_path, versions, damage, monkeypatch):
+    monkeypatch.setattr(store_mod, "COMPACT_SHARE", 100.0)  # a long chain, however small the memory
+    st, mid, other = _two_memories(tmp_path, versions)
+    chain = _chain(st, mid)
+    assert len(chain) >= 2
+    f = tmp_path / "s" / "arrays" / chain[0]
+    if damage == "flip":
+        data = bytearray(f.read_bytes())
+        data[-3] ^= 1
+        f.write_bytes(bytes(data))
+        why = "checksum"
+    elif damage == "missing":
+        f.unlink()
+        why = "missing"
+    else:
+        with st._conn as c:
+            c.execute("UPDATE deltas SET seq = -seq WHERE memory_id = ?", (mid,))
+        why = "does not follow"
+    fresh = Store.open(tmp_path / "s")
+    bank = fresh.load_bank(quarantine=True)
+    assert list(bank.memory_ids) == [other] and why in fresh.quarantined[mid]
+    with pytest.raises(StoreError, match=why):
+        fresh.get_slice(mid)
+    assert why in fresh.check(mid)
+    st.close()
+
+
+def test_a_schema_4_store_is_read_and_upgraded_by_its_first_commit(tmp_path, versions):
+    st = _store(tmp_path / "s")
+    mid = versions[0].memory_id
+    st.put(versions[4])
+    st.close()
+    conn = sqlite3.connect(tmp_path / "s" / DB_NAME)
+    with conn:  # as schema 4 wrote it: no deltas table
+        conn.execute("DROP TABLE deltas")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.close()
+    old = Store.open(tmp_path / "s")
+    assert old.schema_version == 4 and old.versions() == {mid: old._old(mid).file}
+    _same(old.get_slice(mid), versions[4])
+    writer = Store.open(tmp_path / "s")
+    writer.get_slice(mid)
+    writer.commit([versions[5]], replace=True)  # upgrades, then a delta on the version it read
+    assert writer.schema_version == store_mod.SCHEMA_VERSION and _chain(writer, mid)
+    _same(old.get_slice(mid), versions[5])  # the reader follows the upgrade and the delta
+    assert old.versions()[mid] == _chain(writer, mid)[-1]
+    writer.close()
+    old.close()
+
+
+def test_first_change_compares_bytes():
+    a = np.array([0.0, 1.0, np.nan], np.float32)
+    assert first_change(a, a.copy()) is None  # NaN equals itself
+    assert first_change(a, np.array([-0.0, 1.0, np.nan], np.float32)) == 0  # -0.0 is not 0.0
+    assert first_change(a, np.concatenate([a, a])) == 3
+    assert first_change(a, a[:2]) == 2
+    assert first_change(a, a.astype(np.float64)) == 0
+    big = np.zeros((50_000, 3), np.int32)
+    other = big.copy()
+    other[40_000, 2] = 1
+    assert first_change(big, other) == 40_000
+    t = np.array(["a", "b", "c"], dtype=object)
+    assert first_change(t, np.array(["a", "b", "x", "d"], dtype=object)) == 2
+
+
+def test_a_delta_that_does_not_fit_is_refused():
+    from xmemory_gpu.memory.codec import SliceFormatError
+
+    base = {"msg.session": np.arange(3, dtype=np.int64)}
+    d = {"follows": np.zeros(32, np.uint8), "msg.session@5": np.arange(2, dtype=np.int64)}
+    with pytest.raises(SliceFormatError, match="starts at row 5 of 3"):
+        apply_chain(base, [(d, "11")], "00" * 32, "memory m")
+    d = {"follows": np.zeros(32, np.uint8), "msg.nope@0": np.arange(2, dtype=np.int64)}
+    with pytest.raises(SliceFormatError, match="not a column of a delta"):
+        apply_chain(base, [(d, "11")], "00" * 32, "memory m")
+    d = {"follows": np.zeros(32, np.uint8), "msg.session@1": np.arange(2, dtype=np.int32)}
+    with pytest.raises(SliceFormatError, match="do not fit"):
+        apply_chain(base, [(d, "11")], "00" * 32, "memory m")
+    d = {"follows": np.zeros(32, np.uint8), "msg.session@1": np.arange(2, dtype=np.int64)}
+    got = apply_chain(base, [(d, "11")], "00" * 32, "memory m")
+    assert got["msg.session"].tolist() == [0, 0, 1]
+
+
+def test_the_cache_is_bounded():
+    from xmemory_gpu.memory.deltas import Committed
+
+    cache = CommittedCache(100)
+    for i in range(5):
+        cache.put(str(i), Committed.of_files(b"x" * 30, "s", []))
+    assert [k for k in "01234" if cache.get(k)] == ["2", "3", "4"]
+    cache.put("big", Committed.of_files(b"x" * 101, "s", []))
+    assert cache.get("big") is None
+    assert isinstance(Change({}, {}, {lv: 0 for lv in LEVELS}, {lv: 0 for lv in LEVELS}).forgets(), bool)
+
+
+def _results(eng: MemoryEngine) -> list:
+    out = []
+    for q in ("Which trip am I planning?", "What did we discuss about the budget?", "What is my job?"):
+        for s in ("xmemory", "naive-rag"):
+            r = eng.search(q, user_id="u", strategy=s, budget_tokens=400)[0]
+            out.append((r.context, [(u.id, u.text, round(u.score, 6)) for u in r.units]))
+    return out
+
+
+def test_an_engine_on_deltas_answers_as_one_that_never_wrote_a_delta(tmp_path, monkeypatch):
+    turns = _turns(60)
+    with MemoryEngine.open(tmp_path / "d", embedder=EMB) as eng:
+        for i in range(0, len(turns), 2):
+            eng.add(turns[i : i + 2], user_id="u")
+        assert eng.store._conn.execute("SELECT COUNT(*) FROM deltas").fetchone()[0] > 0
+        live = _results(eng)
+    monkeypatch.setattr(store_mod, "MAX_CHAIN", 0)  # every commit a base file
+    with MemoryEngine.open(tmp_path / "b", embedder=EMB) as eng:
+        for i in range(0, len(turns), 2):
+            eng.add(turns[i : i + 2], user_id="u")
+        assert eng.store._conn.execute("SELECT COUNT(*) FROM deltas").fetchone()[0] == 0
+        want = _results(eng)
+    monkeypatch.undo()
+    assert live == want
+    with MemoryEngine.open(tmp_path / "d", embedder=EMB) as eng:  # reopened: read from base + deltas
+        assert _results(eng) == want
+        a = eng.store.get_slice(eng.store.memory_ids()[0])
+    with MemoryEngine.open(tmp_path / "b", embedder=EMB) as eng:
+        _same(a, eng.store.get_slice(eng.store.memory_ids()[0]))
