@@ -60,3 +60,27 @@ def test_a_write_compacts_once_the_waste_outgrows_the_live_rows(tmp_path, monkey
         assert len([u for u in units if u["type"] == "message"]) == 60
     with MemoryEngine.open(tmp_path / "s", embedder="hashing:64") as again:
         assert again.get_all(user_id="ana") == units
+
+
+def test_compaction_is_amortised_not_every_write(tmp_path, monkeypatch):
+    monkeypatch.setattr(paging, "COMPACT_MIN_ROWS", 0)
+    count = []
+    real = paging.Paging._compact
+    monkeypatch.setattr(paging.Paging, "_compact", lambda self: count.append(1) or real(self))
+    with MemoryEngine.open(tmp_path / "s", embedder="hashing:64") as eng:
+        for m in _chat(120, "ana"):
+            eng.add([m], user_id="ana")
+    assert 0 < len(count) <= 20  # a compaction per few moves of the memory, not one per add
+
+
+def test_a_read_only_follower_compacts_on_refresh(tmp_path, monkeypatch):
+    monkeypatch.setattr(paging, "COMPACT_MIN_ROWS", 0)
+    with MemoryEngine.open(tmp_path / "s", embedder="hashing:64") as eng:
+        eng.add(_chat(2, "ana"), user_id="ana")
+        with MemoryEngine.open(tmp_path / "s", embedder="hashing:64", read_only=True) as ro:
+            for i in range(0, 80, 2):
+                eng.add(_chat(80, "ana")[i : i + 2], user_id="ana")
+                ro.refresh()
+            holes, live = ro.bank.wasted_rows()
+            assert holes <= paging.COMPACT_WASTE * live
+            assert ro.get_all(user_id="ana") == eng.get_all(user_id="ana")

@@ -292,6 +292,7 @@ class MemoryEngine(Paging, Writes, Reads, Scopes):
                     self.bank.put_slice(sl)
                     self._note_resident(sl)
                 self._drop(set(gone) | (set(quarantined) & set(self.bank.index)))
+                self._maybe_compact()
                 self.quarantined = quarantined
                 self._loaded = now
                 self.__dict__.pop("_scope_idx", None)  # the scopes' index (Reads.scope_keys)

@@ -38,28 +38,31 @@ class Paging:
             self._residency.forget(keys)
 
     def compact(self) -> int:
-        """Reclaim the bank's holes and slack now (a memory that outgrew its rows left them behind):
-        the bank becomes a compact copy, readers wait for the swap. Returns the rows reclaimed. A
-        write calls it itself once the wasted rows outnumber the live ones (``COMPACT_WASTE``)."""
+        """Reclaim the bank's holes now (the rows a memory that outgrew its segment left behind) and
+        its slack: the bank becomes a compact copy; a write in progress finishes first, readers wait
+        for the swap. Returns the hole rows reclaimed. A write (and ``refresh``) calls it itself
+        once the holes outnumber the live rows (``COMPACT_WASTE``)."""
         self._check_open()
-        with self._res_lock, self._rw.write():
+        with self._writer, self._res_lock, self._rw.write():
             return self._compact()
 
     def _compact(self) -> int:
-        """``compact``'s swap (caller holds the rw write lock)."""
-        wasted, _ = self.bank.wasted_rows()
-        if wasted:
+        """``compact``'s swap (caller holds the writer and the rw write lock)."""
+        holes, _ = self.bank.wasted_rows()
+        if holes or not all(level.seg.is_compact for level in self.bank.levels.values()):
             old, self.bank = self.bank, self.bank.compact()
             old.release()
             self.retriever.bank = self.bank
-        return wasted
+        return holes
 
     def _maybe_compact(self) -> None:
-        """Compact when the bank's wasted rows outnumber its live rows ``COMPACT_WASTE`` times and
-        ``COMPACT_MIN_ROWS`` (caller holds the rw write lock): amortised, each compaction follows
-        at least as many rows written since the last."""
-        wasted, live = self.bank.wasted_rows()
-        if wasted > max(COMPACT_MIN_ROWS, COMPACT_WASTE * live):
+        """Compact when the bank's holes outnumber its live rows ``COMPACT_WASTE`` times and
+        ``COMPACT_MIN_ROWS`` (caller holds the writer and the rw write lock). Amortised: a hole is
+        what a memory leaves when it moves, each move grows its room by a quarter, so holes pass the
+        live rows only after the moved memories have grown by a share of their size since the last
+        compaction."""
+        holes, live = self.bank.wasted_rows()
+        if holes > max(COMPACT_MIN_ROWS, COMPACT_WASTE * live):
             self._compact()
 
     def _evict(self) -> None:

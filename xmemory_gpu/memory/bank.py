@@ -440,12 +440,14 @@ class Bank:
         return Bank.from_slices([self.slice(b) for b in keep], self.dim)
 
     def wasted_rows(self) -> tuple[int, int]:
-        """(arena rows holding no memory's row: holes and slack, live rows), over every level. A
-        memory that outgrows its segment moves and leaves a hole, so a growing memory's arena can
-        hold several times its rows until ``compact``."""
+        """(hole rows: arena rows no memory reserves, live rows), over every level. A memory that
+        outgrows its segment moves and leaves a hole, so a growing memory's arena can hold several
+        times its rows until ``compact``. A memory's spare room (its slack) is not counted: it is
+        where the memory grows next."""
         used = sum(level.seg.size for level in self.levels.values())
+        reserved = sum(int(level.seg.capacity.sum()) for level in self.levels.values())
         live = sum(int(level.seg.lengths.sum()) for level in self.levels.values())
-        return used - live, live
+        return used - reserved, live
 
     def compact(self) -> Bank:
         """A compact copy (plain CSR segments in memory order, no slack or holes)."""
