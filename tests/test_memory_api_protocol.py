@@ -415,3 +415,29 @@ def test_every_server_frames_bodies_and_checks_keys_alike(server):
     for headers, detail in (({}, auth.MISSING), ({"Authorization": "Bearer wrong"}, auth.INVALID)):
         status, body, hdrs = _call(app, "GET", path, headers, query="user_id=alice")
         assert (status, body["detail"], hdrs["www-authenticate"]) == (401, detail, "Bearer")
+
+
+def test_a_search_item_with_query_and_queries_is_refused_by_the_engine(tmp_path):
+    from xmemory_gpu.engine import MemoryEngine
+
+    with MemoryEngine.open(tmp_path / "s", embedder="hashing:64") as eng:
+        eng.add("I live in Lisbon.", user_id="u")
+        with pytest.raises(ValueError, match="exactly one of query and queries"):
+            eng.search_batch([{"query": "a", "queries": ["b"], "user_id": "u"}])
+        with pytest.raises(ValueError, match="queries: expected a list"):
+            eng.search_batch([{"queries": "where", "user_id": "u"}])
+
+
+def test_framing_refuses_a_non_ascii_length():
+    from xmemory_gpu.service.framing import refusal
+
+    assert refusal("POST", "/v1/memories", "\u00b2")[0] == 413
+    assert refusal("POST", "/v1/memories", "12") is None
+
+
+def test_service_caps_follow_its_config():
+    from xmemory_gpu.service.state import ServiceConfig
+
+    assert ServiceConfig(max_items=8).max_items == 8
+    with pytest.raises(ValueError, match="max_items"):
+        ServiceConfig(max_items=10**6)

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+SEARCH_BATCH_CONCURRENCY = 32  # AsyncMemoryClient.search_batch's requests in flight at once
+
 
 class ServiceError(RuntimeError):
     """An HTTP error from the server: ``status`` and the server's ``detail``."""
@@ -489,10 +491,17 @@ class AsyncMemoryClient:
         )
 
     async def search_batch(self, items: Sequence[dict]) -> list[list[dict]]:
-        """The engine's ``search_batch`` (``MemoryClient.search_batch``), its requests sent at once
-        (the server answers concurrent searches with one batched engine call)."""
+        """The engine's ``search_batch`` (``MemoryClient.search_batch``), up to
+        ``SEARCH_BATCH_CONCURRENCY`` requests in flight at once (the server answers concurrent
+        searches with one batched engine call; more would only hold sockets open)."""
         reqs = [_Requests.search_item(n, it) for n, it in enumerate(items)]
-        got = await asyncio.gather(*(self._call(r) for r in reqs), return_exceptions=True)
+        gate = asyncio.Semaphore(SEARCH_BATCH_CONCURRENCY)
+
+        async def one(req):
+            async with gate:
+                return await self._call(req)
+
+        got = await asyncio.gather(*(one(r) for r in reqs), return_exceptions=True)
         for n, g in enumerate(got):
             if isinstance(g, ServiceError):
                 raise _item_error(n, g) from None

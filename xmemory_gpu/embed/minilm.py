@@ -13,6 +13,7 @@ A forward takes texts of one token count (no padding: the embedder batches by le
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,14 @@ class WordPieceTokenizer:
         self._tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tok.no_padding()
         self._tok.enable_truncation(max_length)
+        self._max_length = max_length
+        self._lock = threading.Lock()
 
     def __call__(self, texts: list[str], truncation: bool = True, max_length: int | None = None) -> dict:
-        if max_length is not None:
-            self._tok.enable_truncation(max_length)
+        if max_length is not None and max_length != self._max_length:
+            with self._lock:  # a shared tokenizer: its setting changes under a lock, and rarely
+                self._tok.enable_truncation(max_length)
+                self._max_length = max_length
         enc = self._tok.encode_batch(list(texts))
         ids = [e.ids for e in enc]
         return {

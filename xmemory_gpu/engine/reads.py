@@ -115,6 +115,10 @@ class Reads:
                     f"{where}: unknown fields {sorted(unknown)}; expected some of "
                     f"{sorted(SEARCH_ITEM_FIELDS | {'top_k'})}"
                 )
+            if "queries" in it and "query" in it:
+                raise ValueError(f"{where}: give exactly one of query and queries")
+            if isinstance(it.get("queries"), str):
+                raise ValueError(f"{where}: queries: expected a list of strings (query takes one)")
             qs = inputs.queries(it["queries"] if "queries" in it else it.get("query"), f"{where}: queries")
             keys = self.scope_keys(it.get("user_id"), it.get("agent_id"), it.get("run_id"))
             exact = scope_key(it.get("user_id"), it.get("agent_id"), it.get("run_id"))

@@ -24,6 +24,6 @@ def refusal(
         return None
     if content_length is None:
         return 411, "a Content-Length header is required"
-    if not content_length.isdigit() or int(content_length) > limit:
+    if not (content_length.isascii() and content_length.isdigit()) or int(content_length) > limit:
         return 413, f"body larger than the limit of {limit} bytes"
     return None

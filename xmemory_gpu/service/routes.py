@@ -256,16 +256,25 @@ async def metrics_route(svc: Svc, allowed: Allowed) -> str:
     return svc.metrics.render()
 
 
+def at_most(n: int, cap: int, field: str) -> None:
+    """422 when a request holds more than the service's configured ``cap`` (``ServiceConfig``)."""
+    if n > cap:
+        raise HTTPException(422, f"{field}: at most {cap} per request (the server's setting), got {n}")
+
+
 @router.post("/v1/memories", responses=_responses(400, 413, 503))
 async def add(req: AddRequest, svc: Svc, allowed: Allowed) -> dict:
     """mem0's add: ``{"ids": [...], "results": [event, ...]}`` (``MemoryEngine.add_batch``)."""
+    at_most(len(req.messages), svc.cfg.max_messages, "messages")
     check_scope(allowed, req.user_id)
     return await coalesced(svc, "add", req.as_engine())
 
 
 @router.post("/v1/memories/batch", responses=_responses(400, 413, 503))
 async def add_batch(req: AddBatchRequest, svc: Svc, allowed: Allowed) -> dict:
+    at_most(len(req.items), svc.cfg.max_items, "items")
     for it in req.items:
+        at_most(len(it.messages), svc.cfg.max_messages, "messages")
         check_scope(allowed, it.user_id)
     items = [it.as_engine() for it in req.items]
     out = await engine_call(svc, lambda e: e.add_batch(items, events=True))
@@ -275,6 +284,7 @@ async def add_batch(req: AddBatchRequest, svc: Svc, allowed: Allowed) -> dict:
 
 @router.post("/v1/search", responses=_responses(400, 413, 503))
 async def search(req: SearchRequest, svc: Svc, allowed: Allowed) -> Response:
+    at_most(len(req.queries or ()), svc.cfg.max_queries, "queries")
     check_scope(allowed, req.user_id)
     results = await coalesced(svc, "search", req.as_engine())
     # plain JSON types: serialised directly, not re-encoded by FastAPI

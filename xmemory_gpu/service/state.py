@@ -14,6 +14,7 @@ from ..engine import MemoryEngine
 from .coalesce import Coalescer
 from .framing import MAX_BODY_BYTES
 from .metrics import Metrics
+from .schemas import MAX_ITEMS, MAX_MESSAGES, MAX_QUERIES
 
 KINDS = ("add", "search")  # the coalesced calls
 # one query's answer (``api.ANSWER_KEYS``: the clients' search results are these dicts)
@@ -45,6 +46,19 @@ class ServiceConfig:
     max_batch: int = 64  # requests per coalesced call
     search_workers: int = max(1, min(4, os.cpu_count() or 1))  # coalesced search batches in flight at once
     max_body_bytes: int = MAX_BODY_BYTES
+    max_messages: int = MAX_MESSAGES  # per add request (at most the schema's MAX_MESSAGES)
+    max_items: int = MAX_ITEMS  # per batch request (at most MAX_ITEMS)
+    max_queries: int = MAX_QUERIES  # per search request (at most MAX_QUERIES)
+
+    def __post_init__(self) -> None:
+        for name, ceiling in (
+            ("max_messages", MAX_MESSAGES),
+            ("max_items", MAX_ITEMS),
+            ("max_queries", MAX_QUERIES),
+        ):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= ceiling:
+                raise ValueError(f"{name}: expected an integer from 1 to {ceiling} (the HTTP schema's cap)")
 
 
 class Service:
