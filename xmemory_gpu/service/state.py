@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import api
 from ..engine import MemoryEngine
 from .coalesce import Coalescer
 from .framing import MAX_BODY_BYTES
@@ -17,24 +18,11 @@ from .metrics import Metrics
 from .schemas import MAX_ITEMS, MAX_MESSAGES, MAX_QUERIES
 
 KINDS = ("add", "search")  # the coalesced calls
-# one query's answer (``api.ANSWER_KEYS``: the clients' search results are these dicts)
-ANSWER_KEYS = (
-    "query",
-    "context",
-    "units",
-    "message_ids",
-    "context_tokens",
-    "tokenizer",
-    "notes",
-    "top_relevance",
-    "llm_calls",
-)
 
 
 def search_answer(engine: MemoryEngine, result: Any) -> dict[str, Any]:
-    """One query's answer: the result's context and fields, its units as mem0's results (``hits``)."""
-    d = result.to_dict()
-    return {k: engine.hits(result) if k == "units" else d[k] for k in ANSWER_KEYS}
+    """One query's answer over HTTP (``api.search_answer``: its units as mem0's results)."""
+    return api.search_answer(result, engine.hits(result))
 
 
 @dataclass
