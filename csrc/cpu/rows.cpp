@@ -78,14 +78,93 @@ int64_t argmax(const double* v, int64_t k) {
 // on every ISA, unlike a BLAS product), as (idx [T, 2] int64 rows local to the block, cos [T, 2]
 // float64); the first of equals; -1 / -inf where there is none or the value is not finite (ops/objective
 // state.py's _top2: diagonal -inf, argmax, the pick made -inf, argmax again).
+// The two best of one row's cosines v[0, k) (argmax, the pick made -inf, argmax again): idx -1 where
+// the value is not finite.
+void top2_row(double* v, int64_t k, int64_t* ti, double* tv) {
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
+  for (int p = 0; p < 2; ++p) {
+    const int64_t j = argmax(v, k);
+    tv[p] = v[j];
+    ti[p] = std::isfinite(v[j]) ? j : -1;
+    v[j] = kNone;
+  }
+}
+
+// One block's top-2 (k themes from row t0 of u [., d]): every pair once, dot4(lower row, higher row).
+void top2_block(const double* u, int64_t d, int64_t t0, int64_t k, int64_t* ti, double* tv, std::vector<double>& cos) {
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
+  if (k < 2) {
+    for (int64_t i = 0; i < k; ++i) {
+      ti[2 * (t0 + i)] = ti[2 * (t0 + i) + 1] = -1;
+      tv[2 * (t0 + i)] = tv[2 * (t0 + i) + 1] = kNone;
+    }
+    return;
+  }
+  cos.assign(static_cast<size_t>(k * k), kNone);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = i + 1; j < k; ++j)
+      cos[static_cast<size_t>(i * k + j)] = cos[static_cast<size_t>(j * k + i)] = dot4(u + (t0 + i) * d, u + (t0 + j) * d, d);
+  for (int64_t i = 0; i < k; ++i) top2_row(cos.data() + i * k, k, ti + 2 * (t0 + i), tv + 2 * (t0 + i));
+}
+
+void check_top2_off(const char* op, int64_t t_all, const int64_t* off, int64_t nb) {
+  if (off[0] != 0 || off[nb] != t_all) throw py::value_error(std::string(op) + ": theme_off must run from 0 to T");
+  for (int64_t b = 0; b < nb; ++b)
+    if (off[b + 1] < off[b]) throw py::value_error(std::string(op) + ": theme_off must not decrease");
+}
+
+// Per block of unit rows (theme centroids; block b is rows theme_off[b]:theme_off[b+1] of unit [T, d]
+// float64): each row's two nearest other rows of its block by cosine, dot4's fixed order (the same bits
+// on every ISA, unlike a BLAS product), as (idx [T, 2] int64 rows local to the block, cos [T, 2]
+// float64); the first of equals; -1 / -inf where there is none or the value is not finite (ops/objective
+// state.py's _top2: diagonal -inf, argmax, the pick made -inf, argmax again).
 py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const py::array_t<int64_t, py::array::c_style>& theme_off) {
   if (unit.ndim() != 2 || theme_off.ndim() != 1 || theme_off.shape(0) < 1)
     throw py::value_error("top2_blocks: expected unit [T, d] float64 and theme_off [nb+1] int64");
   const int64_t t_all = unit.shape(0), d = unit.shape(1), nb = theme_off.shape(0) - 1;
   const int64_t* off = theme_off.data();
-  if (off[0] != 0 || off[nb] != t_all) throw py::value_error("top2_blocks: theme_off must run from 0 to T");
+  check_top2_off("top2_blocks", t_all, off, nb);
+  py::array_t<int64_t> idx({t_all, int64_t(2)});
+  py::array_t<double> val({t_all, int64_t(2)});
+  const double* u = unit.data();
+  int64_t* ti = idx.mutable_data();
+  double* tv = val.mutable_data();
+  {
+    xmem::GilRelease release;
+    std::vector<double> cos;  // one block's cosines [k, k], each pair computed once (dot4 is symmetric)
+    for (int64_t b = 0; b < nb; ++b) top2_block(u, d, off[b], off[b + 1] - off[b], ti, tv, cos);
+  }
+  return py::make_tuple(idx, val);
+}
+
+// top2_blocks after an edit, from the rows' kept top-2 (ops/objective/state.py top2_update): per block
+// of k themes with f fresh rows (fresh [T] bool: changed or new), the block is done whole when 2f >= k
+// (or k < 3); else each fresh row is compared with every row of its block, and a kept row (prev_idx
+// [T, 2] its top-2 as local rows of the block now, prev_cos [T, 2] their cosines) takes the first two of
+// its kept pair and the fresh rows by (cosine descending, row ascending), unless a kept entry is -1 or
+// one of those cosines is not finite: then its row is done whole. Every cosine is dot4(lower row, higher
+// row), as top2_blocks takes it: the same bits as top2_blocks when the kept pairs are the top-2 among the
+// kept rows.
+py::tuple top2_update(const py::array_t<double, py::array::c_style>& unit, const py::array_t<int64_t, py::array::c_style>& theme_off,
+                      const py::array_t<bool, py::array::c_style>& fresh, const py::array_t<int64_t, py::array::c_style>& prev_idx,
+                      const py::array_t<double, py::array::c_style>& prev_cos) {
+  if (unit.ndim() != 2 || theme_off.ndim() != 1 || theme_off.shape(0) < 1)
+    throw py::value_error("top2_update: expected unit [T, d] float64 and theme_off [nb+1] int64");
+  const int64_t t_all = unit.shape(0), d = unit.shape(1), nb = theme_off.shape(0) - 1;
+  if (fresh.ndim() != 1 || fresh.shape(0) != t_all) throw py::value_error("top2_update: fresh must be [T] bool");
+  if (prev_idx.ndim() != 2 || prev_idx.shape(0) != t_all || prev_idx.shape(1) != 2 || prev_cos.ndim() != 2 ||
+      prev_cos.shape(0) != t_all || prev_cos.shape(1) != 2)
+    throw py::value_error("top2_update: prev_idx and prev_cos must be [T, 2]");
+  const int64_t* off = theme_off.data();
+  check_top2_off("top2_update", t_all, off, nb);
+  const bool* fr = fresh.data();
+  const int64_t* pi = prev_idx.data();
+  const double* pc = prev_cos.data();
   for (int64_t b = 0; b < nb; ++b)
-    if (off[b + 1] < off[b]) throw py::value_error("top2_blocks: theme_off must not decrease");
+    for (int64_t i = off[b]; i < off[b + 1]; ++i)
+      for (int p = 0; p < 2; ++p)
+        if (pi[2 * i + p] < -1 || pi[2 * i + p] >= off[b + 1] - off[b])
+          throw py::value_error("top2_update: prev_idx must be local rows of the block or -1");
   py::array_t<int64_t> idx({t_all, int64_t(2)});
   py::array_t<double> val({t_all, int64_t(2)});
   const double* u = unit.data();
@@ -94,28 +173,75 @@ py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const
   constexpr double kNone = -std::numeric_limits<double>::infinity();
   {
     xmem::GilRelease release;
-    std::vector<double> cos;  // one block's cosines [k, k], each pair computed once (dot4 is symmetric)
+    std::vector<double> cos, cf, row;
+    std::vector<int64_t> rows, slot;
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t t0 = off[b], k = off[b + 1] - off[b];
-      if (k < 2) {
-        for (int64_t i = 0; i < k; ++i) {
-          ti[2 * (t0 + i)] = ti[2 * (t0 + i) + 1] = -1;
-          tv[2 * (t0 + i)] = tv[2 * (t0 + i) + 1] = kNone;
-        }
+      rows.clear();
+      for (int64_t i = 0; i < k; ++i)
+        if (fr[t0 + i]) rows.push_back(i);
+      const int64_t nf = static_cast<int64_t>(rows.size());
+      if (k < 3 || 2 * nf >= k) {
+        top2_block(u, d, t0, k, ti, tv, cos);
         continue;
       }
-      cos.assign(static_cast<size_t>(k * k), kNone);
-      for (int64_t i = 0; i < k; ++i)
-        for (int64_t j = i + 1; j < k; ++j)
-          cos[static_cast<size_t>(i * k + j)] = cos[static_cast<size_t>(j * k + i)] = dot4(u + (t0 + i) * d, u + (t0 + j) * d, d);
-      for (int64_t i = 0; i < k; ++i) {
-        double* row = cos.data() + i * k;
-        for (int p = 0; p < 2; ++p) {
-          const int64_t j = argmax(row, k);
-          tv[2 * (t0 + i) + p] = row[j];
-          ti[2 * (t0 + i) + p] = std::isfinite(row[j]) ? j : -1;
-          row[j] = kNone;
+      // the fresh rows' cosines [nf, k] (their own -inf), and each row's slot among them (-1 kept)
+      slot.assign(static_cast<size_t>(k), -1);
+      cf.assign(static_cast<size_t>(nf * k), kNone);
+      for (int64_t f = 0; f < nf; ++f) slot[static_cast<size_t>(rows[f])] = f;
+      for (int64_t f = 0; f < nf; ++f) {
+        const int64_t i = rows[f];
+        for (int64_t j = 0; j < k; ++j) {
+          if (j == i) continue;
+          const int64_t g = slot[static_cast<size_t>(j)];
+          if (g >= 0 && g < f) {
+            cf[static_cast<size_t>(f * k + j)] = cf[static_cast<size_t>(g * k + i)];
+          } else {
+            const int64_t lo = std::min(i, j), hi = std::max(i, j);
+            cf[static_cast<size_t>(f * k + j)] = dot4(u + (t0 + lo) * d, u + (t0 + hi) * d, d);
+          }
         }
+      }
+      row.resize(static_cast<size_t>(k));
+      for (int64_t f = 0; f < nf; ++f) {
+        std::copy(cf.begin() + f * k, cf.begin() + (f + 1) * k, row.begin());
+        top2_row(row.data(), k, ti + 2 * (t0 + rows[f]), tv + 2 * (t0 + rows[f]));
+      }
+      for (int64_t i = 0; i < k; ++i) {
+        if (slot[static_cast<size_t>(i)] >= 0) continue;
+        const int64_t* p = pi + 2 * (t0 + i);
+        const double* c = pc + 2 * (t0 + i);
+        bool whole = p[0] < 0 || p[1] < 0 || !std::isfinite(c[0]) || !std::isfinite(c[1]);
+        for (int64_t f = 0; f < nf && !whole; ++f) whole = !std::isfinite(cf[static_cast<size_t>(f * k + i)]);
+        int64_t* oi = ti + 2 * (t0 + i);
+        double* ov = tv + 2 * (t0 + i);
+        if (whole) {
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t g = slot[static_cast<size_t>(j)];
+            if (j == i)
+              row[static_cast<size_t>(j)] = kNone;
+            else if (g >= 0)
+              row[static_cast<size_t>(j)] = cf[static_cast<size_t>(g * k + i)];
+            else
+              row[static_cast<size_t>(j)] = dot4(u + (t0 + std::min(i, j)) * d, u + (t0 + std::max(i, j)) * d, d);
+          }
+          top2_row(row.data(), k, oi, ov);
+          continue;
+        }
+        // the first two of {kept pair, fresh rows} by (cosine descending, row ascending)
+        int64_t bi[2] = {-1, -1};
+        double bv[2] = {kNone, kNone};
+        const auto offer = [&](int64_t j, double v) {
+          if (bi[0] < 0 || v > bv[0] || (v == bv[0] && j < bi[0])) {
+            bi[1] = bi[0], bv[1] = bv[0], bi[0] = j, bv[0] = v;
+          } else if (bi[1] < 0 || v > bv[1] || (v == bv[1] && j < bi[1])) {
+            bi[1] = j, bv[1] = v;
+          }
+        };
+        offer(p[0], c[0]);
+        offer(p[1], c[1]);
+        for (int64_t f = 0; f < nf; ++f) offer(rows[f], cf[static_cast<size_t>(f * k + i)]);
+        oi[0] = bi[0], oi[1] = bi[1], ov[0] = bv[0], ov[1] = bv[1];
       }
     }
   }
@@ -395,6 +521,8 @@ void register_rows(py::module_& m) {
         "the starts of segment.boundary_runs' runs: hard cuts, then drift from the run's sum by dot4 cosine");
   m.def("top2_blocks", &top2_blocks, py::arg("unit"), py::arg("theme_off"),
         "per block of unit rows, each row's two nearest others by dot4 cosine: (idx [T, 2] local, cos [T, 2]), -1 / -inf none");
+  m.def("top2_update", &top2_update, py::arg("unit"), py::arg("theme_off"), py::arg("fresh"), py::arg("prev_idx"), py::arg("prev_cos"),
+        "top2_blocks after an edit: the fresh rows against their blocks, the others' kept top-2 merged with them");
   m.def("f_blocks", &f_blocks, py::arg("norms"), py::arg("counts"), py::arg("s"), py::arg("theme_off"), py::arg("n"), py::arg("eps"),
         "f(P) of every block from its themes' sum norms, counts and nearest cosines (ops/objective/state.py _f_blocks)");
   m.def("exp_fixed", &exp_fixed_array, py::arg("v"), "exp_fixed (f_blocks' exp) of each element of v [n] float64");

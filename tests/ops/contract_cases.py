@@ -175,6 +175,24 @@ def top2_blocks(rng) -> Cases:
     }
 
 
+def top2_update(rng) -> Cases:
+    unit = _unit(rng, 7, 5).astype(np.float64)
+    off = np.array([0, 3, 7], np.int64)
+    fresh = np.array([True, False, False, False, True, False, False])
+    prev_idx = np.array([[-1, -1], [2, 0], [1, 0], [1, 2], [-1, -1], [3, 0], [0, 3]], np.int64)
+    ok = Call((unit, off, fresh, prev_idx, rng.uniform(-1, 1, (7, 2))))
+    return ok, {
+        "unit 1-D": swap(ok, a0=unit[0]),
+        "theme_off past T": swap(ok, a1=np.array([0, 3, 8])),
+        "fresh not bool": swap(ok, a2=fresh.astype(np.int64)),
+        "fresh length": swap(ok, a2=fresh[:5]),
+        "prev_idx past its block": swap(ok, a3=np.where(prev_idx == 2, 3, prev_idx)),
+        "prev_idx below -1": swap(ok, a3=np.where(prev_idx == -1, -2, prev_idx)),
+        "prev_idx float": swap(ok, a3=prev_idx.astype(np.float64)),
+        "prev_cos shape": swap(ok, a4=np.zeros((7, 3))),
+    }
+
+
 def f_blocks(rng) -> Cases:
     counts = rng.integers(1, 5, 6).astype(np.int64)
     norms = counts * 0.5
@@ -548,6 +566,7 @@ CASES: dict[str, Callable[[np.random.Generator], Cases]] = {
         score_candidates,
         theme_sums,
         top2_blocks,
+        top2_update,
         f_blocks,
         coverage_select,
         token_entropy_logprob,
@@ -601,7 +620,7 @@ def entries() -> dict[str, Callable[..., Any]]:
         )
     }
     table |= {op: getattr(knn, op) for op in ("topk_select", "offer_rows")}
-    table |= {op: getattr(state, op) for op in ("theme_sums", "top2_blocks", "f_blocks")}
+    table |= {op: getattr(state, op) for op in ("theme_sums", "top2_blocks", "top2_update", "f_blocks")}
     table |= {op: getattr(attach, op) for op in ("attach_rows_batch", "merge_pairs", "merge_pairs_batch")}
     table |= {
         op: getattr(columns, op)

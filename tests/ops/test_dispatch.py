@@ -84,7 +84,14 @@ def test_implemented_backends():
         "dot4_gram",
         "drift_runs",
     )
-    blocks = ("theme_sums", "top2_blocks", "f_blocks", "topk_select", "offer_rows")  # the partition state's
+    blocks = (
+        "theme_sums",
+        "top2_blocks",
+        "top2_update",
+        "f_blocks",
+        "topk_select",
+        "offer_rows",
+    )  # the partition state's
     host_only = (
         "spherical_kmeans",
         "rowwise_linear",

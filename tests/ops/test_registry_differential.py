@@ -329,6 +329,20 @@ def _top2_blocks(rng: np.random.Generator) -> Run:
     return lambda b: top2_blocks(unit, off, backend=b)
 
 
+def _top2_update(rng: np.random.Generator) -> Run:
+    from xmemory_gpu.ops.objective.state import top2_blocks, top2_update
+    from xmemory_gpu.ops.rows import unit_rows
+
+    off = np.array([0, 1, 5, 5, 19], np.int64)
+    pool = rng.standard_normal((6, 8))  # repeated directions: tied cosines
+    unit = unit_rows(pool[rng.integers(0, 6, 19)], backend="reference")
+    fresh = rng.random(19) < 0.25
+    prev_idx, prev_cos = top2_blocks(unit, off, backend="reference")  # some kept pairs stale below
+    stale = rng.random(19) < 0.2
+    prev_idx[stale] = np.roll(prev_idx[stale], 1, axis=1)
+    return lambda b: top2_update(unit, off, fresh, prev_idx, prev_cos, backend=b)
+
+
 def _f_blocks(rng: np.random.Generator) -> Run:
     from xmemory_gpu.ops.objective.state import f_blocks
 
@@ -454,6 +468,7 @@ GENERATORS: dict[str, Callable[[np.random.Generator], Run]] = {
     "drift_runs": _drift_runs,
     "theme_sums": _theme_sums,
     "top2_blocks": _top2_blocks,
+    "top2_update": _top2_update,
     "f_blocks": _f_blocks,
     "topk_select": _topk_select,
     "offer_rows": _offer_rows,

@@ -12,8 +12,9 @@ array for both would move attach decisions and the theme graph by rounding.
 The theme kNN graph follows the centroids lazily: ``sync_graphs`` (before the merge step reads it,
 and at the end) brings up to date the graphs of every memory whose themes changed since. A graph
 synced before (or restored with its memory) pays for what changed: the themes opened or moved are
-searched against every live centroid, the lists that held a changed or closed theme are searched
-again, and every other list takes the changed themes that beat its k-th; a memory where most
+searched against every live centroid, every other list keeps its unchanged entries and takes the
+changed themes that beat them, and is searched again only where fewer than k of those rank at or
+above its old k-th entry (a row outside the old list ranks below it); a memory where most
 themes changed is built whole, all of them in one ragged ``knn_graph`` call (each memory a CSR
 segment of its live centroids in opening order). One kernel computes every product, one fixed FMA
 chain per pair: the graph is a function of the centroids alone, bit for bit on every batch, ISA
@@ -282,8 +283,8 @@ def sync_graphs(states: list[ThemeState], *, backend: str = "auto") -> None:
     """Bring the theme graph of every stale state up to date: exact cosine top-k among its live
     centroids (in opening order; ties to the earlier opened), all states with the same k and edge
     rule together, each memory a segment. A state whose graph was synced before pays for what
-    changed since (``_upkeep``: the themes opened or whose centroid moved, and the lists that held a
-    changed or closed theme); one where most themes changed is built whole (one ragged
+    changed since (``_upkeep``: the themes opened or whose centroid moved, and the lists that a merge
+    with them cannot settle); one where most themes changed is built whole (one ragged
     ``knn_graph`` call for all of them). Either way the lists and their float bits are the ones the
     whole build gives (the same kernel computes every product)."""
     groups: dict[tuple[int, bool, int], list[ThemeState]] = {}
@@ -334,8 +335,12 @@ UPKEEP_MIN = 64  # fewer live themes than this: built whole (one ragged launch c
 
 
 def _upkeep_plan(st: ThemeState, slots: np.ndarray, x: np.ndarray):
-    """(changed positions, positions to search whole, the clean positions, their old lists as new
-    positions) of a state whose last synced graph can be kept, or None to build it whole."""
+    """(changed positions, the clean positions, their old lists as new positions with the closed or
+    changed entries dropped, their sims, and each one's bound ``(sim, position)``: the old k-th entry,
+    position -1 where it closed, sim -inf where the list was short) of a state whose last synced
+    graph can be kept, or None to build it whole. A clean list takes the changed rows that beat what
+    it kept; it is exact when k of its candidates rank at or above its bound (every row outside the
+    old list ranks below the old k-th), else ``_upkeep`` searches it whole."""
     old_slots = st.graph_slots
     if st.graph_x is None or len(old_slots) == 0 or len(slots) < max(UPKEEP_MIN, 1):
         return None
@@ -348,67 +353,71 @@ def _upkeep_plan(st: ThemeState, slots: np.ndarray, x: np.ndarray):
     changed = np.flatnonzero(~same)
     if len(changed) + int((~live_old).sum()) > UPKEEP_SHARE * len(slots):
         return None
-    new_pos = np.where(live_old, pos_old, -1)  # old row -> new position (-1: closed)
+    new_pos = np.append(np.where(live_old, pos_old, -1), -1)  # old row -> new position (-1: closed, none)
     touched = np.zeros(len(old_slots) + 1, bool)  # old rows closed or changed (index -1 reads False)
     touched[:-1] = ~live_old
     touched[old_at[changed[old_at[changed] >= 0]]] = True
     clean = np.flatnonzero(same)
-    lists = st.graph_idx[old_at[clean]]
-    held = touched[lists].any(axis=1)  # a list that held a closed or changed theme is searched whole
-    search = np.union1d(changed, clean[held])
-    clean = clean[~held]
-    lists = lists[~held]
+    lists = st.graph_idx[old_at[clean]].astype(np.int64)
+    sims = st.graph_sim[old_at[clean]]
+    gone = touched[lists]  # entries closed or changed: dropped (a changed row is offered again)
+    full = (lists >= 0).all(axis=1)  # a short list held every edge there was
+    last = lists[:, -1] if lists.shape[1] else np.full(len(clean), -1, np.int64)
+    bound_sim = np.where(full, sims[:, -1] if sims.shape[1] else 0.0, -np.inf).astype(np.float32)
+    bound_pos = np.where(full, new_pos[last], len(slots))
     return (
         changed,
-        search,
         clean,
-        np.where(lists >= 0, new_pos[np.maximum(lists, 0)], -1),
-        st.graph_sim[old_at[clean]],
+        np.where(gone | (lists < 0), -1, new_pos[lists]),
+        np.where(gone | (lists < 0), -np.inf, sims).astype(np.float32),
+        bound_sim,
+        bound_pos,
     )
 
 
-def _upkeep(parts: list[tuple], plans: list[tuple], k: int, drop: bool, backend: str) -> None:
-    """The kept graphs brought up to date, all states in two ``knn_search`` calls: the rows to search
-    whole against every live row (self dropped), and the clean rows against the changed ones, each
-    merged into its kept list (ties to the lower position, as ``knn_graph``)."""
-    xs = [xb for _, _, xb in parts]
-    n_of = [len(xb) for xb in xs]
-    base = np.concatenate([[0], np.cumsum(n_of)]).astype(np.int64)
-    x_all = np.concatenate(xs)
-
-    def offsets(counts):
-        return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-
-    search = [p[1] for p in plans]
-    q = np.concatenate([s + base[b] for b, s in enumerate(search)]).astype(np.int64)
+def _search_whole(
+    x_all: np.ndarray, base: np.ndarray, rows: list[np.ndarray], k: int, drop: bool, backend: str
+):
+    """Each memory's ``rows`` (positions) searched against all its live rows, itself dropped: (ids
+    [R, k] global rows, sims [R, k]) in one ``knn_search`` call."""
+    q = np.concatenate([r + base[b] for b, r in enumerate(rows)]).astype(np.int64)
     if not len(q):
-        si, ss = np.zeros((0, k + 1), np.int64), np.zeros((0, k + 1), np.float32)
-    else:
-        si, ss = knn_search(
-            x_all[q],
-            offsets([len(s) for s in search]),
-            x_all,
-            base,
-            k + 1,
-            drop_nonpositive=drop,
-            backend=backend,
-        )
+        return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+    si, ss = knn_search(
+        x_all[q], _offsets([len(r) for r in rows]), x_all, base, k + 1, drop_nonpositive=drop, backend=backend
+    )
     si, ss = host(si), np.asarray(host(ss), np.float32)
     not_self = si != q[:, None]
     pick = np.argsort(~not_self, axis=1, kind="stable")[:, :k]  # the first k that are not the row itself
     si, ss = np.take_along_axis(si, pick, 1), np.take_along_axis(ss, pick, 1)
     gone = ~np.take_along_axis(not_self, pick, 1)
-    si, ss = np.where(gone, -1, si), np.where(gone, -np.inf, ss).astype(np.float32)
+    return np.where(gone, -1, si), np.where(gone, -np.inf, ss).astype(np.float32)
+
+
+def _offsets(counts) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def _upkeep(parts: list[tuple], plans: list[tuple], k: int, drop: bool, backend: str) -> None:
+    """The kept graphs brought up to date, all states in two or three ``knn_search`` calls: the
+    changed rows whole against every live row (self dropped); the clean rows against the changed
+    ones, each merged into what its kept list keeps (ties to the lower position, as ``knn_graph``);
+    then the clean lists whose merge fell short of their bound searched whole."""
+    xs = [xb for _, _, xb in parts]
+    n_of = [len(xb) for xb in xs]
+    base = _offsets(n_of)
+    x_all = np.concatenate(xs)
     changed = [p[0] for p in plans]
-    clean = [p[2] for p in plans]
+    clean = [p[1] for p in plans]
+    si, ss = _search_whole(x_all, base, changed, k, drop, backend)
     cq = np.concatenate([c + base[b] for b, c in enumerate(clean)]).astype(np.int64)
     cx = np.concatenate([c + base[b] for b, c in enumerate(changed)]).astype(np.int64)
     if len(cq) and len(cx):
         ci, cs = knn_search(
             x_all[cq],
-            offsets([len(c) for c in clean]),
+            _offsets([len(c) for c in clean]),
             x_all[cx],
-            offsets([len(c) for c in changed]),
+            _offsets([len(c) for c in changed]),
             k,
             drop_nonpositive=drop,
             backend=backend,
@@ -418,18 +427,30 @@ def _upkeep(parts: list[tuple], plans: list[tuple], k: int, drop: bool, backend:
     else:
         ci, cs = np.full((len(cq), 0), -1, np.int64), np.zeros((len(cq), 0), np.float32)
     row_b = np.repeat(np.arange(len(parts)), [len(c) for c in clean])
-    kept_i = np.concatenate([p[3] for p in plans]).astype(np.int64) if len(cq) else np.zeros((0, k), np.int64)
+    cat = lambda j, empty: np.concatenate([p[j] for p in plans]) if len(cq) else empty  # noqa: E731
+    kept_i = cat(2, np.zeros((0, k), np.int64)).astype(np.int64)
     kept_i = np.where(kept_i >= 0, kept_i + base[row_b][:, None], -1)
-    kept_s = np.concatenate([p[4] for p in plans]) if len(cq) else np.zeros((0, k), np.float32)
+    kept_s = cat(3, np.zeros((0, k), np.float32))
+    bound_s = cat(4, np.zeros(0, np.float32))
+    bound_p = cat(5, np.zeros(0, np.int64)) + base[row_b]
     ids, sims = np.concatenate([kept_i, ci], 1), np.concatenate([kept_s, cs], 1)
     order = np.lexsort((np.where(ids >= 0, ids, np.iinfo(np.int64).max), -sims), axis=1)[:, :k]
     mi, ms = np.take_along_axis(ids, order, 1), np.take_along_axis(sims, order, 1)
-    so = offsets([len(s) for s in search])
-    co = offsets([len(c) for c in clean])
+    if k and len(cq):  # exact where the k-th pick ranks at or above the old k-th (a short list: always)
+        kth_i, kth_s = mi[:, -1], ms[:, -1]
+        ok = (kth_i >= 0) & ((kth_s > bound_s) | ((kth_s == bound_s) & (kth_i <= bound_p)))
+        ok |= np.isneginf(bound_s)
+    else:
+        ok = np.ones(len(cq), bool)
+    co = _offsets([len(c) for c in clean])
+    again = [clean[b][~ok[co[b] : co[b + 1]]] for b in range(len(parts))]
+    ai, as_ = _search_whole(x_all, base, again, k, drop, backend)
+    so, ao = _offsets([len(c) for c in changed]), _offsets([len(a) for a in again])
     for b, (st, sl, xb) in enumerate(parts):
         idx = np.full((n_of[b], k), -1, np.int64)
         sim = np.full((n_of[b], k), -np.inf, np.float32)
-        idx[search[b]], sim[search[b]] = si[so[b] : so[b + 1]], ss[so[b] : so[b + 1]]
+        idx[changed[b]], sim[changed[b]] = si[so[b] : so[b + 1]], ss[so[b] : so[b + 1]]
         idx[clean[b]], sim[clean[b]] = mi[co[b] : co[b + 1]], ms[co[b] : co[b + 1]]
+        idx[again[b]], sim[again[b]] = ai[ao[b] : ao[b + 1]], as_[ao[b] : ao[b + 1]]
         idx = np.where(idx >= 0, idx - base[b], -1).astype(np.int32)
         _set_graph(st, sl, xb, idx, sim, drop)

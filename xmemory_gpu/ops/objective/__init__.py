@@ -18,6 +18,7 @@ from .contract import (
     accepts_score_candidates,
     accepts_theme_sums,
     accepts_top2_blocks,
+    accepts_top2_update,
     candidate_inputs,
     partition_inputs,
 )
@@ -29,6 +30,7 @@ register("score_candidates", __name__, _ALL, accepts=accepts_score_candidates)
 _HOST = {"reference": "reference", "cpu": "cpu"}  # the partition state's blocks (host only)
 register("theme_sums", __name__, _HOST, accepts=accepts_theme_sums)
 register("top2_blocks", __name__, _HOST, accepts=accepts_top2_blocks)
+register("top2_update", __name__, _HOST, accepts=accepts_top2_update)
 register("f_blocks", __name__, _HOST, accepts=accepts_f_blocks)
 
 

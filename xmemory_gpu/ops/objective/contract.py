@@ -23,9 +23,11 @@ from .state_contract import (
     accepts_f_blocks,
     accepts_theme_sums,
     accepts_top2_blocks,
+    accepts_top2_update,
     f_blocks_inputs,
     theme_sums_inputs,
     top2_inputs,
+    top2_update_inputs,
 )
 
 
@@ -89,9 +91,11 @@ __all__ = [
     "accepts_score_candidates",
     "accepts_theme_sums",
     "accepts_top2_blocks",
+    "accepts_top2_update",
     "candidate_inputs",
     "f_blocks_inputs",
     "partition_inputs",
     "theme_sums_inputs",
     "top2_inputs",
+    "top2_update_inputs",
 ]

@@ -100,6 +100,19 @@ def top2_blocks(unit: np.ndarray, theme_off: np.ndarray) -> tuple[np.ndarray, np
     )
 
 
+def top2_update(
+    unit: np.ndarray, theme_off: np.ndarray, fresh: np.ndarray, prev_idx: np.ndarray, prev_cos: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``state.top2_update`` in one C++ call."""
+    return _c().top2_update(
+        np.ascontiguousarray(unit, dtype=np.float64),
+        np.ascontiguousarray(theme_off, dtype=np.int64),
+        np.ascontiguousarray(fresh, dtype=bool),
+        np.ascontiguousarray(prev_idx, dtype=np.int64),
+        np.ascontiguousarray(prev_cos, dtype=np.float64),
+    )
+
+
 def f_blocks(
     norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray, eps: float
 ) -> np.ndarray:

@@ -133,6 +133,33 @@ def top2_blocks(unit: np.ndarray, theme_off: np.ndarray) -> tuple[np.ndarray, np
     return top_idx, top_cos
 
 
+def top2_update(
+    unit: np.ndarray, theme_off: np.ndarray, fresh: np.ndarray, prev_idx: np.ndarray, prev_cos: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``state.top2_update`` in NumPy steps: per block, ``_top2`` whole when 2 x fresh >= k or k < 3,
+    else the fresh rows' cosines and each kept row's first two of its kept pair and the fresh rows."""
+    top_idx, top_cos = top2_blocks(unit, theme_off)  # the reference's whole blocks, kept where due
+    for b in range(len(theme_off) - 1):
+        t0, t1 = int(theme_off[b]), int(theme_off[b + 1])
+        k = t1 - t0
+        fr = np.flatnonzero(fresh[t0:t1])
+        if k < 3 or 2 * fr.size >= k:
+            continue
+        cf = dot4_gram(unit[t0:t1][fr], unit[t0:t1], backend="reference")  # [f, k]
+        cf[np.arange(fr.size), fr] = -np.inf
+        for i in range(k):
+            if fresh[t0 + i]:
+                continue
+            p, c, v = prev_idx[t0 + i], prev_cos[t0 + i], cf[:, i]
+            if (p < 0).any() or not np.isfinite(c).all() or not np.isfinite(v).all():
+                continue  # done whole: the reference's full row
+            j = np.concatenate([p, fr])
+            cos = np.concatenate([c, v])
+            order = np.lexsort((j, -cos))[:2]
+            top_idx[t0 + i], top_cos[t0 + i] = j[order], cos[order]
+    return top_idx, top_cos
+
+
 def f_blocks(
     norms: np.ndarray, counts: np.ndarray, s: np.ndarray, theme_off: np.ndarray, n: np.ndarray, eps: float
 ) -> np.ndarray:

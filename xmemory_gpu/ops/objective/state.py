@@ -11,7 +11,10 @@ Layout: compact CSR, the one every ``score_candidates`` backend reads. Memory b'
 label order. ``apply`` (splits, merges, moves) and ``extend`` (new nodes) recompute only the touched
 memories' blocks and re-pack the columns once per call, an O(K d + N) copy: per-memory slack rows
 would avoid it, but every kernel would then have to skip them, and one call per round of edits
-keeps the copy small next to the scoring. Sums are accumulated over members in ascending row order
+keeps the copy small next to the scoring. The node rows x, the one O(N d) column, are appended in
+place where the new rows follow all others (one long history: ``_appended``). A touched block's
+top-2 costs O(changed K d): the themes whose sums kept their bits keep their two nearest, merged
+with the changed ones (``top2_update``). Sums are accumulated over members in ascending row order
 from zero, so a kept, continued or fresh sum is bit-identical to ``from_labels`` on the same labels.
 """
 
@@ -28,7 +31,7 @@ from ..backends import host_implementation
 from ..checks import check_offsets, csr_offsets, refuse
 from ..devices import host
 from ..rows import row_norms, sum4, take_rows2, unit_rows
-from .state_contract import accepts_f_blocks, accepts_theme_sums, accepts_top2_blocks
+from .state_contract import accepts_f_blocks, accepts_theme_sums, accepts_top2_blocks, accepts_top2_update
 
 
 def closed_form(sums: np.ndarray, counts: np.ndarray, n: int, eps: float) -> float:
@@ -109,14 +112,18 @@ class _Blocks:
 @dataclass
 class _Kept:
     """What the blocks keep from before an edit: their old themes (CSR ``theme_off``) with labels and
-    sums, which of them stay (``keep``), and ``tail [nb]``: the local row from which a kept theme's
-    rows are new (the rows before it are in its sum)."""
+    sums, which of them stay (``keep``), ``tail [nb]``: the local row from which a kept theme's
+    rows are new (the rows before it are in its sum), and optionally the old themes' top-2
+    (``top_idx [T0, 2]`` old local rows, -1 none; ``top_cos [T0, 2]``), from which ``_blocks`` updates
+    the top-2 of the themes whose sums did not change."""
 
     theme_off: np.ndarray
     theme_label: np.ndarray
     theme_sum: np.ndarray
     keep: np.ndarray
     tail: np.ndarray
+    top_idx: np.ndarray | None = None
+    top_cos: np.ndarray | None = None
 
 
 def _blocks(
@@ -135,7 +142,9 @@ def _blocks(
     Themes, members and sums of all blocks at once (``theme_sums``: a kept theme continues its sum
     with its rows from ``kept.tail`` on, any other sums all its rows, in row order, so every sum
     equals a fresh one bit for bit); then every block's top-2 in one call (``top2_blocks``: cosines in
-    ``dot4``'s fixed order, the same bits on every CPU) and f (``f_blocks``, the per-memory code's
+    ``dot4``'s fixed order, the same bits on every CPU; with ``kept``, ``top2_update``: only the themes
+    whose sums changed are compared with their whole block, the others merge them into their kept
+    top-2, the same bits) and f (``f_blocks``, the per-memory code's
     operations and shapes), so the values do not depend on the batch (tests/test_theme_lockstep.py)
     and the build's decisions, to the last tie, not on the machine."""
     if labels.size and int(labels.max()) >= 2**31:
@@ -145,7 +154,12 @@ def _blocks(
     )
     nrm = row_norms(sums, backend=backend)  # row by row: each row's bits as a block's own call
     unit = unit_rows(sums, backend=backend)  # sums / nrm (zero rows zero): the same norms, one pass
-    top_idx, top_cos = top2_blocks(unit, theme_off, backend=backend)
+    if kept is None or kept.top_idx is None:
+        top_idx, top_cos = top2_blocks(unit, theme_off, backend=backend)
+    else:
+        top_idx, top_cos = top2_update(
+            unit, theme_off, *_kept_top2(kept, theme_off, theme_label, sums), backend=backend
+        )
     return _Blocks(
         row_off,
         theme_off,
@@ -158,6 +172,37 @@ def _blocks(
         top_cos,
         f_blocks(nrm, counts, top_cos[:, 0], theme_off, np.diff(row_off), eps, backend=backend),
     )
+
+
+def _kept_top2(
+    kept: _Kept, theme_off: np.ndarray, theme_label: np.ndarray, sums: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``top2_update``'s (fresh [T], prev_idx [T, 2], prev_cos [T, 2]) for the new themes (``theme_off``,
+    ``theme_label``, ``sums``) of blocks whose old themes ``kept`` holds with their top-2: a theme is
+    kept when its label stays in its block with a sum of the same bits (so the same unit row:
+    ``unit_rows`` is row by row), and its old top-2 is remapped to the new local rows, -1 where the
+    neighbour is gone or fresh (``top2_update`` then redoes its row)."""
+    nb = len(theme_off) - 1
+    t_new, t_old = len(theme_label), len(kept.theme_label)
+    new_blk = np.repeat(np.arange(nb, dtype=np.int64), np.diff(theme_off))
+    old_blk = np.repeat(np.arange(nb, dtype=np.int64), np.diff(kept.theme_off))
+    old_keys = (old_blk << _KEY) | kept.theme_label  # ascending: (block, label)
+    if t_old == 0 or t_new == 0:
+        return np.ones(t_new, bool), np.full((t_new, 2), -1, np.int64), np.full((t_new, 2), -np.inf)
+    at = np.minimum(np.searchsorted(old_keys, (new_blk << _KEY) | theme_label), t_old - 1)
+    same = (old_keys[at] == ((new_blk << _KEY) | theme_label)) & kept.keep[at]
+    old_sum = np.ascontiguousarray(kept.theme_sum[at], dtype=np.float64)
+    new_sum = np.ascontiguousarray(sums, dtype=np.float64)
+    same &= (old_sum.view(np.int64) == new_sum.view(np.int64)).all(axis=1)
+    new_local = np.arange(t_new, dtype=np.int64) - theme_off[new_blk]
+    new_of_old = np.full(t_old, -1, np.int64)
+    new_of_old[at[same]] = new_local[same]
+    old = kept.top_idx[at]  # [T, 2] old local rows
+    prev = np.where(
+        old >= 0, new_of_old[np.where(old >= 0, old + kept.theme_off[old_blk[at]][:, None], 0)], -1
+    )
+    prev[~same] = -1
+    return ~same, prev, np.where(same[:, None], kept.top_cos[at], -np.inf)
 
 
 def theme_sums(
@@ -188,6 +233,27 @@ def top2_blocks(
     block of one. ``cpu``: one C++ call; ``reference``: NumPy per block."""
     refuse(accepts_top2_blocks(unit, theme_off))
     return host_implementation("top2_blocks", backend)(unit, theme_off)
+
+
+def top2_update(
+    unit: np.ndarray,
+    theme_off: np.ndarray,
+    fresh: np.ndarray,
+    prev_idx: np.ndarray,
+    prev_cos: np.ndarray,
+    *,
+    backend: str = "auto",
+) -> tuple[np.ndarray, np.ndarray]:
+    """``top2_blocks`` after an edit, from the top-2 kept from before it: fresh [T] bool marks the rows
+    that changed or are new; a kept row's prev_idx [T, 2] (local rows now, -1 gone) and prev_cos [T, 2]
+    are its old top-2. Per block of k rows with f fresh: whole (``top2_blocks``) when 2 f >= k or k < 3;
+    else each fresh row is compared with its whole block (O(f k d)), and a kept row takes the first
+    two of its kept pair and the fresh rows by (cosine descending, row ascending), its row done whole
+    where a kept entry is -1 or a cosine there is not finite. The bits of ``top2_blocks`` whenever each
+    kept pair is the top-2 among the kept rows (cosines by ``dot4``, symmetric: the same bits either
+    way round; tests/ops/test_top2_update.py). ``cpu``: one C++ call; ``reference``: NumPy per block."""
+    refuse(accepts_top2_update(unit, theme_off, fresh, prev_idx, prev_cos))
+    return host_implementation("top2_update", backend)(unit, theme_off, fresh, prev_idx, prev_cos)
 
 
 def f_blocks(
@@ -280,6 +346,9 @@ class PartitionState:
     _device_x: tuple | None = field(
         default=None, init=False, repr=False, compare=False
     )  # (x it copies, tensor)
+    _x_buf: list | None = field(
+        default=None, init=False, repr=False, compare=False
+    )  # [buffer, the x that is its prefix view]: ``extend`` appends into it
 
     def device_x(self, device: Any) -> Any:
         """``x`` as a float64 torch tensor on ``device`` for the GPU scoring paths: uploaded when
@@ -406,12 +475,26 @@ class PartitionState:
         seg_start = np.stack([self.offsets[:-1], n_old + csr_offsets(add_n)[:-1]], axis=1).reshape(-1)
         seg_n = np.stack([old_n, add_n], axis=1).reshape(-1)
         take = np.repeat(seg_start - csr_offsets(seg_n)[:-1], seg_n) + np.arange(int(new_off[-1]))
-        x = take_rows2(self.x, unit, take)
+        x = self._appended(unit) if int(self.offsets[bs[0] + 1]) == n_old else take_rows2(self.x, unit, take)
         sizes = (old_n + add_n)[bs_arr]
         rows = np.repeat(new_off[bs_arr] - csr_offsets(sizes)[:-1], sizes) + np.arange(int(sizes.sum()))
         ls = take_rows2(self.labels, np.concatenate([add[b][1] for b in bs]), take[rows])
         kept = self._kept(bs, old_n[bs_arr].tolist())
         self._replace(bs, _blocks(x, rows, ls, csr_offsets(sizes), self.eps, kept), x)
+
+    def _appended(self, unit: np.ndarray) -> np.ndarray:
+        """``[x; unit]`` where the new rows follow every old one (no old rows after the first extended
+        memory's: one long history), as a prefix view of a buffer of doubling capacity, so a step's
+        rows cost their own copy, not the whole of x. The rows of earlier views are never written."""
+        n_old, n_new = len(self.x), len(self.x) + len(unit)
+        held = self._x_buf  # shared by shallow copies of the state: whoever appends first moves it on
+        if held is None or held[1] is not self.x or len(held[0]) < n_new:
+            grown = np.empty((max(n_new, 2 * n_old), self.x.shape[1]), np.float64)
+            grown[:n_old] = self.x
+            held = self._x_buf = [grown, self.x]
+        held[0][n_old:n_new] = unit
+        held[1] = held[0][:n_new]
+        return held[1]
 
     def _kept(self, bs: list[int], tails: list[int], removed: dict[int, set[int]] | None = None) -> _Kept:
         """The old themes of memories ``bs`` as ``_blocks`` takes them, all kept but the ``removed`` labels."""
@@ -428,7 +511,11 @@ class PartitionState:
             want = np.array(gone, np.int64)
             at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
             keep[at[keys[at] == want]] = False  # (a label opened and removed within one call is not there)
-        return _Kept(off, lab, self.theme_sum[rows], keep, np.array(tails, np.int64))
+        top = self.top_idx[rows]
+        local = np.where(top >= 0, top - np.repeat(start, size)[:, None], -1)  # old local rows
+        return _Kept(
+            off, lab, self.theme_sum[rows], keep, np.array(tails, np.int64), local, self.top_cos[rows]
+        )
 
     def _replace(self, bs: list[int], blocks: _Blocks, x: np.ndarray | None = None) -> None:
         """Swap in the blocks of memories ``bs`` (and ``x``, the node rows re-packed for their new sizes);

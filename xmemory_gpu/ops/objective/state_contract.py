@@ -1,5 +1,5 @@
 """The input contracts of the partition state's blocks (``state.theme_sums``, ``top2_blocks``,
-``f_blocks``): what ``csrc/cpu/partition.cpp`` and ``rows.cpp`` refuse (shapes, CSR offsets from 0 to
+``top2_update``, ``f_blocks``): what ``csrc/cpu/partition.cpp`` and ``rows.cpp`` refuse (shapes, CSR offsets from 0 to
 their rows' count, rows in range, labels >= 0, n below 2**31) and labels below 2**31, as ``accepts``
 predicates (None in contract, else a one-line reason naming the argument), checked by each block's
 dispatcher before any backend. x of another dtype than C-contiguous float64 is in contract (the NumPy
@@ -80,6 +80,34 @@ def accepts_top2_blocks(unit: Any, theme_off: Any, *, backend: str = "auto") -> 
     return reason(top2_inputs, unit, theme_off)
 
 
+def top2_update_inputs(unit: Any, theme_off: Any, fresh: Any, prev_idx: Any, prev_cos: Any) -> None:
+    """``top2_inputs``, and fresh [T] bool, prev_idx [T, 2] integers each -1 or a local row of its
+    block, prev_cos [T, 2] real."""
+    unit = _real_matrix("unit", unit)
+    t = unit.shape[0]
+    off = check_offsets("theme_off", theme_off, t)
+    fr = np.asarray(fresh)
+    if fr.shape != (t,) or fr.dtype != np.bool_:
+        raise ValueError(f"fresh: expected ({t},) bool, got {fr.dtype} of shape {fr.shape}")
+    pi = np.asarray(prev_idx)
+    if pi.shape != (t, 2) or (pi.size and pi.dtype.kind not in "iu"):
+        raise ValueError(f"prev_idx: expected ({t}, 2) integers, got {pi.dtype} of shape {pi.shape}")
+    pc = np.asarray(prev_cos)
+    if pc.shape != (t, 2) or (pc.size and pc.dtype.kind not in "fiu"):
+        raise ValueError(f"prev_cos: expected ({t}, 2) real values, got {pc.dtype} of shape {pc.shape}")
+    k = np.repeat(np.diff(off), np.diff(off))[:, None]
+    if pi.size and ((pi < -1) | (pi >= k)).any():
+        raise ValueError("prev_idx: each entry must be -1 or a local row of its block")
+
+
+def accepts_top2_update(
+    unit: Any, theme_off: Any, fresh: Any, prev_idx: Any, prev_cos: Any, *, backend: str = "auto"
+) -> str | None:
+    """unit [T, d] real, theme_off [nb+1] CSR over T, fresh [T] bool, prev_idx [T, 2] -1 or local rows,
+    prev_cos [T, 2] real."""
+    return reason(top2_update_inputs, unit, theme_off, fresh, prev_idx, prev_cos)
+
+
 def f_blocks_inputs(norms: Any, counts: Any, s: Any, theme_off: Any, n: Any, eps: Any) -> None:
     """norms, counts (integers), s [T]; theme_off [nb+1] CSR over T; n [nb] integers in [0, 2**31);
     eps a finite number."""
@@ -106,7 +134,9 @@ __all__ = [
     "accepts_f_blocks",
     "accepts_theme_sums",
     "accepts_top2_blocks",
+    "accepts_top2_update",
     "f_blocks_inputs",
     "theme_sums_inputs",
     "top2_inputs",
+    "top2_update_inputs",
 ]
