@@ -2,7 +2,8 @@
 some (an update), or without some statements (a deleted ``semantic:N`` / ``theme:N``), at the cost of
 what they touched, not of the memory's size.
 
-``without`` takes out everything derived from what changes:
+``forget`` (on a memory's slice; ``without``: the same on ``Memory`` records) takes out everything
+derived from what changes:
 
 - the dropped messages and their rows; a changed message keeps its row with its new text and vector;
 - every closed episode holding a dropped or changed message is made again from the messages it has
@@ -25,9 +26,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..memory.bank import MemorySlice
+from ..memory.codec import theme_columns
 from ..memory.hierarchy import Memory
 from ..memory.records import Conversation, Message, Theme
-from .incremental import engine_state
+from .incremental import _first_psg, _packed, engine_state, messages_at, valid_rows
 from .segment import MessageVectors, episode_embeddings, make_episodes
 
 
@@ -134,4 +137,136 @@ def without(
     return reduced, restate
 
 
-__all__ = ["replace_rows", "without"]
+def forget(
+    sl: MemorySlice,
+    drop: set[str],
+    texts: dict[str, str],
+    changed_x: MessageVectors | None,
+    nodes: set[int] = frozenset(),
+    forgotten: tuple[str, ...] = (),
+) -> tuple[MemorySlice, set[str]]:
+    """``sl`` with messages ``drop`` removed, messages ``texts`` (id -> new text; ``changed_x`` their
+    vectors, in message order) changed and statements ``nodes`` (local rows) removed, with everything
+    derived from them (see the module's doc); ``forgotten`` replaces the engine state's forgotten
+    hashes. Returns the reduced slice (its semantic and theme kNN lists empty, its statements'
+    episodes left to the growth that follows) and the ids of the messages whose statements are to
+    be extracted again (``grow``'s ``restate``). The input is not modified."""
+    st = engine_state(sl)
+    mc, ec, sc, tc = (sl.cols[lv] for lv in ("msg", "epi", "sem", "theme"))
+    ids = mc["id"].tolist()
+    n_msg = len(ids)
+    dropped = np.array([i in drop for i in ids], bool)
+    touched = dropped | np.array([i in texts for i in ids], bool)
+    keep_rows = np.flatnonzero(~dropped)
+    new_row = np.full(n_msg + 1, -1, np.int64)  # old message row -> new row (index -1: padding)
+    new_row[keep_rows] = np.arange(len(keep_rows))
+    text = mc["text"][keep_rows]
+    changed_rows = [j for j, i in enumerate(mc["id"][keep_rows].tolist()) if i in texts]
+    for j in changed_rows:
+        text[j] = texts[str(mc["id"][keep_rows[j]])]
+    vectors = MessageVectors(mc["x"], sl.cols["psg"]["x"], sl.cols["psg"]["msg"]).take(keep_rows)
+    if changed_rows:
+        vectors = replace_rows(vectors, changed_rows, changed_x)
+    msg = {
+        "x": vectors.x,
+        "id": mc["id"][keep_rows],
+        "speaker": mc["speaker"][keep_rows],
+        "text": text,
+        "session": mc["session"][keep_rows],
+        "time": mc["time"][keep_rows],
+        "psg": _first_psg(vectors.psg_msg, len(keep_rows)),
+    }
+    reduced_msgs = MemorySlice(sl.memory_id, {"msg": msg})
+
+    # closed episodes: those holding a touched message made again from what is left
+    em = ec["msgs"]
+    n_closed = int(np.argmax(em[:, 0] >= st.open_from)) if (em[:, 0] >= st.open_from).any() else len(em)
+    hit = np.where(em[:n_closed] >= 0, touched[np.maximum(em[:n_closed], 0)], False).any(axis=1)
+    rows, remade = [], {}
+    for r in range(n_closed):
+        if not hit[r]:
+            rows.append(r)
+            continue
+        left = [int(new_row[m]) for m in valid_rows(em[r]) if not dropped[m]]
+        if not left:
+            continue
+        conv = Conversation(sl.memory_id, ("", ""), messages_at(reduced_msgs, left))
+        (ep,) = make_episodes(conv, [(0, len(left))])
+        remade[len(rows)] = (ep, left, episode_embeddings([(0, len(left))], vectors.x[left])[0])
+        rows.append(r)
+    rows_at = np.asarray(rows, np.int64)
+    e_msgs = np.where(em[rows_at] >= 0, new_row[em[rows_at]], -1)
+    lengths = (e_msgs >= 0).sum(axis=1)
+    for j, (_, left, _) in remade.items():
+        lengths[j] = len(left)
+    e_msgs = _packed(e_msgs, lengths, np.int32)
+    epi = {name: ec[name][rows_at] for name in ("x", "id", "title", "text", "start", "end")}
+    for j, (ep, left, x) in remade.items():
+        epi["x"][j] = x
+        epi["title"][j], epi["text"][j] = ep.title, ep.text
+        epi["start"][j] = np.nan if ep.start is None else ep.start
+        epi["end"][j] = np.nan if ep.end is None else ep.end
+        e_msgs[j] = -1
+        e_msgs[j, : len(left)] = left
+    epi["msgs"] = e_msgs
+    open_from = st.open_from - int(dropped[: st.open_from].sum())
+
+    # statements derived from a touched message (or named) leave; their other sources are restated
+    sm = sc["msgs"]
+    gone = np.where(sm >= 0, touched[np.maximum(sm, 0)], False).any(axis=1)
+    gone[sorted(nodes)] = True
+    restate = {ids[m] for r in np.flatnonzero(gone).tolist() for m in valid_rows(sm[r]) if not dropped[m]}
+    restate |= set(texts) - drop
+    kept = np.flatnonzero(~gone)
+    s_msgs = np.where(sm[kept] >= 0, new_row[sm[kept]], -1)
+    epi_new = np.full(len(em) + 1, -1, np.int64)  # old episode row -> new row
+    epi_new[rows_at] = np.arange(len(rows_at))
+    s_epis = np.where(sc["epis"][kept] >= 0, epi_new[sc["epis"][kept]], -1)
+    big = np.iinfo(np.int64).max
+    s_epis = np.take_along_axis(s_epis, np.argsort(np.where(s_epis >= 0, 0, big), axis=1, kind="stable"), 1)
+    theme_of = sc["theme"][kept]
+    lost = set(sc["theme"][gone].tolist())
+    live = np.unique(theme_of)
+    t_row = np.full(len(tc["id"]) + 1, -1, np.int64)
+    t_row[live] = np.arange(len(live))
+    theme_of = t_row[theme_of].astype(np.int32)
+    summary = tc["summary"][live]
+    for j, r in enumerate(live.tolist()):
+        if r in lost:
+            summary[j] = ""
+    sem_x = sc["x"][kept]
+    k_sem, k_theme = sc["knn_idx"].shape[1], tc["knn_idx"].shape[1]
+    theme = theme_columns(sem_x, theme_of, len(live))
+    cols = {
+        "msg": msg,
+        "epi": epi,
+        "sem": {
+            "x": sem_x,
+            "id": sc["id"][kept],
+            "text": sc["text"][kept],
+            "time": sc["time"][kept],
+            "epis": _packed(s_epis, (s_epis >= 0).sum(axis=1), np.int32),
+            "msgs": _packed(s_msgs, (s_msgs >= 0).sum(axis=1), np.int32),
+            "theme": theme_of,
+            "knn_idx": np.full((len(kept), k_sem), -1, np.int32),
+            "knn_sim": np.full((len(kept), k_sem), -np.inf, np.float32),
+        },
+        "theme": {
+            "id": tc["id"][live],
+            "summary": summary,
+            "parents": tc["parents"][live],
+            "sum": theme["sum"],
+            "count": theme["count"],
+            "x": theme["x"],
+            "knn_idx": np.full((len(live), k_theme), -1, np.int32),
+            "knn_sim": np.full((len(live), k_theme), -np.inf, np.float32),
+        },
+        "psg": {"x": vectors.psg_x, "msg": vectors.psg_msg},
+    }
+    state = replace(
+        st, open_from=open_from, speakers=(), forgotten=tuple(sorted(set(forgotten or st.forgotten)))
+    )
+    return MemorySlice(sl.memory_id, cols, dict(sl.stats), state), restate
+
+
+__all__ = ["forget", "replace_rows", "without"]

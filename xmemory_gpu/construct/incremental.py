@@ -14,27 +14,33 @@ offered the new rows), all memories of the batch in one launch each; only themes
 changed are re-summarised. Embedding is one call for all new messages of the
 batch and one for all new statements.
 
-Inputs are the memories as read (``Memory`` views); outputs are their slices, each with its typed
-engine state (open episode start, next theme id, speakers, forgotten statements: the slice's
-``engine``, stored with it) so a stored memory reopens and grows.
+Inputs are the memories' slices (a bank's ``bank.slice(b)``, or :func:`empty_slice`), read from
+their columns: only the open episode's messages and the messages restated become records; the
+closed episodes, the statements and their sources are carried over as columns. Outputs are the
+grown slices, each with its typed engine state (open episode start, next theme id, speakers,
+forgotten statements: the slice's ``engine``, stored with it) so a stored memory reopens and grows.
+Memories given as ``Memory`` records take the record path (:func:`grow_records`), which gives the
+same slices.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from ..config import XMemoryConfig
 from ..memory.bank import MemorySlice
+from ..memory.codec import theme_columns
 from ..memory.engine_state import EngineState
-from ..memory.hierarchy import Memory
+from ..memory.hierarchy import Memory, _graph, _obj, _ragged, _ts, slice_from_memory, time_or_none
 from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph, knn_search
-from .finalize import finalize, record_objective
+from .finalize import finalize, gist, record_objective, summary_picks
 from .segment import (
     MessageVectors,
     boundary_runs,
@@ -54,9 +60,11 @@ def statement_hash(text: str) -> str:
     return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()[:32]
 
 
-def engine_state(mem: Memory) -> EngineState:
+def engine_state(mem: MemorySlice | Memory) -> EngineState:
     """A copy of the memory's engine state (a memory built in bulk: nothing open)."""
-    return replace(mem.engine) if mem.engine is not None else EngineState.closed(len(mem.messages))
+    if mem.engine is not None:
+        return replace(mem.engine)
+    return EngineState.closed(mem.n("msg") if isinstance(mem, MemorySlice) else len(mem.messages))
 
 
 def empty_memory(memory_id: str, dim: int, k: int, state: EngineState | None = None) -> Memory:
@@ -79,14 +87,43 @@ def empty_memory(memory_id: str, dim: int, k: int, state: EngineState | None = N
     )
 
 
-def _speakers(old: tuple[str, ...], msgs: list[Message]) -> tuple[str, ...]:
+def empty_slice(memory_id: str, dim: int, k: int, state: EngineState | None = None) -> MemorySlice:
+    """A memory with nothing in it, as a slice (``grow``'s input for a new memory)."""
+    return slice_from_memory(empty_memory(memory_id, dim, k, state))
+
+
+def messages_at(sl: MemorySlice, rows: Iterable[int]) -> list[Message]:
+    """The slice's messages at ``rows`` as records."""
+    m = sl.cols["msg"]
+    return [
+        Message(
+            str(m["id"][i]),
+            str(m["speaker"][i]),
+            str(m["text"][i]),
+            int(m["session"][i]),
+            time_or_none(m["time"][i]),
+        )
+        for i in rows
+    ]
+
+
+def valid_rows(row: np.ndarray) -> list[int]:
+    """A ragged column's row without its ``-1`` padding."""
+    return row[row >= 0].tolist()
+
+
+def _first_speakers(old: tuple[str, ...], speakers: Iterable[str]) -> tuple[str, ...]:
     out = list(old)
-    for m in msgs:
+    for sp in speakers:
         if len(out) >= 2:
             break
-        if m.speaker not in out:
-            out.append(m.speaker)
+        if sp not in out:
+            out.append(str(sp))
     return tuple(out)
+
+
+def _speakers(old: tuple[str, ...], msgs: list[Message]) -> tuple[str, ...]:
+    return _first_speakers(old, (m.speaker for m in msgs))
 
 
 def _pair(speakers: tuple[str, ...]) -> tuple[str, str]:
@@ -99,6 +136,366 @@ def speaker_pair(messages: list[Message]) -> tuple[str, str]:
 
 
 def grow(
+    memories: Sequence[MemorySlice | Memory],
+    new_messages: list[list[Message]],
+    embedder,
+    config: XMemoryConfig | None = None,
+    *,
+    flush: bool = False,
+    new_x: list[MessageVectors] | None = None,
+    backend: str = "auto",
+    restate: list[set[str]] | None = None,
+) -> list[MemorySlice]:
+    """``memories[b]`` (its slice) grown by ``new_messages[b]`` (in order), all memories in one batch.
+
+    ``new_x``: the new messages' embeddings and passages when already known; otherwise one
+    ``embedder.encode`` call embeds every new message of the batch (and the passages of the long
+    ones). ``restate[b]``: ids of messages already in memory ``b`` whose statements are extracted
+    again with the new ones' (after ``forget.forget`` took out what was derived from them).
+    ``flush`` closes every open episode. Returns the grown memories' slices (the inputs are not
+    modified). Memories given as ``Memory`` records, all of them, take :func:`grow_records`."""
+    if memories and all(isinstance(m, Memory) for m in memories):
+        return grow_records(
+            list(memories),
+            new_messages,
+            embedder,
+            config,
+            flush=flush,
+            new_x=new_x,
+            backend=backend,
+            restate=restate,
+        )
+    slices = [slice_from_memory(m) if isinstance(m, Memory) else m for m in memories]
+    cfg = config or XMemoryConfig()
+    if new_x is None:
+        flat = [m for msgs in new_messages for m in msgs]  # embedded exactly as the bulk build does
+        new_x = embed_messages(embedder, flat, cfg.semantic.passage_words).split(
+            [len(m) for m in new_messages]
+        )
+    restate = restate or [set() for _ in slices]
+    grown = [
+        _grow_messages(sl, list(msgs), vec, again, cfg, flush)
+        for sl, msgs, vec, again in zip(slices, new_messages, new_x, restate)
+    ]
+    raw_x_all = (
+        embedder.encode([r.text for g in grown for r in g["raw"]]) if any(g["raw"] for g in grown) else None
+    )
+    raw_x = (
+        np.split(raw_x_all, np.cumsum([len(g["raw"]) for g in grown])[:-1])
+        if raw_x_all is not None
+        else [np.zeros((0, _dim(sl)), np.float32) for sl in slices]
+    )
+    theme_states: list[ThemeState] = []
+    steps: list[list[np.ndarray]] = []
+    for sl, g, rx in zip(slices, grown, raw_x):
+        sc, tc = sl.cols["sem"], sl.cols["theme"]
+        n_old = sl.n("sem")
+        _dedup_columns(g, sc, rx, cfg.semantic.dedup_threshold)
+        ts = ThemeState.restore(
+            g["sem_x"],
+            n_old,
+            tc["id"].tolist(),
+            sc["theme"],
+            {int(t): valid_rows(p) for t, p in zip(tc["id"], tc["parents"])},
+            g["state"].next_theme_id,
+            cfg.knn.k_themes,
+            cfg.knn.drop_nonpositive,
+            graph=(tc["knn_idx"], tc["knn_sim"]),
+        )
+        order = np.argsort(sc["theme"], kind="stable")  # each theme's members, ascending
+        bounds = np.searchsorted(sc["theme"][order], np.arange(sl.n("theme") + 1)).tolist()
+        g["previous"] = {
+            int(t): (frozenset(order[bounds[r] : bounds[r + 1]].tolist()), str(tc["summary"][r]))
+            for r, t in enumerate(tc["id"].tolist())
+        }
+        theme_states.append(ts)
+        sess = np.asarray(g["new_sessions"], np.int64)
+        new_rows = np.arange(n_old, n_old + len(sess))
+        steps.append([new_rows[sess == v] for v in dict.fromkeys(sess.tolist())])
+    grow_themes(theme_states, steps, cfg.theme, backend=backend)
+    sizes = [len(g["sem_x"]) for g in grown]
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    d = _dim(slices[0]) if slices else embedder.dim
+    all_sem = np.concatenate([g["sem_x"] for g in grown]) if offs[-1] else np.zeros((0, d), np.float32)
+    all_sem = to_backend(all_sem, backend, dtype=np.float32)  # one upload for the graphs and f(P)
+    idx, sim = semantic_graphs(slices, all_sem, offs, cfg.knn.k_semantics, cfg.knn.drop_nonpositive, backend)
+    out = []
+    for b, (sl, g, ts) in enumerate(zip(slices, grown, theme_states)):
+        lo, hi = int(offs[b]), int(offs[b + 1])
+        sem_idx = np.where(idx[lo:hi] >= 0, idx[lo:hi] - lo, -1).astype(np.int32)
+        g["state"].next_theme_id = ts.next_id
+        m = _grown_slice(sl, g, sem_idx, sim[lo:hi], ts, cfg)
+        m.stats["n_splits"] += int(sl.stats.get("n_splits", 0))
+        m.stats["n_merges"] += int(sl.stats.get("n_merges", 0))
+        m.stats["builder"] = "llm-free (incremental)"
+        out.append(m)
+    record_objective(out, all_sem, offs, cfg, backend)
+    return out
+
+
+def _dim(sl: MemorySlice) -> int:
+    return int(sl.cols["sem"]["x"].shape[1])
+
+
+def _grow_messages(
+    sl: MemorySlice,
+    msgs: list[Message],
+    vec: MessageVectors,
+    again_ids: set[str],
+    cfg: XMemoryConfig,
+    flush: bool,
+) -> dict:
+    """One memory's messages grown: its vectors, episodes (the closed ones kept as rows, the open
+    buffer segmented again), new engine state and the raw statements of the new (and restated)
+    messages."""
+    st = engine_state(sl)
+    mc, ec = sl.cols["msg"], sl.cols["epi"]
+    n_msg = sl.n("msg")
+    own = MessageVectors(mc["x"], sl.cols["psg"]["x"], sl.cols["psg"]["msg"])
+    vectors = MessageVectors.concat([own, vec], _dim(sl))
+    speakers = _first_speakers(st.speakers, iter(mc["speaker"])) if len(st.speakers) < 2 else st.speakers
+    speakers = _speakers(speakers, msgs)
+    tail = Conversation(sl.memory_id, _pair(speakers), messages_at(sl, range(st.open_from, n_msg)) + msgs)
+    runs = boundary_runs(tail, vectors.x[st.open_from :], cfg.segment)
+    spans = cap_runs(runs, cfg.segment)
+    # the closed episodes (a prefix of the rows), numbered by position as construction numbers them
+    n_keep = int((ec["msgs"][:, 0] < st.open_from).sum()) if sl.n("epi") else 0
+    fresh = make_episodes(tail, spans)
+    for j, e in enumerate(fresh):
+        e.id = n_keep + j
+    epi_x = (
+        np.concatenate([ec["x"][:n_keep], episode_embeddings(spans, vectors.x[st.open_from :])])
+        if spans
+        else ec["x"][:n_keep]
+    )
+    # the last run stays open (its length cap and drift are decided again as it grows), as in the bulk build
+    n_all = n_msg + len(msgs)
+    open_from = n_all if (flush or not runs) else st.open_from + runs[-1][0]
+    row_of = {m.id: st.open_from + j for j, m in enumerate(tail.messages)}
+    again_rows = [r for r, i in enumerate(mc["id"].tolist()) if i in again_ids] if again_ids else []
+    again = messages_at(sl, again_rows)
+    row_of.update(zip((m.id for m in again), again_rows))
+    for m, r in zip(msgs, range(n_msg, n_all)):
+        row_of[m.id] = r
+    # each message's episode row: the kept episodes' from their rows, the fresh ones' from their ids
+    epi_of = np.full(n_all, -1, np.int64)
+    kept_msgs = ec["msgs"][:n_keep]
+    er, ek = np.nonzero(kept_msgs >= 0)
+    epi_of[kept_msgs[er, ek]] = er
+    for e in fresh:
+        epi_of[[row_of[i] for i in e.message_ids]] = e.id
+    src = again + msgs
+    # extraction reads each source's episode id only: the restated ones' kept episodes, the fresh ones
+    by_epi = [Episode(int(epi_of[r]), "", "", [m.id]) for m, r in zip(again, again_rows) if r < st.open_from]
+    raw = (
+        extract_statements(Conversation(sl.memory_id, _pair(speakers), src), by_epi + fresh, cfg.semantic)
+        if src
+        else []
+    )
+    if st.forgotten:
+        gone = set(st.forgotten)
+        raw = [r for r in raw if statement_hash(r.text) not in gone]
+    return {
+        "n_msg": n_all,
+        "new_msgs": msgs,
+        "vectors": vectors,
+        "n_keep": n_keep,
+        "fresh": [(e, [row_of[i] for i in e.message_ids]) for e in fresh],
+        "epi_x": epi_x,
+        "epi_of": epi_of,
+        "raw": raw,
+        "raw_rows": row_of,
+        "session_of": {m.id: m.session for m in src},
+        "n_stmts": len(raw),
+        "state": EngineState(open_from, st.next_theme_id, speakers, st.forgotten),
+    }
+
+
+def _dedup_columns(g: dict, sc: dict[str, np.ndarray], raw_x: np.ndarray, threshold: float) -> None:
+    """The memory's statements plus the new ones, de-duplicated as :func:`_dedup_into` does (each
+    new statement merged into its most similar earlier kept one above ``threshold``, keeping every
+    source; else kept), on columns: ``g`` gains the merged sources of old rows (``merged``: row ->
+    message rows), the new rows' texts, times and sources, ``sem_x`` and each new row's session."""
+    raw, row_of = g["raw"], g["raw_rows"]
+    n_old = int(sc["x"].shape[0])
+    target = (
+        match_duplicates(sc["x"], raw_x, threshold, block=DEDUP_BLOCK) if len(raw) else np.zeros(0, np.int64)
+    )
+    merged: dict[int, list[int]] = {}
+    texts, times, sources, kept = [], [], [], []
+    sessions = []
+    for i, node in enumerate(raw):
+        rows = [row_of[m] for m in node.message_ids]
+        t = int(target[i])
+        if t >= n_old:
+            sources[t - n_old] = list(dict.fromkeys(sources[t - n_old] + rows))
+        elif t >= 0:
+            before = merged[t] if t in merged else valid_rows(sc["msgs"][t])
+            merged[t] = list(dict.fromkeys(before + rows))
+        else:
+            kept.append(i)
+            texts.append(node.text)
+            times.append(node.timestamp)
+            sources.append(rows)
+            sessions.append(g["session_of"][node.message_ids[0]])
+    sem_x = np.concatenate([sc["x"], raw_x[kept]]) if kept else sc["x"]
+    g.update(
+        merged=merged,
+        new_texts=texts,
+        new_times=times,
+        new_sources=sources,
+        new_sessions=sessions,
+        sem_x=sem_x.astype(np.float32),
+    )
+
+
+def _packed(rows: np.ndarray, lengths: np.ndarray, dtype) -> np.ndarray:
+    """A ragged column [n, w] (valid entries first) cut or padded to its longest row (at least 1)."""
+    w = max(int(lengths.max(initial=0)), 1)
+    out = np.full((rows.shape[0], w), -1, dtype)
+    c = min(w, rows.shape[1])
+    out[:, :c] = rows[:, :c]
+    return out
+
+
+def _ragged_rows(
+    old: np.ndarray, extra: list[list[int]], replace_at: dict[int, list[int]], dtype
+) -> np.ndarray:
+    """``old``'s rows (``replace_at``: rows given anew) then ``extra``'s, as one ragged column."""
+    n_old = old.shape[0]
+    lengths = np.concatenate([(old >= 0).sum(axis=1), np.array([len(x) for x in extra], np.int64)]).astype(
+        np.int64
+    )
+    for r, x in replace_at.items():
+        lengths[r] = len(x)
+    out = _packed(np.concatenate([old, np.full((len(extra), old.shape[1]), -1, old.dtype)]), lengths, dtype)
+    for r, x in [*replace_at.items(), *((n_old + j, x) for j, x in enumerate(extra))]:
+        out[r] = -1
+        out[r, : len(x)] = x
+    return out
+
+
+def _sorted_unique_rows(a: np.ndarray) -> np.ndarray:
+    """Each row's distinct values >= 0, ascending, as a ragged column (-1 padded, width >= 1)."""
+    big = np.iinfo(np.int64).max
+    s = np.sort(np.where(a >= 0, a, big), axis=1)
+    if s.shape[1] > 1:
+        dup = np.zeros(s.shape, bool)
+        dup[:, 1:] = s[:, 1:] == s[:, :-1]
+        s = np.sort(np.where(dup, big, s), axis=1)
+    n = (s != big).sum(axis=1)
+    return _packed(np.where(s == big, -1, s), n, np.int32)
+
+
+def _first_psg(psg_msg: np.ndarray, n_msg: int) -> np.ndarray:
+    """Each message's first passage row (-1: none); ``psg_msg`` [p] the passages' message rows, in order."""
+    out = np.full(n_msg, -1, np.int32)
+    if psg_msg.size:
+        first = np.concatenate([[True], psg_msg[1:] != psg_msg[:-1]])
+        out[psg_msg[first]] = np.flatnonzero(first)
+    return out
+
+
+def _grown_slice(
+    sl: MemorySlice, g: dict, sem_idx: np.ndarray, sem_sim: np.ndarray, ts: ThemeState, cfg: XMemoryConfig
+) -> MemorySlice:
+    """The grown memory's slice, its columns the old ones with what changed (``construct.finalize``
+    on columns: a theme whose members are unchanged keeps its summary, the others are summarised)."""
+    mc, ec, sc = sl.cols["msg"], sl.cols["epi"], sl.cols["sem"]
+    d = _dim(sl)
+    msgs, fresh, n_keep = g["new_msgs"], g["fresh"], g["n_keep"]
+    vectors: MessageVectors = g["vectors"]
+    sem_x = g["sem_x"]
+    theme_ids, parents, theme_of, t_idx, t_sim = ts.final()
+    texts = sc["text"].tolist() + g["new_texts"]
+    p_off, p_rows = summary_picks(texts, sem_x, theme_of, len(theme_ids))
+    p_off, p_rows = p_off.tolist(), p_rows.tolist()
+    previous = g["previous"]
+    if previous:
+        order = np.argsort(theme_of, kind="stable")
+        m_off = np.searchsorted(theme_of[order], np.arange(len(theme_ids) + 1)).tolist()
+    summaries = []
+    for r, t in enumerate(theme_ids):
+        old = previous.get(t)
+        if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
+            summaries.append(old[1])
+        else:
+            summaries.append(gist([texts[i] for i in p_rows[p_off[r] : p_off[r + 1]]]))
+    n_th, n_sem, n_epi = len(theme_ids), len(texts), n_keep + len(fresh)
+    sizes = np.bincount(theme_of, minlength=n_th) if n_th else np.zeros(0, int)
+    stats = {
+        "builder": "llm-free",
+        "n_messages": g["n_msg"],
+        "n_episodes": n_epi,
+        "n_statements": int(sl.stats.get("n_statements", 0)) + g["n_stmts"],
+        "n_semantics": n_sem,
+        "n_themes": n_th,
+        "mean_theme_size": float(sizes.mean()) if len(sizes) else 0.0,
+        "max_theme_size": int(sizes.max()) if len(sizes) else 0,
+        "reassignment_ratio": float(ts.reassigned.mean()) if len(ts.reassigned) else 0.0,
+        "n_splits": ts.n_splits,
+        "n_merges": ts.n_merges,
+        "split": cfg.theme.split,
+        "merge": cfg.theme.merge,
+        "lineage": ts.lineage(),
+    }
+    sem_msgs = _ragged_rows(sc["msgs"], g["new_sources"], g["merged"], np.int32)
+    epi_of = g["epi_of"]
+    if (epi_of[sem_msgs[sem_msgs >= 0]] < 0).any():
+        raise ValueError(f"memory {sl.memory_id}: a statement's source is in no episode")
+    sem_epis = _sorted_unique_rows(np.where(sem_msgs >= 0, epi_of[np.maximum(sem_msgs, 0)], -1))
+    psg_x = np.asarray(vectors.psg_x, np.float32).reshape(-1, d)
+    psg_msg = np.asarray(vectors.psg_msg, np.int32).reshape(-1)
+    theme_of = np.asarray(theme_of, np.int32).reshape(-1)
+    theme = theme_columns(sem_x, theme_of, n_th)
+    cols = {
+        "msg": {
+            "x": np.asarray(vectors.x, np.float32).reshape(-1, d),
+            "id": np.concatenate([mc["id"], _obj([m.id for m in msgs])]),
+            "speaker": np.concatenate([mc["speaker"], _obj([m.speaker for m in msgs])]),
+            "text": np.concatenate([mc["text"], _obj([m.text for m in msgs])]),
+            "session": np.concatenate([mc["session"], np.array([m.session for m in msgs], np.int64)]),
+            "time": np.concatenate([mc["time"], np.array([_ts(m.timestamp) for m in msgs], np.float64)]),
+            "psg": _first_psg(psg_msg, g["n_msg"]),
+        },
+        "epi": {
+            "x": np.asarray(g["epi_x"], np.float32).reshape(-1, d),
+            "id": np.arange(n_epi, dtype=np.int64),
+            "title": np.concatenate([ec["title"][:n_keep], _obj([e.title for e, _ in fresh])]),
+            "text": np.concatenate([ec["text"][:n_keep], _obj([e.text for e, _ in fresh])]),
+            "start": np.concatenate(
+                [ec["start"][:n_keep], np.array([_ts(e.start) for e, _ in fresh], np.float64)]
+            ),
+            "end": np.concatenate([ec["end"][:n_keep], np.array([_ts(e.end) for e, _ in fresh], np.float64)]),
+            "msgs": _ragged_rows(ec["msgs"][:n_keep], [rows for _, rows in fresh], {}, np.int32),
+        },
+        "sem": {
+            "x": sem_x,
+            "id": np.concatenate([sc["id"], np.arange(sl.n("sem"), n_sem, dtype=np.int64)]),
+            "text": _obj(texts),
+            "time": np.concatenate([sc["time"], np.array([_ts(t) for t in g["new_times"]], np.float64)]),
+            "epis": sem_epis,
+            "msgs": sem_msgs,
+            "theme": theme_of,
+            "knn_idx": _graph(sem_idx, n_sem, -1, np.int32),
+            "knn_sim": _graph(sem_sim, n_sem, -np.inf, np.float32),
+        },
+        "theme": {
+            "id": np.array(theme_ids, np.int64),
+            "summary": _obj(summaries),
+            "parents": _ragged(parents, np.int64),
+            "sum": theme["sum"],
+            "count": theme["count"],
+            "x": theme["x"],
+            "knn_idx": _graph(t_idx, n_th, -1, np.int32),
+            "knn_sim": _graph(t_sim, n_th, -np.inf, np.float32),
+        },
+        "psg": {"x": psg_x, "msg": psg_msg},
+    }
+    return MemorySlice(sl.memory_id, cols, stats, g["state"])
+
+
+def grow_records(
     memories: list[Memory],
     new_messages: list[list[Message]],
     embedder,
@@ -109,14 +506,7 @@ def grow(
     backend: str = "auto",
     restate: list[set[str]] | None = None,
 ) -> list[MemorySlice]:
-    """``memories[b]`` grown by ``new_messages[b]`` (in order), all memories in one batch.
-
-    ``new_x``: the new messages' embeddings and passages when already known; otherwise one
-    ``embedder.encode`` call embeds every new message of the batch (and the passages of the long
-    ones). ``restate[b]``: ids of messages already in memory ``b`` whose statements are extracted
-    again with the new ones' (after ``forget.without`` took out what was derived from them).
-    ``flush`` closes every open episode. Returns the grown memories' slices (the inputs are not
-    modified)."""
+    """:func:`grow` of memories given as ``Memory`` records (the same slices, through records)."""
     cfg = config or XMemoryConfig()
     if new_x is None:
         flat = [m for msgs in new_messages for m in msgs]  # embedded exactly as the bulk build does
@@ -252,13 +642,26 @@ def grow(
     return out
 
 
-def _graph_kept(mem: Memory, k: int, drop: bool) -> bool:
+def _old_graph(mem: MemorySlice | Memory) -> tuple[np.ndarray, np.ndarray, int]:
+    """The memory's semantic kNN lists (idx, sim) and its number of statements."""
+    if isinstance(mem, MemorySlice):
+        sc = mem.cols["sem"]
+        return sc["knn_idx"], sc["knn_sim"], mem.n("sem")
+    return mem.sem_knn_idx, mem.sem_knn_sim, len(mem.semantics)
+
+
+def _graph_kept(mem: MemorySlice | Memory, k: int, drop: bool) -> bool:
     """Whether ``mem``'s semantic kNN lists are its graph under this k and edge rule."""
-    return kept_graph_fits(mem.sem_knn_idx, mem.sem_knn_sim, len(mem.semantics), k, drop)
+    return kept_graph_fits(*_old_graph(mem), k, drop)
 
 
 def semantic_graphs(
-    memories: list[Memory], all_sem, offs: np.ndarray, k: int, drop_nonpositive: bool, backend: str
+    memories: Sequence[MemorySlice | Memory],
+    all_sem,
+    offs: np.ndarray,
+    k: int,
+    drop_nonpositive: bool,
+    backend: str,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The grown memories' semantic kNN graphs: idx [N, k] int32 global rows, sim [N, k] float32, for
     all_sem [N, d] (memory b's rows at ``offs[b]:offs[b+1]``, its old rows first, unchanged). A memory
@@ -272,7 +675,7 @@ def semantic_graphs(
     if not n:
         return idx, sim
     kept = [_graph_kept(m, k, drop_nonpositive) for m in memories]
-    n_old = np.array([len(m.semantics) if ok else 0 for m, ok in zip(memories, kept)], np.int64)
+    n_old = np.array([_old_graph(m)[2] if ok else 0 for m, ok in zip(memories, kept)], np.int64)
     whole = [b for b, ok in enumerate(kept) if not ok]
     if whole:
         rows = np.concatenate([np.arange(offs[b], offs[b + 1]) for b in whole])
@@ -316,18 +719,18 @@ def semantic_graphs(
         ci, cs = host(ci), host(cs)
         ci = np.where(ci >= 0, new[np.maximum(ci, 0)], -1)
         base = np.repeat(offs[inc], n_old[inc])  # each old row's memory's first global row
-        kept_i = np.concatenate([memories[b].sem_knn_idx for b in inc]).astype(np.int64)
+        kept_i = np.concatenate([_old_graph(memories[b])[0] for b in inc]).astype(np.int64)
         kept_i = np.where(kept_i >= 0, kept_i + base[:, None], -1)
-        kept_s = np.concatenate([memories[b].sem_knn_sim for b in inc]).astype(np.float32)
+        kept_s = np.concatenate([_old_graph(memories[b])[1] for b in inc]).astype(np.float32)
         ids, sims = np.concatenate([kept_i, ci], 1), np.concatenate([kept_s, cs], 1)
         order = np.argsort(-sims, axis=1, kind="stable")[:, :k]  # kept ids are lower: ties keep them first
         idx[old] = np.take_along_axis(ids, order, 1)
         sim[old] = np.take_along_axis(sims, order, 1)
     elif len(old):
         base = np.repeat(offs[inc], n_old[inc])
-        kept_i = np.concatenate([memories[b].sem_knn_idx for b in inc]).astype(np.int64)
+        kept_i = np.concatenate([_old_graph(memories[b])[0] for b in inc]).astype(np.int64)
         idx[old] = np.where(kept_i >= 0, kept_i + base[:, None], -1)
-        sim[old] = np.concatenate([memories[b].sem_knn_sim for b in inc])
+        sim[old] = np.concatenate([_old_graph(memories[b])[1] for b in inc])
     return idx, sim
 
 

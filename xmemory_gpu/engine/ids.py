@@ -23,7 +23,7 @@ import numpy as np
 from ..construct.incremental import statement_hash
 from ..memory.bank import MemorySlice
 from ..memory.engine_state import EngineState
-from ..memory.hierarchy import Memory
+from ..memory.hierarchy import Memory, slice_from_memory
 
 UNIT_KINDS = ("episode", "semantic", "theme")
 _UNIT_ID = re.compile(
@@ -37,13 +37,14 @@ def parse_unit_id(s: str) -> tuple[str, int] | None:
     return (m[1], int(m[2])) if m else None
 
 
-def counters(mem: Memory) -> dict[str, int]:
+def counters(mem: MemorySlice | Memory) -> dict[str, int]:
     """The next unused id per kind of ``mem`` (after its largest id for a memory stored without counters)."""
+    if isinstance(mem, Memory):
+        mem = slice_from_memory(mem)
     got = mem.stats.get("ids") or {}
     largest = {
-        "episode": max([e.id for e in mem.episodes], default=-1),
-        "semantic": max([s.id for s in mem.semantics], default=-1),
-        "theme": max([t.id for t in mem.themes], default=-1),
+        kind: int(mem.cols[lv]["id"].max(initial=-1))
+        for kind, lv in (("episode", "epi"), ("semantic", "sem"), ("theme", "theme"))
     }
     out = {k: max(int(got.get(k, 0)), largest[k] + 1) for k in ("episode", "semantic")}
     out["theme"] = max(mem.engine.next_theme_id if mem.engine is not None else 0, largest["theme"] + 1)
@@ -54,15 +55,24 @@ def _valid(row: np.ndarray) -> list[int]:
     return [int(v) for v in row if v >= 0]
 
 
-def assign(old: Memory, new: MemorySlice, dropped: set[str]) -> None:
+def assign(old: MemorySlice | Memory, new: MemorySlice, dropped: set[str]) -> None:
     """Give ``new`` (``old`` grown, or without the ``dropped`` messages) stable ids, in place: its
-    ``id`` columns, its statements' episode rows in the order of their ids, and its counters."""
+    ``id`` columns, its statements' episode rows in the order of their ids, and its counters.
+    ``old`` is read from its columns (a ``Memory`` is taken as its slice)."""
+    if isinstance(old, Memory):
+        old = slice_from_memory(old)
     nxt = counters(old)
-    first_of: dict[str, int] = {}
-    for e in old.episodes:
-        alive = [m for m in e.message_ids if m not in dropped]
-        if alive:
-            first_of.setdefault(alive[0], e.id)
+    first_of: dict[str, int] = {}  # the first surviving message of each stored episode -> its id
+    old_msg = old.cols["msg"]["id"]
+    for eid, row in zip(old.cols["epi"]["id"].tolist(), old.cols["epi"]["msgs"]):
+        rows = row[row >= 0]
+        if dropped:
+            alive = [m for m in old_msg[rows].tolist() if m not in dropped]
+            first = alive[0] if alive else None
+        else:
+            first = old_msg[rows[0]] if len(rows) else None
+        if first is not None:
+            first_of.setdefault(first, eid)
     used: set[int] = set()
     msg_id, epi, sem = new.cols["msg"]["id"], new.cols["epi"], new.cols["sem"]
     for r in range(new.n("epi")):
@@ -72,15 +82,25 @@ def assign(old: Memory, new: MemorySlice, dropped: set[str]) -> None:
             eid, nxt["episode"] = nxt["episode"], nxt["episode"] + 1
         used.add(eid)
         epi["id"][r] = eid
-    by_text: dict[str, deque[int]] = defaultdict(deque)
-    for s in old.semantics:
-        by_text[statement_hash(s.text)].append(s.id)
-    for r, text in enumerate(sem["text"].tolist()):
-        q = by_text.get(statement_hash(text))
-        if q:
-            sem["id"][r] = q.popleft()
-        else:
-            sem["id"][r], nxt["semantic"] = nxt["semantic"], nxt["semantic"] + 1
+    old_text, new_text = old.cols["sem"]["text"], sem["text"]
+    n_old = len(old_text)
+    if len(new_text) >= n_old and np.array_equal(new_text[:n_old], old_text):
+        # a growth: the stored statements are the first rows, unchanged, so each keeps its id
+        # (what matching by text gives them) and every later row is new
+        sem["id"][:n_old] = old.cols["sem"]["id"]
+        n_new = len(new_text) - n_old
+        sem["id"][n_old:] = np.arange(nxt["semantic"], nxt["semantic"] + n_new)
+        nxt["semantic"] += n_new
+    else:
+        by_text: dict[str, deque[int]] = defaultdict(deque)
+        for text, sid in zip(old_text.tolist(), old.cols["sem"]["id"].tolist()):
+            by_text[statement_hash(text)].append(sid)
+        for r, text in enumerate(new_text.tolist()):
+            q = by_text.get(statement_hash(text))
+            if q:
+                sem["id"][r] = q.popleft()
+            else:
+                sem["id"][r], nxt["semantic"] = nxt["semantic"], nxt["semantic"] + 1
     epis = sem["epis"]  # each statement's episodes in the order of their (new) ids
     if epis.size:
         key = np.where(epis >= 0, epi["id"][np.maximum(epis, 0)], np.iinfo(np.int64).max)

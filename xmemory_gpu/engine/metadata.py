@@ -254,12 +254,14 @@ def _holds(flt: dict, value: Callable[[str], Any]) -> bool:
     return True
 
 
-def of_memory(mem: Memory) -> dict[str, dict]:
+def of_memory(mem: Memory | MemorySlice) -> dict[str, dict]:
     """Message id -> its metadata object."""
     return dict(mem.stats.get(STATS_KEY) or {})
 
 
-def carry(old: Memory, new: MemorySlice, added: dict[str, dict], dropped: set[str] = frozenset()) -> None:
+def carry(
+    old: Memory | MemorySlice, new: MemorySlice, added: dict[str, dict], dropped: set[str] = frozenset()
+) -> None:
     """``new``'s metadata: ``old``'s without the ``dropped`` message ids, plus ``added`` (in place)."""
     md = {k: v for k, v in of_memory(old).items() if k not in dropped} | added
     alive = set(new.cols["msg"]["id"].tolist())

@@ -14,15 +14,23 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..construct.forget import without
-from ..construct.incremental import empty_memory, engine_state, grow, speaker_pair, statement_hash
+from ..construct.forget import forget
+from ..construct.incremental import (
+    empty_slice,
+    engine_state,
+    grow,
+    messages_at,
+    speaker_pair,
+    statement_hash,
+    valid_rows,
+)
 from ..construct.segment import MessageVectors, embed_messages
 from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
 from ..embed.cache import CachedEmbedder
 from ..memory.bank import MemorySlice
 from ..memory.engine_state import EngineState
-from ..memory.hierarchy import Memory, time_or_none, view
+from ..memory.hierarchy import Memory, time_or_none
 from ..memory.records import Conversation, Episode, Message
 from . import ids as unit_ids
 from . import inputs, people
@@ -188,7 +196,7 @@ class Writes:
                     {"id": i, "memory": texts[key][i], "event": "ADD", "type": "message"} | scope for i in ids
                 ]
                 if last[key] == n and key in self.bank.index:
-                    after = _statements(view(self.bank, self.bank.index[key]))
+                    after = _statements(self.bank.slice(self.bank.index[key]))
                     ev += [e | scope for e in _statement_events(before.get(key, {}), after)]
                 out.append({"ids": ids, "results": ev})
         return out
@@ -323,11 +331,11 @@ class Writes:
             ids.append(mid)
         return ids
 
-    def _current(self, key: str) -> Memory:
+    def _current(self, key: str) -> MemorySlice:
         b = self.bank.index.get(key)
         if b is None:
-            return empty_memory(key, self.embedder.dim, self.config.knn.k_semantics)
-        return view(self.bank, b)
+            return empty_slice(key, self.embedder.dim, self.config.knn.k_semantics)
+        return self.bank.slice(b)
 
     def _commit(
         self,
@@ -370,13 +378,13 @@ class Writes:
             self._using(self._owner(unit_id, user_id, agent_id, run_id)),
         ):
             key, kind, row = self._locate(unit_id, user_id, agent_id, run_id)
-            mem = view(self.bank, self.bank.index[key])
+            mem = self.bank.slice(self.bank.index[key])
             drop, nodes, hashes, logged = self._deletion(mem, kind, row, unit_id)
             forgotten = list(engine_state(mem).forgotten) + hashes
             self._forget(mem, drop, {}, nodes, forgotten, op=("delete", [logged]))
 
     def _deletion(
-        self, mem: Memory, kind: str, row: int, unit_id: str
+        self, mem: MemorySlice, kind: str, row: int, unit_id: str
     ) -> tuple[set[str], set[int], list[str], str]:
         """What deleting unit ``unit_id`` (``kind``, local ``row``) of ``mem`` forgets: (message ids,
         statement rows, statement hashes never to be extracted again, the id its log entry names)."""
@@ -391,21 +399,26 @@ class Writes:
                 "message sha256:" + hashlib.sha256(unit_id.encode()).hexdigest()[:16],
             )
         if kind == "episode":
-            drop = set(mem.episodes[row].message_ids)
+            drop = {str(mem.cols["msg"]["id"][r]) for r in valid_rows(mem.cols["epi"]["msgs"][row])}
         elif kind == "semantic":
             nodes = {row}
         else:
-            nodes = set(np.flatnonzero(mem.theme_of == row).tolist())
+            nodes = set(np.flatnonzero(mem.cols["sem"]["theme"] == row).tolist())
         for r in sorted(nodes):
             hashes += self._statement_hashes(mem, r)
         return drop, nodes, hashes, unit_id
 
-    def _statement_hashes(self, mem: Memory, row: int) -> list[str]:
+    def _statement_hashes(self, mem: MemorySlice, row: int) -> list[str]:
         """Hashes of every raw statement that became semantic node ``row``: its sources' statements
         closer to it than the de-duplication threshold (so extracting them again cannot bring it back)."""
-        node = mem.semantics[row]
-        src = [m for m in mem.messages if m.id in set(node.message_ids)]
-        by_id = {m.id: e.id for e in mem.episodes for m in src if m.id in e.message_ids}
+        sc, ec = mem.cols["sem"], mem.cols["epi"]
+        rows = sorted(valid_rows(sc["msgs"][row]))
+        src = messages_at(mem, rows)
+        by_id = {}  # each source's episode (the last that holds it)
+        for m, r in zip(src, rows):
+            holds = np.flatnonzero((ec["msgs"] == r).any(axis=1))
+            if len(holds):
+                by_id[m.id] = int(ec["id"][holds[-1]])
         eps = [
             Episode(eid, "", "", [m.id for m in src if by_id.get(m.id) == eid])
             for eid in sorted(set(by_id.values()))
@@ -415,10 +428,10 @@ class Writes:
             eps,
             self.config.semantic,
         )
-        hashes = {statement_hash(node.text)}
+        hashes = {statement_hash(str(sc["text"][row]))}
         if raw:
             x = self._embed_cache.encode([r.text for r in raw])
-            sims = x @ mem.sem_x[row]
+            sims = x @ sc["x"][row]
             hashes |= {
                 statement_hash(r.text) for r, s in zip(raw, sims) if s > self.config.semantic.dedup_threshold
             }
@@ -426,7 +439,7 @@ class Writes:
 
     def _forget(
         self,
-        mem: Memory,
+        mem: MemorySlice,
         drop: set[str],
         texts: dict[str, str],
         nodes: set[int],
@@ -443,11 +456,12 @@ class Writes:
         self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop} if drop else None)
 
     def _without(
-        self, mem: Memory, drop: set[str], texts: dict[str, str], nodes: set[int], forgotten: list[str]
+        self, mem: MemorySlice, drop: set[str], texts: dict[str, str], nodes: set[int], forgotten: list[str]
     ) -> list[MemorySlice]:
         """``_forget``'s new memory, not committed (a batch commits several at once)."""
         cache = self._embed_cache
-        changed = [m for m in mem.messages if m.id in texts and m.id not in drop]
+        ids = mem.cols["msg"]["id"].tolist()
+        changed = messages_at(mem, [r for r, i in enumerate(ids) if i in texts and i not in drop])
         changed_x = (
             embed_messages(
                 cache,
@@ -457,7 +471,7 @@ class Writes:
             if changed
             else None
         )
-        reduced, restate = without(mem, drop, texts, changed_x, nodes, tuple(forgotten))
+        reduced, restate = forget(mem, drop, texts, changed_x, nodes, tuple(forgotten))
         raw = mem.engine.raw if mem.engine is not None else ()
         restate = set(restate) - set(raw)  # kept as given: nothing derived from them
         grown = grow(
@@ -465,13 +479,13 @@ class Writes:
             [[]],
             cache,
             self.config,
-            new_x=[MessageVectors.empty(mem.dim)],
+            new_x=[MessageVectors.empty(int(mem.cols["msg"]["x"].shape[1]))],
             backend=self.backend,
             restate=[restate],
         )
         for new in grown:
             unit_ids.assign(mem, new, drop)
-            carry_over(mem, new, drop, {}, _name_kept(mem.engine, reduced.messages, drop | set(texts)), [])
+            carry_over(mem, new, drop, {}, _name_kept(mem.engine, reduced, drop | set(texts)), [])
         return grown
 
     def delete_all(
@@ -523,7 +537,7 @@ class Writes:
                     f"update: {unit_id!r} is a derived {kind}; update the messages it came from "
                     "(its message_ids) or delete it"
                 )
-            mem = view(self.bank, self.bank.index[key])
+            mem = self.bank.slice(self.bank.index[key])
             self._forget(
                 mem, set(), {unit_id: new}, set(), list(engine_state(mem).forgotten), op=("update", [unit_id])
             )
@@ -550,7 +564,7 @@ class Writes:
                 texts.setdefault(key, {})[mid] = text
             grown, log = [], []
             for key, new in texts.items():
-                mem = view(self.bank, self.bank.index[key])
+                mem = self.bank.slice(self.bank.index[key])
                 grown += self._without(mem, set(), new, set(), list(engine_state(mem).forgotten))
                 log.append((key, "update", list(new)))
             self._commit(grown, log)
@@ -567,10 +581,10 @@ class Writes:
         items = _batch_items(memories, "batch_delete", None)
         with self._writer, self._write_section(), self._using(self._batch_owners(items)):
             found = self._locate_batch(items, "batch_delete")
-            plans: dict[str, tuple[Memory, set[str], set[int], list[str], list[str]]] = {}
+            plans: dict[str, tuple[MemorySlice, set[str], set[int], list[str], list[str]]] = {}
             for (_, mid, _, _), (key, kind, row) in zip(items, found):
                 if key not in plans:
-                    mem = view(self.bank, self.bank.index[key])
+                    mem = self.bank.slice(self.bank.index[key])
                     plans[key] = (mem, set(), set(), list(engine_state(mem).forgotten), [])
                 mem, drop, nodes, forgotten, logged = plans[key]
                 d, n, h, shown = self._deletion(mem, kind, row, mid)
@@ -676,7 +690,7 @@ UserName = tuple[str | None, dict | None]  # the user's name and the message tha
 
 
 def carry_over(
-    old: Memory,
+    old: MemorySlice | Memory,
     new: MemorySlice,
     dropped: set[str],
     added: dict[str, dict],
@@ -709,8 +723,8 @@ def carry_over(
     # the earlier decisions between statements still there stand; the statements new to this write are tried
     live = set(sem_ids)
     stand = {k: list(v) for k, v in was.superseded.items() if int(k) in live and int(v[0]) in live}
-    known = {s.id for s in old.semantics}
-    fresh = np.array([r for r, i in enumerate(sem_ids) if i not in known], np.int64)
+    known = old.cols["sem"]["id"] if isinstance(old, MemorySlice) else [s.id for s in old.semantics]
+    fresh = np.flatnonzero(~np.isin(np.asarray(sem["id"], np.int64), np.asarray(known, np.int64)))
     sup = (
         supersessions(
             sem["text"].tolist(),
@@ -745,21 +759,22 @@ def name_after(
     return (name, source) if name else (None, None)
 
 
-def _name_kept(state: EngineState | None, messages: list[Message], touched: set[str]) -> UserName:
+def _name_kept(state: EngineState | None, remains: MemorySlice, touched: set[str]) -> UserName:
     """The user's name after a delete or an update: unchanged unless the message that gave it is
-    among ``touched`` (deleted or given new text); then learned again from ``messages`` (what
-    remains, in order), or none: a name is forgotten with its source."""
+    among ``touched`` (deleted or given new text); then learned again from the messages of
+    ``remains`` (what is left, in order), or none: a name is forgotten with its source."""
     name, source = (state.user_name, state.user_name_from) if state is not None else (None, None)
     if source is None or source.get("id") not in touched:
         return (name, source) if name else (None, None)
     best: tuple[people.NameClaim, str] | None = None
-    for m in messages:
+    mc = remains.cols["msg"]
+    for mid, speaker, text in zip(mc["id"].tolist(), mc["speaker"].tolist(), mc["text"].tolist()):
         if (
-            m.speaker == people.NEUTRAL
-            and (c := people.name_claim(m.text)) is not None
+            speaker == people.NEUTRAL
+            and (c := people.name_claim(text)) is not None
             and people.replaces(c, best and best[0])
         ):
-            best = (c, m.id)
+            best = (c, mid)
     return name_after(None, None, best)
 
 
@@ -768,18 +783,19 @@ def _no_statements(config):
     return replace(config, semantic=replace(config.semantic, min_words=2**62))
 
 
-def _statements(mem: Memory) -> dict[str, tuple[str, int, str | None]]:
+def _statements(mem: MemorySlice) -> dict[str, tuple[str, int, str | None]]:
     """``semantic:N`` -> (its text as shown, its number of source messages, the id of the statement
     that superseded it or None)."""
     name = shown_name(mem.engine)
     sup = mem.engine.superseded if mem.engine is not None else {}
+    sc = mem.cols["sem"]
     return {
-        f"semantic:{s.id}": (
-            people.named(s.text, name),
-            len(s.message_ids),
-            f"semantic:{sup[str(s.id)][0]}" if str(s.id) in sup else None,
+        f"semantic:{i}": (
+            people.named(text, name),
+            n,
+            f"semantic:{sup[str(i)][0]}" if str(i) in sup else None,
         )
-        for s in mem.semantics
+        for i, text, n in zip(sc["id"].tolist(), sc["text"].tolist(), (sc["msgs"] >= 0).sum(axis=1).tolist())
     }
 
 
