@@ -19,8 +19,7 @@ their columns: only the open episode's messages and the messages restated become
 closed episodes, the statements and their sources are carried over as columns. Outputs are the
 grown slices, each with its typed engine state (open episode start, next theme id, speakers,
 forgotten statements: the slice's ``engine``, stored with it) so a stored memory reopens and grows.
-Memories given as ``Memory`` records take the record path (:func:`grow_records`), which gives the
-same slices.
+A ``Memory`` record given is read as its slice.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from ..memory.hierarchy import Memory, _graph, _obj, _ragged, _ts, slice_from_me
 from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph, knn_search
-from .finalize import finalize, gist, record_objective, summary_picks
+from .finalize import gist, record_objective, summary_picks
 from .segment import (
     MessageVectors,
     boundary_runs,
@@ -153,18 +152,7 @@ def grow(
     ones). ``restate[b]``: ids of messages already in memory ``b`` whose statements are extracted
     again with the new ones' (after ``forget.forget`` took out what was derived from them).
     ``flush`` closes every open episode. Returns the grown memories' slices (the inputs are not
-    modified). Memories given as ``Memory`` records, all of them, take :func:`grow_records`."""
-    if memories and all(isinstance(m, Memory) for m in memories):
-        return grow_records(
-            list(memories),
-            new_messages,
-            embedder,
-            config,
-            flush=flush,
-            new_x=new_x,
-            backend=backend,
-            restate=restate,
-        )
+    modified).  A ``Memory`` record given is read as its slice."""
     slices = [slice_from_memory(m) if isinstance(m, Memory) else m for m in memories]
     cfg = config or XMemoryConfig()
     if new_x is None:
@@ -493,153 +481,6 @@ def _grown_slice(
         "psg": {"x": psg_x, "msg": psg_msg},
     }
     return MemorySlice(sl.memory_id, cols, stats, g["state"])
-
-
-def grow_records(
-    memories: list[Memory],
-    new_messages: list[list[Message]],
-    embedder,
-    config: XMemoryConfig | None = None,
-    *,
-    flush: bool = False,
-    new_x: list[MessageVectors] | None = None,
-    backend: str = "auto",
-    restate: list[set[str]] | None = None,
-) -> list[MemorySlice]:
-    """:func:`grow` of memories given as ``Memory`` records (the same slices, through records)."""
-    cfg = config or XMemoryConfig()
-    if new_x is None:
-        flat = [m for msgs in new_messages for m in msgs]  # embedded exactly as the bulk build does
-        new_x = embed_messages(embedder, flat, cfg.semantic.passage_words).split(
-            [len(m) for m in new_messages]
-        )
-    states = [engine_state(m) for m in memories]
-    grown: list[dict] = []
-    restate = restate or [set() for _ in memories]
-    for mem, msgs, vec, st, again_ids in zip(memories, new_messages, new_x, states, restate):
-        messages = mem.messages + list(msgs)
-        own = MessageVectors(mem.msg_x, mem.psg_x, mem.psg_msg)
-        vectors = MessageVectors.concat([own, vec], mem.dim)
-        msg_x = vectors.x
-        speakers = _speakers(st.speakers, messages)
-        conv = Conversation(mem.memory_id, _pair(speakers), messages)
-        tail = Conversation(mem.memory_id, _pair(speakers), messages[st.open_from :])
-        runs = boundary_runs(tail, msg_x[st.open_from :], cfg.segment)
-        spans = cap_runs(runs, cfg.segment)
-        first_msg = {m.id: i for i, m in enumerate(messages)}
-        # the closed episodes, numbered by position as construction numbers (the engine gives stable ids after)
-        keep = [
-            Episode(j, e.title, e.text, list(e.message_ids), e.start, e.end)
-            for j, e in enumerate(e for e in mem.episodes if first_msg[e.message_ids[0]] < st.open_from)
-        ]
-        fresh = make_episodes(tail, spans)
-        for j, e in enumerate(fresh):
-            e.id = len(keep) + j
-        episodes = keep + fresh
-        epi_x = (
-            np.concatenate([mem.epi_x[: len(keep)], episode_embeddings(spans, msg_x[st.open_from :])])
-            if spans
-            else mem.epi_x[: len(keep)]
-        )
-        # the last run stays open (its length cap and drift are decided again as it grows), as in the bulk build
-        open_from = len(messages) if (flush or not runs) else st.open_from + runs[-1][0]
-        again = [m for m in mem.messages if m.id in again_ids] if again_ids else []
-        src = again + list(msgs)
-        raw = (
-            extract_statements(
-                Conversation(mem.memory_id, _pair(speakers), src), episodes if again else fresh, cfg.semantic
-            )
-            if src
-            else []
-        )
-        if st.forgotten:
-            gone = set(st.forgotten)
-            raw = [r for r in raw if statement_hash(r.text) not in gone]
-        grown.append(
-            {
-                "conv": conv,
-                "messages": messages,
-                "vectors": vectors,
-                "episodes": episodes,
-                "epi_x": epi_x,
-                "raw": raw,
-                "state": EngineState(open_from, st.next_theme_id, speakers, st.forgotten),
-            }
-        )
-    raw_x_all = (
-        embedder.encode([r.text for g in grown for r in g["raw"]]) if any(g["raw"] for g in grown) else None
-    )
-    raw_x = (
-        np.split(raw_x_all, np.cumsum([len(g["raw"]) for g in grown])[:-1])
-        if raw_x_all is not None
-        else [np.zeros((0, mem.dim), np.float32) for mem in memories]
-    )
-    theme_states: list[ThemeState] = []
-    steps: list[list[np.ndarray]] = []
-    for mem, g, rx in zip(memories, grown, raw_x):
-        semantics, sem_x, n_new = _dedup_into(mem, g["raw"], rx, cfg.semantic.dedup_threshold)
-        ep_of = {mid: e.id for e in g["episodes"] for mid in e.message_ids}
-        for s in semantics:
-            s.episode_ids = sorted({ep_of[mid] for mid in s.message_ids})
-        g.update(semantics=semantics, sem_x=sem_x)
-        rows_of = {t.id: r for r, t in enumerate(mem.themes)}
-        ts = ThemeState.restore(
-            sem_x,
-            len(mem.semantics),
-            [t.id for t in mem.themes],
-            mem.theme_of,
-            {t.id: t.parents for t in mem.themes},
-            g["state"].next_theme_id,
-            cfg.knn.k_themes,
-            cfg.knn.drop_nonpositive,
-            graph=(mem.theme_knn_idx, mem.theme_knn_sim),
-        )
-        g["previous"] = {
-            t.id: (frozenset(np.flatnonzero(mem.theme_of == rows_of[t.id]).tolist()), t.summary)
-            for t in mem.themes
-        }
-        theme_states.append(ts)
-        session_of = {m.id: m.session for m in g["messages"]}
-        new_rows = np.arange(len(mem.semantics), len(semantics))
-        sess = np.array([session_of[semantics[i].message_ids[0]] for i in new_rows], np.int64)
-        steps.append([new_rows[sess == s] for s in dict.fromkeys(sess.tolist())])
-        g["n_new"] = n_new
-    grow_themes(theme_states, steps, cfg.theme, backend=backend)
-    # semantic kNN graphs of every memory of the batch, one launch
-    sizes = [len(g["semantics"]) for g in grown]
-    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    d = memories[0].dim if memories else embedder.dim
-    all_sem = np.concatenate([g["sem_x"] for g in grown]) if offs[-1] else np.zeros((0, d), np.float32)
-    all_sem = to_backend(all_sem, backend, dtype=np.float32)  # one upload for the graphs and f(P)
-    k = cfg.knn.k_semantics
-    idx, sim = semantic_graphs(memories, all_sem, offs, k, cfg.knn.drop_nonpositive, backend)
-    out = []
-    for b, (mem, g, ts) in enumerate(zip(memories, grown, theme_states)):
-        lo, hi = int(offs[b]), int(offs[b + 1])
-        sem_idx = np.where(idx[lo:hi] >= 0, idx[lo:hi] - lo, -1).astype(np.int32)
-        st = g["state"]
-        st.next_theme_id = ts.next_id
-        m = finalize(
-            g["conv"],
-            g["episodes"],
-            g["semantics"],
-            g["vectors"],
-            g["epi_x"],
-            g["sem_x"],
-            sem_idx,
-            sim[lo:hi],
-            ts,
-            cfg,
-            int(mem.stats.get("n_statements", 0)) + len(g["raw"]),
-            previous=g["previous"],
-            engine=st,
-        )
-        m.stats["n_splits"] += int(mem.stats.get("n_splits", 0))
-        m.stats["n_merges"] += int(mem.stats.get("n_merges", 0))
-        m.stats["builder"] = "llm-free (incremental)"
-        out.append(m)
-    record_objective(out, all_sem, offs, cfg, backend)
-    return out
 
 
 def _old_graph(mem: MemorySlice | Memory) -> tuple[np.ndarray, np.ndarray, int]:

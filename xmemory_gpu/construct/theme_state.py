@@ -39,7 +39,7 @@ def kept_graph_fits(idx: np.ndarray, sim: np.ndarray, n: int, k: int, drop: bool
     """Whether stored kNN lists (idx, sim [n, k]) are a graph built with this k and edge rule, so
     upkeep may start from them: the shape is [n, k]; with ``drop`` no edge is at most ``zero``; without
     it every list is full (min(k, n - 1) entries: only the dropping rule leaves one short). The empty
-    lists ``forget.without`` leaves fail the second test, a graph of another rule one of them."""
+    lists ``forget.forget`` leaves fail the second test, a graph of another rule one of them."""
     if idx.shape != (n, k) or sim.shape != (n, k):
         return False
     if n < 2:
