@@ -143,7 +143,7 @@ def test_a_delta_writes_what_changed_and_keeps_the_index_rows(tmp_path, versions
     st.close()
 
 
-def test_a_reopened_store_continues_the_chain(tmp_path, versions, monkeypatch):
+def test_a_reopened_store_writes_a_base_then_chains_again(tmp_path, versions, monkeypatch):
     monkeypatch.setattr(store_mod, "COMPACT_SHARE", 100.0)
     st = _store(tmp_path / "s")
     for sl in versions[:8]:
@@ -151,14 +151,36 @@ def test_a_reopened_store_continues_the_chain(tmp_path, versions, monkeypatch):
     st.close()
     st = Store.open(tmp_path / "s")
     mid = versions[0].memory_id
-    before = _chain(st, mid)
-    st.load_bank()  # the version read is remembered: the next append is a delta on it
+    assert len(_chain(st, mid)) >= 2
+    st.load_bank()  # a read keeps nothing: readers hold no copies of what they read
+    assert all(st.committed.get(m) is None for m in st.memory_ids())
     st.commit([versions[8]], replace=True)
-    assert len(before) >= 2 and _chain(st, mid) == before + [st.versions([mid])[mid]]
-    for sl in versions[9:]:
+    assert _chain(st, mid) == []  # the first write of this store is a base
+    st.commit([versions[9]], replace=True)
+    assert len(_chain(st, mid)) == 1  # then the chain grows again
+    for sl in versions[10:]:
         st.commit([sl], replace=True)
     st.close()
     _same(Store.open(tmp_path / "s").get_slice(mid), versions[-1])
+
+
+def test_a_commit_planned_on_a_version_another_writer_replaced_is_refused(tmp_path, versions, monkeypatch):
+    monkeypatch.setattr(store_mod, "COMPACT_SHARE", 100.0)
+    a = _store(tmp_path / "s")
+    for sl in versions[:3]:
+        a.commit([sl], replace=True)
+    b = Store.open(tmp_path / "s")
+    b.commit([versions[3]], replace=True)  # b's first write: a base
+    pb = b.start_commit([versions[4]], replace=True)  # a delta on b's version
+    pa = a.start_commit([versions[4]], replace=True)  # a base planned on the same version
+    pb.finish()
+    with pytest.raises(StoreError, match="another writer committed it"):
+        pa.finish()
+    mid = versions[0].memory_id
+    assert Store.open(tmp_path / "s").check(mid) is None  # nothing damaged, b's files kept
+    _same(Store.open(tmp_path / "s").get_slice(mid), versions[4])
+    a.commit([versions[5]], replace=True)  # planned again on the catalogue's version
+    _same(Store.open(tmp_path / "s").get_slice(mid), versions[5])
 
 
 def test_the_chain_is_compacted(tmp_path, versions, monkeypatch):
@@ -292,10 +314,10 @@ def test_a_schema_4_store_is_read_and_upgraded_by_its_first_commit(tmp_path, ver
     assert old.schema_version == 4 and old.versions() == {mid: old._old(mid).file}
     _same(old.get_slice(mid), versions[4])
     writer = Store.open(tmp_path / "s")
-    writer.get_slice(mid)
-    writer.commit([versions[5]], replace=True)  # upgrades, then a delta on the version it read
+    writer.commit([versions[5]], replace=True)  # upgrades, writes a base
+    writer.commit([versions[6]], replace=True)  # then a delta on it
     assert writer.schema_version == store_mod.SCHEMA_VERSION and _chain(writer, mid)
-    _same(old.get_slice(mid), versions[5])  # the reader follows the upgrade and the delta
+    _same(old.get_slice(mid), versions[6])  # the reader follows the upgrade and the delta
     assert old.versions()[mid] == _chain(writer, mid)[-1]
     writer.close()
     old.close()

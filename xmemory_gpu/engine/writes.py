@@ -453,7 +453,9 @@ class Writes:
         extracted again. The changed texts are embedded (through the cache: every other row is
         reused); the user's name is learned again when its message goes or changes. One commit."""
         grown = self._without(mem, drop, texts, nodes, forgotten)
-        self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop} if drop else None)
+        # a redaction, even of no message id: the store writes a fresh base, so no file it still names
+        # holds what was forgotten (a statement deleted alone need not lower the statement count)
+        self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop})
 
     def _without(
         self, mem: MemorySlice, drop: set[str], texts: dict[str, str], nodes: set[int], forgotten: list[str]
@@ -596,9 +598,8 @@ class Writes:
             for key, (mem, drop, nodes, forgotten, logged) in plans.items():
                 grown += self._without(mem, drop, {}, nodes, forgotten)
                 log.append((key, "delete", logged))
-                if drop:
-                    redact[key] = drop
-            self._commit(grown, log, redact=redact or None)
+                redact[key] = drop  # a fresh base whatever was deleted (see _forget)
+            self._commit(grown, log, redact=redact)
             return [mid for _, mid, _, _ in items]
 
     def _batch_owners(self, items: list[tuple[str, str, dict, str | None]]) -> list[str]:

@@ -10,14 +10,16 @@ first (temp, fsync, rename under a content-addressed name), then changes the cat
 SQLite transaction, then removes the files it replaced: a crash leaves the store as before or as
 after (an unreferenced file is ignored and collected by ``collect_garbage``).
 
-A write costs what it changes. A commit of a memory whose last version this store wrote or read
-(``Store.committed``, bounded by bytes) compares each column with it and, when the commit only
+A write costs what it changes. A commit of a memory whose last version this store wrote
+(``Store.committed``, bounded by bytes; a read keeps nothing, so readers hold no copies) compares each column with it and, when the commit only
 appends messages and removes no statement, writes a delta of the rows from each column's first
 change on, and changes the message-id index by the ids added. Anything else is a fresh base file
 (the old base and deltas are removed after the transaction): a delete or an update, so no file the
 catalogue still names holds what was forgotten; a chain of ``deltas.MAX_CHAIN`` deltas or of more
 than ``deltas.COMPACT_SHARE`` of the base's bytes, so a load applies a bounded chain; a memory this
-store has not seen. The database runs with ``secure_delete`` (freed pages are zeroed, so a deleted
+store has not written (its first write in a process is a base). Within the transaction the memory's
+version must still be the one the commit was planned on (another writer's commit in between refuses
+this one, nothing written). The database runs with ``secure_delete`` (freed pages are zeroed, so a deleted
 message id or stat leaves the file); ``compact`` (``VACUUM``) shrinks it when a quarter or more of
 its pages are free.
 
@@ -275,7 +277,7 @@ class Store:
         self._check_version()
         self._count_columns()
         self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (set by load_bank)
-        self.committed = CommittedCache()  # the last version of memories written or read here (deltas)
+        self.committed = CommittedCache()  # the last version of memories written here (deltas)
 
     def _check_version(self) -> None:
         if self.schema_version not in READABLE_VERSIONS:
@@ -841,14 +843,29 @@ class Store:
             raise
         finally:
             self._pending = None
-        self._remember(p)
-        self._remove_replaced(p)
+        self._remove_replaced(p)  # first: what a delete replaced goes whatever follows
+        try:
+            self._remember(p)
+        except BaseException:  # the commit happened; only what this store remembers of it is lost
+            for pl in p.plans:
+                self.committed.drop(pl.memory_id)
+            raise
 
     def _update(self, pl: _Plan) -> None:
         """Within a commit's transaction: a stored memory's catalogue rows after ``pl``. A base file
         replaces the chain; a delta joins it; either way the message-id index changes by the ids
         that came or went (``_sync_message_ids``), not as a whole."""
         c, mid = self._conn, pl.memory_id
+        # the write lock first (a no-op update opens the transaction), then the version this commit
+        # was planned on must still be the catalogue's: another Store (another process) may have
+        # committed the memory since; its delta would not follow ours, its files must not be removed
+        c.execute("UPDATE memories SET position = position WHERE memory_id = ?", (mid,))
+        now = self._old(mid)
+        if now is None or now.file != pl.old.file or now.chain != pl.old.chain:
+            raise StoreError(
+                f"{self.path}: memory {mid}: another writer committed it after this commit began; "
+                "nothing was written (try again)"
+            )
         sets = ", ".join(f"{k} = ?" for k in _COUNT_COLUMNS)
         if pl.kind == "base":
             enc = pl.unit
@@ -1198,8 +1215,7 @@ class Store:
 
     def get_slice(self, memory_id: str) -> MemorySlice:
         """One memory's columns (local rows), verified: checksum of its base file and of each delta,
-        the deltas' chain, columns, shapes, references. The version read is kept (``committed``) for
-        the next commit's delta."""
+        the deltas' chain, columns, shapes, references."""
         path, digest, stats_json, where, fmt, counts, chain = self._file(memory_id)
         data = self._read_verified(path, digest, where)
         deltas = [(self._read_verified(p, sha, where), sha) for p, sha in chain]
@@ -1230,8 +1246,6 @@ class Store:
             raise StoreError(str(exc)) from None
         except ValueError as exc:  # SliceFormatError, or provenance naming a unit that is not there
             raise StoreError(f"{self.path}: {exc}") from None
-        if fmt == FORMAT:
-            self.committed.put(memory_id, Committed.of_files(data, digest, deltas))
         return sl
 
     def get(self, memory_id: str) -> Memory:
