@@ -161,10 +161,12 @@ def test_finish_applies_to_slices_and_to_encoded_memories(data):
     assert finished(slices, mark, emb.dim) is slices and all(sl.stats["finished"] for sl in slices)
 
 
-def test_the_finalise_step_is_one_public_function():
-    assert incremental.finalize is finalize.finalize and pipeline.finalize is finalize.finalize
-    assert incremental.record_objective is finalize.record_objective
-    assert not hasattr(pipeline, "_finalize")
+def test_the_finalise_step_is_one_public_module():
+    """The bulk build finalises with ``finalize.finalize``; the live engine's grown slices take the
+    same summary picks, gists and f(P) record from it."""
+    assert pipeline.finalize is finalize.finalize and not hasattr(pipeline, "_finalize")
+    for name in ("record_objective", "summary_picks", "gist"):
+        assert getattr(incremental, name) is getattr(finalize, name)
 
 
 def test_a_ray_actor_answers_each_shard_in_order_with_its_index(data):
