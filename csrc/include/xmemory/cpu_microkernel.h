@@ -34,14 +34,18 @@ constexpr int64_t kKC = 128;  // depth chunk: a panel chunk of kKC x kNR floats 
 // 0.2 ms on one; a 1M-token chat's theme stage 4.5-7.3 s at a threshold of 4e6, 2.0-3.0 s at 32e6).
 constexpr double kParallelWork = 32e6;
 
-// kParallelWork, or XMEM_PARALLEL_WORK (multiply-adds, >= 0) where set; read on every call.
+// kParallelWork, or XMEM_PARALLEL_WORK (multiply-adds, >= 0) where set: read once, when a kernel first
+// asks (the environment is never read while other threads may be changing it).
 inline double parallel_work() {
-  if (const char* env = std::getenv("XMEM_PARALLEL_WORK")) {
-    char* end = nullptr;
-    const double v = std::strtod(env, &end);
-    if (end != env && v >= 0) return v;
-  }
-  return kParallelWork;
+  static const double value = [] {
+    if (const char* env = std::getenv("XMEM_PARALLEL_WORK")) {
+      char* end = nullptr;
+      const double v = std::strtod(env, &end);
+      if (end != env && v >= 0) return v;
+    }
+    return kParallelWork;
+  }();
+  return value;
 }
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
