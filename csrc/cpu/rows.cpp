@@ -73,11 +73,6 @@ int64_t argmax(const double* v, int64_t k) {
   return best;
 }
 
-// Per block of unit rows (theme centroids; block b is rows theme_off[b]:theme_off[b+1] of unit [T, d]
-// float64): each row's two nearest other rows of its block by cosine, dot4's fixed order (the same bits
-// on every ISA, unlike a BLAS product), as (idx [T, 2] int64 rows local to the block, cos [T, 2]
-// float64); the first of equals; -1 / -inf where there is none or the value is not finite (ops/objective
-// state.py's _top2: diagonal -inf, argmax, the pick made -inf, argmax again).
 // The two best of one row's cosines v[0, k) (argmax, the pick made -inf, argmax again): idx -1 where
 // the value is not finite.
 void top2_row(double* v, int64_t k, int64_t* ti, double* tv) {
@@ -116,8 +111,7 @@ void check_top2_off(const char* op, int64_t t_all, const int64_t* off, int64_t n
 // Per block of unit rows (theme centroids; block b is rows theme_off[b]:theme_off[b+1] of unit [T, d]
 // float64): each row's two nearest other rows of its block by cosine, dot4's fixed order (the same bits
 // on every ISA, unlike a BLAS product), as (idx [T, 2] int64 rows local to the block, cos [T, 2]
-// float64); the first of equals; -1 / -inf where there is none or the value is not finite (ops/objective
-// state.py's _top2: diagonal -inf, argmax, the pick made -inf, argmax again).
+// float64); the first of equals; -1 / -inf where there is none or the value is not finite.
 py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const py::array_t<int64_t, py::array::c_style>& theme_off) {
   if (unit.ndim() != 2 || theme_off.ndim() != 1 || theme_off.shape(0) < 1)
     throw py::value_error("top2_blocks: expected unit [T, d] float64 and theme_off [nb+1] int64");
@@ -137,7 +131,7 @@ py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const
   return py::make_tuple(idx, val);
 }
 
-// top2_blocks after an edit, from the rows' kept top-2 (ops/objective/state.py top2_update): per block
+// top2_blocks after an edit, from the rows' kept top-2 (op top2_update, its reference in ops/objective/reference.py): per block
 // of k themes with f fresh rows (fresh [T] bool: changed or new), the block is done whole when 2f >= k
 // (or k < 3); else each fresh row is compared with every row of its block, and a kept row (prev_idx
 // [T, 2] its top-2 as local rows of the block now, prev_cos [T, 2] their cosines) takes the first two of
