@@ -163,9 +163,9 @@ def test_finish_applies_to_slices_and_to_encoded_memories(data):
 
 def test_the_finalise_step_is_one_public_module():
     """The bulk build finalises with ``finalize.finalize``; the live engine's grown slices take the
-    same summary picks, gists and f(P) record from it."""
+    same theme summaries, partition stats and f(P) record from it."""
     assert pipeline.finalize is finalize.finalize and not hasattr(pipeline, "_finalize")
-    for name in ("record_objective", "summary_picks", "gist"):
+    for name in ("record_objective", "theme_summaries", "partition_stats"):
         assert getattr(incremental, name) is getattr(finalize, name)
 
 

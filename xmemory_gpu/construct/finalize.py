@@ -79,6 +79,48 @@ def summary_picks(
     return np.asarray(offsets, np.int64), np.asarray(rows, np.int64)
 
 
+def theme_summaries(
+    texts: list[str],
+    sem_x: np.ndarray,
+    theme_of: np.ndarray,
+    theme_ids: list[int],
+    previous: dict[int, tuple[frozenset[int], str]] | None = None,
+) -> list[str]:
+    """Each theme's summary (``gist`` of its ``summary_picks``), in ``theme_ids`` order; texts [S] and
+    sem_x [S, d] the statements, theme_of [S] their theme rows. ``previous``: theme id -> (member rows,
+    summary) of a memory being grown; a theme whose members are unchanged keeps its summary."""
+    p_off, p_rows = summary_picks(texts, sem_x, theme_of, len(theme_ids))
+    p_off, p_rows = p_off.tolist(), p_rows.tolist()
+    previous = previous or {}
+    if previous:  # each theme's members, ascending (a stable sort by theme row)
+        order = np.argsort(theme_of, kind="stable")
+        m_off = np.searchsorted(theme_of[order], np.arange(len(theme_ids) + 1)).tolist()
+    out = []
+    for r, t in enumerate(theme_ids):
+        old = previous.get(t)
+        if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
+            out.append(old[1])
+        else:
+            out.append(gist([texts[i] for i in p_rows[p_off[r] : p_off[r + 1]]]))
+    return out
+
+
+def partition_stats(st: ThemeState, theme_of: np.ndarray, n_themes: int, cfg: XMemoryConfig) -> dict:
+    """The stats of a memory's theme partition (sizes, reassignment, splits and merges, lineage)."""
+    sizes = np.bincount(theme_of, minlength=n_themes) if n_themes else np.zeros(0, int)
+    return {
+        "n_themes": n_themes,
+        "mean_theme_size": float(sizes.mean()) if len(sizes) else 0.0,
+        "max_theme_size": int(sizes.max()) if len(sizes) else 0,
+        "reassignment_ratio": float(st.reassigned.mean()) if len(st.reassigned) else 0.0,
+        "n_splits": st.n_splits,
+        "n_merges": st.n_merges,
+        "split": cfg.theme.split,
+        "merge": cfg.theme.merge,
+        "lineage": st.lineage(),
+    }
+
+
 def finalize(
     conv: Conversation,
     episodes: list[Episode],
@@ -99,35 +141,15 @@ def finalize(
     changed themes are re-summarised). ``engine``: the live engine's state of a grown memory."""
     theme_ids, parents, theme_of, t_idx, t_sim = st.final()
     texts = [n.text for n in semantics]
-    p_off, p_rows = summary_picks(texts, sem_x, theme_of, len(theme_ids))
-    p_off, p_rows = p_off.tolist(), p_rows.tolist()
-    if previous:  # each theme's members, ascending (a stable sort by theme row)
-        order = np.argsort(theme_of, kind="stable")
-        m_off = np.searchsorted(theme_of[order], np.arange(len(theme_ids) + 1)).tolist()
-    themes = []
-    for r, (t, par) in enumerate(zip(theme_ids, parents)):
-        old = (previous or {}).get(t)
-        if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
-            summary = old[1]
-        else:
-            summary = gist([texts[i] for i in p_rows[p_off[r] : p_off[r + 1]]])
-        themes.append(Theme(id=t, summary=summary, parents=par))
-    sizes = np.bincount(theme_of, minlength=len(themes)) if len(themes) else np.zeros(0, int)
+    summaries = theme_summaries(texts, sem_x, theme_of, theme_ids, previous)
+    themes = [Theme(id=t, summary=sm, parents=par) for t, sm, par in zip(theme_ids, summaries, parents)]
     stats = {
         "builder": "llm-free",
         "n_messages": len(conv.messages),
         "n_episodes": len(episodes),
         "n_statements": n_raw,
         "n_semantics": len(semantics),
-        "n_themes": len(themes),
-        "mean_theme_size": float(sizes.mean()) if len(sizes) else 0.0,
-        "max_theme_size": int(sizes.max()) if len(sizes) else 0,
-        "reassignment_ratio": float(st.reassigned.mean()) if len(st.reassigned) else 0.0,
-        "n_splits": st.n_splits,
-        "n_merges": st.n_merges,
-        "split": cfg.theme.split,
-        "merge": cfg.theme.merge,
-        "lineage": st.lineage(),
+        **partition_stats(st, theme_of, len(themes), cfg),
     }
     arrays = {
         "msg_x": msg.x,

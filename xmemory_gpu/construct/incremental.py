@@ -39,7 +39,7 @@ from ..memory.hierarchy import Memory, _graph, _obj, _ragged, _ts, slice_from_me
 from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph, knn_search
-from .finalize import gist, record_objective, summary_picks
+from .finalize import partition_stats, record_objective, theme_summaries
 from .segment import (
     MessageVectors,
     boundary_runs,
@@ -396,36 +396,15 @@ def _grown_slice(
     sem_x = g["sem_x"]
     theme_ids, parents, theme_of, t_idx, t_sim = ts.final()
     texts = sc["text"].tolist() + g["new_texts"]
-    p_off, p_rows = summary_picks(texts, sem_x, theme_of, len(theme_ids))
-    p_off, p_rows = p_off.tolist(), p_rows.tolist()
-    previous = g["previous"]
-    if previous:
-        order = np.argsort(theme_of, kind="stable")
-        m_off = np.searchsorted(theme_of[order], np.arange(len(theme_ids) + 1)).tolist()
-    summaries = []
-    for r, t in enumerate(theme_ids):
-        old = previous.get(t)
-        if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
-            summaries.append(old[1])
-        else:
-            summaries.append(gist([texts[i] for i in p_rows[p_off[r] : p_off[r + 1]]]))
+    summaries = theme_summaries(texts, sem_x, theme_of, theme_ids, g["previous"])
     n_th, n_sem, n_epi = len(theme_ids), len(texts), n_keep + len(fresh)
-    sizes = np.bincount(theme_of, minlength=n_th) if n_th else np.zeros(0, int)
     stats = {
         "builder": "llm-free",
         "n_messages": g["n_msg"],
         "n_episodes": n_epi,
         "n_statements": int(sl.stats.get("n_statements", 0)) + g["n_stmts"],
         "n_semantics": n_sem,
-        "n_themes": n_th,
-        "mean_theme_size": float(sizes.mean()) if len(sizes) else 0.0,
-        "max_theme_size": int(sizes.max()) if len(sizes) else 0,
-        "reassignment_ratio": float(ts.reassigned.mean()) if len(ts.reassigned) else 0.0,
-        "n_splits": ts.n_splits,
-        "n_merges": ts.n_merges,
-        "split": cfg.theme.split,
-        "merge": cfg.theme.merge,
-        "lineage": ts.lineage(),
+        **partition_stats(ts, theme_of, n_th, cfg),
     }
     sem_msgs = _ragged_rows(sc["msgs"], g["new_sources"], g["merged"], np.int32)
     epi_of = g["epi_of"]

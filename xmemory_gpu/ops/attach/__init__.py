@@ -98,32 +98,16 @@ def merge_pairs(
     are of the types above (Python ints, a float threshold), else ``reference``'s vectorised steps (no
     cast that could change an answer). ``counts`` must lie strictly within +-2**31 and ``n_slots``
     below 2**31 (the pair sizes and pair keys are then exact in int64), else ``ValueError``."""
-    refuse(
-        accepts_merge_pairs(
-            live,
-            idx,
-            sim,
-            counts,
-            n_slots,
-            k=k,
-            tiny_size=tiny_size,
-            merge_candidates=merge_candidates,
-            size_cap=size_cap,
-            pair_threshold=pair_threshold,
-        )
-    )
-    return host_implementation("merge_pairs", backend)(
-        live,
-        idx,
-        sim,
-        counts,
-        n_slots,
+    args = (live, idx, sim, counts, n_slots)
+    kw = dict(
         k=k,
         tiny_size=tiny_size,
         merge_candidates=merge_candidates,
         size_cap=size_cap,
         pair_threshold=pair_threshold,
     )
+    refuse(accepts_merge_pairs(*args, **kw))
+    return host_implementation("merge_pairs", backend)(*args, **kw)
 
 
 def merge_pairs_batch(
