@@ -16,7 +16,7 @@ from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine, scope_key
 from xmemory_gpu.memory.hierarchy import bank_of
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
-from xmemory_gpu.retrieve.context import Deferred, episode_unit, message_rows
+from xmemory_gpu.retrieve.context import Deferred, TokenBudget, episode_unit, message_rows, word_floor
 from xmemory_gpu.retrieve.passages import Parts
 
 EMB = HashingEmbedder(128)
@@ -66,6 +66,83 @@ def test_row_cache_drops_the_rows_a_put_slice_rewrites(bank):
     last = int(bank.msg.seg.starts[b] + bank.msg.seg.lengths[b] - 1)
     lines = bank.msg.rows_cache("test.lines", lambda r: bank.msg["text"][r])
     assert lines[last] == "moved" and lines[r0] == bank.msg["text"][r0]
+
+
+def _deferred_units(bank, convs, parts: Parts, n: int = 60) -> list[list]:
+    """Per question: the six most similar episodes of its memory, each followed by its deferred parts."""
+    qs = [q.question for c in convs for q in c.qa][:n]
+    mems = [c.sample_id for c in convs for q in c.qa][:n]
+    q_x = EMB.encode(qs)
+    out = []
+    for q in range(len(qs)):
+        rows = bank.epi.seg.rows(bank.index_of(mems[q]))
+        sims = bank.epi["x"][rows] @ q_x[q]
+        us: list = []
+        for e in rows[np.argsort(-sims, kind="stable")][:6]:
+            us.append(episode_unit(bank, int(e), 1.0, {}))
+            us += parts.episode_parts(int(e), q_x[q], q)
+        out.append(us)
+    return out
+
+
+def _counting(units: list[list]) -> list[int]:
+    """Wrap every deferred group's ``expand`` (nested ones too) to count the groups built."""
+    built = [0]
+
+    def wrap(d: Deferred) -> None:
+        inner = d.expand
+
+        def expand():
+            built[0] += 1
+            out = inner()
+            for u in out:
+                if type(u) is Deferred:
+                    wrap(u)
+            return out
+
+        d.expand = expand
+
+    for us in units:
+        for u in us:
+            if type(u) is Deferred:
+                wrap(u)
+    return built
+
+
+def _key(got) -> list:
+    return [(ctx, n, [(u.id, u.text, u.tokens, u.message_ids, u.scores) for u in k]) for k, ctx, n in got]
+
+
+def test_word_floor_counts_the_words_holding_a_letter_or_digit():
+    assert [word_floor(t) for t in ["", "a b", " -a  b_ c", "__ x\ny", "é ü 3", "-- .."]] == [
+        0,
+        2,
+        3,
+        1,
+        3,
+        0,
+    ]
+
+
+@pytest.mark.parametrize("budget", [40, 120, 300])
+def test_a_group_none_of_whose_parts_could_fit_is_left_unbuilt(bank, budget, monkeypatch):
+    """Once the room left is shorter than every part a group would build (date line and text), the
+    fit leaves the group unbuilt; the contexts, and the passage rankings spent, are the same as
+    building every group whose unit did not fit."""
+    bank, convs = bank
+    r = Retriever(bank, EMB)
+    lazy = Parts(bank, EMB, 8)
+    units = _deferred_units(bank, convs, lazy)
+    built = _counting(units)
+    got = r.budget.contexts(units, budget)
+    monkeypatch.setattr(TokenBudget, "_out_of_reach", lambda self, d, room, cut_from: False)
+    every = Parts(bank, EMB, 8)
+    units = _deferred_units(bank, convs, every)
+    built_all = _counting(units)
+    want = r.budget.contexts(units, budget)
+    assert _key(got) == _key(want)
+    assert lazy._ranked == every._ranked
+    assert built[0] < built_all[0]
 
 
 @pytest.mark.parametrize("budget", [None, 40, 120, 300, 600])

@@ -7,6 +7,7 @@ memory (theme id, semantic id, episode id, message id, chunk or session number).
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -205,12 +206,29 @@ class Deferred:
     them (``expand``: units and further deferred groups, in context order) only where that unit did
     not fit, and otherwise ``skip``s them unbuilt; with no budget they are skipped (parts are
     budget-only). ``level``: the part level of its first units; ``levels``: every part level its
-    units would have. Either call is made once, in the units' order."""
+    units would have. ``floor`` (optional, no arguments): for the messages its units would come
+    from, nested groups included, pairs (timestamp, a lower bound on the tokens of every unit's
+    text under an additive counter: ``word_floor``); the fit leaves a group unbuilt where these show
+    that none of its units could be taken. Either call is made once, in the units' order."""
 
-    __slots__ = ("level", "levels", "expand", "skip")
+    __slots__ = ("level", "levels", "expand", "skip", "floor")
 
-    def __init__(self, level: int, levels: tuple[int, ...], expand, skip) -> None:
-        self.level, self.levels, self.expand, self.skip = level, levels, expand, skip
+    def __init__(self, level: int, levels: tuple[int, ...], expand, skip, floor=None) -> None:
+        self.level, self.levels, self.expand, self.skip, self.floor = level, levels, expand, skip, floor
+
+
+_WORD_WITH_ALNUM = re.compile(r"[^\W_][^ ]*")  # from a word's first letter or digit to its end
+
+
+def word_floor(text: str) -> int:
+    """A lower bound on ``text``'s tokens under an additive counter: its space-separated words that
+    hold a letter or digit (a tokenizer keeps at least one token for each)."""
+    return len(_WORD_WITH_ALNUM.findall(text))
+
+
+def _part_level(u) -> int:
+    """The part level of a unit or of a deferred group's first units."""
+    return u.level if type(u) is Deferred else u.part
 
 
 def as_part(u: RetrievedUnit, level: int = 1) -> RetrievedUnit:
@@ -338,17 +356,23 @@ class TokenBudget:
         not lost) goes to the units that were skipped for not fitting, in order: whole where one
         fits there, else the first that does not is cut to it at a word boundary (a unit with parts
         is passed over: its parts were tried in its place). The units taken in the first pass are
-        the same as without it."""
+        the same as without it.
+
+        A group of parts whose every unit is longer than the room left, with too little room to cut
+        one (``Deferred.floor``), is not built: a search of a long memory, its budget spent, would
+        otherwise build thousands of parts only to skip them. The units taken are the same."""
         if budget is None:
             return _whole_units(units)
         units = list(units)
-        taken: dict[int, RetrievedUnit] = {}  # position in ``units`` -> the unit taken there
+        taken: dict[
+            tuple[int, int], RetrievedUnit
+        ] = {}  # (position in ``units``, in a group built late) -> unit
         total = HEADER_ALLOWANCE
         used = 0  # what the taken units add to the context: texts, date lines, section headers
         opened: set[str] = set()  # context sections with a unit in them (their header is paid)
         whole: set[str] = set()  # message ids whose full text is in the context
         handled: dict[int, bool] = {}  # level -> the last unit there was taken, covered or not needed
-        skipped: list[int] = []  # units tried that did not fit
+        skipped: list[int] = []  # units tried that did not fit, and groups left unbuilt (none could fit)
         i = -1
         while i + 1 < len(units):
             i += 1
@@ -358,12 +382,16 @@ class TokenBudget:
                     handled.update(dict.fromkeys(u.levels, True))
                     u.skip()
                     del units[i]
+                    i -= 1
+                elif self._out_of_reach(u, budget - total, MIN_PASSAGE_TOKENS):
+                    u.skip()  # every unit would be skipped: left unbuilt unless the room left reaches it
+                    skipped.append(i)
                 else:
                     units[i : i + 1] = self._expand(u)
-                i -= 1
+                    i -= 1
                 continue
             if u.type == "theme":
-                taken[i] = u
+                taken[i, 0] = u
                 continue
             lvl = u.part
             if lvl and handled.get(lvl - 1, True):
@@ -381,7 +409,7 @@ class TokenBudget:
                 u = self._cut(u, budget - total - head)  # the last passage that fits only in part: its head
             handled[lvl] = total + head + u.tokens <= budget
             if handled[lvl]:
-                taken[i] = u
+                taken[i, 0] = u
                 total += head + u.tokens
                 used += head + self._header(u, opened) + u.tokens
                 opened.add(_section(u))
@@ -390,9 +418,21 @@ class TokenBudget:
             else:
                 skipped.append(i)
         left = budget - (used if self.tokens.additive else total)
-        for i in skipped:  # the room left: the first skipped unit that can be cut to it
-            u = units[i]
-            if i + 1 < len(units) and units[i + 1].part > u.part:
+
+        def tried():
+            """The skipped units in order, each with its key and the unit after it; a group left
+            unbuilt is built here only when the room left could take one of its units."""
+            for i in skipped:
+                u, after = units[i], units[i + 1] if i + 1 < len(units) else None
+                if type(u) is not Deferred:
+                    yield (i, 0), u, after
+                elif not self._out_of_reach(u, left, MIN_CUT_TOKENS):
+                    built = self._resolve([u])
+                    for j, v in enumerate(built):
+                        yield (i, j), v, built[j + 1] if j + 1 < len(built) else after
+
+        for key, u, after in tried():  # the room left: the first skipped unit that can be cut to it
+            if after is not None and _part_level(after) > u.part:
                 continue  # its parts were tried in its place (a cut one would be its text's start, not its best part)
             if u.tokens > left and left < MIN_CUT_TOKENS:
                 continue  # neither whole nor cut: its room (``left`` less its date line and header) is smaller still
@@ -400,16 +440,16 @@ class TokenBudget:
                 continue  # its text came in whole with a later unit
             room = left - self._head(u) - self._header(u, opened)
             if u.tokens <= room:  # kept out by the allowance only: whole, and the rest goes on
-                taken[i], left = u, room - u.tokens
+                taken[key], left = u, room - u.tokens
                 opened.add(_section(u))
                 if u.type != "semantic" and not u.passage:
                     whole.update(u.message_ids)
                 continue
             cut = self._cut(u, room) if room >= MIN_CUT_TOKENS else u
             if cut.cut and MIN_CUT_TOKENS <= cut.tokens <= room:
-                taken[i] = cut
+                taken[key] = cut
                 break
-        return [taken[i] for i in sorted(taken)]
+        return [taken[k] for k in sorted(taken)]
 
     def greedy(self, units: list[RetrievedUnit], budget: int | None) -> list[RetrievedUnit]:
         """Take units whole, in order, while they fit (the plain RAG rule): a unit that does not fit
@@ -442,6 +482,17 @@ class TokenBudget:
             u.tokens = c
         return out
 
+    def _out_of_reach(self, d: Deferred, room: int, cut_from: int) -> bool:
+        """True when no unit of group ``d`` (message parts: a date line each) could go into ``room``
+        tokens: each one's date line and text longer than the room, and the room less the shortest
+        date line under ``cut_from``, too little to cut one to (``d.floor``; additive counters only)."""
+        if d.floor is None or not self.tokens.additive:
+            return False
+        heads = [(self._date_line(False, ts), n) for ts, n in d.floor()]
+        return (
+            bool(heads) and min(h + n for h, n in heads) > room and room - min(h for h, _ in heads) < cut_from
+        )
+
     def _resolve(self, units: list) -> list[RetrievedUnit]:
         """Every deferred group in ``units`` built, in order."""
         if not any(type(u) is Deferred for u in units):
@@ -467,12 +518,15 @@ class TokenBudget:
 
     def _head(self, u: RetrievedUnit) -> int:
         """Tokens of the date line a unit brings into the context (``context_pieces``)."""
-        key = (u.type == "semantic", u.timestamp)
+        return self._date_line(u.type == "semantic", u.timestamp)
+
+    def _date_line(self, semantic: bool, timestamp: float | None) -> int:
+        key = (semantic, timestamp)
         n = self._heads.get(key)
         if n is None:
             if len(self._heads) >= COUNTS_MAX:
                 self._heads.clear()
-            date = fmt_date(u.timestamp)
+            date = fmt_date(timestamp)
             n = self._heads[key] = self.count([f"- ({date})" if key[0] else f"[{date}]"])[0]
         return n
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..memory.bank import Bank
 from ..text import PASSAGE_WORDS, embedding_text, passages
-from .context import Deferred, as_part, message_rows, message_unit
+from .context import Deferred, as_part, message_rows, message_unit, word_floor
 from .result import RetrievedUnit
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> {text: unit row}
@@ -31,6 +31,16 @@ def _embed(embedder, texts: list[str]) -> np.ndarray:
     if new:
         cache.update(zip(new, np.asarray(embedder.encode(new), np.float32)))
     return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, embedder.dim), np.float32)
+
+
+def _stored_at(first: np.ndarray, owner: np.ndarray, row: int, n: int) -> int | None:
+    """The first ``psg`` row of message ``row``'s ``n`` stored passages (``first``: the messages'
+    ``psg`` column, ``owner``: the passages' ``msg`` column), or None when it has none stored or
+    they were cut with another passage length (embedded at search time)."""
+    at = int(first[row])
+    if at < 0 or at + n > owner.shape[0] or (owner[at : at + n] != row).any():
+        return None
+    return None if at + n < owner.shape[0] and owner[at + n] == row else at
 
 
 class Parts:
@@ -46,6 +56,7 @@ class Parts:
             embed_messages,
         )
         self._ranked: dict[int, int] = {}
+        self._decided: dict[tuple[int, int], tuple | None] = {}  # (row, query) -> what ``_rank`` said
         self._lines = message_rows(bank)
         text, speaker = bank.msg["text"], bank.msg["speaker"]
 
@@ -56,6 +67,16 @@ class Parts:
             return parts, [f"{speaker[r]}: {p}" for p in parts]
 
         self._passages = psg = bank.msg.rows_cache(f"retrieve.passages.{int(max_words)}", split)
+        first, owner = bank.msg["psg"], bank.psg["msg"]
+
+        def has_stored(r: int) -> bool:
+            got = psg[r]
+            return got is not None and _stored_at(first, owner, r, len(got[0])) is not None
+
+        # the values a bank's caches compute read its columns, never this object (an evicted bank is freed)
+        self._has_stored = bank.msg.rows_cache(
+            f"retrieve.passages_stored.{int(max_words)}", has_stored, (bank.psg,)
+        )
         epi = bank.epi
 
         def episode_info(row: int) -> tuple[np.ndarray, bool]:
@@ -64,7 +85,30 @@ class Parts:
             return rows, any(psg[int(r)] is not None for r in rows)
 
         # per episode row: (its message rows, has a long message): an episode recurs across the queries
-        self._episodes = epi.rows_cache(f"retrieve.episode_parts.{int(max_words)}", episode_info, (bank.msg,))
+        self._episodes = eps = epi.rows_cache(
+            f"retrieve.episode_parts.{int(max_words)}", episode_info, (bank.msg,)
+        )
+        lines = self._lines
+
+        def floors(r: int) -> tuple[int, int]:
+            """(the message unit's ``word_floor``, its passages' least; the same for a short message)"""
+            own = word_floor(lines[r][0])
+            got = psg[r]
+            return own, min(map(word_floor, got[1])) if got is not None else own
+
+        self._floors = fl = bank.msg.rows_cache(f"retrieve.floors.{int(max_words)}", floors)
+
+        def episode_floor(row: int) -> list[tuple[float | None, int]]:
+            """(timestamp, least ``word_floor``) per distinct timestamp of the episode's messages."""
+            least: dict[float | None, int] = {}
+            for r in eps[row][0]:
+                ts, n = lines[int(r)][2], min(fl[int(r)])
+                least[ts] = min(n, least.get(ts, n))
+            return list(least.items())
+
+        self._episode_floors = epi.rows_cache(
+            f"retrieve.episode_floor.{int(max_words)}", episode_floor, (bank.msg,)
+        )
         self._q64: dict[int, np.ndarray] = {}  # query index -> its embedding in float64
 
     def _unit(self, row: int, level: int, score: float) -> RetrievedUnit:
@@ -74,29 +118,25 @@ class Parts:
     def _stored(self, row: int) -> np.ndarray | None:
         """The stored embeddings of long message ``row``'s passages, or None when it has none (a
         memory of format 3)."""
-        first = int(self.bank.msg["psg"][row])
-        if first < 0:
-            return None
-        n = len(self._passages[row][0])
-        x = self.bank.psg["x"][first : first + n]
-        owner = self.bank.psg["msg"]
-        if (
-            x.shape[0] != n
-            or (owner[first : first + n] != row).any()
-            or (first + n < owner.shape[0] and owner[first + n] == row)
-        ):
-            return None  # cut with another passage length than this search's: embedded here
-        return x
+        at = _stored_at(self.bank.msg["psg"], self.bank.psg["msg"], row, len(self._passages[row][0]))
+        return None if at is None else self.bank.psg["x"][at : at + len(self._passages[row][0])]
 
     def _rank(self, row: int, qi: int) -> tuple[list[str], list[str]] | None:
         """Row ``row``'s passages (None for a short message or one with stored passages) counted
         against the query's encoder allowance; returns them with the texts to embed when ranked."""
         got = self._passages[row]
-        if got is None or self._stored(row) is not None or self._ranked.get(qi, 0) >= self.embed_messages:
+        if got is None or self._has_stored[row]:
             return None
-        self._ranked[qi] = self._ranked.get(qi, 0) + 1
-        sp = self.bank.msg["speaker"][row]
-        return got[0], [embedding_text(sp, p) for p in got[0]]
+        key = (row, qi)
+        if key in self._decided:  # a group skipped unbuilt and built later: decided (and counted) once
+            return self._decided[key]
+        ranked = None
+        if self._ranked.get(qi, 0) < self.embed_messages:
+            self._ranked[qi] = self._ranked.get(qi, 0) + 1
+            sp = self.bank.msg["speaker"][row]
+            ranked = got[0], [embedding_text(sp, p) for p in got[0]]
+        self._decided[key] = ranked
+        return ranked
 
     def _passage_units(self, row: int, q: np.ndarray, qi: int, level: int) -> list[RetrievedUnit]:
         got = self._passages[row]
@@ -155,6 +195,7 @@ class Parts:
                 (level + 1,),
                 lambda: self._passage_units(row, q, qi, level),
                 lambda: self._skip_passages(row, qi),
+                lambda: [(self._lines[row][2], self._floors[row][1])],
             )
         ]
 
@@ -202,4 +243,4 @@ class Parts:
             for r in self._order(row, q, qi)[0]:
                 self._skip_passages(r, qi)
 
-        return [Deferred(1, (1, 2) if long else (1,), expand, skip)]
+        return [Deferred(1, (1, 2) if long else (1,), expand, skip, lambda: self._episode_floors[row])]
