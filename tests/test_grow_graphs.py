@@ -1,6 +1,7 @@
 """A grown memory's semantic kNN graph costs its new rows only (``incremental.semantic_graphs``): the
 old lists merged with the new rows that beat them give, list for list and bit for bit, the graph
-``knn_graph`` builds for the whole memory; a memory whose lists were emptied (``forget.without``) is
+``knn_graph`` builds for the whole memory; after a forget (``forget.kept_lists``) only the lists that
+held a removed row are searched again, with the same result; a memory whose lists were all emptied is
 built whole."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from xmemory_gpu.construct.incremental import semantic_graphs
+from xmemory_gpu.construct.forget import kept_lists
+from xmemory_gpu.construct.incremental import semantic_graphs, to_repair
 from xmemory_gpu.ops.knn import knn_graph
 
 
@@ -45,6 +47,40 @@ def test_grown_graphs_equal_whole_graphs(backend, seed):
         want_i, want_s = np.zeros((0, k), np.int32), np.zeros((0, k), np.float32)
     np.testing.assert_array_equal(idx, want_i)
     np.testing.assert_array_equal(sim.view(np.int32), want_s.view(np.int32))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("seed", range(12))
+def test_after_a_forget_the_lists_that_held_a_removed_row_are_searched_again(backend, seed):
+    rng = np.random.default_rng(100 + seed)
+    k, d, drop = int(rng.integers(1, 9)), int(rng.choice([8, 64])), bool(seed % 2)
+    mems, parts, marked = [], [], 0
+    for _ in range(int(rng.integers(1, 4))):
+        n, n_new = int(rng.integers(2, 40)), int(rng.integers(0, 5))
+        x = rng.standard_normal((n + n_new, d)).astype(np.float32)
+        if seed % 3 == 0:  # copies: ties to the lower row
+            x[n // 2 : n] = x[: n - n // 2]
+        idx, sim = knn_graph(x[:n], np.array([0, n]), k, drop_nonpositive=drop, backend=backend)
+        gone = rng.random(n) < 0.2
+        ki, ks = kept_lists(idx, sim, gone)
+        marked += int(to_repair(ks).sum())
+        mems.append(SimpleNamespace(semantics=[None] * int((~gone).sum()), sem_knn_idx=ki, sem_knn_sim=ks))
+        parts.append(np.concatenate([x[:n][~gone], x[n:]]))
+    offs = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+    all_x = np.concatenate(parts)
+    idx, sim = semantic_graphs(mems, all_x, offs, k, drop, backend)
+    want_i, want_s = knn_graph(all_x, offs, k, drop_nonpositive=drop, backend=backend)
+    np.testing.assert_array_equal(idx, want_i)
+    np.testing.assert_array_equal(sim.view(np.int32), want_s.view(np.int32))
+
+
+def test_kept_lists_renumber_and_mark_the_lists_that_held_a_gone_row():
+    idx = np.array([[1, 2], [0, 2], [0, 1], [2, -1]], np.int32)
+    sim = np.array([[0.9, 0.5], [0.9, 0.4], [0.5, 0.4], [0.3, -np.inf]], np.float32)
+    ki, ks = kept_lists(idx, sim, np.array([False, True, False, False]))
+    np.testing.assert_array_equal(ki, [[-1, -1], [-1, -1], [1, -1]])
+    assert to_repair(ks).tolist() == [True, True, False]
+    np.testing.assert_array_equal(ks[2], np.array([0.3, -np.inf], np.float32))
 
 
 @pytest.mark.parametrize("share", [0.25, 1.0])

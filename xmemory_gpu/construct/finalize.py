@@ -89,19 +89,24 @@ def theme_summaries(
     """Each theme's summary (``gist`` of its ``summary_picks``), in ``theme_ids`` order; texts [S] and
     sem_x [S, d] the statements, theme_of [S] their theme rows. ``previous``: theme id -> (member rows,
     summary) of a memory being grown; a theme whose members are unchanged keeps its summary."""
-    p_off, p_rows = summary_picks(texts, sem_x, theme_of, len(theme_ids))
-    p_off, p_rows = p_off.tolist(), p_rows.tolist()
+    theme_of = np.asarray(theme_of, np.int64)
     previous = previous or {}
-    if previous:  # each theme's members, ascending (a stable sort by theme row)
-        order = np.argsort(theme_of, kind="stable")
-        m_off = np.searchsorted(theme_of[order], np.arange(len(theme_ids) + 1)).tolist()
-    out = []
+    n = len(theme_ids)
+    order = np.argsort(theme_of, kind="stable")  # each theme's members, ascending
+    m_off = np.searchsorted(theme_of[order], np.arange(n + 1)).tolist()
+    out: list[str | None] = [None] * n
     for r, t in enumerate(theme_ids):
         old = previous.get(t)
         if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
-            out.append(old[1])
-        else:
-            out.append(gist([texts[i] for i in p_rows[p_off[r] : p_off[r + 1]]]))
+            out[r] = old[1]
+    todo = [r for r in range(n) if out[r] is None]
+    if todo:  # the picks of the themes to summarise only: each theme's are its own
+        rows = np.concatenate([order[m_off[r] : m_off[r + 1]] for r in todo]).astype(np.int64)
+        local = np.repeat(np.arange(len(todo)), [m_off[r + 1] - m_off[r] for r in todo])
+        p_off, p_rows = summary_picks([texts[i] for i in rows.tolist()], sem_x[rows], local, len(todo))
+        p_off, p_rows = p_off.tolist(), rows[p_rows].tolist()
+        for j, r in enumerate(todo):
+            out[r] = gist([texts[i] for i in p_rows[p_off[j] : p_off[j + 1]]])
     return out
 
 

@@ -14,7 +14,7 @@ derived from what changes:
 - the statements of the touched statements' other sources (and of the changed messages) are to be
   extracted again: ``grow(..., restate=...)`` does it with the rest of an add's work (the forgotten
   hashes filter them, de-duplication merges what is already there, the f(P) theme steps place the
-  rest, the semantic kNN graph is computed again in one launch).
+  rest; the semantic kNN lists that held a removed statement are searched again, the others kept).
 
 So a delete or an update leaves no episode, statement, summary or graph row built from the old text,
 and costs about what an add of the touched messages costs.
@@ -46,6 +46,21 @@ def replace_rows(x: MessageVectors, rows: list[int], new: MessageVectors) -> Mes
     )
 
 
+def kept_lists(idx: np.ndarray, sim: np.ndarray, gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The semantic kNN lists (idx, sim [n, k], local rows) of the rows not ``gone`` [n] bool, their
+    entries renumbered: a list that held a gone row is marked to be searched again (no entries,
+    similarities NaN: ``incremental.to_repair``); the others are the lists a build of what is left
+    gives (removing rows outside a top-k leaves it as it was)."""
+    kept = np.flatnonzero(~gone)
+    new_row = np.full(len(gone) + 1, -1, np.int64)  # old row -> new row (index -1: padding)
+    new_row[kept] = np.arange(len(kept))
+    ki, ks = idx[kept].astype(np.int64), sim[kept].astype(np.float32)
+    lost = np.where(ki >= 0, gone[np.maximum(ki, 0)], False).any(axis=1)
+    ki = np.where(ki >= 0, new_row[ki], -1)
+    ki[lost], ks[lost] = -1, np.nan
+    return ki.astype(np.int32), ks
+
+
 def forget(
     sl: MemorySlice,
     drop: set[str],
@@ -57,8 +72,9 @@ def forget(
     """``sl`` with messages ``drop`` removed, messages ``texts`` (id -> new text; ``changed_x`` their
     vectors, in message order) changed and statements ``nodes`` (local rows) removed, with everything
     derived from them (see the module's doc); ``forgotten`` replaces the engine state's forgotten
-    hashes. Returns the reduced slice (its semantic and theme kNN lists empty, its statements'
-    episodes left to the growth that follows) and the ids of the messages whose statements are to
+    hashes. Returns the reduced slice (its semantic lists that held a removed statement marked to be
+    searched again, its theme kNN lists empty, its statements' episodes left to the growth that
+    follows) and the ids of the messages whose statements are to
     be extracted again (``grow``'s ``restate``). The input is not modified."""
     st = engine_state(sl)
     mc, ec, sc, tc = (sl.cols[lv] for lv in ("msg", "epi", "sem", "theme"))
@@ -144,7 +160,8 @@ def forget(
         if r in lost:
             summary[j] = ""
     sem_x = sc["x"][kept]
-    k_sem, k_theme = sc["knn_idx"].shape[1], tc["knn_idx"].shape[1]
+    k_theme = tc["knn_idx"].shape[1]
+    s_knn_idx, s_knn_sim = kept_lists(sc["knn_idx"], sc["knn_sim"], gone)
     theme = theme_columns(sem_x, theme_of, len(live))
     cols = {
         "msg": msg,
@@ -157,8 +174,8 @@ def forget(
             "epis": _packed(s_epis, (s_epis >= 0).sum(axis=1), np.int32),
             "msgs": _packed(s_msgs, (s_msgs >= 0).sum(axis=1), np.int32),
             "theme": theme_of,
-            "knn_idx": np.full((len(kept), k_sem), -1, np.int32),
-            "knn_sim": np.full((len(kept), k_sem), -np.inf, np.float32),
+            "knn_idx": s_knn_idx,
+            "knn_sim": s_knn_sim,
         },
         "theme": {
             "id": tc["id"][live],
@@ -178,4 +195,4 @@ def forget(
     return MemorySlice(sl.memory_id, cols, dict(sl.stats), state), restate
 
 
-__all__ = ["forget", "replace_rows"]
+__all__ = ["forget", "kept_lists", "replace_rows"]

@@ -37,6 +37,7 @@ from ..memory.codec import theme_columns
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, _graph, _obj, _ragged, _ts, slice_from_memory, time_or_none
 from ..memory.records import Conversation, Episode, Message, SemanticNode
+from ..ops.checks import csr_offsets
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph, knn_search
 from .finalize import partition_stats, record_objective, theme_summaries
@@ -470,9 +471,17 @@ def _old_graph(mem: MemorySlice | Memory) -> tuple[np.ndarray, np.ndarray, int]:
     return mem.sem_knn_idx, mem.sem_knn_sim, len(mem.semantics)
 
 
+def to_repair(sim: np.ndarray) -> np.ndarray:
+    """[n] bool: the kNN lists marked to be searched again (``forget`` marks a list that held a
+    forgotten row: no entries, similarities NaN)."""
+    return np.isnan(sim).all(axis=1) if sim.ndim == 2 and sim.shape[1] else np.zeros(len(sim), bool)
+
+
 def _graph_kept(mem: MemorySlice | Memory, k: int, drop: bool) -> bool:
-    """Whether ``mem``'s semantic kNN lists are its graph under this k and edge rule."""
-    return kept_graph_fits(*_old_graph(mem), k, drop)
+    """Whether ``mem``'s semantic kNN lists are its graph under this k and edge rule (the lists
+    marked to be searched again aside)."""
+    idx, sim, n = _old_graph(mem)
+    return kept_graph_fits(idx, sim, n, k, drop, repair=to_repair(sim) if sim.shape == (n, k) else None)
 
 
 def semantic_graphs(
@@ -514,43 +523,49 @@ def semantic_graphs(
     if not inc:
         return idx, sim
     x = host(all_sem)
-    new = np.concatenate([np.arange(offs[b] + n_old[b], offs[b + 1]) for b in inc])
-    q_off = np.concatenate([[0], np.cumsum([offs[b + 1] - offs[b] - n_old[b] for b in inc])]).astype(np.int64)
+    graphs = [_old_graph(memories[b]) for b in inc]
+    again = [to_repair(g[1]) for g in graphs]  # per memory: its old lists to be searched again
+    new = [np.arange(offs[b] + n_old[b], offs[b + 1]) for b in inc]
+    # queries searched against every row of their memory: the marked old rows, then the new rows
+    ask = [np.concatenate([offs[b] + np.flatnonzero(r), nw]) for b, r, nw in zip(inc, again, new)]
+    asked = np.concatenate(ask)
+    q_off = csr_offsets([len(a) for a in ask])
     mem_rows = np.concatenate([np.arange(offs[b], offs[b + 1]) for b in inc])
     x_off = np.concatenate([[0], np.cumsum([offs[b + 1] - offs[b] for b in inc])]).astype(np.int64)
-    if len(new):  # the new rows against every row of their memory, self dropped
+    if len(asked):  # self dropped
         ni, ns = knn_search(
-            x[new], q_off, x[mem_rows], x_off, k + 1, drop_nonpositive=drop_nonpositive, backend=backend
+            x[asked], q_off, x[mem_rows], x_off, k + 1, drop_nonpositive=drop_nonpositive, backend=backend
         )
         ni, ns = host(ni), host(ns)
         glob = np.where(ni >= 0, mem_rows[np.maximum(ni, 0)], -1)
-        not_self = glob != new[:, None]
+        not_self = glob != asked[:, None]
         order = np.argsort(~not_self, axis=1, kind="stable")[:, :k]  # the first k that are not self
         take_i, take_s = np.take_along_axis(glob, order, 1), np.take_along_axis(ns, order, 1)
         gone = ~np.take_along_axis(not_self, order, 1)
-        idx[new] = np.where(gone, -1, take_i)
-        sim[new] = np.where(gone, -np.inf, take_s)
-    old = np.concatenate([np.arange(offs[b], offs[b] + n_old[b]) for b in inc])
-    if len(old) and len(new):  # the old rows against the new ones, merged into their kept lists
-        o_off = np.concatenate([[0], np.cumsum(n_old[inc])]).astype(np.int64)
+        idx[asked] = np.where(gone, -1, take_i)
+        sim[asked] = np.where(gone, -np.inf, take_s)
+    keep = [np.flatnonzero(~r) for r in again]  # per memory: its old lists kept
+    old = np.concatenate([offs[b] + kp for b, kp in zip(inc, keep)])
+    kept_i = np.concatenate([g[0][kp] for g, kp in zip(graphs, keep)]).astype(np.int64)
+    base = np.repeat(offs[inc], [len(kp) for kp in keep])  # each kept row's memory's first global row
+    kept_i = np.where(kept_i >= 0, kept_i + base[:, None], -1)
+    kept_s = np.concatenate([g[1][kp] for g, kp in zip(graphs, keep)]).astype(np.float32)
+    new_rows = np.concatenate(new)
+    if len(old) and len(new_rows):  # the kept lists against the new rows, merged
+        o_off = csr_offsets([len(kp) for kp in keep])
+        n_off = csr_offsets([len(nw) for nw in new])
         ci, cs = knn_search(
-            x[old], o_off, x[new], q_off, k, drop_nonpositive=drop_nonpositive, backend=backend
+            x[old], o_off, x[new_rows], n_off, k, drop_nonpositive=drop_nonpositive, backend=backend
         )
         ci, cs = host(ci), host(cs)
-        ci = np.where(ci >= 0, new[np.maximum(ci, 0)], -1)
-        base = np.repeat(offs[inc], n_old[inc])  # each old row's memory's first global row
-        kept_i = np.concatenate([_old_graph(memories[b])[0] for b in inc]).astype(np.int64)
-        kept_i = np.where(kept_i >= 0, kept_i + base[:, None], -1)
-        kept_s = np.concatenate([_old_graph(memories[b])[1] for b in inc]).astype(np.float32)
+        ci = np.where(ci >= 0, new_rows[np.maximum(ci, 0)], -1)
         ids, sims = np.concatenate([kept_i, ci], 1), np.concatenate([kept_s, cs], 1)
         order = np.argsort(-sims, axis=1, kind="stable")[:, :k]  # kept ids are lower: ties keep them first
         idx[old] = np.take_along_axis(ids, order, 1)
         sim[old] = np.take_along_axis(sims, order, 1)
     elif len(old):
-        base = np.repeat(offs[inc], n_old[inc])
-        kept_i = np.concatenate([_old_graph(memories[b])[0] for b in inc]).astype(np.int64)
-        idx[old] = np.where(kept_i >= 0, kept_i + base[:, None], -1)
-        sim[old] = np.concatenate([_old_graph(memories[b])[1] for b in inc])
+        idx[old] = kept_i
+        sim[old] = kept_s
     return idx, sim
 
 

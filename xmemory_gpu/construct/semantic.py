@@ -496,12 +496,15 @@ def _best_prior(
     rows: np.ndarray, cols: np.ndarray, idx: np.ndarray | None, block: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the largest cosine against the columns (``cols``, or ``cols[idx]``) and its first
-    position, computed ``block`` columns at a time (-inf and -1 when there are none)."""
+    position (-inf and -1 when there are none), computed ``block`` columns at a time, or, where the
+    columns are read in place (no ``idx``), ``block**2 / rows`` (few calls for few rows: a delete's
+    restated statements against a long memory); memory O(block * (block + d)) either way."""
     best = np.full(len(rows), -np.inf)
     arg = np.full(len(rows), -1, np.int64)
     n = len(cols) if idx is None else len(idx)
-    for c0 in range(0, n, block):
-        chunk = cols[c0 : c0 + block] if idx is None else cols[idx[c0 : c0 + block]]
+    step = block if idx is not None else max(block, block * block // max(1, len(rows)))
+    for c0 in range(0, n, step):
+        chunk = cols[c0 : c0 + step] if idx is None else cols[idx[c0 : c0 + step]]
         v, j = first_best(rows @ chunk.T, rows, chunk)
         better = v > best  # strictly: a tie keeps the earlier column, as one argmax over all would
         best[better], arg[better] = v[better], c0 + j[better]

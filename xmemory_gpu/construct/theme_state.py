@@ -35,15 +35,29 @@ from ..ops.rows import live_rows, unit_rows
 ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
 
 
-def kept_graph_fits(idx: np.ndarray, sim: np.ndarray, n: int, k: int, drop: bool, zero: float = 0.0) -> bool:
+def kept_graph_fits(
+    idx: np.ndarray,
+    sim: np.ndarray,
+    n: int,
+    k: int,
+    drop: bool,
+    zero: float = 0.0,
+    repair: np.ndarray | None = None,
+) -> bool:
     """Whether stored kNN lists (idx, sim [n, k]) are a graph built with this k and edge rule, so
     upkeep may start from them: the shape is [n, k]; with ``drop`` no edge is at most ``zero``; without
     it every list is full (min(k, n - 1) entries: only the dropping rule leaves one short). The empty
-    lists ``forget.forget`` leaves fail the second test, a graph of another rule one of them."""
+    lists of an older ``forget`` fail the second test, a graph of another rule one of them.
+    ``repair`` [n] bool: lists to be searched again (``forget.forget`` marks them), left out of the
+    tests; when every list is to be searched again the graph is not kept."""
     if idx.shape != (n, k) or sim.shape != (n, k):
         return False
     if n < 2:
         return True
+    if repair is not None:
+        if repair.all():
+            return False
+        idx, sim = idx[~repair], sim[~repair]
     held = idx >= 0
     if drop:
         return bool(held.any()) and not bool((sim[held] <= zero).any())
