@@ -163,3 +163,29 @@ def test_user_ids_leave_the_store_with_delete_all_and_reset(tmp_path):
         eng.reset()
         assert [h["op"] for h in eng.history(user_id="userQQ2", agent_id="agentWW3")] == ["reset"]
     assert copies("userZZ1") == copies("userQQ2") == copies("agentWW3") == 0
+
+
+def test_a_theme_that_lost_a_statement_is_summarised_again(tmp_path):
+    """forget blanks the summary of a theme that lost a member; the growth that follows summarises it
+    again from the members it has left (as a build picks them), even when nothing joins it."""
+    from xmemory_gpu.construct.finalize import theme_summaries
+    from xmemory_gpu.datasets.locomo import load_locomo
+    from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+
+    write_json(generate_conversations(1, seed=11), tmp_path / "c.json")
+    conv = load_locomo(tmp_path / "c.json")[0]
+    msgs = [
+        {"id": m.id, "speaker": m.speaker, "content": m.text, "timestamp": m.timestamp, "session": m.session}
+        for m in conv.messages[:80]
+    ]
+    with MemoryEngine.open(tmp_path / "s", embedder=HashingEmbedder(64)) as eng:
+        eng.add(msgs, user_id="u")
+        sl = eng.bank.slice(eng.bank.index[scope_key("u")])
+        sizes = np.bincount(sl.cols["sem"]["theme"], minlength=sl.n("theme"))
+        assert sizes.max() >= 2
+        victim = int(np.flatnonzero(sl.cols["sem"]["theme"] == int(np.argmax(sizes)))[0])
+        eng.delete(f"semantic:{int(sl.cols['sem']['id'][victim])}", user_id="u")
+        sl = eng.bank.slice(eng.bank.index[scope_key("u")])
+        sc, tc = sl.cols["sem"], sl.cols["theme"]
+        fresh = theme_summaries(sc["text"].tolist(), sc["x"], sc["theme"], tc["id"].tolist())
+        assert tc["summary"].tolist() == fresh and all(fresh)

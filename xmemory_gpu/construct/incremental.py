@@ -196,6 +196,7 @@ def grow(
         g["previous"] = {
             int(t): (frozenset(order[bounds[r] : bounds[r + 1]].tolist()), str(tc["summary"][r]))
             for r, t in enumerate(tc["id"].tolist())
+            if str(tc["summary"][r])  # a theme ``forget`` left without its summary is summarised again
         }
         theme_states.append(ts)
         sess = np.asarray(g["new_sessions"], np.int64)

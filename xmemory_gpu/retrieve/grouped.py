@@ -66,11 +66,10 @@ def _few_queries(q: np.ndarray, q_off: np.ndarray, x: np.ndarray, x_off: np.ndar
             continue
         xs = x[xa:xb]
         norms = np.sqrt(np.einsum("ij,ij->i", xs, xs))  # float32: the ranking is exact_rerank's
-        # einsum, not BLAS: a product this small gains nothing from threads, and waking them while
-        # the query encoder's threads still spin cost 1-7 ms of a search
-        sims = np.einsum("qd,nd->qn", q[qa:qb], xs) / np.where(
-            norms > 0, norms, np.float32(1)
-        )  # a zero row scores 0, as the kernel's
+        # one query: einsum, not BLAS (a product this small gains nothing from threads, and waking
+        # them while the query encoder's threads still spin cost 1-7 ms of a search)
+        prod = np.einsum("qd,nd->qn", q[qa:qb], xs) if qb - qa == 1 else q[qa:qb] @ xs.T
+        sims = prod / np.where(norms > 0, norms, np.float32(1))  # a zero row scores 0, as the kernel's
         top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
         out[qa:qb, : top.shape[1]] = top + xa
     return out
