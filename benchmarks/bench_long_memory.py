@@ -6,7 +6,8 @@ numbers. ``--adds`` adds are timed on the empty memory, then at 10%, 50% and 100
 turns between added in larger batches, untimed); at each of those points ``--searches`` searches at
 600 tokens (beside the query's encoder time alone: the floor a search cannot go under) and
 ``--deletes`` deletes of single messages spread over the memory, with the memory's statements and
-themes, its size on disk and the process's resident memory (RSS). p50 and p99 per phase (p99 of a
+themes, its size on disk and the process's resident memory (RSS; also after the first adds, so
+what the memory adds to it shows apart from the encoder's share). p50 and p99 per phase (p99 of a
 few samples is near their maximum); ``add / empty`` compares an add with the same add to an empty
 memory: a write that costs what is new keeps it near 1.
 
@@ -104,6 +105,7 @@ def run(
 
         empty = timed_adds(0)
         out["add_empty"] = _p(empty)
+        out["rss_empty_mb"] = _rss_mb()  # the process with its encoder and an almost empty memory
         done = min(2 * adds, n)
         for share in POINTS:
             start = max(done, int(share * n) - 2 * adds)

@@ -19,6 +19,7 @@ import numpy as np
 
 from .background import EmbedderLoadError, ModelLoad, shared_load
 from .base import distinct_texts, normalize_rows, same_length_batches
+from .heap import release_freed
 from .rowwise import kernel_built, route_dense_layers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -206,8 +207,10 @@ class SentenceTransformerEmbedder:
         tokens = model.tokenizer(uniq, truncation=True, max_length=limit)
         lengths = np.array([len(ids) for ids in tokens["input_ids"]])
         out = np.empty((len(uniq), loaded.dim), np.float32)
+        largest = 0  # the largest batch's activations (bytes, about: attention maps of 12 heads, FFN)
         for n_tokens, rows in same_length_batches(lengths, self.batch_size):
             batch = [int(i) for i in rows]
+            largest = max(largest, 4 * len(batch) * int(n_tokens) * (12 * int(n_tokens) + 4 * loaded.dim))
             if not loaded.rowwise:
                 want = min(self.batch_size, -(-MIN_BATCH_TOKENS // max(n_tokens, 1)))
                 batch += [batch[-1]] * max(0, want - len(batch))
@@ -221,6 +224,8 @@ class SentenceTransformerEmbedder:
                     show_progress_bar=False,
                 )
             out[rows] = x[: len(rows)]
+        if self.device == "cpu":
+            release_freed(largest)  # the freed activations' pages back to the system
         return normalize_rows(out)[inverse]
 
     def forward_tokens(self, tokens: dict[str, list[list[int]]]) -> np.ndarray:
