@@ -203,3 +203,23 @@ def test_a_write_builds_no_records_of_the_memory(tmp_path, monkeypatch):
         eng.delete(victim, user_id="u")
         eng.update(changed, "We went to Kyoto in April.", user_id="u")
         assert made == []
+
+
+def test_a_grown_memory_records_the_theme_stage_s_f_of_its_partition(tmp_path):
+    """Growth records f(P) as the theme stage's state holds it (no pass over every statement): the
+    value ``partition_objective`` gives for the memory's statements and themes, within 1e-12."""
+    import numpy as np
+
+    from xmemory_gpu.engine import scope_key
+    from xmemory_gpu.ops.objective import partition_objective
+
+    write_json(generate_conversations(1, seed=7), tmp_path / "c.json")
+    conv = load_locomo(tmp_path / "c.json")[0]
+    sessions = sorted({m.session for m in conv.messages})
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        for s in sessions:
+            eng.add(_session(conv, s), user_id="u")
+            sl = eng.bank.slice(eng.bank.index[scope_key("u")])
+            sc = sl.cols["sem"]
+            want = partition_objective(sc["x"], sc["theme"].astype(np.int64), np.array([0, len(sc["x"])]))
+            assert abs(sl.stats["f_P"] - float(want[0])) <= 1e-12

@@ -202,7 +202,7 @@ def grow(
         sess = np.asarray(g["new_sessions"], np.int64)
         new_rows = np.arange(n_old, n_old + len(sess))
         steps.append([new_rows[sess == v] for v in dict.fromkeys(sess.tolist())])
-    grow_themes(theme_states, steps, cfg.theme, backend=backend)
+    f_held = grow_themes(theme_states, steps, cfg.theme, backend=backend)
     sizes = [len(g["sem_x"]) for g in grown]
     offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     d = _dim(slices[0]) if slices else embedder.dim
@@ -219,7 +219,11 @@ def grow(
         m.stats["n_merges"] += int(sl.stats.get("n_merges", 0))
         m.stats["builder"] = "llm-free (incremental)"
         out.append(m)
-    record_objective(out, all_sem, offs, cfg, backend)
+    if f_held is not None:
+        for m, f in zip(out, f_held.tolist()):  # the theme stage's own f(P): no pass over every statement
+            m.stats["f_P"] = f
+    else:
+        record_objective(out, all_sem, offs, cfg, backend)
     return out
 
 

@@ -505,7 +505,11 @@ def _best_prior(
     step = block if idx is not None else max(block, block * block // max(1, len(rows)))
     for c0 in range(0, n, step):
         chunk = cols[c0 : c0 + step] if idx is None else cols[idx[c0 : c0 + step]]
-        v, j = first_best(rows @ chunk.T, rows, chunk)
+        # few rows (an add's statements): einsum on this thread, not BLAS, whose thread pool only
+        # adds hand-offs here and stalls beside busy cores; the exact re-score makes either the same
+        v, j = first_best(
+            np.einsum("rd,nd->rn", rows, chunk) if len(rows) <= 16 else rows @ chunk.T, rows, chunk
+        )
         better = v > best  # strictly: a tie keeps the earlier column, as one argmax over all would
         best[better], arg[better] = v[better], c0 + j[better]
     return best, arg

@@ -39,13 +39,19 @@ from .theme_state import ThemeState, attach_all, sync_graphs
 
 def grow_themes(
     states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, *, backend: str = "auto"
-) -> None:
+) -> np.ndarray | None:
     """Attach memory b's rows ``steps[b][s]`` at step s (a session), for every memory at once; after
     each step split the overfull themes and merge the small ones of the memories that took it.
-    NumPy's BLAS runs on one thread meanwhile (``_one_blas_thread``)."""
+    NumPy's BLAS runs on one thread meanwhile (``_one_blas_thread``). Returns f(P) [B] float64 of
+    each memory's final partition as the stage's state holds it, or None where the stage kept no
+    state (no step split or merged), scored with another eps than ``cfg.eps``, or left a row
+    unattached."""
     with _one_blas_thread():
-        _grow(states, steps, cfg, backend)
+        part = _grow(states, steps, cfg, backend)
         sync_graphs(states, backend=backend)
+    if part is None or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
+        return None
+    return np.array(part.f, np.float64)
 
 
 @functools.cache
@@ -67,8 +73,11 @@ def _one_blas_thread() -> contextlib.AbstractContextManager:
     return ctl.limit(limits=1, user_api="blas") if ctl is not None else contextlib.nullcontext()
 
 
-def _grow(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, backend: str) -> None:
-    """``grow_themes``' steps: attach, then the split rounds and the merge round over the active memories."""
+def _grow(
+    states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, backend: str
+) -> PartitionState | None:
+    """``grow_themes``' steps: attach, then the split rounds and the merge round over the active
+    memories; the f(P) state after the last step (None when none was built)."""
     part: PartitionState | None = None
     for step in range(max((len(s) for s in steps), default=0)):
         active = [b for b, rows in enumerate(steps) if step < len(rows)]
@@ -80,6 +89,7 @@ def _grow(states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeCon
             split_overfull(states, part, active, cfg, backend=backend)
         if cfg.merge:
             merge_small(states, part, active, cfg, backend=backend)
+    return part if part is None else _synced(part, states)
 
 
 def _synced(part: PartitionState | None, states: list[ThemeState]) -> PartitionState:
