@@ -8,8 +8,8 @@ share of the non-encoder time spent inside the compiled module (``xmemory_gpu._C
 and at full speed with every ``_C`` function and the encoder wrapped in a clock (cProfile's per-call
 cost inflates the Python side about 2x; the second figure is the truer one).
 
-    python benchmarks/bench_build.py --data ../shared/data/locomo/locomo_dev.json --runs 3
-    python benchmarks/bench_build.py --synthetic 1000 --seed 11 --runs 3 --before /tmp/old --profile
+    python benchmarks/bench_build.py --data locomo_dev.json --runs 3
+    python benchmarks/bench_build.py --synthetic 1000 --seed 11 --runs 3 --before OLD_PACKAGE --profile
     python benchmarks/bench_build.py --synthetic 1000 --seed 11 --runs 3 --workers 2
 """
 

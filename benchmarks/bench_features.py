@@ -2,7 +2,7 @@
 the Python reference (the rule as first written, buckets remembered) and scikit-learn's
 ``HashingVectorizer`` (unigrams and bigrams, signed MurmurHash3 buckets, a sparse matrix: the library
 that does this job, though not our hash, so not our counts), on 3,435 chat messages (the LoCoMo dev
-split's when ``XMEM_LOCOMO`` or ``../shared/data/locomo/locomo_dev.json`` is there, else synthetic
+split's when ``XMEM_LOCOMO`` names its file, else synthetic
 chats of the same count). Buckets are remembered after the first call in every implementation.
 Run: ``python -m pytest benchmarks/bench_features.py --benchmark-columns=min,median,rounds``; repeat
 the run to interleave; compare medians."""
@@ -23,12 +23,8 @@ N_TEXTS = 3435
 
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
-    path = Path(
-        os.environ.get(
-            "XMEM_LOCOMO", Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
-        )
-    )
-    if path.exists():
+    path = Path(os.environ.get("XMEM_LOCOMO", ""))
+    if os.environ.get("XMEM_LOCOMO") and path.exists():
         from xmemory_gpu.datasets.locomo import load_locomo
 
         out = [m.text for c in load_locomo(path) for m in c.messages]

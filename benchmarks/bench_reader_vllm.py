@@ -2,9 +2,9 @@
 machine, same run: seconds per question, probe tokens per second, prefix-cache hit rate, and how far
 the two readers' uncertainty drops and admissions differ. Run in .venv-vllm (scripts/setup-vllm.sh):
 
-    .venv/bin/python benchmarks/bench_reader_vllm.py convert --out /tmp/smollm2-f32   # GGUF -> safetensors (needs gguf)
+    .venv/bin/python benchmarks/bench_reader_vllm.py convert --out models/smollm2-f32   # GGUF -> safetensors (needs gguf)
     .venv-vllm/bin/python benchmarks/bench_reader_vllm.py run STORE --data locomo_dev.json \\
-        --model /tmp/smollm2-f32 --sample 24 --out DIR
+        --model models/smollm2-f32 --sample 24 --out DIR
 
 The questions are sampled as ``benchmarks/stage2_thresholds.py`` samples them (every n-th
 non-adversarial question); every pooled episode is probed (nothing filtered), then the default

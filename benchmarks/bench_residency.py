@@ -4,7 +4,7 @@ and ``delete_all`` time of an engine over N synthetic memories, with and without
 the stores are built once (``hashing:384``, 6 messages per memory, ``add_batch`` of 100 users)
 and reused from ``--dir``.
 
-    python benchmarks/bench_residency.py --sizes 1000,10000 --budget 16777216 --out /tmp/residency.json
+    python benchmarks/bench_residency.py --sizes 1000,10000 --budget 16777216 --out residency.json
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -121,7 +122,9 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--budget", type=int, default=16 * 2**20)
     ap.add_argument("--searches", type=int, default=200)
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/xmem-residency"))
+    ap.add_argument(
+        "--dir", type=Path, default=None, help="where the stores go (default: a new temporary folder)"
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--one", nargs=3, metavar=("ROOT", "N", "BUDGET"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -130,8 +133,9 @@ def main() -> None:
         print(json.dumps(measure(root, n, budget if budget >= 0 else None, args.searches)))
         return
     rows = []
+    base = args.dir or Path(tempfile.mkdtemp(prefix="xmem-residency-"))
     for n in map(int, args.sizes.split(",")):
-        root = args.dir / f"n{n}"
+        root = base / f"n{n}"
         t0 = time.perf_counter()
         build(root, n)
         print(f"store of {n} memories ready ({time.perf_counter() - t0:.1f} s)", flush=True)

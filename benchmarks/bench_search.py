@@ -4,7 +4,7 @@ with the query embeddings given, so the figure is retrieval alone (kernels, unit
 budget fit and context assembly), in ms per query.
 
 Needs a built store and the dev split (paths are parameters):
-  xmemory build ../shared/data/locomo/locomo_dev.json --out stores/locomo_dev
+  xmemory build locomo_dev.json --out stores/locomo_dev
   XMEM_STORE=stores/locomo_dev python -m pytest benchmarks/bench_search.py --benchmark-columns=min,median,rounds
 XMEM_BENCH_BUDGETS (default 600): comma-separated token budgets, ``none`` for no budget.
 
@@ -33,9 +33,7 @@ from pathlib import Path
 import pytest
 
 STORE = os.environ.get("XMEM_STORE", "")
-LOCOMO = os.environ.get(
-    "XMEM_LOCOMO", str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json")
-)
+LOCOMO = os.environ.get("XMEM_LOCOMO", "locomo_dev.json")  # the LoCoMo file the store was built from
 BUDGETS = os.environ.get("XMEM_BENCH_BUDGETS", "600")
 
 

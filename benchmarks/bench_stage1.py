@@ -2,8 +2,8 @@
 (all-MiniLM-L6-v2, CPU) included; and every strategy on the same batch.
 
 Needs a built store and the dev split (paths are parameters):
-  xmemory build ../shared/data/locomo/locomo_dev.json --out stores/locomo_dev
-  XMEM_STORE=stores/locomo_dev XMEM_LOCOMO=../shared/data/locomo/locomo_dev.json \\
+  xmemory build locomo_dev.json --out stores/locomo_dev
+  XMEM_STORE=stores/locomo_dev XMEM_LOCOMO=locomo_dev.json \\
     python -m pytest benchmarks/bench_stage1.py
 """
 
@@ -18,9 +18,7 @@ from xmemory_gpu.datasets.locomo import load_locomo
 from xmemory_gpu.retrieve import STRATEGIES, Retriever
 
 STORE = os.environ.get("XMEM_STORE", "")
-LOCOMO = os.environ.get(
-    "XMEM_LOCOMO", str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json")
-)
+LOCOMO = os.environ.get("XMEM_LOCOMO", "locomo_dev.json")  # the LoCoMo file the store was built from
 pytestmark = pytest.mark.skipif(
     not STORE or not Path(STORE).exists(),
     reason="set XMEM_STORE to a built store (scripts/bench.sh builds a small one)",

@@ -1,7 +1,6 @@
 """Storage figures before and after a store refactor, all in one process:
 
-* ``build``: wall seconds of ``build_store`` over a LoCoMo file or folder (default: the dev split in
-  ``../shared/data/locomo/``) with the ``hashing:384`` embedder into a fresh temporary folder, and
+* ``build``: wall seconds of ``build_store`` over a LoCoMo file or folder (``--data``) with the ``hashing:384`` embedder into a fresh temporary folder, and
   the build report's own stage timings;
 * ``open``: that store's bytes on disk (every file under its folder), and the milliseconds of
   ``Store.open(path).load_bank()`` (the close after it is timed apart), min and median of 5;
@@ -14,9 +13,9 @@ e.g. ``git archive <commit> xmemory_gpu | tar -x -C DIR``): a child Python runs 
 editable install's finder removed and DIR first on ``sys.path``; the venv's compiled ``_C`` (and
 ``_cuda``) modules are linked into DIR's package when it has none.
 
-    python benchmarks/bench_store.py --out /tmp/after.json
-    python benchmarks/bench_store.py --tree /tmp/before --out /tmp/before.json
-    python benchmarks/bench_store.py --only open,delete
+    python benchmarks/bench_store.py --data locomo_dev.json --out after.json
+    python benchmarks/bench_store.py --data locomo_dev.json --tree OLD_PACKAGE --out before.json
+    python benchmarks/bench_store.py --data locomo_dev.json --only open,delete
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
 EMBEDDER = "hashing:384"
 PARTS = ("build", "open", "delete")
 # the child of --tree: the editable install's finder removed, the other tree first on sys.path
@@ -279,8 +277,8 @@ def main() -> int:
     ap.add_argument(
         "--data",
         type=Path,
-        default=DEFAULT_DATA,
-        help="a LoCoMo-format JSON file or folder (default: %(default)s)",
+        required=True,
+        help="a LoCoMo-format JSON file or folder",
     )
     ap.add_argument(
         "--only",

@@ -7,7 +7,7 @@ interpreter (so a regular expression or a ``str`` method counts as Python, a Num
 non-encoder time), and the top Python functions.
 
     python benchmarks/native_samples.py --synthetic 1000 --seed 11 --embedder hashing:384
-    python benchmarks/native_samples.py --raw /tmp/samples.txt     # a py-spy ``-f raw`` file already recorded
+    python benchmarks/native_samples.py --raw samples.txt     # a py-spy ``-f raw`` file already recorded
 """
 
 from __future__ import annotations
