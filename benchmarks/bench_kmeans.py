@@ -1,9 +1,9 @@
 """The theme splits' seeded spherical k-means on the CPU: 400 overfull themes of 13-48 rows, d = 384
 (clustered rows; dev's overfull themes hold 13-20), k = 2, 3, 4 with 4 restarts each (the default
 ``split_proposals``), so 4,800 runs. Ours (cpu: every run in one ``spherical_kmeans`` call) against
-the float64 reference (the same NumPy code run by run, BLAS products) and the 709412f per-theme code
+the float64 reference (the same NumPy code run by run, BLAS products) and the per-theme code
 (``tests/ops/kmeans_oracle.py``: NumPy run by run, drawing from each theme's generator as it goes),
-which the build ran before. Interleave rounds with ``--benchmark-min-rounds``; compare medians.
+the rule as first written. Interleave rounds with ``--benchmark-min-rounds``; compare medians.
 """
 
 from __future__ import annotations
@@ -45,11 +45,13 @@ def per_theme_oracle(x: np.ndarray, off: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-@pytest.mark.parametrize("impl", ["cpu (one call)", "reference (NumPy per run)", "709412f per-theme code"])
+@pytest.mark.parametrize(
+    "impl", ["cpu (one call)", "reference (NumPy per run)", "per-theme oracle (NumPy run by run)"]
+)
 def test_spherical_kmeans(benchmark, problem, impl):
     x, off, (seg, k, first, u) = problem
     benchmark.group = f"spherical k-means: {len(seg)} runs over {THEMES} themes of 13-48 rows, d={D}"
-    if impl == "709412f per-theme code":
+    if impl == "per-theme oracle (NumPy run by run)":
         labels = benchmark(per_theme_oracle, x, off)
         assert len(labels) == len(seg)
         return

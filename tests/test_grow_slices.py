@@ -3,9 +3,7 @@
 A sequence of writes (adds by session, an add kept without inference, a learned user name, message
 metadata, deletes of messages, episodes, statements and themes, updates, mem0's batch update and
 delete) is replayed on the engine, whose writes grow and forget memory slices; the engine's answers
-are checked for what the writes promise, and no write builds records of the whole memory. (When the
-writes moved from records to slices, every ``grow`` and ``forget`` of this sequence was checked
-against the record path, column for column and bit for bit.)"""
+are checked for what the writes promise, and no write builds records of the whole memory."""
 
 from __future__ import annotations
 
