@@ -28,8 +28,9 @@ import numpy as np
 
 from ..memory.bank import MemorySlice
 from ..memory.codec import theme_columns
+from ..memory.hierarchy import messages_at
 from ..memory.records import Conversation
-from .incremental import _first_psg, _packed, engine_state, messages_at, valid_rows
+from .incremental import _first_psg, _packed, engine_state, valid_rows
 from .segment import MessageVectors, episode_embeddings, make_episodes
 
 

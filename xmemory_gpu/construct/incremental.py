@@ -35,7 +35,15 @@ from ..config import XMemoryConfig
 from ..memory.bank import MemorySlice
 from ..memory.codec import theme_columns
 from ..memory.engine_state import EngineState
-from ..memory.hierarchy import Memory, _graph, _obj, _ragged, _ts, slice_from_memory, time_or_none
+from ..memory.hierarchy import (
+    Memory,
+    _graph,
+    _obj,
+    _ragged,
+    _ts,
+    messages_at,
+    slice_from_memory,
+)
 from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.checks import csr_offsets
 from ..ops.devices import host, to_backend
@@ -90,21 +98,6 @@ def empty_memory(memory_id: str, dim: int, k: int, state: EngineState | None = N
 def empty_slice(memory_id: str, dim: int, k: int, state: EngineState | None = None) -> MemorySlice:
     """A memory with nothing in it, as a slice (``grow``'s input for a new memory)."""
     return slice_from_memory(empty_memory(memory_id, dim, k, state))
-
-
-def messages_at(sl: MemorySlice, rows: Iterable[int]) -> list[Message]:
-    """The slice's messages at ``rows`` as records."""
-    m = sl.cols["msg"]
-    return [
-        Message(
-            str(m["id"][i]),
-            str(m["speaker"][i]),
-            str(m["text"][i]),
-            int(m["session"][i]),
-            time_or_none(m["time"][i]),
-        )
-        for i in rows
-    ]
 
 
 def valid_rows(row: np.ndarray) -> list[int]:

@@ -19,7 +19,6 @@ from ..construct.incremental import (
     empty_slice,
     engine_state,
     grow,
-    messages_at,
     speaker_pair,
     statement_hash,
     valid_rows,
@@ -30,7 +29,7 @@ from ..construct.supersede import supersessions
 from ..embed.cache import CachedEmbedder
 from ..memory.bank import MemorySlice
 from ..memory.engine_state import EngineState
-from ..memory.hierarchy import Memory, time_or_none
+from ..memory.hierarchy import Memory, messages_at, time_or_none
 from ..memory.records import Conversation, Episode, Message
 from . import ids as unit_ids
 from . import inputs, people

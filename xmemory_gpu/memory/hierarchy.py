@@ -9,6 +9,7 @@ Row i of ``sem_x`` is ``semantics[i]``; ``theme_of[i]`` is a local theme row (in
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,6 +199,21 @@ def slice_of_records(
     return MemorySlice(memory_id, cols, stats, engine)
 
 
+def messages_at(sl: MemorySlice, rows: Iterable[int]) -> list[Message]:
+    """The slice's messages at ``rows`` as records."""
+    m = sl.cols["msg"]
+    return [
+        Message(
+            str(m["id"][i]),
+            str(m["speaker"][i]),
+            str(m["text"][i]),
+            int(m["session"][i]),
+            time_or_none(m["time"][i]),
+        )
+        for i in rows
+    ]
+
+
 def memory_from_slice(sl: MemorySlice) -> Memory:
     """Local columns -> records and arrays (a copy; editing it does not change the bank)."""
     m, e, s, t = (sl.cols[lv] for lv in ("msg", "epi", "sem", "theme"))
@@ -206,16 +222,7 @@ def memory_from_slice(sl: MemorySlice) -> Memory:
     def valid(row: np.ndarray) -> list[int]:
         return row[row >= 0].tolist()
 
-    messages = [
-        Message(
-            str(m["id"][i]),
-            str(m["speaker"][i]),
-            str(m["text"][i]),
-            int(m["session"][i]),
-            time_or_none(m["time"][i]),
-        )
-        for i in range(len(ids))
-    ]
+    messages = messages_at(sl, range(len(ids)))
     episodes = [
         Episode(
             int(e["id"][i]),
