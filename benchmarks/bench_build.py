@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from _record import write_record
+
 _LINE = re.compile(r"^\s+(\w+)\s+([0-9.]+) s$")
 _RUN = (
     "import sys; src = sys.argv.pop(1)\n"
@@ -225,6 +227,7 @@ def main() -> None:
         action="append",
         help="also time `xmemory build --workers N` (repeatable; its rows alternate with the others)",
     )
+    ap.add_argument("--out", default=None, help="also write the runs here (JSON)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data
@@ -243,15 +246,21 @@ def main() -> None:
                 rows[name].append(build_once(data, args.embedder, path, workers))
         print(_table(rows))
         print(json.dumps(rows))
+        figures: dict = {"embedder": args.embedder, "unit": "s", "runs": rows}
+        figures["min_median"] = {
+            tree: {
+                s: [min(v), statistics.median(v)] for s in runs[0] if (v := [r[s] for r in runs if s in r])
+            }
+            for tree, runs in rows.items()
+        }
         if args.profile:
-            print(
-                json.dumps(
-                    {
-                        "cprofile": native_share(data, args.embedder),
-                        "timed": native_share_timed(data, args.embedder),
-                    }
-                )
-            )
+            figures["native_share"] = {
+                "cprofile": native_share(data, args.embedder),
+                "timed": native_share_timed(data, args.embedder),
+            }
+            print(json.dumps(figures["native_share"]))
+        if args.out:
+            write_record(args.out, figures)
 
 
 if __name__ == "__main__":

@@ -120,8 +120,6 @@ def run(n_mem: int = N_MEM, rounds: int = ROUNDS, embedder: str = EMBEDDER) -> d
         del_s = time.perf_counter() - t2
         eng.close()
         return {
-            "machine": os.uname().nodename,
-            "cpus": os.cpu_count(),
             "embedder": emb.name,
             "memories": n_mem,
             "rounds": rounds,
@@ -183,4 +181,6 @@ if __name__ == "__main__":
     out = run()
     print(json.dumps(out, indent=2))
     if len(sys.argv) > 1:
-        Path(sys.argv[1]).write_text(json.dumps(out, indent=2))
+        from _record import write_record
+
+        write_record(sys.argv[1], out)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from _record import cpu_name
 
 from xmemory_gpu.datasets.synthetic import generate_long_chats
 from xmemory_gpu.embed import encode_queries, load_embedder
@@ -73,14 +73,6 @@ def _disk_mb(root: Path) -> float:
     return round(sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 2**20, 2)
 
 
-def _cpu() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        return next(ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
-
-
 QUERIES = ("What did we discuss about the budget?", "Which trip am I planning?", "What is my job?")
 POINTS = (0.1, 0.5, 1.0)  # shares of the chat at which adds, searches and deletes are timed
 
@@ -92,7 +84,7 @@ def run(
     turns = _turns(generate_long_chats(1, seed=seed, target_tokens=target_tokens)[0])
     n = len(turns)
     emb = load_embedder(embedder)
-    out: dict = {"embedder": embedder, "target_tokens": target_tokens, "turns": n, "cpu": _cpu()}
+    out: dict = {"embedder": embedder, "target_tokens": target_tokens, "turns": n, "cpu": cpu_name()}
     with tempfile.TemporaryDirectory() as tmp, MemoryEngine.open(Path(tmp) / "s", embedder=emb) as eng:
 
         def timed_adds(lo: int) -> list[float]:

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _record import write_record
 
 STORE = os.environ.get("XMEM_STORE", "")
 LOCOMO = os.environ.get("XMEM_LOCOMO", "locomo_dev.json")  # the LoCoMo file the store was built from
@@ -192,7 +193,14 @@ def main() -> None:
     p.add_argument("--budgets", default=BUDGETS)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--single", type=int, default=0, help="also N questions one at a time with the encoder")
+    p.add_argument("--out", default=None, help="also write every row here (JSON)")
     args = p.parse_args()
+    rows: list[dict] = []
+
+    def emit(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
     from xmemory_gpu.retrieve import STRATEGIES
 
     r, questions, mems, q_x = load_batch(args.store, args.data)
@@ -201,36 +209,30 @@ def main() -> None:
         step = max(1, len(questions) // args.single)
         qs, ms = questions[::step][: args.single], mems[::step][: args.single]
         fq = faiss_queries(r, qs, ms)
-        print(
-            json.dumps(
-                {
-                    "single": True,
-                    "baseline": "encoder + faiss IndexFlatIP top-20",
-                    "questions": len(qs),
-                    "p50_ms": _pct(fq, 50),
-                    "p99_ms": _pct(fq, 99),
-                }
-            ),
-            flush=True,
+        emit(
+            {
+                "single": True,
+                "baseline": "encoder + faiss IndexFlatIP top-20",
+                "questions": len(qs),
+                "p50_ms": _pct(fq, 50),
+                "p99_ms": _pct(fq, 99),
+            }
         )
         for strategy in strategies:
             for budget in _budgets(args.budgets):
                 t, enc = single_queries(r, qs, ms, strategy, budget)
-                print(
-                    json.dumps(
-                        {
-                            "single": True,
-                            "strategy": strategy,
-                            "budget": budget,
-                            "questions": len(qs),
-                            "p50_ms": _pct(t, 50),
-                            "p99_ms": _pct(t, 99),
-                            "max_ms": round(max(t), 2),
-                            "encoder_p50_ms": _pct(enc, 50),
-                            "encoder_p99_ms": _pct(enc, 99),
-                        }
-                    ),
-                    flush=True,
+                emit(
+                    {
+                        "single": True,
+                        "strategy": strategy,
+                        "budget": budget,
+                        "questions": len(qs),
+                        "p50_ms": _pct(t, 50),
+                        "p99_ms": _pct(t, 99),
+                        "max_ms": round(max(t), 2),
+                        "encoder_p50_ms": _pct(enc, 50),
+                        "encoder_p99_ms": _pct(enc, 99),
+                    }
                 )
     for strategy in strategies:
         for budget in _budgets(args.budgets):
@@ -238,20 +240,19 @@ def main() -> None:
             with KernelClock() as clock:
                 t = [ms_per_query(r, questions, mems, q_x, strategy, budget) for _ in range(args.repeat)]
             kernel_ms = 1000 * clock.seconds / (args.repeat * len(questions))
-            print(
-                json.dumps(
-                    {
-                        "strategy": strategy,
-                        "budget": budget,
-                        "questions": len(questions),
-                        "min_ms": round(min(t), 3),
-                        "median_ms": round(statistics.median(t), 3),
-                        "kernel_ms": round(kernel_ms, 4),
-                        "kernel_share": round(kernel_ms / statistics.mean(t), 3),
-                    }
-                ),
-                flush=True,
+            emit(
+                {
+                    "strategy": strategy,
+                    "budget": budget,
+                    "questions": len(questions),
+                    "min_ms": round(min(t), 3),
+                    "median_ms": round(statistics.median(t), 3),
+                    "kernel_ms": round(kernel_ms, 4),
+                    "kernel_share": round(kernel_ms / statistics.mean(t), 3),
+                }
             )
+    if args.out:
+        write_record(args.out, {"unit": "host ms per query", "rows": rows})
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from _record import cpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
 POLL_S = 0.05
 
@@ -185,17 +187,6 @@ def mcp_round(seed: Path, work: Path, limit: float) -> float:
     return anyio.run(scenario)
 
 
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -228,14 +219,14 @@ def main(argv: list[str] | None = None) -> int:
             if "mcp" not in args.skip and has_mcp:
                 times.setdefault("mcp -> initialize", []).append(mcp_round(seed, work, args.limit))
     print(
-        f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs); embedder {args.embedder}; {args.rounds} rounds"
+        f"CPU: {cpu_name()} ({os.cpu_count()} logical CPUs); embedder {args.embedder}; {args.rounds} rounds"
     )
     print(f"{'phase':<22}{'median s':>10}{'min s':>10}")
     for k, v in times.items():
         print(f"{k:<22}{statistics.median(v):>10.2f}{min(v):>10.2f}")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"cpu": cpu_model(), "embedder": args.embedder, "seconds": times}, indent=1)
+            json.dumps({"cpu": cpu_name(), "embedder": args.embedder, "seconds": times}, indent=1)
         )
     return 0
 

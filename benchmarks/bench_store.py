@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _record import cpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDER = "hashing:384"
 PARTS = ("build", "open", "delete")
@@ -202,16 +204,6 @@ def bench_delete(folder: Path, memories: int, deletes: int, chunk: int) -> dict[
         "deleted": len(times),
         "delete": _ms(times),
     }
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def table(res: dict[str, Any]) -> str:

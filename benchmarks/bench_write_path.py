@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from _record import cpu_name
 
 from xmemory_gpu import MemoryEngine
 from xmemory_gpu.datasets.locomo import load_locomo
@@ -47,16 +48,6 @@ def _grown(root: Path, embedder: str, user: str, turns: list[dict]) -> tuple[Mem
     return eng, ids
 
 
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="a LoCoMo-format JSON file")
@@ -73,7 +64,7 @@ def main() -> None:
     args = ap.parse_args()
     turns = _turns(args.data, args.messages + 4 * args.reps + 10)
     base, extra = turns[: args.messages], turns[args.messages :]
-    res: dict = {"cpu": _cpu(), "embedder": args.embedder, "messages": args.messages}
+    res: dict = {"cpu": cpu_name(), "embedder": args.embedder, "messages": args.messages}
     with tempfile.TemporaryDirectory() as tmp:
         eng, base_ids = _grown(Path(tmp) / "s", args.embedder, "u", base)
         try:

@@ -51,6 +51,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _record import write_record
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 EMB = "hashing:64"
@@ -1550,7 +1552,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "faults.json").write_text(json.dumps(report, indent=2, default=str))
+    write_record(out / "faults.json", json.loads(json.dumps(report, default=str)))
     md = _markdown(report)
     (out / "faults.md").write_text(md)
     print(md)

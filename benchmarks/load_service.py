@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+from _record import write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -170,8 +171,6 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{os.uname().nodename}, {os.cpu_count()} cpus",
         "embedder": args.embedder,
         "users": args.users,
         "requests_per_client": args.requests,
@@ -179,7 +178,7 @@ def main() -> None:
     }
     s32 = {r["coalesce_ms"]: r["req_per_s"] for r in rows if r["clients"] == 32 and r["kind"] == "search"}
     report["search_32_clients_coalesced_over_single"] = s32.get(2.0, 0) / s32[0.0] if s32.get(0.0) else None
-    (out / "load.json").write_text(json.dumps(report, indent=2))
+    write_record(out / "load.json", report)
     lines = ["| coalescing | clients | kind | req/s | p50 ms | p99 ms |", "|---|---|---|---|---|---|"]
     lines += [
         f"| {'on (2 ms)' if r['coalesce_ms'] else 'off'} | {r['clients']} | {r['kind']} | {r['req_per_s']:.1f} | "

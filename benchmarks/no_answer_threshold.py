@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--chats-embedder", default=None, help="embedder of the role-chat side (default: the default)"
     )
+    ap.add_argument("--out", default=None, help="also write the table here (JSON)")
     args = ap.parse_args(argv)
     top, rec = locomo_side(args.store, args.data, args.strategy, args.budget)
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
@@ -75,13 +76,25 @@ def main(argv: list[str] | None = None) -> int:
         "chats: answerable recall kept |"
     )
     print("|---|---|---|---|---|")
+    table = []
     for t in GRID:
-        lost = rec[top < t].sum() / len(rec) * 100
-        kept = sum(r["recall"] for r in ans if r["top_relevance"] >= t) / len(ans)
-        print(
-            f"| {t:.2f} | {lost:.2f} | {np.mean(top < t):.3f} | {np.mean([r['top_relevance'] < t for r in una]):.2f} | "
-            f"{kept:.3f} |"
-        )
+        row = {
+            "threshold": t,
+            "locomo_recall_lost_points": round(float(rec[top < t].sum() / len(rec) * 100), 2),
+            "locomo_emptied": round(float(np.mean(top < t)), 3),
+            "chats_unanswerable_emptied": round(float(np.mean([r["top_relevance"] < t for r in una])), 2),
+            "chats_answerable_recall_kept": round(
+                sum(r["recall"] for r in ans if r["top_relevance"] >= t) / len(ans), 3
+            ),
+        }
+        table.append(row)
+        print("| " + " | ".join(str(v) for v in row.values()) + " |")
+    if args.out:
+        from _record import write_record
+
+        figures = {"strategy": args.strategy, "budget": args.budget, "locomo_answerable": len(top)}
+        figures |= {"locomo_recall": round(float(rec.mean()), 3), "chats_answerable": len(ans)}
+        write_record(args.out, figures | {"chats_unanswerable": len(una), "rows": table})
     return 0
 
 

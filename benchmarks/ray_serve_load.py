@@ -4,7 +4,7 @@ N adds, then N searches, from CONC client threads over 16 users, the hashing:64 
 (the service's default); a local Ray instance on 127.0.0.1 with 2 CPUs, each shard ``num_cpus = 2 / shards``.
 Every server binds 127.0.0.1 and every loop is bounded.
 
-    N=400 CONC=8 python benchmarks/ray_serve_load.py
+    N=400 CONC=8 python benchmarks/ray_serve_load.py [OUT.json]
 """
 
 from __future__ import annotations
@@ -144,6 +144,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         res = {"single process (xmemory serve)": single_process(Path(tmp))} | sharded(Path(tmp))
     print(json.dumps(res, indent=1))
+    if len(sys.argv) > 1:
+        from _record import write_record
+
+        write_record(sys.argv[1], {"n": N, "clients": CONC, "embedder": "hashing:64", "per_s": res})
     return 0
 
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Reproduce the LoCoMo dev-split retrieval table without an LLM (CPU, embedded embedder, no downloads):
 # build the store, check naive-rag at k = 5 / 10 / 20 chunks (no budget) against the flat anchor
-# (0.392 / 0.482 / 0.577, ../shared/data/locomo/README.md), then every strategy's evidence recall and
+# (0.392 / 0.482 / 0.577, the figures published with the dev split), then every strategy's evidence recall and
 # mean context tokens at 300 / 600 / 1,200 tokens. Writes OUT_DIR/table.md.
-# Usage: scripts/locomo_dev.sh [DATA.json] [OUT_DIR]
+# Usage: scripts/locomo_dev.sh DATA.json [OUT_DIR]
 set -euo pipefail
-DATA="${1:-../shared/data/locomo/locomo_dev.json}"
+DATA="${1:?usage: scripts/locomo_dev.sh DATA.json [OUT_DIR] (the LoCoMo dev split, a LoCoMo-format file)}"
 OUT="${2:-locomo_dev}"
 export HF_HUB_OFFLINE=1
 [ -f "$OUT/store/memory.sqlite" ] || xmemory build "$DATA" --out "$OUT/store" --no-progress

@@ -104,7 +104,7 @@ PASSAGE_WORDS = 150  # words per embedded passage: all-MiniLM-L6-v2 reads 256 wo
 
 def embedding_text(speaker: str, text: str) -> str:
     """A message as it is embedded (bulk build and live engine alike): ``Speaker: text [shares a photo
-    of CAPTION]``, the rendering of the flat anchor in ``../shared/data/locomo/README.md``. The loader
+    of CAPTION]``, the rendering of the LoCoMo dev split's published flat-retrieval anchor. The loader
     writes captions as ``[shares a photo: CAPTION]``; this renders them as the anchor does."""
     return f"{speaker}: {_CAPTION.sub(lambda m: f'[shares a photo of {m.group(1).strip()}]', text)}"
 
