@@ -49,7 +49,7 @@ def slice_bytes(sl: MemorySlice) -> int:
     for cols in sl.cols.values():
         for a in cols.values():
             if a.dtype.kind == "O":
-                total += sum(len(s) + 49 for s in a.tolist())
+                total += sum(map(len, a.tolist())) + 49 * a.size
             else:
                 total += a.nbytes
     return total

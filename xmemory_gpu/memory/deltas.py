@@ -6,12 +6,17 @@ unpickled) holding
 
 - ``follows`` uint8 [32]: the sha256 of the file it applies to (the base, or the delta before it);
 - per changed numeric column ``LEVEL.NAME@R``: the column's rows from row ``R`` on;
+- per numeric column whose changed old rows are few and far apart, ``LEVEL.NAME.at`` (int64 [k],
+  increasing row numbers below the old length) and ``LEVEL.NAME.set`` ([k, ...]: those rows' new
+  values), beside a ``LEVEL.NAME@R`` of the rows it appends (``R`` the old length), if any;
 - per changed text column ``LEVEL.NAME.utf8@R`` and ``LEVEL.NAME.off@R``: those rows' UTF-8 bytes
   and their offsets (int64, from 0).
 
-Applying a delta keeps a column's rows ``0..R-1`` and puts the stored rows after them: ``R`` = the
-old length is an append, ``R = 0`` replaces the whole column (another width included); a column a
-delta does not name is unchanged. :func:`apply_chain` applies a chain in one pass (each column is
+Applying a delta first sets the rows a column's ``.at`` names, then keeps its rows ``0..R-1`` and
+puts the stored rows after them: ``R`` = the old length is an append, ``R = 0`` replaces the whole
+column (another width included); a column a delta does not name is unchanged. A statement that
+gains a source, or an old statement's kNN list that takes in a new neighbour, thus costs its row,
+not every row after it. :func:`apply_chain` applies a chain in one pass (each column is
 assembled once, whatever the chain's length).
 
 :class:`Committed` is what a store remembers of a memory's last committed version, to diff the next
@@ -38,6 +43,10 @@ MAX_CHAIN = 32  # ... or the chain would hold more deltas than this
 CACHE_BYTES = 128 << 20  # what a store's CommittedCache holds at most (files' bytes, about)
 FOLLOWS = "follows"
 _CHUNK_BYTES = 1 << 18  # the byte comparison's chunk
+_SCATTER_SHARE = (
+    0.5  # old rows set one by one when that takes under this share of the bytes from the first change on
+)
+_AT, _SET = "at", "set"  # suffixes of a delta's set rows: ``LEVEL.NAME.at``, ``LEVEL.NAME.set``
 
 _STORED = stored_columns()
 _TEXT = {f"{lv}.{name}" for lv, name, text in _STORED if text}
@@ -70,6 +79,22 @@ def _same_rows(old: np.ndarray, new: np.ndarray) -> int:
     return m
 
 
+def _changed_rows(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """The rows (int64, increasing) where numeric ``old`` and ``new`` (same length, dtype and row
+    shape) differ byte for byte, compared a chunk at a time."""
+    m = old.shape[0]
+    row = old.dtype.itemsize * int(np.prod(old.shape[1:], dtype=np.int64))
+    if m == 0 or row == 0:
+        return np.zeros(0, np.int64)
+    u = np.dtype(f"u{old.dtype.itemsize}")
+    ov, nv = old.view(u).reshape(m, -1), new.view(u).reshape(m, -1)
+    step = max(1, _CHUNK_BYTES // row)
+    parts = [
+        i + np.flatnonzero((ov[i : i + step] != nv[i : i + step]).any(axis=1)) for i in range(0, m, step)
+    ]
+    return np.concatenate(parts).astype(np.int64, copy=False)
+
+
 def first_change(old: np.ndarray, new: np.ndarray) -> int | None:
     """The first row of ``new`` that is not ``old``'s (``len(old)`` when ``new`` only appends, 0 when
     the dtype or row shape differs); None when they are equal."""
@@ -83,18 +108,27 @@ def first_change(old: np.ndarray, new: np.ndarray) -> int | None:
 @dataclass
 class Change:
     """What a commit changes in one memory's columns: per changed column (``LEVEL.NAME``) the first
-    changed row and a private copy of the new rows from there; rows per level before and after."""
+    row it replaces from and a private copy of the new rows from there; per numeric column whose
+    few changed old rows are set one by one, (their row numbers int64 [k], their new rows [k, ...]);
+    rows per level before and after."""
 
     starts: dict[str, int]
     rows: dict[str, np.ndarray]
     before: dict[str, int]
     after: dict[str, int]
+    scatter: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        """Whether any column changed."""
+        return bool(self.starts or self.scatter)
 
     def appends_only(self, level: str) -> bool:
         """Whether ``level`` kept every old row as it was (rows only appended, or none changed)."""
         n = self.before[level]
-        return self.after[level] >= n and all(
-            r >= n for k, r in self.starts.items() if k.split(".", 1)[0] == level
+        return (
+            self.after[level] >= n
+            and all(r >= n for k, r in self.starts.items() if k.split(".", 1)[0] == level)
+            and not any(k.split(".", 1)[0] == level for k in self.scatter)
         )
 
     def forgets(self) -> bool:
@@ -106,21 +140,39 @@ class Change:
 def diff(old: dict[str, np.ndarray], sl: MemorySlice) -> Change | None:
     """The change from columns ``old`` (``Committed.columns``) to slice ``sl`` (checked); None when a
     column of ``sl`` has another dtype than the layout's (a base file says what is wrong)."""
-    starts, rows = {}, {}
+    starts, rows, scatter = {}, {}, {}
     for lv, name, text in _STORED:
         key, new = f"{lv}.{name}", sl.cols[lv][name]
         if (new.dtype.kind == "O") != text or not text and new.dtype != _NUMERIC[key]:
             return None
-        r = first_change(old[key], new)
-        if r is not None:
-            starts[key], rows[key] = r, np.array(new[r:], copy=True)
+        was = old[key]
+        r = first_change(was, new)
+        if r is None:
+            continue
+        m = was.shape[0]
+        if (
+            not text
+            and 0 < m <= new.shape[0]
+            and r < m
+            and (was.dtype, was.shape[1:]) == (new.dtype, new.shape[1:])
+        ):
+            at = r + _changed_rows(was[r:m], new[r:m])
+            row = new.dtype.itemsize * int(np.prod(new.shape[1:], dtype=np.int64))
+            if at.shape[0] * (row + 8) < _SCATTER_SHARE * (m - r) * row:
+                scatter[key] = (at, np.array(new[at], copy=True))
+                if new.shape[0] > m:
+                    starts[key], rows[key] = m, np.array(new[m:], copy=True)
+                continue
+        starts[key], rows[key] = r, np.array(new[r:], copy=True)
     before = {lv: _rows(next(old[f"{lv}.{n}"] for l2, n, _ in _STORED if l2 == lv)) for lv in LEVELS}
-    return Change(starts, rows, before, {lv: sl.n(lv) for lv in LEVELS})
+    return Change(starts, rows, before, {lv: sl.n(lv) for lv in LEVELS}, scatter)
 
 
 def encode_delta(change: Change, follows: str) -> bytes:
     """The delta file of ``change``, applying to the file whose sha256 (hex) is ``follows``."""
     arrays: dict[str, np.ndarray] = {FOLLOWS: np.frombuffer(bytes.fromhex(follows), np.uint8)}
+    for key, (at, rows) in change.scatter.items():
+        arrays[f"{key}.{_AT}"], arrays[f"{key}.{_SET}"] = at, rows
     for key, r in change.starts.items():
         a = change.rows[key]
         if key in _TEXT:
@@ -148,6 +200,7 @@ class _Column:
 
     def __init__(self, text: bool) -> None:
         self.text, self.segs, self.n = text, [], 0
+        self.owned = False  # whether segs is one array this object made (rows may be set in it)
 
     def _len(self, seg) -> int:
         return seg[1].shape[0] - 1 if self.text else seg.shape[0]
@@ -167,6 +220,14 @@ class _Column:
             break
         self.segs = kept + [seg]
         self.n = r + self._len(seg)
+        self.owned = False
+
+    def set_rows(self, at: np.ndarray, rows: np.ndarray) -> None:
+        """Rows ``at`` (numeric; checked by the caller) become ``rows``."""
+        if not self.owned or len(self.segs) != 1:
+            self.segs = [np.concatenate(self.segs) if len(self.segs) > 1 else self.segs[0].copy()]
+            self.owned = True
+        self.segs[0][at] = rows
 
     def row_shape(self) -> tuple[int, ...] | None:
         return self.segs[-1].shape[1:] if self.segs and not self.text else None
@@ -187,11 +248,19 @@ class _Column:
         return {f"{key}.utf8": raw, f"{key}.off": off.astype(np.int64, copy=False)}
 
 
-def _pieces(delta: dict[str, np.ndarray], where: str) -> dict[str, tuple[int, Any]]:
-    """A delta's columns: key -> (first row, rows); text rows as (bytes, offsets)."""
+def _pieces(
+    delta: dict[str, np.ndarray], where: str
+) -> tuple[dict[str, tuple[int, Any]], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """A delta's columns: key -> (first row, rows), text rows as (bytes, offsets); and its set rows:
+    key -> (row numbers, rows)."""
     parts: dict[str, dict[str, Any]] = {}
+    sets: dict[str, dict[str, np.ndarray]] = {}
     for name, a in delta.items():
         if name == FOLLOWS:
+            continue
+        key, _, suffix = name.rpartition(".")
+        if suffix in (_AT, _SET) and key in _NUMERIC:
+            sets.setdefault(key, {})[suffix] = a
             continue
         head, sep, at = name.rpartition("@")
         if not sep or not at.isdigit() or not at.isascii():
@@ -218,7 +287,22 @@ def _pieces(delta: dict[str, np.ndarray], where: str) -> dict[str, tuple[int, An
             if got["rows"].ndim < 1:
                 raise SliceFormatError(f"{where}: column {key}: not rows")
             out[key] = (got["r"], got["rows"])
-    return out
+    scattered = {}
+    for key, got in sets.items():
+        at, rows = got.get(_AT), got.get(_SET)
+        if (
+            at is None
+            or rows is None
+            or at.dtype != np.int64
+            or at.ndim != 1
+            or rows.ndim < 1
+            or rows.shape[0] != at.shape[0]
+            or (at.shape[0] and at[0] < 0)
+            or (np.diff(at) <= 0).any()
+        ):
+            raise SliceFormatError(f"{where}: column {key}: its set rows do not fit")
+        scattered[key] = (at, rows)
+    return out, scattered
 
 
 def apply_chain(
@@ -246,7 +330,17 @@ def apply_chain(
         follows = delta.get(FOLLOWS)
         if follows is None or follows.dtype != np.uint8 or follows.tobytes().hex() != prev:
             raise SliceFormatError(f"{w}: it does not follow the file before it")
-        for key, (r, rows) in _pieces(delta, w).items():
+        tails, sets = _pieces(delta, w)
+        for key, (at, rows) in sets.items():
+            col = cols.get(key)
+            if col is None or col.text:
+                raise SliceFormatError(f"{w}: column {key} is not in the base file")
+            if at.shape[0] and at[-1] >= col.n:
+                raise SliceFormatError(f"{w}: column {key}: sets row {int(at[-1])} of {col.n}")
+            if rows.dtype != col.dtype() or rows.shape[1:] != col.row_shape():
+                raise SliceFormatError(f"{w}: column {key}: its rows do not fit the column")
+            col.set_rows(at, rows)
+        for key, (r, rows) in tails.items():
             col = cols.get(key)
             if col is None:
                 raise SliceFormatError(f"{w}: column {key} is not in the base file")
@@ -318,6 +412,11 @@ class Committed:
 
     def apply(self, change: Change, head: str, size: int) -> None:
         """The version after ``change``, committed as a delta of ``size`` bytes whose sha256 is ``head``."""
+        for key, (at, rows) in change.scatter.items():
+            buf, n = self.bufs[key]
+            if not buf.flags.writeable:
+                buf = self.bufs[key][0] = buf.copy()
+            buf[at] = rows
         for key, r in change.starts.items():
             rows = change.rows[key]
             buf, n = self.bufs[key]

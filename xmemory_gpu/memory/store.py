@@ -755,7 +755,7 @@ class Store:
             change=change,
             entry=entry,
         )
-        if not change.starts:
+        if not change:
             return plan, True
         if len(old.chain) >= MAX_CHAIN:
             return None, True
