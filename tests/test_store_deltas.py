@@ -239,6 +239,8 @@ def test_an_old_row_that_changes_costs_its_row_not_the_rows_after_it(tmp_path, v
         (np.array([5]), np.zeros(1, np.int64), "sets row 5 of 3"),
         (np.array([1]), np.zeros(1, np.int32), "do not fit the column"),
         (np.array([1]), None, "set rows do not fit"),
+        (np.array([2**63 - 1, -2]), np.zeros(2, np.int64), "set rows do not fit"),  # np.diff wraps
+        (np.array([1, -(2**63)]), np.zeros(2, np.int64), "set rows do not fit"),
     ],
 )
 def test_set_rows_that_do_not_fit_are_refused(at, rows, why):
@@ -257,6 +259,15 @@ def test_set_rows_that_do_not_fit_are_refused(at, rows, why):
     }
     d["msg.session@3"] = np.array([4])
     assert apply_chain(base, [(d, "11")], "00" * 32, "memory m")["msg.session"].tolist() == [7, 1, 9, 4]
+
+
+def test_a_level_that_was_empty_reads_back_when_a_delta_gives_it_wider_rows():
+    """An empty column of one width (a memory with no theme yet) replaced from row 0 by rows of
+    another width: the empty segment is not kept beside them."""
+    base = {"theme.parents": np.zeros((0, 1), np.int64)}
+    d = {"follows": np.zeros(32, np.uint8), "theme.parents@0": np.arange(4, dtype=np.int64).reshape(2, 2)}
+    got = apply_chain(base, [(d, "11")], "00" * 32, "memory m")["theme.parents"]
+    assert got.shape == (2, 2) and got.tolist() == [[0, 1], [2, 3]]
 
 
 def _grep(root: Path, text: str) -> list[str]:

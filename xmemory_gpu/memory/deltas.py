@@ -210,6 +210,8 @@ class _Column:
         kept, n = [], 0
         for s in self.segs:
             k = self._len(s)
+            if k == 0:  # no rows: nothing to keep (its row width may not be the new rows')
+                continue
             if n + k <= r:
                 kept.append(s)
                 n += k
@@ -298,7 +300,7 @@ def _pieces(
             or rows.ndim < 1
             or rows.shape[0] != at.shape[0]
             or (at.shape[0] and at[0] < 0)
-            or (np.diff(at) <= 0).any()
+            or (at[1:] <= at[:-1]).any()  # increasing (np.diff would wrap around at the int64 ends)
         ):
             raise SliceFormatError(f"{where}: column {key}: its set rows do not fit")
         scattered[key] = (at, rows)
