@@ -2,7 +2,7 @@
 (all-MiniLM-L6-v2; ``XMEM_BENCH_EMBEDDER=hashing:384`` for a kernel-only view):
 
 (a) streaming ingest: ``XMEM_BENCH_MEMORIES`` synthetic memories (default 1,000), one new message
-    per memory per round (a round = one ``add_batch`` across all memories), ``XMEM_BENCH_ROUNDS``
+    per memory per round (a round = ``add_batch`` calls of at most ``limits.max_items`` memories each, across all memories), ``XMEM_BENCH_ROUNDS``
     rounds (default 8): messages per second and round latency, against the bulk build of the same
     messages (``build_store``) in the same run;
 (b) search latency p50 / p99 of 4 reader threads, idle and while the writer ingests;
@@ -64,6 +64,13 @@ def _pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs) * 1e3, q)) if xs else float("nan")
 
 
+def _add_all(eng: MemoryEngine, items: list[dict]) -> None:
+    """``items`` in ``add_batch`` calls of at most the engine's item limit each."""
+    step = eng.limits.max_items
+    for i in range(0, len(items), step):
+        eng.add_batch(items[i : i + step])
+
+
 def run(n_mem: int = N_MEM, rounds: int = ROUNDS, embedder: str = EMBEDDER) -> dict:
     emb = load_embedder(embedder)
     emb.encode(["warm up the model"])
@@ -81,12 +88,13 @@ def run(n_mem: int = N_MEM, rounds: int = ROUNDS, embedder: str = EMBEDDER) -> d
         round_s = []
         for r in range(rounds):
             t1 = time.perf_counter()
-            eng.add_batch(
+            _add_all(
+                eng,
                 [
                     {"user_id": c["sample_id"], "messages": m[r : r + 1]}
                     for c, m in zip(convs, msgs)
                     if r < len(m)
-                ]
+                ],
             )
             round_s.append(time.perf_counter() - t1)
         stream_s = sum(round_s)
@@ -102,14 +110,15 @@ def run(n_mem: int = N_MEM, rounds: int = ROUNDS, embedder: str = EMBEDDER) -> d
 
         def writer():
             for r in range(3):  # bounded: three more rounds
-                eng.add_batch(
+                _add_all(
+                    eng,
                     [
                         {
                             "user_id": c["sample_id"],
                             "messages": [dict(e[0], content=e[0]["content"] + f" ({r})")],
                         }
                         for c, e in zip(convs, extra)
-                    ]
+                    ],
                 )
 
         lat_busy = _readers(eng, questions, users, writer)

@@ -159,7 +159,9 @@ def main() -> None:
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]), flush=True)
     if args.out:
-        args.out.write_text(json.dumps(rows, indent=1))
+        from _record import write_record
+
+        write_record(args.out, {"runs": rows})
 
 
 if __name__ == "__main__":

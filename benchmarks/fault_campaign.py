@@ -719,7 +719,7 @@ def _engine_probes(tmp: Path) -> list[dict]:
             ("user_id: a number", "user_id", add(user_id=5), "refuse"),
             ("user_id: NUL", "user_id", add(user_id="a\x00b"), "refuse"),
             ("user_id: lone surrogate", "user_id", add(user_id="u" + SURROGATE), "refuse"),
-            ("messages: a string", "messages", add("I like green tea."), "refuse"),
+            ("messages: a string", "messages", add("I like green tea."), "either"),  # mem0: one user message
             ("content: a number", "content", add(msg(content=5)), "refuse"),
             ("content: empty", "content", add(msg(content="")), "refuse"),
             ("content: lone surrogate", "content", add(msg(content="tea " + SURROGATE)), "refuse"),
@@ -816,7 +816,12 @@ def _http_probes(tmp: Path) -> list[dict]:
     cases: list[tuple[str, str, tuple[str, str, str | None], str]] = [
         ("user_id: a number", "user_id", add({"user_id": 5}), "refuse"),
         ("user_id: NUL", "user_id", add({"user_id": "a\x00b"}), "refuse"),
-        ("messages: a string", "messages", add({"messages": "I like green tea."}), "refuse"),
+        (
+            "messages: a string",
+            "messages",
+            add({"messages": "I like green tea."}),
+            "either",
+        ),  # mem0: one user message
         ("content: empty", "content", add(content=""), "refuse"),
         ("content: lone surrogate", "content", add(content="tea " + SURROGATE), "refuse"),
         ("role: a number", "role", add(role=5), "refuse"),
