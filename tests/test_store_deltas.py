@@ -432,8 +432,10 @@ def test_the_cache_is_bounded():
     for i in range(5):
         cache.put(str(i), Committed.of_files(b"x" * 30, "s", []))
     assert [k for k in "01234" if cache.get(k)] == ["2", "3", "4"]
-    cache.put("big", Committed.of_files(b"x" * 101, "s", []))
-    assert cache.get("big") is None
+    cache.put("big", Committed.of_files(b"x" * 101, "s", []))  # kept alone: the others go
+    assert cache.get("big") is not None and [k for k in "01234" if cache.get(k)] == []
+    cache.put("5", Committed.of_files(b"x" * 30, "s", []))
+    assert cache.get("big") is None and cache.get("5") is not None
     assert isinstance(Change({}, {}, {lv: 0 for lv in LEVELS}, {lv: 0 for lv in LEVELS}).forgets(), bool)
 
 

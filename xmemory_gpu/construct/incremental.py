@@ -284,6 +284,7 @@ def _grow_messages(
         raw = [r for r in raw if statement_hash(r.text) not in gone]
     return {
         "n_msg": n_all,
+        "open_before": st.open_from,
         "new_msgs": msgs,
         "vectors": vectors,
         "n_keep": n_keep,
@@ -374,6 +375,43 @@ def _sorted_unique_rows(a: np.ndarray) -> np.ndarray:
     return _packed(np.where(s == big, -1, s), n, np.int32)
 
 
+def _statement_episodes(
+    memory_id: str,
+    sem_msgs: np.ndarray,
+    epi_of: np.ndarray,
+    old_epis: np.ndarray,
+    kept_below: int,
+    merged: dict[int, list[int]],
+) -> np.ndarray:
+    """``sem.epis`` of the grown memory: each statement's distinct episode rows, ascending, -1 padded
+    to the longest row (width >= 1). ``sem_msgs`` [n, w] the statements' message rows, ``epi_of``
+    [messages] each message's episode row, ``old_epis`` [n_old, v] the column before the growth. A
+    message row below ``kept_below`` is in an episode kept as it was (same row), so an old statement
+    whose sources are all there keeps its row of ``old_epis``; the others (``merged`` rows, new rows,
+    sources in the episodes segmented again) are computed from their sources."""
+    n, n_old = sem_msgs.shape[0], old_epis.shape[0]
+    again = np.zeros(n, bool)
+    again[n_old:] = True
+    again[list(merged)] = True
+    if n_old:
+        again[:n_old] |= (sem_msgs[:n_old] >= kept_below).any(axis=1)
+    rows = np.flatnonzero(again)
+    src = sem_msgs[rows]
+    if (epi_of[src[src >= 0]] < 0).any():
+        raise ValueError(f"memory {memory_id}: a statement's source is in no episode")
+    part = _sorted_unique_rows(np.where(src >= 0, epi_of[np.maximum(src, 0)], -1))
+    keep = np.flatnonzero(~again)
+    lengths = np.zeros(n, np.int64)
+    lengths[keep] = (old_epis[keep] >= 0).sum(axis=1)
+    lengths[rows] = (part >= 0).sum(axis=1)
+    out = np.full((n, max(int(lengths.max(initial=0)), 1)), -1, np.int32)
+    c = min(out.shape[1], old_epis.shape[1])
+    out[keep, :c] = old_epis[keep, :c]
+    c = min(out.shape[1], part.shape[1])
+    out[rows, :c] = part[:, :c]
+    return out
+
+
 def _first_psg(psg_msg: np.ndarray, n_msg: int) -> np.ndarray:
     """Each message's first passage row (-1: none); ``psg_msg`` [p] the passages' message rows, in order."""
     out = np.full(n_msg, -1, np.int32)
@@ -406,10 +444,9 @@ def _grown_slice(
         **partition_stats(ts, theme_of, n_th, cfg),
     }
     sem_msgs = _ragged_rows(sc["msgs"], g["new_sources"], g["merged"], np.int32)
-    epi_of = g["epi_of"]
-    if (epi_of[sem_msgs[sem_msgs >= 0]] < 0).any():
-        raise ValueError(f"memory {sl.memory_id}: a statement's source is in no episode")
-    sem_epis = _sorted_unique_rows(np.where(sem_msgs >= 0, epi_of[np.maximum(sem_msgs, 0)], -1))
+    sem_epis = _statement_episodes(
+        sl.memory_id, sem_msgs, g["epi_of"], sc["epis"], g["open_before"], g["merged"]
+    )
     psg_x = np.asarray(vectors.psg_x, np.float32).reshape(-1, d)
     psg_msg = np.asarray(vectors.psg_msg, np.int32).reshape(-1)
     theme_of = np.asarray(theme_of, np.int32).reshape(-1)

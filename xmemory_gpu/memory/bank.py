@@ -348,13 +348,16 @@ class Bank:
         cols: dict[str, dict[str, np.ndarray]] = {}
         for lv in LEVELS:
             level = self.levels[lv]
-            rows = level.seg.rows(b)
+            start = int(level.seg.starts[b])
+            rows = slice(start, start + int(level.seg.lengths[b]))
             cols[lv] = {}
             for name, a in level.cols.items():
                 part = a[rows].copy()
                 target = ROW_REFS.get((lv, name))
-                if target is not None:
-                    part = np.where(part >= 0, part - self.levels[target].seg.starts[b], -1).astype(a.dtype)
+                if target is not None:  # global rows of another level to local ones (-1 stays -1)
+                    first = int(self.levels[target].seg.starts[b])
+                    if first:
+                        np.subtract(part, part.dtype.type(first), out=part, where=part >= 0)
                 cols[lv][name] = part
         return MemorySlice(self.memory_ids[b], cols, dict(self.stats[b]), _copy_state(self.engine[b]))
 
@@ -397,10 +400,13 @@ class Bank:
                     col = level.cols[name] = pad_width(col, a.shape[1], _fill_value(name, col.dtype))
                 if a.ndim == 2 and a.shape[1] < col.shape[1]:
                     a = pad_width(a, col.shape[1], _fill_value(name, col.dtype))
+                dst = col[start : start + n]
+                dst[...] = a
                 target = ROW_REFS.get((lv, name))
-                if target is not None:
-                    a = np.where(a >= 0, a + self.levels[target].seg.starts[b], -1)
-                col[start : start + n] = a
+                if target is not None:  # local rows of another level to global ones (-1 stays -1)
+                    first = int(self.levels[target].seg.starts[b])
+                    if first:
+                        np.add(dst, dst.dtype.type(first), out=dst, where=dst >= 0)
                 cap = int(level.seg.capacity[b])
                 col[start + n : start + cap] = _fill_value(name, col.dtype)  # slack holds nothing
             level.writes.note(start, start + int(level.seg.capacity[b]))

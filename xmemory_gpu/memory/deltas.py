@@ -455,14 +455,14 @@ class CommittedCache:
             return got[0]
 
     def put(self, memory_id: str, entry: Committed) -> None:
-        """Remember ``entry`` (again, after it changed); one larger than the budget is not kept."""
+        """Remember ``entry`` (again, after it changed), the least recently used others going while
+        the total passes the budget; one larger than the budget is kept alone, so that a memory of
+        any size that is being written goes on writing deltas rather than its whole base per commit."""
         with self._lock:
             self._pop(memory_id)
-            if entry.nbytes > self.budget:
-                return
             self._items[memory_id] = (entry, entry.nbytes)
             self._total += entry.nbytes
-            while self._total > self.budget:
+            while self._total > self.budget and len(self._items) > 1:
                 self._pop(next(iter(self._items)))
 
     def _pop(self, memory_id: str) -> None:
