@@ -432,10 +432,14 @@ def test_the_cache_is_bounded():
     for i in range(5):
         cache.put(str(i), Committed.of_files(b"x" * 30, "s", []))
     assert [k for k in "01234" if cache.get(k)] == ["2", "3", "4"]
-    cache.put("big", Committed.of_files(b"x" * 101, "s", []))  # kept alone: the others go
-    assert cache.get("big") is not None and [k for k in "01234" if cache.get(k)] == []
+    cache.put("big", Committed.of_files(b"x" * 101, "s", []))  # held beside the others, outside the budget
+    assert cache.get("big") is not None and [k for k in "01234" if cache.get(k)] == ["2", "3", "4"]
     cache.put("5", Committed.of_files(b"x" * 30, "s", []))
-    assert cache.get("big") is None and cache.get("5") is not None
+    assert cache.get("big") is not None and [k for k in "012345" if cache.get(k)] == ["3", "4", "5"]
+    cache.put("bigger", Committed.of_files(b"x" * 150, "s", []))  # one large entry at a time
+    assert cache.get("big") is None and cache.get("bigger") is not None
+    cache.drop("bigger")
+    assert cache.get("bigger") is None
     assert isinstance(Change({}, {}, {lv: 0 for lv in LEVELS}, {lv: 0 for lv in LEVELS}).forgets(), bool)
 
 

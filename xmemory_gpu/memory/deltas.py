@@ -40,7 +40,7 @@ from .codec import SliceFormatError, pack_arrays, stored_columns, unpack_arrays
 
 COMPACT_SHARE = 0.5  # a fresh base once the chain's bytes would exceed this share of the base's
 MAX_CHAIN = 32  # ... or the chain would hold more deltas than this
-CACHE_BYTES = 128 << 20  # what a store's CommittedCache holds at most (files' bytes, about)
+CACHE_BYTES = 128 << 20  # what a store's CommittedCache holds (files' bytes, about), its largest memory aside
 FOLLOWS = "follows"
 _CHUNK_BYTES = 1 << 18  # the byte comparison's chunk
 _SCATTER_SHARE = (
@@ -438,16 +438,22 @@ class Committed:
 
 class CommittedCache:
     """Memory id -> :class:`Committed`, at most ``budget`` bytes (``Committed.nbytes``), least
-    recently used first out; safe across threads."""
+    recently used first out, plus the last written entry larger than the budget, held beside them
+    outside it (so at most the budget plus the largest memory): a large memory that is being written
+    goes on writing deltas rather than its whole base per commit, and the small ones keep theirs.
+    Safe across threads."""
 
     def __init__(self, budget: int = CACHE_BYTES) -> None:
         self.budget = budget
         self._items: OrderedDict[str, tuple[Committed, int]] = OrderedDict()  # entry, its bytes when put
         self._total = 0
+        self._large: tuple[str, Committed] | None = None  # the one entry over the budget
         self._lock = threading.Lock()
 
     def get(self, memory_id: str) -> Committed | None:
         with self._lock:
+            if self._large is not None and self._large[0] == memory_id:
+                return self._large[1]
             got = self._items.get(memory_id)
             if got is None:
                 return None
@@ -455,17 +461,21 @@ class CommittedCache:
             return got[0]
 
     def put(self, memory_id: str, entry: Committed) -> None:
-        """Remember ``entry`` (again, after it changed), the least recently used others going while
-        the total passes the budget; one larger than the budget is kept alone, so that a memory of
-        any size that is being written goes on writing deltas rather than its whole base per commit."""
+        """Remember ``entry`` (again, after it changed): one larger than the budget replaces the
+        large one held; the others join the budget, the least recently used going past it."""
         with self._lock:
             self._pop(memory_id)
+            if entry.nbytes > self.budget:
+                self._large = (memory_id, entry)
+                return
             self._items[memory_id] = (entry, entry.nbytes)
             self._total += entry.nbytes
-            while self._total > self.budget and len(self._items) > 1:
+            while self._total > self.budget:
                 self._pop(next(iter(self._items)))
 
     def _pop(self, memory_id: str) -> None:
+        if self._large is not None and self._large[0] == memory_id:
+            self._large = None
         got = self._items.pop(memory_id, None)
         if got is not None:
             self._total -= got[1]
@@ -478,3 +488,4 @@ class CommittedCache:
         with self._lock:
             self._items.clear()
             self._total = 0
+            self._large = None

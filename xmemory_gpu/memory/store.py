@@ -11,7 +11,7 @@ SQLite transaction, then removes the files it replaced: a crash leaves the store
 after (an unreferenced file is ignored and collected by ``collect_garbage``).
 
 A write costs what it changes. A commit of a memory whose last version this store wrote
-(``Store.committed``, bounded by bytes; a read keeps nothing, so readers hold no copies) compares each column with it and, when the commit only
+(``Store.committed``, bounded by bytes but for its largest memory; a read keeps nothing, so readers hold no copies) compares each column with it and, when the commit only
 appends messages and removes no statement, writes a delta of the rows from each column's first
 change on, and changes the message-id index by the ids added. Anything else is a fresh base file
 (the old base and deltas are removed after the transaction): a delete or an update, so no file the
