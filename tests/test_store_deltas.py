@@ -443,6 +443,47 @@ def test_the_cache_is_bounded():
     assert isinstance(Change({}, {}, {lv: 0 for lv in LEVELS}, {lv: 0 for lv in LEVELS}).forgets(), bool)
 
 
+def test_a_memory_over_the_cache_budget_and_small_ones_written_in_turn_all_write_deltas(
+    tmp_path, monkeypatch
+):
+    """The committed version of a memory larger than the cache's budget is held beside the others:
+    it goes on writing deltas, and writing it does not evict the small memory's version."""
+    kinds: dict[str, list[str]] = {}
+    plan = Store._plan
+
+    def spy(self, unit, *a, **kw):
+        got = plan(self, unit, *a, **kw)
+        kinds.setdefault(unit.memory_id, []).append(got.kind)
+        return got
+
+    conv = generate_long_chats(1, seed=4, target_tokens=400_000)[0]["conversation"]
+    sessions = sorted(
+        (k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
+        key=lambda k: int(k[8:]),
+    )
+    turns = [
+        {
+            "role": "user" if t["speaker"] == conv["speaker_a"] else "assistant",
+            "content": t["text"],
+            "session": n,
+        }
+        for n, k in enumerate(sessions, 1)
+        for t in conv[k]
+    ]
+    assert len(turns) >= 520
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        eng.add(turns[:400], user_id="big")
+        eng.add(turns[400:500], user_id="small")
+        sizes = {k: e.nbytes for k, e in ((m, eng.store.committed.get(m)) for m in eng.store.memory_ids())}
+        assert len(sizes) == 2 and min(sizes.values()) < max(sizes.values())
+        eng.store.committed.budget = sum(sizes.values()) // 2  # the small one under it, the big one over
+        monkeypatch.setattr(Store, "_plan", spy)
+        for i in range(500, 520, 2):
+            for user in ("big", "small"):
+                eng.add(turns[i : i + 2], user_id=user)
+        assert all(k == "delta" for ks in kinds.values() for k in ks) and len(kinds) == 2, kinds
+
+
 def _results(eng: MemoryEngine) -> list:
     out = []
     for q in ("Which trip am I planning?", "What did we discuss about the budget?", "What is my job?"):
