@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _record import cpu_name
+from _record import cpu_name, write_record
 
 from xmemory_gpu.datasets.synthetic import generate_long_chats
 from xmemory_gpu.embed import encode_queries, load_embedder
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     res = run(args.target_tokens, args.embedder, args.adds, args.seed, args.searches, args.deletes)
     print(json.dumps(res, indent=2))
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2))
+        write_record(args.json, res)
     return 0
 
 

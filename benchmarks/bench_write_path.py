@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from _record import cpu_name
+from _record import cpu_name, write_record
 
 from xmemory_gpu import MemoryEngine
 from xmemory_gpu.datasets.locomo import load_locomo
@@ -143,7 +143,7 @@ def main() -> None:
             eng.close()
     print(json.dumps(res, indent=1))
     if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+        write_record(args.out, res)
 
 
 if __name__ == "__main__":
