@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "xmemory_gpu"
-TOP = {"text", "config", "tokens", "api"}  # neutral modules every layer may use
+TOP = {"text", "config", "tokens", "api", "heap"}  # neutral modules every layer may use
 
 # package -> the xmemory_gpu packages its modules may import (besides itself and TOP)
 ALLOWED: dict[str, set[str]] = {

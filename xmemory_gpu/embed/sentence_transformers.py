@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from ..heap import release_freed
 from .background import EmbedderLoadError, ModelLoad, shared_load
 from .base import distinct_texts, normalize_rows, same_length_batches
-from .heap import release_freed
 from .rowwise import kernel_built, route_dense_layers
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"

@@ -27,6 +27,7 @@ from ..construct.segment import MessageVectors, embed_messages
 from ..construct.semantic import extract_statements
 from ..construct.supersede import supersessions
 from ..embed.cache import CachedEmbedder
+from ..heap import release_after_write
 from ..memory.bank import MemorySlice
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, messages_at, time_or_none
@@ -357,6 +358,8 @@ class Writes:
                 self._loaded.pop(m, None)
             self._loaded.update(files)
             self._maybe_compact()
+        # a write to a large memory frees temporaries of its size: their pages back to the system
+        release_after_write(sum(a.nbytes for sl in slices for c in sl.cols.values() for a in c.values()))
 
     def delete(
         self,
