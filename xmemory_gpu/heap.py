@@ -18,9 +18,8 @@ import threading
 import time
 
 RELEASE_BYTES = 32 << 20  # activations of at least this size in one batch are worth a trim
-WRITE_BYTES = (
-    8 << 20
-)  # a write whose memories hold at least this many bytes of arrays may be followed by a trim
+# a write whose memories hold at least this many bytes of arrays may be followed by a trim
+WRITE_BYTES = 8 << 20
 WRITE_INTERVAL_S = 1.0  # ... at most once a second (a trim takes 2-6 ms at 1 M tokens)
 _last_write_trim = [float("-inf")]
 _write_lock = threading.Lock()

@@ -43,9 +43,9 @@ MAX_CHAIN = 32  # ... or the chain would hold more deltas than this
 CACHE_BYTES = 128 << 20  # what a store's CommittedCache holds (files' bytes, about), its largest memory aside
 FOLLOWS = "follows"
 _CHUNK_BYTES = 1 << 18  # the byte comparison's chunk
-_SCATTER_SHARE = (
-    0.5  # old rows set one by one when that takes under this share of the bytes from the first change on
-)
+# a column's changed old rows are set one by one when that takes under this share of the bytes
+# from its first change on
+_SCATTER_SHARE = 0.5
 _AT, _SET = "at", "set"  # suffixes of a delta's set rows: ``LEVEL.NAME.at``, ``LEVEL.NAME.set``
 
 _STORED = stored_columns()
@@ -414,11 +414,8 @@ class Committed:
 
     def apply(self, change: Change, head: str, size: int) -> None:
         """The version after ``change``, committed as a delta of ``size`` bytes whose sha256 is ``head``."""
-        for key, (at, rows) in change.scatter.items():
-            buf, n = self.bufs[key]
-            if not buf.flags.writeable:
-                buf = self.bufs[key][0] = buf.copy()
-            buf[at] = rows
+        for key, (at, rows) in change.scatter.items():  # the buffers are this object's copies
+            self.bufs[key][0][at] = rows
         for key, r in change.starts.items():
             rows = change.rows[key]
             buf, n = self.bufs[key]
