@@ -58,6 +58,7 @@ from .segment import (
     make_episodes,
 )
 from .semantic import DEDUP_BLOCK, extract_statements, match_duplicates
+from .theme_memo import ThemeMemo
 from .theme_state import kept_graph_fits
 from .themes import ThemeState, grow_themes
 
@@ -138,6 +139,7 @@ def grow(
     new_x: list[MessageVectors] | None = None,
     backend: str = "auto",
     restate: list[set[str]] | None = None,
+    memo: ThemeMemo | None = None,
 ) -> list[MemorySlice]:
     """``memories[b]`` (its slice) grown by ``new_messages[b]`` (in order), all memories in one batch.
 
@@ -146,7 +148,8 @@ def grow(
     ones). ``restate[b]``: ids of messages already in memory ``b`` whose statements are extracted
     again with the new ones' (after ``forget.forget`` took out what was derived from them).
     ``flush`` closes every open episode. Returns the grown memories' slices (the inputs are not
-    modified).  A ``Memory`` record given is read as its slice."""
+    modified).  A ``Memory`` record given is read as its slice. ``memo``: the themes each memory's
+    last growth left (read as hints, then given this growth's)."""
     slices = [slice_from_memory(m) if isinstance(m, Memory) else m for m in memories]
     cfg = config or XMemoryConfig()
     if new_x is None:
@@ -195,7 +198,11 @@ def grow(
         sess = np.asarray(g["new_sessions"], np.int64)
         new_rows = np.arange(n_old, n_old + len(sess))
         steps.append([new_rows[sess == v] for v in dict.fromkeys(sess.tolist())])
-    f_held = grow_themes(theme_states, steps, cfg.theme, backend=backend)
+    hints = None if memo is None else [memo.get(sl.memory_id) for sl in slices]
+    f_held = grow_themes(theme_states, steps, cfg.theme, backend=backend, hints=hints)
+    if memo is not None:
+        for sl, h in zip(slices, hints):
+            memo.put(sl.memory_id, h)
     sizes = [len(g["sem_x"]) for g in grown]
     offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     d = _dim(slices[0]) if slices else embedder.dim
@@ -356,7 +363,9 @@ def _ragged_rows(
     )
     for r, x in replace_at.items():
         lengths[r] = len(x)
-    out = _packed(np.concatenate([old, np.full((len(extra), old.shape[1]), -1, old.dtype)]), lengths, dtype)
+    out = np.full((n_old + len(extra), max(int(lengths.max(initial=0)), 1)), -1, dtype)  # one copy of old
+    c = min(out.shape[1], old.shape[1])
+    out[:n_old, :c] = old[:, :c]
     for r, x in [*replace_at.items(), *((n_old + j, x) for j, x in enumerate(extra))]:
         out[r] = -1
         out[r, : len(x)] = x

@@ -32,23 +32,32 @@ import numpy as np
 
 from ..config import ThemeConfig
 from ..ops.attach import merge_pairs_batch
-from ..ops.objective import Candidates, PartitionState, score_candidates
+from ..ops.objective import Candidates, PartitionState, ThemeTop2, score_candidates
 from .theme_split import split_proposals
 from .theme_state import ThemeState, attach_all, sync_graphs
 
 
 def grow_themes(
-    states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, *, backend: str = "auto"
+    states: list[ThemeState],
+    steps: list[list[np.ndarray]],
+    cfg: ThemeConfig,
+    *,
+    backend: str = "auto",
+    hints: list[ThemeTop2 | None] | None = None,
 ) -> np.ndarray | None:
     """Attach memory b's rows ``steps[b][s]`` at step s (a session), for every memory at once; after
     each step split the overfull themes and merge the small ones of the memories that took it.
     NumPy's BLAS runs on one thread meanwhile (``_one_blas_thread``). Returns f(P) [B] float64 of
     each memory's final partition as the stage's state holds it, or None where the stage kept no
     state (no step split or merged), scored with another eps than ``cfg.eps``, or left a row
-    unattached."""
+    unattached. ``hints[b]``: memory b's themes as its last growth left them (or None), read when
+    the state is first built (the same state, without comparing every pair of unchanged themes
+    again) and replaced by this growth's, in place, when the stage kept a state."""
     with _one_blas_thread():
-        part = _grow(states, steps, cfg, backend)
+        part = _grow(states, steps, cfg, backend, hints)
         sync_graphs(states, backend=backend)
+    if hints is not None and part is not None:
+        hints[:] = [part.block_top2(b) for b in range(len(states))]
     if part is None or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
         return None
     return np.array(part.f, np.float64)
@@ -74,7 +83,11 @@ def _one_blas_thread() -> contextlib.AbstractContextManager:
 
 
 def _grow(
-    states: list[ThemeState], steps: list[list[np.ndarray]], cfg: ThemeConfig, backend: str
+    states: list[ThemeState],
+    steps: list[list[np.ndarray]],
+    cfg: ThemeConfig,
+    backend: str,
+    hints: list[ThemeTop2 | None] | None = None,
 ) -> PartitionState | None:
     """``grow_themes``' steps: attach, then the split rounds and the merge round over the active
     memories; the f(P) state after the last step (None when none was built)."""
@@ -84,7 +97,7 @@ def _grow(
         attach_all([states[b] for b in active], [steps[b][step] for b in active], cfg)
         if not active or not (cfg.split or cfg.merge):
             continue
-        part = _synced(part, states)
+        part = _synced(part, states, hints)
         if cfg.split:
             split_overfull(states, part, active, cfg, backend=backend)
         if cfg.merge:
@@ -92,13 +105,16 @@ def _grow(
     return part if part is None else _synced(part, states)
 
 
-def _synced(part: PartitionState | None, states: list[ThemeState]) -> PartitionState:
+def _synced(
+    part: PartitionState | None, states: list[ThemeState], hints: list[ThemeTop2 | None] | None = None
+) -> PartitionState:
     """The f(P) state over each memory's attached rows (default eps, as scoring always used): built
-    once, then extended by the rows attached since."""
+    once (with the ``hints``' top-2 where they still hold), then extended by the rows attached since."""
     if part is None:
         x = np.concatenate([s.x[: s.n_attached] for s in states])
         labels = np.concatenate([s.label[: s.n_attached] for s in states])
-        return PartitionState.from_labels(x, labels, np.cumsum([0] + [s.n_attached for s in states]))
+        offsets = np.cumsum([0] + [s.n_attached for s in states])
+        return PartitionState.from_labels(x, labels, offsets, hints=hints)
     have = np.diff(part.offsets)
     part.extend(
         {

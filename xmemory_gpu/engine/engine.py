@@ -49,6 +49,7 @@ from pathlib import Path
 
 from ..config import XMemoryConfig, resolve_config
 from ..construct.passages import store_passages
+from ..construct.theme_memo import ThemeMemo
 from ..embed import Embedder, embedder_for_store, load_embedder, warm_up
 from ..llm import Reader, as_reader
 from ..memory.backend import MemoryBackend
@@ -118,6 +119,7 @@ class MemoryEngine(Paging, Writes, Reads, Scopes):
         self._lock = lock
         self._rw = ReadWriteLock()  # readers vs the (short) in-memory apply of a committed batch
         self._writer = threading.RLock()  # one write at a time; its heavy work runs outside the rw lock
+        self._theme_memo = ThemeMemo()  # each large memory's themes as its last write left them
         budget = resolve_budget(max_resident_bytes)
         self._residency = None if budget is None else Residency(budget)
         self._res_lock = threading.RLock()  # loads, pins and evictions (taken after _writer, before _rw)

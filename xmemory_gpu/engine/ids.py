@@ -104,7 +104,12 @@ def assign(old: MemorySlice | Memory, new: MemorySlice, dropped: set[str]) -> No
     epis = sem["epis"]  # each statement's episodes in the order of their (new) ids
     if epis.size:
         key = np.where(epis >= 0, epi["id"][np.maximum(epis, 0)], np.iinfo(np.int64).max)
-        sem["epis"] = np.take_along_axis(epis, np.argsort(key, axis=1, kind="stable"), axis=1)
+        # rows already in order stay (a stable sort leaves them as they are): most of a grown memory's
+        todo = np.flatnonzero((key[:, 1:] < key[:, :-1]).any(axis=1))
+        if todo.size:
+            epis = epis.copy()
+            epis[todo] = np.take_along_axis(epis[todo], np.argsort(key[todo], axis=1, kind="stable"), axis=1)
+            sem["epis"] = epis
     new.stats["ids"] = {"episode": nxt["episode"], "semantic": nxt["semantic"]}
     if new.engine is None:  # a memory the engine grows for the first time
         new.engine = EngineState.closed(new.n("msg"))

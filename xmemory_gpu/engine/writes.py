@@ -157,6 +157,7 @@ class Writes:
                         self._embed_cache,
                         cfg,
                         backend=self.backend,
+                        memo=self._theme_memo,
                     )
             by_key = {m.memory_id: m for m in mems}
             for new in grown:
@@ -346,6 +347,7 @@ class Writes:
     ) -> None:
         """Store first (atomic), then the bank under the write lock: readers never see half a batch."""
         self.store.commit(slices, replace=True, delete=list(delete), log=log, redact=redact)
+        self._theme_memo.drop(delete)
         files = self.store.versions([sl.memory_id for sl in slices])
         with self._res_lock, self._rw.write():
             for sl in slices:
@@ -486,6 +488,7 @@ class Writes:
             new_x=[MessageVectors.empty(int(mem.cols["msg"]["x"].shape[1]))],
             backend=self.backend,
             restate=[restate],
+            memo=self._theme_memo,
         )
         for new in grown:
             unit_ids.assign(mem, new, drop)

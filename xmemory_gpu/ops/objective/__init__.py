@@ -22,7 +22,7 @@ from .contract import (
     candidate_inputs,
     partition_inputs,
 )
-from .state import Candidates, PartitionState
+from .state import Candidates, PartitionState, ThemeTop2
 
 _ALL = {"reference": "reference", "cpu": "cpu", "triton": "triton", "cuda": "cuda"}  # backend -> module
 register("partition_objective", __name__, _ALL, accepts=accepts_partition_objective)
@@ -80,4 +80,11 @@ def candidate_gains(state: PartitionState, candidates: Candidates, *, backend: s
     return score_candidates(state, candidates, backend=backend) - state.f[candidates.memory]
 
 
-__all__ = ["Candidates", "PartitionState", "candidate_gains", "partition_objective", "score_candidates"]
+__all__ = [
+    "Candidates",
+    "PartitionState",
+    "ThemeTop2",
+    "candidate_gains",
+    "partition_objective",
+    "score_candidates",
+]

@@ -126,6 +126,53 @@ class _Kept:
     top_cos: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class ThemeTop2:
+    """One memory's themes as a finished partition state held them: labels [K] int64 ascending, sums
+    [K, d] float64, each theme's two nearest others (top_idx [K, 2] int64 rows of these K, -1 none;
+    top_cos [K, 2] float64). Given to ``PartitionState.from_labels`` as a hint: a theme whose label and
+    sum bits are found here again keeps its top-2 (``top2_update``), so a memory grown by a few nodes
+    pays for the themes that changed, not for every pair. A stale or foreign hint costs speed only."""
+
+    labels: np.ndarray
+    sums: np.ndarray
+    top_idx: np.ndarray
+    top_cos: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.labels.nbytes + self.sums.nbytes + self.top_idx.nbytes + self.top_cos.nbytes)
+
+
+def _fits(h: ThemeTop2, d: int) -> bool:
+    """The hint's columns agree in shape (K themes, dimension d)."""
+    k = len(h.labels)
+    return (
+        np.ndim(h.labels) == 1
+        and np.shape(h.sums) == (k, d)
+        and np.shape(h.top_idx) == (k, 2)
+        and np.shape(h.top_cos) == (k, 2)
+        and bool(((np.asarray(h.top_idx) >= -1) & (np.asarray(h.top_idx) < k)).all())
+    )
+
+
+def _hinted(hints: Sequence[ThemeTop2 | None], d: int) -> _Kept:
+    """``hints`` (one per block, None: none) as the ``_Kept`` whose top-2 ``_blocks`` updates."""
+    have = [h if h is not None and _fits(h, d) else None for h in hints]
+    sizes = [0 if h is None else len(h.labels) for h in have]
+    held = [h for h in have if h is not None]
+    cat = lambda f, shape, dt: np.concatenate([f(h) for h in held]) if held else np.zeros(shape, dt)  # noqa: E731
+    return _Kept(
+        csr_offsets(sizes),
+        cat(lambda h: np.asarray(h.labels, np.int64), (0,), np.int64),
+        cat(lambda h: np.asarray(h.sums, np.float64), (0, d), np.float64),
+        np.ones(sum(sizes), bool),
+        np.zeros(len(hints), np.int64),
+        cat(lambda h: np.asarray(h.top_idx, np.int64), (0, 2), np.int64),
+        cat(lambda h: np.asarray(h.top_cos, np.float64), (0, 2), np.float64),
+    )
+
+
 def _blocks(
     x: np.ndarray,
     rows: np.ndarray,
@@ -134,6 +181,7 @@ def _blocks(
     eps: float,
     kept: _Kept | None = None,
     *,
+    hint: _Kept | None = None,
     backend: str = "auto",
 ) -> _Blocks:
     """The blocks of nb memories: their M node rows are ``x[rows]`` (x unit float64 rows; only the
@@ -146,7 +194,9 @@ def _blocks(
     whose sums changed are compared with their whole block, the others merge them into their kept
     top-2, the same bits) and f (``f_blocks``, the per-memory code's
     operations and shapes), so the values do not depend on the batch (tests/test_theme_lockstep.py)
-    and the build's decisions, to the last tie, not on the machine."""
+    and the build's decisions, to the last tie, not on the machine. ``hint`` (without ``kept``):
+    the top-2 of earlier themes whose sums are found again bit for bit (``ThemeTop2``); the sums are
+    all computed here."""
     if labels.size and int(labels.max()) >= 2**31:
         raise ValueError(f"labels must be below 2**31, got {int(labels.max())}")
     theme_off, theme_label, sums, counts, members = theme_sums(
@@ -154,7 +204,11 @@ def _blocks(
     )
     nrm = row_norms(sums, backend=backend)  # row by row: each row's bits as a block's own call
     unit = unit_rows(sums, backend=backend)  # sums / nrm (zero rows zero): the same norms, one pass
-    if kept is None or kept.top_idx is None:
+    if kept is None and hint is not None:
+        top_idx, top_cos = top2_update(
+            unit, theme_off, *_kept_top2(hint, theme_off, theme_label, sums), backend=backend
+        )
+    elif kept is None or kept.top_idx is None:
         top_idx, top_cos = top2_blocks(unit, theme_off, backend=backend)
     else:
         top_idx, top_cos = top2_update(
@@ -363,7 +417,13 @@ class PartitionState:
         return held[1]
 
     @classmethod
-    def from_labels(cls, x, labels, offsets, *, eps: float = 1e-8) -> PartitionState:
+    def from_labels(
+        cls, x, labels, offsets, *, eps: float = 1e-8, hints: Sequence[ThemeTop2 | None] | None = None
+    ) -> PartitionState:
+        """The state of B memories' nodes x [N, d] labelled ``labels`` [N] (local to each memory),
+        memory b the rows ``offsets[b]:offsets[b+1]``. ``hints`` [B]: each memory's themes as an
+        earlier state held them (``block_top2``), or None: the same state, with the top-2 of the
+        themes whose sums kept their bits taken from there."""
         x = unit_rows(x)
         labels = np.asarray(host(labels), dtype=np.int64)
         off = check_offsets("offsets", offsets, x.shape[0])
@@ -385,8 +445,22 @@ class PartitionState:
             f=np.zeros(len(off) - 1),
             eps=eps,
         )
-        st._replace(list(range(len(off) - 1)), _blocks(x, np.arange(x.shape[0]), labels, off, eps))
+        if hints is not None and len(hints) != len(off) - 1:
+            raise ValueError(f"hints must have one entry per memory ({len(off) - 1}), got {len(hints)}")
+        hint = _hinted(hints, x.shape[1]) if hints is not None and any(h is not None for h in hints) else None
+        st._replace(list(range(len(off) - 1)), _blocks(x, np.arange(x.shape[0]), labels, off, eps, hint=hint))
         return st
+
+    def block_top2(self, b: int) -> ThemeTop2:
+        """Memory b's themes as a ``from_labels`` hint (copies)."""
+        s, e = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
+        top = self.top_idx[s:e]
+        return ThemeTop2(
+            self.theme_label[s:e].copy(),
+            self.theme_sum[s:e].copy(),
+            np.where(top >= 0, top - s, -1),
+            self.top_cos[s:e].copy(),
+        )
 
     def theme_row(self, b: int, label: int) -> int:
         s, e = int(self.theme_offsets[b]), int(self.theme_offsets[b + 1])
