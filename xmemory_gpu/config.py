@@ -42,6 +42,9 @@ class SemanticConfig:
     passage_words: int = (
         150  # long messages are embedded (and fitted to budgets) in passages of this many words
     )
+    # a short reply's statement carries the question before it ("(asked: What do you teach?)"); off:
+    # it pays on the LoCoMo dev split, not on the public role-chat samples (benchmarks/RESULTS.md)
+    read_replies_with_questions: bool = False
 
 
 @dataclass

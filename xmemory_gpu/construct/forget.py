@@ -9,9 +9,11 @@ derived from what changes:
 - every closed episode holding a dropped or changed message is made again from the messages it has
   left (its text, title and vector as construction makes them; gone when none is left); the open
   episode is segmented again by the growth that follows, as it is after any add;
-- every statement with a dropped or changed source, or named in ``nodes``, leaves its theme;
+- every statement with a dropped or changed source, or a source right after one where a reply is
+  read with the question before it, or named in ``nodes``, leaves its theme;
   themes left empty go, the others that lost members lose their summary (summarised again);
-- the statements of the touched statements' other sources (and of the changed messages) are to be
+- the statements of the touched statements' other sources (and of the changed messages and the
+  turns right after the touched ones) are to be
   extracted again: ``grow(..., restate=...)`` does it with the rest of an add's work (the forgotten
   hashes filter them, de-duplication merges what is already there, the f(P) theme steps place the
   rest; the semantic kNN lists that held a removed statement are searched again, the others kept).
@@ -69,11 +71,15 @@ def forget(
     changed_x: MessageVectors | None,
     nodes: set[int] = frozenset(),
     forgotten: tuple[str, ...] = (),
+    *,
+    replies_read_with_questions: bool = False,
 ) -> tuple[MemorySlice, set[str]]:
     """``sl`` with messages ``drop`` removed, messages ``texts`` (id -> new text; ``changed_x`` their
     vectors, in message order) changed and statements ``nodes`` (local rows) removed, with everything
     derived from them (see the module's doc); ``forgotten`` replaces the engine state's forgotten
-    hashes. Returns the reduced slice (its semantic lists that held a removed statement marked to be
+    hashes; ``replies_read_with_questions``: the memory reads a reply with the question before it
+    (``SemanticConfig.read_replies_with_questions``), so the turn after a touched one is read again.
+    Returns the reduced slice (its semantic lists that held a removed statement marked to be
     searched again, its theme kNN lists empty, its statements' episodes left to the growth that
     follows) and the ids of the messages whose statements are to
     be extracted again (``grow``'s ``restate``). The input is not modified."""
@@ -83,6 +89,11 @@ def forget(
     n_msg = len(ids)
     dropped = np.array([i in drop for i in ids], bool)
     touched = dropped | np.array([i in texts for i in ids], bool)
+    # a reply is read with the question of the turn before it: the turn after a touched one is read again
+    follows = np.zeros(n_msg, bool)
+    if replies_read_with_questions:
+        follows[1:] = touched[:-1]
+        follows &= ~dropped
     keep_rows = np.flatnonzero(~dropped)
     new_row = np.full(n_msg + 1, -1, np.int64)  # old message row -> new row (index -1: padding)
     new_row[keep_rows] = np.arange(len(keep_rows))
@@ -139,10 +150,11 @@ def forget(
 
     # statements derived from a touched message (or named) leave; their other sources are restated
     sm = sc["msgs"]
-    gone = np.where(sm >= 0, touched[np.maximum(sm, 0)], False).any(axis=1)
+    gone = np.where(sm >= 0, (touched | follows)[np.maximum(sm, 0)], False).any(axis=1)
     gone[sorted(nodes)] = True
     restate = {ids[m] for r in np.flatnonzero(gone).tolist() for m in valid_rows(sm[r]) if not dropped[m]}
     restate |= set(texts) - drop
+    restate |= {ids[m] for m in np.flatnonzero(follows).tolist()}  # read with their new turn before
     kept = np.flatnonzero(~gone)
     s_msgs = np.where(sm[kept] >= 0, new_row[sm[kept]], -1)
     epi_new = np.full(len(em) + 1, -1, np.int64)  # old episode row -> new row

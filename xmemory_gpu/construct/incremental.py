@@ -231,6 +231,21 @@ def _dim(sl: MemorySlice) -> int:
     return int(sl.cols["sem"]["x"].shape[1])
 
 
+def turns_before(sl: MemorySlice, rows: list[int], new: list[Message] = ()) -> dict[str, Message | None]:
+    """The turn before each message of ``sl`` at ``rows`` and each of the ``new`` ones that follow its
+    last (message id -> that turn, None for the first): what a reply is read with."""
+    n = sl.n("msg")
+    before = {r - 1 for r in rows if r > 0} | ({n - 1} if new and n else set())
+    at = dict(zip(sorted(before), messages_at(sl, sorted(before))))
+    out: dict[str, Message | None] = {}
+    for m, r in zip(messages_at(sl, rows), rows):
+        out[m.id] = at.get(r - 1)
+    last = at.get(n - 1)
+    for m in new:
+        out[m.id], last = last, m
+    return out
+
+
 def _grow_messages(
     sl: MemorySlice,
     msgs: list[Message],
@@ -282,7 +297,12 @@ def _grow_messages(
     # extraction reads each source's episode id only: the restated ones' kept episodes, the fresh ones
     by_epi = [Episode(int(epi_of[r]), "", "", [m.id]) for m, r in zip(again, again_rows) if r < st.open_from]
     raw = (
-        extract_statements(Conversation(sl.memory_id, _pair(speakers), src), by_epi + fresh, cfg.semantic)
+        extract_statements(
+            Conversation(sl.memory_id, _pair(speakers), src),
+            by_epi + fresh,
+            cfg.semantic,
+            previous=turns_before(sl, again_rows, msgs),
+        )
         if src
         else []
     )

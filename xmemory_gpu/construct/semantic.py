@@ -20,7 +20,7 @@ from string import digits
 import numpy as np
 
 from ..config import SemanticConfig
-from ..memory.records import Conversation, Episode, SemanticNode
+from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.dedup import dedup_block, first_best
 from ..text import NOT_CONTENT, words
 
@@ -424,14 +424,61 @@ def _cut(sentence: str, max_words: int) -> str:
 _PHOTO_OF = re.compile(r"^(a )?(photo|picture|image) of ")
 
 
+ASKED_WORDS = 14  # the longest question (in words) a reply is read with; a longer one is cut
+REPLY_WORDS = 20  # a longer turn is no reply to the question before it, but a turn of its own
+
+
+def asked_question(previous: Message | None, message: Message) -> str | None:
+    """The question a reply answers: the last sentence of the turn just before it, when that turn is
+    another speaker's, in the same session, and ends with a question that asks about something (a
+    content word besides the question words); else None."""
+    if previous is None or previous.speaker == message.speaker or previous.session != message.session:
+        return None
+    sentences = split_sentences(previous.text)
+    if not sentences or not sentences[-1].endswith("?"):
+        return None
+    q = sentences[-1]
+    return q if any(w not in _NO_FACT for w in words(q)) else None
+
+
+def _same_stem(a: str, b: str) -> bool:
+    """The same word, or one of four letters or more that begins the other ("teach", "teaches")."""
+    return a == b or (min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a)))
+
+
+def _with_question(statement: str, asked: str) -> str:
+    return f"{statement} (asked: {_cut(asked, ASKED_WORDS)})"
+
+
+def _answer(text: str, speaker: str, other: str, cfg: SemanticConfig) -> str | None:
+    """A short reply that makes no statement on its own ("Mostly juniors.", "Yes, two of them."), as
+    one statement to be read with its question: its sentences that are not questions, greetings or
+    requests, when they hold a content word and fit ``max_statement_words``; else None."""
+    kept = [
+        s
+        for s in split_sentences(text)
+        if not s.endswith("?") and not _GREETING.match(s.strip()) and not _REQUEST.match(s.strip())
+    ]
+    reply = " ".join(kept)
+    ws = words(reply)
+    if not ws or len(ws) > cfg.max_statement_words or all(w in _NO_FACT for w in ws):
+        return None
+    return decouple(reply, speaker, other)
+
+
 def message_statements(
-    text: str, speaker: str, other: str, assistant: bool, cfg: SemanticConfig
+    text: str, speaker: str, other: str, assistant: bool, cfg: SemanticConfig, question: str | None = None
 ) -> list[str]:
     """One message's statements, in order: its sentences without filler, the most specific
     ``max_per_message`` of them (a photo's caption counts), facts said inside questions where they
     leave room, each cut to ``max_statement_words`` words and decoupled (``other``: the speaker
     "you" is); ``assistant``: a chat role's turn, which yields nothing when short and is otherwise
-    attributed to it ("assistant said: ..."); a shared photo's caption last."""
+    attributed to it ("assistant said: ..."); a shared photo's caption last. ``question``: the one
+    the message replies to (``asked_question``): a reply that is not an assistant's is read with it:
+    its first statement ends with "(asked: QUESTION)" when the question asks about a word the
+    statement lacks ("user said: Chemistry at Roosevelt High. (asked: What do you teach?)"), and a
+    reply that makes no statement on its own makes that one ("user said: Yes, two of them. (asked:
+    Do you have kids?)")."""
     if assistant and len(text.split()) < ASSISTANT_MIN_WORDS:  # an assistant's small talk is no memory
         return []
     photo = photo_caption(text)
@@ -454,6 +501,15 @@ def message_statements(
         asked = [f for f in map(stated_part, questions) if not is_filler(f, cfg)]
         kept += asked[: room - len(kept)] if n_max else asked
     out = [decouple(_cut(s, cfg.max_statement_words), speaker, other) for s in kept]
+    if question and not assistant and len(text.split()) <= REPLY_WORDS:
+        if out:
+            said = set(words(out[0]))
+            asks = {w for w in words(question) if w not in _NO_FACT}
+            if any(not any(_same_stem(w, v) for v in said) for w in asks):
+                out[0] = _with_question(out[0], question)
+        elif not has_cap:
+            reply = _answer(text, speaker, other, cfg)
+            out = [] if reply is None else [_with_question(reply, question)]
     if assistant:  # what an assistant says is its answer, never a fact about the user: attributed to it
         out = [
             s if s.startswith(speaker) else f"{speaker} said: {s.removeprefix(f'{speaker} said: ')}"
@@ -466,16 +522,23 @@ def message_statements(
 
 
 def extract_statements(
-    conv: Conversation, episodes: list[Episode], cfg: SemanticConfig
+    conv: Conversation,
+    episodes: list[Episode],
+    cfg: SemanticConfig,
+    previous: dict[str, Message | None] | None = None,
 ) -> list[SemanticNode]:
     """Statements of one conversation (before de-duplication), ids in order of appearance: each
-    message's ``message_statements``."""
+    message's ``message_statements``, read with the question of the turn before it. ``previous``:
+    each message's turn before it in the whole conversation (message id -> that turn, None for the
+    first) where ``conv.messages`` is only part of it; else the message before it in the list."""
     ep_of = {mid: ep.id for ep in episodes for mid in ep.message_ids}
     a, b = conv.speakers
     nodes: list[SemanticNode] = []
-    for m in conv.messages:
+    for i, m in enumerate(conv.messages):
         assistant = m.speaker.lower() in ASSISTANT_SPEAKERS
-        for s in message_statements(m.text, m.speaker, b if m.speaker == a else a, assistant, cfg):
+        before = previous.get(m.id) if previous is not None else conv.messages[i - 1] if i else None
+        asked = asked_question(before, m) if cfg.read_replies_with_questions else None
+        for s in message_statements(m.text, m.speaker, b if m.speaker == a else a, assistant, cfg, asked):
             nodes.append(
                 SemanticNode(
                     id=len(nodes),

@@ -21,6 +21,7 @@ from ..construct.incremental import (
     grow,
     speaker_pair,
     statement_hash,
+    turns_before,
     valid_rows,
 )
 from ..construct.segment import MessageVectors, embed_messages
@@ -431,6 +432,7 @@ class Writes:
             Conversation(mem.memory_id, tuple((engine_state(mem).speakers + ("", ""))[:2]), src),
             eps,
             self.config.semantic,
+            previous=turns_before(mem, rows),
         )
         hashes = {statement_hash(str(sc["text"][row]))}
         if raw:
@@ -477,7 +479,15 @@ class Writes:
             if changed
             else None
         )
-        reduced, restate = forget(mem, drop, texts, changed_x, nodes, tuple(forgotten))
+        reduced, restate = forget(
+            mem,
+            drop,
+            texts,
+            changed_x,
+            nodes,
+            tuple(forgotten),
+            replies_read_with_questions=self.config.semantic.read_replies_with_questions,
+        )
         raw = mem.engine.raw if mem.engine is not None else ()
         restate = set(restate) - set(raw)  # kept as given: nothing derived from them
         grown = grow(
