@@ -64,15 +64,15 @@ def assign(old: MemorySlice | Memory, new: MemorySlice, dropped: set[str]) -> No
     nxt = counters(old)
     first_of: dict[str, int] = {}  # the first surviving message of each stored episode -> its id
     old_msg = old.cols["msg"]["id"]
-    for eid, row in zip(old.cols["epi"]["id"].tolist(), old.cols["epi"]["msgs"]):
-        rows = row[row >= 0]
-        if dropped:
-            alive = [m for m in old_msg[rows].tolist() if m not in dropped]
-            first = alive[0] if alive else None
-        else:
-            first = old_msg[rows[0]] if len(rows) else None
-        if first is not None:
-            first_of.setdefault(first, eid)
+    if dropped:
+        for eid, row in zip(old.cols["epi"]["id"].tolist(), old.cols["epi"]["msgs"]):
+            alive = [m for m in old_msg[row[row >= 0]].tolist() if m not in dropped]
+            if alive:
+                first_of.setdefault(alive[0], eid)
+    else:  # each episode's first message (valid entries come first), the earliest episode kept on a tie
+        e_first = old.cols["epi"]["msgs"][:, 0] if old.n("epi") else np.zeros(0, np.int64)
+        held = np.flatnonzero(e_first >= 0)[::-1]
+        first_of = dict(zip(old_msg[e_first[held]].tolist(), old.cols["epi"]["id"][held].tolist()))
     used: set[int] = set()
     msg_id, epi, sem = new.cols["msg"]["id"], new.cols["epi"], new.cols["sem"]
     for r in range(new.n("epi")):

@@ -26,7 +26,7 @@ from ..construct.incremental import (
 )
 from ..construct.segment import MessageVectors, embed_messages
 from ..construct.semantic import extract_statements
-from ..construct.supersede import supersessions
+from ..construct.supersede import changes, supersessions
 from ..embed.cache import CachedEmbedder
 from ..heap import release_after_write
 from ..memory.bank import MemorySlice
@@ -732,28 +732,29 @@ def carry_over(
 
     state.stamped, state.raw = kept(was.stamped, stamped), kept(was.raw, raw)
     sem_ids = sem["id"].tolist()
-    # each statement's first source message (its row: rows are in conversation order)
-    firsts = np.where(sem["msgs"] >= 0, sem["msgs"], np.iinfo(np.int32).max).min(
-        axis=1, initial=np.iinfo(np.int32).max
-    )
     # the earlier decisions between statements still there stand; the statements new to this write are tried
     live = set(sem_ids)
     stand = {k: list(v) for k, v in was.superseded.items() if int(k) in live and int(v[0]) in live}
     known = old.cols["sem"]["id"] if isinstance(old, MemorySlice) else [s.id for s in old.semantics]
     fresh = np.flatnonzero(~np.isin(np.asarray(sem["id"], np.int64), np.asarray(known, np.int64)))
-    sup = (
-        supersessions(
-            sem["text"].tolist(),
-            sem["x"],
-            firsts.astype(np.int64),
-            msg["speaker"][firsts].tolist(),
-            new=fresh,
+    # only a new statement that says something changed can supersede: the others cost no pass over the memory
+    new_firsts = _first_sources(sem["msgs"][fresh])
+    if any(map(changes, sem["text"][fresh].tolist(), msg["speaker"][new_firsts].tolist())):
+        firsts = _first_sources(sem["msgs"])
+        sup = supersessions(
+            sem["text"].tolist(), sem["x"], firsts, msg["speaker"][firsts].tolist(), new=fresh
         )
-        if len(fresh)
-        else {}
-    )
+    else:
+        sup = {}
     found = {str(sem_ids[i]): [sem_ids[j], time_or_none(sem["time"][j])] for i, j in sup.items()}
     state.superseded = {**found, **stand}  # an earlier decision stands (the first change superseded it)
+
+
+def _first_sources(msgs: np.ndarray) -> np.ndarray:
+    """Each statement's first source message row [n] int64 (rows are in conversation order), of its
+    ``sem.msgs`` rows [n, w] (-1 padded)."""
+    big = np.iinfo(np.int32).max
+    return np.where(msgs >= 0, msgs, big).min(axis=1, initial=big).astype(np.int64)
 
 
 def name_after(
