@@ -50,10 +50,15 @@ def test_a_state_built_with_hints_is_the_state_built_without(seed):
     want = PartitionState.from_labels(x2, lab2, off2)
     _same(PartitionState.from_labels(x2, lab2, off2, hints=hints), want)
     _same(PartitionState.from_labels(x2, lab2, off2, hints=[None, hints[1], None, hints[3]]), want)
-    # stale sums, another memory's hint, another dimension, scrambled neighbours: speed only
+    # stale sums, other memories' hints, another dimension: speed only
     stale = dataclasses.replace(hints[0], sums=hints[0].sums + 1e-12)
     narrow = ThemeTop2(np.arange(3), np.ones((3, d - 1)), np.zeros((3, 2), np.int64), np.zeros((3, 2)))
     for odd in ([stale, None, None, None], [hints[2], hints[0], hints[1], None], [narrow] * 4):
+        _same(PartitionState.from_labels(x2, lab2, off2, hints=odd), want)
+    # labels out of order, or beyond 2**31 (where they would read as another block's), are no hint
+    over = dataclasses.replace(hints[0], labels=hints[0].labels + (1 << 32))
+    backwards = dataclasses.replace(hints[0], labels=hints[0].labels[::-1].copy())
+    for odd in ([over, None, None, None], [backwards, None, None, None], ["not a hint"] * 4):
         _same(PartitionState.from_labels(x2, lab2, off2, hints=odd), want)
     with pytest.raises(ValueError, match="hints"):
         PartitionState.from_labels(x2, lab2, off2, hints=hints[:2])
@@ -62,17 +67,33 @@ def test_a_state_built_with_hints_is_the_state_built_without(seed):
 def test_the_memo_is_bounded_and_forgets_what_it_is_told():
     h = lambda k: ThemeTop2(np.arange(k), np.zeros((k, 4)), -np.ones((k, 2), np.int64), np.zeros((k, 2)))  # noqa: E731
     memo = ThemeMemo(max_bytes=3 * h(10).nbytes, min_themes=5)
-    memo.put("small", h(4))
+
+    def put(m, hint):
+        memo.put(m, hint)
+        memo.publish([m])
+
+    put("small", h(4))
     assert memo.get("small") is None
     for m in "abcd":
-        memo.put(m, h(10))
+        put(m, h(10))
     assert memo.get("a") is None and len(memo) == 3 and memo.nbytes == 3 * h(10).nbytes
     memo.get("b")  # used last: kept when another comes in
-    memo.put("e", h(10))
+    put("e", h(10))
     assert memo.get("b") is not None and memo.get("c") is None
     memo.drop(["b"])
     assert memo.get("b") is None and memo.nbytes == 2 * h(10).nbytes
-    memo.put("d", None)
+    put("d", None)
+    assert memo.get("d") is None
+    # what a write puts is read only once the write is stored
+    memo.put("f", h(10))
+    assert memo.get("f") is None
+    memo.publish(["e"])  # another write: f's was not stored
+    memo.publish(["f"])
+    assert memo.get("f") is None
+    memo.put("f", h(10))
+    memo.discard()
+    memo.publish(["f"])
+    assert memo.get("f") is None
     memo.drop()
     assert len(memo) == 0 and memo.nbytes == 0
 
@@ -119,3 +140,39 @@ def test_an_engine_writes_the_same_memory_with_the_memo_as_without(tmp_path):
             same = u.tolist() == v.tolist() if u.dtype == object else u.tobytes() == v.tobytes()
             assert u.shape == v.shape and u.dtype == v.dtype and same, k
         assert len(hinted.get_all(user_id="u")) == len(plain.get_all(user_id="u"))
+
+
+def _held_matches_the_memory(eng: MemoryEngine) -> bool:
+    """The memo's entry for the one memory, if any, holds that memory's themes as stored now."""
+    (key,) = eng.bank.index
+    hint = eng._theme_memo.get(key)
+    if hint is None:
+        return True
+    sl = eng.bank.slice(eng.bank.index[key])
+    sem, theme = sl.cols["sem"], sl.cols["theme"]
+    now = PartitionState.from_labels(sem["x"], theme["id"][sem["theme"]], np.array([0, len(sem["x"])]))
+    return (
+        hint.labels.tobytes() == now.theme_label.tobytes() and hint.sums.tobytes() == now.theme_sum.tobytes()
+    )
+
+
+def test_what_a_delete_forgets_leaves_the_memo_and_a_failed_write_adds_nothing(tmp_path, monkeypatch):
+    turns = _turns(generate_long_chats(1, seed=2, target_tokens=40_000)[0])
+    with MemoryEngine.open(tmp_path / "s", embedder=HashingEmbedder(dim=64), stamp_arrival=False) as eng:
+        eng._theme_memo = ThemeMemo(min_themes=1)
+        eng.add(turns[:-10], user_id="u")
+        assert len(eng._theme_memo) == 1
+        for kind in ("semantic", "theme", "episode", "message"):
+            unit = next(u for u in eng.get_all(user_id="u") if u["type"] == kind)
+            eng.delete(unit["id"], user_id="u")
+            assert _held_matches_the_memory(eng), kind
+        eng.add(turns[-10:-5], user_id="u")
+        before = eng._theme_memo.get(next(iter(eng.bank.index)))
+
+        def refuse(*a, **k):
+            raise OSError("disk full")
+
+        monkeypatch.setattr(eng.store, "commit", refuse)
+        with pytest.raises(OSError):
+            eng.add(turns[-5:], user_id="u")
+        assert eng._theme_memo.get(next(iter(eng.bank.index))) is before

@@ -52,12 +52,14 @@ def grow_themes(
     state (no step split or merged), scored with another eps than ``cfg.eps``, or left a row
     unattached. ``hints[b]``: memory b's themes as its last growth left them (or None), read when
     the state is first built (the same state, without comparing every pair of unchanged themes
-    again) and replaced by this growth's, in place, when the stage kept a state."""
+    again) and replaced, in place, by this growth's (None where the stage kept no state)."""
     with _one_blas_thread():
         part = _grow(states, steps, cfg, backend, hints)
         sync_graphs(states, backend=backend)
-    if hints is not None and part is not None:
-        hints[:] = [part.block_top2(b) for b in range(len(states))]
+    if (
+        hints is not None
+    ):  # this growth's themes, or none: never an older state's (a delete forgot part of it)
+        hints[:] = [None] * len(states) if part is None else [part.block_top2(b) for b in range(len(states))]
     if part is None or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
         return None
     return np.array(part.f, np.float64)

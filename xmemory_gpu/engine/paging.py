@@ -30,6 +30,7 @@ class Paging:
     def _drop(self, keys: set[str]) -> None:
         """Take ``keys`` out of the bank (caller holds the rw write lock)."""
         gone = keys & set(self.bank.index)
+        self._theme_memo.drop(keys)  # a memory out of the bank keeps nothing beside it
         if gone:
             old, self.bank = self.bank, self.bank.without(gone)
             old.release()  # its columns go now, not at the next full garbage collection

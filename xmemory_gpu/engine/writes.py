@@ -347,7 +347,12 @@ class Writes:
         redact: dict[str, set[str]] | None = None,
     ) -> None:
         """Store first (atomic), then the bank under the write lock: readers never see half a batch."""
-        self.store.commit(slices, replace=True, delete=list(delete), log=log, redact=redact)
+        try:
+            self.store.commit(slices, replace=True, delete=list(delete), log=log, redact=redact)
+        except BaseException:
+            self._theme_memo.discard()  # the themes of a write that was not stored
+            raise
+        self._theme_memo.publish([sl.memory_id for sl in slices])
         self._theme_memo.drop(delete)
         files = self.store.versions([sl.memory_id for sl in slices])
         with self._res_lock, self._rw.write():

@@ -132,7 +132,9 @@ class ThemeTop2:
     [K, d] float64, each theme's two nearest others (top_idx [K, 2] int64 rows of these K, -1 none;
     top_cos [K, 2] float64). Given to ``PartitionState.from_labels`` as a hint: a theme whose label and
     sum bits are found here again keeps its top-2 (``top2_update``), so a memory grown by a few nodes
-    pays for the themes that changed, not for every pair. A stale or foreign hint costs speed only."""
+    pays for the themes that changed, not for every pair. A hint ``block_top2`` exported (of any state,
+    memory or age) costs speed only: its labels and sums are checked, its top-2 is trusted (checking
+    it would cost the comparison the hint saves)."""
 
     labels: np.ndarray
     sums: np.ndarray
@@ -145,10 +147,15 @@ class ThemeTop2:
 
 
 def _fits(h: ThemeTop2, d: int) -> bool:
-    """The hint's columns agree in shape (K themes, dimension d)."""
-    k = len(h.labels)
+    """The hint's columns agree in shape (K themes, dimension d) and its labels ascend strictly in
+    [0, 2**31), so that no (block, label) key reads as another block's (``_KEY``)."""
+    if not isinstance(h, ThemeTop2) or np.ndim(h.labels) != 1:
+        return False
+    lab = np.asarray(h.labels)
+    k = len(lab)
     return (
-        np.ndim(h.labels) == 1
+        lab.dtype.kind in "iu"
+        and (k == 0 or (int(lab.min()) >= 0 and int(lab.max()) < 2**31 and bool((np.diff(lab) > 0).all())))
         and np.shape(h.sums) == (k, d)
         and np.shape(h.top_idx) == (k, 2)
         and np.shape(h.top_cos) == (k, 2)
