@@ -12,6 +12,9 @@ engine's default gate, the share of never-said contexts emptied and of answerabl
 
     python benchmarks/bench_public.py --source beam:500k --data BEAM/chats/500K --limit 2
     python benchmarks/bench_public.py --source longmemeval --data longmemeval_s_cleaned.json --limit 14
+
+``--config FILE`` runs the engine with those settings over the defaults (e.g.
+``{"semantic": {"read_replies_with_questions": true}}``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.datasets.beam import RESERVED, SPLITS, PublicChat, load_beam
 from xmemory_gpu.datasets.locomo import DatasetError
 from xmemory_gpu.datasets.longmemeval import load_longmemeval
@@ -77,8 +81,10 @@ def run(
     strategies: list[str],
     budgets: list[int],
     done: Callable[[dict], None] | None = None,
+    config: XMemoryConfig | None = None,
 ) -> dict:
-    """The figures of every (strategy, budget); ``done(figures so far)`` after each strategy."""
+    """The figures of every (strategy, budget); ``done(figures so far)`` after each strategy;
+    ``config``: the engine's settings (default: the defaults)."""
     emb = load_embedder(embedder) if embedder else None
     family = source.split(":")[0].lower()
     out: dict = {
@@ -88,7 +94,10 @@ def run(
         "questions": sum(len(c.questions) for c in chats),
         "results": {},
     }
-    with tempfile.TemporaryDirectory() as tmp, MemoryEngine.open(Path(tmp) / "store", embedder=emb) as eng:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        MemoryEngine.open(Path(tmp) / "store", embedder=emb, config=config) as eng,
+    ):
         out["embedder"] = eng.embedder.name
         out["gate"] = gate_for(-1, eng.embedder.name)  # the gate calibrated for the embedder
         t0 = time.perf_counter()
@@ -194,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strategies", nargs="+", default=STRATEGIES)
     ap.add_argument("--budgets", nargs="+", type=int, default=BUDGETS)
     ap.add_argument("--json", type=Path, help="write the figures and every row here")
+    ap.add_argument("--config", type=Path, help="JSON file of engine settings overriding the defaults")
     args = ap.parse_args(argv)
     try:
         chats = load(args.source, args.data, args.limit, args.sessions)
@@ -205,7 +215,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps(res, indent=1))
 
-    res = run(args.source, chats, args.embedder, args.strategies, args.budgets, write)
+    try:
+        config = XMemoryConfig.from_json(args.config) if args.config else None
+    except ValueError as exc:
+        print(f"bench_public: --config: {exc}", file=sys.stderr)
+        return 2
+    res = run(args.source, chats, args.embedder, args.strategies, args.budgets, write, config)
+    if args.config:
+        res["config"] = str(args.config)
     print(table(res))
     return 0
 
