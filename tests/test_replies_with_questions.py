@@ -109,3 +109,41 @@ def test_the_live_engine_reads_replies_as_a_build_does_and_a_delete_forgets_the_
         one.delete(kids, user_id="u")
         assert not any("kids" in t for t in _texts(one))
         assert any("(asked: Which part of Leeds do you live in?)" in t for t in _texts(one))
+
+
+def test_a_deleted_statement_stays_deleted_when_the_question_before_it_goes_or_changes(tmp_path):
+    turns = [
+        {"role": "user", "content": "Hello, I just moved to Chicago last month.", "id": "h"},
+        {"role": "assistant", "content": "Welcome! Chicago is a great city for food.", "id": "w"},
+        {"role": "assistant", "content": "Hi! What do you teach?", "id": "q"},
+        {"role": "user", "content": "Chemistry at Roosevelt High here in Chicago.", "id": "r"},
+    ]
+    config = XMemoryConfig(semantic=CFG)
+    for change in ("delete", "update"):
+        with MemoryEngine.open(
+            tmp_path / change, embedder=HashingEmbedder(dim=64), config=config, stamp_arrival=False
+        ) as eng:
+            eng.add(turns, user_id="u")
+            unit = next(
+                u
+                for u in eng.get_all(user_id="u")
+                if "Roosevelt" in u.get("text", "") and u["type"] == "semantic"
+            )
+            assert "(asked: What do you teach?)" in unit["text"]
+            eng.delete(unit["id"], user_id="u")
+            if change == "delete":
+                eng.delete("q", user_id="u")
+            else:
+                eng.update("q", "Which school do you work at?", user_id="u")
+            assert not any("Roosevelt" in t for t in _texts(eng)), change
+
+
+def test_a_question_read_with_a_reply_changes_no_fact():
+    from xmemory_gpu.construct.semantic import without_question
+    from xmemory_gpu.construct.supersede import changes
+
+    said = "user said: Still in the Headingley flat. (asked: Where do you live now?)"
+    assert changes(said, "user")  # "now" read as a change of home ...
+    assert without_question(said) == "user said: Still in the Headingley flat."
+    assert not changes(without_question(said), "user")  # ... where supersession reads what was said
+    assert without_question("I said (asked: x) then.") == "I said (asked: x) then."

@@ -271,7 +271,7 @@ def _inputs(args: argparse.Namespace, cfg) -> tuple[list, object, str]:
     note = f"role chats: {len(chats)} conversations of {len(convs)} scopes" + (
         f", {skipped} system / tool / empty turns left out" if skipped else ""
     )
-    return convs, _engine_finish(extras, cfg.knn.k_semantics), note
+    return convs, _engine_finish(extras, cfg.knn.k_semantics, cfg.semantic.read_replies_with_questions), note
 
 
 def _locomo(args: argparse.Namespace, scope) -> tuple[list, None, str]:
@@ -342,7 +342,7 @@ def role_chat_conversations(chats: list) -> tuple[list, dict[str, tuple[dict, tu
     return convs, extras, skipped
 
 
-def _engine_finish(extras: dict[str, tuple[dict, tuple]], k: int):
+def _engine_finish(extras: dict[str, tuple[dict, tuple]], k: int, replies_read_with_questions: bool = False):
     """``build_store``'s ``finish`` for role chats: each memory given what the engine keeps with a
     memory it writes (``engine.writes``): the engine state (nothing open, the first two speakers),
     stable unit ids and their counters (``engine.ids.assign``), message metadata, the user's name
@@ -360,6 +360,8 @@ def _engine_finish(extras: dict[str, tuple[dict, tuple]], k: int):
             sl.engine = EngineState(open_from=sl.n("msg"), speakers=speakers)
             empty = empty_memory(sl.memory_id, sl.cols["msg"]["x"].shape[1], k)
             unit_ids.assign(empty, sl, set())
-            carry_over(empty, sl, set(), md, name, [])
+            carry_over(
+                empty, sl, set(), md, name, [], replies_read_with_questions=replies_read_with_questions
+            )
 
     return finish

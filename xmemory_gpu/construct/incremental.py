@@ -31,7 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..config import XMemoryConfig
+from ..config import SemanticConfig, XMemoryConfig
 from ..memory.bank import MemorySlice
 from ..memory.codec import theme_columns
 from ..memory.engine_state import EngineState
@@ -57,7 +57,7 @@ from .segment import (
     episode_embeddings,
     make_episodes,
 )
-from .semantic import DEDUP_BLOCK, extract_statements, match_duplicates
+from .semantic import DEDUP_BLOCK, extract_statements, match_duplicates, without_question
 from .theme_memo import ThemeMemo
 from .theme_state import kept_graph_fits
 from .themes import ThemeState, grow_themes
@@ -67,6 +67,16 @@ from .themes import ThemeState, grow_themes
 def statement_hash(text: str) -> str:
     """A statement's identity for forgetting (case and spacing folded); the text itself is not kept."""
     return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()[:32]
+
+
+def forgotten_hashes(text: str, cfg: SemanticConfig) -> set[str]:
+    """The hashes a statement is forgotten by: its text's and, where a reply is read with its question
+    (``SemanticConfig.read_replies_with_questions``), its text's without the question, so a change to
+    the turn before it (a delete, an update) does not bring it back with another question or none."""
+    out = {statement_hash(text)}
+    if cfg.read_replies_with_questions:
+        out.add(statement_hash(without_question(text)))
+    return out
 
 
 def engine_state(mem: MemorySlice | Memory) -> EngineState:
@@ -308,7 +318,7 @@ def _grow_messages(
     )
     if st.forgotten:
         gone = set(st.forgotten)
-        raw = [r for r in raw if statement_hash(r.text) not in gone]
+        raw = [r for r in raw if gone.isdisjoint(forgotten_hashes(r.text, cfg.semantic))]
     return {
         "n_msg": n_all,
         "open_before": st.open_from,

@@ -450,6 +450,13 @@ def _with_question(statement: str, asked: str) -> str:
     return f"{statement} (asked: {_cut(asked, ASKED_WORDS)})"
 
 
+def without_question(statement: str) -> str:
+    """``statement`` without the question a reply was read with (``_with_question``'s suffix): what
+    it says whatever turn came before it."""
+    i = statement.rfind(" (asked: ")
+    return statement[:i] if i >= 0 and statement.endswith(")") else statement
+
+
 def _answer(text: str, speaker: str, other: str, cfg: SemanticConfig) -> str | None:
     """A short reply that makes no statement on its own ("Mostly juniors.", "Yes, two of them."), as
     one statement to be read with its question: its sentences that are not questions, greetings or

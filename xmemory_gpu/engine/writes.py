@@ -18,14 +18,14 @@ from ..construct.forget import forget
 from ..construct.incremental import (
     empty_slice,
     engine_state,
+    forgotten_hashes,
     grow,
     speaker_pair,
-    statement_hash,
     turns_before,
     valid_rows,
 )
 from ..construct.segment import MessageVectors, embed_messages
-from ..construct.semantic import extract_statements
+from ..construct.semantic import extract_statements, without_question
 from ..construct.supersede import changes, supersessions
 from ..embed.cache import CachedEmbedder
 from ..heap import release_after_write
@@ -173,6 +173,7 @@ class Writes:
                     name_after(old.engine, given.get(key), claims.get(key)),
                     stamped.get(key, []),
                     [] if inferred[key] else [x.id for x in batches[key]],
+                    replies_read_with_questions=self.config.semantic.read_replies_with_questions,
                 )
             self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
             if not events:
@@ -439,13 +440,14 @@ class Writes:
             self.config.semantic,
             previous=turns_before(mem, rows),
         )
-        hashes = {statement_hash(str(sc["text"][row]))}
+        sem_cfg = self.config.semantic
+        hashes = forgotten_hashes(str(sc["text"][row]), sem_cfg)
         if raw:
             x = self._embed_cache.encode([r.text for r in raw])
             sims = x @ sc["x"][row]
-            hashes |= {
-                statement_hash(r.text) for r, s in zip(raw, sims) if s > self.config.semantic.dedup_threshold
-            }
+            for r, s in zip(raw, sims):
+                if s > sem_cfg.dedup_threshold:
+                    hashes |= forgotten_hashes(r.text, sem_cfg)
         return sorted(hashes)
 
     def _forget(
@@ -507,7 +509,15 @@ class Writes:
         )
         for new in grown:
             unit_ids.assign(mem, new, drop)
-            carry_over(mem, new, drop, {}, _name_kept(mem.engine, reduced, drop | set(texts)), [])
+            carry_over(
+                mem,
+                new,
+                drop,
+                {},
+                _name_kept(mem.engine, reduced, drop | set(texts)),
+                [],
+                replies_read_with_questions=self.config.semantic.read_replies_with_questions,
+            )
         return grown
 
     def delete_all(
@@ -718,11 +728,14 @@ def carry_over(
     name: UserName,
     stamped: list[str],
     raw: list[str] = (),
+    *,
+    replies_read_with_questions: bool = False,
 ) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
     metadata (stats), and in ``new``'s engine state the user's name (``name``: ``name_after`` /
     ``_name_kept``), the ids of messages stamped at arrival and of those kept without inference
-    (``raw``: new ones), supersessions; the dropped ids leave."""
+    (``raw``: new ones), supersessions (of what each statement says, without the question a reply
+    was read with where ``replies_read_with_questions``); the dropped ids leave."""
     meta.carry(old, new, added, dropped)
     if new.engine is None:
         new.engine = EngineState.closed(new.n("msg"))
@@ -743,12 +756,14 @@ def carry_over(
     known = old.cols["sem"]["id"] if isinstance(old, MemorySlice) else [s.id for s in old.semantics]
     fresh = np.flatnonzero(~np.isin(np.asarray(sem["id"], np.int64), np.asarray(known, np.int64)))
     # only a new statement that says something changed can supersede: the others cost no pass over the memory
+    # a reply read with its question (read_replies_with_questions) changes what it says, not what was asked
     new_firsts = _first_sources(sem["msgs"][fresh])
-    if any(map(changes, sem["text"][fresh].tolist(), msg["speaker"][new_firsts].tolist())):
+    said = without_question if replies_read_with_questions else str
+    new_texts = [said(t) for t in sem["text"][fresh].tolist()]
+    if any(map(changes, new_texts, msg["speaker"][new_firsts].tolist())):
         firsts = _first_sources(sem["msgs"])
-        sup = supersessions(
-            sem["text"].tolist(), sem["x"], firsts, msg["speaker"][firsts].tolist(), new=fresh
-        )
+        texts = [said(t) for t in sem["text"].tolist()]
+        sup = supersessions(texts, sem["x"], firsts, msg["speaker"][firsts].tolist(), new=fresh)
     else:
         sup = {}
     found = {str(sem_ids[i]): [sem_ids[j], time_or_none(sem["time"][j])] for i, j in sup.items()}
