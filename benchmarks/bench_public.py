@@ -20,13 +20,14 @@ engine's default gate, the share of never-said contexts emptied and of answerabl
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from _record import write_record
 
 from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.datasets.beam import RESERVED, SPLITS, PublicChat, load_beam
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def write(res: dict) -> None:  # after each strategy, so a long run leaves what it measured
         if args.json:
-            args.json.write_text(json.dumps(res, indent=1))
+            write_record(args.json, res)
 
     try:
         config = XMemoryConfig.from_json(args.config) if args.config else None
