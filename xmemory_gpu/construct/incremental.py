@@ -244,12 +244,10 @@ def _dim(sl: MemorySlice) -> int:
 def turns_before(sl: MemorySlice, rows: list[int], new: list[Message] = ()) -> dict[str, Message | None]:
     """The turn before each message of ``sl`` at ``rows`` and each of the ``new`` ones that follow its
     last (message id -> that turn, None for the first): what a reply is read with."""
-    n = sl.n("msg")
-    before = {r - 1 for r in rows if r > 0} | ({n - 1} if new and n else set())
-    at = dict(zip(sorted(before), messages_at(sl, sorted(before))))
-    out: dict[str, Message | None] = {}
-    for m, r in zip(messages_at(sl, rows), rows):
-        out[m.id] = at.get(r - 1)
+    n, ids = sl.n("msg"), sl.cols["msg"]["id"]
+    before = sorted({r - 1 for r in rows if r > 0} | ({n - 1} if new and n else set()))
+    at = dict(zip(before, messages_at(sl, before)))
+    out: dict[str, Message | None] = {str(ids[r]): at.get(r - 1) for r in rows}
     last = at.get(n - 1)
     for m in new:
         out[m.id], last = last, m
@@ -311,7 +309,7 @@ def _grow_messages(
             Conversation(sl.memory_id, _pair(speakers), src),
             by_epi + fresh,
             cfg.semantic,
-            previous=turns_before(sl, again_rows, msgs),
+            previous=turns_before(sl, again_rows, msgs) if cfg.semantic.read_replies_with_questions else None,
         )
         if src
         else []

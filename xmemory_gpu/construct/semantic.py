@@ -543,8 +543,10 @@ def extract_statements(
     nodes: list[SemanticNode] = []
     for i, m in enumerate(conv.messages):
         assistant = m.speaker.lower() in ASSISTANT_SPEAKERS
-        before = previous.get(m.id) if previous is not None else conv.messages[i - 1] if i else None
-        asked = asked_question(before, m) if cfg.read_replies_with_questions else None
+        asked = None
+        if cfg.read_replies_with_questions:
+            before = previous.get(m.id) if previous is not None else conv.messages[i - 1] if i else None
+            asked = asked_question(before, m)
         for s in message_statements(m.text, m.speaker, b if m.speaker == a else a, assistant, cfg, asked):
             nodes.append(
                 SemanticNode(

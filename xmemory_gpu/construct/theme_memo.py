@@ -1,6 +1,6 @@
 """The last growth's themes of the large memories a live engine writes (``ThemeTop2`` per memory id),
 so that the next growth's theme stage compares only the themes that changed with the others, not every
-pair: at 10M tokens of one chat (1,700 themes) every pair cost an add 70 ms. Bounded (least recently
+pair: at 10M tokens of one chat (1,700 themes) every pair would cost an add 70 ms. Bounded (least recently
 used first out, by bytes); an entry's labels and sums are checked bit for bit where it is read, so one
 that is stale (a write this engine did not see) or dropped costs speed, never a different memory.
 A growth's entries wait (``put``) until its write is stored (``publish``): a write that fails leaves

@@ -56,9 +56,8 @@ def grow_themes(
     with _one_blas_thread():
         part = _grow(states, steps, cfg, backend, hints)
         sync_graphs(states, backend=backend)
-    if (
-        hints is not None
-    ):  # this growth's themes, or none: never an older state's (a delete forgot part of it)
+    # this growth's themes, or none: never an older state's (a delete forgot part of it)
+    if hints is not None:
         hints[:] = [None] * len(states) if part is None else [part.block_top2(b) for b in range(len(states))]
     if part is None or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
         return None

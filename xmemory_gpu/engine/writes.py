@@ -438,7 +438,7 @@ class Writes:
             Conversation(mem.memory_id, tuple((engine_state(mem).speakers + ("", ""))[:2]), src),
             eps,
             self.config.semantic,
-            previous=turns_before(mem, rows),
+            previous=turns_before(mem, rows) if self.config.semantic.read_replies_with_questions else None,
         )
         sem_cfg = self.config.semantic
         hashes = forgotten_hashes(str(sc["text"][row]), sem_cfg)

@@ -211,15 +211,12 @@ def _blocks(
     )
     nrm = row_norms(sums, backend=backend)  # row by row: each row's bits as a block's own call
     unit = unit_rows(sums, backend=backend)  # sums / nrm (zero rows zero): the same norms, one pass
-    if kept is None and hint is not None:
-        top_idx, top_cos = top2_update(
-            unit, theme_off, *_kept_top2(hint, theme_off, theme_label, sums), backend=backend
-        )
-    elif kept is None or kept.top_idx is None:
+    prior = kept if kept is not None else hint  # the themes whose top-2 may be kept
+    if prior is None or prior.top_idx is None:
         top_idx, top_cos = top2_blocks(unit, theme_off, backend=backend)
     else:
         top_idx, top_cos = top2_update(
-            unit, theme_off, *_kept_top2(kept, theme_off, theme_label, sums), backend=backend
+            unit, theme_off, *_kept_top2(prior, theme_off, theme_label, sums), backend=backend
         )
     return _Blocks(
         row_off,
