@@ -14,12 +14,16 @@ engine's default gate, the share of never-said contexts emptied and of answerabl
     python benchmarks/bench_public.py --source longmemeval --data longmemeval_s_cleaned.json --limit 14
 
 ``--config FILE`` runs the engine with those settings over the defaults (e.g.
-``{"semantic": {"read_replies_with_questions": true}}``).
+``{"semantic": {"read_replies_with_questions": true}}``). ``--store DIR`` keeps the memory there: a
+later run with the same chats and settings searches it without adding them again (for tuning
+what a search does; the add time is then that of the run that added them).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import statistics
 import sys
 import tempfile
@@ -71,6 +75,17 @@ def _pairs(chat: PublicChat) -> list[list[dict]]:
     return out
 
 
+def _added_key(source: str, chats: list[PublicChat], eng: MemoryEngine) -> list:
+    """What a kept memory must have been added from: the source, each chat's user and message
+    count, the embedder and the settings."""
+    return [
+        source,
+        [[c.user_id, len(c.turns)] for c in chats],
+        eng.embedder.name,
+        json.loads(json.dumps(eng.config.to_dict(), default=str)),
+    ]
+
+
 def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -83,9 +98,11 @@ def run(
     budgets: list[int],
     done: Callable[[dict], None] | None = None,
     config: XMemoryConfig | None = None,
+    store: Path | None = None,
 ) -> dict:
     """The figures of every (strategy, budget); ``done(figures so far)`` after each strategy;
-    ``config``: the engine's settings (default: the defaults)."""
+    ``config``: the engine's settings (default: the defaults); ``store``: where the memory is kept
+    (default: a temporary folder), reused without adding when it holds these chats already."""
     emb = load_embedder(embedder) if embedder else None
     family = source.split(":")[0].lower()
     out: dict = {
@@ -95,18 +112,28 @@ def run(
         "questions": sum(len(c.questions) for c in chats),
         "results": {},
     }
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        MemoryEngine.open(Path(tmp) / "store", embedder=emb, config=config) as eng,
-    ):
+    with contextlib.ExitStack() as stack:
+        where = store if store is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        eng = stack.enter_context(MemoryEngine.open(where / "store", embedder=emb, config=config))
         out["embedder"] = eng.embedder.name
         out["gate"] = gate_for(-1, eng.embedder.name)  # the gate calibrated for the embedder
-        t0 = time.perf_counter()
-        for n, chat in enumerate(chats):
-            for pair in _pairs(chat):
-                eng.add(pair, user_id=chat.user_id)
-            _log(f"added {n + 1}/{len(chats)} chats ({time.perf_counter() - t0:.0f} s)")
-        out["add_s"] = time.perf_counter() - t0
+        added = _added_key(source, chats, eng)
+        mark = where / "added.json"
+        if mark.is_file() and json.loads(mark.read_text()).get("key") == added:
+            out["add_s"] = json.loads(mark.read_text())["add_s"]
+            _log(f"{where}: the chats are in the memory already (added in {out['add_s']:.0f} s)")
+        else:
+            if eng.scopes():
+                raise DatasetError(f"--store {where}: holds another memory; give an empty or new folder")
+            t0 = time.perf_counter()
+            for n, chat in enumerate(chats):
+                for pair in _pairs(chat):
+                    eng.add(pair, user_id=chat.user_id)
+                _log(f"added {n + 1}/{len(chats)} chats ({time.perf_counter() - t0:.0f} s)")
+            out["add_s"] = time.perf_counter() - t0
+            if store is not None:
+                eng.flush()
+                mark.write_text(json.dumps({"key": added, "add_s": out["add_s"]}))
         for strategy in strategies:
             t1 = time.perf_counter()
             for budget in budgets:
@@ -205,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budgets", nargs="+", type=int, default=BUDGETS)
     ap.add_argument("--json", type=Path, help="write the figures and every row here")
     ap.add_argument("--config", type=Path, help="JSON file of engine settings overriding the defaults")
+    ap.add_argument(
+        "--store",
+        type=Path,
+        help="keep the memory in this folder; searched again without adding if it holds these chats",
+    )
     args = ap.parse_args(argv)
     try:
         chats = load(args.source, args.data, args.limit, args.sessions)
@@ -221,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"bench_public: --config: {exc}", file=sys.stderr)
         return 2
-    res = run(args.source, chats, args.embedder, args.strategies, args.budgets, write, config)
+    try:
+        res = run(args.source, chats, args.embedder, args.strategies, args.budgets, write, config, args.store)
+    except DatasetError as exc:
+        print(f"bench_public: {exc}", file=sys.stderr)
+        return 2
     if args.config:
         res["config"] = str(args.config)
     print(table(res))

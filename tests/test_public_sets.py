@@ -373,3 +373,24 @@ def test_bench_runs_on_both_sets(tmp_path: Path) -> None:
         fig = res["results"]["xmemory@150"]
         assert fig["never_said"] == 1 and fig["answerable"] >= 2 and fig["with_ids"] >= 1
     assert bench_public.main(["--source", "beam:100k", "--data", str(tmp_path)]) == 2
+
+
+def test_bench_keeps_and_reuses_its_memory(tmp_path: Path, capsys) -> None:
+    import bench_public
+
+    beam = _beam(tmp_path / "b", n=1)
+    keep = tmp_path / "kept"
+    argv = ["--source", "beam:500k", "--data", str(beam), "--embedder", "hashing:64", "--store", str(keep)]
+    argv += ["--strategies", "xmemory", "--budgets", "150"]
+    outs = []
+    for n in range(2):
+        out = tmp_path / f"run{n}.json"
+        assert bench_public.main(argv + ["--json", str(out)]) == 0
+        outs.append(json.loads(out.read_text()))
+    assert "in the memory already" in capsys.readouterr().err  # the second run added nothing
+    assert outs[0]["add_s"] == outs[1]["add_s"]
+    assert outs[0]["results"]["xmemory@150"]["recall"] == outs[1]["results"]["xmemory@150"]["recall"]
+    other = _beam(tmp_path / "c", n=2)  # other chats: the kept memory is not theirs
+    bad = ["--source", "beam:500k", "--data", str(other), "--embedder", "hashing:64", "--store", str(keep)]
+    assert bench_public.main(bad + ["--strategies", "xmemory", "--budgets", "150"]) == 2
+    assert "holds another memory" in capsys.readouterr().err

@@ -33,6 +33,17 @@ SHORT_WORDS = frozenset(ascii_lowercase + digits)  # the words of one character
 NOT_CONTENT = STOPWORDS | SHORT_WORDS  # words that are no content word
 
 
+ASSISTANT_SPEAKERS = frozenset(
+    {"assistant", "system", "tool"}
+)  # chat roles whose turns are answers, not the user's facts
+
+
+def is_assistant(speaker: str) -> bool:
+    """Whether ``speaker`` is a chat role that answers (``ASSISTANT_SPEAKERS``, any case) rather than
+    a person whose memory this is."""
+    return speaker.lower() in ASSISTANT_SPEAKERS
+
+
 def word_runs(text: str) -> bytes:
     """The word rule, once: ``text``'s words as ASCII bytes separated by spaces. Its UTF-8 with every
     byte but ASCII letters (lower-cased), digits, ' and - made a space (a non-ASCII character splits

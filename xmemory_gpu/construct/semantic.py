@@ -22,11 +22,8 @@ import numpy as np
 from ..config import SemanticConfig
 from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.dedup import dedup_block, first_best
-from ..text import NOT_CONTENT, words
+from ..text import NOT_CONTENT, is_assistant, words
 
-ASSISTANT_SPEAKERS = frozenset(
-    {"assistant", "system", "tool"}
-)  # chat roles whose turns are answers, not the user's facts
 ASSISTANT_MIN_WORDS = 40  # an assistant turn shorter than this (a reply, small talk) yields no statement
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 # a word ending in "." that does not end a sentence: titles, street and place words, Latin and other
@@ -542,7 +539,7 @@ def extract_statements(
     a, b = conv.speakers
     nodes: list[SemanticNode] = []
     for i, m in enumerate(conv.messages):
-        assistant = m.speaker.lower() in ASSISTANT_SPEAKERS
+        assistant = is_assistant(m.speaker)
         asked = None
         if cfg.read_replies_with_questions:
             before = previous.get(m.id) if previous is not None else conv.messages[i - 1] if i else None

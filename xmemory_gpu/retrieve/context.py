@@ -16,7 +16,7 @@ import numpy as np
 
 from ..memory.bank import Bank
 from ..memory.hierarchy import time_or_none
-from ..text import fmt_date
+from ..text import fmt_date, is_assistant
 from ..tokens import TokenCounter
 from .dates import annotate
 from .result import RetrievedUnit
@@ -71,6 +71,18 @@ def semantic_rows(bank: Bank):
         )
 
     return s.rows_cache("retrieve.semantic", fn, (bank.msg,))
+
+
+def assistant_said(bank: Bank):
+    """Per global semantic row: whether only an assistant role's turns (``text.is_assistant``) said
+    the statement, so that it is the assistant's answer, not what the user said."""
+    s, msg = bank.sem, bank.msg
+
+    def fn(row: int) -> bool:
+        src = [int(r) for r in s["msgs"][row] if r >= 0]
+        return bool(src) and all(is_assistant(msg["speaker"][r]) for r in src)
+
+    return s.rows_cache("retrieve.assistant_said", fn, (bank.msg,))
 
 
 def theme_unit(bank: Bank, row: int, score: float, rel: float) -> RetrievedUnit:

@@ -20,6 +20,7 @@ from .chunk_rag import DEFAULT_WORDS, NAME, candidates, width_of
 from .context import (
     answer_context,
     as_fill,
+    assistant_said,
     episode_rows,
     episode_unit,
     messages_unit,
@@ -203,6 +204,7 @@ def _xmemory(
     notes = [[STAGE1_FALLBACK] if (not similarity and s1.fallback[q]) else [] for q in range(n)]
     out, costs = [], [(0, 0)] * n
     sem_rows = semantic_rows(bank)
+    said = assistant_said(bank) if r.config.stage1.users_first else None
     for q in range(n):
         ts, te = s1.theme_offsets[q], s1.theme_offsets[q + 1]
         units = [
@@ -210,11 +212,12 @@ def _xmemory(
             for t, v, rel in zip(s1.themes[ts:te], s1.theme_value[ts:te], s1.theme_rel[ts:te])
         ]
         ss, se = s1.sem_offsets[q], s1.sem_offsets[q + 1]
+        picks = list(zip(s1.semantics[ss:se].tolist(), s1.sem_value[ss:se], s1.sem_rel[ss:se]))
+        if said is not None:  # the user's statements first, each group in its order (a stable sort)
+            picks.sort(key=lambda p: said[p[0]])
         units += [
-            semantic_unit(
-                bank, int(s), float(v), {"relevance": float(rel), "coverage_value": float(v)}, sem_rows
-            )
-            for s, v, rel in zip(s1.semantics[ss:se], s1.sem_value[ss:se], s1.sem_rel[ss:se])
+            semantic_unit(bank, s, float(v), {"relevance": float(rel), "coverage_value": float(v)}, sem_rows)
+            for s, v, rel in picks
         ]
         out.append(units)
     if stage2:

@@ -1,0 +1,48 @@
+"""The user's own statements before an assistant's answers in a search's semantic memories
+(``Stage1Config.users_first``), and the speaker roles that count as an assistant (``text.is_assistant``)."""
+
+from __future__ import annotations
+
+from xmemory_gpu.config import Stage1Config, XMemoryConfig
+from xmemory_gpu.embed.hashing import HashingEmbedder
+from xmemory_gpu.engine import MemoryEngine
+from xmemory_gpu.text import is_assistant
+
+ANSWER = (
+    "Sourdough bread needs a lively starter, so feed the starter twice a day with flour and water. "
+    "A sourdough loaf rises slowly, so let the sourdough bread dough proof overnight in the fridge. "
+    "Bake the sourdough bread in a hot Dutch oven at 250 degrees for the first twenty minutes, then "
+    "lower the heat and bake the sourdough loaf until the crust is deep brown and crackles."
+)
+CHAT = [
+    ("user", "I bake sourdough bread for my family every Sunday morning."),
+    ("assistant", ANSWER),
+    ("user", "My starter is called Bubbles and it lives in a blue jar."),
+]
+QUERY = "How should I bake the sourdough bread loaf in the Dutch oven?"
+
+
+def _semantics(tmp_path, users_first: bool) -> list[tuple[bool, str]]:
+    config = XMemoryConfig(stage1=Stage1Config(users_first=users_first))
+    with MemoryEngine.open(tmp_path / str(users_first), embedder=HashingEmbedder(dim=256), config=config) as eng:
+        eng.add([{"role": r, "content": t, "session": 1} for r, t in CHAT], user_id="u")
+        res = eng.search(QUERY, user_id="u", threshold=0.0)[0]
+    return [(u.text.startswith("assistant said:"), u.text) for u in res.units if u.type == "semantic"]
+
+
+def test_the_users_statements_come_before_the_assistants_answers(tmp_path):
+    first = _semantics(tmp_path, True)
+    plain = _semantics(tmp_path, False)
+    said = [a for a, _ in first]
+    assert any(said) and not all(said)
+    assert said == sorted(said)  # every user statement before every assistant statement
+    assert sorted(first) == sorted(plain)  # the same statements, only in another order
+    assert [a for a, _ in plain] != said  # by relevance alone an answer leads: the rule moved it
+    users = [t for a, t in first if not a]
+    assert users == [t for a, t in plain if not a]  # each group keeps its order
+    assert [t for a, t in first if a] == [t for a, t in plain if a]
+
+
+def test_assistant_roles():
+    assert all(map(is_assistant, ["assistant", "Assistant", "SYSTEM", "tool"]))
+    assert not any(map(is_assistant, ["user", "Caroline", "assistant_bob", ""]))
