@@ -6,6 +6,7 @@ from __future__ import annotations
 from xmemory_gpu.config import Stage1Config, XMemoryConfig
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine
+from xmemory_gpu.retrieve.addressee import asks_what_assistant_said
 from xmemory_gpu.text import is_assistant
 
 ANSWER = (
@@ -22,11 +23,14 @@ CHAT = [
 QUERY = "How should I bake the sourdough bread loaf in the Dutch oven?"
 
 
-def _semantics(tmp_path, users_first: bool) -> list[tuple[bool, str]]:
+def _semantics(tmp_path, users_first: bool, query: str = QUERY) -> list[tuple[bool, str]]:
     config = XMemoryConfig(stage1=Stage1Config(users_first=users_first))
-    with MemoryEngine.open(tmp_path / str(users_first), embedder=HashingEmbedder(dim=256), config=config) as eng:
-        eng.add([{"role": r, "content": t, "session": 1} for r, t in CHAT], user_id="u")
-        res = eng.search(QUERY, user_id="u", threshold=0.0)[0]
+    with MemoryEngine.open(
+        tmp_path / str(users_first), embedder=HashingEmbedder(dim=256), config=config
+    ) as eng:
+        if not eng.scopes():
+            eng.add([{"role": r, "content": t, "session": 1} for r, t in CHAT], user_id="u")
+        res = eng.search(query, user_id="u", threshold=0.0)[0]
     return [(u.text.startswith("assistant said:"), u.text) for u in res.units if u.type == "semantic"]
 
 
@@ -46,3 +50,30 @@ def test_the_users_statements_come_before_the_assistants_answers(tmp_path):
 def test_assistant_roles():
     assert all(map(is_assistant, ["assistant", "Assistant", "SYSTEM", "tool"]))
     assert not any(map(is_assistant, ["user", "Caroline", "assistant_bob", ""]))
+
+
+def test_a_query_about_what_the_assistant_said_keeps_its_answers_in_rank(tmp_path):
+    asked = "What did you recommend for baking the sourdough bread loaf in the Dutch oven?"
+    plain = _semantics(tmp_path, False, asked)
+    said = [a for a, _ in plain]
+    assert said != sorted(said)  # an answer ranks above a user's statement
+    assert _semantics(tmp_path, True, asked) == plain
+
+
+def test_what_asks_about_the_assistants_earlier_answer():
+    about = [
+        "How did you recommend structuring the backend and frontend?",
+        "What did you say about the hotel near the station?",
+        "You suggested a book last week, what was its title?",
+        "I think you've listed three options, which was the second?",
+        "Remind me of your earlier list of stretches.",
+    ]
+    new = [  # requests for a new answer, and questions about the user
+        "Can you give me a thorough summary of everything we covered?",
+        "Could you explain what a Roth IRA is?",
+        "Can you provide a detailed summary of my project?",
+        "What formula did I use to find the term?",
+        "Have I ever used Alpine Linux in my deployments?",
+    ]
+    assert all(map(asks_what_assistant_said, about))
+    assert not any(map(asks_what_assistant_said, new))

@@ -90,8 +90,8 @@ class Stage1Config:
     # ... ordered by cos(query, statement) + message_weight * cos(query, its first source message)
     message_weight: float = 0.5
     # the statements of the user's own turns before those only an assistant said (its answers stay in
-    # the episodes); on the BEAM 500K dev conversations 1-4 recall 0.242/0.509 -> 0.350/0.562 at 150/600
-    # tokens; no change where no speaker is an assistant role (LoCoMo)
+    # the episodes), unless the query asks what the assistant said (``retrieve.addressee``); no change
+    # where no speaker is an assistant role (LoCoMo); figures: benchmarks/RESULTS.md
     users_first: bool = True
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .addressee import asks_what_assistant_said
 from .baselines import memory_only, naive_rag, tir
 from .chunk_rag import DEFAULT_WORDS, NAME, candidates, width_of
 from .context import (
@@ -213,7 +214,8 @@ def _xmemory(
         ]
         ss, se = s1.sem_offsets[q], s1.sem_offsets[q + 1]
         picks = list(zip(s1.semantics[ss:se].tolist(), s1.sem_value[ss:se], s1.sem_rel[ss:se]))
-        if said is not None:  # the user's statements first, each group in its order (a stable sort)
+        if said is not None and not asks_what_assistant_said(queries[q]):
+            # the user's statements first, each group in its order (a stable sort)
             picks.sort(key=lambda p: said[p[0]])
         units += [
             semantic_unit(bank, s, float(v), {"relevance": float(rel), "coverage_value": float(v)}, sem_rows)
