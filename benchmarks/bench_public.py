@@ -175,6 +175,11 @@ def run(
     return out
 
 
+def _figures(m: dict) -> dict:
+    """One (strategy, budget)'s figures without its per-question rows."""
+    return {k: v for k, v in m.items() if k != "rows"}
+
+
 def _f(v: float | None, nd: int = 3) -> str:
     return "-" if v is None or v != v else f"{v:.{nd}f}"
 
@@ -233,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the figures and every row here")
     ap.add_argument("--config", type=Path, help="JSON file of engine settings overriding the defaults")
     ap.add_argument(
+        "--no-rows", action="store_true", help="--json without the per-question rows (the set's text)"
+    )
+    ap.add_argument(
         "--store",
         type=Path,
         help="keep the memory in this folder; searched again without adding if it holds these chats",
@@ -246,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def write(res: dict) -> None:  # after each strategy, so a long run leaves what it measured
         if args.json:
+            if args.no_rows:  # figures only: no question or answer text of the set in the file
+                res = res | {"results": {k: _figures(v) for k, v in res["results"].items()}}
             write_record(args.json, res)
 
     try:

@@ -372,6 +372,9 @@ def test_bench_runs_on_both_sets(tmp_path: Path) -> None:
         assert set(res["results"]) == {"xmemory@150", "chunk-rag:16@150"}
         fig = res["results"]["xmemory@150"]
         assert fig["never_said"] == 1 and fig["answerable"] >= 2 and fig["with_ids"] >= 1
+        assert fig["rows"] and all("question" in r for r in fig["rows"])
+        assert bench_public.main(argv + ["--strategies", "xmemory", "--budgets", "150", "--no-rows"]) == 0
+        assert "rows" not in json.loads(out.read_text())["results"]["xmemory@150"]
     assert bench_public.main(["--source", "beam:100k", "--data", str(tmp_path)]) == 2
 
 
