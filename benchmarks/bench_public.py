@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import statistics
 import sys
@@ -75,15 +76,34 @@ def _pairs(chat: PublicChat) -> list[list[dict]]:
     return out
 
 
+SEARCH_SETTINGS = ("stage1", "stage2", "baselines")  # what a search reads: free to differ on a kept memory
+
+
 def _added_key(source: str, chats: list[PublicChat], eng: MemoryEngine) -> list:
-    """What a kept memory must have been added from: the source, each chat's user and message
-    count, the embedder and the settings."""
+    """What a kept memory must have been added from: the source, each chat's user and a digest of
+    its messages, the embedder, and the settings other than the search's (``SEARCH_SETTINGS``)."""
+    settings = {k: v for k, v in eng.config.to_dict().items() if k not in SEARCH_SETTINGS}
     return [
         source,
-        [[c.user_id, len(c.turns)] for c in chats],
+        [
+            [c.user_id, hashlib.sha256(json.dumps(c.messages(), sort_keys=True).encode()).hexdigest()]
+            for c in chats
+        ],
         eng.embedder.name,
-        json.loads(json.dumps(eng.config.to_dict(), default=str)),
+        json.loads(json.dumps(settings, default=str)),
     ]
+
+
+def _kept(where: Path, key: list, chats: list[PublicChat], eng: MemoryEngine) -> float | None:
+    """The add time of the memory kept in ``where`` when it holds exactly these chats, added as
+    ``key`` says (its mark written once every chat was in); else None."""
+    try:
+        mark = json.loads((where / "added.json").read_text())
+        add_s = float(mark["add_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    users = sorted(s["user_id"] for s in eng.scopes())
+    return add_s if mark.get("key") == key and users == sorted(c.user_id for c in chats) else None
 
 
 def _log(text: str) -> None:
@@ -118,13 +138,15 @@ def run(
         out["embedder"] = eng.embedder.name
         out["gate"] = gate_for(-1, eng.embedder.name)  # the gate calibrated for the embedder
         added = _added_key(source, chats, eng)
-        mark = where / "added.json"
-        if mark.is_file() and json.loads(mark.read_text()).get("key") == added:
-            out["add_s"] = json.loads(mark.read_text())["add_s"]
-            _log(f"{where}: the chats are in the memory already (added in {out['add_s']:.0f} s)")
+        kept = _kept(where, added, chats, eng) if store is not None else None
+        if kept is not None:
+            out["add_s"] = kept
+            _log(f"{where}: the chats are in the memory already (added in {kept:.0f} s)")
         else:
             if eng.scopes():
-                raise DatasetError(f"--store {where}: holds another memory; give an empty or new folder")
+                raise DatasetError(
+                    f"--store {where}: holds another memory, or one added only in part; give an empty or new folder"
+                )
             t0 = time.perf_counter()
             for n, chat in enumerate(chats):
                 for pair in _pairs(chat):
@@ -133,7 +155,7 @@ def run(
             out["add_s"] = time.perf_counter() - t0
             if store is not None:
                 eng.flush()
-                mark.write_text(json.dumps({"key": added, "add_s": out["add_s"]}))
+                write_record(where / "added.json", {"key": added, "add_s": out["add_s"]})
         for strategy in strategies:
             t1 = time.perf_counter()
             for budget in budgets:

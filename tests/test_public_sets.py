@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -393,6 +394,13 @@ def test_bench_keeps_and_reuses_its_memory(tmp_path: Path, capsys) -> None:
     assert "in the memory already" in capsys.readouterr().err  # the second run added nothing
     assert outs[0]["add_s"] == outs[1]["add_s"]
     assert outs[0]["results"]["xmemory@150"]["recall"] == outs[1]["results"]["xmemory@150"]["recall"]
+    search_only = tmp_path / "search.json"  # settings that a search reads: the kept memory serves
+    search_only.write_text(json.dumps({"stage1": {"users_first": False}}))
+    assert bench_public.main(argv + ["--config", str(search_only)]) == 0
+    assert "in the memory already" in capsys.readouterr().err
+    shutil.rmtree(keep / "store")  # the mark outlives its memory: the chats are added again
+    assert bench_public.main(argv) == 0
+    assert "added 1/1 chats" in capsys.readouterr().err
     other = _beam(tmp_path / "c", n=2)  # other chats: the kept memory is not theirs
     bad = ["--source", "beam:500k", "--data", str(other), "--embedder", "hashing:64", "--store", str(keep)]
     assert bench_public.main(bad + ["--strategies", "xmemory", "--budgets", "150"]) == 2

@@ -67,6 +67,9 @@ def test_what_asks_about_the_assistants_earlier_answer():
         "You suggested a book last week, what was its title?",
         "I think you've listed three options, which was the second?",
         "Remind me of your earlier list of stretches.",
+        "What was your suggestion for the hotel?",
+        "How did you walk the user through the firmware update?",  # "me" rewritten for a role chat
+        "I think you\u2019ve listed three options, which was the second?",  # a typographic apostrophe
     ]
     new = [  # requests for a new answer, and questions about the user
         "Can you give me a thorough summary of everything we covered?",
@@ -74,6 +77,21 @@ def test_what_asks_about_the_assistants_earlier_answer():
         "Can you provide a detailed summary of my project?",
         "What formula did I use to find the term?",
         "Have I ever used Alpine Linux in my deployments?",
+        "What are your recommendations for a laptop on my budget?",
+        "Give me your best tips for running a marathon.",
     ]
     assert all(map(asks_what_assistant_said, about))
     assert not any(map(asks_what_assistant_said, new))
+
+
+def test_a_search_over_several_memories_keeps_the_answers_after_the_users_statements(tmp_path):
+    turns = [{"role": r, "content": t, "session": 1} for r, t in CHAT]
+    with MemoryEngine.open(tmp_path / "m", embedder=HashingEmbedder(dim=256)) as eng:
+        for agent in ("a1", "a2"):
+            eng.add(turns, user_id="u", agent_id=agent)
+        one = eng.search(QUERY, user_id="u", agent_id="a1", threshold=0.0)[0]
+        both = eng.search(QUERY, user_id="u", threshold=0.0, budget_tokens=2000)[0]  # both memories, merged
+    for res in (one, both):
+        said = [u.text.startswith("assistant said:") for u in res.units if u.type == "semantic"]
+        assert any(said) and said == sorted(said)
+    assert "after_users" not in both.to_dict()["units"][0]

@@ -196,11 +196,16 @@ class Reads:
         memory_id: str,
     ) -> ScopedResult:
         """One query's results over several memories as one: the units by relevance, most relevant
-        first (ties: the earlier memory), at most ``limit``; the context assembled again and cut from
-        its least relevant non-theme unit to ``budget`` (None: the largest of the memories' contexts)."""
+        first (ties: the earlier memory), an assistant's answers that a memory ranked after the user's
+        statements (``RetrievedUnit.after_users``) after every other unit, at most ``limit``; the
+        context assembled again and cut from its last non-theme unit to ``budget`` (None: the largest
+        of the memories' contexts)."""
         pairs = sorted(
             ((u, scope_of(k)) for r, k in zip(results, keys) for u in r.units),
-            key=lambda p: -(p[0].relevance if p[0].relevance is not None else relevance(p[0])),
+            key=lambda p: (
+                p[0].after_users,
+                -(p[0].relevance if p[0].relevance is not None else relevance(p[0])),
+            ),
         )
         if limit is not None:
             pairs = pairs[:limit]

@@ -1,11 +1,13 @@
 """Whether a query asks what the assistant said ("What did you recommend for ...?", "How did you
-suggest ...?", "Remind me of your list of ..."), so that retrieval keeps the assistant's answers in
+suggest ...?", "Remind me of your earlier list of ..."), so that retrieval keeps the assistant's answers in
 their rank among the user's statements (``Stage1Config.users_first``) instead of after them.
 
-A request to the assistant ("Can you give me a summary ...?", "Could you explain ...?") asks for a
-new answer, not an earlier one, and does not count: the verb must be past ("you recommended", "you
-gave", "you've listed") or follow "did you", or the query must name an earlier answer of the
-assistant's ("your suggestion", "your earlier list")."""
+A request to the assistant ("Can you give me a summary ...?", "Could you explain ...?", "What are
+your tips for ...?") asks for a new answer, not an earlier one, and does not count: the verb must be
+past ("you recommended", "you gave", "you've listed") or follow "did you", or the query must name an
+earlier answer of the assistant's ("what was your suggestion", "your earlier list"). The query may
+have been rewritten for a role chat ("me" -> "the user": ``engine.people``), and its apostrophes may
+be typographic ("you’ve")."""
 
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ import re
 
 _SAID = (
     r"said|told|mentioned|recommended|suggested|gave|listed|provided|explained|shared|described|wrote|"
-    r"proposed|advised|named|showed|shown|offered|came up with|pointed out|walked me through|taught"
+    r"proposed|advised|named|showed|shown|offered|came up with|pointed out|walked (?:me|the user) through|taught"
 )
 _SAY = (
     r"say|tell|mention|recommend|suggest|give|list|provide|explain|share|describe|write|propose|advise|"
-    r"name|show|offer|come up with|point out|walk me through|teach"
+    r"name|show|offer|come up with|point out|walk (?:me|the user) through|teach"
 )
 _ANSWER = (
     r"suggestions?|recommendations?|advice|answers?|lists?|responses?|explanations?|examples?|tips?|"
@@ -25,8 +27,9 @@ _ANSWER = (
 )
 ASKS_ASSISTANT = re.compile(
     rf"\bdid you (?:\w+ )?(?:{_SAY})\b"  # "What did you recommend", "did you once mention"
-    rf"|\byou(?:'ve| have| had)? (?:\w+ )?(?:{_SAID})\b"  # "you recommended", "you've listed", "you just gave"
-    rf"|\byour (?:\w+ )?(?:{_ANSWER})\b",  # "your suggestion", "your earlier list"
+    rf"|\byou(?:['’]ve| have| had)? (?:\w+ )?(?:{_SAID})\b"  # "you recommended", "you've listed", "you just gave"
+    rf"|\b(?:was|were) your (?:\w+ )?(?:{_ANSWER})\b"  # "what was your suggestion"
+    rf"|\byour (?:earlier|previous|last|past|original|first) (?:\w+ )?(?:{_ANSWER})\b",  # "your earlier list"
     re.I,
 )
 

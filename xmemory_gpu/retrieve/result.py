@@ -35,6 +35,9 @@ class RetrievedUnit:
     passage: int = 0  # k > 0: the unit is passage k (1-based) of a long message
     fill: bool = False
     cut: bool = False
+    # an assistant's answer ranked after the user's statements (``Stage1Config.users_first``): a search
+    # over several memories keeps it after theirs (``MemoryEngine._merged``). Not serialised.
+    after_users: bool = field(default=False, repr=False)
 
 
 @dataclass
@@ -70,6 +73,6 @@ class RetrievalResult:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for u in d["units"]:
-            del u["message_ends"]
+            del u["message_ends"], u["after_users"]
         d["message_ids"] = self.message_ids
         return d

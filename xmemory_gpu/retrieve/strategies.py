@@ -214,13 +214,15 @@ def _xmemory(
         ]
         ss, se = s1.sem_offsets[q], s1.sem_offsets[q + 1]
         picks = list(zip(s1.semantics[ss:se].tolist(), s1.sem_value[ss:se], s1.sem_rel[ss:se]))
-        if said is not None and not asks_what_assistant_said(queries[q]):
-            # the user's statements first, each group in its order (a stable sort)
+        after = said is not None and not asks_what_assistant_said(queries[q])
+        if after:  # the user's statements first, each group in its order (a stable sort)
             picks.sort(key=lambda p: said[p[0]])
-        units += [
-            semantic_unit(bank, s, float(v), {"relevance": float(rel), "coverage_value": float(v)}, sem_rows)
-            for s, v, rel in picks
-        ]
+        for s, v, rel in picks:
+            u = semantic_unit(
+                bank, s, float(v), {"relevance": float(rel), "coverage_value": float(v)}, sem_rows
+            )
+            u.after_users = after and said[s]
+            units.append(u)
         out.append(units)
     if stage2:
         t1 = time.perf_counter()
