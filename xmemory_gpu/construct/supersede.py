@@ -10,7 +10,10 @@ moved", "his new job"), it says more than the earlier one (``repeats``: "now liv
 after "lives in Paris" changes nothing), the earlier one speaks of that attribute (``attributes``:
 job, home, diet, allergy, income, transport, schedule, plans, relationship, injury, illness: word
 patterns; an allergy is no injury), and their embeddings are close (cosine >=
-``threshold``). The earlier statement is kept (history questions still find it); retrieval ranks it
+``threshold``). A measured value is an attribute too (``MEASURES``: a duration, a data size, a rate,
+a share, as a number with its unit), changed where its clause says so ("has decreased to 120ms",
+"is currently at 180ms", "the new limit of ..."); a change of a measured value alone needs the closer
+cosine ``MEASURE_THRESHOLD``, so that it supersedes the same metric, not another one of its kind. The earlier statement is kept (history questions still find it); retrieval ranks it
 after the newer one and shows it as earlier ("previously, until 2024-03: ..."). This goes past mem0's
 UPDATE, which overwrites the old fact, and keeps what temporal graph memories (Graphiti / Zep's
 invalidated edges) keep.
@@ -56,6 +59,28 @@ ATTRIBUTES: dict[str, re.Pattern] = {
         "illness": r"\b(?:sick|ill|flu|covid|diagnos\w*|cancer|diabet\w*|pregnan\w*|asthma)\b",
     }.items()
 }
+# a measured value: a number with a unit of one kind ("180ms", "250 MB", "100 requests per minute", "80%")
+_NUM = r"\d[\d,]*(?:\.\d+)?\s?"
+MEASURES: dict[str, re.Pattern] = {
+    name: re.compile(p, re.I)
+    for name, p in {
+        "duration": rf"\b{_NUM}(?:ms|milliseconds?|s|secs?|seconds?|mins?|minutes?|hrs?|hours?)\b",
+        "data size": rf"\b{_NUM}(?:[kmgt]i?b|bytes?|kilobytes?|megabytes?|gigabytes?|terabytes?)\b",
+        "rate": rf"\b{_NUM}(?:(?:requests?|queries|calls|messages|events|frames|jobs|tasks)\s?(?:/|per)\s?"
+        r"(?:s|sec|second|min|minute|hour|day)|rps|qps|fps)\b",
+        "share": rf"\b{_NUM}(?:%|percent\b)",
+    }.items()
+}
+ATTRIBUTES.update(MEASURES)
+# words that say a measured value changed: they change the kinds of value their clause names
+MEASURE_CHANGE = re.compile(
+    r"\b(?:(?:decreas|increas|reduc|improv|drop+|rais|lower|doubl|halv|bump)(?:e|es|ed|ing)?|rose|risen|fell|"
+    r"fallen|grew|grown|went (?:up|down)) (?:\w+ )?(?:to|from|by)\b|\bcurrently (?:at|around|averag\w*|using|uses)\b|"
+    r"\bnew (?:\w+ )?(?:limit|rate|value|setting|target|latency|time|size)\b",
+    re.I,
+)
+MEASURE_THRESHOLD = 0.7  # cosine of two statements whose change is only of a measured value: one metric
+
 # what a general change word changes: the attributes, less words of a place one goes to ("at the office")
 _GENERAL = {**ATTRIBUTES, "job": re.compile(rf"\b(?:{_JOB})\b", re.I)}
 # change words that belong to one attribute: they change it even where its other words are absent
@@ -118,6 +143,8 @@ def changes(text: str, speaker: str = "") -> frozenset[str]:
         cond = _conditional(clause)
         if not (cond or after_if):
             out.update(name for name, pat in OWN_CHANGE.items() if _done(pat, clause, speaker))
+            if _done(MEASURE_CHANGE, clause, speaker):
+                out.update(name for name, pat in MEASURES.items() if pat.search(clause))
             if _done(CHANGE, clause, speaker):
                 out.update(name for name, pat in _GENERAL.items() if _own(pat, clause, speaker))
         after_if = cond
@@ -266,7 +293,7 @@ def _value(text: str) -> set[str] | None:
     word in it ends a value ("quit", "no longer", "moved from"): the old value may be named there."""
     if _ENDS.search(text):
         return None
-    for pat in (CHANGE, *OWN_CHANGE.values()):
+    for pat in (CHANGE, MEASURE_CHANGE, *OWN_CHANGE.values()):
         text = pat.sub(" ", text)
     return {w for w in _stems(text) if w not in _NO_VALUE}
 
@@ -284,6 +311,9 @@ def repeats(later: str, earlier: str) -> bool:
 def _mask(names: frozenset[str]) -> int:
     """Attribute names as bits (one per ``ATTRIBUTES`` entry)."""
     return sum(1 << b for b, name in enumerate(ATTRIBUTES) if name in names)
+
+
+_MEASURE_BITS = _mask(frozenset(MEASURES))
 
 
 def supersessions(
@@ -323,7 +353,9 @@ def supersessions(
         who = subj[j] if j in subj else subject(texts[j], speakers[j])
         if who is None:
             continue
-        hit = (order < order[j]) & (spk == spk[j]) & ((masks & changed[j]) != 0) & (sims[c] >= threshold)
+        shared = masks & changed[j]
+        close_enough = np.where((shared & ~_MEASURE_BITS) != 0, threshold, max(threshold, MEASURE_THRESHOLD))
+        hit = (order < order[j]) & (spk == spk[j]) & (shared != 0) & (sims[c] >= close_enough)
         hit[j] = False
         for i in np.flatnonzero(hit).tolist():
             if subj[i] == who and i not in out and not repeats(texts[j], texts[i]):
@@ -334,6 +366,9 @@ def supersessions(
 __all__ = [
     "ATTRIBUTES",
     "CHANGE",
+    "MEASURES",
+    "MEASURE_CHANGE",
+    "MEASURE_THRESHOLD",
     "OWN_CHANGE",
     "RELATIONS",
     "SELF",

@@ -1,0 +1,48 @@
+"""A measured value that changed ("the response time has decreased to 120ms" after "it is currently
+at 180ms"): ``construct.supersede``'s measure kinds, their change words, and the closer cosine they
+need (``MEASURE_THRESHOLD``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xmemory_gpu.construct.supersede import MEASURE_THRESHOLD, THRESHOLD, changes, supersessions
+
+OLD = "the user measured the login API response time and it is currently at 180ms under load"
+NEW = "the user optimized the login API, and the response time has decreased to 120ms under load"
+
+
+@pytest.mark.parametrize(
+    ("text", "kinds"),
+    [
+        (NEW, {"duration"}),
+        (OLD, {"duration"}),
+        ("the user's batch job is currently averaging around 140MB per session", {"data size"}),
+        ("the API's new rate limit is 120 requests per minute", {"rate"}),
+        ("test coverage went up to 90% this week", {"share"}),
+        ("the user wants to reduce it to 100ms", set()),  # an intent: nothing changed yet
+        ("if the latency dropped to 100ms, the user would ship it", set()),  # a condition
+        ("the response time decreased a lot", set()),  # no measured value
+    ],
+)
+def test_what_says_a_measured_value_changed(text, kinds):
+    assert changes(text, "user") == frozenset(kinds)
+
+
+def _x(cos: float) -> np.ndarray:
+    """Two unit rows whose cosine is ``cos``."""
+    return np.array([[1.0, 0.0], [cos, (1 - cos * cos) ** 0.5]], np.float32)
+
+
+def test_a_newer_value_supersedes_the_older_of_one_metric():
+    sup = supersessions([OLD, NEW], _x(0.8), np.array([0, 1]), ["user", "user"])
+    assert sup == {0: 1}
+
+
+def test_a_measured_change_needs_one_metric():
+    low = (THRESHOLD + MEASURE_THRESHOLD) / 2  # close enough for a job or a home, not for a value
+    assert supersessions([OLD, NEW], _x(low), np.array([0, 1]), ["user", "user"]) == {}
+    size = "the user measured the login API's memory use and it is currently at 250MB under load"
+    assert supersessions([size, NEW], _x(0.9), np.array([0, 1]), ["user", "user"]) == {}  # another kind
+    assert supersessions([OLD, NEW], _x(0.9), np.array([0, 1]), ["user", "Bob"]) == {}  # another speaker
