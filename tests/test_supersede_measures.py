@@ -4,10 +4,12 @@ need (``MEASURE_THRESHOLD``)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
-from xmemory_gpu.construct.supersede import MEASURE_THRESHOLD, THRESHOLD, changes, supersessions
+from xmemory_gpu.construct.supersede import MEASURE_THRESHOLD, THRESHOLD, attributes, changes, supersessions
 
 OLD = "the user measured the login API response time and it is currently at 180ms under load"
 NEW = "the user optimized the login API, and the response time has decreased to 120ms under load"
@@ -24,6 +26,8 @@ NEW = "the user optimized the login API, and the response time has decreased to 
         ("the user wants to reduce it to 100ms", set()),  # an intent: nothing changed yet
         ("if the latency dropped to 100ms, the user would ship it", set()),  # a condition
         ("the response time decreased a lot", set()),  # no measured value
+        ("the p99 latency has increased to 1,500ms", {"duration"}),  # a thousands separator
+        ("the user now listens to 80s music", set()),  # a decade
     ],
 )
 def test_what_says_a_measured_value_changed(text, kinds):
@@ -46,3 +50,11 @@ def test_a_measured_change_needs_one_metric():
     size = "the user measured the login API's memory use and it is currently at 250MB under load"
     assert supersessions([size, NEW], _x(0.9), np.array([0, 1]), ["user", "user"]) == {}  # another kind
     assert supersessions([OLD, NEW], _x(0.9), np.array([0, 1]), ["user", "Bob"]) == {}  # another speaker
+
+
+def test_a_long_run_of_numbers_is_read_in_linear_time():
+    text = "the latency is now 5ms and the samples are " + "1," * 50_000
+    t0 = time.process_time()
+    assert "duration" in attributes(text, "user")
+    changes(text, "user")
+    assert time.process_time() - t0 < 5.0  # linear: well under a second; quadratic: minutes

@@ -13,10 +13,11 @@ patterns; an allergy is no injury), and their embeddings are close (cosine >=
 ``threshold``). A measured value is an attribute too (``MEASURES``: a duration, a data size, a rate,
 a share, as a number with its unit), changed where its clause says so ("has decreased to 120ms",
 "is currently at 180ms", "the new limit of ..."); a change of a measured value alone needs the closer
-cosine ``MEASURE_THRESHOLD``, so that it supersedes the same metric, not another one of its kind. The earlier statement is kept (history questions still find it); retrieval ranks it
-after the newer one and shows it as earlier ("previously, until 2024-03: ..."). This goes past mem0's
-UPDATE, which overwrites the old fact, and keeps what temporal graph memories (Graphiti / Zep's
-invalidated edges) keep.
+cosine ``MEASURE_THRESHOLD``, so that it supersedes the same metric, not another one of its kind.
+The earlier statement is kept (history questions still find it); retrieval ranks it after the newer
+one and shows it as earlier ("previously, until 2024-03: ..."). This goes past mem0's UPDATE, which
+overwrites the old fact, and keeps what temporal graph memories (Graphiti / Zep's invalidated
+edges) keep.
 """
 
 from __future__ import annotations
@@ -60,11 +61,11 @@ ATTRIBUTES: dict[str, re.Pattern] = {
     }.items()
 }
 # a measured value: a number with a unit of one kind ("180ms", "250 MB", "100 requests per minute", "80%")
-_NUM = r"\d[\d,]*(?:\.\d+)?\s?"
+_NUM = r"(?<![\d,.])\d[\d,]*+(?:\.\d+)?\s?"  # from a number's start, its digits taken once: linear
 MEASURES: dict[str, re.Pattern] = {
     name: re.compile(p, re.I)
     for name, p in {
-        "duration": rf"\b{_NUM}(?:ms|milliseconds?|s|secs?|seconds?|mins?|minutes?|hrs?|hours?)\b",
+        "duration": rf"\b{_NUM}(?:ms|milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?)\b",  # "80s": a decade
         "data size": rf"\b{_NUM}(?:[kmgt]i?b|bytes?|kilobytes?|megabytes?|gigabytes?|terabytes?)\b",
         "rate": rf"\b{_NUM}(?:(?:requests?|queries|calls|messages|events|frames|jobs|tasks)\s?(?:/|per)\s?"
         r"(?:s|sec|second|min|minute|hour|day)|rps|qps|fps)\b",
@@ -104,7 +105,8 @@ THRESHOLD = (
     0.40  # cosine of the two statements (all-MiniLM-L6-v2: same-attribute pairs 0.41-0.80 on our chats)
 )
 
-_CLAUSE = re.compile(r"[,;:]|\b(?:so|but|because|while|although|though)\b", re.I)
+# a comma between digits ("1,500ms") is a thousands separator, not a clause's end
+_CLAUSE = re.compile(r"(?<!\d),|,(?!\d)|[;:]|\b(?:so|but|because|while|although|though)\b", re.I)
 _OTHERS = re.compile(r"\b(?:his|her|their|(?P<who>[A-Z][a-z]+)'s)\s+$")  # "for his new job": another's change
 _NEGATIVE = frozenset({"no longer", "anymore", "any more"})  # change words that are negations themselves
 _NOT_DONE = re.compile(r"(?:\bnot|\bnever|n't|\bwould|\bcould|\bshould|\bmight|\bmay)\s+(?:\w+\s+)?$", re.I)
@@ -354,7 +356,9 @@ def supersessions(
         if who is None:
             continue
         shared = masks & changed[j]
-        close_enough = np.where((shared & ~_MEASURE_BITS) != 0, threshold, max(threshold, MEASURE_THRESHOLD))
+        close_enough = np.where(
+            (shared & ~_MEASURE_BITS) != 0, threshold, max(threshold, MEASURE_THRESHOLD)
+        ).astype(sims.dtype)  # compared as ``close`` is: in the cosines' precision
         hit = (order < order[j]) & (spk == spk[j]) & (shared != 0) & (sims[c] >= close_enough)
         hit[j] = False
         for i in np.flatnonzero(hit).tolist():
