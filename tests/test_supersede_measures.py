@@ -20,7 +20,7 @@ NEW = "the user optimized the login API, and the response time has decreased to 
     [
         (NEW, {"duration"}),
         (OLD, {"duration"}),
-        ("the user's batch job is currently averaging around 140MB per session", {"data size"}),
+        ("the user's batch job is currently averaging around 140MB per run", {"data size"}),
         ("the API's new rate limit is 120 requests per minute", {"rate"}),
         ("test coverage went up to 90% this week", {"share"}),
         ("the user wants to reduce it to 100ms", set()),  # an intent: nothing changed yet

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# One-command GPU validation for a lent GPU machine (no registry, Python 3.12, torch, triton; 10 min
-# per command, 30 min of device time per session):
+# One-command GPU validation on a GPU machine (no registry; Python 3.12, torch and triton installed):
 #   1. build the C++ and CUDA modules into the machine's Python (pip install --no-build-isolation --no-deps .)
 #   2. run every GPU test (tests/ops, compiled Triton and CUDA for real; tests/test_device_pipeline.py,
 #      the build, Retriever and engine on device-resident arrays, which needs pydantic: carry its wheels,
