@@ -15,8 +15,9 @@ engine's default gate, the share of never-said contexts emptied and of answerabl
 
 ``--config FILE`` runs the engine with those settings over the defaults (e.g.
 ``{"semantic": {"read_replies_with_questions": true}}``). ``--store DIR`` keeps the memory there: a
-later run with the same chats and settings searches it without adding them again (for tuning
-what a search does; the add time is then that of the run that added them).
+later run with the same chats, embedder and construction settings (a search-only ``--config`` may
+differ) searches it without adding them again; the add time shown is then that of the run that
+added them.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def run(
         else:
             if eng.scopes():
                 raise DatasetError(
-                    f"--store {where}: holds another memory, or one added only in part; give an empty or new folder"
+                    f"--store {where}: holds another memory, or one added only in part; "
+                    "give an empty or new folder"
                 )
             t0 = time.perf_counter()
             for n, chat in enumerate(chats):

@@ -65,7 +65,8 @@ _NUM = r"(?<![\d,.])\d[\d,]*+(?:\.\d+)?\s?"  # from a number's start, its digits
 MEASURES: dict[str, re.Pattern] = {
     name: re.compile(p, re.I)
     for name, p in {
-        "duration": rf"\b{_NUM}(?:ms|milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?)\b",  # "80s": a decade
+        # no bare "s": "80s" is a decade
+        "duration": rf"\b{_NUM}(?:ms|milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?)\b",
         "data size": rf"\b{_NUM}(?:[kmgt]i?b|bytes?|kilobytes?|megabytes?|gigabytes?|terabytes?)\b",
         "rate": rf"\b{_NUM}(?:(?:requests?|queries|calls|messages|events|frames|jobs|tasks)\s?(?:/|per)\s?"
         r"(?:s|sec|second|min|minute|hour|day)|rps|qps|fps)\b",

@@ -1,6 +1,7 @@
 """Whether a query asks what the assistant said ("What did you recommend for ...?", "How did you
-suggest ...?", "Remind me of your earlier list of ..."), so that retrieval keeps the assistant's answers in
-their rank among the user's statements (``Stage1Config.users_first``) instead of after them.
+suggest ...?", "Remind me of your earlier list of ..."), so that retrieval keeps the assistant's
+answers in their rank among the user's statements (``Stage1Config.users_first``) instead of after
+them.
 
 A request to the assistant ("Can you give me a summary ...?", "Could you explain ...?", "What are
 your tips for ...?") asks for a new answer, not an earlier one, and does not count: the verb must be
@@ -15,7 +16,8 @@ import re
 
 _SAID = (
     r"said|told|mentioned|recommended|suggested|gave|listed|provided|explained|shared|described|wrote|"
-    r"proposed|advised|named|showed|shown|offered|came up with|pointed out|walked (?:me|the user) through|taught"
+    r"proposed|advised|named|showed|shown|offered|came up with|pointed out|"
+    r"walked (?:me|the user) through|taught"
 )
 _SAY = (
     r"say|tell|mention|recommend|suggest|give|list|provide|explain|share|describe|write|propose|advise|"
@@ -27,9 +29,9 @@ _ANSWER = (
 )
 ASKS_ASSISTANT = re.compile(
     rf"\bdid you (?:\w+ )?(?:{_SAY})\b"  # "What did you recommend", "did you once mention"
-    rf"|\byou(?:['’]ve| have| had)? (?:\w+ )?(?:{_SAID})\b"  # "you recommended", "you've listed", "you just gave"
+    rf"|\byou(?:['’]ve| have| had)? (?:\w+ )?(?:{_SAID})\b"  # "you recommended", "you've listed"
     rf"|\b(?:was|were) your (?:\w+ )?(?:{_ANSWER})\b"  # "what was your suggestion"
-    rf"|\byour (?:earlier|previous|last|past|original|first) (?:\w+ )?(?:{_ANSWER})\b",  # "your earlier list"
+    rf"|\byour (?:earlier|previous|last|past|original|first) (?:\w+ )?(?:{_ANSWER})\b",  # "your last list"
     re.I,
 )
 
