@@ -515,3 +515,136 @@ def test_an_engine_on_deltas_answers_as_one_that_never_wrote_a_delta(tmp_path, m
         a = eng.store.get_slice(eng.store.memory_ids()[0])
     with MemoryEngine.open(tmp_path / "b", embedder=EMB) as eng:
         _same(a, eng.store.get_slice(eng.store.memory_ids()[0]))
+
+
+def _wider_sources(sl: MemorySlice, row: int, extra: int) -> MemorySlice:
+    """``sl`` whose statement ``row`` gains ``extra`` sources past the widest row: ``sem.msgs`` wider."""
+    out = _copy(sl)
+    m = out.cols["sem"]["msgs"]
+    w = m.shape[1]
+    grown = np.full((m.shape[0], w + extra), -1, m.dtype)
+    grown[:, :w] = m
+    have = int((m[row] >= 0).sum())
+    grown[row, have : have + w + extra - have] = np.arange(w + extra - have) % out.n("msg")
+    out.cols["sem"]["msgs"] = grown
+    return out
+
+
+def test_a_wider_ragged_column_writes_its_width_and_changed_rows_not_the_column(tmp_path, versions):
+    """A statement that gains its widest row of sources: the delta holds the new width and that row;
+    every version still loads bit for bit as its base file would (from disk and from memory)."""
+    from xmemory_gpu.memory.deltas import diff
+
+    st = _store(tmp_path / "s")
+    mid = versions[-1].memory_id
+    last = versions[-1]
+    st.commit([last], replace=True)
+    wider = _wider_sources(last, 3, 2)
+    change = diff(st.committed.get(mid).columns(mid), wider)
+    assert change.widths == {"sem.msgs": wider.cols["sem"]["msgs"].shape[1]}
+    assert change.scatter["sem.msgs"][0].tolist() == [3] and "sem.msgs" not in change.starts
+    st.commit([wider], replace=True)
+    name = st.versions([mid])[mid]
+    assert name.endswith(".delta")
+    size = (tmp_path / "s" / "arrays" / name).stat().st_size
+    assert size < wider.cols["sem"]["msgs"].nbytes  # not the column again
+    again = _wider_sources(wider, 5, 1)  # then wider again, from the remembered columns
+    st.commit([again], replace=True)
+    _same(st.get_slice(mid), again)
+    fresh = Store.open(tmp_path / "s")
+    _same(fresh.get_slice(mid), again)
+    _same(fresh.get_slice(mid), _full(tmp_path, again))
+    fresh.close()
+    st.close()
+
+
+def test_a_wider_column_with_many_changed_rows_is_written_whole(versions):
+    from xmemory_gpu.memory.deltas import diff
+
+    last = versions[-1]
+    wider = _copy(last)
+    m = wider.cols["sem"]["msgs"]
+    wider.cols["sem"]["msgs"] = np.concatenate([m, np.zeros((m.shape[0], 1), m.dtype)], axis=1)
+    cols = {f"{lv}.{k}": v for lv in LEVELS for k, v in last.cols[lv].items()}
+    change = diff(cols, wider)
+    assert not change.widths and change.starts["sem.msgs"] == 0
+
+
+@pytest.mark.parametrize(
+    "width, why",
+    [
+        (np.array([2], np.int64), "does not widen it"),  # the width it has
+        (np.array([1], np.int64), "does not widen it"),
+        (np.array([4], np.int32), "width does not read"),
+        (np.array([0], np.int64), "width does not read"),
+        (np.array([4, 5], np.int64), "width does not read"),
+    ],
+)
+def test_a_width_that_does_not_widen_is_refused(width, why):
+    from xmemory_gpu.memory.codec import SliceFormatError
+
+    base = {"sem.msgs": np.array([[0, 1], [2, -1]], np.int32)}
+    d = {"follows": np.zeros(32, np.uint8), "sem.msgs.width": width}
+    with pytest.raises(SliceFormatError, match=why):
+        apply_chain(base, [(d, "11")], "00" * 32, "memory m")
+    d = {
+        "follows": np.zeros(32, np.uint8),
+        "sem.msgs.width": np.array([3], np.int64),
+        "sem.msgs.at": np.array([1]),
+        "sem.msgs.set": np.array([[2, 3, 4]], np.int32),
+        "sem.msgs@2": np.array([[5, -1, -1]], np.int32),
+    }
+    got = apply_chain(base, [(d, "11")], "00" * 32, "memory m")["sem.msgs"]
+    assert got.tolist() == [[0, 1, -1], [2, 3, 4], [5, -1, -1]]
+    d = {"follows": np.zeros(32, np.uint8), "msg.session.width": np.array([3], np.int64)}
+    with pytest.raises(SliceFormatError, match="not a column of a delta"):  # not a ragged column
+        apply_chain({"msg.session": np.arange(3, dtype=np.int64)}, [(d, "11")], "00" * 32, "memory m")
+
+
+def test_an_append_checks_its_changed_rows_and_every_reference_to_a_level_that_shrank(tmp_path, versions):
+    """The delta path reads the values of the rows a commit changed only; a bad new row, and an
+    unchanged row that refers past a level that lost rows, are still refused."""
+    from xmemory_gpu.memory.codec import SliceFormatError, check_slice
+
+    last, st = versions[-1], _store(tmp_path / "s")
+    st.commit([versions[-2]], replace=True)
+    bad = _copy(last)
+    bad.cols["msg"]["x"][-1, 0] = np.nan  # an appended message
+    with pytest.raises(StoreError, match="non-finite"):
+        st.commit([bad], replace=True)
+    st.commit([last], replace=True)
+    _same(st.get_slice(last.memory_id), last)
+    fewer = _copy(last)
+    used = int(fewer.cols["sem"]["theme"].max())
+    fewer.cols["theme"] = {k: v[:used] for k, v in fewer.cols["theme"].items()}  # the theme rows shrink
+    fewer.cols["theme"]["knn_idx"] = np.where(
+        fewer.cols["theme"]["knn_idx"] < used, fewer.cols["theme"]["knn_idx"], -1
+    )
+    with pytest.raises(SliceFormatError, match="sem.theme: row ids outside"):
+        check_slice(fewer, EMB.dim, changed={}, before={lv: last.n(lv) for lv in LEVELS})
+    check_slice(last, EMB.dim, changed={}, before={lv: last.n(lv) for lv in LEVELS})
+    with pytest.raises(StoreError, match="sem.theme: row ids outside"):
+        st.commit([fewer], replace=True)
+    _same(st.get_slice(last.memory_id), last)
+    st.close()
+
+
+def test_a_schema_5_store_reads_as_it_is_and_its_first_commit_makes_it_schema_6(tmp_path, versions):
+    """Schema 6 only allows deltas that widen a source list (which a schema 5 reader would not
+    apply): a schema 5 store's memories read unchanged, and its first commit sets the version."""
+    root = tmp_path / "s"
+    st = _store(root)
+    st.commit([versions[-2]], replace=True)
+    st.close()
+    with sqlite3.connect(root / DB_NAME) as con:
+        con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    old = Store.open(root)
+    assert old.schema_version == 5
+    _same(old.get_slice(versions[-2].memory_id), versions[-2])
+    old.commit([_wider_sources(versions[-1], 2, 1)], replace=True)
+    assert old.schema_version == 6
+    old.close()
+    again = Store.open(root)
+    assert again.schema_version == 6
+    _same(again.get_slice(versions[-1].memory_id), _wider_sources(versions[-1], 2, 1))
+    again.close()

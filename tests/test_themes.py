@@ -327,3 +327,28 @@ def test_split_proposals_valid_and_seeded(rng):
     assert all(
         len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b)) for a, b in zip(props, again)
     )
+
+
+def test_restore_opens_every_theme_as_opening_them_one_by_one_does():
+    """``ThemeState.restore`` (one pass over the themes) gives the sums, counts, slots, labels,
+    lineage and capacity that ``_open`` of each theme in turn gives, bit for bit, empty themes and
+    unattached rows included."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n, d, k_th = int(rng.integers(0, 120)), int(rng.integers(1, 24)), int(rng.integers(0, 40))
+        x = rng.standard_normal((n, d)).astype(np.float32)
+        ids = rng.choice(10**6, k_th, replace=False).astype(np.int64)
+        n_att = int(rng.integers(0, n + 1))
+        labels = rng.integers(0, max(k_th, 1), n_att) if k_th else np.full(n_att, -1)
+        parents = {int(t): [int(t) + 1] for t in ids[: k_th // 2]}
+        one = ThemeState(x, 5, False)
+        order = np.argsort(labels, kind="stable")
+        bounds = np.searchsorted(labels[order], np.arange(k_th + 1))
+        for r, t in enumerate(ids.tolist()):
+            one._open(order[bounds[r] : bounds[r + 1]], list(parents.get(t, [])), theme_id=t)
+        got = ThemeState.restore(x, n_att, ids, labels, parents, 0, 5, False)
+        assert got.n_slots == one.n_slots and len(got.ids) == len(one.ids)
+        for f in ("sums", "counts", "ids", "alive"):
+            assert getattr(got, f)[: got.n_slots].tobytes() == getattr(one, f)[: one.n_slots].tobytes(), f
+        assert got.label.tobytes() == one.label.tobytes()
+        assert got.parents == one.parents and got.slot_of == one.slot_of

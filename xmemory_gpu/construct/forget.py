@@ -28,11 +28,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..memory.bank import MemorySlice
+from ..memory.bank import MemorySlice, ragged_map, ragged_reduce
 from ..memory.codec import theme_columns
 from ..memory.hierarchy import messages_at
 from ..memory.records import Conversation
-from .incremental import _first_psg, _packed, engine_state, valid_rows
+from .incremental import _count, _first_psg, _packed, engine_state, valid_rows
 from .segment import MessageVectors, episode_embeddings, make_episodes
 
 
@@ -62,6 +62,12 @@ def kept_lists(idx: np.ndarray, sim: np.ndarray, gone: np.ndarray) -> tuple[np.n
     ki = np.where(ki >= 0, new_row[ki], -1)
     ki[lost], ks[lost] = -1, np.nan
     return ki.astype(np.int32), ks
+
+
+def _valid_first(block: np.ndarray) -> np.ndarray:
+    """Each row of ``block`` [k, c] with its entries >= 0 first, in their order, and -1 after."""
+    big = np.iinfo(np.int64).max
+    return np.take_along_axis(block, np.argsort(np.where(block >= 0, 0, big), axis=1, kind="stable"), 1)
 
 
 def forget(
@@ -150,18 +156,20 @@ def forget(
 
     # statements derived from a touched message (or named) leave; their other sources are restated
     sm = sc["msgs"]
-    gone = np.where(sm >= 0, (touched | follows)[np.maximum(sm, 0)], False).any(axis=1)
+    hits = touched | follows
+    gone = ragged_reduce(sm, lambda b: np.where(b >= 0, hits[np.maximum(b, 0)], False).any(axis=1)).astype(
+        bool
+    )
     gone[sorted(nodes)] = True
     restate = {ids[m] for r in np.flatnonzero(gone).tolist() for m in valid_rows(sm[r]) if not dropped[m]}
     restate |= set(texts) - drop
     restate |= {ids[m] for m in np.flatnonzero(follows).tolist()}  # read with their new turn before
     kept = np.flatnonzero(~gone)
-    s_msgs = np.where(sm[kept] >= 0, new_row[sm[kept]], -1)
-    epi_new = np.full(len(em) + 1, -1, np.int64)  # old episode row -> new row
+    # a kept statement has no touched source: its rows renumbered (each row read to its length)
+    s_msgs = ragged_map(sm, lambda b: new_row[b], kept, np.int32)  # new_row[-1] is -1
+    epi_new = np.full(len(em) + 1, -1, np.int64)  # old episode row -> new row (index -1: padding)
     epi_new[rows_at] = np.arange(len(rows_at))
-    s_epis = np.where(sc["epis"][kept] >= 0, epi_new[sc["epis"][kept]], -1)
-    big = np.iinfo(np.int64).max
-    s_epis = np.take_along_axis(s_epis, np.argsort(np.where(s_epis >= 0, 0, big), axis=1, kind="stable"), 1)
+    s_epis = ragged_map(sc["epis"], lambda b: _valid_first(epi_new[b]), kept, np.int32)
     theme_of = sc["theme"][kept]
     lost = set(sc["theme"][gone].tolist())
     live = np.unique(theme_of)
@@ -184,8 +192,8 @@ def forget(
             "id": sc["id"][kept],
             "text": sc["text"][kept],
             "time": sc["time"][kept],
-            "epis": _packed(s_epis, (s_epis >= 0).sum(axis=1), np.int32),
-            "msgs": _packed(s_msgs, (s_msgs >= 0).sum(axis=1), np.int32),
+            "epis": _packed(s_epis, ragged_reduce(s_epis, _count), np.int32),
+            "msgs": _packed(s_msgs, ragged_reduce(s_msgs, _count), np.int32),
             "theme": theme_of,
             "knn_idx": s_knn_idx,
             "knn_sim": s_knn_sim,
@@ -205,7 +213,8 @@ def forget(
     state = replace(
         st, open_from=open_from, speakers=(), forgotten=tuple(sorted(set(forgotten or st.forgotten)))
     )
-    return MemorySlice(sl.memory_id, cols, dict(sl.stats), state), restate
+    stats = {k: v for k, v in sl.stats.items() if k != "f_P"}  # the growth after it scores the partition
+    return MemorySlice(sl.memory_id, cols, stats, state), restate
 
 
 __all__ = ["forget", "kept_lists", "replace_rows"]

@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..config import SemanticConfig, XMemoryConfig
-from ..memory.bank import MemorySlice
+from ..memory.bank import MemorySlice, ragged_reduce
 from ..memory.codec import theme_columns
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import (
@@ -232,9 +232,22 @@ def grow(
     if f_held is not None:
         for m, f in zip(out, f_held.tolist()):  # the theme stage's own f(P): no pass over every statement
             m.stats["f_P"] = f
+    elif all(_same_partition(sl, m) for sl, m in zip(slices, out)):
+        for sl, m in zip(slices, out):  # no statement joined or moved: f(P) is the one recorded
+            m.stats["f_P"] = sl.stats["f_P"]
     else:
         record_objective(out, all_sem, offs, cfg, backend)
     return out
+
+
+def _same_partition(old: MemorySlice, new: MemorySlice) -> bool:
+    """Whether ``new`` holds ``old``'s statements (vectors never change in a growth: only rows are
+    added) in the same themes, and ``old`` records its f(P) (``forget`` drops it)."""
+    return (
+        "f_P" in old.stats
+        and new.n("sem") == old.n("sem")
+        and np.array_equal(new.cols["sem"]["theme"], old.cols["sem"]["theme"])
+    )
 
 
 def _dim(sl: MemorySlice) -> int:
@@ -386,9 +399,9 @@ def _ragged_rows(
 ) -> np.ndarray:
     """``old``'s rows (``replace_at``: rows given anew) then ``extra``'s, as one ragged column."""
     n_old = old.shape[0]
-    lengths = np.concatenate([(old >= 0).sum(axis=1), np.array([len(x) for x in extra], np.int64)]).astype(
-        np.int64
-    )
+    lengths = np.concatenate(
+        [ragged_reduce(old, _count), np.array([len(x) for x in extra], np.int64)]
+    ).astype(np.int64)
     for r, x in replace_at.items():
         lengths[r] = len(x)
     out = np.full((n_old + len(extra), max(int(lengths.max(initial=0)), 1)), -1, dtype)  # one copy of old
@@ -430,23 +443,28 @@ def _statement_episodes(
     again = np.zeros(n, bool)
     again[n_old:] = True
     again[list(merged)] = True
-    if n_old:
-        again[:n_old] |= (sem_msgs[:n_old] >= kept_below).any(axis=1)
+    if n_old:  # a source in an episode segmented again (its largest message row: a maximum)
+        again[:n_old] |= ragged_reduce(sem_msgs[:n_old], lambda b: b.max(axis=1)) >= kept_below
     rows = np.flatnonzero(again)
     src = sem_msgs[rows]
     if (epi_of[src[src >= 0]] < 0).any():
         raise ValueError(f"memory {memory_id}: a statement's source is in no episode")
     part = _sorted_unique_rows(np.where(src >= 0, epi_of[np.maximum(src, 0)], -1))
-    keep = np.flatnonzero(~again)
     lengths = np.zeros(n, np.int64)
-    lengths[keep] = (old_epis[keep] >= 0).sum(axis=1)
+    lengths[:n_old] = ragged_reduce(old_epis[:n_old], _count)
     lengths[rows] = (part >= 0).sum(axis=1)
     out = np.full((n, max(int(lengths.max(initial=0)), 1)), -1, np.int32)
     c = min(out.shape[1], old_epis.shape[1])
-    out[keep, :c] = old_epis[keep, :c]
+    out[:n_old, :c] = old_epis[:n_old, :c]  # every kept row, then the ones computed again
+    out[rows] = -1
     c = min(out.shape[1], part.shape[1])
     out[rows, :c] = part[:, :c]
     return out
+
+
+def _count(block: np.ndarray) -> np.ndarray:
+    """The valid entries of each row of a ragged block [k, c]."""
+    return (block >= 0).sum(axis=1)
 
 
 def _first_psg(psg_msg: np.ndarray, n_msg: int) -> np.ndarray:
@@ -606,7 +624,13 @@ def semantic_graphs(
     x_off = np.concatenate([[0], np.cumsum([offs[b + 1] - offs[b] for b in inc])]).astype(np.int64)
     if len(asked):  # self dropped
         ni, ns = knn_search(
-            x[asked], q_off, x[mem_rows], x_off, k + 1, drop_nonpositive=drop_nonpositive, backend=backend
+            x[asked],
+            q_off,
+            _rows_of(x, mem_rows),
+            x_off,
+            k + 1,
+            drop_nonpositive=drop_nonpositive,
+            backend=backend,
         )
         ni, ns = host(ni), host(ns)
         glob = np.where(ni >= 0, mem_rows[np.maximum(ni, 0)], -1)
@@ -627,7 +651,7 @@ def semantic_graphs(
         o_off = csr_offsets([len(kp) for kp in keep])
         n_off = csr_offsets([len(nw) for nw in new])
         ci, cs = knn_search(
-            x[old], o_off, x[new_rows], n_off, k, drop_nonpositive=drop_nonpositive, backend=backend
+            _rows_of(x, old), o_off, x[new_rows], n_off, k, drop_nonpositive=drop_nonpositive, backend=backend
         )
         ci, cs = host(ci), host(cs)
         ci = np.where(ci >= 0, new_rows[np.maximum(ci, 0)], -1)
@@ -639,6 +663,14 @@ def semantic_graphs(
         idx[old] = kept_i
         sim[old] = kept_s
     return idx, sim
+
+
+def _rows_of(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``x[rows]``: a view where ``rows`` (int, ascending) is one run of consecutive rows (a memory's
+    rows, most of a grown memory's old rows), else a copy."""
+    if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+        return x[int(rows[0]) : int(rows[-1]) + 1]
+    return x[rows]
 
 
 def _dedup_into(

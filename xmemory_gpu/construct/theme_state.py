@@ -30,7 +30,7 @@ from ..config import ThemeConfig
 from ..ops.attach import attach_rows_batch
 from ..ops.devices import host
 from ..ops.knn import knn_graph, knn_search
-from ..ops.rows import live_rows, unit_rows
+from ..ops.rows import add_rows_in_order, live_rows, unit_rows
 
 ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
 
@@ -116,8 +116,7 @@ class ThemeState:
         label_rows = np.asarray(label_rows, np.int64)
         order = np.argsort(label_rows, kind="stable")  # each theme's members, ascending
         bounds = np.searchsorted(label_rows[order], np.arange(len(theme_ids) + 1))
-        for r, t in enumerate(np.asarray(theme_ids, np.int64).tolist()):
-            st._open(order[bounds[r] : bounds[r + 1]], list(parents.get(t, [])), theme_id=t)
+        st._open_all(np.asarray(theme_ids, np.int64), order, bounds, parents)
         st.n_attached = int(n_attached)
         st.next_id = max([int(next_id), *[t + 1 for t in st.slot_of]])
         n_th = len(theme_ids)
@@ -166,6 +165,25 @@ class ThemeState:
         self.label[rows] = t
         self.graph_stale = True
         return s
+
+    def _open_all(self, ids: np.ndarray, order: np.ndarray, bounds: np.ndarray, parents: dict) -> None:
+        """``_open`` of theme ``ids[r]`` over rows ``order[bounds[r]:bounds[r + 1]]`` for each r, in
+        that order, on a state with no theme yet: the same sums (each one's rows added in order, in
+        float64), slots, labels and capacity, without a Python step per theme."""
+        n = len(ids)
+        while len(self.ids) < n:
+            self._grow()
+        counts = np.diff(bounds)
+        if n:
+            rows = order[bounds[0] : bounds[-1]]
+            self.sums[:n] = 0.0  # each theme's rows added one after the other, in float64, as ``_open`` does
+            add_rows_in_order(self.sums[:n], np.repeat(np.arange(n), counts), self.x, rows)
+            self.label[rows] = np.repeat(ids, counts)
+        self.counts[:n], self.ids[:n], self.alive[:n] = counts, ids, True
+        self.n_slots = n
+        self.parents = [list(parents.get(t, [])) for t in ids.tolist()]
+        self.slot_of = {t: s for s, t in enumerate(ids.tolist())}
+        self.graph_stale = True
 
     def _close(self, t: int) -> None:
         self.alive[self.slot_of.pop(t)] = False

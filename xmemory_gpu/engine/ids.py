@@ -55,6 +55,32 @@ def _valid(row: np.ndarray) -> list[int]:
     return [int(v) for v in row if v >= 0]
 
 
+def _in_id_order(epis: np.ndarray, epi_id: np.ndarray) -> np.ndarray:
+    """``epis`` [n, w] (each row's episode rows, valid entries first, ``-1`` padded) with each row's
+    entries sorted by their episode's id (stable; a copy only where a row changes). Rows already in
+    order stay: most of a grown memory's. Rows are read up to their length (bucketed by powers of 4),
+    not the column's width, which one statement with many sources sets for all."""
+    if epis.shape[1] < 2 or not epis.shape[0]:
+        return epis
+    rows, width, out = np.flatnonzero(epis[:, 1] >= 0), 4, epis  # a row of one entry is in order
+    while rows.size:
+        if width < epis.shape[1]:
+            fits = epis[rows, width] < 0  # the row holds at most ``width`` entries
+            here, rows = rows[fits], rows[~fits]
+        else:
+            here, rows, width = rows, rows[:0], epis.shape[1]
+        part = epis[here, :width]
+        key = np.where(part >= 0, epi_id[np.maximum(part, 0)], np.iinfo(np.int64).max)
+        bad = np.flatnonzero((key[:, 1:] < key[:, :-1]).any(axis=1))
+        if bad.size:
+            if out is epis:
+                out = epis.copy()
+            order = np.argsort(key[bad], axis=1, kind="stable")
+            out[here[bad], :width] = np.take_along_axis(part[bad], order, axis=1)
+        width *= 4
+    return out
+
+
 def assign(old: MemorySlice | Memory, new: MemorySlice, dropped: set[str]) -> None:
     """Give ``new`` (``old`` grown, or without the ``dropped`` messages) stable ids, in place: its
     ``id`` columns, its statements' episode rows in the order of their ids, and its counters.
@@ -101,15 +127,7 @@ def assign(old: MemorySlice | Memory, new: MemorySlice, dropped: set[str]) -> No
                 sem["id"][r] = q.popleft()
             else:
                 sem["id"][r], nxt["semantic"] = nxt["semantic"], nxt["semantic"] + 1
-    epis = sem["epis"]  # each statement's episodes in the order of their (new) ids
-    if epis.size:
-        key = np.where(epis >= 0, epi["id"][np.maximum(epis, 0)], np.iinfo(np.int64).max)
-        # rows already in order stay (a stable sort leaves them as they are): most of a grown memory's
-        todo = np.flatnonzero((key[:, 1:] < key[:, :-1]).any(axis=1))
-        if todo.size:
-            epis = epis.copy()
-            epis[todo] = np.take_along_axis(epis[todo], np.argsort(key[todo], axis=1, kind="stable"), axis=1)
-            sem["epis"] = epis
+    sem["epis"] = _in_id_order(sem["epis"], epi["id"])  # each statement's episodes by their ids
     new.stats["ids"] = {"episode": nxt["episode"], "semantic": nxt["semantic"]}
     if new.engine is None:  # a memory the engine grows for the first time
         new.engine = EngineState.closed(new.n("msg"))

@@ -114,6 +114,52 @@ def pad_width(a: np.ndarray, width: int, fill: Any) -> np.ndarray:
     return out
 
 
+def _ragged_blocks(a: np.ndarray, rows: np.ndarray | None = None):
+    """(rows [k], c) blocks covering ``rows`` (default: all) of a ragged column a [n, w] (valid
+    entries first, ``-1`` after), each row with at most c entries, c = 4, 16, 64, ... or w: a row is
+    read to about its length, not the column's width, which its longest row sets for all."""
+    w = a.shape[1]
+    rows, c = (np.arange(a.shape[0]) if rows is None else np.asarray(rows, np.int64)), 4
+    while rows.size:
+        if c < w:
+            fits = a[rows, c] < 0  # at most c entries
+            yield rows[fits], c
+            rows = rows[~fits]
+        else:
+            yield rows, w
+            return
+        c *= 4
+
+
+def ragged_reduce(a: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``reduce(block [k, c]) -> [k]`` of each row of a ragged column a [n, w] (valid entries first,
+    ``-1`` after), read to about its length (``_ragged_blocks``); ``reduce``'s answer must not depend
+    on the padding (a length, a maximum, whether an entry is marked). Returns [n] (int64: no rows)."""
+    out: np.ndarray | None = None
+    for here, c in _ragged_blocks(a):
+        got = reduce(a[here, :c])
+        if out is None:
+            out = np.empty(a.shape[0], got.dtype)
+        out[here] = got
+    return out if out is not None else np.zeros(0, np.int64)
+
+
+def ragged_map(
+    a: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], rows: np.ndarray | None = None, dtype: Any = None
+) -> np.ndarray:
+    """``fn(block [k, c]) -> [k, c]`` of the ``rows`` (default: all) of a ragged column a [n, w]
+    (valid entries first, ``-1`` after), read to about their length (``_ragged_blocks``), as a new
+    column [len(rows), w] of ``dtype`` (default a's), ``-1`` past each block; ``fn`` maps ``-1`` to
+    ``-1``."""
+    rows = np.arange(a.shape[0]) if rows is None else np.asarray(rows, np.int64)
+    out = np.full((rows.shape[0], a.shape[1]), -1, dtype or a.dtype)
+    at = np.empty(a.shape[0], np.int64)
+    at[rows] = np.arange(rows.shape[0])
+    for here, c in _ragged_blocks(a, rows):
+        out[at[here], :c] = fn(a[here, :c])
+    return out
+
+
 @dataclass
 class MemorySlice:
     """One memory's columns with local rows (what construction emits and the store reads and

@@ -240,10 +240,30 @@ _FINITE = (
 )  # no NaN nor inf
 
 
-def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None) -> None:
+def check_slice(
+    sl: MemorySlice,
+    dim: int,
+    counts: dict[str, int] | None = None,
+    *,
+    changed: dict[str, np.ndarray | int] | None = None,
+    before: dict[str, int] | None = None,
+) -> None:
     """Shapes, row references and finite values of a slice read from outside (a crafted or damaged
     file is refused with ``SliceFormatError`` naming memory, column and what is wrong). ``counts``:
-    the rows per level the catalogue expects."""
+    the rows per level the catalogue expects.
+
+    ``changed`` (with ``before``, the rows per level of a version that passed these checks): the
+    slice is that version with only these rows changed, per column ``LEVEL.NAME``: row numbers
+    (int64 [k]) or the first changed row, every row after it changed too (a column not named kept
+    its rows). The value checks then read those rows, and every row of a column that refers to a
+    level with fewer rows than ``before``; the passages' order is read whole."""
+    n = check_shapes(sl, dim, counts)
+    _check_values(sl, n, changed, before)
+
+
+def check_shapes(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None) -> dict[str, int]:
+    """``check_slice``'s shape checks (columns of each level agree on their rows, rows fit ``dim``
+    and their kind); the rows per level."""
     where = f"memory {sl.memory_id}"
     n = {}
     for lv in LEVELS:
@@ -261,23 +281,48 @@ def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None)
                 or (kind in ("w", "k") and a.shape[1] < 1)
             ):
                 raise SliceFormatError(f"{where}: column {lv}.{name}: shape {a.shape} does not fit dim {dim}")
+    return n
+
+
+def _check_values(
+    sl: MemorySlice,
+    n: dict[str, int],
+    changed: dict[str, np.ndarray | int] | None,
+    before: dict[str, int] | None,
+) -> None:
+    """``check_slice``'s value checks, over the rows ``changed`` names (all rows: None)."""
+    where = f"memory {sl.memory_id}"
+
+    def rows(lv: str, name: str, whole: bool = False) -> np.ndarray:
+        a = sl.cols[lv][name]
+        if changed is None or whole:
+            return a
+        got = changed.get(f"{lv}.{name}")
+        if got is None:
+            return a[:0]
+        return a[got:] if isinstance(got, int) else a[got]
+
+    shrunk = {lv for lv in LEVELS if before is not None and n[lv] < before[lv]}
+    ref_rows = {(lv, name): rows(lv, name, target in shrunk) for (lv, name), target in ROW_REFS.items()}
     refs = [
-        (sl.cols[lv][name], 0 if (lv, name) in _FROM_ZERO else -1, n[target])
+        (ref_rows[lv, name], 0 if (lv, name) in _FROM_ZERO else -1, n[target])
         for (lv, name), target in ROW_REFS.items()
     ]
+    finite = {(lv, name): rows(lv, name) for lv, name in _FINITE}
+    times = {(lv, name): rows(lv, name) for lv, name in TIME_COLUMNS}
     if columns.values_ok(
         refs,
         sl.cols["psg"]["msg"],
         sl.cols["msg"]["psg"],
-        [sl.cols[lv][name] for lv, name in _FINITE],
-        [sl.cols[lv][name] for lv, name in TIME_COLUMNS],
+        list(finite.values()),
+        list(times.values()),
         MIN_TIME,
         MAX_TIME,
-        [sl.cols[lv]["knn_sim"] for lv in ("sem", "theme")],
+        [rows(lv, "knn_sim") for lv in ("sem", "theme")],
     ):
         return  # one C++ pass found nothing: the checks below say what is wrong when it does
     for (lv, name), target in ROW_REFS.items():
-        a = sl.cols[lv][name]
+        a = ref_rows[lv, name]
         lo = 0 if (lv, name) in _FROM_ZERO else -1
         if a.size and (a.min() < lo or a.max() >= n[target]):
             raise SliceFormatError(f"{where}: column {lv}.{name}: row ids outside {lo}..{n[target] - 1}")
@@ -289,12 +334,13 @@ def check_slice(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None)
     if named.size and (psg_msg[first[named]] != named).any():
         raise SliceFormatError(f"{where}: column msg.psg: a first passage belongs to another message")
     for lv, name in _FINITE:
-        bad = ~np.isfinite(sl.cols[lv][name])
+        bad = ~np.isfinite(finite[lv, name])
         if bad.any():
-            rows = np.flatnonzero(bad.any(axis=1))[:5].tolist()
-            raise SliceFormatError(f"{where}: column {lv}.{name}: non-finite values in rows {rows}")
+            at = np.flatnonzero(bad.any(axis=1))[:5].tolist()
+            what = "rows" if changed is None else "changed rows, the"
+            raise SliceFormatError(f"{where}: column {lv}.{name}: non-finite values in {what} {at}")
     for lv, name in TIME_COLUMNS:
-        t = sl.cols[lv][name]
+        t = times[lv, name]
         known = t[~np.isnan(t)]
         if known.size and not ((known >= MIN_TIME) & (known < MAX_TIME)).all():
             raise SliceFormatError(f"{where}: column {lv}.{name}: times outside years 1-9999")

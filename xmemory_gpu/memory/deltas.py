@@ -10,13 +10,16 @@ unpickled) holding
   increasing row numbers below the old length) and ``LEVEL.NAME.set`` ([k, ...]: those rows' new
   values), beside a ``LEVEL.NAME@R`` of the rows it appends (``R`` the old length), if any;
 - per changed text column ``LEVEL.NAME.utf8@R`` and ``LEVEL.NAME.off@R``: those rows' UTF-8 bytes
-  and their offsets (int64, from 0).
+  and their offsets (int64, from 0);
+- per ragged column (``-1`` padded, ``bank.COLUMNS`` kind ``w``) that grows wider while its old rows
+  stay few to set, ``LEVEL.NAME.width`` (int64 [1]): its new width.
 
-Applying a delta first sets the rows a column's ``.at`` names, then keeps its rows ``0..R-1`` and
-puts the stored rows after them: ``R`` = the old length is an append, ``R = 0`` replaces the whole
+Applying a delta first pads the columns a ``.width`` names to that width (with ``-1``), then sets the
+rows a column's ``.at`` names, then keeps its rows ``0..R-1`` and puts the stored rows after them: ``R`` = the old length is an append, ``R = 0`` replaces the whole
 column (another width included); a column a delta does not name is unchanged. A statement that
 gains a source, or an old statement's kNN list that takes in a new neighbour, thus costs its row,
-not every row after it. :func:`apply_chain` applies a chain in one pass (each column is
+not every row after it; a statement that gains its widest row of sources costs its row and the
+width, not the column. :func:`apply_chain` applies a chain in one pass (each column is
 assembled once, whatever the chain's length).
 
 :class:`Committed` is what a store remembers of a memory's last committed version, to diff the next
@@ -35,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..ops import columns
-from .bank import COLUMNS, LEVELS, MemorySlice
+from .bank import COLUMNS, LEVELS, MemorySlice, pad_width
 from .codec import SliceFormatError, pack_arrays, stored_columns, unpack_arrays
 
 COMPACT_SHARE = 0.5  # a fresh base once the chain's bytes would exceed this share of the base's
@@ -47,10 +50,13 @@ _CHUNK_BYTES = 1 << 18  # the byte comparison's chunk
 # from its first change on
 _SCATTER_SHARE = 0.5
 _AT, _SET = "at", "set"  # suffixes of a delta's set rows: ``LEVEL.NAME.at``, ``LEVEL.NAME.set``
+_WIDTH = "width"  # suffix of a delta's new width of a ragged column: ``LEVEL.NAME.width``
 
 _STORED = stored_columns()
 _TEXT = {f"{lv}.{name}" for lv, name, text in _STORED if text}
 _NUMERIC = {f"{lv}.{name}": np.dtype(COLUMNS[lv][name][0]) for lv, name, text in _STORED if not text}
+_RAGGED = {key for key in _NUMERIC if COLUMNS[key.split(".")[0]][key.split(".")[1]][1] == "w"}
+_PAD = -1  # what pads a ragged column's rows (``bank.empty_column``)
 
 
 def _rows(a: np.ndarray) -> int:
@@ -110,17 +116,19 @@ class Change:
     """What a commit changes in one memory's columns: per changed column (``LEVEL.NAME``) the first
     row it replaces from and a private copy of the new rows from there; per numeric column whose
     few changed old rows are set one by one, (their row numbers int64 [k], their new rows [k, ...]);
-    rows per level before and after."""
+    rows per level before and after; per ragged column padded wider before its rows are set, its
+    new width."""
 
     starts: dict[str, int]
     rows: dict[str, np.ndarray]
     before: dict[str, int]
     after: dict[str, int]
     scatter: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    widths: dict[str, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         """Whether any column changed."""
-        return bool(self.starts or self.scatter)
+        return bool(self.starts or self.scatter or self.widths)
 
     def appends_only(self, level: str) -> bool:
         """Whether ``level`` kept every old row as it was (rows only appended, or none changed)."""
@@ -131,6 +139,22 @@ class Change:
             and not any(k.split(".", 1)[0] == level for k in self.scatter)
         )
 
+    def changed_rows(self) -> dict[str, np.ndarray | int]:
+        """Per changed column, what ``codec.check_slice(changed=)`` reads: its set rows (int64
+        [k]), the first row it replaces from (int: every row after it), or both as row numbers."""
+        out: dict[str, np.ndarray | int] = {}
+        for key in self.starts.keys() | self.scatter.keys():
+            r, at = self.starts.get(key), self.scatter.get(key, (None, None))[0]
+            if at is None:
+                out[key] = r
+            elif r is None:
+                out[key] = at
+            else:
+                out[key] = np.concatenate(
+                    [at, np.arange(r, self.after[key.split(".", 1)[0]], dtype=np.int64)]
+                )
+        return out
+
     def forgets(self) -> bool:
         """Whether a message was removed or changed, or a statement removed: what a delete or an
         update does (episodes and themes are regrouped as a memory grows; their rows come and go)."""
@@ -140,7 +164,7 @@ class Change:
 def diff(old: dict[str, np.ndarray], sl: MemorySlice) -> Change | None:
     """The change from columns ``old`` (``Committed.columns``) to slice ``sl`` (checked); None when a
     column of ``sl`` has another dtype than the layout's (a base file says what is wrong)."""
-    starts, rows, scatter = {}, {}, {}
+    starts, rows, scatter, widths = {}, {}, {}, {}
     for lv, name, text in _STORED:
         key, new = f"{lv}.{name}", sl.cols[lv][name]
         if (new.dtype.kind == "O") != text or not text and new.dtype != _NUMERIC[key]:
@@ -150,27 +174,44 @@ def diff(old: dict[str, np.ndarray], sl: MemorySlice) -> Change | None:
         if r is None:
             continue
         m = was.shape[0]
-        if (
-            not text
-            and 0 < m <= new.shape[0]
-            and r < m
-            and (was.dtype, was.shape[1:]) == (new.dtype, new.shape[1:])
-        ):
-            at = r + _changed_rows(was[r:m], new[r:m])
+        wider = _wider(key, was, new)
+        if wider:
+            r = 0  # every old row is compared with its padded self
+        if not text and 0 < m <= new.shape[0] and r < m and (wider or (was.shape[1:] == new.shape[1:])):
+            if wider:
+                w = was.shape[1]
+                at = _changed_rows(was, new[:m, :w]) if w else np.zeros(0, np.int64)
+                at = np.union1d(at, np.flatnonzero((new[:m, w:] != _PAD).any(axis=1))).astype(np.int64)
+            else:
+                at = r + _changed_rows(was[r:m], new[r:m])
             row = new.dtype.itemsize * int(np.prod(new.shape[1:], dtype=np.int64))
             if at.shape[0] * (row + 8) < _SCATTER_SHARE * (m - r) * row:
                 scatter[key] = (at, np.array(new[at], copy=True))
+                if wider:
+                    widths[key] = int(new.shape[1])
                 if new.shape[0] > m:
                     starts[key], rows[key] = m, np.array(new[m:], copy=True)
                 continue
         starts[key], rows[key] = r, np.array(new[r:], copy=True)
     before = {lv: _rows(next(old[f"{lv}.{n}"] for l2, n, _ in _STORED if l2 == lv)) for lv in LEVELS}
-    return Change(starts, rows, before, {lv: sl.n(lv) for lv in LEVELS}, scatter)
+    return Change(starts, rows, before, {lv: sl.n(lv) for lv in LEVELS}, scatter, widths)
+
+
+def _wider(key: str, was: np.ndarray, new: np.ndarray) -> bool:
+    """Whether ``new`` is ragged column ``key`` ``was`` (same dtype) with wider rows."""
+    return (
+        key in _RAGGED
+        and was.dtype == new.dtype
+        and was.ndim == new.ndim == 2
+        and new.shape[1] > was.shape[1]
+    )
 
 
 def encode_delta(change: Change, follows: str) -> bytes:
     """The delta file of ``change``, applying to the file whose sha256 (hex) is ``follows``."""
     arrays: dict[str, np.ndarray] = {FOLLOWS: np.frombuffer(bytes.fromhex(follows), np.uint8)}
+    for key, w in change.widths.items():
+        arrays[f"{key}.{_WIDTH}"] = np.array([w], np.int64)
     for key, (at, rows) in change.scatter.items():
         arrays[f"{key}.{_AT}"], arrays[f"{key}.{_SET}"] = at, rows
     for key, r in change.starts.items():
@@ -231,6 +272,12 @@ class _Column:
             self.owned = True
         self.segs[0][at] = rows
 
+    def widen(self, width: int) -> None:
+        """Rows (numeric [n, w], ragged; checked by the caller) padded with ``-1`` to ``width``."""
+        old = np.concatenate(self.segs) if len(self.segs) > 1 else self.segs[0]
+        self.segs = [pad_width(old, width, _PAD)]
+        self.owned = True
+
     def row_shape(self) -> tuple[int, ...] | None:
         return self.segs[-1].shape[1:] if self.segs and not self.text else None
 
@@ -252,17 +299,23 @@ class _Column:
 
 def _pieces(
     delta: dict[str, np.ndarray], where: str
-) -> tuple[dict[str, tuple[int, Any]], dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """A delta's columns: key -> (first row, rows), text rows as (bytes, offsets); and its set rows:
-    key -> (row numbers, rows)."""
+) -> tuple[dict[str, tuple[int, Any]], dict[str, tuple[np.ndarray, np.ndarray]], dict[str, int]]:
+    """A delta's columns: key -> (first row, rows), text rows as (bytes, offsets); its set rows:
+    key -> (row numbers, rows); and its ragged columns' new widths: key -> width."""
     parts: dict[str, dict[str, Any]] = {}
     sets: dict[str, dict[str, np.ndarray]] = {}
+    widths: dict[str, int] = {}
     for name, a in delta.items():
         if name == FOLLOWS:
             continue
         key, _, suffix = name.rpartition(".")
         if suffix in (_AT, _SET) and key in _NUMERIC:
             sets.setdefault(key, {})[suffix] = a
+            continue
+        if suffix == _WIDTH and key in _RAGGED:
+            if a.dtype != np.int64 or a.shape != (1,) or not 0 < int(a[0]) < 2**31:
+                raise SliceFormatError(f"{where}: column {key}: its width does not read")
+            widths[key] = int(a[0])
             continue
         head, sep, at = name.rpartition("@")
         if not sep or not at.isdigit() or not at.isascii():
@@ -304,7 +357,7 @@ def _pieces(
         ):
             raise SliceFormatError(f"{where}: column {key}: its set rows do not fit")
         scattered[key] = (at, rows)
-    return out, scattered
+    return out, scattered, widths
 
 
 def apply_chain(
@@ -332,7 +385,15 @@ def apply_chain(
         follows = delta.get(FOLLOWS)
         if follows is None or follows.dtype != np.uint8 or follows.tobytes().hex() != prev:
             raise SliceFormatError(f"{w}: it does not follow the file before it")
-        tails, sets = _pieces(delta, w)
+        tails, sets, widths = _pieces(delta, w)
+        for key, width in widths.items():
+            col = cols.get(key)
+            if col is None or col.text:
+                raise SliceFormatError(f"{w}: column {key} is not in the base file")
+            shape = col.row_shape()
+            if shape is None or len(shape) != 1 or width <= shape[0]:
+                raise SliceFormatError(f"{w}: column {key}: its width {width} does not widen it")
+            col.widen(width)
         for key, (at, rows) in sets.items():
             col = cols.get(key)
             if col is None or col.text:
@@ -414,6 +475,9 @@ class Committed:
 
     def apply(self, change: Change, head: str, size: int) -> None:
         """The version after ``change``, committed as a delta of ``size`` bytes whose sha256 is ``head``."""
+        for key, width in change.widths.items():  # capacity kept: appends after it copy what they add
+            buf, n = self.bufs[key]
+            self.bufs[key] = [pad_width(buf, width, _PAD), n]
         for key, (at, rows) in change.scatter.items():  # the buffers are this object's copies
             self.bufs[key][0][at] = rows
         for key, r in change.starts.items():

@@ -34,9 +34,11 @@ column's dtype and shape, row references and finite values. ``load_bank(quaranti
 out a memory that fails (recorded in ``Store.quarantined``), so one damaged memory never keeps the
 others from loading.
 
-Schema 5 (this release): schema 4 plus the ``deltas`` table. Schema 4 added the passages of long
+Schema 6 (this release): schema 5 whose deltas may widen a ragged column (``LEVEL.NAME.width``,
+``memory/deltas.py``), which a schema 5 reader would not apply; nothing else changed, and upgrading a
+schema 5 store sets its version only. Schema 5 added the ``deltas`` table. Schema 4 added the passages of long
 messages (a fifth level, ``psg``, in every file written now: file format 4; the catalogue's
-``n_psg``). Stores of schema 1 and 2 (text in SQLite tables, ``memory/legacy.py``), 3 and 4 are read
+``n_psg``). Stores of schema 1 and 2 (text in SQLite tables, ``memory/legacy.py``), 3, 4 and 5 are read
 as they are and upgraded in one transaction by ``upgrade``, which the first commit and a writable
 engine open call; a schema 3 store's files stay format 3 (read as "no passages stored", a search
 embeds those itself) until the engine's writable open embeds their passages
@@ -69,6 +71,7 @@ from .codec import (
     EncodedSlice,
     SliceFormatError,
     catalogue_stats,
+    check_shapes,
     check_slice,
     encode_slice,
     slice_from_arrays,
@@ -91,8 +94,8 @@ from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
 __all__ = ["DB_NAME", "MAX_TIME", "MIN_TIME", "SCHEMA_VERSION", "SCOPED_ROWS", "Store", "StoreError"]
 
-SCHEMA_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older ones are read as they are and upgraded by the first commit
+SCHEMA_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)  # older ones are read as they are and upgraded by the first commit
 DB_NAME = "memory.sqlite"
 WRITE_THREADS = 2  # threads writing a commit's files (page-cache copies, then one sync): more only take
 # cores from the build beside them (8 slowed the next shard's first stages by ~0.1 s each on 2 cores)
@@ -728,22 +731,27 @@ class Store:
         path says why), a commit that forgets (``Change.forgets``: messages removed or changed,
         statements removed; a fresh base, so that no file still named holds what was forgotten), a
         chain of ``MAX_CHAIN`` deltas, or one whose bytes would pass ``COMPACT_SHARE`` of the base's.
-        Also whether ``sl`` passed ``check_slice``."""
+        Also whether ``sl`` passed ``check_slice``: an append's value checks read the rows it
+        changed (the version it follows passed them)."""
         mid = sl.memory_id
         try:
             if sl.cols["msg"]["x"].shape[-1] != self.dim:
                 return None, False
-            check_slice(sl, self.dim)
+            check_shapes(sl, self.dim)
         except (SliceFormatError, KeyError, IndexError, ValueError):
             return None, False
         try:
             cols = entry.columns(mid)
         except SliceFormatError:
             self.committed.drop(mid)
-            return None, True
+            return None, False
         change = diff(cols, sl)
-        if change is None or change.forgets():
-            return None, True
+        if change is None or change.forgets():  # a delete or an update: its base file checks every row
+            return None, False
+        try:
+            check_slice(sl, self.dim, changed=change.changed_rows(), before=change.before)
+        except (SliceFormatError, KeyError, IndexError, ValueError):
+            return None, False
         new_ids = [str(i) for i in sl.cols["msg"]["id"][change.before["msg"] :].tolist()]
         plan = _Plan(
             mid,
