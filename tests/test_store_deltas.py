@@ -648,3 +648,136 @@ def test_a_schema_5_store_reads_as_it_is_and_its_first_commit_makes_it_schema_6(
     assert again.schema_version == 6
     _same(again.get_slice(versions[-1].memory_id), _wider_sources(versions[-1], 2, 1))
     again.close()
+
+
+def _padded(sl: MemorySlice, extra: int) -> MemorySlice:
+    """``sl`` with its ragged and kNN columns padded ``extra`` wider, as a bank holding a wider
+    memory beside it gives them."""
+    out = _copy(sl)
+    for lv, name in (
+        ("epi", "msgs"),
+        ("sem", "msgs"),
+        ("sem", "epis"),
+        ("sem", "knn_idx"),
+        ("sem", "knn_sim"),
+    ):
+        a = out.cols[lv][name]
+        fill = -np.inf if name == "knn_sim" else -1
+        out.cols[lv][name] = np.concatenate([a, np.full((a.shape[0], extra), fill, a.dtype)], axis=1)
+    return out
+
+
+def test_a_commit_diffs_against_the_callers_copy_and_keeps_none_of_its_own(tmp_path, versions):
+    """``previous`` (the caller's copy of the stored version, named by its last file): the commit
+    writes the same delta as against the store's own copy, keeps no copy, and a copy padded wider
+    (a bank) is cut to the stored columns; a copy of another version, or one whose cut part is not
+    padding, is not used (a base file is written)."""
+    mid = versions[0].memory_id
+    st, ref = _store(tmp_path / "s"), _store(tmp_path / "r")
+    st.commit([versions[10]], replace=True)
+    ref.commit([versions[10]], replace=True)
+    deltas = 0
+    for i in range(11, 16):
+        prev = (st.versions([mid])[mid], _padded(versions[i - 1], 3 if i % 2 else 0))
+        st.commit([versions[i]], replace=True, previous={mid: prev})
+        ref.commit([versions[i]], replace=True)
+        assert st.versions([mid])[mid] == ref.versions([mid])[mid]  # the same file, named by its bytes
+        assert st.committed.get(mid) is None
+        deltas += st.versions([mid])[mid].endswith(".delta")
+    assert deltas >= 3
+    fresh = Store.open(tmp_path / "s")
+    _same(fresh.get_slice(mid), versions[15])
+    # the store read it: its first commit diffs against the caller's copy too
+    fresh.commit([versions[16]], replace=True, previous={mid: (fresh.versions([mid])[mid], versions[15])})
+    ref.commit([versions[16]], replace=True)
+    assert fresh.versions([mid])[mid] == ref.versions([mid])[mid] and fresh.committed.get(mid) is None
+    stale = (fresh.versions([mid])[mid], versions[15])  # named as the last file, but an older version
+    wrong = _padded(versions[16], 2)
+    wrong.cols["sem"]["msgs"][0, -1] = 0  # not padding past the stored width
+    for bad in [("nope.delta", versions[16]), (fresh.versions([mid])[mid], wrong), stale]:
+        fresh.committed.clear()  # no copy of the store's own either: a base file
+        fresh.commit([versions[17]], replace=True, previous={mid: bad})
+        assert fresh.versions([mid])[mid].endswith(".slice"), bad[0]
+        _same(Store.open(tmp_path / "s").get_slice(mid), versions[17])
+        fresh.commit([versions[16]], replace=True)  # back, as a base
+    fresh.close()
+    st.close()
+    ref.close()
+
+
+def test_an_engine_keeps_no_copy_of_what_it_stored_and_reads_back_its_bank(tmp_path):
+    root = tmp_path / "s"
+    turns = _turns(40)
+    with MemoryEngine.open(root, embedder=EMB) as eng:
+        for i in range(0, 20, 2):
+            eng.add(turns[i : i + 2], user_id="u")
+            eng.add([{**turns[i], "id": f"w{i}"}], user_id="w")  # a second memory in the bank
+        assert all(eng.store.committed.get(m) is None for m in eng.store.versions())
+        n_deltas = eng.store._conn.execute("SELECT COUNT(*) FROM deltas").fetchone()[0]
+        assert n_deltas > 0
+    with MemoryEngine.open(root, embedder=EMB) as eng:  # after a reopen, the first add is a delta too
+        before = eng.store._conn.execute("SELECT COUNT(*) FROM deltas").fetchone()[0]
+        eng.add(turns[20:22], user_id="u")
+        assert eng.store._conn.execute("SELECT COUNT(*) FROM deltas").fetchone()[0] == before + 1
+        want = {k: eng.bank.slice(b) for k, b in eng.bank.index.items()}
+    st = Store.open(root)
+    for key, sl in want.items():
+        got = st.get_slice(key)
+        for lv in LEVELS:
+            for name, a in got.cols[lv].items():
+                b = sl.cols[lv][name]
+                if a.dtype.kind == "O":
+                    assert a.tolist() == b.tolist(), (lv, name)
+                else:
+                    w = a.shape[1] if a.ndim == 2 else None
+                    assert np.array_equal(a, b[:, :w] if w else b, equal_nan=a.dtype.kind == "f"), (lv, name)
+    st.close()
+
+
+def test_a_partial_check_still_reads_the_derived_theme_columns_and_refuses_holes(versions):
+    from xmemory_gpu.memory.codec import SliceFormatError, check_slice
+
+    last = versions[-1]
+    counts = {lv: last.n(lv) for lv in LEVELS}
+    bad = _copy(last)
+    bad.cols["theme"]["sum"][0, 0] = np.inf  # derived from sem.x (an overflow), never stored nor diffed
+    with pytest.raises(SliceFormatError, match="theme.sum: non-finite"):
+        check_slice(bad, EMB.dim, changed={}, before=counts)
+    holed = _copy(last)
+    holed.cols["sem"]["msgs"] = np.concatenate(
+        [holed.cols["sem"]["msgs"], np.zeros((last.n("sem"), 1), np.int32)], 1
+    )
+    holed.cols["sem"]["msgs"][0, :-1] = -1  # an entry after a -1: rows are read to their length
+    with pytest.raises(SliceFormatError, match="sem.msgs: a row holds an entry after a -1"):
+        check_slice(holed, EMB.dim)
+    with pytest.raises(SliceFormatError, match="sem.msgs: a row holds an entry after a -1"):
+        check_slice(holed, EMB.dim, changed={"sem.msgs": np.array([0])}, before=counts)
+
+
+def test_a_width_no_written_row_fills_is_refused():
+    """A delta's width is bounded by the rows it writes (a crafted width allocates nothing)."""
+    from xmemory_gpu.memory.codec import SliceFormatError
+
+    base = {"sem.msgs": np.array([[0, 1], [2, -1]], np.int32)}
+    for width, rows in (
+        (2**31 - 1, np.array([[2, 3, 4]], np.int32)),
+        (4, np.array([[2, 3, 4, -1]], np.int32)),
+    ):
+        d = {
+            "follows": np.zeros(32, np.uint8),
+            "sem.msgs.width": np.array([width], np.int64),
+            "sem.msgs.at": np.array([1]),
+            "sem.msgs.set": rows,
+        }
+        with pytest.raises(SliceFormatError, match="no row it writes is"):
+            apply_chain(base, [(d, "11")], "00" * 32, "memory m")
+
+
+def test_a_column_padded_wider_than_any_row_goes_whole(versions):
+    from xmemory_gpu.memory.deltas import diff
+
+    last = versions[-1]
+    cols = {f"{lv}.{k}": v for lv in LEVELS for k, v in last.cols[lv].items()}
+    padded = _padded(last, 2)  # wider, but no row fills the new width
+    change = diff(cols, padded)
+    assert "sem.msgs" not in change.widths and change.starts["sem.msgs"] == 0

@@ -175,7 +175,11 @@ class Writes:
                     [] if inferred[key] else [x.id for x in batches[key]],
                     replies_read_with_questions=self.config.semantic.read_replies_with_questions,
                 )
-            self._commit(grown, [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown])
+            self._commit(
+                grown,
+                [(m.memory_id, "add", [x.id for x in batches[m.memory_id]]) for m in grown],
+                previous=mems,
+            )
             if not events:
                 return ids_out
             return self._add_events(items, keys, ids_out, batches, before)
@@ -346,10 +350,16 @@ class Writes:
         log: list[tuple[str, str, list[str]]],
         delete: list[str] = (),
         redact: dict[str, set[str]] | None = None,
+        previous: Sequence[MemorySlice] = (),
     ) -> None:
-        """Store first (atomic), then the bank under the write lock: readers never see half a batch."""
+        """Store first (atomic), then the bank under the write lock: readers never see half a batch.
+        ``previous``: the slices the write started from (the bank's copies of the stored versions),
+        which the store diffs against instead of keeping copies of its own."""
+        held = {m.memory_id: (self._loaded[m.memory_id], m) for m in previous if m.memory_id in self._loaded}
         try:
-            self.store.commit(slices, replace=True, delete=list(delete), log=log, redact=redact)
+            self.store.commit(
+                slices, replace=True, delete=list(delete), log=log, redact=redact, previous=held
+            )
         except BaseException:
             self._theme_memo.discard()  # the themes of a write that was not stored
             raise
@@ -468,7 +478,7 @@ class Writes:
         grown = self._without(mem, drop, texts, nodes, forgotten)
         # a redaction, even of no message id: the store writes a fresh base, so no file it still names
         # holds what was forgotten (a statement deleted alone need not lower the statement count)
-        self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop})
+        self._commit(grown, [(mem.memory_id, op[0], op[1])], redact={mem.memory_id: drop}, previous=[mem])
 
     def _without(
         self, mem: MemorySlice, drop: set[str], texts: dict[str, str], nodes: set[int], forgotten: list[str]
@@ -594,12 +604,13 @@ class Writes:
                         "from (its message_ids) or delete it"
                     )
                 texts.setdefault(key, {})[mid] = text
-            grown, log = [], []
+            grown, log, mems = [], [], []
             for key, new in texts.items():
                 mem = self.bank.slice(self.bank.index[key])
                 grown += self._without(mem, set(), new, set(), list(engine_state(mem).forgotten))
                 log.append((key, "update", list(new)))
-            self._commit(grown, log)
+                mems.append(mem)
+            self._commit(grown, log, previous=mems)
             with self._rw.read():
                 return [self._unit_of(key, mid, True) for (_, mid, _, _), (key, _, _) in zip(items, found)]
 
@@ -629,7 +640,7 @@ class Writes:
                 grown += self._without(mem, drop, {}, nodes, forgotten)
                 log.append((key, "delete", logged))
                 redact[key] = drop  # a fresh base whatever was deleted (see _forget)
-            self._commit(grown, log, redact=redact)
+            self._commit(grown, log, redact=redact, previous=[p[0] for p in plans.values()])
             return [mid for _, mid, _, _ in items]
 
     def _batch_owners(self, items: list[tuple[str, str, dict, str | None]]) -> list[str]:

@@ -38,6 +38,7 @@ TIME_COLUMNS = (("msg", "time"), ("epi", "start"), ("epi", "end"), ("sem", "time
 
 
 DERIVED = ("sum", "count", "x")  # theme columns computed from sem.x and sem.theme
+RAGGED = tuple((lv, name) for lv in LEVELS for name, (_, kind) in COLUMNS[lv].items() if kind == "w")
 FORMAT = 4  # the file layout this module writes
 SINCE_4 = {("msg", "psg"), ("psg", "x"), ("psg", "msg")}  # columns format 3 files lack
 
@@ -308,8 +309,13 @@ def _check_values(
         (ref_rows[lv, name], 0 if (lv, name) in _FROM_ZERO else -1, n[target])
         for (lv, name), target in ROW_REFS.items()
     ]
-    finite = {(lv, name): rows(lv, name) for lv, name in _FINITE}
+    # the theme sums and centroids are derived, never stored (nor diffed): read whole (one row a theme)
+    finite = {(lv, name): rows(lv, name, lv == "theme" and name in DERIVED) for lv, name in _FINITE}
     times = {(lv, name): rows(lv, name) for lv, name in TIME_COLUMNS}
+    for lv, name in RAGGED:  # valid entries first (what reading a row to its length relies on)
+        a = rows(lv, name)
+        if a.shape[0] and a.shape[1] > 1 and ((a[:, 1:] >= 0) & (a[:, :-1] < 0)).any():
+            raise SliceFormatError(f"{where}: column {lv}.{name}: a row holds an entry after a -1")
     if columns.values_ok(
         refs,
         sl.cols["psg"]["msg"],

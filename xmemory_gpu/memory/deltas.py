@@ -185,7 +185,9 @@ def diff(old: dict[str, np.ndarray], sl: MemorySlice) -> Change | None:
             else:
                 at = r + _changed_rows(was[r:m], new[r:m])
             row = new.dtype.itemsize * int(np.prod(new.shape[1:], dtype=np.int64))
-            if at.shape[0] * (row + 8) < _SCATTER_SHARE * (m - r) * row:
+            # a width is one a row it writes fills (what reading it back checks), else the column goes whole
+            fills = not wider or bool((new[at, -1] >= 0).any() or (new[m:, -1] >= 0).any())
+            if fills and at.shape[0] * (row + 8) < _SCATTER_SHARE * (m - r) * row:
                 scatter[key] = (at, np.array(new[at], copy=True))
                 if wider:
                     widths[key] = int(new.shape[1])
@@ -393,6 +395,9 @@ def apply_chain(
             shape = col.row_shape()
             if shape is None or len(shape) != 1 or width <= shape[0]:
                 raise SliceFormatError(f"{w}: column {key}: its width {width} does not widen it")
+            written = [got[1] for got in (sets.get(key), tails.get(key)) if got is not None]
+            if not any(a.ndim == 2 and a.shape[1] == width and (a[:, -1] >= 0).any() for a in written):
+                raise SliceFormatError(f"{w}: column {key}: no row it writes is {width} wide")
             col.widen(width)
         for key, (at, rows) in sets.items():
             col = cols.get(key)

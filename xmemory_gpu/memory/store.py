@@ -57,13 +57,16 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import legacy
-from .bank import LEVELS, Bank, MemorySlice
+from .bank import COLUMNS, LEVELS, Bank, MemorySlice
 from .codec import (
     FORMAT,
     MAX_TIME,
@@ -76,6 +79,7 @@ from .codec import (
     encode_slice,
     slice_from_arrays,
     slice_from_bytes,
+    stored_columns,
     unpack_arrays,
 )
 from .deltas import (
@@ -174,6 +178,23 @@ class _Plan:
     change: Change | None = None
     entry: Committed | None = None
     cache: bool = False  # a base: remember its version for the next commit's delta
+    shapes: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None  # the version's column shapes
+
+
+def _shapes_of(sl: MemorySlice) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """Each stored column's dtype and row shape (``Store._shapes``)."""
+    return {f"{lv}.{n}": (sl.cols[lv][n].dtype, sl.cols[lv][n].shape[1:]) for lv, n, _ in stored_columns()}
+
+
+def _cut_padding(lv: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Ragged or kNN column ``a`` [n, w] cut to rows of ``shape`` (a view) when what is cut is all
+    padding; None otherwise (another version, or another kind of column)."""
+    if a.ndim != 2 or len(shape) != 1 or COLUMNS[lv][name][1] not in ("w", "k") or a.shape[1] < shape[0]:
+        return None
+    fill = -np.inf if name == "knn_sim" else -1
+    if not (a[:, shape[0] :] == fill).all():
+        return None
+    return a[:, : shape[0]]
 
 
 class PendingCommit:
@@ -281,6 +302,9 @@ class Store:
         self._count_columns()
         self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (set by load_bank)
         self.committed = CommittedCache()  # the last version of memories written here (deltas)
+        # memory id -> (its head's sha256, each stored column's dtype and row shape) as last read or
+        # written here: what a caller's copy of that version is cut to (``_previous_columns``)
+        self._shapes: dict[str, tuple[str, dict[str, tuple[np.dtype, tuple[int, ...]]]]] = {}
 
     def _check_version(self) -> None:
         if self.schema_version not in READABLE_VERSIONS:
@@ -399,6 +423,7 @@ class Store:
             self._pool.shutdown()
         self._pool = None
         self.committed.clear()
+        self._shapes.clear()
         self._conn.close()
 
     # -- the catalogue -------------------------------------------------------------------------
@@ -608,6 +633,7 @@ class Store:
         delete: list[str] = (),
         log: list[tuple[str, str, list[str]]] = (),
         redact: dict[str, set[str]] | None = None,
+        previous: Mapping[str, tuple[str, MemorySlice]] | None = None,
     ) -> None:
         """One atomic commit: ``units`` (slices, ``Memory`` records converted to slices, or memories
         encoded by a build worker) written
@@ -615,8 +641,14 @@ class Store:
         operations log, ``redact`` (memory id -> unit ids) removed from the earlier entries of the
         log, ``log`` entries (memory id, operation, unit ids) appended to it. Files go first; the
         catalogue and the log change in one SQLite transaction; replaced files are removed after it.
-        A crash at any point leaves the store as before or as after."""
-        self.start_commit(units, replace=replace, delete=delete, log=log, redact=redact).finish()
+        A crash at any point leaves the store as before or as after.
+
+        ``previous``: memory id -> (the name of its last file, ``versions``; the caller's copy of that
+        version's columns): the caller holds the stored version (an engine's bank), so a delta is
+        diffed against it and the store keeps no copy of its own (``committed``)."""
+        self.start_commit(
+            units, replace=replace, delete=delete, log=log, redact=redact, previous=previous
+        ).finish()
 
     def start_commit(
         self,
@@ -626,6 +658,7 @@ class Store:
         delete: list[str] = (),
         log: list[tuple[str, str, list[str]]] = (),
         redact: dict[str, set[str]] | None = None,
+        previous: Mapping[str, tuple[str, MemorySlice]] | None = None,
     ) -> PendingCommit:
         """:meth:`commit`'s first half: every unit checked and encoded here (a broken one raises
         before any file is written), their files then written by the store's background writer
@@ -660,7 +693,13 @@ class Store:
             )
         redact = dict(redact or {})
         # CPU work under the GIL; nothing is written yet
-        plans = [self._plan(sl, olds[sl.memory_id], replace, bool(redact.get(sl.memory_id))) for sl in slices]
+        previous = previous or {}
+        plans = [
+            self._plan(
+                sl, olds[sl.memory_id], replace, bool(redact.get(sl.memory_id)), previous.get(sl.memory_id)
+            )
+            for sl in slices
+        ]
         files = [(pl.memory_id, pl.name, pl.data) for pl in plans if pl.name is not None]
         live = {f for old in olds.values() if old is not None for f in old.files()}
         done: Future = Future()
@@ -695,10 +734,17 @@ class Store:
         return _Old(row[0], int(row[1]), row[2], int(row[3]), int(row[4]), int(row[5]), chain)
 
     def _plan(
-        self, unit: MemorySlice | EncodedSlice, old: _Old | None, replace: bool, redacted: bool
+        self,
+        unit: MemorySlice | EncodedSlice,
+        old: _Old | None,
+        replace: bool,
+        redacted: bool,
+        prev: tuple[str, MemorySlice] | None = None,
     ) -> _Plan:
-        """What to write for ``unit``: a delta when ``_delta_plan`` gives one, else a base file (kept
-        in ``committed`` for the next commit when it replaces a memory: an engine's write)."""
+        """What to write for ``unit``: a delta when ``_delta_plan`` gives one (against ``prev``, the
+        caller's copy of the stored version, when it names the catalogue's last file; else against
+        ``committed``), else a base file (kept in ``committed`` for the next commit when it replaces
+        a memory and the caller keeps no copy)."""
         mid, checked = unit.memory_id, False
         if (
             isinstance(unit, MemorySlice)
@@ -708,10 +754,12 @@ class Store:
             and unit.n("msg") >= old.n_msg  # fewer messages or statements: a delete (a fresh base)
             and unit.n("sem") >= old.n_sem
         ):
-            entry = self.committed.get(mid)
+            cols = self._previous_columns(old, prev)
+            entry = self._light_entry(mid, old) if cols is not None else self.committed.get(mid)
             if entry is not None and entry.head == old.head:
-                plan, checked = self._delta_plan(unit, old, entry)
+                plan, checked = self._delta_plan(unit, old, entry, cols)
                 if plan is not None:
+                    plan.shapes = _shapes_of(unit)
                     return plan
         name, enc = self._encode(unit, checked=checked)
         return _Plan(
@@ -722,17 +770,62 @@ class Store:
             unit=enc,
             data=enc.data,
             sha256=enc.sha256,
-            cache=replace and isinstance(unit, MemorySlice),
+            cache=replace and isinstance(unit, MemorySlice) and prev is None,
+            shapes=_shapes_of(unit) if isinstance(unit, MemorySlice) else None,
         )
 
-    def _delta_plan(self, sl: MemorySlice, old: _Old, entry: Committed) -> tuple[_Plan | None, bool]:
+    def _previous_columns(
+        self, old: _Old, prev: tuple[str, MemorySlice] | None
+    ) -> dict[str, np.ndarray] | None:
+        """The stored columns of ``prev`` (``diff``'s keys) when it names ``old``'s last file, holds its
+        rows of messages and statements, and its columns are the version's as this store last read or
+        wrote it (``_shapes``), a ragged or kNN column wider only by padding (a bank pads every memory
+        to its widest: cut here); None otherwise (the store's own copy is used, if any)."""
+        if prev is None or prev[0] != old.files()[-1]:
+            return None
+        mid, sl = prev[1].memory_id, prev[1]
+        rec = self._shapes.get(mid)
+        if rec is None or rec[0] != old.head:
+            return None
+        out: dict[str, np.ndarray] = {}
+        try:
+            if sl.n("msg") != old.n_msg or sl.n("sem") != old.n_sem:
+                return None
+            for lv, name, text in stored_columns():
+                key, a = f"{lv}.{name}", sl.cols[lv][name]
+                dtype, shape = rec[1][key]
+                if a.dtype != dtype:
+                    return None
+                if not text and a.shape[1:] != shape:
+                    a = _cut_padding(lv, name, a, shape)
+                    if a is None:
+                        return None
+                out[key] = a
+        except (KeyError, StopIteration):
+            return None
+        return out
+
+    def _light_entry(self, memory_id: str, old: _Old) -> Committed:
+        """The stored version's head and file sizes, without its columns (a caller holds them)."""
+        try:
+            base = (self.path / "arrays" / old.file).stat().st_size
+        except OSError:
+            base = 0  # a fresh base at the next delta: its share of the base is then passed
+        q = "SELECT size FROM deltas WHERE memory_id = ? ORDER BY seq"
+        sizes = [int(r[0]) for r in self._conn.execute(q, (memory_id,)).fetchall()] if self._deltas else []
+        return Committed(old.head, base, sizes)
+
+    def _delta_plan(
+        self, sl: MemorySlice, old: _Old, entry: Committed, cols: dict[str, np.ndarray] | None = None
+    ) -> tuple[_Plan | None, bool]:
         """``sl`` as a delta on the version ``entry`` holds (the catalogue's: ``old``), or no file when
         no column changed; None when it must be a base file: a slice that does not check (the base
         path says why), a commit that forgets (``Change.forgets``: messages removed or changed,
         statements removed; a fresh base, so that no file still named holds what was forgotten), a
         chain of ``MAX_CHAIN`` deltas, or one whose bytes would pass ``COMPACT_SHARE`` of the base's.
         Also whether ``sl`` passed ``check_slice``: an append's value checks read the rows it
-        changed (the version it follows passed them)."""
+        changed (the version it follows passed them). ``cols``: that version's columns as the
+        caller holds them (None: ``entry``'s)."""
         mid = sl.memory_id
         try:
             if sl.cols["msg"]["x"].shape[-1] != self.dim:
@@ -740,11 +833,12 @@ class Store:
             check_shapes(sl, self.dim)
         except (SliceFormatError, KeyError, IndexError, ValueError):
             return None, False
-        try:
-            cols = entry.columns(mid)
-        except SliceFormatError:
-            self.committed.drop(mid)
-            return None, False
+        if cols is None:
+            try:
+                cols = entry.columns(mid)
+            except SliceFormatError:
+                self.committed.drop(mid)
+                return None, False
         change = diff(cols, sl)
         if change is None or change.forgets():  # a delete or an update: its base file checks every row
             return None, False
@@ -919,6 +1013,11 @@ class Store:
         version it was made from; a base replacing a memory is kept as its bytes)."""
         for pl in p.plans:
             mid = pl.memory_id
+            head = pl.old.head if pl.kind == "same" else pl.sha256
+            if pl.shapes is not None and head is not None:
+                self._shapes[mid] = (head, pl.shapes)
+            else:
+                self._shapes.pop(mid, None)
             if pl.kind == "delta":
                 if self.committed.get(mid) is pl.entry and pl.entry.head == pl.old.head:
                     pl.entry.apply(pl.change, pl.sha256, len(pl.data))
@@ -932,6 +1031,7 @@ class Store:
                     self.committed.drop(mid)
         for mid in p.delete:
             self.committed.drop(mid)
+            self._shapes.pop(mid, None)
 
     def _has_scoped_rows(self) -> bool:
         return self._has_table(SCOPED_ROWS)
@@ -1254,6 +1354,8 @@ class Store:
             raise StoreError(str(exc)) from None
         except ValueError as exc:  # SliceFormatError, or provenance naming a unit that is not there
             raise StoreError(f"{self.path}: {exc}") from None
+        if fmt == FORMAT:
+            self._shapes[memory_id] = (chain[-1][1] if chain else digest, _shapes_of(sl))
         return sl
 
     def get(self, memory_id: str) -> Memory:
