@@ -151,3 +151,23 @@ def test_kernel_view_with_an_empty_memory_where_another_moved():
     for b in (0, 1):
         assert offsets[seg[b] + 1] == offsets[seg[b]]
     assert s.memory_of(np.array([5, 11, 12])).tolist() == [2, 2, -1]
+
+
+def test_a_slice_without_copies_reads_as_the_copy_and_cannot_be_written(memories):
+    """``slice(b, copy=False)``: the same values as a copy, as read-only views of the bank's rows
+    (row references of a memory not first in its level copied, to be made local)."""
+    _, mems = memories
+    bank = bank_of(mems)
+    for b in range(bank.n_memories):
+        copied, viewed = bank.slice(b), bank.slice(b, copy=False)
+        for lv in LEVELS:
+            for name, a in copied.cols[lv].items():
+                v = viewed.cols[lv][name]
+                assert not v.flags.writeable, (b, lv, name)
+                if a.dtype.kind == "O":
+                    assert a.tolist() == v.tolist()
+                else:
+                    np.testing.assert_array_equal(a, v, err_msg=f"{b} {lv}.{name}")
+        with pytest.raises(ValueError):
+            viewed.cols["sem"]["x"][0, 0] = 1.0
+    assert bank.slice(0, copy=False).cols["sem"]["x"].base is not None  # a view, not a copy

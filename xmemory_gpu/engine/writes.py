@@ -339,10 +339,12 @@ class Writes:
         return ids
 
     def _current(self, key: str) -> MemorySlice:
+        """Memory ``key`` as the bank holds it: read-only views where they can be (``Bank.slice``),
+        read by the growth and the commit before the bank's next write."""
         b = self.bank.index.get(key)
         if b is None:
             return empty_slice(key, self.embedder.dim, self.config.knn.k_semantics)
-        return self.bank.slice(b)
+        return self.bank.slice(b, copy=False)
 
     def _commit(
         self,

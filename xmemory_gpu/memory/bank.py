@@ -389,8 +389,10 @@ class Bank:
             raise ValueError("Bank.from_slices: the slices do not match memory_ids")
         return cls(ids, {lv: Level(cols[lv], segs[lv]) for lv in LEVELS}, stats, dim, engine)
 
-    def slice(self, b: int) -> MemorySlice:
-        """Memory b's columns with local rows (copies)."""
+    def slice(self, b: int, *, copy: bool = True) -> MemorySlice:
+        """Memory b's columns with local rows: copies, or (``copy=False``) read-only views of the
+        bank's rows where they need no change (row references of a memory that is not first in its
+        level are copied, to be made local), valid until the bank's next write."""
         cols: dict[str, dict[str, np.ndarray]] = {}
         for lv in LEVELS:
             level = self.levels[lv]
@@ -398,12 +400,13 @@ class Bank:
             rows = slice(start, start + int(level.seg.lengths[b]))
             cols[lv] = {}
             for name, a in level.cols.items():
-                part = a[rows].copy()
                 target = ROW_REFS.get((lv, name))
-                if target is not None:  # global rows of another level to local ones (-1 stays -1)
-                    first = int(self.levels[target].seg.starts[b])
-                    if first:
-                        np.subtract(part, part.dtype.type(first), out=part, where=part >= 0)
+                first = int(self.levels[target].seg.starts[b]) if target is not None else 0
+                part = a[rows].copy() if copy or first else a[rows]
+                if first:  # global rows of another level to local ones (-1 stays -1)
+                    np.subtract(part, part.dtype.type(first), out=part, where=part >= 0)
+                if not copy:
+                    part.flags.writeable = False
                 cols[lv][name] = part
         return MemorySlice(self.memory_ids[b], cols, dict(self.stats[b]), _copy_state(self.engine[b]))
 

@@ -10,14 +10,17 @@ first (temp, fsync, rename under a content-addressed name), then changes the cat
 SQLite transaction, then removes the files it replaced: a crash leaves the store as before or as
 after (an unreferenced file is ignored and collected by ``collect_garbage``).
 
-A write costs what it changes. A commit of a memory whose last version this store wrote
-(``Store.committed``, bounded by bytes but for its largest memory; a read keeps nothing, so readers hold no copies) compares each column with it and, when the commit only
-appends messages and removes no statement, writes a delta of the rows from each column's first
-change on, and changes the message-id index by the ids added. Anything else is a fresh base file
-(the old base and deltas are removed after the transaction): a delete or an update, so no file the
-catalogue still names holds what was forgotten; a chain of ``deltas.MAX_CHAIN`` deltas or of more
-than ``deltas.COMPACT_SHARE`` of the base's bytes, so a load applies a bounded chain; a memory this
-store has not written (its first write in a process is a base). Within the transaction the memory's
+A write costs what it changes. A commit compares each column of a memory with its last version:
+the caller's copy of it when the caller passes one (``commit(previous=)``: an engine's bank, named
+by the version's last file and cut to the column shapes this store last read or wrote, so the
+memory is held in RAM once), else the version this store last wrote (``Store.committed``, bounded
+by bytes but for its largest memory; a read keeps nothing, so readers hold no copies). When the
+commit only appends messages and removes no statement, it writes a delta of the rows from each
+column's first change on (or the few rows that changed), and changes the message-id index by the
+ids added. Anything else is a fresh base file (the old base and deltas are removed after the
+transaction): a delete or an update, so no file the catalogue still names holds what was
+forgotten; a chain of ``deltas.MAX_CHAIN`` deltas or of more than ``deltas.COMPACT_SHARE`` of the
+base's bytes, so a load applies a bounded chain; a memory with no last version to compare with. Within the transaction the memory's
 version must still be the one the commit was planned on (another writer's commit in between refuses
 this one, nothing written). The database runs with ``secure_delete`` (freed pages are zeroed, so a deleted
 message id or stat leaves the file); ``compact`` (``VACUUM``) shrinks it when a quarter or more of
