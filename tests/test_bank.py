@@ -171,3 +171,54 @@ def test_a_slice_without_copies_reads_as_the_copy_and_cannot_be_written(memories
         with pytest.raises(ValueError):
             viewed.cols["sem"]["x"][0, 0] = 1.0
     assert bank.slice(0, copy=False).cols["sem"]["x"].base is not None  # a view, not a copy
+
+
+def test_a_put_of_the_changed_rows_leaves_the_bank_as_a_put_of_all_rows(memories):
+    """``put_slice(changed=)`` (the rows a diff against the bank's own rows found) writes those rows
+    only, where the memory stays in place; the arena then equals the one a whole put leaves, through
+    scattered edits, a widened source column, appends that move the memory then fit its slack, and
+    a level that shrinks."""
+    from xmemory_gpu.memory.deltas import diff
+
+    _, mems = memories
+    part, whole = bank_of(mems), bank_of(mems)
+
+    def step(edit) -> None:
+        old = part.slice(1)
+        new = edit(part.slice(1))
+        cols = {f"{lv}.{k}": v for lv in LEVELS for k, v in old.cols[lv].items()}
+        changed = diff(cols, new).changed_rows()
+        part.put_slice(new, changed=changed)
+        whole.put_slice(new)
+        for lv in LEVELS:
+            a, b = part.levels[lv], whole.levels[lv]
+            assert a.seg.starts.tolist() == b.seg.starts.tolist()
+            assert a.seg.lengths.tolist() == b.seg.lengths.tolist()
+            for name, x in a.cols.items():
+                y = b.cols[name]
+                if x.dtype.kind == "O":
+                    assert x.tolist() == y.tolist(), (lv, name)
+                else:
+                    assert x.shape == y.shape and x.tobytes() == y.tobytes(), (lv, name)
+
+    def scatter(sl):
+        sl.cols["sem"]["knn_sim"][3, 0] = 0.5
+        sl.cols["msg"]["text"][2] = "changed"
+        m = sl.cols["sem"]["msgs"]
+        sl.cols["sem"]["msgs"] = np.concatenate([m, np.full((m.shape[0], 1), -1, m.dtype)], 1)
+        sl.cols["sem"]["msgs"][0, (m[0] >= 0).sum()] = 0  # a statement gains a source: wider
+        return sl
+
+    step(scatter)
+    step(lambda sl: _grow(sl, 2))  # more rows than its capacity: it moves
+    step(lambda sl: _grow(_shrink(sl, sl.n("sem") - 2), 1))  # fewer rows, in place
+    step(lambda sl: _grow(_shrink(sl, sl.n("sem") // 2 + 1), 1))
+    n = part.slice(1).n("sem")
+    step(
+        lambda sl: MemorySlice(
+            sl.memory_id,
+            {**sl.cols, "sem": {k: np.concatenate([v, v[:1]]) for k, v in sl.cols["sem"].items()}},
+            sl.stats,
+        )
+    )
+    assert part.slice(1).n("sem") == n + 1

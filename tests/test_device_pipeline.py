@@ -160,6 +160,20 @@ def test_device_copies_follow_the_bank_as_it_changes(stores):
     assert lv.mirrors.rows_uploaded - before == lv.rows_allocated
 
 
+def test_device_copies_take_only_the_rows_a_partial_put_wrote(stores):
+    bank = _bank(stores["cpu"]).compact()
+    dev = backend_device("triton")
+    lv = bank.sem
+    lv.on_device("x", dev)
+    before = lv.mirrors.rows_uploaded
+    sl = bank.slice(0)
+    sl.cols["sem"]["x"][2] += 1.0
+    bank.put_slice(sl, changed={"sem.x": np.array([2])})  # one row changed: one row goes up
+    t = lv.on_device("x", dev)
+    assert np.array_equal(t.cpu().numpy(), lv["x"])
+    assert lv.mirrors.rows_uploaded - before == 1
+
+
 def test_write_log_says_when_it_no_longer_reaches_back():
     log = WriteLog()
     log.note(0, 4)

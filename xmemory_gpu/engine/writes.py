@@ -368,9 +368,10 @@ class Writes:
         self._theme_memo.publish([sl.memory_id for sl in slices])
         self._theme_memo.drop(delete)
         files = self.store.versions([sl.memory_id for sl in slices])
+        changed = self.store.changed if held else {}  # rows changed against the bank's own (``held``)
         with self._res_lock, self._rw.write():
             for sl in slices:
-                self.bank.put_slice(sl)
+                self.bank.put_slice(sl, changed=changed.get(sl.memory_id) if sl.memory_id in held else None)
                 self._note_resident(sl)
             self._drop(set(delete))
             self._index_scopes(added=[m for m in files if m not in self._loaded], dropped=list(delete))

@@ -20,7 +20,7 @@ was built from the same bank object at the same version.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,13 @@ ROW_REFS: dict[tuple[str, str], str] = {
     ("psg", "msg"): "msg",
 }
 _FILL = {np.dtype(np.int32): -1, np.dtype(np.int64): -1, np.dtype(np.float64): np.nan}
+DERIVED = ("sum", "count", "x")  # theme columns computed from sem.x and sem.theme, never stored
+_STORED_KEYS = frozenset(
+    f"{lv}.{name}" for lv in COLUMNS for name in COLUMNS[lv] if not (lv == "theme" and name in DERIVED)
+)
+# per level, the levels its row references point to (their moves change its stored global rows)
+_REF_TARGETS = {lv: tuple(sorted({t for (l2, _), t in ROW_REFS.items() if l2 == lv})) for lv in COLUMNS}
+_NOTE_ROWS = 64  # changed rows noted one by one for the device copies; the rest as one range
 
 
 def _fill_value(name: str, dtype: np.dtype) -> Any:
@@ -411,17 +418,27 @@ class Bank:
         return MemorySlice(self.memory_ids[b], cols, dict(self.stats[b]), _copy_state(self.engine[b]))
 
     # -- growth (live engine) ------------------------------------------------------------------
-    def put_slice(self, sl: MemorySlice, *, slack: float = 0.25) -> int:
+    def put_slice(
+        self, sl: MemorySlice, *, slack: float = 0.25, changed: Mapping[str, np.ndarray | int] | None = None
+    ) -> int:
         """Add memory ``sl.memory_id`` or replace its rows; returns its number. Its rows are
         rewritten in place when they fit its segment's capacity; otherwise it moves to the end of
         the arena with ``slack`` spare room. No other memory's rows move. ``version`` goes up once
-        the rows are written (even when the write fails part-way: the bank may have changed)."""
+        the rows are written (even when the write fails part-way: the bank may have changed).
+
+        ``changed``: ``sl`` is the memory as the bank holds it but for these rows of its stored
+        columns (``LEVEL.NAME`` -> row numbers int64 [k], or the first row of a tail; a stored column
+        not named is unchanged: ``deltas.Change.changed_rows`` of a diff against the bank's rows),
+        so only they are written (and noted for the device copies) where the memory stays in place;
+        the derived theme columns are written whole."""
         try:
-            return self._put(sl, slack)
+            return self._put(sl, slack, changed)
         finally:
             self.version += 1
 
-    def _put(self, sl: MemorySlice, slack: float) -> int:
+    def _put(
+        self, sl: MemorySlice, slack: float, changed: Mapping[str, np.ndarray | int] | None = None
+    ) -> int:
         """``put_slice``'s writes."""
         if sl.memory_id in self.index:
             b = self.index[sl.memory_id]
@@ -438,27 +455,54 @@ class Bank:
                 )
         self.stats[b] = dict(sl.stats)
         self.engine[b] = _copy_state(sl.engine)
+        was = {lv: (int(self.levels[lv].seg.starts[b]), int(self.levels[lv].seg.lengths[b])) for lv in LEVELS}
         for lv in LEVELS:  # place every level first: row references need the new starts
             self._place(lv, b, sl.n(lv), slack)
+        starts = {lv: int(self.levels[lv].seg.starts[b]) for lv in LEVELS}
         for lv in LEVELS:
             level = self.levels[lv]
-            start, n = int(level.seg.starts[b]), sl.n(lv)
+            start, n = starts[lv], sl.n(lv)
+            # rows as they were but for ``changed`` (a memory moved, or a reference's level moved: all)
+            kept = changed is not None and all(starts[t] == was[t][0] for t in (lv, *_REF_TARGETS[lv]))
+            noted: list[tuple[int, int]] = []
             for name, a in sl.cols[lv].items():
                 col = level.cols[name]
                 if a.ndim == 2 and COLUMNS[lv][name][1] in ("w", "k") and a.shape[1] > col.shape[1]:
                     col = level.cols[name] = pad_width(col, a.shape[1], _fill_value(name, col.dtype))
+                key = f"{lv}.{name}"
+                if kept and key in _STORED_KEYS:
+                    rows = changed.get(key)
+                    if rows is None:
+                        continue
+                    rows = np.arange(rows, n) if isinstance(rows, int) else np.asarray(rows, np.int64)
+                    a = a[rows]
+                else:
+                    rows = None
                 if a.ndim == 2 and a.shape[1] < col.shape[1]:
                     a = pad_width(a, col.shape[1], _fill_value(name, col.dtype))
-                dst = col[start : start + n]
-                dst[...] = a
                 target = ROW_REFS.get((lv, name))
-                if target is not None:  # local rows of another level to global ones (-1 stays -1)
-                    first = int(self.levels[target].seg.starts[b])
-                    if first:
+                first = int(self.levels[target].seg.starts[b]) if target is not None else 0
+                if rows is None:
+                    dst = col[start : start + n]
+                    dst[...] = a
+                    if first:  # local rows of another level to global ones (-1 stays -1)
                         np.add(dst, dst.dtype.type(first), out=dst, where=dst >= 0)
-                cap = int(level.seg.capacity[b])
-                col[start + n : start + cap] = _fill_value(name, col.dtype)  # slack holds nothing
-            level.writes.note(start, start + int(level.seg.capacity[b]))
+                    noted.append((start, start + n))
+                else:
+                    col[start + rows] = np.where(a >= 0, a + a.dtype.type(first), a) if first else a
+                    noted += [(start + int(r), start + int(r) + 1) for r in rows[:_NOTE_ROWS]]
+                    if rows.shape[0] > _NOTE_ROWS:
+                        noted.append((start + int(rows[_NOTE_ROWS:].min()), start + int(rows.max()) + 1))
+            # slack holds nothing: past the rows, up to the capacity (kept in place: up to the old rows,
+            # past which it was already empty)
+            stop = start + (max(n, was[lv][1]) if kept else int(level.seg.capacity[b]))
+            for name, col in level.cols.items():
+                col[start + n : stop] = _fill_value(name, col.dtype)
+            if kept:
+                for lo, hi in [*noted, (start + n, stop)]:
+                    level.writes.note(lo, hi)
+            else:
+                level.writes.note(start, start + int(level.seg.capacity[b]))
         return b
 
     def _place(self, lv: str, b: int, n: int, slack: float) -> None:

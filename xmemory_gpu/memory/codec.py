@@ -28,7 +28,7 @@ import numpy as np
 from ..ops import columns
 from ..ops.columns import MAGIC, aligned
 from ..ops.rows import add_rows_in_order
-from .bank import COLUMNS, LEVELS, ROW_REFS, MemorySlice
+from .bank import COLUMNS, DERIVED, LEVELS, ROW_REFS, MemorySlice
 from .engine_state import KEY as ENGINE_KEY
 
 # timestamps are POSIX seconds of years 1-9999 (what datetime can represent), NaN for unknown
@@ -37,7 +37,6 @@ MAX_TIME = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
 TIME_COLUMNS = (("msg", "time"), ("epi", "start"), ("epi", "end"), ("sem", "time"))
 
 
-DERIVED = ("sum", "count", "x")  # theme columns computed from sem.x and sem.theme
 RAGGED = tuple((lv, name) for lv in LEVELS for name, (_, kind) in COLUMNS[lv].items() if kind == "w")
 FORMAT = 4  # the file layout this module writes
 SINCE_4 = {("msg", "psg"), ("psg", "x"), ("psg", "msg")}  # columns format 3 files lack

@@ -182,6 +182,7 @@ class _Plan:
     entry: Committed | None = None
     cache: bool = False  # a base: remember its version for the next commit's delta
     shapes: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None  # the version's column shapes
+    against_copy: bool = False  # ``change`` is from the caller's copy (``commit(previous=)``)
 
 
 def _shapes_of(sl: MemorySlice) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
@@ -308,6 +309,8 @@ class Store:
         # memory id -> (its head's sha256, each stored column's dtype and row shape) as last read or
         # written here: what a caller's copy of that version is cut to (``_previous_columns``)
         self._shapes: dict[str, tuple[str, dict[str, tuple[np.dtype, tuple[int, ...]]]]] = {}
+        # memory id -> the rows the last commit changed against the caller's copy (``changed_rows``)
+        self.changed: dict[str, dict[str, np.ndarray | int]] = {}
 
     def _check_version(self) -> None:
         if self.schema_version not in READABLE_VERSIONS:
@@ -697,6 +700,7 @@ class Store:
         redact = dict(redact or {})
         # CPU work under the GIL; nothing is written yet
         previous = previous or {}
+        self.changed = {}  # until this commit's are known (``_remember``)
         plans = [
             self._plan(
                 sl, olds[sl.memory_id], replace, bool(redact.get(sl.memory_id)), previous.get(sl.memory_id)
@@ -762,7 +766,7 @@ class Store:
             if entry is not None and entry.head == old.head:
                 plan, checked = self._delta_plan(unit, old, entry, cols)
                 if plan is not None:
-                    plan.shapes = _shapes_of(unit)
+                    plan.shapes, plan.against_copy = _shapes_of(unit), cols is not None
                     return plan
         name, enc = self._encode(unit, checked=checked)
         return _Plan(
@@ -1014,6 +1018,11 @@ class Store:
     def _remember(self, p: PendingCommit) -> None:
         """After commit ``p``: the versions it wrote, for the next commit's deltas (a delta updates the
         version it was made from; a base replacing a memory is kept as its bytes)."""
+        self.changed = {
+            pl.memory_id: pl.change.changed_rows()
+            for pl in p.plans
+            if pl.against_copy and pl.change is not None
+        }
         for pl in p.plans:
             mid = pl.memory_id
             head = pl.old.head if pl.kind == "same" else pl.sha256
