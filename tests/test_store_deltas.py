@@ -447,15 +447,8 @@ def test_a_memory_over_the_cache_budget_and_small_ones_written_in_turn_all_write
     tmp_path, monkeypatch
 ):
     """The committed version of a memory larger than the cache's budget is held beside the others:
-    it goes on writing deltas, and writing it does not evict the small memory's version."""
-    kinds: dict[str, list[str]] = {}
-    plan = Store._plan
-
-    def spy(self, unit, *a, **kw):
-        got = plan(self, unit, *a, **kw)
-        kinds.setdefault(unit.memory_id, []).append(got.kind)
-        return got
-
+    it goes on writing deltas, and writing it does not evict the small memory's version (a caller
+    that keeps no copies: an engine's writes replayed into a store)."""
     conv = generate_long_chats(1, seed=4, target_tokens=400_000)[0]["conversation"]
     sessions = sorted(
         (k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
@@ -471,17 +464,40 @@ def test_a_memory_over_the_cache_budget_and_small_ones_written_in_turn_all_write
         for t in conv[k]
     ]
     assert len(turns) >= 520
-    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
-        eng.add(turns[:400], user_id="big")
-        eng.add(turns[400:500], user_id="small")
-        sizes = {k: e.nbytes for k, e in ((m, eng.store.committed.get(m)) for m in eng.store.memory_ids())}
-        assert len(sizes) == 2 and min(sizes.values()) < max(sizes.values())
-        eng.store.committed.budget = sum(sizes.values()) // 2  # the small one under it, the big one over
-        monkeypatch.setattr(Store, "_plan", spy)
-        for i in range(500, 520, 2):
-            for user in ("big", "small"):
-                eng.add(turns[i : i + 2], user_id=user)
-        assert all(k == "delta" for ks in kinds.values() for k in ks) and len(kinds) == 2, kinds
+    commits: list[list[MemorySlice]] = []
+    real = Store.commit
+
+    def record(self, units, **kw):
+        commits.append([_copy(u) for u in units])
+        return real(self, units, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(Store, "commit", record)
+        with MemoryEngine.open(tmp_path / "e", embedder=EMB) as eng:
+            eng.add(turns[:400], user_id="big")
+            eng.add(turns[400:500], user_id="small")
+            for i in range(500, 520, 2):
+                for user in ("big", "small"):
+                    eng.add(turns[i : i + 2], user_id=user)
+    st = _store(tmp_path / "s")
+    for units in commits[:2]:
+        st.commit(units, replace=True)
+    sizes = {k: st.committed.get(k).nbytes for k in st.memory_ids()}
+    assert len(sizes) == 2 and min(sizes.values()) < max(sizes.values())
+    st.committed.budget = sum(sizes.values()) // 2  # the small one under it, the big one over
+    kinds: dict[str, list[str]] = {}
+    plan = Store._plan
+
+    def spy(self, unit, *a, **kw):
+        got = plan(self, unit, *a, **kw)
+        kinds.setdefault(unit.memory_id, []).append(got.kind)
+        return got
+
+    monkeypatch.setattr(Store, "_plan", spy)
+    for units in commits[2:]:
+        st.commit(units, replace=True)
+    assert all(k == "delta" for ks in kinds.values() for k in ks) and len(kinds) == 2, kinds
+    st.close()
 
 
 def _results(eng: MemoryEngine) -> list:
@@ -781,3 +797,29 @@ def test_a_column_padded_wider_than_any_row_goes_whole(versions):
     padded = _padded(last, 2)  # wider, but no row fills the new width
     change = diff(cols, padded)
     assert "sem.msgs" not in change.widths and change.starts["sem.msgs"] == 0
+
+
+def test_the_widths_a_store_remembers_are_bounded(tmp_path, versions, monkeypatch):
+    """Reading many memories keeps a few numbers per memory, the most recent only; a memory left out
+    writes a base at its next commit with the caller's copy (nothing wrong is written)."""
+    monkeypatch.setattr(store_mod, "WIDTH_RECORDS", 2)
+    st = _store(tmp_path / "s")
+    names = []
+    for i, mid in enumerate(("a", "b", "c")):
+        sl = _copy(versions[10 + i])
+        sl.memory_id = mid
+        st.commit([sl], replace=True)
+        names.append(st.versions([mid])[mid])
+    fresh = Store.open(tmp_path / "s")
+    for mid in ("a", "b", "c"):
+        fresh.get_slice(mid)
+    assert list(fresh._shapes) == ["b", "c"] and all(len(w) <= 8 for _, w in fresh._shapes.values())
+    nxt = _copy(versions[11])
+    nxt.memory_id = "a"
+    prev = _copy(versions[10])
+    prev.memory_id = "a"
+    fresh.commit([nxt], replace=True, previous={"a": (names[0], prev)})  # "a" was left out: a base
+    assert fresh.versions(["a"])["a"].endswith(".slice")
+    _same(Store.open(tmp_path / "s").get_slice("a"), nxt)
+    fresh.close()
+    st.close()

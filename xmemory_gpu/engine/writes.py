@@ -7,6 +7,7 @@ atomic store commit, then the bank under the write lock."""
 from __future__ import annotations
 
 import hashlib
+import inspect
 import time
 import uuid
 from collections.abc import Sequence
@@ -358,17 +359,17 @@ class Writes:
         ``previous``: the slices the write started from (the bank's copies of the stored versions),
         which the store diffs against instead of keeping copies of its own."""
         held = {m.memory_id: (self._loaded[m.memory_id], m) for m in previous if m.memory_id in self._loaded}
+        copies = {"previous": held} if _takes_previous(self.store) else {}  # a backend may not take it
         try:
-            self.store.commit(
-                slices, replace=True, delete=list(delete), log=log, redact=redact, previous=held
-            )
+            self.store.commit(slices, replace=True, delete=list(delete), log=log, redact=redact, **copies)
         except BaseException:
             self._theme_memo.discard()  # the themes of a write that was not stored
             raise
         self._theme_memo.publish([sl.memory_id for sl in slices])
         self._theme_memo.drop(delete)
         files = self.store.versions([sl.memory_id for sl in slices])
-        changed = self.store.changed if held else {}  # rows changed against the bank's own (``held``)
+        # the rows changed against the bank's own (``held``), where the backend says them
+        changed = getattr(self.store, "changed", {}) if copies else {}
         with self._res_lock, self._rw.write():
             for sl in slices:
                 self.bank.put_slice(sl, changed=changed.get(sl.memory_id) if sl.memory_id in held else None)
@@ -870,3 +871,12 @@ def _statement_events(before: dict, after: dict) -> list[dict]:
         {"id": sid, "memory": was[0], "event": "DELETE"} for sid, was in before.items() if sid not in after
     ]
     return [e | {"type": "semantic"} for e in out]
+
+
+def _takes_previous(backend: object) -> bool:
+    """Whether ``backend.commit`` takes the caller's copies (``Store.commit(previous=)``)."""
+    try:
+        params = inspect.signature(backend.commit).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return "previous" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

@@ -284,6 +284,17 @@ def check_shapes(sl: MemorySlice, dim: int, counts: dict[str, int] | None = None
     return n
 
 
+def _holed(a: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Whether a row of ragged ``a`` [n, w] holds an entry >= 0 after a -1 (read ``chunk`` values at
+    a time: a wide column's temporaries stay small)."""
+    step = max(1, chunk // a.shape[1])
+    for r in range(0, a.shape[0], step):
+        b = a[r : r + step]
+        if ((b[:, 1:] >= 0) & (b[:, :-1] < 0)).any():
+            return True
+    return False
+
+
 def _check_values(
     sl: MemorySlice,
     n: dict[str, int],
@@ -313,7 +324,7 @@ def _check_values(
     times = {(lv, name): rows(lv, name) for lv, name in TIME_COLUMNS}
     for lv, name in RAGGED:  # valid entries first (what reading a row to its length relies on)
         a = rows(lv, name)
-        if a.shape[0] and a.shape[1] > 1 and ((a[:, 1:] >= 0) & (a[:, :-1] < 0)).any():
+        if a.ndim == 2 and a.shape[1] > 1 and _holed(a):
             raise SliceFormatError(f"{where}: column {lv}.{name}: a row holds an entry after a -1")
     if columns.values_ok(
         refs,

@@ -60,6 +60,7 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -181,24 +182,29 @@ class _Plan:
     change: Change | None = None
     entry: Committed | None = None
     cache: bool = False  # a base: remember its version for the next commit's delta
-    shapes: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None  # the version's column shapes
+    shapes: tuple[int, ...] | None = None  # the version's ragged and kNN widths (``_widths_of``)
     against_copy: bool = False  # ``change`` is from the caller's copy (``commit(previous=)``)
 
 
-def _shapes_of(sl: MemorySlice) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-    """Each stored column's dtype and row shape (``Store._shapes``)."""
-    return {f"{lv}.{n}": (sl.cols[lv][n].dtype, sl.cols[lv][n].shape[1:]) for lv, n, _ in stored_columns()}
+# the stored ragged and kNN columns: their widths vary by version (a bank pads them wider)
+_WIDE = tuple((lv, n) for lv, n, text in stored_columns() if not text and COLUMNS[lv][n][1] in ("w", "k"))
+WIDTH_RECORDS = 1 << 16  # the memories whose last version's widths a store remembers (least recent out)
 
 
-def _cut_padding(lv: str, name: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
-    """Ragged or kNN column ``a`` [n, w] cut to rows of ``shape`` (a view) when what is cut is all
-    padding; None otherwise (another version, or another kind of column)."""
-    if a.ndim != 2 or len(shape) != 1 or COLUMNS[lv][name][1] not in ("w", "k") or a.shape[1] < shape[0]:
+def _widths_of(sl: MemorySlice) -> tuple[int, ...]:
+    """The widths of ``sl``'s ``_WIDE`` columns (``Store._shapes``)."""
+    return tuple(int(sl.cols[lv][n].shape[1]) for lv, n in _WIDE)
+
+
+def _cut_padding(name: str, a: np.ndarray, width: int) -> np.ndarray | None:
+    """Ragged or kNN column ``a`` [n, w] cut to ``width`` (a view) when what is cut is all padding;
+    None otherwise (another version)."""
+    if a.ndim != 2 or a.shape[1] < width:
         return None
     fill = -np.inf if name == "knn_sim" else -1
-    if not (a[:, shape[0] :] == fill).all():
+    if not (a[:, width:] == fill).all():
         return None
-    return a[:, : shape[0]]
+    return a[:, :width]
 
 
 class PendingCommit:
@@ -306,9 +312,11 @@ class Store:
         self._count_columns()
         self.quarantined: dict[str, str] = {}  # memory id -> why it did not load (set by load_bank)
         self.committed = CommittedCache()  # the last version of memories written here (deltas)
-        # memory id -> (its head's sha256, each stored column's dtype and row shape) as last read or
-        # written here: what a caller's copy of that version is cut to (``_previous_columns``)
-        self._shapes: dict[str, tuple[str, dict[str, tuple[np.dtype, tuple[int, ...]]]]] = {}
+        # memory id -> (its head's sha256, its ragged and kNN widths) as last read or written here:
+        # what a caller's copy of that version is cut to (``_previous_columns``); the most recent
+        # ``WIDTH_RECORDS`` (a memory left out writes a base at its next commit)
+        self._shapes: OrderedDict[str, tuple[str, tuple[int, ...]]] = OrderedDict()
+        self._shapes_lock = threading.Lock()  # reads may run on several threads
         # memory id -> the rows the last commit changed against the caller's copy (``changed_rows``)
         self.changed: dict[str, dict[str, np.ndarray | int]] = {}
 
@@ -429,7 +437,8 @@ class Store:
             self._pool.shutdown()
         self._pool = None
         self.committed.clear()
-        self._shapes.clear()
+        with self._shapes_lock:
+            self._shapes.clear()
         self._conn.close()
 
     # -- the catalogue -------------------------------------------------------------------------
@@ -650,8 +659,9 @@ class Store:
         A crash at any point leaves the store as before or as after.
 
         ``previous``: memory id -> (the name of its last file, ``versions``; the caller's copy of that
-        version's columns): the caller holds the stored version (an engine's bank), so a delta is
-        diffed against it and the store keeps no copy of its own (``committed``)."""
+        version's columns): the caller holds the stored versions (an engine's bank), so a delta is
+        diffed against its copy, and a caller that passes ``previous`` (even empty) has the store
+        keep no copy of its own (``committed``)."""
         self.start_commit(
             units, replace=replace, delete=delete, log=log, redact=redact, previous=previous
         ).finish()
@@ -699,11 +709,16 @@ class Store:
             )
         redact = dict(redact or {})
         # CPU work under the GIL; nothing is written yet
-        previous = previous or {}
+        held = previous or {}
         self.changed = {}  # until this commit's are known (``_remember``)
         plans = [
             self._plan(
-                sl, olds[sl.memory_id], replace, bool(redact.get(sl.memory_id)), previous.get(sl.memory_id)
+                sl,
+                olds[sl.memory_id],
+                replace,
+                bool(redact.get(sl.memory_id)),
+                held.get(sl.memory_id),
+                keep_copy=previous is None,
             )
             for sl in slices
         ]
@@ -747,11 +762,13 @@ class Store:
         replace: bool,
         redacted: bool,
         prev: tuple[str, MemorySlice] | None = None,
+        *,
+        keep_copy: bool = True,
     ) -> _Plan:
         """What to write for ``unit``: a delta when ``_delta_plan`` gives one (against ``prev``, the
         caller's copy of the stored version, when it names the catalogue's last file; else against
         ``committed``), else a base file (kept in ``committed`` for the next commit when it replaces
-        a memory and the caller keeps no copy)."""
+        a memory and ``keep_copy``: the caller keeps no copies)."""
         mid, checked = unit.memory_id, False
         if (
             isinstance(unit, MemorySlice)
@@ -766,7 +783,7 @@ class Store:
             if entry is not None and entry.head == old.head:
                 plan, checked = self._delta_plan(unit, old, entry, cols)
                 if plan is not None:
-                    plan.shapes, plan.against_copy = _shapes_of(unit), cols is not None
+                    plan.shapes, plan.against_copy = _widths_of(unit), cols is not None
                     return plan
         name, enc = self._encode(unit, checked=checked)
         return _Plan(
@@ -777,8 +794,8 @@ class Store:
             unit=enc,
             data=enc.data,
             sha256=enc.sha256,
-            cache=replace and isinstance(unit, MemorySlice) and prev is None,
-            shapes=_shapes_of(unit) if isinstance(unit, MemorySlice) else None,
+            cache=replace and isinstance(unit, MemorySlice) and keep_copy,
+            shapes=_widths_of(unit) if isinstance(unit, MemorySlice) else None,
         )
 
     def _previous_columns(
@@ -791,26 +808,37 @@ class Store:
         if prev is None or prev[0] != old.files()[-1]:
             return None
         mid, sl = prev[1].memory_id, prev[1]
-        rec = self._shapes.get(mid)
-        if rec is None or rec[0] != old.head:
-            return None
+        with self._shapes_lock:
+            rec = self._shapes.get(mid)
+            if rec is None or rec[0] != old.head:
+                return None
+            self._shapes.move_to_end(mid)
+        widths = dict(zip(_WIDE, rec[1]))
         out: dict[str, np.ndarray] = {}
         try:
             if sl.n("msg") != old.n_msg or sl.n("sem") != old.n_sem:
                 return None
-            for lv, name, text in stored_columns():
-                key, a = f"{lv}.{name}", sl.cols[lv][name]
-                dtype, shape = rec[1][key]
-                if a.dtype != dtype:
-                    return None
-                if not text and a.shape[1:] != shape:
-                    a = _cut_padding(lv, name, a, shape)
+            for lv, name, _ in stored_columns():  # another dtype or row shape: ``diff`` writes it whole
+                a, w = sl.cols[lv][name], widths.get((lv, name))
+                if w is not None and a.ndim == 2 and a.shape[1] != w:
+                    a = _cut_padding(name, a, w)
                     if a is None:
                         return None
-                out[key] = a
+                out[f"{lv}.{name}"] = a
         except (KeyError, StopIteration):
             return None
         return out
+
+    def _record_widths(self, memory_id: str, head: str | None, widths: tuple[int, ...] | None) -> None:
+        """Remember memory ``memory_id``'s last version (forget it: ``widths`` None)."""
+        with self._shapes_lock:
+            if head is None or widths is None:
+                self._shapes.pop(memory_id, None)
+                return
+            self._shapes[memory_id] = (head, widths)
+            self._shapes.move_to_end(memory_id)
+            while len(self._shapes) > WIDTH_RECORDS:
+                self._shapes.popitem(last=False)
 
     def _light_entry(self, memory_id: str, old: _Old) -> Committed:
         """The stored version's head and file sizes, without its columns (a caller holds them)."""
@@ -1026,10 +1054,7 @@ class Store:
         for pl in p.plans:
             mid = pl.memory_id
             head = pl.old.head if pl.kind == "same" else pl.sha256
-            if pl.shapes is not None and head is not None:
-                self._shapes[mid] = (head, pl.shapes)
-            else:
-                self._shapes.pop(mid, None)
+            self._record_widths(mid, head, pl.shapes)
             if pl.kind == "delta":
                 if self.committed.get(mid) is pl.entry and pl.entry.head == pl.old.head:
                     pl.entry.apply(pl.change, pl.sha256, len(pl.data))
@@ -1043,7 +1068,7 @@ class Store:
                     self.committed.drop(mid)
         for mid in p.delete:
             self.committed.drop(mid)
-            self._shapes.pop(mid, None)
+            self._record_widths(mid, None, None)
 
     def _has_scoped_rows(self) -> bool:
         return self._has_table(SCOPED_ROWS)
@@ -1367,7 +1392,7 @@ class Store:
         except ValueError as exc:  # SliceFormatError, or provenance naming a unit that is not there
             raise StoreError(f"{self.path}: {exc}") from None
         if fmt == FORMAT:
-            self._shapes[memory_id] = (chain[-1][1] if chain else digest, _shapes_of(sl))
+            self._record_widths(memory_id, chain[-1][1] if chain else digest, _widths_of(sl))
         return sl
 
     def get(self, memory_id: str) -> Memory:
