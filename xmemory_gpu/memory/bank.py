@@ -512,17 +512,19 @@ class Bank:
             s.lengths[b] = n
             return
         cap = n + max(4, int(np.ceil(n * slack)))
-        start = s.size
+        old = int(s.starts[b]), int(s.capacity[b])
+        last = old[0] + old[1] == s.size  # the arena's last segment grows where it is: no move, no hole
+        start = old[0] if last else s.size
         if start + cap > level.rows_allocated:  # grow the arena geometrically (amortised)
             new_rows = max(start + cap, int(level.rows_allocated * 1.5) + 16)
             for name, col in level.cols.items():
                 grown = np.full((new_rows, *col.shape[1:]), _fill_value(name, col.dtype), dtype=col.dtype)
                 grown[: col.shape[0]] = col
                 level.cols[name] = grown
-        old = int(s.starts[b]), int(s.capacity[b])
-        for name, col in level.cols.items():  # the old rows become a hole
-            col[old[0] : old[0] + old[1]] = _fill_value(name, col.dtype)
-        level.writes.note(old[0], old[0] + old[1])
+        if not last:
+            for name, col in level.cols.items():  # the old rows become a hole
+                col[old[0] : old[0] + old[1]] = _fill_value(name, col.dtype)
+            level.writes.note(old[0], old[0] + old[1])
         s.starts[b], s.lengths[b], s.capacity[b], s.size = start, n, cap, start + cap
 
     def release(self) -> None:
