@@ -134,12 +134,17 @@ def test_retriever_reads_device_resident_copies(dense_bank):
         assert t.data_ptr() != bank.sem["x"].ctypes.data  # a copy, as on a GPU: staleness would show
 
 
-def test_device_copies_follow_the_bank_as_it_changes(stores):
+def _mirrored(stores):
+    """A compact bank whose statements' vectors are on the device; the level, the device, and the
+    rows uploaded so far."""
     bank = _bank(stores["cpu"]).compact()
     dev = backend_device("triton")
-    lv = bank.sem
-    lv.on_device("x", dev)
-    before = lv.mirrors.rows_uploaded
+    bank.sem.on_device("x", dev)
+    return bank, bank.sem, dev, bank.sem.mirrors.rows_uploaded
+
+
+def test_device_copies_follow_the_bank_as_it_changes(stores):
+    bank, lv, dev, before = _mirrored(stores)
     # rewrite memory 0 in place with fewer rows: only its segment goes up again
     sl = bank.slice(0)
     keep = sl.n("sem") - 2
@@ -161,11 +166,7 @@ def test_device_copies_follow_the_bank_as_it_changes(stores):
 
 
 def test_device_copies_take_only_the_rows_a_partial_put_wrote(stores):
-    bank = _bank(stores["cpu"]).compact()
-    dev = backend_device("triton")
-    lv = bank.sem
-    lv.on_device("x", dev)
-    before = lv.mirrors.rows_uploaded
+    bank, lv, dev, before = _mirrored(stores)
     sl = bank.slice(0)
     sl.cols["sem"]["x"][2] += 1.0
     bank.put_slice(sl, changed={"sem.x": np.array([2])})  # one row changed: one row goes up

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from long_chat import long_chat_turns
 
 from xmemory_gpu.construct import incremental
-from xmemory_gpu.datasets.synthetic import generate_long_chats
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine
 from xmemory_gpu.ops.objective import partition_objective
@@ -16,21 +16,7 @@ EMB = HashingEmbedder(64)
 
 
 def _turns(n: int) -> list[dict]:
-    conv = generate_long_chats(1, seed=5, target_tokens=40_000)[0]["conversation"]
-    keys = sorted(
-        (k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
-        key=lambda s: int(s[8:]),
-    )
-    turns = [
-        {
-            "role": "user" if t["speaker"] == conv["speaker_a"] else "assistant",
-            "content": t["text"],
-            "session": int(k[8:]),
-        }
-        for k in keys
-        for t in conv[k]
-    ]
-    return [{**t, "id": f"m{i}"} for i, t in enumerate(turns[:n])]
+    return long_chat_turns(5, 40_000, n, ids=True)
 
 
 def _recorded_and_fresh(eng: MemoryEngine) -> tuple[float, float]:

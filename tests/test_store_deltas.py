@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from long_chat import long_chat_turns
 
-from xmemory_gpu.datasets.synthetic import generate_long_chats
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine
 from xmemory_gpu.memory import store as store_mod
@@ -23,19 +23,7 @@ TOKEN = "Zorblatt"  # in one message only: deleting it must leave no named file 
 
 
 def _turns(n: int, seed: int = 3) -> list[dict]:
-    conv = generate_long_chats(1, seed=seed, target_tokens=60_000)[0]["conversation"]
-    keys = sorted(
-        (k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
-        key=lambda s: int(s[8:]),
-    )
-    turns = [
-        {"role": "user" if t["speaker"] == conv["speaker_a"] else "assistant", "content": t["text"]}
-        for k in keys
-        for t in conv[k]
-    ]
-    return [  # ids and times given: two engines fed these hold the same columns
-        {**t, "id": f"m{i}", "timestamp": 1_700_000_000 + 60 * i} for i, t in enumerate(turns[:n])
-    ]
+    return long_chat_turns(seed, 60_000, n, sessions=False, ids=True)
 
 
 def _copy(sl: MemorySlice) -> MemorySlice:
@@ -449,20 +437,7 @@ def test_a_memory_over_the_cache_budget_and_small_ones_written_in_turn_all_write
     """The committed version of a memory larger than the cache's budget is held beside the others:
     it goes on writing deltas, and writing it does not evict the small memory's version (a caller
     that keeps no copies: an engine's writes replayed into a store)."""
-    conv = generate_long_chats(1, seed=4, target_tokens=400_000)[0]["conversation"]
-    sessions = sorted(
-        (k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
-        key=lambda k: int(k[8:]),
-    )
-    turns = [
-        {
-            "role": "user" if t["speaker"] == conv["speaker_a"] else "assistant",
-            "content": t["text"],
-            "session": n,
-        }
-        for n, k in enumerate(sessions, 1)
-        for t in conv[k]
-    ]
+    turns = long_chat_turns(4, 400_000)
     assert len(turns) >= 520
     commits: list[list[MemorySlice]] = []
     real = Store.commit
