@@ -422,8 +422,8 @@ class Bank:
         self, sl: MemorySlice, *, slack: float = 0.25, changed: Mapping[str, np.ndarray | int] | None = None
     ) -> int:
         """Add memory ``sl.memory_id`` or replace its rows; returns its number. Its rows are
-        rewritten in place when they fit its segment's capacity; otherwise it moves to the end of
-        the arena with ``slack`` spare room. No other memory's rows move. ``version`` goes up once
+        rewritten in place when they fit its segment's capacity (or the segment is the arena's last:
+        it grows there); otherwise it moves to the end of the arena with ``slack`` spare room. No other memory's rows move. ``version`` goes up once
         the rows are written (even when the write fails part-way: the bank may have changed).
 
         ``changed``: ``sl`` is the memory as the bank holds it but for these rows of its stored
@@ -542,8 +542,8 @@ class Bank:
 
     def wasted_rows(self) -> tuple[int, int]:
         """(hole rows: arena rows no memory reserves, live rows), over every level. A memory that
-        outgrows its segment moves and leaves a hole, so a growing memory's arena can hold several
-        times its rows until ``compact``. A memory's spare room (its slack) is not counted: it is
+        outgrows its segment moves and leaves a hole (the arena's last segment grows where it is), so
+        growing memories' arena can hold several times their rows until ``compact``. A memory's spare room (its slack) is not counted: it is
         where the memory grows next."""
         used = sum(level.seg.size for level in self.levels.values())
         reserved = sum(int(level.seg.capacity.sum()) for level in self.levels.values())
