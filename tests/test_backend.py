@@ -186,3 +186,36 @@ def test_a_started_commit_on_the_in_memory_backend_or_an_older_backend(data):
     assert old.committed == []
     handle.finish()
     assert old.committed == [[a, b]]
+
+
+class _Forwarding:
+    """A backend wrapped to count its commits, forwarding everything else (as a metrics layer does)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.commits = inner, 0
+
+    def commit(self, units, **kw):
+        self.commits += 1
+        return self.inner.commit(units, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("kind", ["memory", "store"])
+def test_an_engine_writes_through_a_wrapped_backend(tmp_path, kind):
+    """The engine hands its copies to a backend that says it takes them (``takes_previous``), and
+    only to one: a wrapper of the in-memory backend, which does not, gets the calls it always got."""
+    from xmemory_gpu.engine import MemoryEngine
+
+    emb = load_embedder(SPEC)
+    if kind == "memory":
+        inner = InMemoryBackend(dim=emb.dim, embedder=emb.name, config=_cfg().to_dict())
+    else:
+        inner = Store.create(tmp_path / "s", dim=emb.dim, embedder=emb.name, config=_cfg().to_dict())
+    backend = _Forwarding(inner)
+    with MemoryEngine.open(backend, embedder=emb, config=_cfg()) as eng:
+        for i in range(6):
+            eng.add([{"role": "user", "content": f"I walked {i} miles to the lake on Sunday."}], user_id="u")
+        eng.delete(eng.get_all(user_id="u")[0]["id"], user_id="u")
+        assert backend.commits == 7 and len(eng.search("lake walks", user_id="u")) == 1

@@ -222,3 +222,24 @@ def test_a_put_of_the_changed_rows_leaves_the_bank_as_a_put_of_all_rows(memories
         )
     )
     assert part.slice(1).n("sem") == n + 1
+
+
+def test_a_partial_put_notes_its_rows_merged(memories):
+    """The rows a partial put wrote go to the write log (what device copies and row caches follow)
+    as merged ranges: next rows as one range, many scattered rows as one covering range."""
+    _, mems = memories
+    bank = bank_of(mems)
+    sl = bank.slice(0)
+    n = sl.n("sem")
+    log = bank.sem.writes
+    count = log.count
+    bank.put_slice(sl, changed={"sem.x": np.arange(2, 6), "sem.time": np.array([3, 4, 5])})
+    start = int(bank.sem.seg.starts[0])
+    assert log.count - count == 1 and log.since(count) == [(start + 2, start + 6)]
+    count = log.count
+    scattered = np.arange(0, n, 2)
+    bank.put_slice(sl, changed={"sem.x": scattered})
+    got = log.since(count)
+    assert len(got) == (len(scattered) if len(scattered) <= 64 else 1)
+    covered = {r for lo, hi in got for r in range(lo - start, hi - start)}
+    assert set(scattered.tolist()) <= covered

@@ -7,7 +7,6 @@ atomic store commit, then the bank under the write lock."""
 from __future__ import annotations
 
 import hashlib
-import inspect
 import time
 import uuid
 from collections.abc import Sequence
@@ -874,9 +873,6 @@ def _statement_events(before: dict, after: dict) -> list[dict]:
 
 
 def _takes_previous(backend: object) -> bool:
-    """Whether ``backend.commit`` takes the caller's copies (``Store.commit(previous=)``)."""
-    try:
-        params = inspect.signature(backend.commit).parameters
-    except (TypeError, ValueError, AttributeError):
-        return False
-    return "previous" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    """Whether ``backend.commit`` takes the caller's copies (``Store.commit(previous=)``): the
+    backend says so (``takes_previous``)."""
+    return getattr(backend, "takes_previous", False) is True

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .device import DeviceMirrors, WriteLog
+from .device import DeviceMirrors, WriteLog, merged_ranges
 from .engine_state import KEY as ENGINE_KEY
 from .engine_state import EngineState
 from .segments import Segments
@@ -95,7 +95,7 @@ _STORED_KEYS = frozenset(
 )
 # per level, the levels its row references point to (their moves change its stored global rows)
 _REF_TARGETS = {lv: tuple(sorted({t for (l2, _), t in ROW_REFS.items() if l2 == lv})) for lv in COLUMNS}
-_NOTE_ROWS = 64  # changed rows noted one by one for the device copies; the rest as one range
+_NOTE_ROWS = 64  # changed rows noted one by one for the device copies (then merged), the rest as one range
 
 
 def _fill_value(name: str, dtype: np.dtype) -> Any:
@@ -498,8 +498,11 @@ class Bank:
             stop = start + (max(n, was[lv][1]) if kept else int(level.seg.capacity[b]))
             for name, col in level.cols.items():
                 col[start + n : stop] = _fill_value(name, col.dtype)
-            if kept:
-                for lo, hi in [*noted, (start + n, stop)]:
+            if kept:  # the level's written rows, merged: a few ranges a write (the log stays long)
+                ranges = merged_ranges([*noted, (start + n, stop)])
+                if len(ranges) > _NOTE_ROWS:
+                    ranges = [(ranges[0][0], ranges[-1][1])]
+                for lo, hi in ranges:
                     level.writes.note(lo, hi)
             else:
                 level.writes.note(start, start + int(level.seg.capacity[b]))

@@ -68,14 +68,14 @@ class DeviceMirrors:
             self.mirrors[key] = _Mirror(host, t, log.count)
             self.rows_uploaded += int(host.shape[0])
             return t
-        for start, stop in _merged(todo):
+        for start, stop in merged_ranges(todo):
             m.tensor[start:stop] = torch.from_numpy(np.ascontiguousarray(host[start:stop])).to(device)
             self.rows_uploaded += stop - start
         m.cursor = log.count
         return m.tensor
 
 
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def merged_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Overlapping or touching ranges merged (each row goes up once)."""
     out: list[tuple[int, int]] = []
     for s, e in sorted(ranges):
@@ -86,4 +86,4 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-__all__ = ["LOG_ENTRIES", "DeviceMirrors", "WriteLog"]
+__all__ = ["LOG_ENTRIES", "DeviceMirrors", "WriteLog", "merged_ranges"]

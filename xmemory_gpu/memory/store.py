@@ -292,6 +292,10 @@ class Store:
     """The SQLite catalogue plus each memory's base file and deltas (the module docstring has the
     rules); the first :class:`~.backend.MemoryBackend`."""
 
+    # ``commit(previous=)`` diffs against the caller's copies (a backend without it: the engine
+    # passes none); a capability, not a signature: a wrapper forwards its inner backend's answer
+    takes_previous = True
+
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._conn = conn
