@@ -32,7 +32,9 @@ class CommitHandle(Protocol):
 @runtime_checkable
 class MemoryBackend(Protocol):
     """Where memories live. ``dim``, ``embedder`` and ``config`` describe how they were built;
-    ``quarantined`` (memory id -> reason) is set by ``load_bank(quarantine=True)``."""
+    ``quarantined`` (memory id -> reason) is set by ``load_bank(quarantine=True)``. A backend may
+    also set ``takes_previous = True``: its ``commit`` then takes ``previous=`` (the engine's copies
+    of the stored versions, ``Store.commit``) and says the rows each commit changed in ``changed``."""
 
     path: Path | None
     dim: int
