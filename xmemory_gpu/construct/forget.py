@@ -28,11 +28,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..memory.bank import MemorySlice, ragged_map, ragged_reduce
+from ..memory.bank import MemorySlice, ragged_lengths, ragged_map, ragged_reduce
 from ..memory.codec import theme_columns
 from ..memory.hierarchy import messages_at
 from ..memory.records import Conversation
-from .incremental import _count, _first_psg, _packed, engine_state, valid_rows
+from .incremental import _first_psg, _packed, engine_state, valid_rows
 from .segment import MessageVectors, episode_embeddings, make_episodes
 
 
@@ -192,8 +192,8 @@ def forget(
             "id": sc["id"][kept],
             "text": sc["text"][kept],
             "time": sc["time"][kept],
-            "epis": _packed(s_epis, ragged_reduce(s_epis, _count), np.int32),
-            "msgs": _packed(s_msgs, ragged_reduce(s_msgs, _count), np.int32),
+            "epis": _packed(s_epis, ragged_lengths(s_epis), np.int32),
+            "msgs": _packed(s_msgs, ragged_lengths(s_msgs), np.int32),
             "theme": theme_of,
             "knn_idx": s_knn_idx,
             "knn_sim": s_knn_sim,

@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..config import SemanticConfig, XMemoryConfig
-from ..memory.bank import MemorySlice, ragged_reduce
+from ..memory.bank import MemorySlice, ragged_lengths, ragged_reduce
 from ..memory.codec import theme_columns
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import (
@@ -399,9 +399,9 @@ def _ragged_rows(
 ) -> np.ndarray:
     """``old``'s rows (``replace_at``: rows given anew) then ``extra``'s, as one ragged column."""
     n_old = old.shape[0]
-    lengths = np.concatenate(
-        [ragged_reduce(old, _count), np.array([len(x) for x in extra], np.int64)]
-    ).astype(np.int64)
+    lengths = np.concatenate([ragged_lengths(old), np.array([len(x) for x in extra], np.int64)]).astype(
+        np.int64
+    )
     for r, x in replace_at.items():
         lengths[r] = len(x)
     out = np.full((n_old + len(extra), max(int(lengths.max(initial=0)), 1)), -1, dtype)  # one copy of old
@@ -451,7 +451,7 @@ def _statement_episodes(
         raise ValueError(f"memory {memory_id}: a statement's source is in no episode")
     part = _sorted_unique_rows(np.where(src >= 0, epi_of[np.maximum(src, 0)], -1))
     lengths = np.zeros(n, np.int64)
-    lengths[:n_old] = ragged_reduce(old_epis[:n_old], _count)
+    lengths[:n_old] = ragged_lengths(old_epis[:n_old])
     lengths[rows] = (part >= 0).sum(axis=1)
     out = np.full((n, max(int(lengths.max(initial=0)), 1)), -1, np.int32)
     c = min(out.shape[1], old_epis.shape[1])
@@ -460,11 +460,6 @@ def _statement_episodes(
     c = min(out.shape[1], part.shape[1])
     out[rows, :c] = part[:, :c]
     return out
-
-
-def _count(block: np.ndarray) -> np.ndarray:
-    """The valid entries of each row of a ragged block [k, c]."""
-    return (block >= 0).sum(axis=1)
 
 
 def _first_psg(psg_msg: np.ndarray, n_msg: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from collections import defaultdict, deque
 import numpy as np
 
 from ..construct.incremental import statement_hash
-from ..memory.bank import MemorySlice
+from ..memory.bank import MemorySlice, ragged_blocks
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import Memory, slice_from_memory
 
@@ -58,17 +58,12 @@ def _valid(row: np.ndarray) -> list[int]:
 def _in_id_order(epis: np.ndarray, epi_id: np.ndarray) -> np.ndarray:
     """``epis`` [n, w] (each row's episode rows, valid entries first, ``-1`` padded) with each row's
     entries sorted by their episode's id (stable; a copy only where a row changes). Rows already in
-    order stay: most of a grown memory's. Rows are read up to their length (bucketed by powers of 4),
+    order stay: most of a grown memory's. Rows are read to about their length (``ragged_blocks``),
     not the column's width, which one statement with many sources sets for all."""
     if epis.shape[1] < 2 or not epis.shape[0]:
         return epis
-    rows, width, out = np.flatnonzero(epis[:, 1] >= 0), 4, epis  # a row of one entry is in order
-    while rows.size:
-        if width < epis.shape[1]:
-            fits = epis[rows, width] < 0  # the row holds at most ``width`` entries
-            here, rows = rows[fits], rows[~fits]
-        else:
-            here, rows, width = rows, rows[:0], epis.shape[1]
+    out = epis
+    for here, width in ragged_blocks(epis, np.flatnonzero(epis[:, 1] >= 0)):  # one entry: in order
         part = epis[here, :width]
         key = np.where(part >= 0, epi_id[np.maximum(part, 0)], np.iinfo(np.int64).max)
         bad = np.flatnonzero((key[:, 1:] < key[:, :-1]).any(axis=1))
@@ -77,7 +72,6 @@ def _in_id_order(epis: np.ndarray, epi_id: np.ndarray) -> np.ndarray:
                 out = epis.copy()
             order = np.argsort(key[bad], axis=1, kind="stable")
             out[here[bad], :width] = np.take_along_axis(part[bad], order, axis=1)
-        width *= 4
     return out
 
 

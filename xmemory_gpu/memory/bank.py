@@ -121,7 +121,7 @@ def pad_width(a: np.ndarray, width: int, fill: Any) -> np.ndarray:
     return out
 
 
-def _ragged_blocks(a: np.ndarray, rows: np.ndarray | None = None):
+def ragged_blocks(a: np.ndarray, rows: np.ndarray | None = None):
     """(rows [k], c) blocks covering ``rows`` (default: all) of a ragged column a [n, w] (valid
     entries first, ``-1`` after), each row with at most c entries, c = 4, 16, 64, ... or w: a row is
     read to about its length, not the column's width, which its longest row sets for all."""
@@ -140,10 +140,10 @@ def _ragged_blocks(a: np.ndarray, rows: np.ndarray | None = None):
 
 def ragged_reduce(a: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """``reduce(block [k, c]) -> [k]`` of each row of a ragged column a [n, w] (valid entries first,
-    ``-1`` after), read to about its length (``_ragged_blocks``); ``reduce``'s answer must not depend
+    ``-1`` after), read to about its length (``ragged_blocks``); ``reduce``'s answer must not depend
     on the padding (a length, a maximum, whether an entry is marked). Returns [n] (int64: no rows)."""
     out: np.ndarray | None = None
-    for here, c in _ragged_blocks(a):
+    for here, c in ragged_blocks(a):
         got = reduce(a[here, :c])
         if out is None:
             out = np.empty(a.shape[0], got.dtype)
@@ -151,18 +151,23 @@ def ragged_reduce(a: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray]) -> 
     return out if out is not None else np.zeros(0, np.int64)
 
 
+def ragged_lengths(a: np.ndarray) -> np.ndarray:
+    """The entries of each row of a ragged column a [n, w] (``ragged_reduce``)."""
+    return ragged_reduce(a, lambda b: (b >= 0).sum(axis=1))
+
+
 def ragged_map(
     a: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], rows: np.ndarray | None = None, dtype: Any = None
 ) -> np.ndarray:
     """``fn(block [k, c]) -> [k, c]`` of the ``rows`` (default: all) of a ragged column a [n, w]
-    (valid entries first, ``-1`` after), read to about their length (``_ragged_blocks``), as a new
+    (valid entries first, ``-1`` after), read to about their length (``ragged_blocks``), as a new
     column [len(rows), w] of ``dtype`` (default a's), ``-1`` past each block; ``fn`` maps ``-1`` to
     ``-1``."""
     rows = np.arange(a.shape[0]) if rows is None else np.asarray(rows, np.int64)
     out = np.full((rows.shape[0], a.shape[1]), -1, dtype or a.dtype)
     at = np.empty(a.shape[0], np.int64)
     at[rows] = np.arange(rows.shape[0])
-    for here, c in _ragged_blocks(a, rows):
+    for here, c in ragged_blocks(a, rows):
         out[at[here], :c] = fn(a[here, :c])
     return out
 
@@ -423,8 +428,9 @@ class Bank:
     ) -> int:
         """Add memory ``sl.memory_id`` or replace its rows; returns its number. Its rows are
         rewritten in place when they fit its segment's capacity (or the segment is the arena's last:
-        it grows there); otherwise it moves to the end of the arena with ``slack`` spare room. No other memory's rows move. ``version`` goes up once
-        the rows are written (even when the write fails part-way: the bank may have changed).
+        it grows there); otherwise it moves to the end of the arena with ``slack`` spare room. No
+        other memory's rows move. ``version`` goes up once the rows are written (even when the write
+        fails part-way: the bank may have changed).
 
         ``changed``: ``sl`` is the memory as the bank holds it but for these rows of its stored
         columns (``LEVEL.NAME`` -> row numbers int64 [k], or the first row of a tail; a stored column
@@ -546,8 +552,8 @@ class Bank:
     def wasted_rows(self) -> tuple[int, int]:
         """(hole rows: arena rows no memory reserves, live rows), over every level. A memory that
         outgrows its segment moves and leaves a hole (the arena's last segment grows where it is), so
-        growing memories' arena can hold several times their rows until ``compact``. A memory's spare room (its slack) is not counted: it is
-        where the memory grows next."""
+        growing memories' arena can hold several times their rows until ``compact``. A memory's spare
+        room (its slack) is not counted: it is where the memory grows next."""
         used = sum(level.seg.size for level in self.levels.values())
         reserved = sum(int(level.seg.capacity.sum()) for level in self.levels.values())
         live = sum(int(level.seg.lengths.sum()) for level in self.levels.values())
