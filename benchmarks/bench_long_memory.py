@@ -9,7 +9,11 @@ turns between added in larger batches, untimed); at each of those points ``--sea
 themes, its size on disk and the process's resident memory (RSS; also after the first adds, so
 what the memory adds to it shows apart from the encoder's share). p50 and p99 per phase (p99 of a
 few samples is near their maximum); ``add / empty`` compares an add with the same add to an empty
-memory: a write that costs what is new keeps it near 1.
+memory: a write that costs what is new keeps it near 1. At the end the stored memory is opened in a
+fresh process that adds two turns, searches three times and returns the C heap's free pages
+(``malloc_trim``), and an empty memory the same way: the difference of their RSS is what holding the
+memory costs a process at rest (``reopened``), without the streaming process's history of freed
+temporaries and encoder batches.
 
     python benchmarks/bench_long_memory.py [--target-tokens 1000000] [--embedder hashing:384] [--json OUT]
 
@@ -24,6 +28,8 @@ import json
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -71,6 +77,47 @@ def _rss_mb() -> float:
 
 def _disk_mb(root: Path) -> float:
     return round(sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 2**20, 2)
+
+
+def _trim_heap() -> None:
+    """Return the C heap's free pages to the system (glibc; a no-op elsewhere)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
+PROBE_TURNS = (
+    {"role": "user", "content": "I moved the dentist appointment to Friday at nine.", "session": 10**6},
+    {"role": "assistant", "content": "Noted: the dentist is now on Friday at 9 am.", "session": 10**6},
+)
+
+
+def probe(store: str, embedder: str) -> dict:
+    """In this (fresh) process: open ``store``, add two turns, search three times, trim the heap;
+    its RSS in MB."""
+    with MemoryEngine.open(store, embedder=load_embedder(embedder)) as eng:
+        eng.add(list(PROBE_TURNS), user_id="u")
+        for q in QUERIES:
+            eng.search(q, user_id="u", budget_tokens=600)
+        _trim_heap()
+        return {"rss_mb": _rss_mb()}
+
+
+def _probe_rss(store: Path, embedder: str) -> float:
+    """``probe`` in a fresh interpreter on a copy of ``store`` (the original is left as it was)."""
+    import shutil
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "s"
+        if store.exists():
+            shutil.copytree(store, copy)
+        cmd = [sys.executable, __file__, "--probe", str(copy), "--embedder", embedder]
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])["rss_mb"]
 
 
 QUERIES = ("What did we discuss about the budget?", "Which trip am I planning?", "What is my job?")
@@ -134,6 +181,18 @@ def run(
                 "disk_mb": _disk_mb(Path(tmp) / "s"),
                 "rss_mb": _rss_mb(),
             }
+        _trim_heap()
+        out["at_100pct"]["rss_trimmed_mb"] = _rss_mb()
+        eng.close()
+        full = _probe_rss(Path(tmp) / "s", embedder)
+        empty_rss = _probe_rss(Path(tmp) / "empty", embedder)
+        share = full - empty_rss
+        out["reopened"] = {
+            "rss_mb": full,
+            "rss_empty_mb": empty_rss,
+            "memory_mb": round(share, 1),
+            "memory_over_disk": round(share / out["at_100pct"]["disk_mb"], 2),
+        }
     return out
 
 
@@ -158,8 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deletes", type=int, default=5)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # the fresh process of ``reopened``
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.probe:
+        print(json.dumps(probe(args.probe, args.embedder)))
+        return 0
     res = run(args.target_tokens, args.embedder, args.adds, args.seed, args.searches, args.deletes)
     print(json.dumps(res, indent=2))
     if args.json:

@@ -68,6 +68,41 @@ def test_row_cache_drops_the_rows_a_put_slice_rewrites(bank):
     assert lines[last] == "moved" and lines[r0] == bank.msg["text"][r0]
 
 
+def test_keyed_row_cache_carries_values_over_renumbering_and_drops_a_deleted_rows(tmp_path):
+    """A cache keyed on the columns its value is computed from keeps the values of the rows a delete
+    renumbers (a search after a delete does not pay for the whole memory again), recomputes a row whose
+    key changed, and keeps nothing of the deleted row."""
+    turns = [
+        {"role": "user", "content": f"Fact number {i}: the lake was cold on day {i}."} for i in range(12)
+    ]
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        for i in range(0, len(turns), 2):
+            eng.add(turns[i : i + 2], user_id="u")
+        eng.search("lake", user_id="u")
+        bank = eng.bank
+        calls: list[int] = []
+
+        def fn(r: int) -> str:
+            calls.append(r)
+            return bank.msg["text"][r].upper()
+
+        cache = bank.msg.rows_cache("test.upper", fn, key=("text",))
+        rows = bank.msg.seg.rows(0)
+        assert [cache[int(r)] for r in rows] == [t.upper() for t in bank.msg["text"][rows]]
+        n = len(calls)
+        ids = [u["id"] for u in eng.get_all(user_id="u") if u["type"] == "message"]
+        gone = next(u["text"] for u in eng.get_all(user_id="u") if u["id"] == ids[1])
+        eng.delete(ids[1], user_id="u")
+        eng.update(ids[5], "Fact rewritten: the lake froze.")
+        cache = bank.msg.rows_cache("test.upper", fn, key=("text",))
+        rows = bank.msg.seg.rows(0)
+        assert [cache[int(r)] for r in rows] == [t.upper() for t in bank.msg["text"][rows]]
+        assert len(calls) - n == 1  # the updated row alone; the renumbered rows kept theirs
+        assert gone.upper() not in [v for v in cache.values if isinstance(v, str)]
+    with pytest.raises(ValueError, match="keyed"):
+        bank.msg.rows_cache("test.both", fn, depends=(bank.epi,), key=("text",))
+
+
 def _deferred_units(bank, convs, parts: Parts, n: int = 60) -> list[list]:
     """Per question: the six most similar episodes of its memory, each followed by its deferred parts."""
     qs = [q.question for c in convs for q in c.qa][:n]

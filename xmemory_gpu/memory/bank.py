@@ -197,13 +197,28 @@ class RowCache:
     computed lazily per row and dropped for the rows the bank writes (``Bank.put_slice`` notes
     them in the level's :class:`WriteLog`). A replaced column (the arena grew, a ragged column
     widened), a log that no longer reaches back, or any write to a level in ``depends`` drops them
-    all. ``sync`` before a batch of reads (``Level.rows_cache`` does); rows are global."""
+    all. ``sync`` before a batch of reads (``Level.rows_cache`` does); rows are global.
 
-    def __init__(self, level: Level, fn: Callable[[int], Any], depends: tuple[Level, ...] = ()) -> None:
-        self.fn, self._level, self._depends = fn, level, depends
+    ``key``: column names whose values the value is a function of (and of nothing else, the cache's
+    name aside). Such a cache carries its values over a rewrite to the rows whose key is unchanged: a
+    delete renumbers every later row, and without a key each of them would be computed again on the
+    next read (a search after a delete paid for the whole memory). The carry happens at ``sync``,
+    only onto rows that hold the same key now, so a deleted row's value is not kept."""
+
+    def __init__(
+        self,
+        level: Level,
+        fn: Callable[[int], Any],
+        depends: tuple[Level, ...] = (),
+        key: tuple[str, ...] = (),
+    ) -> None:
+        if key and depends:
+            raise ValueError("a keyed row cache reads its own level's key columns only (no depends)")
+        self.fn, self._level, self._depends, self.key = fn, level, depends, key
         self._cols, self._deps = self._columns(), self._dep_state()
         self._cursor = level.writes.count
         self.values: list[Any] = [_MISSING] * level.rows_allocated
+        self._keys: list[Any] | None = [None] * level.rows_allocated if key else None
 
     def _columns(self) -> list[np.ndarray]:
         return list(self._level.cols.values())
@@ -215,6 +230,9 @@ class RowCache:
     def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
         return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
+    def _key_of(self, row: int) -> tuple:
+        return tuple(self._level.cols[c][row] for c in self.key)
+
     def sync(self) -> RowCache:
         lv = self._level
         cols, deps = self._columns(), self._dep_state()
@@ -225,17 +243,47 @@ class RowCache:
         )
         todo = lv.writes.since(self._cursor) if same else None
         if todo is None or len(self.values) != lv.rows_allocated:
+            kept = self._kept(range(len(self.values)))
             self.values = [_MISSING] * lv.rows_allocated
+            if self._keys is not None:
+                self._keys = [None] * lv.rows_allocated
+            self._carry(kept, [(0, lv.rows_allocated)])
         else:
+            kept = self._kept(r for start, stop in todo for r in range(start, stop))
             for start, stop in todo:
                 self.values[start:stop] = [_MISSING] * (stop - start)
+            self._carry(kept, todo)
         self._cols, self._deps, self._cursor = cols, deps, lv.writes.count
         return self
+
+    def _kept(self, rows: Iterable[int]) -> dict | None:
+        """key -> value of the computed ``rows`` (None without a key)."""
+        if self._keys is None:
+            return None
+        out = {}
+        for r in rows:
+            v = self.values[r]
+            if v is not _MISSING:
+                out[self._keys[r]] = v
+        return out
+
+    def _carry(self, kept: dict | None, ranges: Iterable[tuple[int, int]]) -> None:
+        """Put the ``kept`` values back on the rows of ``ranges`` whose key is the same now."""
+        if not kept:
+            return
+        for start, stop in ranges:
+            for r in range(start, stop):
+                k = self._key_of(r)
+                v = kept.get(k, _MISSING)
+                if v is not _MISSING:
+                    self.values[r], self._keys[r] = v, k
 
     def __getitem__(self, row: int) -> Any:
         v = self.values[row]
         if v is _MISSING:
             v = self.values[row] = self.fn(row)
+            if self._keys is not None:
+                self._keys[row] = self._key_of(row)
         return v
 
 
@@ -260,13 +308,20 @@ class Level:
         default_factory=dict, repr=False, compare=False
     )  # name -> RowCache (``Level.rows_cache``)
 
-    def rows_cache(self, name: str, fn: Callable[[int], Any], depends: tuple[Level, ...] = ()) -> RowCache:
+    def rows_cache(
+        self,
+        name: str,
+        fn: Callable[[int], Any],
+        depends: tuple[Level, ...] = (),
+        key: tuple[str, ...] = (),
+    ) -> RowCache:
         """The values ``fn(row)`` of this level's rows, computed on first use and kept until the bank
         rewrites the row (``RowCache``); ``depends``: other levels the values read (any write there
-        drops them all)."""
+        drops them all); ``key``: the columns the values are a function of (carried over rewrites
+        to the rows that keep them)."""
         rc = self.derived.get(name)
         if rc is None:
-            rc = self.derived[name] = RowCache(self, fn, depends)
+            rc = self.derived[name] = RowCache(self, fn, depends, key)
         rc.fn = fn  # the same values by name; the newest closure reads the current columns
         return rc.sync()
 

@@ -66,7 +66,11 @@ class Parts:
                 return None
             return parts, [f"{speaker[r]}: {p}" for p in parts]
 
-        self._passages = psg = bank.msg.rows_cache(f"retrieve.passages.{int(max_words)}", split)
+        # a message's passages and floors depend on its speaker and text alone: carried over renumbering
+        same_text = ("speaker", "text")
+        self._passages = psg = bank.msg.rows_cache(
+            f"retrieve.passages.{int(max_words)}", split, key=same_text
+        )
         first, owner = bank.msg["psg"], bank.psg["msg"]
 
         def has_stored(r: int) -> bool:
@@ -96,7 +100,7 @@ class Parts:
             got = psg[r]
             return own, min(map(word_floor, got[1])) if got is not None else own
 
-        self._floors = fl = bank.msg.rows_cache(f"retrieve.floors.{int(max_words)}", floors)
+        self._floors = fl = bank.msg.rows_cache(f"retrieve.floors.{int(max_words)}", floors, key=same_text)
 
         def episode_floor(row: int) -> list[tuple[float | None, int]]:
             """(timestamp, least ``word_floor``) per distinct timestamp of the episode's messages."""
