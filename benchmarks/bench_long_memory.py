@@ -107,16 +107,24 @@ def probe(store: str, embedder: str) -> dict:
         return {"rss_mb": _rss_mb()}
 
 
-def _probe_rss(store: Path, embedder: str) -> float:
-    """``probe`` in a fresh interpreter on a copy of ``store`` (the original is left as it was)."""
+PROBE_TIMEOUT_S = 1800  # a fresh process opening a 10 M-token memory takes seconds, not minutes
+
+
+def _probe_rss(store: Path | None, embedder: str) -> float:
+    """``probe`` in a fresh interpreter on a copy of ``store`` (the original is left as it was), or
+    on a new empty store where ``store`` is None."""
     import shutil
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "s"
-        if store.exists():
+        if store is not None:
             shutil.copytree(store, copy)
         cmd = [sys.executable, __file__, "--probe", str(copy), "--embedder", embedder]
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        if done.returncode:
+            raise RuntimeError(
+                f"the RSS probe failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
+            )
         return json.loads(done.stdout.strip().splitlines()[-1])["rss_mb"]
 
 
@@ -185,7 +193,7 @@ def run(
         out["at_100pct"]["rss_trimmed_mb"] = _rss_mb()
         eng.close()
         full = _probe_rss(Path(tmp) / "s", embedder)
-        empty_rss = _probe_rss(Path(tmp) / "empty", embedder)
+        empty_rss = _probe_rss(None, embedder)
         share = full - empty_rss
         out["reopened"] = {
             "rss_mb": full,

@@ -99,8 +99,17 @@ def test_keyed_row_cache_carries_values_over_renumbering_and_drops_a_deleted_row
         assert [cache[int(r)] for r in rows] == [t.upper() for t in bank.msg["text"][rows]]
         assert len(calls) - n == 1  # the updated row alone; the renumbered rows kept theirs
         assert gone.upper() not in [v for v in cache.values if isinstance(v, str)]
+        last = ids[-1]
+        said = next(u["text"] for u in eng.get_all(user_id="u") if u["id"] == last)
+        eng.delete(last, user_id="u")  # its row becomes slack, never read again
+        cache = bank.msg.rows_cache("test.upper", fn, key=("text",))
+        for held in (cache.values, cache._keys):  # neither the value nor its key keeps a deleted text
+            assert not any(gone in str(v) or said in str(v) for v in held if v is not None)
+            assert not any(gone.upper() in str(v) or said.upper() in str(v) for v in held if v is not None)
     with pytest.raises(ValueError, match="keyed"):
         bank.msg.rows_cache("test.both", fn, depends=(bank.epi,), key=("text",))
+    with pytest.raises(ValueError, match="1-D column"):
+        bank.msg.rows_cache("test.x", fn, key=("x",))
 
 
 def _deferred_units(bank, convs, parts: Parts, n: int = 60) -> list[list]:

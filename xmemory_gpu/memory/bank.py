@@ -214,6 +214,9 @@ class RowCache:
     ) -> None:
         if key and depends:
             raise ValueError("a keyed row cache reads its own level's key columns only (no depends)")
+        for c in key:
+            if c not in level.cols or level.cols[c].ndim != 1:
+                raise ValueError(f"row cache key: {c!r} must be a 1-D column of the level")
         self.fn, self._level, self._depends, self.key = fn, level, depends, key
         self._cols, self._deps = self._columns(), self._dep_state()
         self._cursor = level.writes.count
@@ -243,18 +246,30 @@ class RowCache:
         )
         todo = lv.writes.since(self._cursor) if same else None
         if todo is None or len(self.values) != lv.rows_allocated:
-            kept = self._kept(range(len(self.values)))
-            self.values = [_MISSING] * lv.rows_allocated
-            if self._keys is not None:
-                self._keys = [None] * lv.rows_allocated
-            self._carry(kept, [(0, lv.rows_allocated)])
+            self._reset(lv.rows_allocated)
         else:
             kept = self._kept(r for start, stop in todo for r in range(start, stop))
             for start, stop in todo:
                 self.values[start:stop] = [_MISSING] * (stop - start)
+                if self._keys is not None:  # a dropped row keeps nothing of its text, carried or not
+                    self._keys[start:stop] = [None] * (stop - start)
             self._carry(kept, todo)
         self._cols, self._deps, self._cursor = cols, deps, lv.writes.count
         return self
+
+    def _reset(self, n: int) -> None:
+        """Every row dropped (columns replaced, the log out of reach); a keyed cache keeps the computed
+        rows that still hold their key at the same row (an arena that grew, a ragged column that
+        widened: rows keep their places), a pass over the computed rows only."""
+        values: list[Any] = [_MISSING] * n
+        keys: list[Any] | None = None
+        if self._keys is not None:
+            keys = [None] * n
+            old_values, old_keys = self.values, self._keys
+            for r, k in enumerate(old_keys):
+                if k is not None and r < n and old_values[r] is not _MISSING and self._key_of(r) == k:
+                    values[r], keys[r] = old_values[r], k
+        self.values, self._keys = values, keys
 
     def _kept(self, rows: Iterable[int]) -> dict | None:
         """key -> value of the computed ``rows`` (None without a key)."""
@@ -262,9 +277,9 @@ class RowCache:
             return None
         out = {}
         for r in rows:
-            v = self.values[r]
-            if v is not _MISSING:
-                out[self._keys[r]] = v
+            v, k = self.values[r], self._keys[r]
+            if v is not _MISSING and k is not None:
+                out[k] = v
         return out
 
     def _carry(self, kept: dict | None, ranges: Iterable[tuple[int, int]]) -> None:
@@ -282,8 +297,9 @@ class RowCache:
         v = self.values[row]
         if v is _MISSING:
             v = self.values[row] = self.fn(row)
-            if self._keys is not None:
-                self._keys[row] = self._key_of(row)
+            keys = self._keys
+            if keys is not None and row < len(keys):  # a sync in another thread may have replaced it
+                keys[row] = self._key_of(row)
         return v
 
 
