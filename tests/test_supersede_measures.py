@@ -28,6 +28,8 @@ NEW = "the user optimized the login API, and the response time has decreased to 
         ("the response time decreased a lot", set()),  # no measured value
         ("the p99 latency has increased to 1,500ms", {"duration"}),  # a thousands separator
         ("the user now listens to 80s music", set()),  # a decade
+        ("the user has been using the Fitbit for 9 months now", {"duration"}),
+        ("the user now started yoga 3 months ago", set()),  # a date, not a duration
     ],
 )
 def test_what_says_a_measured_value_changed(text, kinds):

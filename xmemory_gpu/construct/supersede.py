@@ -65,8 +65,9 @@ _NUM = r"(?<![\d,.])\d[\d,]*+(?:\.\d+)?\s?"  # from a number's start, its digits
 MEASURES: dict[str, re.Pattern] = {
     name: re.compile(p, re.I)
     for name, p in {
-        # no bare "s": "80s" is a decade
-        "duration": rf"\b{_NUM}(?:ms|milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?)\b",
+        # no bare "s": "80s" is a decade; "3 months ago" is a date, not a duration
+        "duration": rf"\b{_NUM}(?:ms|milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|months?|"
+        r"years?)\b(?!\s+ago\b)",
         "data size": rf"\b{_NUM}(?:[kmgt]i?b|bytes?|kilobytes?|megabytes?|gigabytes?|terabytes?)\b",
         "rate": rf"\b{_NUM}(?:(?:requests?|queries|calls|messages|events|frames|jobs|tasks)\s?(?:/|per)\s?"
         r"(?:s|sec|second|min|minute|hour|day)|rps|qps|fps)\b",
