@@ -70,6 +70,11 @@ def test_titles_and_abbreviations_end_no_sentence():
         ),
         ("Please remember that I'm allergic to peanuts?", "I'm allergic to peanuts."),
         ("I just got back from Lisbon, have you ever been?", "I just got back from Lisbon."),
+        (
+            "I'm visiting my sister Emily in Denver soon, and I was wondering if you knew any parks there?",
+            "I'm visiting my sister Emily in Denver soon.",
+        ),
+        ("My car broke down - I wonder whether a bike is better?", "My car broke down."),
     ],
 )
 def test_facts_inside_questions_are_kept(question, fact):
@@ -83,6 +88,8 @@ def test_facts_inside_questions_are_kept(question, fact):
         "What do you think, can you help?",
         "How are you?",
         "Do you like it, can you tell me?",
+        "What time is it, I wonder if you know?",
+        "I was wondering if you could help me?",
     ],
 )
 def test_plain_questions_stay_questions(question):

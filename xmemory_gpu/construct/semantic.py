@@ -175,6 +175,12 @@ _ASK_YOU = re.compile(
     + r")\s+you\b",
     re.I,
 )
+# "..., and I was wondering if you could ...": the request after the statement, as with "can you"
+_ASK_WONDER = re.compile(
+    r"[,;:\u2014-]\s*(?:(?:so|and|but)\s+)?I\s+(?:(?:was|am|'m)\s+(?:just\s+)?wondering|wonder(?:ed)?)\s+"
+    r"(?:if|whether)\b",
+    re.I,
+)
 _THAT_HEADS = ("remind me", "remember", "note", "know", "keep in mind")
 _THAT_CLAUSE = re.compile(r"\b(?:" + "|".join(_THAT_HEADS) + r")\s+that\s+(?P<fact>.+?)[?.!]*$", re.I)
 _INTERROGATIVES = (
@@ -215,8 +221,9 @@ _INTERROGATIVE = re.compile(r"^(?:" + "|".join(_INTERROGATIVES) + r")\b", re.I)
 
 def stated_part(sentence: str) -> str:
     """The statement a question or request carries ("My sister Emma is coming on Oct 12, can you remind
-    me?" -> "My sister Emma is coming on Oct 12."; "Can you remember that I'm vegan?" -> "I'm vegan."),
-    or the sentence unchanged (a plain question stays a question, and is dropped as filler)."""
+    me?" -> "My sister Emma is coming on Oct 12."; "..., and I was wondering if you know ...?" likewise;
+    "Can you remember that I'm vegan?" -> "I'm vegan."), or the sentence unchanged (a plain question
+    stays a question, and is dropped as filler)."""
     s = sentence.strip()
     if not s.endswith("?"):
         return s
@@ -224,7 +231,7 @@ def stated_part(sentence: str) -> str:
     if m:
         fact = m.group("fact").strip().rstrip(",;")
         return fact[:1].upper() + fact[1:] + "."
-    m = _ASK_YOU.search(s)
+    m = _ASK_YOU.search(s) or _ASK_WONDER.search(s)
     if m and m.start() > 0:
         head = s[: m.start()].strip()
         if not _INTERROGATIVE.match(head):
