@@ -75,6 +75,15 @@ def test_titles_and_abbreviations_end_no_sentence():
             "I'm visiting my sister Emily in Denver soon.",
         ),
         ("My car broke down - I wonder whether a bike is better?", "My car broke down."),
+        ("I'm moving to Denver, and I'm wondering if you know a gym?", "I'm moving to Denver."),
+        (
+            "I\u2019m moving to Denver, and I\u2019m wondering if you know a gym?",
+            "I\u2019m moving to Denver.",
+        ),
+        (  # the first request ends the statement
+            "I'm moving to Denver, and I was wondering if you know, can you recommend a gym?",
+            "I'm moving to Denver.",
+        ),
     ],
 )
 def test_facts_inside_questions_are_kept(question, fact):
@@ -90,6 +99,10 @@ def test_facts_inside_questions_are_kept(question, fact):
         "Do you like it, can you tell me?",
         "What time is it, I wonder if you know?",
         "I was wondering if you could help me?",
+        # courtesy or talk about the talk is no fact
+        "Sorry for the long message, but I was wondering if you could help me plan a budget?",
+        "This might be a silly question, but I was wondering if dogs can eat grapes?",
+        "Going back to what you said earlier, I was wondering if it works?",
     ],
 )
 def test_plain_questions_stay_questions(question):

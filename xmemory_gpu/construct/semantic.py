@@ -177,8 +177,17 @@ _ASK_YOU = re.compile(
 )
 # "..., and I was wondering if you could ...": the request after the statement, as with "can you"
 _ASK_WONDER = re.compile(
-    r"[,;:\u2014-]\s*(?:(?:so|and|but)\s+)?I\s+(?:(?:was|am|'m)\s+(?:just\s+)?wondering|wonder(?:ed)?)\s+"
-    r"(?:if|whether)\b",
+    r"[,;:\u2014-]\s*(?:(?:so|and|but)\s+)?"
+    r"I(?:(?:\s+(?:was|am)|['\u2019]m)\s+(?:just\s+)?wondering|\s+wonder(?:ed)?)\s+(?:if|whether)\b",
+    re.I,
+)
+# a head that is courtesy or talk about the talk, not a fact ("Sorry for the long message, but I was
+# wondering ...")
+_COURTESY = re.compile(
+    r"^(?:(?:so|and|but|oh|ok|okay|hi|hey|hello)\W+)*"
+    r"(?:sorry|thanks?\b|thank you|this (?:might|may|could) be|not sure|just (?:a|curious|wondering)|"
+    r"quick question|a question|out of curiosity|going back|on (?:a|an|another) \w+ note|i hope|hope|"
+    r"following up|a follow-?up|one more|another question|excuse me|pardon)",
     re.I,
 )
 _THAT_HEADS = ("remind me", "remember", "note", "know", "keep in mind")
@@ -231,10 +240,11 @@ def stated_part(sentence: str) -> str:
     if m:
         fact = m.group("fact").strip().rstrip(",;")
         return fact[:1].upper() + fact[1:] + "."
-    m = _ASK_YOU.search(s) or _ASK_WONDER.search(s)
+    asks = [m for m in (_ASK_YOU.search(s), _ASK_WONDER.search(s)) if m]
+    m = min(asks, key=lambda a: a.start()) if asks else None  # the request that comes first
     if m and m.start() > 0:
         head = s[: m.start()].strip()
-        if not _INTERROGATIVE.match(head):
+        if not _INTERROGATIVE.match(head) and not (m.re is _ASK_WONDER and _COURTESY.match(head)):
             return head.rstrip(",;") + "."
     return s
 

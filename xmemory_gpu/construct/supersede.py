@@ -10,10 +10,12 @@ moved", "his new job"), it says more than the earlier one (``repeats``: "now liv
 after "lives in Paris" changes nothing), the earlier one speaks of that attribute (``attributes``:
 job, home, diet, allergy, income, transport, schedule, plans, relationship, injury, illness: word
 patterns; an allergy is no injury), and their embeddings are close (cosine >=
-``threshold``). A measured value is an attribute too (``MEASURES``: a duration, a data size, a rate,
-a share, as a number with its unit), changed where its clause says so ("has decreased to 120ms",
-"is currently at 180ms", "the new limit of ..."); a change of a measured value alone needs the closer
-cosine ``MEASURE_THRESHOLD``, so that it supersedes the same metric, not another one of its kind.
+``threshold``). A measured value is an attribute too (``MEASURES``: a duration, a span of days to
+years, a data size, a rate, a share, as a number with its unit), changed where its clause says so
+("has decreased to 120ms", "is currently at 180ms", "the new limit of ..."); a change of a measured
+value alone needs the closer cosine ``MEASURE_THRESHOLD`` (a span of days to years, the closer
+``SPAN_THRESHOLD``: "learning French for 6 months now" is no change of "learning Spanish for 2
+years"), so that it supersedes the same metric, not another one of its kind.
 The earlier statement is kept (history questions still find it); retrieval ranks it after the newer
 one and shows it as earlier ("previously, until 2024-03: ..."). This goes past mem0's UPDATE, which
 overwrites the old fact, and keeps what temporal graph memories (Graphiti / Zep's invalidated
@@ -65,9 +67,12 @@ _NUM = r"(?<![\d,.])\d[\d,]*+(?:\.\d+)?\s?"  # from a number's start, its digits
 MEASURES: dict[str, re.Pattern] = {
     name: re.compile(p, re.I)
     for name, p in {
-        # no bare "s": "80s" is a decade; "3 months ago" is a date, not a duration
-        "duration": rf"\b{_NUM}(?:ms|milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|months?|"
-        r"years?)\b(?!\s+ago\b)",
+        # no bare "s": "80s" is a decade
+        "duration": rf"\b{_NUM}(?:ms|milliseconds?|secs?|seconds?|mins?|minutes?|hrs?|hours?)\b",
+        # how long something has lasted ("for 9 months now"); "3 months ago", "2 years back", "in 3 weeks"
+        # are dates, not spans
+        "span": rf"(?<!\bin )(?<!\bwithin )\b{_NUM}(?:days?|weeks?|months?|years?)\b"
+        r"(?!\s+(?:ago|back|earlier|later|before|after|prior|from now)\b)",
         "data size": rf"\b{_NUM}(?:[kmgt]i?b|bytes?|kilobytes?|megabytes?|gigabytes?|terabytes?)\b",
         "rate": rf"\b{_NUM}(?:(?:requests?|queries|calls|messages|events|frames|jobs|tasks)\s?(?:/|per)\s?"
         r"(?:s|sec|second|min|minute|hour|day)|rps|qps|fps)\b",
@@ -83,6 +88,9 @@ MEASURE_CHANGE = re.compile(
     re.I,
 )
 MEASURE_THRESHOLD = 0.7  # cosine of two statements whose change is only of a measured value: one metric
+# ... where that value is a span of days to years: "learning French for 6 months now" after "learning
+# Spanish for 2 years" is cosine 0.76, another gym 0.84, the same Fitbit's months 0.86 (all-MiniLM-L6-v2)
+SPAN_THRESHOLD = 0.85
 
 # what a general change word changes: the attributes, less words of a place one goes to ("at the office")
 _GENERAL = {**ATTRIBUTES, "job": re.compile(rf"\b(?:{_JOB})\b", re.I)}
@@ -318,6 +326,7 @@ def _mask(names: frozenset[str]) -> int:
 
 
 _MEASURE_BITS = _mask(frozenset(MEASURES))
+_SPAN_BITS = _mask(frozenset({"span"}))
 
 
 def supersessions(
@@ -359,7 +368,11 @@ def supersessions(
             continue
         shared = masks & changed[j]
         close_enough = np.where(
-            (shared & ~_MEASURE_BITS) != 0, threshold, max(threshold, MEASURE_THRESHOLD)
+            (shared & ~_MEASURE_BITS) != 0,
+            threshold,
+            np.where(
+                (shared & ~_SPAN_BITS) != 0, max(threshold, MEASURE_THRESHOLD), max(threshold, SPAN_THRESHOLD)
+            ),
         ).astype(sims.dtype)  # compared as ``close`` is: in the cosines' precision
         hit = (order < order[j]) & (spk == spk[j]) & (shared != 0) & (sims[c] >= close_enough)
         hit[j] = False
@@ -375,6 +388,7 @@ __all__ = [
     "MEASURES",
     "MEASURE_CHANGE",
     "MEASURE_THRESHOLD",
+    "SPAN_THRESHOLD",
     "OWN_CHANGE",
     "RELATIONS",
     "SELF",
