@@ -202,7 +202,7 @@ class RowCache:
     ``key``: column names whose values the value is a function of (and of nothing else, the cache's
     name aside). Such a cache carries its values over a rewrite to the rows whose key is unchanged: a
     delete renumbers every later row, and without a key each of them would be computed again on the
-    next read (a search after a delete paid for the whole memory). The carry happens at ``sync``,
+    next read (a search after a delete would pay for the whole memory). The carry happens at ``sync``,
     only onto rows that hold the same key now, so a deleted row's value is not kept."""
 
     def __init__(
