@@ -39,6 +39,7 @@ from _record import cpu_name, write_record
 from xmemory_gpu.datasets.synthetic import generate_long_chats
 from xmemory_gpu.embed import encode_queries, load_embedder
 from xmemory_gpu.engine import MemoryEngine
+from xmemory_gpu.heap import release_now
 
 
 def _turns(conv: dict) -> list[dict]:
@@ -79,17 +80,6 @@ def _disk_mb(root: Path) -> float:
     return round(sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 2**20, 2)
 
 
-def _trim_heap() -> None:
-    """Return the C heap's free pages to the system (glibc; a no-op elsewhere)."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
-    except (OSError, AttributeError, TypeError):
-        pass
-
-
 PROBE_TURNS = (
     {"role": "user", "content": "I moved the dentist appointment to Friday at nine.", "session": 10**6},
     {"role": "assistant", "content": "Noted: the dentist is now on Friday at 9 am.", "session": 10**6},
@@ -103,7 +93,7 @@ def probe(store: str, embedder: str) -> dict:
         eng.add(list(PROBE_TURNS), user_id="u")
         for q in QUERIES:
             eng.search(q, user_id="u", budget_tokens=600)
-        _trim_heap()
+        release_now()
         return {"rss_mb": _rss_mb()}
 
 
@@ -189,7 +179,7 @@ def run(
                 "disk_mb": _disk_mb(Path(tmp) / "s"),
                 "rss_mb": _rss_mb(),
             }
-        _trim_heap()
+        release_now()
         out["at_100pct"]["rss_trimmed_mb"] = _rss_mb()
         eng.close()
         full = _probe_rss(Path(tmp) / "s", embedder)

@@ -33,3 +33,11 @@ def test_a_write_to_large_memories_trims_at_most_once_per_interval(monkeypatch):
     assert heap.release_after_write(heap.WRITE_BYTES) is False and calls == [0]  # within the interval
     monkeypatch.setattr(heap, "WRITE_INTERVAL_S", 0.0)
     assert heap.release_after_write(heap.WRITE_BYTES) is True and calls == [0, 0]
+
+
+def test_release_now_trims_whatever_the_size(monkeypatch):
+    calls = []
+    monkeypatch.setattr(heap, "_trim", lambda: calls.append)
+    assert heap.release_now() is True and calls == [0]
+    monkeypatch.setattr(heap, "_trim", lambda: None)
+    assert heap.release_now() is False

@@ -37,6 +37,15 @@ def _trim():
     return fn
 
 
+def release_now() -> bool:
+    """Return the heap's free pages to the system now; True when the C library could."""
+    fn = _trim()
+    if fn is None:
+        return False
+    fn(0)
+    return True
+
+
 def release_freed(activation_bytes: int) -> bool:
     """Return the heap's free pages to the system when a call's largest batch had at least
     ``RELEASE_BYTES`` of activations (smaller calls leave little behind); True when it trimmed."""

@@ -1,5 +1,5 @@
 """benchmarks/gpu/run.sh --dry-run end to end on the CPU (Triton interpreter, tiny sizes, no CUDA
-launch): the one-command GPU validation cannot rot between GPU sessions."""
+launch): the one-command GPU validation cannot rot between runs on a GPU."""
 
 from __future__ import annotations
 
