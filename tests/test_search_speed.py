@@ -245,3 +245,35 @@ def test_a_search_after_engine_writes_sees_them(tmp_path):
         assert sum(msgs[0]["content"] in t for t in texts) == sum(
             m["content"] == msgs[0]["content"] for m in msgs[1:12]
         )
+
+
+def _strings(v) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, (tuple, list)):
+        return [s for x in v for s in _strings(x)]
+    return []
+
+
+def test_what_searches_keep_per_message_holds_its_text_once_at_most(tmp_path):
+    """The per-message values a search keeps (``Level.rows_cache``) hold a message's text once at
+    most (a long message's passage lines), so a long memory a process searched costs its texts
+    once more, not three times."""
+    msgs = [{"speaker": "Alice", "content": f"{LONG} Part {i}."} for i in range(6)]
+    msgs += [{"speaker": "Bob", "content": f"A short reply number {i} about the boat."} for i in range(6)]
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        eng.add(msgs, user_id="u")
+        for s in STRATEGIES:
+            for b in (None, 60, 600):
+                eng.search(
+                    ["what about the lake and the boat?", "the longest story"],
+                    user_id="u",
+                    strategy=s,
+                    budget_tokens=b,
+                )
+        msg = eng.bank.msg
+        rows = msg.seg.rows(eng.bank.index[scope_key("u")])
+        texts = sum(len(msg["text"][int(r)]) + len(msg["speaker"][int(r)]) + 2 for r in rows)
+        kept = {name: sum(map(len, _strings(rc.values))) for name, rc in msg.derived.items()}
+        assert kept and all(n <= 1.05 * texts for n in kept.values()), (kept, texts)
+        assert sum(kept.values()) <= 1.05 * texts, (kept, texts)

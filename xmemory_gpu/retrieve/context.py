@@ -11,6 +11,7 @@ import re
 import threading
 from dataclasses import replace
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 
@@ -34,14 +35,24 @@ def _ids(bank: Bank, rows: np.ndarray) -> list[str]:
     return [bank.msg["id"][int(r)] for r in rows if r >= 0]
 
 
-def message_rows(bank: Bank):
-    """Per global message row, computed once until the bank rewrites it (``Level.rows_cache``):
-    (``speaker: text`` line, message id, timestamp or None)."""
-    msg = bank.msg
-    ids, speaker, text, time = msg["id"], msg["speaker"], msg["text"], msg["time"]
-    return msg.rows_cache(
-        "retrieve.message", lambda r: (f"{speaker[r]}: {text[r]}", ids[r], time_or_none(time[r]))
-    )
+class MessageLines:
+    """Per global message row: (``speaker: text`` line, message id, timestamp or None), made on each
+    read from the columns of the bank at construction. Not kept: a line is one concatenation, and
+    keeping them would hold a second copy of the text of every message a search touched."""
+
+    __slots__ = ("_ids", "_speaker", "_text", "_time")
+
+    def __init__(self, bank: Bank) -> None:
+        msg = bank.msg
+        self._ids, self._speaker, self._text, self._time = msg["id"], msg["speaker"], msg["text"], msg["time"]
+
+    def __getitem__(self, r: int) -> tuple[str, Any, float | None]:
+        return f"{self._speaker[r]}: {self._text[r]}", self._ids[r], time_or_none(self._time[r])
+
+
+def message_rows(bank: Bank) -> MessageLines:
+    """Per global message row: (``speaker: text`` line, message id, timestamp or None)."""
+    return MessageLines(bank)
 
 
 def episode_rows(bank: Bank):
@@ -158,7 +169,7 @@ def messages_unit(
     lines=None,
 ) -> RetrievedUnit:
     """A block of raw messages by global rows (a naive-RAG chunk, a TIR session, a turn). ``lines``:
-    ``message_rows(bank)`` when the caller builds many (synced once)."""
+    ``message_rows(bank)`` when the caller builds many."""
     lines = lines or message_rows(bank)
     if len(rows) == 1:
         return message_unit(lines[int(rows[0])], score, scores, kind, uid)

@@ -14,10 +14,12 @@ are ranked (the rest keep text order), which bounds the encoder work a query can
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
 from ..memory.bank import Bank
+from ..memory.hierarchy import time_or_none
 from ..text import PASSAGE_WORDS, embedding_text, passages
 from .context import Deferred, as_part, message_rows, message_unit, word_floor
 from .result import RetrievedUnit
@@ -43,6 +45,20 @@ def _stored_at(first: np.ndarray, owner: np.ndarray, row: int, n: int) -> int | 
     return None if at + n < owner.shape[0] and owner[at + n] == row else at
 
 
+class MessageShape(NamedTuple):
+    """What a search keeps of one message: the ``speaker: passage`` lines of its passages
+    (``text.passages``; None for a short message, one passage: its text; the passages alone are
+    not kept as well, nor is the message's own line) and the least ``word_floor`` of those lines
+    (the message's own for a short one)."""
+
+    lines: tuple[str, ...] | None
+    least_floor: int
+
+    @property
+    def passages(self) -> int:
+        return 1 if self.lines is None else len(self.lines)
+
+
 class Parts:
     """Builds the parts of episodes and messages for one batch of queries. ``embed_messages``: how
     many long messages per query get their passages ranked by embedding (the rest keep text order),
@@ -60,22 +76,19 @@ class Parts:
         self._lines = message_rows(bank)
         text, speaker = bank.msg["text"], bank.msg["speaker"]
 
-        def split(r: int) -> tuple[list[str], list[str]] | None:
-            parts = passages(text[r], max_words)
-            if len(parts) == 1:
-                return None
-            return parts, [f"{speaker[r]}: {p}" for p in parts]
+        def shape(r: int) -> MessageShape:
+            lines = tuple(f"{speaker[r]}: {p}" for p in passages(text[r], max_words))
+            return MessageShape(lines if len(lines) > 1 else None, min(map(word_floor, lines)))
 
-        # a message's passages and floors depend on its speaker and text alone: carried over renumbering
-        same_text = ("speaker", "text")
-        self._passages = psg = bank.msg.rows_cache(
-            f"retrieve.passages.{int(max_words)}", split, key=same_text
+        # a message's shape depends on its speaker and text alone: carried over renumbering
+        self._shape = sh = bank.msg.rows_cache(
+            f"retrieve.message_shape.{int(max_words)}", shape, key=("speaker", "text")
         )
         first, owner = bank.msg["psg"], bank.psg["msg"]
 
         def has_stored(r: int) -> bool:
-            got = psg[r]
-            return got is not None and _stored_at(first, owner, r, len(got[0])) is not None
+            n = sh[r].passages
+            return n > 1 and _stored_at(first, owner, r, n) is not None
 
         # the values a bank's caches compute read its columns, never this object (an evicted bank is freed)
         self._has_stored = bank.msg.rows_cache(
@@ -86,27 +99,19 @@ class Parts:
         def episode_info(row: int) -> tuple[np.ndarray, bool]:
             rows = epi["msgs"][row]
             rows = rows[rows >= 0]
-            return rows, any(psg[int(r)] is not None for r in rows)
+            return rows, any(sh[int(r)].passages > 1 for r in rows)
 
         # per episode row: (its message rows, has a long message): an episode recurs across the queries
         self._episodes = eps = epi.rows_cache(
             f"retrieve.episode_parts.{int(max_words)}", episode_info, (bank.msg,)
         )
-        lines = self._lines
-
-        def floors(r: int) -> tuple[int, int]:
-            """(the message unit's ``word_floor``, its passages' least; the same for a short message)"""
-            own = word_floor(lines[r][0])
-            got = psg[r]
-            return own, min(map(word_floor, got[1])) if got is not None else own
-
-        self._floors = fl = bank.msg.rows_cache(f"retrieve.floors.{int(max_words)}", floors, key=same_text)
+        time = bank.msg["time"]
 
         def episode_floor(row: int) -> list[tuple[float | None, int]]:
             """(timestamp, least ``word_floor``) per distinct timestamp of the episode's messages."""
             least: dict[float | None, int] = {}
             for r in eps[row][0]:
-                ts, n = lines[int(r)][2], min(fl[int(r)])
+                ts, n = time_or_none(time[int(r)]), sh[int(r)].least_floor
                 least[ts] = min(n, least.get(ts, n))
             return list(least.items())
 
@@ -115,6 +120,17 @@ class Parts:
         )
         self._q64: dict[int, np.ndarray] = {}  # query index -> its embedding in float64
 
+    def _time(self, row: int) -> float | None:
+        return time_or_none(self.bank.msg["time"][row])
+
+    def _long(self, row: int) -> bool:
+        return self._shape[row].passages > 1
+
+    def _parts(self, row: int) -> list[str]:
+        """Message ``row``'s passages (``text.passages``), from their lines."""
+        lines, at = self._shape[row].lines, len(self.bank.msg["speaker"][row]) + 2
+        return [self.bank.msg["text"][row]] if lines is None else [line[at:] for line in lines]
+
     def _unit(self, row: int, level: int, score: float) -> RetrievedUnit:
         unit = message_unit(self._lines[row], score, {"similarity": score})
         return as_part(unit, level) if level else unit
@@ -122,14 +138,14 @@ class Parts:
     def _stored(self, row: int) -> np.ndarray | None:
         """The stored embeddings of long message ``row``'s passages, or None when it has none (a
         memory of format 3)."""
-        at = _stored_at(self.bank.msg["psg"], self.bank.psg["msg"], row, len(self._passages[row][0]))
-        return None if at is None else self.bank.psg["x"][at : at + len(self._passages[row][0])]
+        n = self._shape[row].passages
+        at = _stored_at(self.bank.msg["psg"], self.bank.psg["msg"], row, n)
+        return None if at is None else self.bank.psg["x"][at : at + n]
 
     def _rank(self, row: int, qi: int) -> tuple[list[str], list[str]] | None:
         """Row ``row``'s passages (None for a short message or one with stored passages) counted
         against the query's encoder allowance; returns them with the texts to embed when ranked."""
-        got = self._passages[row]
-        if got is None or self._has_stored[row]:
+        if not self._long(row) or self._has_stored[row]:
             return None
         key = (row, qi)
         if key in self._decided:  # a group skipped unbuilt and built later: decided (and counted) once
@@ -137,18 +153,17 @@ class Parts:
         ranked = None
         if self._ranked.get(qi, 0) < self.embed_messages:
             self._ranked[qi] = self._ranked.get(qi, 0) + 1
-            sp = self.bank.msg["speaker"][row]
-            ranked = got[0], [embedding_text(sp, p) for p in got[0]]
+            sp, parts = self.bank.msg["speaker"][row], self._parts(row)
+            ranked = parts, [embedding_text(sp, p) for p in parts]
         self._decided[key] = ranked
         return ranked
 
     def _passage_units(self, row: int, q: np.ndarray, qi: int, level: int) -> list[RetrievedUnit]:
-        got = self._passages[row]
-        if got is None:
+        if not self._long(row):
             return []
-        parts, texts = got
-        order = np.arange(len(parts))
-        sims = np.zeros(len(parts))
+        texts = self._shape[row].lines
+        order = np.arange(len(texts))
+        sims = np.zeros(len(texts))
         stored = self._stored(row)
         ranked = None if stored is not None else self._rank(row, qi)
         if stored is not None:
@@ -157,7 +172,7 @@ class Parts:
         elif ranked is not None:
             sims = _embed(self.embedder, ranked[1]) @ q.astype(np.float32)
             order = np.lexsort((order, -sims))
-        mid, ts = self._lines[row][1], self._lines[row][2]
+        mid, ts = self.bank.msg["id"][row], self._time(row)
         return [
             as_part(
                 RetrievedUnit(
@@ -191,7 +206,7 @@ class Parts:
     def passage_parts(self, row: int, q: np.ndarray, qi: int, level: int) -> list[Deferred]:
         """The passages of the message at ``row`` (a unit of ``level``) as a deferred group; none
         for a short message."""
-        if self._passages[row] is None:
+        if not self._long(row):
             return []
         return [
             Deferred(
@@ -199,7 +214,7 @@ class Parts:
                 (level + 1,),
                 lambda: self._passage_units(row, q, qi, level),
                 lambda: self._skip_passages(row, qi),
-                lambda: [(self._lines[row][2], self._floors[row][1])],
+                lambda: [(self._time(row), self._shape[row].least_floor)],
             )
         ]
 
@@ -237,7 +252,7 @@ class Parts:
             out: list = []
             for r, sim in zip(msgs, sims):
                 out.append(self._unit(r, 1, sim))
-                if long and self._passages[r] is not None:
+                if long and self._long(r):
                     out += self.passage_parts(r, q, qi, 1)
             return out
 
