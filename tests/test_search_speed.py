@@ -1,5 +1,5 @@
-"""Search at the speed of its kernels: what a search caches per bank row (rendered
-message lines, episode line ends, passages; ``Level.rows_cache``) follows the bank as the live
+"""Search at the speed of its kernels: what a search caches per bank row (episode line ends,
+long messages' passage lines; ``Level.rows_cache``) follows the bank as the live
 engine writes it, and the parts a strategy defers (``context.Deferred``: built by the fit only
 where their unit does not fit) give the contexts that building them all gives."""
 
@@ -275,5 +275,6 @@ def test_what_searches_keep_per_message_holds_its_text_once_at_most(tmp_path):
         rows = msg.seg.rows(eng.bank.index[scope_key("u")])
         texts = sum(len(msg["text"][int(r)]) + len(msg["speaker"][int(r)]) + 2 for r in rows)
         kept = {name: sum(map(len, _strings(rc.values))) for name, rc in msg.derived.items()}
-        assert kept and all(n <= 1.05 * texts for n in kept.values()), (kept, texts)
+        assert kept["retrieve.message_shape.150"] >= 0.9 * texts  # the long messages' passage lines
+        assert all(n <= 1.05 * texts for n in kept.values()), (kept, texts)
         assert sum(kept.values()) <= 1.05 * texts, (kept, texts)

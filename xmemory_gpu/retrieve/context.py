@@ -61,22 +61,22 @@ def episode_rows(bank: Bank):
 
     def fn(row: int) -> tuple:
         text = e["text"][row]
-        rows = [int(r) for r in e["msgs"][row] if r >= 0]
-        ls = [lines[r][0] for r in rows]
+        got = [lines[int(r)] for r in e["msgs"][row] if r >= 0]
+        ls = [g[0] for g in got]
         ends = _line_ends(ls) if "\n".join(ls) == text else None
-        return text, [lines[r][1] for r in rows], ends, time_or_none(e["start"][row]), str(int(e["id"][row]))
+        return text, [g[1] for g in got], ends, time_or_none(e["start"][row]), str(int(e["id"][row]))
 
     return e.rows_cache("retrieve.episode", fn, (bank.msg,))
 
 
 def semantic_rows(bank: Bank):
     """Per global semantic row: (text, source message ids, time or None, unit id)."""
-    s, lines = bank.sem, message_rows(bank)
+    s, ids = bank.sem, bank.msg["id"]
 
     def fn(row: int) -> tuple:
         return (
             s["text"][row],
-            [lines[int(r)][1] for r in s["msgs"][row] if r >= 0],
+            [ids[int(r)] for r in s["msgs"][row] if r >= 0],
             time_or_none(s["time"][row]),
             str(int(s["id"][row])),
         )

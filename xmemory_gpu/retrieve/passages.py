@@ -48,8 +48,8 @@ def _stored_at(first: np.ndarray, owner: np.ndarray, row: int, n: int) -> int | 
 class MessageShape(NamedTuple):
     """What a search keeps of one message: the ``speaker: passage`` lines of its passages
     (``text.passages``; None for a short message, one passage: its text; the passages alone are
-    not kept as well, nor is the message's own line) and the least ``word_floor`` of those lines
-    (the message's own for a short one)."""
+    not kept as well, nor is the message's own line) and the least ``word_floor`` of its own line
+    and those lines."""
 
     lines: tuple[str, ...] | None
     least_floor: int
@@ -78,7 +78,10 @@ class Parts:
 
         def shape(r: int) -> MessageShape:
             lines = tuple(f"{speaker[r]}: {p}" for p in passages(text[r], max_words))
-            return MessageShape(lines if len(lines) > 1 else None, min(map(word_floor, lines)))
+            if len(lines) == 1:
+                return MessageShape(None, word_floor(lines[0]))
+            own = word_floor(f"{speaker[r]}: {text[r]}")  # newlines join words in the message's own line
+            return MessageShape(lines, min(own, *map(word_floor, lines)))
 
         # a message's shape depends on its speaker and text alone: carried over renumbering
         self._shape = sh = bank.msg.rows_cache(
@@ -128,7 +131,7 @@ class Parts:
 
     def _parts(self, row: int) -> list[str]:
         """Message ``row``'s passages (``text.passages``), from their lines."""
-        lines, at = self._shape[row].lines, len(self.bank.msg["speaker"][row]) + 2
+        lines, at = self._shape[row].lines, len(f"{self.bank.msg['speaker'][row]}: ")
         return [self.bank.msg["text"][row]] if lines is None else [line[at:] for line in lines]
 
     def _unit(self, row: int, level: int, score: float) -> RetrievedUnit:
