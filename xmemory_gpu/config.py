@@ -76,7 +76,9 @@ class Stage1Config:
     alpha: float = 0.7  # code, Eq. 4
     semantic_pool: int = 40  # code
     theme_budget: int = 5  # code
-    semantic_budget: int = 20  # code
+    # statements Stage I selects (and the full xmemory's top-up adds): 30; the authors' code has 20,
+    # which left recall on the public chats (figures: benchmarks/RESULTS.md)
+    semantic_budget: int = 30
     coverage_target: float = 1.0  # code
     # Eq. 4 stop rule: "count" (code: covered candidates reach coverage_target of all, 1.0 = all
     # covered) or "weight" (ours before: credited edge-weight share reaches coverage_target)
@@ -114,7 +116,7 @@ class BaselinesConfig:
     naive_rag_k: int = 20  # the paper's naive RAG retrieves 20 chunks
     naive_rag_fill: int = 100  # under a token budget, chunks up to this rank are taken while they fit
     chunk_messages: int = 1  # consecutive messages of one session per naive-RAG chunk
-    memory_only_semantics: int = 20  # same budgets as xMemory's Stage I / II
+    memory_only_semantics: int = 30  # same budgets as xMemory's Stage I / II
     memory_only_episodes: int = 10
     tir_sessions: int = 2  # Nano-Memory TIR: whole sessions returned, ranked by their best turn
     tir_prune: bool = False  # TIR: the reader keeps only the turns of each session that bear on the query
