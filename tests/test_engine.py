@@ -436,3 +436,25 @@ def test_a_build_is_refused_while_another_process_writes(tmp_path, capsys):
         p.kill()
         p.wait(timeout=30)
     assert main(["build", str(data), "--out", str(store), "--embedder", "hashing:32", "--no-progress"]) == 0
+
+
+def test_a_store_keeps_the_search_settings_it_was_made_with(tmp_path):
+    """A store made with other statement budgets than the defaults searches with its own after a reopen
+    (a default that changes does not change what an existing memory returns); settings passed over
+    the store's (``resolve_config``, as ``search --config``) win."""
+    from xmemory_gpu.config import resolve_config
+    from xmemory_gpu.memory.store import Store
+
+    made = XMemoryConfig()
+    made.stage1.semantic_budget, made.baselines.memory_only_semantics = 7, 9
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB, config=made) as eng:
+        eng.add([{"speaker": "Ann", "content": "I adopted a cat named Miso in May."}], user_id="u")
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        assert eng.config.stage1.semantic_budget == 7 and eng.config.baselines.memory_only_semantics == 9
+    st = Store.open(tmp_path / "s")
+    try:
+        over = resolve_config(st.config, overrides={"stage1": {"semantic_budget": 30}})
+    finally:
+        st.close()
+    assert over.stage1.semantic_budget == 30 and over.baselines.memory_only_semantics == 9
+    assert XMemoryConfig().stage1.semantic_budget == 30

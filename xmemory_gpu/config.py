@@ -77,7 +77,7 @@ class Stage1Config:
     semantic_pool: int = 40  # code
     theme_budget: int = 5  # code
     # statements Stage I selects (and the full xmemory's top-up adds): 30; the authors' code has 20,
-    # which left recall on the public chats (figures: benchmarks/RESULTS.md)
+    # which recalls less on the public chats (figures: benchmarks/RESULTS.md)
     semantic_budget: int = 30
     coverage_target: float = 1.0  # code
     # Eq. 4 stop rule: "count" (code: covered candidates reach coverage_target of all, 1.0 = all
@@ -87,7 +87,8 @@ class Stage1Config:
     # embedding, as the authors' code does; embedded at first use and cached by summary text)
     theme_relevance: str = "centroid"
     # full xmemory only: Stage I's picks plus the similarity top-`semantic_budget` semantics, ordered by relevance
-    # (measured on the dev split: recall 0.549/0.647/0.726 -> 0.622/0.703/0.788 at 300/600/1,200 tokens)
+    # (measured on the dev split with 20 statements: recall 0.549/0.647/0.726 -> 0.622/0.703/0.788 at
+    # 300/600/1,200 tokens)
     topup: bool = True
     # ... ordered by cos(query, statement) + message_weight * cos(query, its first source message)
     message_weight: float = 0.5

@@ -193,7 +193,7 @@ class MemorySlice:
 
 
 class RowCache:
-    """Values derived from a level's rows (a message's passage count, an episode's line ends),
+    """Values derived from a level's rows (a long message's passage lines, an episode's line ends),
     computed lazily per row and dropped for the rows the bank writes (``Bank.put_slice`` notes
     them in the level's :class:`WriteLog`). A replaced column (the arena grew, a ragged column
     widened), a log that no longer reaches back, or any write to a level in ``depends`` drops them
