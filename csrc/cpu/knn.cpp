@@ -52,12 +52,11 @@ struct TopK {
   }
 };
 
-// out[a * KB + b] = dot(q[a], x[b]) for a < nq, b < nk; rows of length d, row strides d. x's rows are
-// packed into 32-wide panels (pack: KB x d floats) and every dot goes through the 6 x 32
-// micro-kernel (cpu_microkernel.h: one sequential FMA chain per entry in every ISA), so a pair's
-// similarity is bit-identical whatever the batch, tile, position or ISA.
-void dot_block(xmem::Isa isa, const float* q, int64_t nq, const float* x, int64_t nk, int64_t d, float* out, float* pack) {
-  xmem::pack_panels(x, nk, d, pack);
+// out[a * KB + b] = dot(q[a], x[b]) for a < nq, b < nk; rows of length d, row strides d. x's rows come
+// packed into 32-wide panels (``pack``: xmem::pack_panels or pack_unit_panels of nk rows) and every dot
+// goes through the 6 x 32 micro-kernel (cpu_microkernel.h: one sequential FMA chain per entry in every
+// ISA), so a pair's similarity is bit-identical whatever the batch, tile, position or ISA.
+void dot_block(xmem::Isa isa, const float* q, int64_t nq, const float* pack, int64_t nk, int64_t d, float* out) {
   float blk[(QB + xmem::kMR) * xmem::kNR];  // the chains of every query row against one panel
   const float* a[xmem::kMR];
   for (int64_t p = 0; p * xmem::kNR < nk; ++p) {
@@ -73,12 +72,41 @@ void dot_block(xmem::Isa isa, const float* q, int64_t nq, const float* x, int64_
   }
 }
 
-// Row i of x scaled to unit L2 norm (norm in double) into out; a zero row stays zero.
+// Row i of x scaled to unit L2 norm (norm in double) into out; a zero row stays zero. The squares
+// (exact in double) go to eight partial sums, entry t to sum t % 8, added in a fixed tree: one order
+// whatever the ISA, and independent chains the compiler can put in vector lanes.
+inline float unit_scale(const float* x, int64_t d) {
+  double p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t t = 0;
+  for (; t + 8 <= d; t += 8)
+    for (int64_t j = 0; j < 8; ++j) p[j] += double(x[t + j]) * x[t + j];
+  for (int64_t j = 0; t < d; ++t, ++j) p[j] += double(x[t]) * x[t];
+  const double s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+  return s > 0 ? float(1.0 / std::sqrt(s)) : 0.f;
+}
+
 inline void unit_row(const float* x, int64_t d, float* out) {
-  double s = 0;
-  for (int64_t t = 0; t < d; ++t) s += double(x[t]) * x[t];
-  const float inv = s > 0 ? float(1.0 / std::sqrt(s)) : 0.f;
+  const float inv = unit_scale(x, d);
   for (int64_t t = 0; t < d; ++t) out[t] = x[t] * inv;
+}
+
+// xmem::pack_panels of the unit_row of each of the n rows of b: the raw rows read once.
+void pack_unit_panels(const float* b, int64_t n, int64_t d, float* out) {
+  for (int64_t p = 0; p * xmem::kNR < n; ++p) {
+    float* panel = out + p * d * xmem::kNR;
+    const int64_t c0 = p * xmem::kNR, nc = std::min(xmem::kNR, n - c0);
+    if (nc < xmem::kNR) std::memset(panel, 0, sizeof(float) * d * xmem::kNR);
+    float inv[xmem::kNR];
+    for (int64_t c = 0; c < nc; ++c) inv[c] = unit_scale(b + (c0 + c) * d, d);
+    // a panel row (32 columns of one depth) at a time, 8 x 8 blocks: written in order, read in short runs
+    for (int64_t t0 = 0; t0 < d; t0 += 8) {
+      const int64_t nt = std::min<int64_t>(8, d - t0);
+      for (int64_t c = 0; c < nc; ++c) {
+        const float* row = b + (c0 + c) * d + t0;
+        for (int64_t t = 0; t < nt; ++t) panel[(t0 + t) * xmem::kNR + c] = row[t] * inv[c];
+      }
+    }
+  }
 }
 
 // Rows scaled to unit L2 norm; zero rows stay zero.
@@ -163,11 +191,17 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     threads = work >= xmem::parallel_work() ? omp_get_max_threads() : 1;
 #endif
     const bool symmetric = self_rows && nseg >= 4 * threads;
-    // the symmetric path normalises each segment in its thread's cache; the others read one copy
-    const std::vector<float> xu = symmetric ? std::vector<float>() : unit_rows(x_in.data(), nx, d, threads);
-    const std::vector<float> qu = self_rows ? std::vector<float>() : unit_rows(q_in.data(), nq, d, threads);
+    // A search normalises its query tile in the item that reads it (each query row is in one item),
+    // and, where every segment has one query tile (a search of a few rows: one pass over the keys),
+    // each key tile as it reads it; a graph build reads one normalised copy of x (the symmetric path
+    // normalises each segment in its thread's cache). unit_row is the same wherever it writes, so
+    // the bits do not depend on which.
+    int64_t widest = 0;
+    for (int64_t b = 0; b < nseg; ++b) widest = std::max(widest, qo[b + 1] - qo[b]);
+    const bool keys_in_item = !self_rows && widest <= QB;
+    const std::vector<float> xu =
+        symmetric || keys_in_item ? std::vector<float>() : unit_rows(x_in.data(), nx, d, threads);
     const float* xs = xu.data();
-    const float* qs = self_rows ? xs : qu.data();
 
     // Graph build over many segments: one item per segment, and each key tile pair (ta <= tb) is
     // computed once and offered to both sides (dot(i, j) == dot(j, i) bit for bit: same kernel,
@@ -194,6 +228,7 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
     {
       std::vector<float> block(QB * KB);
       std::vector<float> pack(static_cast<size_t>(KB * d));
+      std::vector<float> qtile(self_rows ? 0 : static_cast<size_t>(QB * d));
       std::vector<float> acc, unit;
       std::vector<TopK> tops;
       int tid = 0;
@@ -228,7 +263,8 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
         if (mirrored) {
           for (int64_t c0 = r0; c0 < xo[b + 1]; c0 += KB) {
             const int64_t nc = std::min(KB, xo[b + 1] - c0);
-            dot_block(isa, xs + r0 * d, nr, xs + c0 * d, nc, d, block.data(), pack.data());
+            xmem::pack_panels(xs + c0 * d, nc, d, pack.data());
+            dot_block(isa, xs + r0 * d, nr, pack.data(), nc, d, block.data());
             for (int64_t a = 0; a < nr; ++a) {
               const float* row = block.data() + a * KB;
               const int64_t i = r0 + a;
@@ -245,9 +281,18 @@ py::tuple topk_segments(F32 q_in, I64 q_off_in, F32 x_in, I64 x_off_in, int64_t 
           }
           continue;
         }
+        const float* qrows = qtile.data();  // self_rows: the queries are the keys
+        if (self_rows)
+          qrows = xs + r0 * d;
+        else
+          for (int64_t a = 0; a < nr; ++a) unit_row(q_in.data() + (r0 + a) * d, d, qtile.data() + a * d);
         for (int64_t c0 = xo[b]; c0 < xo[b + 1]; c0 += KB) {
           const int64_t nc = std::min(KB, xo[b + 1] - c0);
-          dot_block(isa, qs + r0 * d, nr, xs + c0 * d, nc, d, block.data(), pack.data());
+          if (keys_in_item)
+            pack_unit_panels(x_in.data() + c0 * d, nc, d, pack.data());
+          else
+            xmem::pack_panels(xs + c0 * d, nc, d, pack.data());
+          dot_block(isa, qrows, nr, pack.data(), nc, d, block.data());
           for (int64_t a = 0; a < nr; ++a) {
             const float* row = block.data() + a * KB;
             for (int64_t c = 0; c < nc; ++c) {

@@ -194,6 +194,21 @@ def test_cpu_results_do_not_depend_on_batching(rng, backend):
         np.testing.assert_array_equal(np.where(i1 >= 0, i1 + s, -1), idx[s:e])
 
 
+def test_cpu_search_bits_do_not_depend_on_how_many_rows_ask(rng):
+    """A search of a few rows (each key tile normalised as the item reads it) and one of many (one
+    normalised copy of the keys) give a row the same list, bit for bit, as the graph gives it."""
+    x = rng.standard_normal((300, 97)).astype(np.float32)
+    x[7] = 0.0  # a zero row stays zero either way
+    x[11] = x[3]  # a tie, to the lower row
+    g_idx, g_sim = knn_graph(x, np.array([0, 300]), 6, backend="cpu")
+    for rows in (np.array([3]), np.arange(0, 300, 9), np.arange(300)):  # 1, 34 and 300 queries
+        idx, sim = knn_search(x[rows], np.array([0, len(rows)]), x, np.array([0, 300]), 7, backend="cpu")
+        for j, r in enumerate(rows.tolist()):
+            keep = idx[j] != r  # the search meets the row itself; the graph skips it
+            np.testing.assert_array_equal(idx[j][keep][:6], g_idx[r])
+            np.testing.assert_array_equal(sim[j][keep][:6], g_sim[r])
+
+
 _THREADS_SCRIPT = """
 import sys
 import numpy as np

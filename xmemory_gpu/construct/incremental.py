@@ -385,13 +385,20 @@ def _dedup_columns(g: dict, sc: dict[str, np.ndarray], raw_x: np.ndarray, thresh
     )
 
 
+def _padded(old: np.ndarray, n: int, w: int, dtype) -> np.ndarray:
+    """[n, w] ``dtype``: ``old``'s rows (a ragged column, valid entries first) cut or padded with -1 to
+    width ``w``, then rows of -1; each byte written once (a long memory's source column is tens of MB)."""
+    out = np.empty((n, w), dtype)
+    m, c = old.shape[0], min(w, old.shape[1])
+    out[:m, :c] = old[:, :c]
+    out[:m, c:] = -1
+    out[m:] = -1
+    return out
+
+
 def _packed(rows: np.ndarray, lengths: np.ndarray, dtype) -> np.ndarray:
     """A ragged column [n, w] (valid entries first) cut or padded to its longest row (at least 1)."""
-    w = max(int(lengths.max(initial=0)), 1)
-    out = np.full((rows.shape[0], w), -1, dtype)
-    c = min(w, rows.shape[1])
-    out[:, :c] = rows[:, :c]
-    return out
+    return _padded(rows, rows.shape[0], max(int(lengths.max(initial=0)), 1), dtype)
 
 
 def _ragged_rows(
@@ -404,9 +411,7 @@ def _ragged_rows(
     )
     for r, x in replace_at.items():
         lengths[r] = len(x)
-    out = np.full((n_old + len(extra), max(int(lengths.max(initial=0)), 1)), -1, dtype)  # one copy of old
-    c = min(out.shape[1], old.shape[1])
-    out[:n_old, :c] = old[:, :c]
+    out = _padded(old, n_old + len(extra), max(int(lengths.max(initial=0)), 1), dtype)  # one copy of old
     for r, x in [*replace_at.items(), *((n_old + j, x) for j, x in enumerate(extra))]:
         out[r] = -1
         out[r, : len(x)] = x
@@ -453,10 +458,8 @@ def _statement_episodes(
     lengths = np.zeros(n, np.int64)
     lengths[:n_old] = ragged_lengths(old_epis[:n_old])
     lengths[rows] = (part >= 0).sum(axis=1)
-    out = np.full((n, max(int(lengths.max(initial=0)), 1)), -1, np.int32)
-    c = min(out.shape[1], old_epis.shape[1])
-    out[:n_old, :c] = old_epis[:n_old, :c]  # every kept row, then the ones computed again
-    out[rows] = -1
+    out = _padded(old_epis[:n_old], n, max(int(lengths.max(initial=0)), 1), np.int32)  # the kept rows
+    out[rows] = -1  # then the ones computed again
     c = min(out.shape[1], part.shape[1])
     out[rows, :c] = part[:, :c]
     return out

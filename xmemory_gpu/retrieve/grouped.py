@@ -57,7 +57,8 @@ def _few_queries(q: np.ndarray, q_off: np.ndarray, x: np.ndarray, x_off: np.ndar
     """Candidates of a search of few queries on the host: per segment one float32 product of its
     queries with its rows, cosine by the rows' norms, the top ``k`` by a stable sort (ties to the
     lower row, as the kernel). The kernel normalises and packs every row it reads, which costs more
-    than the product when the queries are few (one query over 600 rows: 0.5 ms against 0.02 ms).
+    than the product when the queries are few (one query over 600 rows, the whole call: 0.28 ms
+    against 0.13 ms).
     q [Q, d], x [N, d] with CSR ``q_off`` / ``x_off`` -> idx [Q, k] int64 rows of x, -1 padded."""
     out = np.full((q.shape[0], k), -1, np.int64)
     for s in range(len(q_off) - 1):

@@ -74,9 +74,13 @@ inline void pack_panels(const float* b, int64_t n, int64_t d, float* out) {
     float* panel = out + p * d * kNR;
     const int64_t c0 = p * kNR, nc = std::min(kNR, n - c0);
     if (nc < kNR) std::memset(panel, 0, sizeof(float) * d * kNR);
-    for (int64_t c = 0; c < nc; ++c) {
-      const float* row = b + (c0 + c) * d;
-      for (int64_t t = 0; t < d; ++t) panel[t * kNR + c] = row[t];
+    // 8 depths of every column at a time: the writes stay in a few lines of the panel
+    for (int64_t t0 = 0; t0 < d; t0 += 8) {
+      const int64_t nt = std::min<int64_t>(8, d - t0);
+      for (int64_t c = 0; c < nc; ++c) {
+        const float* row = b + (c0 + c) * d + t0;
+        for (int64_t t = 0; t < nt; ++t) panel[(t0 + t) * kNR + c] = row[t];
+      }
     }
   }
 }
