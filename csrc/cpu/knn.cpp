@@ -57,6 +57,10 @@ struct TopK {
 // goes through the 6 x 32 micro-kernel (cpu_microkernel.h: one sequential FMA chain per entry in every
 // ISA), so a pair's similarity is bit-identical whatever the batch, tile, position or ISA.
 void dot_block(xmem::Isa isa, const float* q, int64_t nq, const float* pack, int64_t nk, int64_t d, float* out) {
+  if (d == 0) {  // no depth: every dot is 0 (the micro-kernel never runs to write them)
+    for (int64_t r = 0; r < nq; ++r) std::fill(out + r * KB, out + r * KB + nk, 0.f);
+    return;
+  }
   float blk[(QB + xmem::kMR) * xmem::kNR];  // the chains of every query row against one panel
   const float* a[xmem::kMR];
   for (int64_t p = 0; p * xmem::kNR < nk; ++p) {
@@ -90,7 +94,8 @@ inline void unit_row(const float* x, int64_t d, float* out) {
   for (int64_t t = 0; t < d; ++t) out[t] = x[t] * inv;
 }
 
-// xmem::pack_panels of the unit_row of each of the n rows of b: the raw rows read once.
+// xmem::pack_panels of the unit_row of each of the n rows of b, without a normalised copy: a panel's
+// rows come from memory once (their norms' pass leaves them in cache for the packing).
 void pack_unit_panels(const float* b, int64_t n, int64_t d, float* out) {
   for (int64_t p = 0; p * xmem::kNR < n; ++p) {
     float* panel = out + p * d * xmem::kNR;
@@ -132,6 +137,7 @@ void segment_graph(xmem::Isa isa, const float* x, int64_t s, int64_t e, int64_t 
   const float* xs = unit.data();
   pack.resize(static_cast<size_t>(panels * xmem::kNR * d));
   acc.resize(static_cast<size_t>((n + xmem::kMR) * xmem::kNR));
+  if (d == 0) std::fill(acc.begin(), acc.end(), 0.f);  // no depth: every dot is 0
   xmem::pack_panels(xs, n, d, pack.data());
   const float* a[xmem::kMR];
   for (int64_t p = 0; p < panels; ++p) {

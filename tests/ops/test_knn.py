@@ -194,19 +194,38 @@ def test_cpu_results_do_not_depend_on_batching(rng, backend):
         np.testing.assert_array_equal(np.where(i1 >= 0, i1 + s, -1), idx[s:e])
 
 
-def test_cpu_search_bits_do_not_depend_on_how_many_rows_ask(rng):
+@pytest.mark.parametrize("d", [3, 8, 97])
+def test_cpu_search_bits_do_not_depend_on_how_many_rows_ask(rng, d):
     """A search of a few rows (each key tile normalised as the item reads it) and one of many (one
     normalised copy of the keys) give a row the same list, bit for bit, as the graph gives it."""
-    x = rng.standard_normal((300, 97)).astype(np.float32)
+    x = rng.standard_normal((300, d)).astype(np.float32)
     x[7] = 0.0  # a zero row stays zero either way
     x[11] = x[3]  # a tie, to the lower row
-    g_idx, g_sim = knn_graph(x, np.array([0, 300]), 6, backend="cpu")
-    for rows in (np.array([3]), np.arange(0, 300, 9), np.arange(300)):  # 1, 34 and 300 queries
-        idx, sim = knn_search(x[rows], np.array([0, len(rows)]), x, np.array([0, 300]), 7, backend="cpu")
+    x[200] = x[150]
+    off = np.array([0, 120, 300])  # two memories
+    g_idx, g_sim = knn_graph(x, off, 6, backend="cpu")
+    for rows in (np.array([3, 150]), np.arange(0, 300, 9), np.arange(300)):  # 1, 14 / 20, 120 / 180
+        q_off = np.searchsorted(rows, off)
+        idx, sim = knn_search(x[rows], q_off, x, off, 7, backend="cpu")
         for j, r in enumerate(rows.tolist()):
             keep = idx[j] != r  # the search meets the row itself; the graph skips it
             np.testing.assert_array_equal(idx[j][keep][:6], g_idx[r])
             np.testing.assert_array_equal(sim[j][keep][:6], g_sim[r])
+
+
+def test_cpu_rows_of_no_depth_score_zero(rng):
+    """d = 0: every row is a zero row, so every similarity is 0 and ties go to the lower row (the
+    reference's lists), on the graph's paths and the search's."""
+    x = np.zeros((40, 0), np.float32)
+    for off in (np.array([0, 40]), np.arange(0, 41, 5)):
+        got = knn_graph(x, off, 3, backend="cpu")
+        want = knn_graph(x, off, 3, backend="reference")
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+        got = knn_search(x[:2], np.array([0, 2] + [2] * (len(off) - 2)), x, off, 3, backend="cpu")
+        want = knn_search(x[:2], np.array([0, 2] + [2] * (len(off) - 2)), x, off, 3, backend="reference")
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
 
 
 _THREADS_SCRIPT = """
