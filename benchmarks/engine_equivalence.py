@@ -1,6 +1,6 @@
 """Streaming equals bulk: every conversation of a LoCoMo-format file streamed into a live engine
-session by session (one ``add_batch`` per session round across all memories, as the bulk build
-advances them), then compared with a bulk-built store of the same file: per-memory f(P), counts,
+one dated chat part at a time (one ``add_batch`` per round of parts across all memories, as the bulk
+build advances them), then compared with a bulk-built store of the same file: per-memory f(P), counts,
 and evidence recall of ``xmemory`` and ``memory-only`` on the non-adversarial questions.
 
   python benchmarks/engine_equivalence.py BULK_STORE --data locomo_dev.json --out DIR [--budgets 0,300,600,1200]
