@@ -94,24 +94,12 @@ inline void unit_row(const float* x, int64_t d, float* out) {
   for (int64_t t = 0; t < d; ++t) out[t] = x[t] * inv;
 }
 
-// xmem::pack_panels of the unit_row of each of the n rows of b, without a normalised copy: a panel's
+// xmem::pack_panels of the unit_row of each of the n <= KB rows of b, without a normalised copy: the
 // rows come from memory once (their norms' pass leaves them in cache for the packing).
 void pack_unit_panels(const float* b, int64_t n, int64_t d, float* out) {
-  for (int64_t p = 0; p * xmem::kNR < n; ++p) {
-    float* panel = out + p * d * xmem::kNR;
-    const int64_t c0 = p * xmem::kNR, nc = std::min(xmem::kNR, n - c0);
-    if (nc < xmem::kNR) std::memset(panel, 0, sizeof(float) * d * xmem::kNR);
-    float inv[xmem::kNR];
-    for (int64_t c = 0; c < nc; ++c) inv[c] = unit_scale(b + (c0 + c) * d, d);
-    // a panel row (32 columns of one depth) at a time, 8 x 8 blocks: written in order, read in short runs
-    for (int64_t t0 = 0; t0 < d; t0 += 8) {
-      const int64_t nt = std::min<int64_t>(8, d - t0);
-      for (int64_t c = 0; c < nc; ++c) {
-        const float* row = b + (c0 + c) * d + t0;
-        for (int64_t t = 0; t < nt; ++t) panel[(t0 + t) * xmem::kNR + c] = row[t] * inv[c];
-      }
-    }
-  }
+  float inv[KB];
+  for (int64_t c = 0; c < n; ++c) inv[c] = unit_scale(b + c * d, d);
+  xmem::pack_panels(b, n, d, out, inv);
 }
 
 // Rows scaled to unit L2 norm; zero rows stay zero.

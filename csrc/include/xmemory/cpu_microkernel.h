@@ -68,8 +68,9 @@ inline Isa cpu_isa() {
   return best;
 }
 
-// Pack rows [0, n) of B (row stride d) into ceil(n / 32) panels of d x 32 (zero-padded columns).
-inline void pack_panels(const float* b, int64_t n, int64_t d, float* out) {
+// Pack rows [0, n) of B (row stride d) into ceil(n / 32) panels of d x 32 (zero-padded columns);
+// with ``scale`` [n], row c multiplied by scale[c] as it is packed.
+inline void pack_panels(const float* b, int64_t n, int64_t d, float* out, const float* scale = nullptr) {
   for (int64_t p = 0; p * kNR < n; ++p) {
     float* panel = out + p * d * kNR;
     const int64_t c0 = p * kNR, nc = std::min(kNR, n - c0);
@@ -79,7 +80,12 @@ inline void pack_panels(const float* b, int64_t n, int64_t d, float* out) {
       const int64_t nt = std::min<int64_t>(8, d - t0);
       for (int64_t c = 0; c < nc; ++c) {
         const float* row = b + (c0 + c) * d + t0;
-        for (int64_t t = 0; t < nt; ++t) panel[(t0 + t) * kNR + c] = row[t];
+        if (scale) {
+          const float s = scale[c0 + c];
+          for (int64_t t = 0; t < nt; ++t) panel[(t0 + t) * kNR + c] = row[t] * s;
+        } else {
+          for (int64_t t = 0; t < nt; ++t) panel[(t0 + t) * kNR + c] = row[t];
+        }
       }
     }
   }
