@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct.forget import forget, one_source_statements
 from xmemory_gpu.construct.incremental import statement_hash
 from xmemory_gpu.construct.semantic import extract_statements
 from xmemory_gpu.embed.hashing import HashingEmbedder
@@ -55,8 +56,10 @@ def _check_whole(eng: MemoryEngine, user: str, gone_tokens: set[str]) -> None:
     covered = [mid for e in mem.episodes for mid in e.message_ids]
     assert sorted(covered) == sorted(ids)  # every message in exactly one episode
     alive = set(ids)
+    episode_of = {mid: e.id for e in mem.episodes for mid in e.message_ids}
     for s in mem.semantics:
         assert s.message_ids and set(s.message_ids) <= alive
+        assert sorted(s.episode_ids) == sorted({episode_of[m] for m in s.message_ids}), s
     sizes = np.bincount(np.asarray(mem.theme_of), minlength=len(mem.themes))
     assert len(mem.themes) == 0 or sizes.min() > 0
     for u in units:
@@ -189,3 +192,79 @@ def test_a_theme_that_lost_a_statement_is_summarised_again(tmp_path):
         sc, tc = sl.cols["sem"], sl.cols["theme"]
         fresh = theme_summaries(sc["text"].tolist(), sc["x"], sc["theme"], tc["id"].tolist())
         assert tc["summary"].tolist() == fresh and all(fresh)
+
+
+def _bees_chat() -> list[dict]:
+    lines = [
+        "I keep bees in the garden.",
+        "My sister Meena lives in Porto.",
+        "I started rowing on the river last spring.",
+        "I keep bees in the garden.",
+        "My brother works as a nurse in Leeds.",
+        "I keep bees in the garden.",
+        "We adopted a grey cat called Pixel.",
+    ]
+    return [{"id": f"m{i}", "role": "user", "content": t, "session": i // 2} for i, t in enumerate(lines)]
+
+
+def _statements(eng: MemoryEngine) -> dict[str, tuple[str, ...]]:
+    return {
+        u["text"]: tuple(sorted(u["message_ids"]))
+        for u in eng.get_all(user_id="u")
+        if u["type"] == "semantic"
+    }
+
+
+@pytest.mark.parametrize("gone", ["m3", "m5"])
+def test_a_statement_that_loses_a_merged_source_keeps_its_row_as_a_build_without_it(tmp_path, gone):
+    """Deleting a message whose statement merged into an earlier one's (not the statement's first
+    source) takes the message out of the statement's sources and keeps the statement (its id, text,
+    theme): no other source is read again, and the statements are those of a build without it."""
+    chat = _bees_chat()
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        for i in range(0, len(chat), 2):
+            eng.add(chat[i : i + 2], user_id="u")
+        (bees,) = [u for u in eng.get_all(user_id="u") if u["type"] == "semantic" and "bees" in u["text"]]
+        assert bees["message_ids"] == ["m0", "m3", "m5"]
+        _, restate = forget(eng.bank.slice(eng.bank.index[scope_key("u")]), {gone}, {}, None)
+        assert restate == set()
+        eng.delete(gone, user_id="u")
+        (after,) = [u for u in eng.get_all(user_id="u") if u["type"] == "semantic" and "bees" in u["text"]]
+        assert after["id"] == bees["id"] and after["text"] == bees["text"]
+        assert after["message_ids"] == [m for m in ["m0", "m3", "m5"] if m != gone]
+        _check_whole(eng, "u", set())
+        trimmed = _statements(eng)
+    left = [m for m in chat if m["id"] != gone]
+    with MemoryEngine.open(tmp_path / "fresh", embedder=EMB) as eng:
+        for i in range(0, len(left), 2):
+            eng.add(left[i : i + 2], user_id="u")
+        assert _statements(eng) == trimmed
+
+
+def test_a_statement_that_loses_its_first_source_is_read_again_from_the_others(tmp_path):
+    chat = _bees_chat()
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        eng.add(chat, user_id="u")
+        sl = eng.bank.slice(eng.bank.index[scope_key("u")])
+        _, restate = forget(sl, {"m0"}, {}, None)
+        assert restate == {"m3", "m5"}  # the statement leaves; its other sources are read again
+        eng.delete("m0", user_id="u")
+        (after,) = [u for u in eng.get_all(user_id="u") if u["type"] == "semantic" and "bees" in u["text"]]
+        assert after["message_ids"] == ["m3", "m5"]
+        _check_whole(eng, "u", set())
+
+
+def test_an_llm_built_memory_reads_every_touched_statement_again(tmp_path):
+    """A fact of the LLM builder may come from several messages: a touched source of any position
+    takes the statement out and its other sources are read again."""
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        eng.add(_bees_chat(), user_id="u")
+        sl = eng.bank.slice(eng.bank.index[scope_key("u")])
+    assert one_source_statements(sl.stats)
+    n = sl.n("sem")
+    kept, restate = forget(sl, {"m3"}, {}, None)
+    assert kept.n("sem") == n and restate == set()
+    sl.stats = {**sl.stats, "builder": "llm (scripted)"}
+    assert not one_source_statements(sl.stats)
+    wide, restate = forget(sl, {"m3"}, {}, None)
+    assert wide.n("sem") == n - 1 and restate == {"m0", "m5"}

@@ -9,10 +9,16 @@ derived from what changes:
 - every closed episode holding a dropped or changed message is made again from the messages it has
   left (its text, title and vector as construction makes them; gone when none is left); the open
   episode is segmented again by the growth that follows, as it is after any add;
-- every statement with a dropped or changed source, or a source right after one where a reply is
-  read with the question before it, or named in ``nodes``, leaves its theme;
-  themes left empty go, the others that lost members lose their summary (summarised again);
-- the statements of the touched statements' other sources (and of the changed messages and the
+- every statement whose first source (the message its text was read from) is dropped or changed, or
+  right after one where a reply is read with the question before it, or named in ``nodes``, leaves
+  its theme; themes left empty go, the others that lost members lose their summary (summarised again);
+- a statement touched only in its other sources (statements of other messages merged into it) keeps
+  its text, row, theme and kNN lists and loses those sources, as a build without them keeps it: a
+  merged statement decides nothing later (de-duplication compares the statements kept); its
+  episodes are those of the sources it keeps. This holds where each statement is read from one
+  message (the rule builders); a memory the LLM builder made (a fact from several messages) takes
+  the wider rule: every statement with a touched source leaves;
+- the statements of the other sources of the statements that left (and of the changed messages and the
   turns right after the touched ones) are to be
   extracted again: ``grow(..., restate=...)`` does it with the rest of an add's work (the forgotten
   hashes filter them, de-duplication merges what is already there, the f(P) theme steps place the
@@ -32,7 +38,7 @@ from ..memory.bank import MemorySlice, ragged_lengths, ragged_map, ragged_reduce
 from ..memory.codec import theme_columns
 from ..memory.hierarchy import messages_at
 from ..memory.records import Conversation
-from .incremental import _first_psg, _packed, engine_state, valid_rows
+from .incremental import _first_psg, _packed, _sorted_unique_rows, engine_state, valid_rows
 from .segment import MessageVectors, episode_embeddings, make_episodes
 
 
@@ -68,6 +74,26 @@ def _valid_first(block: np.ndarray) -> np.ndarray:
     """Each row of ``block`` [k, c] with its entries >= 0 first, in their order, and -1 after."""
     big = np.iinfo(np.int64).max
     return np.take_along_axis(block, np.argsort(np.where(block >= 0, 0, big), axis=1, kind="stable"), 1)
+
+
+def one_source_statements(stats: dict) -> bool:
+    """Whether each statement of a memory with ``stats`` was read from one message (its first source;
+    the others merged into it): the rule builders'; the LLM builder reads a fact from several."""
+    return str(stats.get("builder", "")).startswith("llm-free")
+
+
+def _source_episodes(src: np.ndarray, e_msgs: np.ndarray, width: int) -> np.ndarray:
+    """[k, width] int32: the distinct rows of the closed episodes (``e_msgs`` [e, v], their message
+    rows) that hold each row's sources (``src`` [k, w] message rows, -1 padded), ascending, -1
+    padded; a source in no closed episode (the open one, segmented again by the growth) adds none."""
+    n = int(max(src.max(initial=-1), e_msgs.max(initial=-1))) + 1
+    epi_of = np.full(n + 1, -1, np.int64)  # index -1: padding
+    er, ek = np.nonzero(e_msgs >= 0)
+    epi_of[e_msgs[er, ek]] = er
+    part = _sorted_unique_rows(epi_of[src])
+    out = np.full((len(src), width), -1, np.int32)
+    out[:, : part.shape[1]] = part
+    return out
 
 
 def forget(
@@ -154,22 +180,29 @@ def forget(
     epi["msgs"] = e_msgs
     open_from = st.open_from - int(dropped[: st.open_from].sum())
 
-    # statements derived from a touched message (or named) leave; their other sources are restated
+    # statements read from a touched message (or named) leave; their other sources are restated
     sm = sc["msgs"]
     hits = touched | follows
-    gone = ragged_reduce(sm, lambda b: np.where(b >= 0, hits[np.maximum(b, 0)], False).any(axis=1)).astype(
+    hit = ragged_reduce(sm, lambda b: np.where(b >= 0, hits[np.maximum(b, 0)], False).any(axis=1)).astype(
         bool
     )
+    gone = hit & hits[np.maximum(sm[:, 0], 0)] if one_source_statements(sl.stats) else hit.copy()
     gone[sorted(nodes)] = True
+    trimmed = np.flatnonzero(hit & ~gone)  # touched in merged sources only: they lose those sources
     restate = {ids[m] for r in np.flatnonzero(gone).tolist() for m in valid_rows(sm[r]) if not dropped[m]}
     restate |= set(texts) - drop
     restate |= {ids[m] for m in np.flatnonzero(follows).tolist()}  # read with their new turn before
     kept = np.flatnonzero(~gone)
-    # a kept statement has no touched source: its rows renumbered (each row read to its length)
+    # the kept statements' sources renumbered (each row read to its length); the trimmed ones lose the touched
     s_msgs = ragged_map(sm, lambda b: new_row[b], kept, np.int32)  # new_row[-1] is -1
     epi_new = np.full(len(em) + 1, -1, np.int64)  # old episode row -> new row (index -1: padding)
     epi_new[rows_at] = np.arange(len(rows_at))
     s_epis = ragged_map(sc["epis"], lambda b: _valid_first(epi_new[b]), kept, np.int32)
+    if len(trimmed):
+        at = np.searchsorted(kept, trimmed)
+        b = sm[trimmed]
+        s_msgs[at] = _valid_first(np.where((b >= 0) & ~hits[np.maximum(b, 0)], new_row[b], -1))
+        s_epis[at] = _source_episodes(s_msgs[at], e_msgs, s_epis.shape[1])
     theme_of = sc["theme"][kept]
     lost = set(sc["theme"][gone].tolist())
     live = np.unique(theme_of)
@@ -217,4 +250,4 @@ def forget(
     return MemorySlice(sl.memory_id, cols, stats, state), restate
 
 
-__all__ = ["forget", "kept_lists", "replace_rows"]
+__all__ = ["forget", "kept_lists", "one_source_statements", "replace_rows"]

@@ -227,7 +227,8 @@ def grow(
         m = _grown_slice(sl, g, sem_idx, sim[lo:hi], ts, cfg)
         m.stats["n_splits"] += int(sl.stats.get("n_splits", 0))
         m.stats["n_merges"] += int(sl.stats.get("n_merges", 0))
-        m.stats["builder"] = "llm-free (incremental)"
+        was = str(sl.stats.get("builder", "llm-free"))  # an LLM builder's memory stays marked as one
+        m.stats["builder"] = "llm-free (incremental)" if was.startswith("llm-free") else f"{was} + llm-free"
         out.append(m)
     if f_held is not None:
         for m, f in zip(out, f_held.tolist()):  # the theme stage's own f(P): no pass over every statement

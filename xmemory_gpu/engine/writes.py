@@ -402,7 +402,7 @@ class Writes:
             self._using(self._owner(unit_id, user_id, agent_id, run_id)),
         ):
             key, kind, row = self._locate(unit_id, user_id, agent_id, run_id)
-            mem = self.bank.slice(self.bank.index[key])
+            mem = self._current(key)
             drop, nodes, hashes, logged = self._deletion(mem, kind, row, unit_id)
             forgotten = list(engine_state(mem).forgotten) + hashes
             self._forget(mem, drop, {}, nodes, forgotten, op=("delete", [logged]))
@@ -582,7 +582,7 @@ class Writes:
                     f"update: {unit_id!r} is a derived {kind}; update the messages it came from "
                     "(its message_ids) or delete it"
                 )
-            mem = self.bank.slice(self.bank.index[key])
+            mem = self._current(key)
             self._forget(
                 mem, set(), {unit_id: new}, set(), list(engine_state(mem).forgotten), op=("update", [unit_id])
             )
@@ -609,7 +609,7 @@ class Writes:
                 texts.setdefault(key, {})[mid] = text
             grown, log, mems = [], [], []
             for key, new in texts.items():
-                mem = self.bank.slice(self.bank.index[key])
+                mem = self._current(key)
                 grown += self._without(mem, set(), new, set(), list(engine_state(mem).forgotten))
                 log.append((key, "update", list(new)))
                 mems.append(mem)
@@ -630,7 +630,7 @@ class Writes:
             plans: dict[str, tuple[MemorySlice, set[str], set[int], list[str], list[str]]] = {}
             for (_, mid, _, _), (key, kind, row) in zip(items, found):
                 if key not in plans:
-                    mem = self.bank.slice(self.bank.index[key])
+                    mem = self._current(key)
                     plans[key] = (mem, set(), set(), list(engine_state(mem).forgotten), [])
                 mem, drop, nodes, forgotten, logged = plans[key]
                 d, n, h, shown = self._deletion(mem, kind, row, mid)
