@@ -268,3 +268,46 @@ def test_an_llm_built_memory_reads_every_touched_statement_again(tmp_path):
     assert not one_source_statements(sl.stats)
     wide, restate = forget(sl, {"m3"}, {}, None)
     assert wide.n("sem") == n - 1 and restate == {"m0", "m5"}
+
+
+def test_a_statement_s_first_source_is_the_message_its_text_was_read_from(tmp_path):
+    """What the narrower forget rule rests on, for the bulk build and the live engine alike: position 0
+    of a statement's sources is a message whose own statements hold its text (the others merged in)."""
+    from xmemory_gpu.construct.pipeline import build_slices
+    from xmemory_gpu.memory.records import Message
+
+    rng = random.Random(5)
+    msgs = []
+    for i in range(60):
+        speaker = "Ann" if i % 2 == 0 else "Bob"
+        line = rng.choice(_bees_chat())["content"] if rng.random() < 0.5 else f"I saw {rng.choice(PLACES)}."
+        msgs.append(Message(f"d{i}", speaker, line, i // 10, None))
+    conv = Conversation("c", ("Ann", "Bob"), msgs)
+    cfg = XMemoryConfig().semantic
+    own = {
+        m.id: {
+            s.text
+            for s in extract_statements(
+                Conversation("c", ("Ann", "Bob"), [m]), [Episode(0, "", "", [m.id])], cfg
+            )
+        }
+        for m in msgs
+    }
+    (built,) = build_slices([conv], EMB)
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        for i in range(0, len(msgs), 7):
+            eng.add(
+                [
+                    {"id": m.id, "speaker": m.speaker, "content": m.text, "session": m.session}
+                    for m in msgs[i : i + 7]
+                ],
+                user_id="u",
+            )
+        eng.delete("d3", user_id="u")  # restated statements merge into kept ones too
+        live = eng.bank.slice(eng.bank.index[scope_key("u")])
+    for sl in (built, live):
+        ids = sl.cols["msg"]["id"].tolist()
+        sm = sl.cols["sem"]["msgs"]
+        assert (sm >= 0).sum(axis=1).max() > 1  # statements with merged sources
+        for r, text in enumerate(sl.cols["sem"]["text"].tolist()):
+            assert text in own[ids[sm[r, 0]]]
