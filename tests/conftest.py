@@ -48,3 +48,11 @@ def tiny_model(tmp_path_factory) -> Path:
     from tiny_llm import make_tiny_llama
 
     return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(autouse=True)
+def _check_kept_rows(monkeypatch):
+    """Every store diff a growth's kept rows shorten is compared with the diff of every row."""
+    from xmemory_gpu.memory import deltas
+
+    monkeypatch.setattr(deltas, "CHECK_KEPT", True)

@@ -798,3 +798,33 @@ def test_the_widths_a_store_remembers_are_bounded(tmp_path, versions, monkeypatc
     _same(Store.open(tmp_path / "s").get_slice("a"), nxt)
     fresh.close()
     st.close()
+
+
+def test_a_growth_s_kept_rows_shorten_the_diff_to_the_same_change(tmp_path, monkeypatch):
+    """An add tells the store which rows it copied from the bank's version (``bank.KeptRows``): the
+    store compares only the others, and the change is the one comparing every row gives (the tests
+    run with ``CHECK_KEPT``, which compares the two); a claim that does not hold is caught there."""
+    from xmemory_gpu.memory import deltas
+
+    hinted = []
+    real = deltas._diff
+
+    def spy(old, sl, kept):
+        hinted.append(bool(kept))
+        return real(old, sl, kept)
+
+    monkeypatch.setattr(deltas, "_diff", spy)
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        turns = _turns(40)
+        for i in range(0, len(turns), 2):
+            eng.add(turns[i : i + 2], user_id="u")
+        assert hinted.count(True) >= 19  # every add after the first, each checked against the full diff
+        old = _copy(eng.bank.slice(0))
+    cols = {f"{lv}.{k}": v for lv in LEVELS for k, v in old.cols[lv].items()}
+    new = _copy(old)
+    new.cols["sem"]["x"][1] += 1.0
+    n, none = old.n("sem"), np.zeros(0, np.int64)
+    full = deltas.diff(cols, new)
+    assert full and deltas._same_change(deltas.diff(cols, new, {"sem.x": (n, np.array([1]))}), full)
+    with pytest.raises(AssertionError, match="kept rows"):
+        deltas.diff(cols, new, {"sem.x": (n, none)})  # row 1 changed, claimed kept

@@ -172,15 +172,28 @@ def ragged_map(
     return out
 
 
+@dataclass(frozen=True)
+class KeptRows:
+    """The rows a growth copied unchanged from the slice it grew (``base``): per column
+    ``LEVEL.NAME``, (n, rows): the new column's rows 0..n-1 are ``base``'s, byte for byte, except
+    ``rows`` (int64 [k], increasing, below n). The store compares only the others with the stored
+    version (``deltas.diff``'s ``kept``)."""
+
+    base: MemorySlice
+    columns: dict[str, tuple[int, np.ndarray]]
+
+
 @dataclass
 class MemorySlice:
     """One memory's columns with local rows (what construction emits and the store reads and
-    writes), its stats (counts, f(P), ...) and the live engine's state (None: built in bulk)."""
+    writes), its stats (counts, f(P), ...) and the live engine's state (None: built in bulk);
+    ``kept``: what a growth copied from the slice it grew (None: unknown)."""
 
     memory_id: str
     cols: dict[str, dict[str, np.ndarray]]  # level -> column -> array
     stats: dict[str, Any] = field(default_factory=dict)
     engine: EngineState | None = None
+    kept: KeptRows | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if ENGINE_KEY in self.stats:  # stats as a catalogue stores them: the engine's state is typed here

@@ -101,6 +101,36 @@ def _changed_rows(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     return np.concatenate(parts).astype(np.int64, copy=False)
 
 
+def _changed_among(old: np.ndarray, new: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` (int64, increasing, below both lengths) differ between ``old`` and ``new``
+    (same dtype and row shape), byte for byte as :func:`_same_rows` compares (text: as strings)."""
+    if rows.size == 0:
+        return rows
+    if old.dtype.kind == "O":
+        return rows[np.fromiter((a != b for a, b in zip(old[rows], new[rows])), bool, rows.size)]
+    u = np.dtype(f"u{old.dtype.itemsize}")
+    a, b = old[rows].view(u).reshape(rows.size, -1), new[rows].view(u).reshape(rows.size, -1)
+    return rows[(a != b).any(axis=1)]
+
+
+def _first_change_except(old: np.ndarray, new: np.ndarray, n: int, rows: np.ndarray) -> int | None:
+    """:func:`first_change` where rows 0..n-1 other than ``rows`` are known to be equal."""
+    at = _changed_among(old, new, rows)
+    if at.size:
+        return int(at[0])
+    tail = first_change(old[n:], new[n:])
+    return None if tail is None else n + tail
+
+
+def _usable(kept: tuple[int, np.ndarray] | None, old: np.ndarray, new: np.ndarray) -> tuple | None:
+    """A growth's kept rows of a column (``bank.KeptRows``) where they apply: same dtype and row
+    shape, and n no more than either length."""
+    if kept is None or old.dtype != new.dtype or old.shape[1:] != new.shape[1:]:
+        return None
+    n, rows = kept
+    return (n, rows) if n <= min(old.shape[0], new.shape[0]) else None
+
+
 def first_change(old: np.ndarray, new: np.ndarray) -> int | None:
     """The first row of ``new`` that is not ``old``'s (``len(old)`` when ``new`` only appends, 0 when
     the dtype or row shape differs); None when they are equal."""
@@ -161,16 +191,61 @@ class Change:
         return not self.appends_only("msg") or self.after["sem"] < self.before["sem"]
 
 
-def diff(old: dict[str, np.ndarray], sl: MemorySlice) -> Change | None:
+def diff(
+    old: dict[str, np.ndarray], sl: MemorySlice, kept: dict[str, tuple[int, np.ndarray]] | None = None
+) -> Change | None:
     """The change from columns ``old`` (``Committed.columns``) to slice ``sl`` (checked); None when a
-    column of ``sl`` has another dtype than the layout's (a base file says what is wrong)."""
+    column of ``sl`` has another dtype than the layout's (a base file says what is wrong). ``kept``:
+    per column, the rows a growth copied unchanged from ``old``'s version (``bank.KeptRows``): only
+    the others are compared (a write costs what it changed, not the memory's rows); the same
+    change either way (``CHECK_KEPT`` compares the two)."""
+    change = _diff(old, sl, kept or {})
+    if kept and CHECK_KEPT and not _same_change(change, _diff(old, sl, {})):
+        raise AssertionError(f"memory {sl.memory_id}: a growth's kept rows do not match its columns")
+    return change
+
+
+# tests set this: every diff given kept rows is compared with the diff of every row
+CHECK_KEPT = False
+
+
+def _same_change(a: Change | None, b: Change | None) -> bool:
+    if a is None or b is None:
+        return a is b
+
+    def same(x: np.ndarray, y: np.ndarray) -> bool:
+        return (
+            x.shape == y.shape and x.dtype == y.dtype and x.tobytes() == y.tobytes()
+            if x.dtype.kind != "O"
+            else (x.shape == y.shape and x.tolist() == y.tolist())
+        )
+
+    return (
+        a.starts == b.starts
+        and a.before == b.before
+        and a.after == b.after
+        and a.widths == b.widths
+        and a.rows.keys() == b.rows.keys()
+        and all(same(a.rows[k], b.rows[k]) for k in a.rows)
+        and a.scatter.keys() == b.scatter.keys()
+        and all(
+            same(a.scatter[k][0], b.scatter[k][0]) and same(a.scatter[k][1], b.scatter[k][1])
+            for k in a.scatter
+        )
+    )
+
+
+def _diff(
+    old: dict[str, np.ndarray], sl: MemorySlice, kept: dict[str, tuple[int, np.ndarray]]
+) -> Change | None:
     starts, rows, scatter, widths = {}, {}, {}, {}
     for lv, name, text in _STORED:
         key, new = f"{lv}.{name}", sl.cols[lv][name]
         if (new.dtype.kind == "O") != text or not text and new.dtype != _NUMERIC[key]:
             return None
         was = old[key]
-        r = first_change(was, new)
+        hint = _usable(kept.get(key), was, new)
+        r = first_change(was, new) if hint is None else _first_change_except(was, new, *hint)
         if r is None:
             continue
         m = was.shape[0]
@@ -182,8 +257,13 @@ def diff(old: dict[str, np.ndarray], sl: MemorySlice) -> Change | None:
                 w = was.shape[1]
                 at = _changed_rows(was, new[:m, :w]) if w else np.zeros(0, np.int64)
                 at = np.union1d(at, np.flatnonzero((new[:m, w:] != _PAD).any(axis=1))).astype(np.int64)
-            else:
+            elif hint is None:
                 at = r + _changed_rows(was[r:m], new[r:m])
+            else:  # the kept rows' exceptions that differ, then the rows after n compared
+                n, maybe = hint
+                at = _changed_among(was, new, maybe[maybe >= r])
+                if n < m:
+                    at = np.concatenate([at, n + _changed_rows(was[n:m], new[n:m])])
             row = new.dtype.itemsize * int(np.prod(new.shape[1:], dtype=np.int64))
             # a width is one a row it writes fills (what reading it back checks), else the column goes whole
             fills = not wider or bool((new[at, -1] >= 0).any() or (new[m:, -1] >= 0).any())

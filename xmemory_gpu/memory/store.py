@@ -784,8 +784,10 @@ class Store:
         ):
             cols = self._previous_columns(old, prev)
             entry = self._light_entry(mid, old) if cols is not None else self.committed.get(mid)
+            # a growth of exactly the caller's copy says which rows it kept: only the others are compared
+            kept = unit.kept.columns if cols is not None and unit.kept and unit.kept.base is prev[1] else None
             if entry is not None and entry.head == old.head:
-                plan, checked = self._delta_plan(unit, old, entry, cols)
+                plan, checked = self._delta_plan(unit, old, entry, cols, kept)
                 if plan is not None:
                     plan.shapes, plan.against_copy = _widths_of(unit), cols is not None
                     return plan
@@ -855,7 +857,12 @@ class Store:
         return Committed(old.head, base, sizes)
 
     def _delta_plan(
-        self, sl: MemorySlice, old: _Old, entry: Committed, cols: dict[str, np.ndarray] | None = None
+        self,
+        sl: MemorySlice,
+        old: _Old,
+        entry: Committed,
+        cols: dict[str, np.ndarray] | None = None,
+        kept: dict[str, tuple[int, np.ndarray]] | None = None,
     ) -> tuple[_Plan | None, bool]:
         """``sl`` as a delta on the version ``entry`` holds (the catalogue's: ``old``), or no file when
         no column changed; None when it must be a base file: a slice that does not check (the base
@@ -864,7 +871,8 @@ class Store:
         chain of ``MAX_CHAIN`` deltas, or one whose bytes would pass ``COMPACT_SHARE`` of the base's.
         Also whether ``sl`` passed ``check_slice``: an append's value checks read the rows it
         changed (the version it follows passed them). ``cols``: that version's columns as the
-        caller holds them (None: ``entry``'s)."""
+        caller holds them (None: ``entry``'s); ``kept``: the rows ``sl``'s growth copied from those
+        (``bank.KeptRows``; only with ``cols``)."""
         mid = sl.memory_id
         try:
             if sl.cols["msg"]["x"].shape[-1] != self.dim:
@@ -878,7 +886,7 @@ class Store:
             except SliceFormatError:
                 self.committed.drop(mid)
                 return None, False
-        change = diff(cols, sl)
+        change = diff(cols, sl, kept)
         if change is None or change.forgets():  # a delete or an update: its base file checks every row
             return None, False
         try:
