@@ -194,6 +194,7 @@ def test_build_store_with_llm_and_stats_cli(convs, tmp_path):
         first = conv.messages[0].session
         assert [m.id for m in mem.messages] == [m.id for m in conv.messages if m.session == first]
         assert mem.stats["builder"] == "llm (scripted)" and mem.stats["llm"]["facts"]["fallbacks"] >= 0
+        assert mem.stats["statements_from_one_message"] is False  # a fact may come from several messages
     out = subprocess.run(
         [sys.executable, "-m", "xmemory_gpu", "stats", str(tmp_path / "s")],
         capture_output=True,

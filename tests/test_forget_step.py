@@ -12,8 +12,8 @@ import pytest
 
 from xmemory_gpu.config import XMemoryConfig
 from xmemory_gpu.construct.forget import forget, one_source_statements
-from xmemory_gpu.construct.incremental import statement_hash
-from xmemory_gpu.construct.semantic import extract_statements
+from xmemory_gpu.construct.incremental import grow, statement_hash
+from xmemory_gpu.construct.semantic import ONE_SOURCE, extract_statements
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine
 from xmemory_gpu.engine.inputs import scope_key
@@ -254,20 +254,55 @@ def test_a_statement_that_loses_its_first_source_is_read_again_from_the_others(t
         _check_whole(eng, "u", set())
 
 
-def test_an_llm_built_memory_reads_every_touched_statement_again(tmp_path):
-    """A fact of the LLM builder may come from several messages: a touched source of any position
-    takes the statement out and its other sources are read again."""
+@pytest.mark.parametrize("marked", [False, None])
+def test_a_memory_not_marked_as_read_one_message_a_statement_reads_every_touched_statement_again(
+    tmp_path, marked
+):
+    """A fact of the LLM builder may come from several messages (the mark False), and a memory stored
+    without the mark may be one: a touched source of any position takes the statement out and its
+    other sources are read again. The engine's growth keeps the mark a memory has, and gives it to a
+    new one."""
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
-        eng.add(_bees_chat(), user_id="u")
+        eng.add(_bees_chat()[:3], user_id="u")
+        eng.add(_bees_chat()[3:], user_id="u")
         sl = eng.bank.slice(eng.bank.index[scope_key("u")])
-    assert one_source_statements(sl.stats)
+    assert one_source_statements(sl.stats) and sl.stats[ONE_SOURCE] is True
     n = sl.n("sem")
     kept, restate = forget(sl, {"m3"}, {}, None)
     assert kept.n("sem") == n and restate == set()
-    sl.stats = {**sl.stats, "builder": "llm (scripted)"}
+    sl.stats = {k: v for k, v in sl.stats.items() if k != ONE_SOURCE}
+    if marked is not None:
+        sl.stats[ONE_SOURCE] = marked
     assert not one_source_statements(sl.stats)
     wide, restate = forget(sl, {"m3"}, {}, None)
     assert wide.n("sem") == n - 1 and restate == {"m0", "m5"}
+    (grown,) = grow([sl], [[]], EMB, XMemoryConfig())
+    assert not one_source_statements(grown.stats)  # a memory not marked stays so
+
+
+def test_a_statement_an_earlier_message_merged_into_is_read_again(tmp_path):
+    """An update restates an earlier message into a later one's statement: its first source is then
+    not its earliest, and a build would read it from the earlier one; a delete of another of its
+    sources reads it again, and the statements are those of a build of what is left."""
+    chat = [dict(m, content="My brother is a pilot in Oslo.") if m["id"] == "m0" else m for m in _bees_chat()]
+    with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
+        eng.add(chat, user_id="u")
+        eng.update("m1", "I keep bees in the garden.", user_id="u")
+        sl = eng.bank.slice(eng.bank.index[scope_key("u")])
+        (bees,) = [u for u in eng.get_all(user_id="u") if u["type"] == "semantic" and "bees" in u["text"]]
+        assert bees["message_ids"][0] != "m1" and "m1" in bees["message_ids"]
+        _, restate = forget(sl, {"m5"}, {}, None)
+        assert "m1" in restate
+        eng.delete("m5", user_id="u")
+        after = _statements(eng)
+    left = [
+        dict(m, content="I keep bees in the garden.") if m["id"] == "m1" else m
+        for m in chat
+        if m["id"] != "m5"
+    ]
+    with MemoryEngine.open(tmp_path / "fresh", embedder=EMB) as eng:
+        eng.add(left, user_id="u")
+        assert _statements(eng) == after
 
 
 def test_a_statement_s_first_source_is_the_message_its_text_was_read_from(tmp_path):
@@ -306,6 +341,7 @@ def test_a_statement_s_first_source_is_the_message_its_text_was_read_from(tmp_pa
         eng.delete("d3", user_id="u")  # restated statements merge into kept ones too
         live = eng.bank.slice(eng.bank.index[scope_key("u")])
     for sl in (built, live):
+        assert sl.stats[ONE_SOURCE] is True
         ids = sl.cols["msg"]["id"].tolist()
         sm = sl.cols["sem"]["msgs"]
         assert (sm >= 0).sum(axis=1).max() > 1  # statements with merged sources

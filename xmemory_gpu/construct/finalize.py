@@ -16,6 +16,7 @@ from ..ops.devices import host
 from ..ops.objective import partition_objective
 from ..ops.rows import add_rows_in_order, dot4, dot4_gram
 from .segment import MessageVectors
+from .semantic import ONE_SOURCE
 from .theme_state import ThemeState
 
 SUMMARY_STATEMENTS = 2  # statements in a theme's gist
@@ -150,6 +151,7 @@ def finalize(
     themes = [Theme(id=t, summary=sm, parents=par) for t, sm, par in zip(theme_ids, summaries, parents)]
     stats = {
         "builder": "llm-free",
+        ONE_SOURCE: True,
         "n_messages": len(conv.messages),
         "n_episodes": len(episodes),
         "n_statements": n_raw,

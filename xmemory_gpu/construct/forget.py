@@ -12,12 +12,13 @@ derived from what changes:
 - every statement whose first source (the message its text was read from) is dropped or changed, or
   right after one where a reply is read with the question before it, or named in ``nodes``, leaves
   its theme; themes left empty go, the others that lost members lose their summary (summarised again);
-- a statement touched only in its other sources (statements of other messages merged into it) keeps
+- a statement touched only in its other sources (statements of later messages merged into it) keeps
   its text, row, theme and kNN lists and loses those sources, as a build without them keeps it: a
   merged statement decides nothing later (de-duplication compares the statements kept); its
   episodes are those of the sources it keeps. This holds where each statement is read from one
-  message (the rule builders); a memory the LLM builder made (a fact from several messages) takes
-  the wider rule: every statement with a touched source leaves;
+  message, its first source (``semantic.ONE_SOURCE``: the rule builders) and that is its earliest;
+  elsewhere (a memory the LLM builder made: a fact from several messages; an earlier message
+  restated into a later one's statement) every statement with a touched source leaves;
 - the statements of the other sources of the statements that left (and of the changed messages and the
   turns right after the touched ones) are to be
   extracted again: ``grow(..., restate=...)`` does it with the rest of an add's work (the forgotten
@@ -40,6 +41,7 @@ from ..memory.hierarchy import messages_at
 from ..memory.records import Conversation
 from .incremental import _first_psg, _packed, _sorted_unique_rows, engine_state, valid_rows
 from .segment import MessageVectors, episode_embeddings, make_episodes
+from .semantic import ONE_SOURCE
 
 
 def replace_rows(x: MessageVectors, rows: list[int], new: MessageVectors) -> MessageVectors:
@@ -78,8 +80,9 @@ def _valid_first(block: np.ndarray) -> np.ndarray:
 
 def one_source_statements(stats: dict) -> bool:
     """Whether each statement of a memory with ``stats`` was read from one message (its first source;
-    the others merged into it): the rule builders'; the LLM builder reads a fact from several."""
-    return str(stats.get("builder", "")).startswith("llm-free")
+    the others merged into it; ``semantic.ONE_SOURCE``): the rule builders' memories say so; the LLM
+    builder reads a fact from several, and a memory that does not say is taken not to."""
+    return bool(stats.get(ONE_SOURCE, False))
 
 
 def _source_episodes(src: np.ndarray, e_msgs: np.ndarray, width: int) -> np.ndarray:
@@ -186,7 +189,15 @@ def forget(
     hit = ragged_reduce(sm, lambda b: np.where(b >= 0, hits[np.maximum(b, 0)], False).any(axis=1)).astype(
         bool
     )
-    gone = hit & hits[np.maximum(sm[:, 0], 0)] if one_source_statements(sl.stats) else hit.copy()
+    gone = hit.copy()
+    if one_source_statements(sl.stats):
+        # the first source untouched and the earliest (a message restated earlier that merged into it
+        # would be its first in a build): the statement keeps its row
+        first = sm[:, 0]
+        cand = np.flatnonzero(hit & ~hits[np.maximum(first, 0)])
+        b = sm[cand]
+        earliest = np.where(b >= 0, b, np.iinfo(b.dtype).max).min(axis=1, initial=np.iinfo(b.dtype).max)
+        gone[cand[earliest == first[cand]]] = False
     gone[sorted(nodes)] = True
     trimmed = np.flatnonzero(hit & ~gone)  # touched in merged sources only: they lose those sources
     restate = {ids[m] for r in np.flatnonzero(gone).tolist() for m in valid_rows(sm[r]) if not dropped[m]}

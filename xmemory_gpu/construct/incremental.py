@@ -57,7 +57,7 @@ from .segment import (
     episode_embeddings,
     make_episodes,
 )
-from .semantic import DEDUP_BLOCK, extract_statements, match_duplicates, without_question
+from .semantic import DEDUP_BLOCK, ONE_SOURCE, extract_statements, match_duplicates, without_question
 from .theme_memo import ThemeMemo
 from .theme_state import kept_graph_fits
 from .themes import ThemeState, grow_themes
@@ -227,8 +227,9 @@ def grow(
         m = _grown_slice(sl, g, sem_idx, sim[lo:hi], ts, cfg)
         m.stats["n_splits"] += int(sl.stats.get("n_splits", 0))
         m.stats["n_merges"] += int(sl.stats.get("n_merges", 0))
-        was = str(sl.stats.get("builder", "llm-free"))  # an LLM builder's memory stays marked as one
-        m.stats["builder"] = "llm-free (incremental)" if was.startswith("llm-free") else f"{was} + llm-free"
+        m.stats["builder"] = "llm-free (incremental)"
+        # statements read from one message each: from the start, or as long as the memory had them
+        m.stats[ONE_SOURCE] = bool(sl.stats.get(ONE_SOURCE, False)) or sl.n("msg") == 0
         out.append(m)
     if f_held is not None:
         for m, f in zip(out, f_held.tolist()):  # the theme stage's own f(P): no pass over every statement

@@ -40,7 +40,7 @@ from .plan import Shard, balanced_shard_size, check_counts
 from .plan import chunks as chunks
 from .progress import Advance, ShardProgress, Timings
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
-from .semantic import extract_statements, merge_duplicates
+from .semantic import ONE_SOURCE, extract_statements, merge_duplicates
 from .themes import ThemeState, grow_themes
 
 if TYPE_CHECKING:  # the LLM stages (and pydantic) are imported by who builds with an LLM
@@ -144,6 +144,7 @@ def build_slices(
             llm.summarize(memories, counts)
             for mem, c in zip(memories, counts):
                 mem.stats["builder"] = f"llm ({llm.gen.name})"
+                mem.stats[ONE_SOURCE] = False
                 mem.stats["llm"] = {stage: sc.as_dict() for stage, sc in c.items()}
                 mem.stats["llm_tokens"] = sum(sc.prompt_tokens + sc.output_tokens for sc in c.values())
             sp.stage("summaries", len(conversations))

@@ -574,6 +574,11 @@ def extract_statements(
     return nodes
 
 
+# a memory's stats key: True where every statement was read from one message, its first source (the
+# rules); the others merged into it. The LLM builder reads a fact from several (False); a memory whose
+# stats lack it is taken as False (``construct.forget`` then reads every touched statement again)
+ONE_SOURCE = "statements_from_one_message"
+
 # rows of new statements compared at once in de-duplication; memory is O(DEDUP_BLOCK * (DEDUP_BLOCK + d))
 DEDUP_BLOCK = 512
 
