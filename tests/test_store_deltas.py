@@ -828,3 +828,9 @@ def test_a_growth_s_kept_rows_shorten_the_diff_to_the_same_change(tmp_path, monk
     assert full and deltas._same_change(deltas.diff(cols, new, {"sem.x": (n, np.array([1]))}), full)
     with pytest.raises(AssertionError, match="kept rows"):
         deltas.diff(cols, new, {"sem.x": (n, none)})  # row 1 changed, claimed kept
+    monkeypatch.setattr(
+        deltas, "CHECK_KEPT", False
+    )  # a claim not in the form (rows unsorted, repeated, past n) is not used
+    for bad in ([n - 1, 1], [1, 1], [1, n]):
+        assert deltas._same_change(deltas.diff(cols, new, {"sem.x": (n, np.array(bad, np.int64))}), full)
+    assert deltas._same_change(deltas.diff(cols, new, {"sem.x": (n, np.array([1.0]))}), full)

@@ -439,9 +439,9 @@ def _statement_episodes(
     old_epis: np.ndarray,
     kept_below: int,
     merged: dict[int, list[int]],
-) -> tuple[np.ndarray, np.ndarray]:
-    """``sem.epis`` of the grown memory, and the rows it computed again (int64, increasing): each
-    statement's distinct episode rows, ascending, -1 padded to the longest row (width >= 1). ``sem_msgs`` [n, w] the statements' message rows, ``epi_of``
+) -> np.ndarray:
+    """``sem.epis`` of the grown memory: each statement's distinct episode rows, ascending, -1 padded
+    to the longest row (width >= 1). ``sem_msgs`` [n, w] the statements' message rows, ``epi_of``
     [messages] each message's episode row, ``old_epis`` [n_old, v] the column before the growth. A
     message row below ``kept_below`` is in an episode kept as it was (same row), so an old statement
     whose sources are all there keeps its row of ``old_epis``; the others (``merged`` rows, new rows,
@@ -464,7 +464,7 @@ def _statement_episodes(
     out[rows] = -1  # then the ones computed again
     c = min(out.shape[1], part.shape[1])
     out[rows, :c] = part[:, :c]
-    return out, rows
+    return out
 
 
 def _first_psg(psg_msg: np.ndarray, n_msg: int) -> np.ndarray:
@@ -499,7 +499,7 @@ def _grown_slice(
         **partition_stats(ts, theme_of, n_th, cfg),
     }
     sem_msgs = _ragged_rows(sc["msgs"], g["new_sources"], g["merged"], np.int32)
-    sem_epis, epis_again = _statement_episodes(
+    sem_epis = _statement_episodes(
         sl.memory_id, sem_msgs, g["epi_of"], sc["epis"], g["open_before"], g["merged"]
     )
     psg_x = np.asarray(vectors.psg_x, np.float32).reshape(-1, d)
@@ -552,11 +552,12 @@ def _grown_slice(
     }
     n_old, none = sl.n("sem"), np.zeros(0, np.int64)
     merged = np.array(sorted(g["merged"]), np.int64)
-    kept = {f"msg.{k}": (sl.n("msg"), none) for k in ("x", "id", "speaker", "text", "session", "time", "psg")}
+    # not msg.psg nor sem.epis: computed again from their sources (a stored row in another form changes)
+    kept = {f"msg.{k}": (sl.n("msg"), none) for k in ("x", "id", "speaker", "text", "session", "time")}
     kept |= {f"psg.{k}": (sl.n("psg"), none) for k in ("x", "msg")}
     kept |= {f"epi.{k}": (n_keep, none) for k in ("x", "title", "text", "start", "end", "msgs")}
     kept |= {f"sem.{k}": (n_old, none) for k in ("x", "text", "time")}
-    kept |= {"sem.msgs": (n_old, merged), "sem.epis": (n_old, epis_again[epis_again < n_old])}
+    kept["sem.msgs"] = (n_old, merged)
     return MemorySlice(sl.memory_id, cols, stats, g["state"], kept=KeptRows(sl, kept))
 
 

@@ -128,7 +128,9 @@ def _usable(kept: tuple[int, np.ndarray] | None, old: np.ndarray, new: np.ndarra
     if kept is None or old.dtype != new.dtype or old.shape[1:] != new.shape[1:]:
         return None
     n, rows = kept
-    return (n, rows) if n <= min(old.shape[0], new.shape[0]) else None
+    ok = 0 <= n <= min(old.shape[0], new.shape[0]) and rows.dtype == np.int64 and rows.ndim == 1
+    ok = ok and (rows.size == 0 or (rows[0] >= 0 and rows[-1] < n and bool((np.diff(rows) > 0).all())))
+    return (n, rows) if ok else None
 
 
 def first_change(old: np.ndarray, new: np.ndarray) -> int | None:
