@@ -176,8 +176,8 @@ def refused(call: Callable[[], Any]) -> str:
     return "accepted"
 
 
-def session(s: Subject) -> dict[str, Any]:
-    """The contract's calls, in a session's order, on a new store: every answer, by call."""
+def call_sequence(s: Subject) -> dict[str, Any]:
+    """The contract's calls, in the order an app makes them, on a new store: every answer, by call."""
     mem = s.mem
     out: dict[str, Any] = {}
     out["add_string"] = mem.add("I play the cello on Sundays.", user_id="alice", metadata={"topic": "music"})
@@ -266,7 +266,7 @@ def reference(tmp_path_factory) -> dict[str, Any]:
     """The session on the engine itself."""
     s, close = open_subject("engine", tmp_path_factory.mktemp("reference"))
     try:
-        return session(s)
+        return call_sequence(s)
     finally:
         close()
 
@@ -289,7 +289,7 @@ def test_every_implementation_takes_the_contracts_signatures():
 
 def test_the_session_answers_alike(subject, reference):
     assert isinstance(subject.raw, AsyncMemoryAPI if subject.kind.startswith("async") else MemoryAPI)
-    out = session(subject)
+    out = call_sequence(subject)
     assert list(out["search"][0]) == list(ANSWER_KEYS)
     assert out["update"] == out["get_updated"]  # one shape: the message as get gives it
     assert out["add_message"]["ids"] == ["b1"] and out["add_message"]["results"][0]["event"] == "ADD"
