@@ -124,7 +124,7 @@ def _first_change_except(old: np.ndarray, new: np.ndarray, n: int, rows: np.ndar
 
 def _usable(kept: tuple[int, np.ndarray] | None, old: np.ndarray, new: np.ndarray) -> tuple | None:
     """A growth's kept rows of a column (``bank.KeptRows``) where they apply: same dtype and row
-    shape, and n no more than either length."""
+    shape, n no more than either length, the rows int64, increasing and below n; else None."""
     if kept is None or old.dtype != new.dtype or old.shape[1:] != new.shape[1:]:
         return None
     n, rows = kept
@@ -216,11 +216,9 @@ def _same_change(a: Change | None, b: Change | None) -> bool:
         return a is b
 
     def same(x: np.ndarray, y: np.ndarray) -> bool:
-        return (
-            x.shape == y.shape and x.dtype == y.dtype and x.tobytes() == y.tobytes()
-            if x.dtype.kind != "O"
-            else (x.shape == y.shape and x.tolist() == y.tolist())
-        )
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        return x.tolist() == y.tolist() if x.dtype.kind == "O" else x.tobytes() == y.tobytes()
 
     return (
         a.starts == b.starts
