@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from .args import text
 
@@ -148,9 +150,17 @@ def run(args: argparse.Namespace) -> int:
         cfg.embed.model = args.embedder
     cfg.theme.split = cfg.theme.split and not args.no_split
     cfg.theme.merge = cfg.theme.merge and not args.no_merge
-    inputs, finish, note = _inputs(args, cfg)
+    loaded: dict = {}  # the build's embedder, which the statements' supersessions encode with
+
+    def statements_encoder():
+        if "embedder" not in loaded:  # --workers: this process loads one only if a statement needs it
+            loaded["embedder"] = load_embedder(cfg.embed.model)
+        return loaded["embedder"]
+
+    inputs, finish, note = _inputs(args, cfg, statements_encoder)
     if args.ray is not None:
-        return _run_ray(args, cfg, inputs, finish, note)
+        loaded["embedder"] = load_embedder(cfg.embed.model)
+        return _run_ray(args, cfg, inputs, finish, note, loaded["embedder"])
     llm = None
     if args.builder == "llm":
         from ..construct.llm_stages import LLMBuilder
@@ -159,14 +169,15 @@ def run(args: argparse.Namespace) -> int:
         llm = LLMBuilder(
             load_reader(args.llm, **_llm_kwargs(args)), max_retries=args.llm_retries, segment=cfg.segment
         )
+    if args.workers <= 1:  # with workers the workers load it (this process would only hold it)
+        loaded["embedder"] = load_embedder(
+            cfg.embed.model, device=encoder_device(args.backend, cfg.embed.device)
+        )
     report = build_store(
         inputs,
         args.out,
         config=cfg,
-        # with workers the workers load it (this process would only hold it)
-        embedder=None
-        if args.workers > 1
-        else load_embedder(cfg.embed.model, device=encoder_device(args.backend, cfg.embed.device)),
+        embedder=loaded.get("embedder") if args.workers <= 1 else None,
         limit=args.limit,
         shard_size=args.shard_size,
         progress=not args.no_progress,
@@ -206,17 +217,16 @@ def _print_usage(name: str, calls: int, prompt: int, output: int) -> None:
     )
 
 
-def _run_ray(args: argparse.Namespace, cfg, inputs, finish, note: str) -> int:
+def _run_ray(args: argparse.Namespace, cfg, inputs, finish, note: str, embedder) -> int:
     """``--ray``: the same build on Ray Data (Ray is imported here, and only here)."""
     from ..distributed.ray_build import build_store_ray
-    from ..embed import load_embedder
 
     report = build_store_ray(
         inputs,
         args.out,
         address=args.ray,
         config=cfg,
-        embedder=load_embedder(cfg.embed.model),
+        embedder=embedder,
         limit=args.limit,
         shard_size=args.shard_size,
         progress=not args.no_progress,
@@ -246,9 +256,12 @@ def _run_ray(args: argparse.Namespace, cfg, inputs, finish, note: str) -> int:
 _IDS = uuid.UUID("6f1c2a52-4b1e-4f7a-9a53-0c8e2d7b9e11")  # namespace of the message ids a build gives
 
 
-def _inputs(args: argparse.Namespace, cfg) -> tuple[list, object, str]:
+def _inputs(
+    args: argparse.Namespace, cfg, encoder: Callable[[], Any] | None = None
+) -> tuple[list, object, str]:
     """What ``build_store`` builds: the input paths (LoCoMo, read there as before), or the role
-    chats read here as conversations with the engine's ``finish``; and a line for the report."""
+    chats read here as conversations with the engine's ``finish`` (``encoder()``: the build's
+    embedder, for ``_engine_finish``); and a line for the report."""
     from ..datasets.role_chats import Scope, chat_files, chats_of, detect_format, read_json_or_lines
 
     scope = Scope(args.user_id, args.agent_id, args.run_id)
@@ -271,7 +284,10 @@ def _inputs(args: argparse.Namespace, cfg) -> tuple[list, object, str]:
     note = f"role chats: {len(chats)} conversations of {len(convs)} scopes" + (
         f", {skipped} system / tool / empty turns left out" if skipped else ""
     )
-    return convs, _engine_finish(extras, cfg.knn.k_semantics, cfg.semantic.read_replies_with_questions), note
+    finish = _engine_finish(
+        extras, cfg.knn.k_semantics, cfg.semantic.read_replies_with_questions, encoder=encoder
+    )
+    return convs, finish, note
 
 
 def _locomo(args: argparse.Namespace, scope) -> tuple[list, None, str]:
@@ -342,16 +358,25 @@ def role_chat_conversations(chats: list) -> tuple[list, dict[str, tuple[dict, tu
     return convs, extras, skipped
 
 
-def _engine_finish(extras: dict[str, tuple[dict, tuple]], k: int, replies_read_with_questions: bool = False):
+def _engine_finish(
+    extras: dict[str, tuple[dict, tuple]],
+    k: int,
+    replies_read_with_questions: bool = False,
+    encoder: Callable[[], Any] | None = None,
+):
     """``build_store``'s ``finish`` for role chats: each memory given what the engine keeps with a
     memory it writes (``engine.writes``): the engine state (nothing open, the first two speakers),
     stable unit ids and their counters (``engine.ids.assign``), message metadata, the user's name
-    and the supersessions between its statements (``carry_over``), as an ``add`` of its messages to
-    an empty memory would."""
+    and the supersessions between its statements (``carry_over``; ``encoder()``: the embedder of the
+    statements, asked for when a long change statement needs it), as an ``add`` of its messages to an
+    empty memory would."""
     from ..construct.incremental import empty_memory
     from ..engine import ids as unit_ids
     from ..engine.writes import carry_over
     from ..memory.engine_state import EngineState
+
+    def encode(texts: list[str]):
+        return encoder().encode(texts)
 
     def finish(slices: list) -> None:
         for sl in slices:
@@ -361,7 +386,14 @@ def _engine_finish(extras: dict[str, tuple[dict, tuple]], k: int, replies_read_w
             empty = empty_memory(sl.memory_id, sl.cols["msg"]["x"].shape[1], k)
             unit_ids.assign(empty, sl, set())
             carry_over(
-                empty, sl, set(), md, name, [], replies_read_with_questions=replies_read_with_questions
+                empty,
+                sl,
+                set(),
+                md,
+                name,
+                [],
+                replies_read_with_questions=replies_read_with_questions,
+                encode=encode if encoder else None,
             )
 
     return finish

@@ -15,7 +15,15 @@ years, a data size, a rate, a share, as a number with its unit), changed where i
 ("has decreased to 120ms", "is currently at 180ms", "the new limit of ..."); a change of a measured
 value alone needs the closer cosine ``MEASURE_THRESHOLD`` (a span of days to years, the closer
 ``SPAN_THRESHOLD``: "learning French for 6 months now" is no change of "learning Spanish for 2
-years"), so that it supersedes the same metric, not another one of its kind.
+years"), so that it supersedes the same metric, not another one of its kind. Where a change statement
+goes on past the clause that says what changed ("the user is optimising the login API's response time,
+which has decreased to 120ms ..., and the user wants to ..."), the cosine is also read for that part
+of it alone (``focus``), given an encoder: the clauses after it would otherwise hide the change.
+A later statement that says the speaker *never* did what an earlier one says they did ("the user
+has never written integration tests for socket events" after "the user has written integration tests
+for socket events ...") supersedes it too (``denial``): one of the two is no longer true, and the later
+one is read first, the earlier one shown beside it as earlier. It needs most of the denied clause's
+words in the earlier statement (``DENIAL_SHARE``) and the cosine ``DENIAL_THRESHOLD``.
 The earlier statement is kept (history questions still find it); retrieval ranks it after the newer
 one and shows it as earlier ("previously, until 2024-03: ..."). This goes past mem0's UPDATE, which
 overwrites the old fact, and keeps what temporal graph memories (Graphiti / Zep's invalidated
@@ -25,11 +33,13 @@ edges) keep.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
-from ..ops.rows import dot4_gram
+from ..ops.rows import dot4_gram, unit_rows
 
 # a word that says something changed, whatever it is about: it changes the attributes named in its clause
 CHANGE = re.compile(
@@ -114,6 +124,22 @@ OWN_CHANGE: dict[str, re.Pattern] = {
 THRESHOLD = (
     0.40  # cosine of the two statements (all-MiniLM-L6-v2: same-attribute pairs 0.41-0.80 on our chats)
 )
+# a denial ("has never written ...") of an earlier statement: the cosine and the share of the denied
+# clause's words the earlier one holds (the 13 pairs found in the calibration chats, BEAM 500K 1-4:
+# cosine 0.46-0.70 with all-MiniLM-L6-v2)
+DENIAL_THRESHOLD = 0.45
+DENIAL_SHARE = 0.6
+_NEVER = re.compile(r"\bnever\b", re.I)
+_HAD = re.compile(r"\b(?:had|'d)\s*$", re.I)  # "had never": a time before something else
+
+
+class Denial(NamedTuple):
+    """A denial's clause: its word stems, its verb's stem and its last word's stem."""
+
+    stems: frozenset[str]
+    verb: str
+    last: str
+
 
 # a comma between digits ("1,500ms") is a thousands separator, not a clause's end
 _CLAUSE = re.compile(r"(?<!\d),|,(?!\d)|[;:]|\b(?:so|but|because|while|although|though)\b", re.I)
@@ -137,6 +163,27 @@ _PAST = re.compile(
 _WINDOW = 40  # characters before a change word read for what undoes it (a bound: long text stays linear)
 
 
+def denial(text: str, speaker: str = "") -> Denial | None:
+    """What ``speaker`` says they never did, in the first clause told as done (not a condition, not
+    a question) with "never" in the present ("has never written", "never uses"; "had never ... before"
+    tells of a time before something else): the clause's word stems (``never``, its adverbs and words
+    without a value off: "the user has never written integration tests" -> {"written", "integration",
+    "test"}), its verb (the first word after "never" and its adverbs) and its last word; None where no
+    clause says so. A "never" whose clause names someone else is read by ``subject`` as theirs."""
+    for _, clause in _told_clauses(text):
+        if "?" in clause:
+            continue
+        m = _NEVER.search(clause)
+        if m is None or _HAD.search(clause, max(0, m.start() - 8), m.start()):
+            continue
+        after = [w for w in _words(clause[m.end() :]) if w not in _DENIAL_LIGHT]
+        drop = _NO_VALUE | _DENIAL_LIGHT | _stems(speaker)
+        said = [w for w in _words(clause) if w not in drop]
+        if after and len(set(said)) >= 2:
+            return Denial(frozenset(said), after[0], said[-1])
+    return None
+
+
 def attributes(text: str, speaker: str = "") -> frozenset[str]:
     """The attributes a statement of ``speaker`` speaks of (not someone else's: "their jobs")."""
     return frozenset(name for name, pat in ATTRIBUTES.items() if _own(pat, text, speaker))
@@ -150,17 +197,45 @@ def changes(text: str, speaker: str = "") -> frozenset[str]:
     "wants to quit") or in a condition and its consequence ("if she moved to Berlin, ...") changes
     nothing."""
     out: set[str] = set()
+    for _, clause in _told_clauses(text):
+        out |= _clause_changes(clause, speaker)
+    return frozenset(out)
+
+
+def focus(text: str, speaker: str = "") -> str | None:
+    """A change statement's part up to the end of its first clause that says something changed
+    (``changes``; the clauses before it kept, as "which has decreased to ..." needs what it is said
+    of), or None where that part is the whole text or no clause says so. Linear in the text."""
+    for end, clause in _told_clauses(text):
+        if _clause_changes(clause, speaker):
+            head = text[:end].rstrip(" ,;:")
+            return head if head and text[end:].strip(" ,;:.!?") else None
+    return None
+
+
+def _told_clauses(text: str):
+    """(end, clause) of each clause of ``text`` told as done: not a condition nor its consequence
+    ("if she moved to Berlin, she ..."); ``end``: where the clause ends in ``text``."""
     after_if = False  # the clause after a condition is its consequence: "if she gets it, she moves"
-    for clause in _CLAUSE.split(text):
+    start = 0
+    for m in [*_CLAUSE.finditer(text), None]:
+        end = len(text) if m is None else m.start()
+        clause = text[start:end]
         cond = _conditional(clause)
         if not (cond or after_if):
-            out.update(name for name, pat in OWN_CHANGE.items() if _done(pat, clause, speaker))
-            if _done(MEASURE_CHANGE, clause, speaker):
-                out.update(name for name, pat in MEASURES.items() if pat.search(clause))
-            if _done(CHANGE, clause, speaker):
-                out.update(name for name, pat in _GENERAL.items() if _own(pat, clause, speaker))
+            yield end, clause
         after_if = cond
-    return frozenset(out)
+        start = end if m is None else m.end()
+
+
+def _clause_changes(clause: str, speaker: str) -> set[str]:
+    """The attributes one clause told as done says changed (``changes``, per clause)."""
+    out = {name for name, pat in OWN_CHANGE.items() if _done(pat, clause, speaker)}
+    if _done(MEASURE_CHANGE, clause, speaker):
+        out.update(name for name, pat in MEASURES.items() if pat.search(clause))
+    if _done(CHANGE, clause, speaker):
+        out.update(name for name, pat in _GENERAL.items() if _own(pat, clause, speaker))
+    return out
 
 
 def _conditional(clause: str) -> bool:
@@ -287,17 +362,26 @@ def _fold(text: str) -> str:
     return " ".join(text.lower().split()).rstrip(".!? ")
 
 
-def _stems(text: str) -> set[str]:
-    """Crude word stems of ``text``: lower case, "'s" and one suffix off ("lives", "living" -> "liv")."""
-    out = set()
+def _words(text: str) -> list[str]:
+    """The crude word stems of ``text`` in order (``_stems``)."""
+    out = []
     for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower()):
         w = w.removesuffix("'s")
         for suf in ("ing", "ed", "es", "s", "e"):
             if w.endswith(suf) and len(w) - len(suf) >= 3:
                 w = w[: -len(suf)]
                 break
-        out.add(w)
+        out.append(w)
     return out
+
+
+def _stems(text: str) -> set[str]:
+    """Crude word stems of ``text``: lower case, "'s" and one suffix off ("lives", "living" -> "liv")."""
+    return set(_words(text))
+
+
+# what a denial says besides the deed: "never", its adverbs, the speaker's role word (as stems)
+_DENIAL_LIGHT = frozenset(_stems("never ever any before actually really yet once up user said"))
 
 
 def _value(text: str) -> set[str] | None:
@@ -320,6 +404,16 @@ def repeats(later: str, earlier: str) -> bool:
     return bool(value) and value <= _stems(earlier)
 
 
+def _denies(denied: Denial, text: str, speaker: str) -> bool:
+    """Whether an earlier statement ``text`` says what ``denied`` says was never done: its verb, its
+    last word ("never plays guitar in public" denies no "plays guitar in a band") and most of its
+    words (``DENIAL_SHARE``), and no denial of its own."""
+    have = _stems(text)
+    if denied.verb not in have or denied.last not in have or denial(text, speaker) is not None:
+        return False
+    return len(denied.stems & have) >= DENIAL_SHARE * len(denied.stems)
+
+
 def _mask(names: frozenset[str]) -> int:
     """Attribute names as bits (one per ``ATTRIBUTES`` entry)."""
     return sum(1 << b for b, name in enumerate(ATTRIBUTES) if name in names)
@@ -337,23 +431,37 @@ def supersessions(
     *,
     threshold: float = THRESHOLD,
     new: np.ndarray | None = None,
+    encode: Callable[[list[str]], np.ndarray] | None = None,
 ) -> dict[int, int]:
     """Statement i -> the statement j that supersedes it (the first later one that does), for texts [n],
     unit rows x [n, d], ``order`` [n] (when each was said: message position) and ``speakers`` [n]
     (whose statement each is; ``subject`` is read against it). ``new``: the rows that may supersede
     (the statements a write added; default all): the cost is one product of those change statements
-    with every row, so a write pays for what it adds."""
+    with every row, so a write pays for what it adds. ``encode``: texts -> rows [m, d], the encoder of
+    ``x``; with it a change statement that goes on past its change is also compared by its ``focus``
+    (the higher cosine counts), at the cost of encoding those parts."""
     n = len(texts)
     if n < 2:
         return {}
     rows = np.arange(n) if new is None else np.asarray(new, np.int64)
     changed = {j: _mask(changes(texts[j], speakers[j])) for j in (int(r) for r in rows)}
-    changes_at = [j for j, m in changed.items() if m]
+    denied = {j: d for j in changed if (d := denial(texts[j], speakers[j]))}
+    changes_at = [j for j, m in changed.items() if m or j in denied]
     if not changes_at:
         return {}
     order = np.asarray(order)
     spk = np.unique(np.asarray(speakers, dtype=object), return_inverse=True)[1]
     sims = dot4_gram(np.asarray(x)[changes_at], x)  # [C, n], the same bits on every CPU
+    if encode is not None:
+        heads = {
+            c: h
+            for c, j in enumerate(changes_at)
+            if changed[j] and (h := focus(texts[j], speakers[j])) is not None
+        }
+        if heads:
+            fx = unit_rows(np.asarray(encode(list(heads.values()))), dtype=np.asarray(x).dtype)
+            rows_c = list(heads)
+            sims[rows_c] = np.maximum(sims[rows_c], dot4_gram(fx, x))
     close = np.flatnonzero((sims >= threshold).any(axis=0))  # only these rows are read
     masks = np.zeros(n, np.int64)
     subj: dict[int, str | None] = {}
@@ -374,17 +482,24 @@ def supersessions(
                 (shared & ~_SPAN_BITS) != 0, max(threshold, MEASURE_THRESHOLD), max(threshold, SPAN_THRESHOLD)
             ),
         ).astype(sims.dtype)  # compared as ``close`` is: in the cosines' precision
-        hit = (order < order[j]) & (spk == spk[j]) & (shared != 0) & (sims[c] >= close_enough)
-        hit[j] = False
+        earlier = (order < order[j]) & (spk == spk[j])
+        earlier[j] = False
+        hit = earlier & (shared != 0) & (sims[c] >= close_enough)
         for i in np.flatnonzero(hit).tolist():
             if subj[i] == who and i not in out and not repeats(texts[j], texts[i]):
                 out[i] = j
+        if j in denied:
+            for i in np.flatnonzero(earlier & (sims[c] >= max(threshold, DENIAL_THRESHOLD))).tolist():
+                if subj[i] == who and i not in out and _denies(denied[j], texts[i], speakers[i]):
+                    out[i] = j
     return out
 
 
 __all__ = [
     "ATTRIBUTES",
     "CHANGE",
+    "DENIAL_SHARE",
+    "DENIAL_THRESHOLD",
     "MEASURES",
     "MEASURE_CHANGE",
     "MEASURE_THRESHOLD",
@@ -395,6 +510,8 @@ __all__ = [
     "THRESHOLD",
     "attributes",
     "changes",
+    "denial",
+    "focus",
     "repeats",
     "subject",
     "supersessions",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -26,7 +26,7 @@ from ..construct.incremental import (
 )
 from ..construct.segment import MessageVectors, embed_messages
 from ..construct.semantic import extract_statements, without_question
-from ..construct.supersede import changes, supersessions
+from ..construct.supersede import changes, denial, supersessions
 from ..embed.cache import CachedEmbedder
 from ..heap import release_after_write
 from ..memory.bank import MemorySlice
@@ -174,6 +174,7 @@ class Writes:
                     stamped.get(key, []),
                     [] if inferred[key] else [x.id for x in batches[key]],
                     replies_read_with_questions=self.config.semantic.read_replies_with_questions,
+                    encode=self._embed_cache.encode,
                 )
             self._commit(
                 grown,
@@ -530,6 +531,7 @@ class Writes:
                 _name_kept(mem.engine, reduced, drop | set(texts)),
                 [],
                 replies_read_with_questions=self.config.semantic.read_replies_with_questions,
+                encode=self._embed_cache.encode,
             )
         return grown
 
@@ -744,12 +746,14 @@ def carry_over(
     raw: list[str] = (),
     *,
     replies_read_with_questions: bool = False,
+    encode: Callable[[list[str]], np.ndarray] | None = None,
 ) -> None:
     """What the engine keeps beside the derived units, from ``old`` to ``new`` (in place): message
     metadata (stats), and in ``new``'s engine state the user's name (``name``: ``name_after`` /
     ``_name_kept``), the ids of messages stamped at arrival and of those kept without inference
     (``raw``: new ones), supersessions (of what each statement says, without the question a reply
-    was read with where ``replies_read_with_questions``); the dropped ids leave."""
+    was read with where ``replies_read_with_questions``; ``encode``, the statements' encoder, lets a
+    long change statement be compared by the part that says what changed); the dropped ids leave."""
     meta.carry(old, new, added, dropped)
     if new.engine is None:
         new.engine = EngineState.closed(new.n("msg"))
@@ -769,15 +773,19 @@ def carry_over(
     stand = {k: list(v) for k, v in was.superseded.items() if int(k) in live and int(v[0]) in live}
     known = old.cols["sem"]["id"] if isinstance(old, MemorySlice) else [s.id for s in old.semantics]
     fresh = np.flatnonzero(~np.isin(np.asarray(sem["id"], np.int64), np.asarray(known, np.int64)))
-    # only a new statement that says something changed can supersede: the others cost no pass over the memory
+    # only a new statement that says something changed, or denies something, can supersede: the others cost
+    # no pass over the memory
     # a reply read with its question (read_replies_with_questions) changes what it says, not what was asked
     new_firsts = _first_sources(sem["msgs"][fresh])
     said = without_question if replies_read_with_questions else str
     new_texts = [said(t) for t in sem["text"][fresh].tolist()]
-    if any(map(changes, new_texts, msg["speaker"][new_firsts].tolist())):
+    new_speakers = msg["speaker"][new_firsts].tolist()
+    if any(changes(t, sp) or denial(t, sp) for t, sp in zip(new_texts, new_speakers)):
         firsts = _first_sources(sem["msgs"])
         texts = [said(t) for t in sem["text"].tolist()]
-        sup = supersessions(texts, sem["x"], firsts, msg["speaker"][firsts].tolist(), new=fresh)
+        sup = supersessions(
+            texts, sem["x"], firsts, msg["speaker"][firsts].tolist(), new=fresh, encode=encode
+        )
     else:
         sup = {}
     found = {str(sem_ids[i]): [sem_ids[j], time_or_none(sem["time"][j])] for i, j in sup.items()}
