@@ -86,7 +86,9 @@ def test_a_long_change_statement_is_compared_by_its_change():
     ],
 )
 def test_what_a_denial_says_was_never_done(text, stems, verb, last):
-    assert denial(text, "user") == (frozenset(stems), verb, last)
+    got = denial(text, "user")
+    assert (got.stems, got.verb, got.last) == (frozenset(stems), verb, last)
+    assert text.startswith(got.clause)
 
 
 @pytest.mark.parametrize(
@@ -96,6 +98,9 @@ def test_what_a_denial_says_was_never_done(text, stems, verb, last):
         "have you never written tests?",  # a question
         "the user had never coded before joining the bootcamp",  # a time before something else
         "the user has never been to Japan",  # one word of a deed: too little to compare
+        "the user would never work for Google as an engineer",  # a wish, not a denial
+        "the user never misses a Monday workout",  # a habit
+        "growing up, the user has never eaten vegetables",  # a time that is over
         "the user writes tests",
     ],
 )
@@ -114,6 +119,23 @@ def test_what_is_no_denial(text):
         ("the user plays guitar in a band", "the user never plays guitar in public"),  # a qualifier
         ("the user uses PostgreSQL for the project", "the user never uses PostgreSQL for analytics"),
         ("Bob calls the user every Sunday evening", "Bob never calls the user on weekdays"),
+        ("the user doesn't use Docker at home", "the user has never used Docker at home"),  # said as well
+        (
+            "the user wants to deploy the app on Kubernetes",
+            "the user has never deployed the app on Kubernetes",
+        ),
+        (
+            "the user asked how to deploy the app on Kubernetes",
+            "the user has never deployed the app on Kubernetes",
+        ),
+        (
+            "if the user deploys the app on Kubernetes, it scales",
+            "the user has never deployed the app on Kubernetes",
+        ),
+        (
+            "the user calls Bob every Sunday",
+            "the user loves Bob, but Bob has never called the user on Sunday",
+        ),
     ],
 )
 def test_a_statement_that_still_holds_is_not_denied(earlier, later):

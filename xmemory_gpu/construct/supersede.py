@@ -19,11 +19,13 @@ years"), so that it supersedes the same metric, not another one of its kind. Whe
 goes on past the clause that says what changed ("the user is optimising the login API's response time,
 which has decreased to 120ms ..., and the user wants to ..."), the cosine is also read for that part
 of it alone (``focus``), given an encoder: the clauses after it would otherwise hide the change.
-A later statement that says the speaker *never* did what an earlier one says they did ("the user
+A later statement that says the speaker has *never* done what an earlier one says they did ("the user
 has never written integration tests for socket events" after "the user has written integration tests
 for socket events ...") supersedes it too (``denial``): one of the two is no longer true, and the later
-one is read first, the earlier one shown beside it as earlier. It needs most of the denied clause's
-words in the earlier statement (``DENIAL_SHARE``) and the cosine ``DENIAL_THRESHOLD``.
+one is read first, the earlier one shown beside it as earlier. It needs the denial in the present
+perfect, the denied verb done in the earlier statement (not negated, wished or asked about), the
+denied clause's last word and most of its words there (``DENIAL_SHARE``), and the cosine
+``DENIAL_THRESHOLD``.
 The earlier statement is kept (history questions still find it); retrieval ranks it after the newer
 one and shows it as earlier ("previously, until 2024-03: ..."). This goes past mem0's UPDATE, which
 overwrites the old fact, and keeps what temporal graph memories (Graphiti / Zep's invalidated
@@ -125,20 +127,29 @@ THRESHOLD = (
     0.40  # cosine of the two statements (all-MiniLM-L6-v2: same-attribute pairs 0.41-0.80 on our chats)
 )
 # a denial ("has never written ...") of an earlier statement: the cosine and the share of the denied
-# clause's words the earlier one holds (the 13 pairs found in the calibration chats, BEAM 500K 1-4:
-# cosine 0.46-0.70 with all-MiniLM-L6-v2)
+# clause's words the earlier one holds (the 5 pairs found in the calibration chats, BEAM 500K 1-4:
+# cosine 0.51-0.70 with all-MiniLM-L6-v2)
 DENIAL_THRESHOLD = 0.45
 DENIAL_SHARE = 0.6
-_NEVER = re.compile(r"\bnever\b", re.I)
-_HAD = re.compile(r"\b(?:had|'d)\s*$", re.I)  # "had never": a time before something else
+# "never" in the present perfect: "has never written", "'ve actually never used" (not "had never",
+# "would never", "never misses": a time before something else, a wish, a habit)
+_NEVER = re.compile(r"\b(?:has|have)\s+(?:\w+\s+)?never\b|'ve\s+(?:\w+\s+)?never\b", re.I)
+# a time that is over, before a denial: "growing up, the user has never ..." is no denial of today
+_THEN = re.compile(
+    r"\b(?:growing up|as a (?:kid|child|teen\w*|student)|back then|in the past|(?:was|were) (?:a kid|young))\b",
+    re.I,
+)
+# before an earlier statement's deed: it was asked about, wished or learned, not done
+_NOT_DEED = re.compile(r"\b(?:ask\w*|how|whether|wonder\w*|tips?|learn\w*|help)\b", re.I)
 
 
 class Denial(NamedTuple):
-    """A denial's clause: its word stems, its verb's stem and its last word's stem."""
+    """A denial's clause: its word stems, its verb's stem, its last word's stem and its text."""
 
     stems: frozenset[str]
     verb: str
     last: str
+    clause: str
 
 
 # a comma between digits ("1,500ms") is a thousands separator, not a clause's end
@@ -164,23 +175,26 @@ _WINDOW = 40  # characters before a change word read for what undoes it (a bound
 
 
 def denial(text: str, speaker: str = "") -> Denial | None:
-    """What ``speaker`` says they never did, in the first clause told as done (not a condition, not
-    a question) with "never" in the present ("has never written", "never uses"; "had never ... before"
-    tells of a time before something else): the clause's word stems (``never``, its adverbs and words
-    without a value off: "the user has never written integration tests" -> {"written", "integration",
-    "test"}), its verb (the first word after "never" and its adverbs) and its last word; None where no
-    clause says so. A "never" whose clause names someone else is read by ``subject`` as theirs."""
+    """What ``speaker`` says they have never done, in the first clause told as done (not a condition,
+    not a question) that says it in the present perfect ("has never written", "'ve never used"; not
+    "had never", "would never", "never misses", nor after a time that is over: "growing up, ..."): the
+    clause's word stems (``never``, its adverbs and words without a value off: "the user has never
+    written integration tests" -> {"written", "integration", "test"}), its verb (the first word after
+    "never" and its adverbs), its last word and its text (whose ``subject`` it is); None where no
+    clause says so."""
+    if _THEN.search(text):
+        return None
     for _, clause in _told_clauses(text):
         if "?" in clause:
             continue
         m = _NEVER.search(clause)
-        if m is None or _HAD.search(clause, max(0, m.start() - 8), m.start()):
+        if m is None:
             continue
         after = [w for w in _words(clause[m.end() :]) if w not in _DENIAL_LIGHT]
         drop = _NO_VALUE | _DENIAL_LIGHT | _stems(speaker)
         said = [w for w in _words(clause) if w not in drop]
         if after and len(set(said)) >= 2:
-            return Denial(frozenset(said), after[0], said[-1])
+            return Denial(frozenset(said), after[0], said[-1], clause.strip())
     return None
 
 
@@ -405,13 +419,23 @@ def repeats(later: str, earlier: str) -> bool:
 
 
 def _denies(denied: Denial, text: str, speaker: str) -> bool:
-    """Whether an earlier statement ``text`` says what ``denied`` says was never done: its verb, its
-    last word ("never plays guitar in public" denies no "plays guitar in a band") and most of its
-    words (``DENIAL_SHARE``), and no denial of its own."""
+    """Whether an earlier statement ``text`` says it did what ``denied`` says was never done: in a
+    clause told as done, its verb not negated, wished, planned or asked about ("doesn't use", "wants to
+    deploy", "asked how to deploy"); the denial's last word ("has never played guitar in public"
+    denies no "plays guitar in a band") and most of its words (``DENIAL_SHARE``); and no denial of
+    its own."""
     have = _stems(text)
-    if denied.verb not in have or denied.last not in have or denial(text, speaker) is not None:
+    if denied.last not in have or len(denied.stems & have) < DENIAL_SHARE * len(denied.stems):
         return False
-    return len(denied.stems & have) >= DENIAL_SHARE * len(denied.stems)
+    if denial(text, speaker) is not None or "?" in text:
+        return False
+    for _, clause in _told_clauses(text):
+        for m in re.finditer(r"[a-z0-9]+(?:'[a-z]+)?", clause.lower()):
+            if _words(m.group(0)) == [denied.verb] and not _NOT_DEED.search(clause, 0, m.start()):
+                lo = max(0, m.start() - _WINDOW)
+                if not (_NOT_DONE.search(clause, lo, m.start()) or _UNSURE.search(clause, lo, m.start())):
+                    return True
+    return False
 
 
 def _mask(names: frozenset[str]) -> int:
@@ -488,7 +512,7 @@ def supersessions(
         for i in np.flatnonzero(hit).tolist():
             if subj[i] == who and i not in out and not repeats(texts[j], texts[i]):
                 out[i] = j
-        if j in denied:
+        if j in denied and subject(denied[j].clause, speakers[j]) == who:  # the denial is the subject's
             for i in np.flatnonzero(earlier & (sims[c] >= max(threshold, DENIAL_THRESHOLD))).tolist():
                 if subj[i] == who and i not in out and _denies(denied[j], texts[i], speakers[i]):
                     out[i] = j
