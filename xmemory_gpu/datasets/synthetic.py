@@ -165,7 +165,7 @@ def generate_conversations(
 def _conversation(rng, sid, a, b, when, sessions, turns_per_session) -> dict:
     personas = {a: _persona(rng), b: _persona(rng)}
     n_sess = rng.randint(*sessions)
-    # facts each speaker will state, in order; the move and new job come in the last session
+    # facts each speaker will state, in order; the move and new job come in the conversation's final part
     agenda: dict[str, list[tuple[str, str]]] = {}
     for sp, p in personas.items():
         kind, name = p["pet"]
