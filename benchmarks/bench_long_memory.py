@@ -16,6 +16,7 @@ memory costs a process at rest (``reopened``), without the streaming process's h
 temporaries and encoder batches.
 
     python benchmarks/bench_long_memory.py [--target-tokens 1000000] [--embedder hashing:384] [--json OUT]
+        [--backend cuda]   # the kernels and the encoder on the GPU
 
 As a pytest-benchmark suite (``scripts/bench.sh``) it streams ``1,000,000 x XMEM_BENCH_SCALE``
 tokens with the ``hashing:384`` encoder and puts the figures in the table's ``extra_info``.
@@ -40,6 +41,7 @@ from xmemory_gpu.datasets.synthetic import generate_long_chats
 from xmemory_gpu.embed import encode_queries, load_embedder
 from xmemory_gpu.engine import MemoryEngine
 from xmemory_gpu.heap import release_now
+from xmemory_gpu.ops.devices import encoder_device
 
 
 def _turns(conv: dict) -> list[dict]:
@@ -86,10 +88,15 @@ PROBE_TURNS = (
 )
 
 
-def probe(store: str, embedder: str) -> dict:
+def _embedder(spec: str, backend: str):
+    """``spec`` loaded where ``backend`` runs its encoder (on the GPU for ``cuda`` / ``triton``)."""
+    return load_embedder(spec, device=encoder_device(backend))
+
+
+def probe(store: str, embedder: str, backend: str = "auto") -> dict:
     """In this (fresh) process: open ``store``, add two turns, search three times, trim the heap;
     its RSS in MB."""
-    with MemoryEngine.open(store, embedder=load_embedder(embedder)) as eng:
+    with MemoryEngine.open(store, embedder=_embedder(embedder, backend), backend=backend) as eng:
         eng.add(list(PROBE_TURNS), user_id="u")
         for q in QUERIES:
             eng.search(q, user_id="u", budget_tokens=600)
@@ -100,7 +107,7 @@ def probe(store: str, embedder: str) -> dict:
 PROBE_TIMEOUT_S = 1800  # a fresh process opening a 10 M-token memory takes seconds, not minutes
 
 
-def _probe_rss(store: Path | None, embedder: str) -> float:
+def _probe_rss(store: Path | None, embedder: str, backend: str = "auto") -> float:
     """``probe`` in a fresh interpreter on a copy of ``store`` (the original is left as it was), or
     on a new empty store where ``store`` is None."""
     import shutil
@@ -109,7 +116,7 @@ def _probe_rss(store: Path | None, embedder: str) -> float:
         copy = Path(tmp) / "s"
         if store is not None:
             shutil.copytree(store, copy)
-        cmd = [sys.executable, __file__, "--probe", str(copy), "--embedder", embedder]
+        cmd = [sys.executable, __file__, "--probe", str(copy), "--embedder", embedder, "--backend", backend]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         if done.returncode:
             raise RuntimeError(
@@ -123,14 +130,30 @@ POINTS = (0.1, 0.5, 1.0)  # shares of the chat at which adds, searches and delet
 
 
 def run(
-    target_tokens: int, embedder: str, adds: int = 20, seed: int = 3, searches: int = 9, deletes: int = 5
+    target_tokens: int,
+    embedder: str,
+    adds: int = 20,
+    seed: int = 3,
+    searches: int = 9,
+    deletes: int = 5,
+    backend: str = "auto",
 ) -> dict:
-    """Stream the chat and time the phases; the figures as a JSON-ready dict."""
+    """Stream the chat and time the phases (``backend``: the engine's kernels, and the encoder's
+    device); the figures as a JSON-ready dict."""
     turns = _turns(generate_long_chats(1, seed=seed, target_tokens=target_tokens)[0])
     n = len(turns)
-    emb = load_embedder(embedder)
-    out: dict = {"embedder": embedder, "target_tokens": target_tokens, "turns": n, "cpu": cpu_name()}
-    with tempfile.TemporaryDirectory() as tmp, MemoryEngine.open(Path(tmp) / "s", embedder=emb) as eng:
+    emb = _embedder(embedder, backend)
+    out: dict = {
+        "embedder": embedder,
+        "backend": backend,
+        "target_tokens": target_tokens,
+        "turns": n,
+        "cpu": cpu_name(),
+    }
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        MemoryEngine.open(Path(tmp) / "s", embedder=emb, backend=backend) as eng,
+    ):
 
         def timed_adds(lo: int) -> list[float]:
             ts = []
@@ -182,8 +205,8 @@ def run(
         release_now()
         out["at_100pct"]["rss_trimmed_mb"] = _rss_mb()
         eng.close()
-        full = _probe_rss(Path(tmp) / "s", embedder)
-        empty_rss = _probe_rss(None, embedder)
+        full = _probe_rss(Path(tmp) / "s", embedder, backend)
+        empty_rss = _probe_rss(None, embedder, backend)
         share = full - empty_rss
         out["reopened"] = {
             "rss_mb": full,
@@ -214,14 +237,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--searches", type=int, default=9)
     ap.add_argument("--deletes", type=int, default=5)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument(
+        "--backend", default="auto", help="kernel backend (cuda / triton: the encoder on the GPU too)"
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # the fresh process of ``reopened``
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.probe:
-        print(json.dumps(probe(args.probe, args.embedder)))
+        print(json.dumps(probe(args.probe, args.embedder, args.backend)))
         return 0
-    res = run(args.target_tokens, args.embedder, args.adds, args.seed, args.searches, args.deletes)
+    res = run(
+        args.target_tokens, args.embedder, args.adds, args.seed, args.searches, args.deletes, args.backend
+    )
     print(json.dumps(res, indent=2))
     if args.json:
         write_record(args.json, res)

@@ -33,8 +33,9 @@ _LINE = re.compile(r"^\s+(\w+)\s+([0-9.]+) s$")
 _BUILT = re.compile(r"built \d+ memories.*?([0-9.]+) s$", re.M)
 
 
-def build(data: Path, out: Path, backend: str, embedder: str) -> dict[str, Any]:
-    """One ``xmemory build`` in a fresh process: {stage: s, 'build': s, 'wall': s}."""
+def build(data: Path, out: Path, backend: str, embedder: str, workers: int = 1) -> dict[str, Any]:
+    """One ``xmemory build`` in a fresh process (``workers`` build processes): {stage: s, 'build': s,
+    'wall': s}."""
     cmd = [
         sys.executable,
         "-c",
@@ -47,6 +48,8 @@ def build(data: Path, out: Path, backend: str, embedder: str) -> dict[str, Any]:
         embedder,
         "--backend",
         backend,
+        "--workers",
+        str(workers),
         "--no-progress",
     ]
     t0 = (
@@ -169,9 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--embedder", default="hashing:384")
     ap.add_argument(
-        "--backends", default="cpu,cuda", help="the first is the reference for store and unit equality"
+        "--backends",
+        default="cpu,cuda",
+        help="the first is the reference for store and unit equality; BACKEND@N builds in N worker processes",
     )
-    ap.add_argument("--queries", type=int, default=10_000)
+    ap.add_argument("--queries", type=int, default=10_000, help="0: builds only, no search")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--budget", type=int, default=600)
     ap.add_argument("--dry-run", action="store_true", help="tiny sizes (5 conversations, 50 queries)")
@@ -194,18 +199,20 @@ def main(argv: list[str] | None = None) -> int:
         ref_keys = None
         ref_summary = None
         for b in args.backends.split(","):
-            store = Path(tmp) / f"store_{b}"
+            backend, _, workers = b.partition("@")
+            store = Path(tmp) / f"store_{b.replace('@', '_')}"
             try:
-                res["builds"][b] = build(data, store, b, args.embedder)
+                res["builds"][b] = build(data, store, backend, args.embedder, int(workers or 1))
                 summ = store_summary(store)
                 if ref_summary is None:
                     ref_summary = summ
                 res["builds"][b]["vs_first"] = compare_stores(ref_summary, summ)
                 print(f"build {b}: {res['builds'][b]}", flush=True)
-                s = search(store, data, b, args.queries, args.repeat, args.budget, ref_keys)
-                if ref_keys is None:
-                    ref_keys = s["keys"]
-                res["search"][b] = {"queries": s["queries"], "rows": s["rows"]}
+                if args.queries > 0:
+                    s = search(store, data, backend, args.queries, args.repeat, args.budget, ref_keys)
+                    if ref_keys is None:
+                        ref_keys = s["keys"]
+                    res["search"][b] = {"queries": s["queries"], "rows": s["rows"]}
             except Exception as exc:  # one backend failing must not hide the others
                 import traceback
 
