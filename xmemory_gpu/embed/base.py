@@ -52,11 +52,15 @@ def distinct_texts(texts: list[str]) -> tuple[list[str], np.ndarray]:
     return [str(t) for t in uniq], inverse.reshape(-1)
 
 
-def same_length_batches(lengths: np.ndarray, batch_size: int) -> list[tuple[int, np.ndarray]]:
-    """(token count, rows) of each batch, at most ``batch_size`` rows of one token count each,
-    longest first: nothing is padded, so a row does not depend on the rest of its call."""
+def same_length_batches(
+    lengths: np.ndarray, batch_size: int, max_tokens: int | None = None
+) -> list[tuple[int, np.ndarray]]:
+    """(token count, rows) of each batch, rows of one token count each, longest first: nothing is
+    padded, so a row does not depend on the rest of its call. A batch holds at most ``batch_size``
+    rows, or with ``max_tokens`` at most ``max(batch_size, max_tokens // token count)``."""
     out = []
     for n_tokens in np.unique(lengths)[::-1]:
         same = np.flatnonzero(lengths == n_tokens)
-        out += [(int(n_tokens), same[s : s + batch_size]) for s in range(0, len(same), batch_size)]
+        size = batch_size if max_tokens is None else max(batch_size, max_tokens // max(int(n_tokens), 1))
+        out += [(int(n_tokens), same[s : s + size]) for s in range(0, len(same), size)]
     return out

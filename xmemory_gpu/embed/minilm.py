@@ -1,17 +1,21 @@
 """The default encoder (all-MiniLM-L6-v2: a 6-layer BERT, mean pooling, unit rows) as a plain torch
-forward on the CPU, loaded from the model folder's ``model.safetensors`` and ``tokenizer.json``.
+forward, loaded from the model folder's ``model.safetensors`` and ``tokenizer.json``.
 
 It needs torch, ``tokenizers`` and ``safetensors`` only, not transformers or sentence-transformers,
-so a process's first text is embedded about 4 s sooner. Its dense layers run on ``ops.linear``
-(one FMA chain per output: a row depends on its own tokens alone), the rest as the model's own modules
-run it (the same torch calls in the same order), so a text's vector has the same bits as
-``SentenceTransformer`` with routed layers gives it (``tests/test_embed_minilm.py`` checks it).
+so a process's first text is embedded about 4 s sooner. On the CPU its dense layers run on
+``ops.linear`` (one FMA chain per output: a row depends on its own tokens alone), the rest as the
+model's own modules run it (the same torch calls in the same order), so a text's vector has the same
+bits as ``SentenceTransformer`` with routed layers gives it (``tests/test_embed_minilm.py`` checks it).
+On a GPU (``device="cuda"``) the dense layers are torch's (cuBLAS), in float32 or, with ``dtype``
+``bfloat16`` / ``float16``, under autocast (products in that type, layer norms, softmax and pooling
+in float32): the vectors are then within about 1e-2 of float32's (``DTYPES``).
 
 A forward takes texts of one token count (no padding: the embedder batches by length), shapes
 [B, T] token ids -> [B, 384] float32 unit rows."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from dataclasses import dataclass
@@ -20,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from ..config import EMBED_DTYPES
 from ..ops.linear import PackedLinear, pack_linear, rowwise_linear
 
 MAX_SEQ_LENGTH = 256  # the model's sentence_bert_config.json: longer texts are truncated to this
+DTYPES = EMBED_DTYPES  # the encoder's arithmetic; other than float32 on a GPU only
 
 
 @dataclass(frozen=True)
@@ -94,22 +100,56 @@ class _Dense:
         return torch.from_numpy(y).reshape(*x.shape[:-1], y.shape[1])
 
 
+class _TorchDense:
+    """One dense layer as ``torch.nn.functional.linear`` on the weights' device (cuBLAS on a GPU)."""
+
+    def __init__(self, weights: dict[str, Any], prefix: str) -> None:
+        self.weight = weights[f"{prefix}.weight"]
+        self.bias = weights[f"{prefix}.bias"]
+
+    def __call__(self, x: Any) -> Any:
+        import torch
+
+        return torch.nn.functional.linear(x, self.weight, self.bias)
+
+
 class MiniLM:
     """The encoder and its tokenizer, in eval mode; ``model(features)["sentence_embedding"]`` and
-    ``tokenizer(...)`` as a ``SentenceTransformer`` offers them."""
+    ``tokenizer(...)`` as a ``SentenceTransformer`` offers them. ``device``: where the weights live
+    and the forward runs (``cpu``: dense layers on ``ops.linear``; else torch's); ``dtype``: one of
+    ``DTYPES`` (not float32 on the CPU); ``rowwise=False`` puts a CPU model's dense layers on torch
+    too (as on a GPU: for checking that path without one)."""
 
     training = False
-    device = "cpu"
 
-    def __init__(self, folder: str | Path, max_seq_length: int = MAX_SEQ_LENGTH) -> None:
-        import torch  # noqa: F401  (loaded before safetensors' torch helpers)
+    def __init__(
+        self,
+        folder: str | Path,
+        max_seq_length: int = MAX_SEQ_LENGTH,
+        *,
+        device: str = "cpu",
+        dtype: str = "float32",
+        rowwise: bool | None = None,
+    ) -> None:
+        import torch
         from safetensors.torch import load_file
 
+        if dtype not in DTYPES:
+            raise ValueError(f"embed.dtype: expected one of {DTYPES}, got {dtype!r}")
+        self.device = torch.device(device)
+        self.rowwise = self.device.type == "cpu" if rowwise is None else bool(rowwise)
+        if self.rowwise and (self.device.type != "cpu" or dtype != "float32"):
+            raise ValueError("the row-wise dense layers (ops.linear) run float32 on the CPU only")
+        self.dtype = dtype
+        self._autocast = None if dtype == "float32" else getattr(torch, dtype)
         root = Path(folder)
         self.config = BertConfig.read(root)
         self.max_seq_length = max_seq_length
         self.tokenizer = WordPieceTokenizer(root, max_seq_length)
         w = {k.removeprefix("bert."): v for k, v in load_file(str(root / "model.safetensors")).items()}
+        if not self.rowwise:
+            w = {k: v.to(self.device) for k, v in w.items()}
+        dense = _Dense if self.rowwise else _TorchDense
         self.word = w["embeddings.word_embeddings.weight"]
         self.position = w["embeddings.position_embeddings.weight"]
         self.token_type = w["embeddings.token_type_embeddings.weight"]
@@ -129,7 +169,7 @@ class MiniLM:
                 "intermediate.dense",
                 "output.dense",
             ):
-                self.dense[p + name] = _Dense(w, p + name)
+                self.dense[p + name] = dense(w, p + name)
 
     def eval(self) -> MiniLM:
         return self
@@ -169,14 +209,22 @@ class MiniLM:
         mask = features.get("attention_mask")
         if mask is not None and not bool(mask.all()):
             raise ValueError("attention_mask: padded batches are not supported (batch texts by length)")
-        with torch.inference_mode():
+        autocast = (
+            torch.autocast(self.device.type, dtype=self._autocast)
+            if self._autocast is not None
+            else contextlib.nullcontext()
+        )
+        with torch.inference_mode(), autocast:
             t = ids.shape[1]
             h = self.word[ids] + self.token_type[torch.zeros_like(ids)]
-            h = h + self.position[torch.arange(t)].unsqueeze(0)
+            h = h + self.position[torch.arange(t, device=ids.device)].unsqueeze(0)
             h = self._norm(h, "embeddings.LayerNorm")
             for i in range(self.config.layers):
                 h = self._layer(h, i)
-            ones = torch.ones(h.shape[:2], dtype=torch.int64).unsqueeze(-1).expand(h.size()).to(h.dtype)
+        with torch.inference_mode():
+            h = h.float()
+            ones = torch.ones(h.shape[:2], dtype=torch.int64, device=h.device).unsqueeze(-1)
+            ones = ones.expand(h.size()).to(h.dtype)
             pooled = torch.sum(h * ones, 1) / torch.clamp(ones.sum(1), min=1e-9)
             return {"sentence_embedding": torch.nn.functional.normalize(pooled, p=2, dim=1)}
 
@@ -184,7 +232,8 @@ class MiniLM:
         """[B, H] float32 unit rows for B token-id lists of one length."""
         import torch
 
-        return self({"input_ids": torch.tensor(ids, dtype=torch.long)})["sentence_embedding"].numpy()
+        x = torch.tensor(ids, dtype=torch.long, device=self.device)
+        return self({"input_ids": x})["sentence_embedding"].cpu().numpy()
 
     def encode(self, texts: list[str], batch_size: int = 64, **_: Any) -> np.ndarray:
         """[n, H] float32 unit rows, texts batched by token count (``SentenceTransformer.encode``'s
