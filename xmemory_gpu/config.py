@@ -11,8 +11,6 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-EMBED_DTYPES = ("float32", "bfloat16", "float16")  # an encoder's arithmetic (not float32: a GPU's)
-
 
 @dataclass
 class EmbedConfig:
@@ -21,7 +19,6 @@ class EmbedConfig:
     )
     batch_size: int = 64
     device: str = "cpu"
-    dtype: str = "float32"  # the encoder's arithmetic on a GPU (EMBED_DTYPES); the CPU's is float32
 
 
 @dataclass
@@ -205,7 +202,6 @@ class XMemoryConfig:
                 if f.name in _UNIT_INTERVAL and not 0.0 <= v <= 1.0:
                     raise ValueError(f"{name}: expected a value in [0, 1], got {v}")
         for name, value, choices in (
-            ("embed.dtype", self.embed.dtype, EMBED_DTYPES),
             ("stage1.coverage_stop", self.stage1.coverage_stop, ("count", "weight")),
             ("stage1.theme_relevance", self.stage1.theme_relevance, ("centroid", "summary")),
             ("stage2.mode", self.stage2.mode, ("independent", "sequential")),

@@ -3,7 +3,7 @@ timed (the embedder's ``encode`` returns host arrays, so its clock includes the 
 copy back). Prints and writes JSON: the build's stages (s), the build's seconds, the encoder's seconds
 and texts, and ``non_encoder_s`` (the build less the encoder), the part a faster encoder cannot shrink.
 
-    python benchmarks/gpu/encoder_share.py CHAT.json --backend cuda --out F [--embedder SPEC] [--embed-dtype bfloat16]
+    python benchmarks/gpu/encoder_share.py CHAT.json --backend cuda --out F [--embedder SPEC]
     # a long chat: xmemory synth --long --conversations 1 --target-tokens 10000000 --seed 3 --out CHAT.json
 """
 
@@ -24,11 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _re
 from _record import write_record  # noqa: E402
 
 
-def timed_build(
-    data: Path, backend: str, embedder: str, store: Path, dtype: str = "float32"
-) -> dict[str, Any]:
-    """Build ``data`` into ``store`` with the encoder's calls clocked (``dtype``: its arithmetic on a
-    GPU); the figures."""
+def timed_build(data: Path, backend: str, embedder: str, store: Path) -> dict[str, Any]:
+    """Build ``data`` into ``store`` with the encoder's calls clocked; the figures."""
     from xmemory_gpu.cli import main
     from xmemory_gpu.embed.hashing import HashingEmbedder
     from xmemory_gpu.embed.sentence_transformers import SentenceTransformerEmbedder
@@ -52,7 +49,6 @@ def timed_build(
 
     saved = {cls: wrap(cls) for cls in (SentenceTransformerEmbedder, HashingEmbedder)}
     args = ["build", str(data), "--out", str(store), "--backend", backend, "--embedder", embedder]
-    args += ["--embed-dtype", dtype]
     buf = io.StringIO()
     try:
         with contextlib.redirect_stdout(buf):
@@ -67,7 +63,6 @@ def timed_build(
     return {
         "backend": backend,
         "embedder": embedder,
-        "embed_dtype": dtype,
         "stages_s": report["timings"],
         "build_s": build_s,
         "encoder_s": clock["s"],
@@ -82,11 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("data", type=Path, help="a LoCoMo-format JSON file (e.g. from xmemory synth --long)")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--embedder", default="all-MiniLM-L6-v2")
-    ap.add_argument("--embed-dtype", default="float32", help="the encoder's arithmetic on a GPU")
     ap.add_argument("--out", default=None, help="also write the figures here (JSON)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        res = timed_build(args.data, args.backend, args.embedder, Path(tmp) / "store", args.embed_dtype)
+        res = timed_build(args.data, args.backend, args.embedder, Path(tmp) / "store")
     print(json.dumps(res, indent=1))
     if args.out:
         write_record(args.out, {"data": args.data.name, **res})

@@ -33,11 +33,9 @@ _LINE = re.compile(r"^\s+(\w+)\s+([0-9.]+) s$")
 _BUILT = re.compile(r"built \d+ memories.*?([0-9.]+) s$", re.M)
 
 
-def build(
-    data: Path, out: Path, backend: str, embedder: str, workers: int = 1, dtype: str | None = None
-) -> dict[str, Any]:
-    """One ``xmemory build`` in a fresh process (``workers`` build processes; ``dtype``: the encoder's
-    arithmetic on a GPU): {stage: s, 'build': s, 'wall': s}."""
+def build(data: Path, out: Path, backend: str, embedder: str, workers: int = 1) -> dict[str, Any]:
+    """One ``xmemory build`` in a fresh process (``workers`` build processes): {stage: s, 'build': s,
+    'wall': s}."""
     cmd = [
         sys.executable,
         "-c",
@@ -53,7 +51,6 @@ def build(
         "--workers",
         str(workers),
         "--no-progress",
-        *(["--embed-dtype", dtype] if dtype else []),
     ]
     t0 = (
         time.perf_counter()
@@ -177,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--backends",
         default="cpu,cuda",
-        help="the first is the reference for store and unit equality; BACKEND@N builds in N worker "
-        "processes, BACKEND/DTYPE with the encoder in DTYPE on a GPU (e.g. cuda/bfloat16)",
+        help="the first is the reference for store and unit equality; BACKEND@N builds in N worker processes",
     )
     ap.add_argument("--queries", type=int, default=10_000, help="0: builds only, no search")
     ap.add_argument("--repeat", type=int, default=3)
@@ -203,13 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         ref_keys = None
         ref_summary = None
         for b in args.backends.split(","):
-            spec, _, dtype = b.partition("/")
-            backend, _, workers = spec.partition("@")
-            store = Path(tmp) / f"store_{b.replace('@', '_').replace('/', '_')}"
+            backend, _, workers = b.partition("@")
+            store = Path(tmp) / f"store_{b.replace('@', '_')}"
             try:
-                res["builds"][b] = build(
-                    data, store, backend, args.embedder, int(workers or 1), dtype or None
-                )
+                res["builds"][b] = build(data, store, backend, args.embedder, int(workers or 1))
                 summ = store_summary(store)
                 if ref_summary is None:
                     ref_summary = summ

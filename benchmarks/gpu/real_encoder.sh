@@ -2,25 +2,25 @@
 # The default encoder (all-MiniLM-L6-v2) on a GPU machine, end to end, in one command:
 #   1. build the C++ and CUDA modules into the machine's Python (skip with --skip-build)
 #   2. the bulk build of --synthetic N conversations per entry of --backends (`end_to_end.py --queries 0`:
-#      BACKEND, BACKEND@N worker processes, BACKEND/DTYPE the encoder's arithmetic), stores compared
-#   3. one long chat (`xmemory synth --long`, --long-tokens) built on the GPU once per --long-dtypes, with
-#      the encoder's share (`encoder_share.py`)
+#      BACKEND, or BACKEND@N in N worker processes), the stores compared
+#   3. one long chat (`xmemory synth --long`, --long-tokens) built on the GPU with the encoder's share
+#      (`encoder_share.py`)
 #   4. the long-memory stream on the GPU at --stream-tokens (`bench_long_memory.py --backend cuda`; 0: skip)
 #   5. the GPU tests (tests/ops, tests/test_device_pipeline.py) for at most --tests-s seconds, and not past
 #      --deadline seconds from the start (so the command ends inside the device tool's limit)
 # Each step has its own time limit; a failed step does not stop the next. Writes under $OUT (or
 # benchmarks/gpu/out), at most 8 files: device.txt, steps.txt (every step's log), e2e.json,
-# long_build_DTYPE.json, long_memory.json, tests.txt.
+# long_build.json, long_memory.json, tests.txt.
 #
 #   bash benchmarks/gpu/real_encoder.sh [--skip-build] [--synthetic 1000] [--backends cuda,cpu]
-#        [--long-tokens 10000000] [--long-dtypes float32,bfloat16] [--stream-tokens 1000000]
+#        [--long-tokens 10000000] [--stream-tokens 1000000]
 #        [--tests-s 150] [--deadline 580] [--workers 8]
 #   bash benchmarks/gpu/real_encoder.sh --skip-build --gpu-backend cpu --backends cpu --synthetic 5 \
-#        --long-tokens 100000 --long-dtypes float32 --stream-tokens 50000 --tests-s 0   # a dry run on a CPU
+#        --long-tokens 100000 --stream-tokens 50000 --tests-s 0   # a dry run on a CPU
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT="$(pwd)"
-BUILD=1; SYNTH=1000; BACKENDS="cuda,cpu"; LONG=10000000; LONG_DTYPES="float32"; STREAM=1000000
+BUILD=1; SYNTH=1000; BACKENDS="cuda,cpu"; LONG=10000000; STREAM=1000000
 TESTS_S=150; WORKERS=8; DEADLINE=0; GPU=cuda
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,7 +28,6 @@ while [ $# -gt 0 ]; do
     --synthetic) SYNTH="$2"; shift ;;
     --backends) BACKENDS="$2"; shift ;;
     --long-tokens) LONG="$2"; shift ;;
-    --long-dtypes) LONG_DTYPES="$2"; shift ;;
     --stream-tokens) STREAM="$2"; shift ;;
     --tests-s) TESTS_S="$2"; shift ;;
     --workers) WORKERS="$2"; shift ;;
@@ -67,10 +66,8 @@ step e2e 300 $PY "$ROOT/benchmarks/gpu/end_to_end.py" --out "$WORK/e2e" --synthe
 cp "$WORK/e2e/end_to_end.json" "$OUTDIR/e2e.json" 2>/dev/null
 step long_synth 60 $PY -m xmemory_gpu synth --long --conversations 1 --target-tokens "$LONG" --seed 3 \
   --out "$WORK/long.json"
-for dt in ${LONG_DTYPES//,/ }; do
-  step "long_build_$dt" 240 $PY "$ROOT/benchmarks/gpu/encoder_share.py" "$WORK/long.json" --backend "$GPU" \
-    --embed-dtype "$dt" --out "$OUTDIR/long_build_$dt.json"
-done
+step long_build 240 $PY "$ROOT/benchmarks/gpu/encoder_share.py" "$WORK/long.json" --backend "$GPU" \
+  --out "$OUTDIR/long_build.json"
 if [ "$STREAM" -gt 0 ]; then
   step long_memory 240 $PY "$ROOT/benchmarks/bench_long_memory.py" --target-tokens "$STREAM" \
     --embedder all-MiniLM-L6-v2 --backend "$GPU" --adds 10 --json "$OUTDIR/long_memory.json"

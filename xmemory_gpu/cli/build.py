@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..config import EMBED_DTYPES
 from .args import text
 
 
@@ -85,13 +84,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="kernel backend: auto, reference, cpu, triton, cuda (cuda / triton also run the encoder on the GPU)",
     )
-    p.add_argument(
-        "--embed-dtype",
-        choices=EMBED_DTYPES,
-        default=None,
-        help="the encoder's arithmetic on a GPU (embed.dtype; default float32): bfloat16 / float16 are "
-        "several times faster on long texts, vectors within about 1e-2; the CPU encoder is float32",
-    )
     p.add_argument("--config", default=None, help="JSON file with settings overriding the defaults")
     p.add_argument(
         "--ray",
@@ -144,7 +136,7 @@ def load_config(path: str | None):
 
 def run(args: argparse.Namespace) -> int:
     from ..construct.pipeline import build_store
-    from ..embed import encoder_dtype, load_embedder
+    from ..embed import load_embedder
     from ..ops.devices import encoder_device
 
     if args.ray_workers is not None and args.ray is None:
@@ -156,8 +148,6 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     if args.embedder:
         cfg.embed.model = args.embedder
-    if args.embed_dtype:
-        cfg.embed.dtype = args.embed_dtype
     cfg.theme.split = cfg.theme.split and not args.no_split
     cfg.theme.merge = cfg.theme.merge and not args.no_merge
     loaded: dict = {}  # the build's embedder, which the statements' supersessions encode with
@@ -180,9 +170,8 @@ def run(args: argparse.Namespace) -> int:
             load_reader(args.llm, **_llm_kwargs(args)), max_retries=args.llm_retries, segment=cfg.segment
         )
     if args.workers <= 1:  # with workers the workers load it (this process would only hold it)
-        device = encoder_device(args.backend, cfg.embed.device)
         loaded["embedder"] = load_embedder(
-            cfg.embed.model, device=device, dtype=encoder_dtype(cfg.embed.dtype, device)
+            cfg.embed.model, device=encoder_device(args.backend, cfg.embed.device)
         )
     report = build_store(
         inputs,

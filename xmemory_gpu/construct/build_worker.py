@@ -30,13 +30,9 @@ def _serve(inp: IO[bytes], wire: IO[bytes]) -> None:
             "(another install first on the path)"
         )
     if "spec" in s:  # the builder loads no embedder: the workers do, and say what they loaded
-        emb = load_embedder(
-            s["spec"], device=s["device"], num_threads=s.get("threads"), dtype=s.get("dtype", "float32")
-        )
+        emb = load_embedder(s["spec"], device=s["device"], num_threads=s.get("threads"))
     else:  # the builder's embedder, by the name a store records
-        emb = embedder_for_store(
-            s["name"], device=s["device"], num_threads=s.get("threads"), dtype=s.get("dtype", "float32")
-        )
+        emb = embedder_for_store(s["name"], device=s["device"], num_threads=s.get("threads"))
         if (emb.name, emb.dim) != (s["name"], s["dim"]):
             raise ValueError(
                 f"embedder {s['name']!r} loads as {emb.name!r} ({emb.dim}) in a worker, not with dim {s['dim']}"

@@ -373,15 +373,12 @@ class WorkerPool:
 
 def worker_settings(emb: Any, cfg: XMemoryConfig, backend: str) -> dict[str, Any]:
     """What the workers load: ``emb`` by its store name, or (``emb`` None) ``cfg``'s embedder spec."""
-    from ..embed import encoder_dtype
     from ..ops.devices import encoder_device
 
     which = {"spec": cfg.embed.model} if emb is None else {"name": emb.name, "dim": emb.dim}
-    device = encoder_device(backend, cfg.embed.device)
     return {
         **which,
-        "device": device,
-        "dtype": encoder_dtype(cfg.embed.dtype, device),
+        "device": encoder_device(backend, cfg.embed.device),
         "config": cfg.to_dict(),
         "backend": backend,
     }

@@ -58,15 +58,13 @@ def load_embedder(
     device: str = "cpu",
     batch_size: int = 64,
     num_threads: int | None = None,
-    dtype: str = "float32",
 ) -> Embedder:
     """``all-MiniLM-L6-v2`` (default), ``hashing:DIM``, ``st:PATH_OR_NAME`` (any sentence-transformers model),
     or ``openvino`` / ``ov:all-MiniLM-L6-v2`` / ``ov:PATH`` (a mean-pooling sentence-transformers model on
     OpenVINO's CPU runtime; always on the CPU, ``device`` is not used), or ``ov-int8`` / ``ov-int8:...``
     (the same, quantised to int8 weights and activations). ``num_threads``: OpenVINO's CPU threads
-    (default: its choice; torch's follow ``OMP_NUM_THREADS``). ``dtype``: a sentence-transformers
-    model's arithmetic (``float32``; ``bfloat16`` / ``float16`` on a GPU only; the other embedders
-    compute as they do). A malformed spec raises ``ValueError`` (:func:`check_embedder_spec`)."""
+    (default: its choice; torch's follow ``OMP_NUM_THREADS``). A malformed spec raises ``ValueError``
+    (:func:`check_embedder_spec`)."""
     check_embedder_spec(spec)
     if spec in _OV or spec.startswith(("ov:", "openvino:", "ov-int8:")):
         from .openvino import OpenVINOEmbedder
@@ -81,29 +79,17 @@ def load_embedder(
     from .sentence_transformers import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(
-        spec if spec == DEFAULT_MODEL else spec[3:], device=device, batch_size=batch_size, dtype=dtype
+        spec if spec == DEFAULT_MODEL else spec[3:], device=device, batch_size=batch_size
     )
 
 
-def encoder_dtype(configured: str, device: str) -> str:
-    """The arithmetic an encoder on ``device`` runs: ``configured`` (``embed.dtype``) on a GPU,
-    float32 on the CPU whatever the setting says (so a store built on a GPU opens anywhere)."""
-    return "float32" if str(device).startswith("cpu") else configured
-
-
 def embedder_for_store(
-    name: str,
-    *,
-    device: str = "cpu",
-    num_threads: int | None = None,
-    dim: int | None = None,
-    dtype: str = "float32",
+    name: str, *, device: str = "cpu", num_threads: int | None = None, dim: int | None = None
 ) -> Embedder:
     """The embedder a store was built with, from the name it records (``hashing-64``, ``ov:MODEL``,
     ``ov-int8:MODEL``, a model name or path); ``num_threads`` as in :func:`load_embedder`. ``dim``:
     the store's recorded width, so a sentence-transformers model whose folder does not declare one
-    (a hub name) need not load before the store opens (the loaded model is checked against it).
-    ``dtype`` as in :func:`load_embedder`."""
+    (a hub name) need not load before the store opens (the loaded model is checked against it)."""
     if name.startswith("hashing-"):
         return HashingEmbedder(int(name.split("-", 1)[1]))
     if name.startswith(("ov:", "ov-int8:")):
@@ -112,4 +98,4 @@ def embedder_for_store(
     check_embedder_spec(spec)
     from .sentence_transformers import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(name, device=device, expected_dim=dim, dtype=dtype)
+    return SentenceTransformerEmbedder(name, device=device, expected_dim=dim)

@@ -6,16 +6,14 @@ so a process's first text is embedded about 4 s sooner. On the CPU its dense lay
 ``ops.linear`` (one FMA chain per output: a row depends on its own tokens alone), the rest as the
 model's own modules run it (the same torch calls in the same order), so a text's vector has the same
 bits as ``SentenceTransformer`` with routed layers gives it (``tests/test_embed_minilm.py`` checks it).
-On a GPU (``device="cuda"``) the dense layers are torch's (cuBLAS), in float32 or, with ``dtype``
-``bfloat16`` / ``float16``, under autocast (products in that type, layer norms, softmax and pooling
-in float32): the vectors are then within about 1e-2 of float32's (``DTYPES``).
+On a GPU (``device="cuda"``) the dense layers are torch's (cuBLAS, float32): the same function, its
+last bits those of the GPU's kernels.
 
 A forward takes texts of one token count (no padding: the embedder batches by length), shapes
 [B, T] token ids -> [B, 384] float32 unit rows."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from dataclasses import dataclass
@@ -24,11 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ..config import EMBED_DTYPES
 from ..ops.linear import PackedLinear, pack_linear, rowwise_linear
 
 MAX_SEQ_LENGTH = 256  # the model's sentence_bert_config.json: longer texts are truncated to this
-DTYPES = EMBED_DTYPES  # the encoder's arithmetic; other than float32 on a GPU only
 
 
 @dataclass(frozen=True)
@@ -116,9 +112,8 @@ class _TorchDense:
 class MiniLM:
     """The encoder and its tokenizer, in eval mode; ``model(features)["sentence_embedding"]`` and
     ``tokenizer(...)`` as a ``SentenceTransformer`` offers them. ``device``: where the weights live
-    and the forward runs (``cpu``: dense layers on ``ops.linear``; else torch's); ``dtype``: one of
-    ``DTYPES`` (not float32 on the CPU); ``rowwise=False`` puts a CPU model's dense layers on torch
-    too (as on a GPU: for checking that path without one)."""
+    and the forward runs (``cpu``: dense layers on ``ops.linear``; else torch's); ``rowwise=False``
+    puts a CPU model's dense layers on torch too (as on a GPU: for checking that path without one)."""
 
     training = False
 
@@ -128,20 +123,15 @@ class MiniLM:
         max_seq_length: int = MAX_SEQ_LENGTH,
         *,
         device: str = "cpu",
-        dtype: str = "float32",
         rowwise: bool | None = None,
     ) -> None:
         import torch
         from safetensors.torch import load_file
 
-        if dtype not in DTYPES:
-            raise ValueError(f"embed.dtype: expected one of {DTYPES}, got {dtype!r}")
         self.device = torch.device(device)
         self.rowwise = self.device.type == "cpu" if rowwise is None else bool(rowwise)
-        if self.rowwise and (self.device.type != "cpu" or dtype != "float32"):
-            raise ValueError("the row-wise dense layers (ops.linear) run float32 on the CPU only")
-        self.dtype = dtype
-        self._autocast = None if dtype == "float32" else getattr(torch, dtype)
+        if self.rowwise and self.device.type != "cpu":
+            raise ValueError("the row-wise dense layers (ops.linear) run on the CPU only")
         root = Path(folder)
         self.config = BertConfig.read(root)
         self.max_seq_length = max_seq_length
@@ -209,20 +199,13 @@ class MiniLM:
         mask = features.get("attention_mask")
         if mask is not None and not bool(mask.all()):
             raise ValueError("attention_mask: padded batches are not supported (batch texts by length)")
-        autocast = (
-            torch.autocast(self.device.type, dtype=self._autocast)
-            if self._autocast is not None
-            else contextlib.nullcontext()
-        )
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode():
             t = ids.shape[1]
             h = self.word[ids] + self.token_type[torch.zeros_like(ids)]
             h = h + self.position[torch.arange(t, device=ids.device)].unsqueeze(0)
             h = self._norm(h, "embeddings.LayerNorm")
             for i in range(self.config.layers):
                 h = self._layer(h, i)
-        with torch.inference_mode():
-            h = h.float()
             ones = torch.ones(h.shape[:2], dtype=torch.int64, device=h.device).unsqueeze(-1)
             ones = ones.expand(h.size()).to(h.dtype)
             pooled = torch.sum(h * ones, 1) / torch.clamp(ones.sum(1), min=1e-9)

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from ..config import EMBED_DTYPES
 from ..heap import release_freed
 from .background import EmbedderLoadError, ModelLoad, shared_load
 from .base import distinct_texts, normalize_rows, same_length_batches
@@ -30,6 +29,7 @@ MIN_BATCH_TOKENS = 256
 # On a GPU a forward takes up to this many tokens (or batch_size texts, if more): a launch sequence
 # per batch costs about a millisecond of host time whatever its size, so short texts go in thousands
 DEVICE_BATCH_TOKENS = 65_536
+DTYPE = "float32"  # the weights' type: part of a shared model's key
 _SIMPLE_MODULES = {"Transformer", "Pooling", "Normalize"}  # layers that leave the pooled width as it is
 
 
@@ -80,29 +80,18 @@ class LoadedModel:
     direct: bool  # no default prompt or truncated width: encode runs the modules itself
 
 
-def check_dtype(dtype: str, device: str) -> None:
-    """A ``ValueError`` naming ``embed.dtype`` unless ``dtype`` is one of ``EMBED_DTYPES`` and, when
-    not float32, ``device`` is not the CPU."""
-    if dtype not in EMBED_DTYPES:
-        raise ValueError(f"embed.dtype: expected one of {EMBED_DTYPES}, got {dtype!r}")
-    if dtype != "float32" and str(device).startswith("cpu"):
-        raise ValueError(f"embed.dtype: {dtype} runs on a GPU only (the CPU encoder is float32)")
-
-
-def load_model(spec: str, device: str, dtype: str = "float32") -> LoadedModel:
-    """Load ``spec`` (the default model's name, or a path or hub name) on ``device`` in ``dtype``
-    (``minilm.DTYPES``; not float32 on a GPU only), in eval mode, and run it once. The default model
-    is ``embed.minilm.MiniLM`` (torch without transformers) on the CPU with the C++ module (dense
-    layers on ``ops.linear``) and on a GPU; any other model, or the default one on a CPU without the
-    C++ module, imports sentence-transformers (BLAS layers). Runs once per (spec, device, dtype) in
-    a process (``SentenceTransformerEmbedder``)."""
+def load_model(spec: str, device: str) -> LoadedModel:
+    """Load ``spec`` (the default model's name, or a path or hub name) on ``device``, in eval mode, and
+    run it once. The default model is ``embed.minilm.MiniLM`` (torch without transformers) on the CPU
+    with the C++ module (dense layers on ``ops.linear``) and on a GPU; any other model, or the default
+    one on a CPU without the C++ module, imports sentence-transformers (BLAS layers). Runs once per
+    (spec, device) in a process (``SentenceTransformerEmbedder``)."""
     from .minilm import MiniLM
 
-    check_dtype(dtype, device)
     if spec == DEFAULT_MODEL and (device != "cpu" or kernel_built()):
         # torch, tokenizers and safetensors only (``embed.minilm``), about 4 s sooner; on the CPU the
         # same bits as the routed SentenceTransformer below
-        light = MiniLM(default_model_path(), device=device, dtype=dtype)
+        light = MiniLM(default_model_path(), device=device)
         light.encode(["warm up"])
         return LoadedModel(light, light.config.hidden, rowwise=light.rowwise, direct=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -112,10 +101,6 @@ def load_model(spec: str, device: str, dtype: str = "float32") -> LoadedModel:
     hf_logging.disable_progress_bar()  # no "Loading weights" bar on every CLI call
     path = str(default_model_path()) if spec == DEFAULT_MODEL else spec
     model = SentenceTransformer(path, device=device).eval()  # inference only (no dropout)
-    if dtype != "float32":  # a GPU (checked above): the weights in that type
-        import torch
-
-        model = model.to(getattr(torch, dtype))
     get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     # The default model on the CPU: every dense layer on ops.linear (batch-invariant rows, tested for
     # this model); any other model or device keeps BLAS layers and filled batches.
@@ -137,29 +122,25 @@ class SentenceTransformerEmbedder:
         device: str = "cpu",
         batch_size: int = 64,
         expected_dim: int | None = None,
-        dtype: str = "float32",
     ) -> None:
         """``expected_dim``: the width to report before loading when the model's configuration does
-        not declare one (a store's recorded width); the loaded model must give it. ``dtype``: the
-        encoder's arithmetic (``minilm.DTYPES``; bfloat16 / float16 on a GPU only)."""
-        check_dtype(dtype, device)
+        not declare one (a store's recorded width); the loaded model must give it."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.name = model
         self.device = device
-        self.dtype = dtype
         self.batch_size = batch_size
         folder = default_model_path() if model == DEFAULT_MODEL else Path(model).expanduser()
         local = folder.is_dir()
         declared = configured_dim(folder) if local else None
         self._declared_dim = declared if declared is not None else expected_dim
-        self._label = f"{model!r} on {device}" + ("" if dtype == "float32" else f" ({dtype})")
+        self._label = f"{model!r} on {device}"
         # the default model by its name (its layers are routed), another by its folder or hub name;
         # the shared load gives the model as it is (each embedder checks its own declared width)
         key = model if model == DEFAULT_MODEL or not local else str(folder.resolve())
         self._load: ModelLoad = shared_load(
-            ("sentence-transformers", key, device, dtype),
+            ("sentence-transformers", key, device, DTYPE),
             self._label,
-            lambda: load_model(model, device, dtype),
+            lambda: load_model(model, device),
         )
 
     def _fits(self, loaded: LoadedModel) -> bool:

@@ -50,7 +50,7 @@ from pathlib import Path
 from ..config import XMemoryConfig, resolve_config
 from ..construct.passages import store_passages
 from ..construct.theme_memo import ThemeMemo
-from ..embed import Embedder, embedder_for_store, encoder_dtype, load_embedder, warm_up
+from ..embed import Embedder, embedder_for_store, load_embedder, warm_up
 from ..llm import Reader, as_reader
 from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank
@@ -213,9 +213,8 @@ class MemoryEngine(Paging, Writes, Reads, Scopes):
             else:
                 cfg = config or XMemoryConfig()
                 device = encoder_device(backend, cfg.embed.device)
-                dtype = encoder_dtype(cfg.embed.dtype, device)
                 emb = (
-                    load_embedder(embedder or cfg.embed.model, device=device, dtype=dtype)
+                    load_embedder(embedder or cfg.embed.model, device=device)
                     if embedder is None or isinstance(embedder, str)
                     else embedder
                 )
@@ -307,11 +306,10 @@ def _embedder_for(
 ) -> Embedder:
     """The embedder asked for (default: the one the store was built with); it must be the store's."""
     device = encoder_device(backend, cfg.embed.device)
-    dtype = encoder_dtype(cfg.embed.dtype, device)
     if embedder is None:
-        emb = embedder_for_store(store.embedder, device=device, dim=store.dim, dtype=dtype)
+        emb = embedder_for_store(store.embedder, device=device, dim=store.dim)
     elif isinstance(embedder, str):
-        emb = load_embedder(embedder, device=device, dtype=dtype)
+        emb = load_embedder(embedder, device=device)
     else:
         emb = embedder
     if emb.dim != store.dim or emb.name != store.embedder:

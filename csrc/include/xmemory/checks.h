@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -74,12 +73,10 @@ struct TensorView {
     }
     return true;
   }
-  std::string shape_str() const {
-    std::ostringstream os;
-    os << "[";
-    for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-    os << "]";
-    return os.str();
+  std::string shape_str() const {  // std::to_string, not iostreams (see check_shape)
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
   }
   template <typename T> T* data() const {
     if (dtype != dtype_of<T>())
@@ -253,12 +250,12 @@ inline void check_shape(const TensorView& t, std::initializer_list<int64_t> want
     ++i;
   }
   if (!ok) {
-    std::ostringstream os;
-    os << t.name << ": expected shape [";
+    // messages are built with std::to_string: an ostream's integer output crashed inside the _cuda
+    // module on a GPU machine's toolchain (its locale facets), and a check must never crash
+    std::string msg = t.name + ": expected shape [";
     i = 0;
-    for (int64_t w : want) os << (i++ ? ", " : "") << (w < 0 ? std::string("*") : std::to_string(w));
-    os << "], got " << t.shape_str();
-    fail(os.str());
+    for (int64_t w : want) msg += (i++ ? ", " : "") + (w < 0 ? std::string("*") : std::to_string(w));
+    fail(msg + "], got " + t.shape_str());
   }
 }
 inline void check_same_device(const TensorView& a, const TensorView& b) {
