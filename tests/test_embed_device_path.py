@@ -71,3 +71,28 @@ def test_token_budget_sizes_batches_by_length():
     assert (
         same_length_batches(lengths, 8000, max_tokens=65_536)[0][1].size == 700
     )  # batch_size wins if larger
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
+def test_default_encoder_on_a_gpu_matches_the_cpu(torch_dense):
+    """On a GPU: ``MiniLM(device="cuda")`` and the embedder that loads it (token-budget batches, the
+    shared load) give the CPU's vectors within 1e-4, repeats and empty texts included."""
+    from xmemory_gpu.embed.sentence_transformers import SentenceTransformerEmbedder
+
+    gpu = MiniLM(default_model_path(), device="cuda")
+    assert not gpu.rowwise and gpu.device.type == "cuda"
+    ref = _encode(torch_dense, TEXTS)
+    np.testing.assert_allclose(_encode(gpu, TEXTS), ref, atol=1e-4)
+    emb = SentenceTransformerEmbedder(device="cuda")
+    texts = TEXTS * 3 + [f"message number {i} about the trip" for i in range(500)]
+    got = emb.encode(texts)
+    np.testing.assert_allclose(got[: len(TEXTS)], ref, atol=1e-4)
+    np.testing.assert_allclose(emb.encode_queries(TEXTS), ref, atol=1e-4)
+    assert isinstance(emb.model, MiniLM)  # the default model on a GPU: no sentence-transformers forward

@@ -6,8 +6,8 @@
 #   3. one long chat (`xmemory synth --long`, --long-tokens) built on the GPU with the encoder's share
 #      (`encoder_share.py`)
 #   4. the long-memory stream on the GPU at --stream-tokens (`bench_long_memory.py --backend cuda`; 0: skip)
-#   5. the GPU tests (tests/ops, tests/test_device_pipeline.py) for at most --tests-s seconds, and not past
-#      --deadline seconds from the start (so the command ends inside the device tool's limit)
+#   5. the GPU tests (tests/ops, tests/test_device_pipeline.py, tests/test_embed_device_path.py) for at
+#      most --tests-s seconds, and not past --deadline seconds from the start (a caller's time limit)
 # Each step has its own time limit; a failed step does not stop the next. Writes under $OUT (or
 # benchmarks/gpu/out), at most 8 files: device.txt, steps.txt (every step's log), e2e.json,
 # long_build.json, long_memory.json, tests.txt.

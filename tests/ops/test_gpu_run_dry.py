@@ -19,12 +19,13 @@ pytest.importorskip("triton")
 
 # Triton 3.6's interpreter breaks with numpy 2.4 and later (pyproject.toml pins numpy below it); an
 # image with a newer numpy (a GPU machine's) cannot run the dry runs, and its GPU runs need none
-pytestmark = pytest.mark.skipif(
+interpreter_numpy = pytest.mark.skipif(
     tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 4),
     reason="Triton 3.6's interpreter needs numpy < 2.4",
 )
 
 
+@interpreter_numpy
 def test_run_sh_dry_run(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "TRITON_INTERPRET": "1"}
     proc = subprocess.run(
@@ -52,6 +53,7 @@ def test_run_sh_dry_run(tmp_path):
     assert "DRY RUN" in md and "| op | backend |" in md and "of roofline" in md
 
 
+@interpreter_numpy
 def test_host_share_dry_run(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run(

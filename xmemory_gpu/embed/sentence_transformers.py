@@ -4,7 +4,7 @@
 Constructing an embedder loads nothing: its ``name`` is the spec and its ``dim`` is read from the
 model folder's configuration (``modules.json``, the pooling layer's ``config.json``) where that
 settles it. The model (torch and the weights; sentence-transformers too, except for the default model
-on the CPU, which ``embed.minilm`` runs) loads once per process and device (``embed.background``): in a background thread from ``warm_up()``, else on first use; every
+on the CPU with the C++ module and on a GPU, which ``embed.minilm`` runs) loads once per process and device (``embed.background``): in a background thread from ``warm_up()``, else on first use; every
 call that needs it waits for it."""
 
 from __future__ import annotations
@@ -74,10 +74,15 @@ def configured_dim(folder: str | Path) -> int | None:
 class LoadedModel:
     """A loaded model and what follows from it; shared by every embedder of its key."""
 
-    model: Any  # embed.minilm.MiniLM (the default model on the CPU) or a SentenceTransformer, in eval mode
+    model: Any  # embed.minilm.MiniLM (the default model) or a SentenceTransformer, in eval mode
     dim: int
     rowwise: bool  # dense layers on ops.linear (the default model on the CPU with the C++ module)
     direct: bool  # no default prompt or truncated width: encode runs the modules itself
+
+
+def _on_cpu(device: str) -> bool:
+    """Whether a torch device string names the CPU (``cpu``, ``cpu:0``)."""
+    return str(device).split(":", 1)[0] == "cpu"
 
 
 def load_model(spec: str, device: str) -> LoadedModel:
@@ -88,7 +93,8 @@ def load_model(spec: str, device: str) -> LoadedModel:
     (spec, device) in a process (``SentenceTransformerEmbedder``)."""
     from .minilm import MiniLM
 
-    if spec == DEFAULT_MODEL and (device != "cpu" or kernel_built()):
+    on_cpu = _on_cpu(device)
+    if spec == DEFAULT_MODEL and (not on_cpu or kernel_built()):
         # torch, tokenizers and safetensors only (``embed.minilm``), about 4 s sooner; on the CPU the
         # same bits as the routed SentenceTransformer below
         light = MiniLM(default_model_path(), device=device)
@@ -104,7 +110,7 @@ def load_model(spec: str, device: str) -> LoadedModel:
     get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     # The default model on the CPU: every dense layer on ops.linear (batch-invariant rows, tested for
     # this model); any other model or device keeps BLAS layers and filled batches.
-    rowwise = spec == DEFAULT_MODEL and device == "cpu" and route_dense_layers(model) > 0
+    rowwise = spec == DEFAULT_MODEL and on_cpu and route_dense_layers(model) > 0
     # a prompt or a truncated dimension is applied by SentenceTransformer.encode, not forward_tokens
     direct = not getattr(model, "default_prompt_name", None) and not getattr(model, "truncate_dim", None)
     # one forward now, so the first text embedded costs what the next ones do (torch's lazy set-up)
@@ -193,13 +199,15 @@ class SentenceTransformerEmbedder:
     def encode(self, texts: list[str]) -> np.ndarray:
         """[n, dim] unit rows; each distinct text is embedded once (repeats share its row).
 
-        A text's row does not depend on what else is in the call (batch-invariant), so streaming a
-        conversation message by message embeds it exactly as the bulk build does: a batch holds
-        texts of one token count only (padding changes a row's rounding), and for the default model
-        on the CPU the dense layers compute each token's row alone (``embed.rowwise``), so a lone text
+        A batch holds texts of one token count only (padding changes a row's rounding). For the default
+        model on the CPU the dense layers compute each token's row alone (``embed.rowwise``), so a
+        text's row does not depend on what else is in the call (batch-invariant: streaming a
+        conversation message by message embeds it exactly as the bulk build does) and a lone text
         costs one forward of its own tokens. Otherwise (another model, a GPU, no C++ module) a batch
         of fewer than ``MIN_BATCH_TOKENS`` tokens is filled with copies of its last text (below that
-        BLAS matmul kernels change and round differently). tests/test_embed.py checks both."""
+        BLAS matmul kernels change and round differently), and on a GPU every model's batches take up
+        to ``DEVICE_BATCH_TOKENS`` tokens, so a row's last bits may depend on its batch there.
+        tests/test_embed.py checks both."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         loaded = self.loaded
@@ -212,7 +220,7 @@ class SentenceTransformerEmbedder:
         lengths = np.array([len(ids) for ids in tokens["input_ids"]])
         out = np.empty((len(uniq), loaded.dim), np.float32)
         largest = 0  # the largest batch's activations (bytes, about: attention maps of 12 heads, FFN)
-        max_tokens = None if self.device == "cpu" else DEVICE_BATCH_TOKENS
+        max_tokens = None if _on_cpu(self.device) else DEVICE_BATCH_TOKENS
         for n_tokens, rows in same_length_batches(lengths, self.batch_size, max_tokens):
             batch = [int(i) for i in rows]
             largest = max(largest, 4 * len(batch) * int(n_tokens) * (12 * int(n_tokens) + 4 * loaded.dim))
@@ -229,7 +237,7 @@ class SentenceTransformerEmbedder:
                     show_progress_bar=False,
                 )
             out[rows] = x[: len(rows)]
-        if self.device == "cpu":
+        if _on_cpu(self.device):
             release_freed(largest)  # the freed activations' pages back to the system
         return normalize_rows(out)[inverse]
 
