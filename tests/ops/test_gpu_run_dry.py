@@ -99,22 +99,3 @@ def test_end_to_end_store_comparison():
     assert 0 < got["max_rel_fP_same_structure"] < 1e-11 and got["max_rel_fP_other"] == pytest.approx(
         0.25 / 1.5
     )
-
-
-def test_slim_model_texts_and_unpack(tmp_path):
-    """``slim_model.py``: the texts it keeps rows for include the data's strings, the statements a build
-    derives and the long-memory queries; ``unpack`` restores an xz file in place."""
-    import lzma
-
-    sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
-    from slim_model import WEIGHTS, benchmark_texts, unpack
-
-    texts = benchmark_texts(synthetic=2, long_tokens=(20_000,))
-    assert {"What is my job?", "Which trip am I planning?"} <= texts
-    assert any(t.startswith("[") or " said " in t or t.count(" ") > 3 for t in texts)
-    model = tmp_path / "pkg" / "model"
-    model.mkdir(parents=True)
-    with lzma.open(model / f"{WEIGHTS}.xz", "wb") as f:
-        f.write(b"weights")
-    unpack(tmp_path)
-    assert (model / WEIGHTS).read_bytes() == b"weights" and not (model / f"{WEIGHTS}.xz").exists()
