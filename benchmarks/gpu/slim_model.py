@@ -25,7 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_long_memory's texts
+sys.path[:0] = [  # benchmarks/: bench_long_memory's texts; benchmarks/gpu/: end_to_end's store comparison
+    str(Path(__file__).resolve().parents[1]),
+    str(Path(__file__).resolve().parent),
+]
 
 WEIGHTS = "model.safetensors"
 ROW_KEY = "embeddings.word_embeddings.weight"
@@ -126,10 +129,12 @@ def unpack(out: Path) -> None:
 
 def check(out: Path, conversations: int = 100) -> int:
     """Build ``conversations`` of the synthetic set with the full model and with the copy (a fresh
-    process each, the copy first on the path); 0 when the stores' arrays are byte-identical."""
+    process each, the copy first on the path); 0 when the stores' arrays are byte-identical
+    (``end_to_end.compare_stores``)."""
     import os
-    import sqlite3
     import subprocess
+
+    from end_to_end import compare_stores, store_summary
 
     from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
 
@@ -138,7 +143,7 @@ def check(out: Path, conversations: int = 100) -> int:
         pkg = Path(tmp) / "slim"
         shutil.copytree(out, pkg)
         unpack(pkg)
-        digests = []
+        stores = []
         for name, path in (("full", None), ("slim", pkg)):
             env = {**os.environ, "HF_HUB_OFFLINE": "1"}
             if path is not None:
@@ -159,12 +164,10 @@ def check(out: Path, conversations: int = 100) -> int:
                 "--no-progress",
             ]
             subprocess.run(cmd, check=True, env=env, capture_output=True)
-            con = sqlite3.connect(store / "memory.sqlite")
-            digests.append(sorted(con.execute("select memory_id, sha256 from memories").fetchall()))
-            con.close()
-    same = sum(a == b for a, b in zip(*digests))
-    print(f"{same} of {len(digests[0])} memories byte-identical")
-    return 0 if same == len(digests[0]) else 1
+            stores.append(store_summary(store))
+    got = compare_stores(*stores)
+    print(f"{got['same_bytes']} of {got['memories']} memories byte-identical")
+    return 0 if got["same_ids"] and got["same_bytes"] == got["memories"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:
