@@ -405,3 +405,60 @@ def test_bench_keeps_and_reuses_its_memory(tmp_path: Path, capsys) -> None:
     bad = ["--source", "beam:500k", "--data", str(other), "--embedder", "hashing:64", "--store", str(keep)]
     assert bench_public.main(bad + ["--strategies", "xmemory", "--budgets", "150"]) == 2
     assert "holds another memory" in capsys.readouterr().err
+
+
+def test_embedder_comparison_runs_every_source(tmp_path: Path, capsys) -> None:
+    import bench_embedders
+
+    from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+
+    beam = _beam(tmp_path / "b", n=1)
+    chats = generate_conversations(1, seed=3, sessions=(2, 2), turns_per_session=(6, 6))
+    locomo = write_json(chats, tmp_path / "l.json")
+    out, stores = tmp_path / "cmp.json", tmp_path / "stores"
+    argv = ["--specs", "hashing:64", "hashing:32", "--public", f"beam:500k={beam}:1", "--locomo", str(locomo)]
+    argv += ["--stores", str(stores), "--cost-texts", "16", "--rounds", "1", "--json", str(out)]
+    assert bench_embedders.main(argv) == 0
+    res = json.loads(out.read_text())
+    assert set(res["cost_ms"]) == {"hashing:64", "hashing:32"} and 0 < res["cost_texts"] <= 16
+    assert set(res["sources"]) == {"beam:500k:1", "locomo"}
+    for source, budgets in (
+        ("beam:500k:1", bench_embedders.BUDGETS),
+        ("locomo", bench_embedders.LOCOMO_BUDGETS),
+    ):
+        for spec in ("hashing:64", "hashing:32"):
+            figures = res["sources"][source][spec]["results"]
+            assert {f"{s}@{b}" for s in bench_embedders.STRATEGIES for b in budgets} <= set(figures)
+            assert all(0.0 <= f["recall"] <= 1.0 for f in figures.values() if f["recall"] is not None)
+    assert res["sources"]["locomo"]["hashing:64"]["build_s"] is not None
+    assert "**beam:500k:1**" in capsys.readouterr().out
+    assert bench_embedders.main(argv) == 0  # the kept memories are searched again
+    assert "in the memory already" in capsys.readouterr().err
+    again = json.loads(out.read_text())
+    assert again["sources"]["locomo"]["hashing:64"]["build_s"] is None
+    assert (
+        again["sources"]["locomo"]["hashing:64"]["results"]
+        == res["sources"]["locomo"]["hashing:64"]["results"]
+    )
+    # no --stores, no --json: the memories live in a temporary folder
+    assert (
+        bench_embedders.main(["--specs", "hashing:64", "--public", f"beam:500k={beam}", "--rounds", "1"]) == 0
+    )
+    assert bench_embedders.main(["--specs", "nonsense"]) == 2
+    assert "bench_embedders: unknown embedder spec" in capsys.readouterr().err
+    assert bench_embedders.main(["--specs", "hashing:64", "--locomo", str(tmp_path / "missing.json")]) == 2
+    assert capsys.readouterr().err.startswith("bench_embedders: ")
+
+
+def test_embedder_table_takes_each_figure_from_its_best_peer() -> None:
+    import bench_embedders
+
+    r = {
+        "xmemory@150": {"recall": 0.5, "word_recall": 0.4, "auroc": 0.6},
+        "naive-rag@150": {"recall": 0.2, "word_recall": 0.35},
+        "chunk-rag:16@150": {"recall": 0.45, "word_recall": 0.1},
+        "chunk-rag@150": {"recall": 0.3, "word_recall": None},
+    }
+    assert bench_embedders._cell(r, 150) == "0.500 / 0.400; peer 0.450 / 0.350; AUROC 0.60"
+    assert bench_embedders._public_arg("longmemeval=x/y.json:7") == ("longmemeval", Path("x/y.json"), 7)
+    assert bench_embedders._public_arg("longmemeval=x/y.json") == ("longmemeval", Path("x/y.json"), None)
