@@ -33,17 +33,16 @@ import time
 from pathlib import Path
 
 from _record import write_record
+from bench_public import BUDGETS, STRATEGIES, _f
 from bench_public import load as load_public
 from bench_public import run as run_public
 
 from xmemory_gpu.cli.args import integer
-from xmemory_gpu.datasets.locomo import DatasetError, load_locomo
-from xmemory_gpu.datasets.synthetic import generate_conversations, write_json
+from xmemory_gpu.datasets.locomo import DatasetError, conversations_of, load_locomo
+from xmemory_gpu.datasets.synthetic import generate_conversations
 from xmemory_gpu.embed import EmbedderLoadError, check_embedder_spec, load_embedder
 
-STRATEGIES = ["xmemory", "memory-only", "naive-rag", "chunk-rag", "chunk-rag:16"]
 RAG = ("naive-rag", "chunk-rag", "chunk-rag:16")
-BUDGETS = [150, 600, 1200]
 LOCOMO_BUDGETS = [150, 300, 600, 1200]
 
 
@@ -57,11 +56,10 @@ def cost_texts(n: int, locomo: Path | None) -> list[str]:
     """Up to ``n`` distinct chat texts in order: the LoCoMo file's turns when given, else synthetic
     chats' (the neural embedders encode a repeated text once, so repeats would not be a cost)."""
     if locomo is not None:
-        texts = [m.text for c in load_locomo(locomo) for m in c.messages]
+        convs = load_locomo(locomo)
     else:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = write_json(generate_conversations(max(1, n // 4), seed=5), Path(tmp) / "chats.json")
-            texts = [m.text for c in load_locomo(path) for m in c.messages]
+        convs = conversations_of(Path("synthetic"), generate_conversations(max(1, n // 4), seed=5))
+    texts = [m.text for c in convs for m in c.messages]
     return list(dict.fromkeys(t for t in texts if t.strip()))[:n]
 
 
@@ -127,10 +125,6 @@ def locomo_run(spec: str, data: Path, where: Path, env: dict[str, str]) -> dict:
             word = r.get("evidence_word_recall")
             results[f"{name}@{b}"] = {"recall": r["recall"][i], "word_recall": word[i] if word else None}
     return {"build_s": build_s, "results": results}
-
-
-def _f(v: float | None, nd: int = 3) -> str:
-    return "-" if v is None or v != v else f"{v:.{nd}f}"
 
 
 def _cell(r: dict, b: int) -> str:
