@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from xmemory_gpu.datasets.beam import PublicChat, check_not_reserved, load_beam
@@ -462,3 +463,42 @@ def test_embedder_table_takes_each_figure_from_its_best_peer() -> None:
     assert bench_embedders._cell(r, 150) == "0.500 / 0.400; peer 0.450 / 0.350; AUROC 0.60"
     assert bench_embedders._public_arg("longmemeval=x/y.json:7") == ("longmemeval", Path("x/y.json"), 7)
     assert bench_embedders._public_arg("longmemeval=x/y.json") == ("longmemeval", Path("x/y.json"), None)
+
+
+def test_relevance_signals_table_on_both_sets(tmp_path: Path, capsys) -> None:
+    import relevance_signals
+
+    beam = _beam(tmp_path / "b", n=1)
+    lme = tmp_path / "lme.json"
+    lme.write_text(json.dumps(LME))
+    out = tmp_path / "sig.json"
+    argv = ["--set", "beam:500k", str(beam), "1", str(tmp_path / "sb"), "--set", "longmemeval", str(lme)]
+    argv += ["0", str(tmp_path / "sl"), "--embedder", "hashing:64", "--json", str(out)]
+    assert relevance_signals.main(argv) == 0
+    res = json.loads(out.read_text())
+    assert set(res["auroc"]) == {"beam:500k:1", "longmemeval"}
+    assert res["answerable_never_said"]["longmemeval"][1] == 1
+    for figures in res["auroc"].values():
+        assert set(figures) == set(relevance_signals.SIGNALS)
+        assert all(0.0 <= v <= 1.0 for v in figures.values())
+    # the calibration set's reversed signals read at least one half there
+    assert all(v >= 0.5 for v in res["auroc"]["beam:500k:1"].values())
+    assert "(calibration)" in capsys.readouterr().out
+    assert relevance_signals.main(argv) == 0  # the kept memories are searched again
+    assert "in the memory already" in capsys.readouterr().err
+    bad = ["--set", "longmemeval", str(lme), "some", str(tmp_path / "x"), "--embedder", "hashing:64"]
+    assert relevance_signals.main(bad) == 2
+    assert "LIMIT must be a whole number" in capsys.readouterr().err
+
+
+def test_relevance_signals_of_one_row() -> None:
+    from relevance_signals import row_signals
+
+    q = np.array([1.0, 0.0], np.float32)
+    sem = np.array([[0.6, 0.8]], np.float32)
+    units = np.array([[0.6, 0.8], [1.0, 0.0], [0.0, 1.0]], np.float32)
+    s = row_signals(q, sem, units)
+    assert s["max_statement"] == pytest.approx(0.6) and s["max_unit"] == pytest.approx(1.0)
+    cos = np.array([1.0, 0.6, 0.0])
+    assert s["z_unit"] == pytest.approx((1.0 - cos.mean()) / cos.std())
+    assert s["gap10"] == pytest.approx(1.0) and s["gap50"] == pytest.approx(1.0)
