@@ -17,6 +17,12 @@ temporaries and encoder batches.
 
     python benchmarks/bench_long_memory.py [--target-tokens 1000000] [--embedder hashing:384] [--json OUT]
         [--backend cuda]   # the kernels and the encoder on the GPU
+        [--beam BEAM/chats/1M --limit N]   # public text: BEAM's first N conversations, one after another
+
+With ``--beam`` the chat is not the synthetic one but a public split's conversations (``datasets.beam``)
+streamed one after another into the one memory, their session numbers kept increasing: text nobody here
+wrote, with its own repetition (the synthetic chat repeats a handful of sentences hundreds of times, which
+makes one statement's row of sources hundreds wide).
 
 As a pytest-benchmark suite (``scripts/bench.sh``) it streams ``1,000,000 x XMEM_BENCH_SCALE``
 tokens with the ``hashing:384`` encoder and puts the figures in the table's ``extra_info``.
@@ -37,6 +43,8 @@ from pathlib import Path
 
 from _record import cpu_name, write_record
 
+from xmemory_gpu.datasets.beam import load_beam
+from xmemory_gpu.datasets.locomo import DatasetError
 from xmemory_gpu.datasets.synthetic import generate_long_chats
 from xmemory_gpu.embed import encode_queries, load_embedder
 from xmemory_gpu.engine import MemoryEngine
@@ -58,6 +66,24 @@ def _turns(conv: dict) -> list[dict]:
         for k in keys
         for t in c[k]
     ]
+
+
+def public_turns(path: str | Path, limit: int | None = None) -> tuple[list[dict], list[str]]:
+    """BEAM's conversations under ``path`` (at most ``limit``) as one stream of turns (role, content,
+    timestamp and a session number that keeps increasing from one conversation to the next) and the
+    conversations' names, in order."""
+    out: list[dict] = []
+    chats = load_beam(path, limit)
+    for chat in chats:
+        base = out[-1]["session"] + 1 if out else 0
+        first = None
+        for m in chat.messages():
+            first = m["session"] if first is None else first
+            turn = {"role": m["role"], "content": m["content"], "session": base + m["session"] - first}
+            if m.get("timestamp"):
+                turn["timestamp"] = m["timestamp"]
+            out.append(turn)
+    return out, [c.user_id for c in chats]
 
 
 def _p(xs: list[float]) -> dict:
@@ -137,17 +163,23 @@ def run(
     searches: int = 9,
     deletes: int = 5,
     backend: str = "auto",
+    turns: list[dict] | None = None,
+    chat: str = "synthetic",
 ) -> dict:
     """Stream the chat and time the phases (``backend``: the engine's kernels, and the encoder's
-    device); the figures as a JSON-ready dict."""
-    turns = _turns(generate_long_chats(1, seed=seed, target_tokens=target_tokens)[0])
+    device); the figures as a JSON-ready dict. ``turns``: another chat than the synthetic one of
+    ``target_tokens`` (``public_turns``), named ``chat`` in the figures."""
+    if turns is None:
+        turns = _turns(generate_long_chats(1, seed=seed, target_tokens=target_tokens)[0])
     n = len(turns)
     emb = _embedder(embedder, backend)
     out: dict = {
         "embedder": embedder,
         "backend": backend,
-        "target_tokens": target_tokens,
+        "chat": chat,
+        "target_tokens": target_tokens if chat == "synthetic" else None,
         "turns": n,
+        "characters": sum(len(t["content"]) for t in turns),
         "cpu": cpu_name(),
     }
     with (
@@ -240,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--backend", default="auto", help="kernel backend (cuda / triton: the encoder on the GPU too)"
     )
+    ap.add_argument("--beam", default=None, help="a BEAM split folder: its conversations as the chat")
+    ap.add_argument("--limit", type=int, default=None, help="with --beam: its first N conversations")
     ap.add_argument("--json", default=None)
     ap.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # the fresh process of ``reopened``
     args = ap.parse_args(argv)
@@ -247,8 +281,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe:
         print(json.dumps(probe(args.probe, args.embedder, args.backend)))
         return 0
+    turns, chat = None, "synthetic"
+    if args.beam:
+        try:
+            turns, names = public_turns(args.beam, args.limit)
+        except DatasetError as exc:
+            print(f"bench_long_memory: {exc}", file=sys.stderr)
+            return 2
+        chat = " ".join(names)
     res = run(
-        args.target_tokens, args.embedder, args.adds, args.seed, args.searches, args.deletes, args.backend
+        args.target_tokens,
+        args.embedder,
+        args.adds,
+        args.seed,
+        args.searches,
+        args.deletes,
+        args.backend,
+        turns=turns,
+        chat=chat,
     )
     print(json.dumps(res, indent=2))
     if args.json:

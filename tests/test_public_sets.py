@@ -502,3 +502,23 @@ def test_relevance_signals_of_one_row() -> None:
     cos = np.array([1.0, 0.6, 0.0])
     assert s["z_unit"] == pytest.approx((1.0 - cos.mean()) / cos.std())
     assert s["gap10"] == pytest.approx(1.0) and s["gap50"] == pytest.approx(1.0)
+
+
+def test_long_memory_streams_public_conversations_one_after_another(tmp_path: Path) -> None:
+    import bench_long_memory
+
+    beam = _beam(tmp_path / "b", split="1M", n=2)
+    turns, names = bench_long_memory.public_turns(beam)
+    assert names == ["beam-1m-1", "beam-1m-2"]
+    assert len(turns) == 2 * 8 and [t["role"] for t in turns[:2]] == ["user", "assistant"]
+    sessions = [t["session"] for t in turns]
+    assert sessions == sorted(sessions) and sessions[8] == sessions[7] + 1  # the second one goes on
+    assert turns[0]["timestamp"] and "id" not in turns[0]  # BEAM's ids repeat from one to the next
+    assert len(bench_long_memory.public_turns(beam, 1)[0]) == 8
+    out = tmp_path / "lm.json"
+    argv = ["--beam", str(beam), "--adds", "1", "--searches", "1", "--deletes", "1", "--json", str(out)]
+    assert bench_long_memory.main(argv) == 0
+    res = json.loads(out.read_text())
+    assert res["chat"] == "beam-1m-1 beam-1m-2" and res["turns"] == 16 and res["target_tokens"] is None
+    assert res["at_100pct"]["delete"]["n"] == 1 and res["reopened"]["memory_mb"] is not None
+    assert bench_long_memory.main(["--beam", str(tmp_path / "b" / "chats" / "100K")]) == 2

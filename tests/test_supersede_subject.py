@@ -253,3 +253,26 @@ def test_changed_facts_on_the_live_engine(tmp_path):
                     old["id"] not in ids or new["id"] in ids
                     for old, new in ((nurse, google), (boston, lisbon))
                 )
+
+
+def test_facts_are_read_once_per_statement_and_keep_no_text(monkeypatch) -> None:
+    from xmemory_gpu.construct import supersede
+
+    monkeypatch.setattr(supersede, "_facts_kept", type(supersede._facts_kept)())
+    monkeypatch.setattr(supersede, "FACTS_KEPT", 2)
+    said = [
+        ("the user moved to Berlin last month.", "user"),
+        ("the user works as a nurse at St Mary's.", "user"),
+        ("the user's sister Meena quit her job.", "user"),
+    ]
+    for text, speaker in said:
+        want = (
+            supersede._mask(supersede.attributes(text, speaker) | supersede.changes(text, speaker)),
+            supersede.subject(text, speaker),
+        )
+        assert supersede._facts(text, speaker) == want == supersede._facts(text, speaker)
+    assert len(supersede._facts_kept) == 2  # bounded: the least recently read went
+    assert all(isinstance(k, bytes) and len(k) == 32 for k in supersede._facts_kept)  # digests, not text
+    before = set(supersede._facts_kept)
+    supersede._facts("the user works as a nurse at St Mary's.", "assistant")
+    assert set(supersede._facts_kept) != before  # the speaker is part of what is kept apart
