@@ -22,7 +22,8 @@ temporaries and encoder batches.
 With ``--beam`` the chat is not the synthetic one but a public split's conversations (``datasets.beam``)
 streamed one after another into the one memory, their session numbers kept increasing: text nobody here
 wrote, with its own repetition (the synthetic chat repeats a handful of sentences hundreds of times, which
-makes one statement's row of sources hundreds wide).
+makes one statement's row of sources hundreds wide). The searches ask the same three general questions
+either way (``QUERIES``): what a search costs, not what it finds.
 
 As a pytest-benchmark suite (``scripts/bench.sh``) it streams ``1,000,000 x XMEM_BENCH_SCALE``
 tokens with the ``hashing:384`` encoder and puts the figures in the table's ``extra_info``.
@@ -169,7 +170,8 @@ def run(
     """Stream the chat and time the phases (``backend``: the engine's kernels, and the encoder's
     device); the figures as a JSON-ready dict. ``turns``: another chat than the synthetic one of
     ``target_tokens`` (``public_turns``), named ``chat`` in the figures."""
-    if turns is None:
+    synthetic = turns is None
+    if synthetic:
         turns = _turns(generate_long_chats(1, seed=seed, target_tokens=target_tokens)[0])
     n = len(turns)
     emb = _embedder(embedder, backend)
@@ -177,7 +179,7 @@ def run(
         "embedder": embedder,
         "backend": backend,
         "chat": chat,
-        "target_tokens": target_tokens if chat == "synthetic" else None,
+        "target_tokens": target_tokens if synthetic else None,
         "turns": n,
         "characters": sum(len(t["content"]) for t in turns),
         "cpu": cpu_name(),
@@ -282,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(probe(args.probe, args.embedder, args.backend)))
         return 0
     turns, chat = None, "synthetic"
+    if args.limit is not None and not args.beam:
+        print("bench_long_memory: --limit: it counts --beam's conversations; give --beam", file=sys.stderr)
+        return 2
     if args.beam:
         try:
             turns, names = public_turns(args.beam, args.limit)

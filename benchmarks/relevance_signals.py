@@ -61,6 +61,8 @@ def signals(source: str, data: Path, limit: int | None, folder: Path, embedder: 
     chats = load(source, data, limit)
     res = run(source, chats, embedder, ["xmemory"], [BUDGET], store=folder)
     rows = res["results"][f"xmemory@{BUDGET}"]["rows"]
+    if len(rows) != sum(len(c.questions) for c in chats):
+        raise DatasetError(f"{source}: the search gave {len(rows)} rows for the set's questions")
     emb = load_embedder(embedder or res["embedder"])
     out = []
     store = Store.open(folder / "store")
@@ -97,6 +99,12 @@ def aurocs(questions: list[dict], reverse: dict[str, bool]) -> dict[str, float]:
 def table(sets: list[dict]) -> tuple[str, dict]:
     """The Markdown table (a row per signal, a column per set, the first calibrating the direction)
     and the figures."""
+    kinds = {q["kind"] == "unanswerable" for q in sets[0]["questions"]}
+    if kinds != {True, False}:
+        raise DatasetError(
+            f"--set {sets[0]['source']}: the first set calibrates and needs both answerable and never-said "
+            "questions"
+        )
     raw = aurocs(sets[0]["questions"], {})
     reverse = {s: bool(raw[s] < 0.5) for s in SIGNALS}
     figures = {st["source"]: aurocs(st["questions"], reverse) for st in sets}
@@ -134,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sets = []
     try:
+        if len({(source, limit) for source, _, limit, _ in args.set}) < len(args.set):
+            raise DatasetError("--set: a source and limit given twice (one column each)")
         for source, data, limit, folder in args.set:
             try:
                 n = int(limit)
@@ -143,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     except (DatasetError, StoreError, ValueError) as exc:
         print(f"relevance_signals: {exc}", file=sys.stderr)
         return 2
-    text, figures = table(sets)
+    try:
+        text, figures = table(sets)
+    except DatasetError as exc:
+        print(f"relevance_signals: {exc}", file=sys.stderr)
+        return 2
     print(text)
     if args.json:
         cmd = "python benchmarks/relevance_signals.py " + " ".join(

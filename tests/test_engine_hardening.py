@@ -453,33 +453,3 @@ def test_search_batch_refuses_unknown_item_fields(tmp_path):
         with pytest.raises(ValueError, match=r"items\[0\]: unknown fields \['max_results'\]"):
             eng.search_batch([{"query": "where", "user_id": "u", "max_results": 3}])
         assert eng.search_batch([{"query": "where", "user_id": "u"}])[0][0].units
-
-
-def test_deletes_with_the_banks_statement_hashes_give_the_ids_of_hashing_each_time(tmp_path, monkeypatch):
-    from xmemory_gpu.engine import ids as unit_ids
-
-    seen = []
-    assign = unit_ids.assign
-
-    def spy(old, new, dropped, old_hashes=None):
-        seen.append(old_hashes)
-        assign(old, new, dropped, old_hashes)
-
-    monkeypatch.setattr(unit_ids, "assign", spy)
-    states = []
-    for kept in (True, False):
-        with MemoryEngine.open(tmp_path / f"s{kept}", embedder=EMB) as eng:
-            if not kept:
-                monkeypatch.setattr(type(eng), "_row_hashes", lambda self, mem: None)
-            eng.add(_talk(30), user_id="u")
-            for mid in ("m3", "m0", "m17"):
-                eng.delete(mid, user_id="u")
-            victim = next(u for u in eng.get_all(user_id="u") if u["type"] == "semantic")
-            eng.delete(victim["id"], user_id="u")
-            arrival = ("timestamp", "created_at", "updated_at")  # the two stores' adds came at other times
-            states.append(
-                [{k: v for k, v in u.items() if k not in arrival} for u in eng.get_all(user_id="u")]
-            )
-    assert states[0] == states[1] and any(u["type"] == "semantic" for u in states[0])
-    split = len(seen) // 2  # each store: its add (no hashes given), then the four deletes
-    assert sum(h is not None for h in seen[:split]) == 4 and all(h is None for h in seen[split:])

@@ -268,11 +268,16 @@ def test_facts_are_read_once_per_statement_and_keep_no_text(monkeypatch) -> None
     for text, speaker in said:
         want = (
             supersede._mask(supersede.attributes(text, speaker) | supersede.changes(text, speaker)),
-            supersede.subject(text, speaker),
+            supersede._subject_key(supersede.subject(text, speaker)),
         )
         assert supersede._facts(text, speaker) == want == supersede._facts(text, speaker)
     assert len(supersede._facts_kept) == 2  # bounded: the least recently read went
-    assert all(isinstance(k, bytes) and len(k) == 32 for k in supersede._facts_kept)  # digests, not text
+    # digests and ints, not text: "meena" is the third statement's subject
+    assert all(isinstance(k, bytes) and len(k) == 32 for k in supersede._facts_kept)
+    assert all(
+        isinstance(m, int) and (w is None or isinstance(w, bytes)) for m, w in supersede._facts_kept.values()
+    )
+    assert supersede._facts(said[2][0], "user")[1] == supersede._subject_key("meena")
     before = set(supersede._facts_kept)
     supersede._facts("the user works as a nurse at St Mary's.", "assistant")
     assert set(supersede._facts_kept) != before  # the speaker is part of what is kept apart

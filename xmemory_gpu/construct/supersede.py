@@ -441,25 +441,35 @@ def _denies(denied: Denial, text: str, speaker: str) -> bool:
     return False
 
 
-FACTS_KEPT = 1 << 17  # statements whose ``_facts`` a process keeps (digests and small values: ~30 MB at most)
-_facts_kept: OrderedDict[bytes, tuple[int, str | None]] = OrderedDict()
+FACTS_KEPT = 1 << 17  # statements whose ``_facts`` a process keeps (digests and ints: about 35 MB at most)
+_facts_kept: OrderedDict[bytes, tuple[int, bytes | None]] = OrderedDict()
 _facts_lock = threading.Lock()
 
 
-def _facts(text: str, speaker: str) -> tuple[int, str | None]:
-    """A statement's attribute mask (``attributes`` and ``changes``) and its ``subject``, the regular
-    expressions read once per statement and speaker: a change statement is compared with every close
-    statement of the memory, most of them the same from one write to the next (5,000 of them in a
-    memory of nine of BEAM's 1M-token conversations). Kept by the sha256 of the text and speaker, not the text, so a deleted
-    statement's words do not stay in the process; pure functions of the two, so kept values never
-    decide otherwise."""
-    key = hashlib.sha256(f"{speaker}\0{text}".encode("utf-8", "surrogatepass")).digest()
+def _digest(*parts: str) -> bytes:
+    """sha256 of ``parts``, each with its length first (no two tuples give the same bytes)."""
+    return hashlib.sha256("".join(f"{len(p)}:{p}" for p in parts).encode("utf-8", "surrogatepass")).digest()
+
+
+def _subject_key(who: str | None) -> bytes | None:
+    """A ``subject`` as ``supersessions`` compares it: its digest (None stays None)."""
+    return None if who is None else _digest(who)
+
+
+def _facts(text: str, speaker: str) -> tuple[int, bytes | None]:
+    """A statement's attribute mask (``attributes`` and ``changes``) and its ``subject`` (as
+    ``_subject_key``), the regular expressions read once per statement and speaker: a change
+    statement is compared with every close statement of the memory, most of them the same from one
+    write to the next (5,000 of them in a memory of nine of BEAM's 1M-token conversations). Kept by
+    the sha256 of the speaker and text, the subject by its own: no word of a statement stays in the
+    process; pure functions of the two, so kept values never decide otherwise."""
+    key = _digest(speaker, text)
     with _facts_lock:
         got = _facts_kept.get(key)
         if got is not None:
             _facts_kept.move_to_end(key)
             return got
-    got = (_mask(attributes(text, speaker) | changes(text, speaker)), subject(text, speaker))
+    got = (_mask(attributes(text, speaker) | changes(text, speaker)), _subject_key(subject(text, speaker)))
     with _facts_lock:
         _facts_kept[key] = got
         if len(_facts_kept) > FACTS_KEPT:
@@ -517,13 +527,13 @@ def supersessions(
             sims[rows_c] = np.maximum(sims[rows_c], dot4_gram(fx, x))
     close = np.flatnonzero((sims >= threshold).any(axis=0))  # only these rows are read
     masks = np.zeros(n, np.int64)
-    subj: dict[int, str | None] = {}
+    subj: dict[int, bytes | None] = {}
     for i in close.tolist():
         masks[i], subj[i] = _facts(texts[i], speakers[i])
     out: dict[int, int] = {}
     for c in sorted(range(len(changes_at)), key=lambda c: (order[changes_at[c]], changes_at[c])):
         j = changes_at[c]
-        who = subj[j] if j in subj else subject(texts[j], speakers[j])
+        who = subj[j] if j in subj else _facts(texts[j], speakers[j])[1]
         if who is None:
             continue
         shared = masks & changed[j]
@@ -540,7 +550,8 @@ def supersessions(
         for i in np.flatnonzero(hit).tolist():
             if subj[i] == who and i not in out and not repeats(texts[j], texts[i]):
                 out[i] = j
-        if j in denied and subject(denied[j].clause, speakers[j]) == who:  # the denial is the subject's
+        its_own = j in denied and _subject_key(subject(denied[j].clause, speakers[j])) == who
+        if its_own:  # the denial is the subject's
             for i in np.flatnonzero(earlier & (sims[c] >= max(threshold, DENIAL_THRESHOLD))).tolist():
                 if subj[i] == who and i not in out and _denies(denied[j], texts[i], speakers[i]):
                     out[i] = j

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict, deque
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -76,17 +75,10 @@ def _in_id_order(epis: np.ndarray, epi_id: np.ndarray) -> np.ndarray:
     return out
 
 
-def assign(
-    old: MemorySlice | Memory,
-    new: MemorySlice,
-    dropped: set[str],
-    old_hashes: Sequence[str] | None = None,
-) -> None:
+def assign(old: MemorySlice | Memory, new: MemorySlice, dropped: set[str]) -> None:
     """Give ``new`` (``old`` grown, or without the ``dropped`` messages) stable ids, in place: its
     ``id`` columns, its statements' episode rows in the order of their ids, and its counters.
-    ``old`` is read from its columns (a ``Memory`` is taken as its slice). ``old_hashes``: the
-    ``statement_hash`` of each of ``old``'s statements, in row order, where the caller keeps them
-    (else they are computed here); a new statement with the text of an old one takes its hash."""
+    ``old`` is read from its columns (a ``Memory`` is taken as its slice)."""
     if isinstance(old, Memory):
         old = slice_from_memory(old)
     nxt = counters(old)
@@ -120,17 +112,11 @@ def assign(
         sem["id"][n_old:] = np.arange(nxt["semantic"], nxt["semantic"] + n_new)
         nxt["semantic"] += n_new
     else:
-        texts = old_text.tolist()
-        if old_hashes is None or len(old_hashes) != n_old:
-            old_hashes = [statement_hash(t) for t in texts]
         by_text: dict[str, deque[int]] = defaultdict(deque)
-        known: dict[str, str] = {}  # text -> its hash (a function of the text alone)
-        for text, h, sid in zip(texts, old_hashes, old.cols["sem"]["id"].tolist()):
-            by_text[h].append(sid)
-            known[text] = h
+        for text, sid in zip(old_text.tolist(), old.cols["sem"]["id"].tolist()):
+            by_text[statement_hash(text)].append(sid)
         for r, text in enumerate(new_text.tolist()):
-            h = known.get(text)
-            q = by_text.get(statement_hash(text) if h is None else h)
+            q = by_text.get(statement_hash(text))
             if q:
                 sem["id"][r] = q.popleft()
             else:

@@ -21,7 +21,6 @@ from ..construct.incremental import (
     forgotten_hashes,
     grow,
     speaker_pair,
-    statement_hash,
     turns_before,
     valid_rows,
 )
@@ -465,23 +464,6 @@ class Writes:
                     hashes |= forgotten_hashes(r.text, sem_cfg)
         return sorted(hashes)
 
-    def _row_hashes(self, mem: MemorySlice) -> list[str] | None:
-        """``statement_hash`` of each of ``mem``'s statements (``mem`` as the bank holds it, from
-        ``_current``), kept by the bank per row and carried over a rewrite to the rows whose text is
-        the same (``Level.rows_cache``): a delete hashes the statements that are new since the last
-        one, not the memory's. None when the bank does not hold ``mem``'s rows."""
-        b = self.bank.index.get(mem.memory_id)
-        sem, n = self.bank.sem, mem.n("sem")
-        if b is None or int(sem.seg.lengths[b]) != n:
-            return None
-        start = int(sem.seg.starts[b])
-        if not np.array_equal(sem["text"][start : start + n], mem.cols["sem"]["text"]):
-            return None  # not the bank's version of the memory
-        cache = sem.rows_cache(
-            "engine.statement_hash", lambda r: statement_hash(str(sem["text"][r])), key=("text",)
-        )
-        return [cache[r] for r in range(start, start + n)]
-
     def _forget(
         self,
         mem: MemorySlice,
@@ -540,7 +522,7 @@ class Writes:
             memo=self._theme_memo,
         )
         for new in grown:
-            unit_ids.assign(mem, new, drop, self._row_hashes(mem))
+            unit_ids.assign(mem, new, drop)
             carry_over(
                 mem,
                 new,
