@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from _record import cpu_name, write_record
+from _record import write_record
 from bench_public import load, run
 
 from xmemory_gpu.datasets.locomo import DatasetError
@@ -150,22 +150,16 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError:
                 raise DatasetError(f"--set {source}: LIMIT must be a whole number, got {limit!r}") from None
             sets.append(signals(source, Path(data), n or None, Path(folder), args.embedder))
+        text, figures = table(sets)
     except (DatasetError, StoreError, ValueError) as exc:
         print(f"relevance_signals: {exc}", file=sys.stderr)
         return 2
-    try:
-        text, figures = table(sets)
-    except DatasetError as exc:
-        print(f"relevance_signals: {exc}", file=sys.stderr)
-        return 2
     print(text)
-    if args.json:
+    if args.json:  # the command names the data by placeholders (``write_record`` adds the CPU)
         cmd = "python benchmarks/relevance_signals.py " + " ".join(
             f"--set {s} DATA {lim} FOLDER" for s, _, lim, _ in args.set
         )
-        write_record(
-            args.json, {"command": cmd, "cpu": cpu_name(), "embedder": sets[0]["embedder"]} | figures
-        )
+        write_record(args.json, {"command": cmd, "embedder": sets[0]["embedder"]} | figures)
     return 0
 
 
