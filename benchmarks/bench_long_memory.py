@@ -206,6 +206,7 @@ def run(
             for i in range(done, start, 50):
                 eng.add(turns[i : min(i + 50, start)], user_id="u")
             add = timed_adds(start)
+            held_mb = round(eng._theme_memo.nbytes / 2**20, 1)  # what the engine keeps of the themes
             done = min(start + 2 * adds, n)
             search, encode = [], []
             for q in (QUERIES * searches)[:searches]:
@@ -235,6 +236,8 @@ def run(
                 "delete": _p(gone),
                 "disk_mb": _disk_mb(Path(tmp) / "s"),
                 "rss_mb": _rss_mb(),
+                # what the engine kept of the memory's themes between the adds (a delete drops it)
+                "theme_memo_mb": held_mb,
             }
         release_now()
         out["at_100pct"]["rss_trimmed_mb"] = _rss_mb()

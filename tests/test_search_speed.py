@@ -68,6 +68,36 @@ def test_row_cache_drops_the_rows_a_put_slice_rewrites(bank):
     assert lines[last] == "moved" and lines[r0] == bank.msg["text"][r0]
 
 
+def test_row_norms_follow_the_rows_the_bank_writes(bank):
+    bank, _ = bank
+    bank = bank.compact()
+    direct = lambda lv, rows: np.sqrt(np.einsum("ij,ij->i", lv["x"], lv["x"]))[rows]  # noqa: E731
+    lv = bank.sem
+    seg = lambda b: np.arange(int(lv.seg.starts[b]), int(lv.seg.starts[b] + lv.seg.lengths[b]))  # noqa: E731
+    first = lv.row_norms("x", seg(0))
+    assert first.tobytes() == direct(lv, seg(0)).tobytes()
+    held = lv.norms["x"]
+    assert held[3].sum() == len(seg(0))  # only the rows read are computed, not the bank's
+    assert lv.row_norms("x", seg(0)).tobytes() == first.tobytes() and lv.norms["x"][2] is held[2]
+    sl = bank.slice(0)
+    sl.cols["sem"]["x"] = sl.cols["sem"]["x"].copy()
+    sl.cols["sem"]["x"][0] *= 3.0
+    bank.put_slice(sl)  # same size: in place
+    again = lv.row_norms("x", seg(0))
+    assert again.tobytes() == direct(lv, seg(0)).tobytes() and again.tobytes() != first.tobytes()
+    assert (
+        not held[2].flags.writeable and held[2][seg(0)].tobytes() == first.tobytes()
+    )  # a reader's copy stays
+    grown = bank.slice(1)
+    for cols in grown.cols.values():  # twice the rows: the memory moves, the arena may grow
+        for name, a in cols.items():
+            cols[name] = np.concatenate([a, a]) if len(a) else a
+    b = bank.put_slice(grown)
+    lv = bank.sem
+    for m in (0, 1, b):
+        assert lv.row_norms("x", seg(m)).tobytes() == direct(lv, seg(m)).tobytes()
+
+
 def test_keyed_row_cache_carries_values_over_renumbering_and_drops_a_deleted_rows(tmp_path):
     """A cache keyed on the columns its value is computed from keeps the values of the rows a delete
     renumbers (a search after a delete does not pay for the whole memory again), recomputes a row whose

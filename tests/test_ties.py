@@ -157,3 +157,23 @@ def test_a_search_of_few_queries_refuses_non_finite_queries():
         q[0, 3] = bad
         with pytest.raises(ValueError, match="q: NaN or inf"):
             search_by_memory(q, np.zeros(1, np.int64), level, 3, backend="cpu")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_top_of_a_few_queries_search_is_a_stable_sorts_top(seed):
+    from xmemory_gpu.retrieve.grouped import _top_stable
+
+    rng = np.random.default_rng(seed)
+    for trial in range(120):
+        q, n = int(rng.integers(1, 4)), int(rng.integers(1, 300))
+        s = rng.standard_normal((q, n)).astype(np.float32)
+        if trial % 3 == 0:
+            s = np.round(s, 1)  # many exact ties
+        if trial % 7 == 0:
+            s[:, ::5], s[:, 1::9] = 0.0, -0.0
+        if trial % 11 == 0:
+            s[0, 0] = np.nan
+        k = int(rng.integers(0, n + 3))
+        want = np.argsort(-s, axis=1, kind="stable")[:, :k]
+        got = _top_stable(s, k)
+        assert got.shape == want.shape and np.array_equal(got, want), (trial, k, n)

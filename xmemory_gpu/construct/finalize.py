@@ -5,6 +5,8 @@ gist, the memory's stats and columns), and f(P) of the memories' final partition
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..config import XMemoryConfig
@@ -80,26 +82,53 @@ def summary_picks(
     return np.asarray(offsets, np.int64), np.asarray(rows, np.int64)
 
 
+@dataclass(frozen=True)
+class PreviousThemes:
+    """A memory's themes before a growth: ``labels [n]`` int64 the theme id of each of its n statements
+    (-1 none; a growth keeps every statement's row and adds rows after them), ``ids [K]`` its theme
+    ids in row order and ``summaries``, theme id -> its summary (a theme ``forget`` left without one
+    is not in it)."""
+
+    labels: np.ndarray
+    ids: list[int]
+    summaries: dict[int, str]
+
+    def unchanged(self, labels: np.ndarray) -> set[int]:
+        """The ids of the themes whose member rows are the same under the grown memory's ``labels
+        [S]`` (S >= n): no row left or joined them."""
+        old = np.asarray(self.labels, np.int64)
+        new = np.asarray(labels, np.int64)
+        if len(new) < len(old):
+            return set()
+        moved = old != new[: len(old)]
+        changed = np.unique(np.concatenate([old[moved], new[: len(old)][moved], new[len(old) :]]))
+        return set(self.ids).difference(changed.tolist())
+
+    def kept(self, labels: np.ndarray) -> set[int]:
+        """The ids of the themes whose summary stands under ``labels``: unchanged, with a summary."""
+        return self.unchanged(labels).intersection(self.summaries)
+
+
 def theme_summaries(
     texts: list[str],
     sem_x: np.ndarray,
     theme_of: np.ndarray,
     theme_ids: list[int],
-    previous: dict[int, tuple[frozenset[int], str]] | None = None,
+    previous: PreviousThemes | None = None,
 ) -> list[str]:
     """Each theme's summary (``gist`` of its ``summary_picks``), in ``theme_ids`` order; texts [S] and
-    sem_x [S, d] the statements, theme_of [S] their theme rows. ``previous``: theme id -> (member rows,
-    summary) of a memory being grown; a theme whose members are unchanged keeps its summary."""
+    sem_x [S, d] the statements, theme_of [S] their theme rows. ``previous``: the themes of a memory
+    being grown; a theme whose members are unchanged keeps its summary."""
     theme_of = np.asarray(theme_of, np.int64)
-    previous = previous or {}
     n = len(theme_ids)
     order = np.argsort(theme_of, kind="stable")  # each theme's members, ascending
     m_off = np.searchsorted(theme_of[order], np.arange(n + 1)).tolist()
     out: list[str | None] = [None] * n
-    for r, t in enumerate(theme_ids):
-        old = previous.get(t)
-        if old is not None and old[0] == frozenset(order[m_off[r] : m_off[r + 1]].tolist()):
-            out[r] = old[1]
+    if previous is not None and n:
+        kept = previous.kept(np.asarray(theme_ids, np.int64)[theme_of])
+        for r, t in enumerate(theme_ids):
+            if t in kept:
+                out[r] = previous.summaries[t]
     todo = [r for r in range(n) if out[r] is None]
     if todo:  # the picks of the themes to summarise only: each theme's are its own
         rows = np.concatenate([order[m_off[r] : m_off[r + 1]] for r in todo]).astype(np.int64)
@@ -139,12 +168,12 @@ def finalize(
     st: ThemeState,
     cfg: XMemoryConfig,
     n_raw: int,
-    previous: dict[int, tuple[frozenset[int], str]] | None = None,
+    previous: PreviousThemes | None = None,
     engine: EngineState | None = None,
 ) -> MemorySlice:
-    """The memory's slice from its construction state. ``previous``: theme id -> (member rows,
-    summary) of a memory being grown; a theme whose members are unchanged keeps its summary (only
-    changed themes are re-summarised). ``engine``: the live engine's state of a grown memory."""
+    """The memory's slice from its construction state. ``previous``: the themes of a memory being
+    grown; a theme whose members are unchanged keeps its summary (only changed themes are
+    re-summarised). ``engine``: the live engine's state of a grown memory."""
     theme_ids, parents, theme_of, t_idx, t_sim = st.final()
     texts = [n.text for n in semantics]
     summaries = theme_summaries(texts, sem_x, theme_of, theme_ids, previous)

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..config import SemanticConfig, XMemoryConfig
 from ..memory.bank import KeptRows, MemorySlice, ragged_lengths, ragged_reduce
-from ..memory.codec import theme_columns
+from ..memory.codec import theme_columns_from
 from ..memory.engine_state import EngineState
 from ..memory.hierarchy import (
     Memory,
@@ -48,7 +48,7 @@ from ..memory.records import Conversation, Episode, Message, SemanticNode
 from ..ops.checks import csr_offsets
 from ..ops.devices import host, to_backend
 from ..ops.knn import knn_graph, knn_search
-from .finalize import partition_stats, record_objective, theme_summaries
+from .finalize import PreviousThemes, partition_stats, record_objective, theme_summaries
 from .segment import (
     MessageVectors,
     boundary_runs,
@@ -191,19 +191,22 @@ def grow(
             n_old,
             tc["id"].tolist(),
             sc["theme"],
-            {int(t): valid_rows(p) for t, p in zip(tc["id"], tc["parents"])},
+            {
+                t: [v for v in row if v >= 0]
+                for t, row in zip(tc["id"].tolist(), np.asarray(tc["parents"]).tolist())
+            },
             g["state"].next_theme_id,
             cfg.knn.k_themes,
             cfg.knn.drop_nonpositive,
             graph=(tc["knn_idx"], tc["knn_sim"]),
         )
-        order = np.argsort(sc["theme"], kind="stable")  # each theme's members, ascending
-        bounds = np.searchsorted(sc["theme"][order], np.arange(sl.n("theme") + 1)).tolist()
-        g["previous"] = {
-            int(t): (frozenset(order[bounds[r] : bounds[r + 1]].tolist()), str(tc["summary"][r]))
-            for r, t in enumerate(tc["id"].tolist())
-            if str(tc["summary"][r])  # a theme ``forget`` left without its summary is summarised again
-        }
+        of = np.asarray(sc["theme"], np.int64)
+        g["previous"] = PreviousThemes(
+            np.where(of >= 0, np.asarray(tc["id"], np.int64)[np.maximum(of, 0)], -1) if len(tc["id"]) else of,
+            tc["id"].tolist(),
+            # a theme ``forget`` left without its summary is summarised again
+            {t: str(sm) for t, sm in zip(tc["id"].tolist(), tc["summary"].tolist()) if str(sm)},
+        )
         theme_states.append(ts)
         sess = np.asarray(g["new_sessions"], np.int64)
         new_rows = np.arange(n_old, n_old + len(sess))
@@ -376,14 +379,19 @@ def _dedup_columns(g: dict, sc: dict[str, np.ndarray], raw_x: np.ndarray, thresh
             times.append(node.timestamp)
             sources.append(rows)
             sessions.append(g["session_of"][node.message_ids[0]])
-    sem_x = np.concatenate([sc["x"], raw_x[kept]]) if kept else sc["x"]
+    # a fresh array either way (never the slice's own column), copied once
+    sem_x = (
+        np.concatenate([sc["x"], raw_x[kept]]).astype(np.float32, copy=False)
+        if kept
+        else sc["x"].astype(np.float32)
+    )
     g.update(
         merged=merged,
         new_texts=texts,
         new_times=times,
         new_sources=sources,
         new_sessions=sessions,
-        sem_x=sem_x.astype(np.float32),
+        sem_x=sem_x,
     )
 
 
@@ -505,7 +513,12 @@ def _grown_slice(
     psg_x = np.asarray(vectors.psg_x, np.float32).reshape(-1, d)
     psg_msg = np.asarray(vectors.psg_msg, np.int32).reshape(-1)
     theme_of = np.asarray(theme_of, np.int32).reshape(-1)
-    theme = theme_columns(sem_x, theme_of, n_th)
+    unchanged = g["previous"].unchanged(np.asarray(theme_ids, np.int64)[theme_of])
+    old_row = {t: r for r, t in enumerate(g["previous"].ids) if t in unchanged}
+    # a theme whose members are the same keeps its columns (a function of its members' rows)
+    theme = theme_columns_from(
+        sl.cols["theme"], np.array([old_row.get(t, -1) for t in theme_ids], np.int64), sem_x, theme_of, n_th
+    )
     cols = {
         "msg": {
             "x": np.asarray(vectors.x, np.float32).reshape(-1, d),

@@ -283,10 +283,19 @@ class ThemeState:
         Every node must be attached. Syncs the graph when stale (``sync_graphs`` does many at once)."""
         sync_graphs([self])
         order = self.graph_slots
-        ids = self.ids[order].tolist()
-        row_of = {t: r for r, t in enumerate(ids)}
-        theme_of = np.array([row_of[int(t)] for t in self.label], dtype=np.int32)
-        return ids, [self.parents[s] for s in order], theme_of, self.graph_idx.copy(), self.graph_sim.copy()
+        ids = self.ids[order]
+        by_id = np.argsort(ids, kind="stable")
+        at = np.minimum(np.searchsorted(ids, self.label, sorter=by_id), max(len(ids) - 1, 0))
+        theme_of = by_id[at].astype(np.int32) if len(ids) else np.zeros(len(self.label), np.int32)
+        if len(self.label) and (not len(ids) or not np.array_equal(ids[theme_of], self.label)):
+            raise ValueError("every node must be attached to a live theme before final()")
+        return (
+            ids.tolist(),
+            [self.parents[s] for s in order],
+            theme_of,
+            self.graph_idx.copy(),
+            self.graph_sim.copy(),
+        )
 
     def lineage(self) -> dict[str, list[int]]:
         """Theme id -> parent ids of every theme ever opened with parents, in opening order."""

@@ -32,7 +32,8 @@ import numpy as np
 
 from ..config import ThemeConfig
 from ..ops.attach import merge_pairs_batch
-from ..ops.objective import Candidates, PartitionState, ThemeTop2, score_candidates
+from ..ops.objective import Candidates, PartitionState, score_candidates
+from .theme_memo import Held, HeldThemes
 from .theme_split import split_proposals
 from .theme_state import ThemeState, attach_all, sync_graphs
 
@@ -43,7 +44,7 @@ def grow_themes(
     cfg: ThemeConfig,
     *,
     backend: str = "auto",
-    hints: list[ThemeTop2 | None] | None = None,
+    hints: list[Held | None] | None = None,
 ) -> np.ndarray | None:
     """Attach memory b's rows ``steps[b][s]`` at step s (a session), for every memory at once; after
     each step split the overfull themes and merge the small ones of the memories that took it.
@@ -51,14 +52,21 @@ def grow_themes(
     each memory's final partition as the stage's state holds it, or None where the stage kept no
     state (no step split or merged), scored with another eps than ``cfg.eps``, or left a row
     unattached. ``hints[b]``: memory b's themes as its last growth left them (or None), read when
-    the state is first built (the same state, without comparing every pair of unchanged themes
-    again) and replaced, in place, by this growth's (None where the stage kept no state)."""
+    the state is first built (the same state, without building it over every statement again or
+    comparing every pair of unchanged themes again) and replaced, in place, by this growth's: one
+    memory's whole state (``HeldThemes``), several memories' ``ThemeTop2``, or None where the stage
+    kept no state."""
     with _one_blas_thread():
         part = _grow(states, steps, cfg, backend, hints)
         sync_graphs(states, backend=backend)
     # this growth's themes, or none: never an older state's (a delete forgot part of it)
     if hints is not None:
-        hints[:] = [None] * len(states) if part is None else [part.block_top2(b) for b in range(len(states))]
+        if part is None:
+            hints[:] = [None] * len(states)
+        elif len(states) == 1:
+            hints[:] = [HeldThemes(part.detached(), states[0].x[: states[0].n_attached])]
+        else:
+            hints[:] = [part.block_top2(b) for b in range(len(states))]
     if part is None or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
         return None
     return np.array(part.f, np.float64)
@@ -88,7 +96,7 @@ def _grow(
     steps: list[list[np.ndarray]],
     cfg: ThemeConfig,
     backend: str,
-    hints: list[ThemeTop2 | None] | None = None,
+    hints: list[Held | None] | None = None,
 ) -> PartitionState | None:
     """``grow_themes``' steps: attach, then the split rounds and the merge round over the active
     memories; the f(P) state after the last step (None when none was built)."""
@@ -107,15 +115,19 @@ def _grow(
 
 
 def _synced(
-    part: PartitionState | None, states: list[ThemeState], hints: list[ThemeTop2 | None] | None = None
+    part: PartitionState | None, states: list[ThemeState], hints: list[Held | None] | None = None
 ) -> PartitionState:
-    """The f(P) state over each memory's attached rows (default eps, as scoring always used): built
-    once (with the ``hints``' top-2 where they still hold), then extended by the rows attached since."""
+    """The f(P) state over each memory's attached rows (default eps, as scoring always used): a copy
+    of the one memory's held state where it still holds (``_held``), else built once (with the
+    ``hints``' top-2 where they still hold); then extended by the rows attached since."""
+    if part is None:
+        part = _held(states, hints)
     if part is None:
         x = np.concatenate([s.x[: s.n_attached] for s in states])
         labels = np.concatenate([s.label[: s.n_attached] for s in states])
         offsets = np.cumsum([0] + [s.n_attached for s in states])
-        return PartitionState.from_labels(x, labels, offsets, hints=hints)
+        top2 = None if hints is None else [h.top2() if isinstance(h, HeldThemes) else h for h in hints]
+        return PartitionState.from_labels(x, labels, offsets, hints=top2)
     have = np.diff(part.offsets)
     part.extend(
         {
@@ -125,6 +137,30 @@ def _synced(
         }
     )
     return part
+
+
+def _held(states: list[ThemeState], hints: list[Held | None] | None) -> PartitionState | None:
+    """A copy of the one memory's held state (``HeldThemes``) where the memory's first n attached
+    rows and their labels are, bit for bit, the n rows and labels the state was built on (so it is
+    ``from_labels`` of them), else None. O(n d) to compare, against O(n d) to build it again, but a
+    memcmp next to a pass of float64 arithmetic and a fresh [n, d] float64 array."""
+    if hints is None or len(states) != 1 or not isinstance(hints[0], HeldThemes):
+        return None
+    held, s = hints[0], states[0]
+    st, n = held.state, len(held.state.labels)
+    if len(st.offsets) != 2 or n > s.n_attached or held.rows.shape != (n, s.x.shape[1]):
+        return None
+    if held.rows.dtype != s.x.dtype or not _same_bits(held.rows, s.x[:n]):
+        return None
+    return st.detached() if _same_bits(st.labels, s.label[:n]) else None
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one dtype and shape hold the same bits (-0.0 is not 0.0, a NaN is itself)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    as_ints = np.dtype(f"u{a.dtype.itemsize}")
+    return bool(np.array_equal(a.view(as_ints), b.view(as_ints)))
 
 
 def split_overfull(

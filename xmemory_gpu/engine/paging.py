@@ -87,20 +87,25 @@ class Paging:
 
     @contextmanager
     def _write_section(self):
-        """A write's span under a residency budget: no other thread loads or evicts a memory until it
-        ends (the write reads the bank's memory numbers outside the rw lock); then it evicts."""
-        if self._residency is None:
-            yield
-            return
-        with self._res_lock:
-            self._write_owner = threading.get_ident()
+        """A write's span. What it put in the theme memo and did not publish (it failed before its
+        commit stored it) goes when it ends. Under a residency budget no other thread loads or evicts
+        a memory until it ends (the write reads the bank's memory numbers outside the rw lock); then
+        it evicts."""
         try:
-            yield
-        finally:
+            if self._residency is None:
+                yield
+                return
             with self._res_lock:
-                self._write_owner = None
-                self._res_cond.notify_all()
-                self._evict()
+                self._write_owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                with self._res_lock:
+                    self._write_owner = None
+                    self._res_cond.notify_all()
+                    self._evict()
+        finally:
+            self._theme_memo.discard()
 
     @contextmanager
     def _using(self, keys: Sequence[str]):

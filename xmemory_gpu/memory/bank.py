@@ -323,6 +323,11 @@ def _copy_state(st: EngineState | None) -> EngineState | None:
     return None if st is None else st.copy()
 
 
+def _row_norms(x: np.ndarray) -> np.ndarray:
+    """[n] float32 L2 norms of the rows of x [n, d] float32, in float32 (a row's value is its own)."""
+    return np.sqrt(np.einsum("ij,ij->i", x, x))
+
+
 @dataclass
 class Level:
     """Row-aligned columns of one level in one arena, with the memories' segments."""
@@ -336,6 +341,9 @@ class Level:
     derived: dict = field(
         default_factory=dict, repr=False, compare=False
     )  # name -> RowCache (``Level.rows_cache``)
+    norms: dict = field(
+        default_factory=dict, repr=False, compare=False
+    )  # column -> (that column, write count, its rows' norms, which are computed) (``Level.row_norms``)
 
     def rows_cache(
         self,
@@ -353,6 +361,36 @@ class Level:
             rc = self.derived[name] = RowCache(self, fn, depends, key)
         rc.fn = fn  # the same values by name; the newest closure reads the current columns
         return rc.sync()
+
+    def row_norms(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """[len(rows)] float32: the L2 norm of each of ``rows`` (global) of the float32 column ``name``
+        [rows_allocated, d] (``sqrt`` of the row's einsum with itself, as a host search takes it;
+        a row's bits are its own, whatever rows are computed with it). A row's norm is computed on
+        its first read and kept until the bank writes the row (``writes``; a replaced column or a log
+        that no longer reaches back drops them all), so a search pays for the rows of its memory once,
+        never for the bank. Updated on copies, so readers that sync at once each hold whole vectors."""
+        col = self.cols[name]
+        rows = np.asarray(rows, np.int64)
+        held = self.norms.get(name)
+        todo = None if held is None or held[0] is not col else self.writes.since(held[1])
+        if todo is None:
+            norms, have = np.zeros(len(col), np.float32), np.zeros(len(col), bool)
+        else:
+            norms, have = held[2], held[3]
+            if todo:
+                have = have.copy()
+                for start, stop in todo:
+                    have[start:stop] = False
+        missing = rows[~have[rows]]
+        if len(missing):
+            missing = np.unique(missing)
+            norms, have = norms.copy(), have if todo else have.copy()
+            norms[missing] = _row_norms(col[missing])
+            have[missing] = True
+        norms.setflags(write=False)
+        have.setflags(write=False)
+        self.norms[name] = (col, self.writes.count, norms, have)
+        return norms[rows]
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.cols[name]
@@ -614,6 +652,7 @@ class Bank:
                 grown = np.full((new_rows, *col.shape[1:]), _fill_value(name, col.dtype), dtype=col.dtype)
                 grown[: col.shape[0]] = col
                 level.cols[name] = grown
+            level.norms.clear()  # they hold the replaced columns
         if not last:
             for name, col in level.cols.items():  # the old rows become a hole
                 col[old[0] : old[0] + old[1]] = _fill_value(name, col.dtype)

@@ -60,6 +60,32 @@ def theme_columns(sem_x: np.ndarray, theme_of: np.ndarray, n_themes: int) -> dic
     }
 
 
+def theme_columns_from(
+    old: dict[str, np.ndarray], old_rows: np.ndarray, sem_x: np.ndarray, theme_of: np.ndarray, n_themes: int
+) -> dict[str, np.ndarray]:
+    """``theme_columns`` of a memory whose theme k, where ``old_rows [K] >= 0``, has the members that
+    row ``old_rows[k]`` of the ``old`` theme columns had, on the same statement rows: its columns are
+    taken from there (they are a function of its members' rows, summed in ascending order); the other
+    themes' are computed from their members only."""
+    theme_of = np.asarray(theme_of, np.int64)
+    old_rows = np.asarray(old_rows, np.int64)
+    redo = np.flatnonzero(old_rows < 0)
+    if len(redo) == n_themes:
+        return theme_columns(sem_x, theme_of, n_themes)
+    local = np.full(n_themes, -1, np.int64)
+    local[redo] = np.arange(len(redo))
+    rows = np.flatnonzero(local[theme_of] >= 0)  # the changed themes' members, ascending
+    part = theme_columns(sem_x[rows], local[theme_of[rows]], len(redo))
+    take = np.flatnonzero(old_rows >= 0)
+    out = {}
+    for name, col in part.items():
+        full = np.empty((n_themes, *col.shape[1:]), col.dtype)
+        full[redo] = col
+        full[take] = np.asarray(old[name], col.dtype)[old_rows[take]]
+        out[name] = full
+    return out
+
+
 def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
     """Named numeric arrays as one container (see the module docstring; ``ops.columns``: one C++
     call when the compiled module is built); each array's bytes are copied once, into the container."""

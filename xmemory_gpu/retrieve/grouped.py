@@ -53,26 +53,53 @@ def exact_rerank(
     return out_i, out_s
 
 
-def _few_queries(q: np.ndarray, q_off: np.ndarray, x: np.ndarray, x_off: np.ndarray, k: int) -> np.ndarray:
+def _few_queries(
+    q: np.ndarray,
+    q_off: np.ndarray,
+    x: np.ndarray,
+    x_off: np.ndarray,
+    k: int,
+    norms: np.ndarray | None = None,
+) -> np.ndarray:
     """Candidates of a search of few queries on the host: per segment one float32 product of its
     queries with its rows, cosine by the rows' norms, the top ``k`` by a stable sort (ties to the
     lower row, as the kernel). The kernel normalises and packs every row it reads, which costs more
     than the product when the queries are few (one query over 600 rows, the whole call: 0.28 ms
     against 0.13 ms).
-    q [Q, d], x [N, d] with CSR ``q_off`` / ``x_off`` -> idx [Q, k] int64 rows of x, -1 padded."""
+    q [Q, d], x [N, d] with CSR ``q_off`` / ``x_off`` -> idx [Q, k] int64 rows of x, -1 padded.
+    ``norms`` [N]: the rows' norms as ``Level.row_norms`` keeps them (else computed here)."""
     out = np.full((q.shape[0], k), -1, np.int64)
     for s in range(len(q_off) - 1):
         qa, qb, xa, xb = int(q_off[s]), int(q_off[s + 1]), int(x_off[s]), int(x_off[s + 1])
         if qa == qb or xa == xb:
             continue
         xs = x[xa:xb]
-        norms = np.sqrt(np.einsum("ij,ij->i", xs, xs))  # float32: the ranking is exact_rerank's
+        # float32 (the ranking is exact_rerank's)
+        norms_s = np.sqrt(np.einsum("ij,ij->i", xs, xs)) if norms is None else norms[xa:xb]
         # one query: einsum, not BLAS (a product this small gains nothing from threads, and waking
         # them while the query encoder's threads still spin cost 1-7 ms of a search)
         prod = np.einsum("qd,nd->qn", q[qa:qb], xs) if qb - qa == 1 else q[qa:qb] @ xs.T
-        sims = prod / np.where(norms > 0, norms, np.float32(1))  # a zero row scores 0, as the kernel's
-        top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        sims = prod / np.where(norms_s > 0, norms_s, np.float32(1))  # a zero row scores 0, as the kernel's
+        top = _top_stable(sims, k)
         out[qa:qb, : top.shape[1]] = top + xa
+    return out
+
+
+def _top_stable(sims: np.ndarray, k: int) -> np.ndarray:
+    """[Q, min(k, n)] the columns of ``sims [Q, n]`` that ``np.argsort(-sims, kind="stable")[:, :k]``
+    gives for k >= 0 (descending, ties to the lower column), in O(n) a query: the k-th largest score
+    found by a partition, then only the scores at or above it sorted. A row with a NaN is sorted whole."""
+    n = sims.shape[1]
+    if k >= n or k <= 0:
+        return np.argsort(-sims, axis=1, kind="stable")[:, : max(k, 0)]
+    out = np.empty((sims.shape[0], k), np.int64)
+    for i, row in enumerate(-sims):
+        kth = np.partition(row, k - 1)[k - 1]
+        if np.isnan(kth) or np.isnan(row).any():
+            out[i] = np.argsort(row, kind="stable")[:k]
+            continue
+        cand = np.flatnonzero(row <= kth)  # every score at or above the k-th, ties included, ascending
+        out[i] = cand[np.argsort(row[cand], kind="stable")[:k]]
     return out
 
 
@@ -118,7 +145,17 @@ def search_by_memory(
             )
             sub_x = data.index_select(0, shift + torch.arange(total, device=dev))
     if dev is None and len(order) <= FEW_QUERIES and requested_backend(backend) in ("auto", "cpu"):
-        idx = _few_queries(check_float_matrix("q", q), q_off, np.asarray(sub_x), sub_off, k + RERANK_MARGIN)
+        norms = None
+        if data.dtype == np.float32:  # the used segments' rows, as sub_x takes them
+            rows = (
+                np.arange(int(starts[0]), int(ends[0]))
+                if len(used) == 1
+                else np.repeat(shift_of, ends - starts) + np.arange(int(sub_off[-1]))
+            )
+            norms = level.row_norms("x", rows)
+        idx = _few_queries(
+            check_float_matrix("q", q), q_off, np.asarray(sub_x), sub_off, k + RERANK_MARGIN, norms
+        )
     else:
         idx, _ = knn_search(q, q_off, sub_x, sub_off, k + RERANK_MARGIN, backend=backend)
         idx = host(idx)

@@ -20,6 +20,7 @@ from zero, so a kept, continued or fresh sum is bit-identical to ``from_labels``
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -384,6 +385,9 @@ def _checked_edit(
     return remove, new
 
 
+_SLACK_ROWS = 256  # the least room ``_appended`` leaves after the rows it takes
+
+
 @dataclass
 class PartitionState:
     """Themes of B memories. Theme rows of memory b: ``theme_offsets[b]:theme_offsets[b+1]``."""
@@ -419,6 +423,23 @@ class PartitionState:
             t = torch.from_numpy(np.ascontiguousarray(self.x, dtype=np.float64)).to(device)
             held = self._device_x = (self.x, t)
         return held[1]
+
+    @property
+    def nbytes(self) -> int:
+        """Host bytes the state holds: its columns and the whole buffer its node rows are a prefix of."""
+        buf = self._x_buf
+        rows = buf[0] if buf is not None and buf[1] is self.x else self.x
+        cols = (self.labels, self.offsets, self.theme_offsets, self.theme_label, self.theme_sum)
+        cols += (self.theme_count, self.member_offsets, self.member_rows, self.top_idx, self.top_cos)
+        return int(rows.nbytes + sum(np.asarray(c).nbytes for c in cols))
+
+    def detached(self) -> PartitionState:
+        """A shallow copy without the device copy of ``x``: what a memo holds between writes. Every
+        update replaces columns rather than writing them (``_replace``; ``_appended`` never writes
+        the rows of an earlier view), so this copy and its source can each be updated apart."""
+        out = copy.copy(self)
+        out._device_x = None
+        return out
 
     @classmethod
     def from_labels(
@@ -562,12 +583,14 @@ class PartitionState:
 
     def _appended(self, unit: np.ndarray) -> np.ndarray:
         """``[x; unit]`` where the new rows follow every old one (no old rows after the first extended
-        memory's: one long history), as a prefix view of a buffer of doubling capacity, so a step's
-        rows cost their own copy, not the whole of x. The rows of earlier views are never written."""
+        memory's: one long history), as a prefix view of a buffer that grows by a quarter (and at
+        least ``_SLACK_ROWS``) when full, so a step's rows cost their own copy, not the whole of x,
+        and a held state's slack stays a quarter of its rows. The rows of earlier views are never
+        written."""
         n_old, n_new = len(self.x), len(self.x) + len(unit)
         held = self._x_buf  # shared by shallow copies of the state: whoever appends first moves it on
         if held is None or held[1] is not self.x or len(held[0]) < n_new:
-            grown = np.empty((max(n_new, 2 * n_old), self.x.shape[1]), np.float64)
+            grown = np.empty((n_new + max(n_new // 4, _SLACK_ROWS), self.x.shape[1]), np.float64)
             grown[:n_old] = self.x
             held = self._x_buf = [grown, self.x]
         held[0][n_old:n_new] = unit
