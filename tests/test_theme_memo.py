@@ -127,15 +127,24 @@ def test_an_engine_writes_the_same_memory_with_the_memo_as_without(tmp_path):
         hinted._theme_memo = ThemeMemo(min_themes=1, min_state_rows=1)
         plain._theme_memo = ThemeMemo(min_themes=10**9)  # never holds one
         rng = np.random.default_rng(0)
+        kept_through_delete = 0
         for i in range(0, len(turns), 6):
             for eng in (hinted, plain):
                 eng.add(turns[i : i + 6], user_id="u")
-            if i and i % 30 == 0:  # a delete between adds: the hint left by the add is stale
-                at = None
-                for eng in (hinted, plain):  # the same message (ids are drawn by each engine)
-                    ids = [u["id"] for u in eng.get_all(user_id="u") if u["type"] == "message"]
-                    at = int(rng.integers(len(ids))) if at is None else at
-                    eng.delete(ids[at], user_id="u")
+            if i and i % 12 == 0:  # deletes between adds: the state left by the add is stale
+                for kind in ("message", "semantic"):
+                    at = None
+                    for eng in (hinted, plain):  # the same unit (ids are drawn by each engine)
+                        ids = [u["id"] for u in eng.get_all(user_id="u") if u["type"] == kind]
+                        at = int(rng.integers(len(ids))) if at is None else at
+                        eng.delete(ids[at], user_id="u")
+                    # a delete's growth keeps the memory's state (built for the next write), and
+                    # records the f(P) the plain engine records
+                    kept_through_delete += isinstance(
+                        hinted._theme_memo.get(next(iter(hinted.bank.index))), HeldThemes
+                    )
+                    assert repr(_columns(hinted)["f"]) == repr(_columns(plain)["f"]), (i, kind)
+        assert kept_through_delete >= 4
         assert len(hinted._theme_memo) == 1
         assert isinstance(hinted._theme_memo.get(next(iter(hinted.bank.index))), HeldThemes)
         a, b = _columns(hinted), _columns(plain)

@@ -212,7 +212,9 @@ def grow(
         new_rows = np.arange(n_old, n_old + len(sess))
         steps.append([new_rows[sess == v] for v in dict.fromkeys(sess.tolist())])
     hints = None if memo is None else [memo.get(sl.memory_id) for sl in slices]
-    f_held = grow_themes(theme_states, steps, cfg.theme, backend=backend, hints=hints)
+    # a memory the memo keeps the state of keeps it through a growth with no theme step (a delete's)
+    keep = memo is not None and len(slices) == 1 and memo.keeps_state(theme_states[0].n_attached)
+    f_held = grow_themes(theme_states, steps, cfg.theme, backend=backend, hints=hints, keep_state=keep)
     if memo is not None:
         for sl, h in zip(slices, hints):
             memo.put(sl.memory_id, h)

@@ -79,12 +79,16 @@ class ThemeMemo:
             self._held.move_to_end(memory_id)
             return entry[0]
 
+    def keeps_state(self, n_statements: int) -> bool:
+        """Whether a memory of ``n_statements`` would have its whole state held (not its ``ThemeTop2``)."""
+        return int(n_statements) >= self.min_state_rows
+
     def put(self, memory_id: str, hint: Held | None) -> None:
         """``hint`` as the memory's once its write is stored (``publish``); a state of fewer than
         ``min_state_rows`` statements (cheap to build again: a few ms) or too large for the bound
         waits as its ``ThemeTop2``."""
         if isinstance(hint, HeldThemes) and (
-            len(hint.rows) < self.min_state_rows or hint.nbytes > self.max_bytes
+            not self.keeps_state(len(hint.rows)) or hint.nbytes > self.max_bytes
         ):
             hint = hint.top2()
         with self._lock:

@@ -45,6 +45,7 @@ def grow_themes(
     *,
     backend: str = "auto",
     hints: list[Held | None] | None = None,
+    keep_state: bool = False,
 ) -> np.ndarray | None:
     """Attach memory b's rows ``steps[b][s]`` at step s (a session), for every memory at once; after
     each step split the overfull themes and merge the small ones of the memories that took it.
@@ -55,9 +56,14 @@ def grow_themes(
     the state is first built (the same state, without building it over every statement again or
     comparing every pair of unchanged themes again) and replaced, in place, by this growth's: one
     memory's whole state (``HeldThemes``), several memories' ``ThemeTop2``, or None where the stage
-    kept no state."""
+    kept no state. ``keep_state``: one memory whose state the caller keeps even when no step built it
+    (a delete's growth): it is built here for ``hints`` only, so that the next growth finds it (the f
+    returned stays None, as without it: the caller's f(P) is the one it records otherwise)."""
     with _one_blas_thread():
         part = _grow(states, steps, cfg, backend, hints)
+        stepped = part is not None
+        if not stepped and keep_state and hints is not None and len(states) == 1 and (cfg.split or cfg.merge):
+            part = _synced(None, states, hints)
         sync_graphs(states, backend=backend)
     # this growth's themes, or none: never an older state's (a delete forgot part of it)
     if hints is not None:
@@ -67,7 +73,7 @@ def grow_themes(
             hints[:] = [HeldThemes(part.detached(), states[0].x[: states[0].n_attached])]
         else:
             hints[:] = [part.block_top2(b) for b in range(len(states))]
-    if part is None or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
+    if part is None or not stepped or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
         return None
     return np.array(part.f, np.float64)
 
