@@ -109,12 +109,10 @@ class ThemeMemo:
             self._pending = {}
 
     def _hold(self, memory_id: str, hint: Held | None) -> None:
-        """Hold ``hint`` as the memory's (a state too large: its ``ThemeTop2``; None, too few themes or
-        too large: forget the memory's); the caller holds the lock."""
+        """Hold ``hint`` as the memory's (``put`` made a state too large a ``ThemeTop2``; None, too few
+        themes or too large: forget the memory's); the caller holds the lock."""
         old = self._held.pop(memory_id, None)
         self._bytes -= 0 if old is None else old[1]
-        if isinstance(hint, HeldThemes) and hint.nbytes > self.max_bytes:
-            hint = hint.top2()
         if hint is None or len(hint.labels) < self.min_themes or hint.nbytes > self.max_bytes:
             return
         # a state's bytes as held now: a later growth of a copy of it may move its row buffer on

@@ -373,18 +373,22 @@ class Level:
         rows = np.asarray(rows, np.int64)
         held = self.norms.get(name)
         todo = None if held is None or held[0] is not col else self.writes.since(held[1])
-        if todo is None:
+        if todo is None:  # new vectors of this call's own
             norms, have = np.zeros(len(col), np.float32), np.zeros(len(col), bool)
-        else:
+        else:  # the held vectors are read-only: each is copied before it changes
             norms, have = held[2], held[3]
             if todo:
                 have = have.copy()
                 for start, stop in todo:
                     have[start:stop] = False
         missing = rows[~have[rows]]
+        if todo == [] and not len(missing):
+            return norms[rows]  # nothing written, nothing new
         if len(missing):
             missing = np.unique(missing)
-            norms, have = norms.copy(), have if todo else have.copy()
+            if todo is not None:
+                norms = norms.copy()
+                have = have if todo else have.copy()
             norms[missing] = _row_norms(col[missing])
             have[missing] = True
         norms.setflags(write=False)
