@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from xmemory_gpu.config import XMemoryConfig
+from xmemory_gpu.construct import theme_state
 from xmemory_gpu.construct.forget import forget, one_source_statements
 from xmemory_gpu.construct.incremental import grow, statement_hash
 from xmemory_gpu.construct.semantic import ONE_SOURCE, extract_statements
+from xmemory_gpu.construct.theme_state import ThemeState, sync_graphs
 from xmemory_gpu.embed.hashing import HashingEmbedder
 from xmemory_gpu.engine import MemoryEngine
 from xmemory_gpu.engine.inputs import scope_key
@@ -81,10 +83,28 @@ def _check_whole(eng: MemoryEngine, user: str, gone_tokens: set[str]) -> None:
         ]
     texts = {s.text for s in mem.semantics}
     assert texts <= {r.text for r in extract_statements(conv, [Episode(0, "", "", ids)], cfg)}
+    _theme_graph_is_built_whole(eng, user)
+
+
+def _theme_graph_is_built_whole(eng: MemoryEngine, user: str, cfg: XMemoryConfig | None = None) -> None:
+    """The stored theme kNN lists (kept through deletes where a theme's centroid did not move, the
+    rest searched again) are, bit for bit, the lists a whole build over the live centroids gives."""
+    sl = eng.bank.slice(eng.bank.index[scope_key(user, None, None)])
+    sc, tc = sl.cols["sem"], sl.cols["theme"]
+    knn = (cfg or XMemoryConfig()).knn
+    ts = ThemeState.restore(
+        sc["x"], len(sc["x"]), tc["id"].tolist(), sc["theme"], {}, 0, knn.k_themes, knn.drop_nonpositive
+    )
+    sync_graphs([ts])
+    assert ts.graph_idx.tobytes() == np.asarray(tc["knn_idx"], np.int32).tobytes()
+    assert ts.graph_sim.tobytes() == np.asarray(tc["knn_sim"], np.float32).tobytes()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_random_deletes_and_updates_keep_the_memory_whole_and_faithful(tmp_path, seed):
+def test_random_deletes_and_updates_keep_the_memory_whole_and_faithful(tmp_path, seed, monkeypatch):
+    # the theme graph kept through a delete is brought up to date, not built whole, at any size
+    monkeypatch.setattr(theme_state, "UPKEEP_MIN", 2)
+    monkeypatch.setattr(theme_state, "UPKEEP_SHARE", 1.0)
     rng = random.Random(seed)
     with MemoryEngine.open(tmp_path / "s", embedder=EMB) as eng:
         chat = _chat(rng, 72)
@@ -347,3 +367,30 @@ def test_a_statement_s_first_source_is_the_message_its_text_was_read_from(tmp_pa
         assert (sm >= 0).sum(axis=1).max() > 1  # statements with merged sources
         for r, text in enumerate(sl.cols["sem"]["text"].tolist()):
             assert text in own[ids[sm[r, 0]]]
+
+
+def test_a_long_memory_keeps_its_theme_graph_through_deletes_as_a_whole_build_gives_it(tmp_path, monkeypatch):
+    """Themes left empty by a delete (a theme deleted) and themes that lost members, in a memory with
+    many more themes than a list holds: the lists kept and brought up to date are the whole build's."""
+    from dataclasses import replace
+
+    from xmemory_gpu.datasets.synthetic import generate_long_chats
+
+    monkeypatch.setattr(theme_state, "UPKEEP_MIN", 2)
+    cfg = XMemoryConfig()
+    cfg = replace(cfg, knn=replace(cfg.knn, k_themes=3))
+    conv = generate_long_chats(1, seed=4, target_tokens=30_000)[0]["conversation"]
+    keys = sorted((k for k in conv if k.startswith("session_") and k[8:].isdigit()), key=lambda s: int(s[8:]))
+    turns = [
+        {"role": "user" if t["speaker"] == conv["speaker_a"] else "assistant", "content": t["text"]}
+        for k in keys
+        for t in conv[k]
+    ]
+    rng = random.Random(0)
+    with MemoryEngine.open(tmp_path / "s", embedder=HashingEmbedder(dim=64), config=cfg) as eng:
+        eng.add(turns, user_id="u")
+        assert eng.bank.slice(0).n("theme") > 4 * 3
+        for kind in ["theme", "message", "theme", "semantic", "message", "theme", "theme", "message"]:
+            u = rng.choice([u for u in eng.get_all(user_id="u") if u["type"] == kind])
+            eng.delete(u["id"], user_id="u")
+            _theme_graph_is_built_whole(eng, "u", cfg)

@@ -23,7 +23,8 @@ derived from what changes:
   turns right after the touched ones) are to be
   extracted again: ``grow(..., restate=...)`` does it with the rest of an add's work (the forgotten
   hashes filter them, de-duplication merges what is already there, the f(P) theme steps place the
-  rest; the semantic kNN lists that held a removed statement are searched again, the others kept).
+  rest; the semantic kNN lists that held a removed statement are searched again, the others kept;
+  so are the theme lists of the themes that lost a member or held one left empty).
 
 So a delete or an update leaves no episode, statement, summary or graph row built from the old text,
 and costs about what an add of the touched messages costs.
@@ -72,6 +73,24 @@ def kept_lists(idx: np.ndarray, sim: np.ndarray, gone: np.ndarray) -> tuple[np.n
     return ki.astype(np.int32), ks
 
 
+def kept_theme_lists(
+    idx: np.ndarray, sim: np.ndarray, live: np.ndarray, t_row: np.ndarray, lost: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The theme kNN lists (idx, sim [K, k], theme rows) of the ``live`` themes [L] (old rows,
+    ascending; ``t_row`` [K + 1] old row -> new row, -1 for a theme left empty), renumbered; marked to
+    be searched again (no entries, similarities NaN, as ``kept_lists`` marks them) where the theme
+    lost members (``lost``: old rows; its centroid moved) or its list held a theme left empty. The
+    others are lists of the themes whose centroids did not move: ``sync_graphs`` keeps them and
+    offers them the marked ones (``ThemeState.restore``)."""
+    ki = np.asarray(idx, np.int64)[live]
+    ks = np.asarray(sim, np.float32)[live]
+    closed = (ki >= 0) & (t_row[np.maximum(ki, 0)] < 0)
+    redo = closed.any(axis=1) | np.isin(live, np.asarray(lost, np.int64))
+    ki = np.where(ki >= 0, t_row[np.maximum(ki, 0)], -1)
+    ki[redo], ks[redo] = -1, np.nan
+    return ki.astype(np.int32), ks
+
+
 def _valid_first(block: np.ndarray) -> np.ndarray:
     """Each row of ``block`` [k, c] with its entries >= 0 first, in their order, and -1 after."""
     big = np.iinfo(np.int64).max
@@ -114,9 +133,9 @@ def forget(
     derived from them (see the module's doc); ``forgotten`` replaces the engine state's forgotten
     hashes; ``replies_read_with_questions``: the memory reads a reply with the question before it
     (``SemanticConfig.read_replies_with_questions``), so the turn after a touched one is read again.
-    Returns the reduced slice (its semantic lists that held a removed statement marked to be
-    searched again, its theme kNN lists empty, its statements' episodes left to the growth that
-    follows) and the ids of the messages whose statements are to
+    Returns the reduced slice (its semantic lists that held a removed statement, and the theme lists
+    of themes that lost a member or held an emptied one, marked to be searched again; its
+    statements' episodes left to the growth that follows) and the ids of the messages whose statements are to
     be extracted again (``grow``'s ``restate``). The input is not modified."""
     st = engine_state(sl)
     mc, ec, sc, tc = (sl.cols[lv] for lv in ("msg", "epi", "sem", "theme"))
@@ -225,8 +244,8 @@ def forget(
         if r in lost:
             summary[j] = ""
     sem_x = sc["x"][kept]
-    k_theme = tc["knn_idx"].shape[1]
     s_knn_idx, s_knn_sim = kept_lists(sc["knn_idx"], sc["knn_sim"], gone)
+    t_knn_idx, t_knn_sim = kept_theme_lists(tc["knn_idx"], tc["knn_sim"], live, t_row, sorted(lost))
     theme = theme_columns(sem_x, theme_of, len(live))
     cols = {
         "msg": msg,
@@ -249,8 +268,8 @@ def forget(
             "sum": theme["sum"],
             "count": theme["count"],
             "x": theme["x"],
-            "knn_idx": np.full((len(live), k_theme), -1, np.int32),
-            "knn_sim": np.full((len(live), k_theme), -np.inf, np.float32),
+            "knn_idx": t_knn_idx,
+            "knn_sim": t_knn_sim,
         },
         "psg": {"x": vectors.psg_x, "msg": vectors.psg_msg},
     }

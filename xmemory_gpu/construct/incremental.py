@@ -59,7 +59,7 @@ from .segment import (
 )
 from .semantic import DEDUP_BLOCK, ONE_SOURCE, extract_statements, match_duplicates, without_question
 from .theme_memo import ThemeMemo
-from .theme_state import kept_graph_fits
+from .theme_state import kept_graph_fits, to_repair
 from .themes import ThemeState, grow_themes
 
 
@@ -582,12 +582,6 @@ def _old_graph(mem: MemorySlice | Memory) -> tuple[np.ndarray, np.ndarray, int]:
         sc = mem.cols["sem"]
         return sc["knn_idx"], sc["knn_sim"], mem.n("sem")
     return mem.sem_knn_idx, mem.sem_knn_sim, len(mem.semantics)
-
-
-def to_repair(sim: np.ndarray) -> np.ndarray:
-    """[n] bool: the kNN lists marked to be searched again (``forget`` marks a list that held a
-    forgotten row: no entries, similarities NaN)."""
-    return np.isnan(sim).all(axis=1) if sim.ndim == 2 and sim.shape[1] else np.zeros(len(sim), bool)
 
 
 def _graph_kept(mem: MemorySlice | Memory, k: int, drop: bool) -> bool:

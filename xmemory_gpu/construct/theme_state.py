@@ -35,6 +35,12 @@ from ..ops.rows import add_rows_in_order, live_rows, unit_rows
 ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**-24 x sum |u_i v_i| <= 6e-8)
 
 
+def to_repair(sim: np.ndarray) -> np.ndarray:
+    """[n] bool: the kNN lists marked to be searched again (``forget`` marks a list that held a
+    forgotten row: no entries, similarities NaN)."""
+    return np.isnan(sim).all(axis=1) if sim.ndim == 2 and sim.shape[1] else np.zeros(len(sim), bool)
+
+
 def kept_graph_fits(
     idx: np.ndarray,
     sim: np.ndarray,
@@ -120,15 +126,19 @@ class ThemeState:
         st.n_attached = int(n_attached)
         st.next_id = max([int(next_id), *[t + 1 for t in st.slot_of]])
         n_th = len(theme_ids)
+        redo = None if graph is None else to_repair(np.asarray(graph[1]))
         if (
             graph is not None
             and n_th
-            and kept_graph_fits(graph[0], graph[1], n_th, k, drop_nonpositive, ZERO_COSINE)
+            and kept_graph_fits(graph[0], graph[1], n_th, k, drop_nonpositive, ZERO_COSINE, repair=redo)
         ):
             st.graph_slots = np.arange(n_th, dtype=np.int64)
             st.graph_idx = np.asarray(graph[0], np.int32).copy()
             st.graph_sim = np.asarray(graph[1], np.float32).copy()
             st.graph_x = unit_rows(st.sums[:n_th], dtype=np.float32)
+            # a list to be searched again counts as a moved centroid: searched whole, offered to the rest
+            st.graph_x[redo] = np.nan
+            st.graph_idx[redo], st.graph_sim[redo] = -1, -np.inf
         return st
 
     # -- columns -----------------------------------------------------------------------------

@@ -57,8 +57,9 @@ def grow_themes(
     comparing every pair of unchanged themes again) and replaced, in place, by this growth's: one
     memory's whole state (``HeldThemes``), several memories' ``ThemeTop2``, or None where the stage
     kept no state. ``keep_state``: one memory whose state the caller keeps even when no step built it
-    (a delete's growth): it is built here for ``hints`` only, so that the next growth finds it (the f
-    returned stays None, as without it: the caller's f(P) is the one it records otherwise)."""
+    (a delete's growth): it is built here, so that the next growth finds it in ``hints``, and its f
+    is returned (the caller would otherwise score the partition again with ``partition_objective``,
+    whose sums run in another order: the two agree to a relative 1e-12)."""
     with _one_blas_thread():
         part = _grow(states, steps, cfg, backend, hints)
         stepped = part is not None
@@ -73,7 +74,7 @@ def grow_themes(
             hints[:] = [HeldThemes(part.detached(), states[0].x[: states[0].n_attached])]
         else:
             hints[:] = [part.block_top2(b) for b in range(len(states))]
-    if part is None or not stepped or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
+    if part is None or part.eps != cfg.eps or any(s.n_attached != len(s.x) for s in states):
         return None
     return np.array(part.f, np.float64)
 
