@@ -61,7 +61,7 @@ def replace_rows(x: MessageVectors, rows: list[int], new: MessageVectors) -> Mes
 def kept_lists(idx: np.ndarray, sim: np.ndarray, gone: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The semantic kNN lists (idx, sim [n, k], local rows) of the rows not ``gone`` [n] bool, their
     entries renumbered: a list that held a gone row is marked to be searched again (no entries,
-    similarities NaN: ``incremental.to_repair``); the others are the lists a build of what is left
+    similarities NaN: ``theme_state.to_repair``); the others are the lists a build of what is left
     gives (removing rows outside a top-k leaves it as it was)."""
     kept = np.flatnonzero(~gone)
     new_row = np.full(len(gone) + 1, -1, np.int64)  # old row -> new row (index -1: padding)

@@ -60,7 +60,7 @@ from .segment import (
 from .semantic import DEDUP_BLOCK, ONE_SOURCE, extract_statements, match_duplicates, without_question
 from .theme_memo import ThemeMemo
 from .theme_state import kept_graph_fits, to_repair
-from .themes import ThemeState, grow_themes
+from .themes import ThemeState, grow_themes, session_steps
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a growing memory's ids are matched by these on every write
@@ -208,9 +208,7 @@ def grow(
             {t: str(sm) for t, sm in zip(tc["id"].tolist(), tc["summary"].tolist()) if str(sm)},
         )
         theme_states.append(ts)
-        sess = np.asarray(g["new_sessions"], np.int64)
-        new_rows = np.arange(n_old, n_old + len(sess))
-        steps.append([new_rows[sess == v] for v in dict.fromkeys(sess.tolist())])
+        steps.append(session_steps(g["new_sessions"], n_old))
     hints = None if memo is None else [memo.get(sl.memory_id) for sl in slices]
     # a memory the memo keeps the state of keeps it through a growth with no theme step (a delete's)
     keep = memo is not None and len(slices) == 1 and memo.keeps_state(theme_states[0].n_attached)

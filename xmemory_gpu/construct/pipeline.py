@@ -41,7 +41,7 @@ from .plan import chunks as chunks
 from .progress import Advance, ShardProgress, Timings
 from .segment import MessageVectors, boundaries, embed_messages, episode_embeddings, make_episodes
 from .semantic import ONE_SOURCE, extract_statements, merge_duplicates
-from .themes import ThemeState, grow_themes
+from .themes import ThemeState, grow_themes, session_steps
 
 if TYPE_CHECKING:  # the LLM stages (and pydantic) are imported by who builds with an LLM
     from ..embed import Embedder
@@ -255,8 +255,7 @@ def build_themes(
     states = [ThemeState(x, cfg.knn.k_themes, cfg.knn.drop_nonpositive) for x in sem_x]
     steps = []
     for conv, nodes in zip(conversations, semantics):
-        sess = _node_sessions(conv, nodes)
-        steps.append([np.flatnonzero(sess == s) for s in dict.fromkeys(sess.tolist())])
+        steps.append(session_steps(_node_sessions(conv, nodes)))
     grow_themes(states, steps, cfg.theme, backend=backend)
     return states
 

@@ -36,8 +36,9 @@ ZERO_COSINE = 1e-6  # float32 cosines at most this are zero (rounding: about 2**
 
 
 def to_repair(sim: np.ndarray) -> np.ndarray:
-    """[n] bool: the kNN lists marked to be searched again (``forget`` marks a list that held a
-    forgotten row: no entries, similarities NaN)."""
+    """[n] bool: the kNN lists marked to be searched again (no entries, similarities NaN): ``forget``
+    marks a statement's list that held a forgotten row, and a theme's list where the theme lost a
+    member or the list held a theme left empty."""
     return np.isnan(sim).all(axis=1) if sim.ndim == 2 and sim.shape[1] else np.zeros(len(sim), bool)
 
 

@@ -79,6 +79,20 @@ def grow_themes(
     return np.array(part.f, np.float64)
 
 
+def session_steps(sessions: np.ndarray, first_row: int = 0) -> list[np.ndarray]:
+    """``grow_themes``' steps for nodes ``first_row, first_row + 1, ...`` of sessions [n]: one step per
+    run of consecutive nodes of one session, in row order (a chat's sessions, one after another). Rows
+    attach in ascending order, which the theme state needs: a session whose nodes are interleaved
+    with another's (messages given out of session order) takes one step per run."""
+    sessions = np.asarray(sessions, np.int64).reshape(-1)
+    cuts = np.flatnonzero(sessions[1:] != sessions[:-1]) + 1
+    return (
+        np.split(np.arange(first_row, first_row + len(sessions), dtype=np.int64), cuts)
+        if len(sessions)
+        else []
+    )
+
+
 @functools.cache
 def _blas_controller():
     """threadpoolctl's controller of the loaded BLAS libraries (scanned once), or None without it."""
