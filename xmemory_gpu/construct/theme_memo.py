@@ -11,9 +11,10 @@ next growth's theme stage pays for what changed:
 Bounded (least recently used first out, by bytes; a state too large for the bound is held as its
 ``ThemeTop2``). An entry is checked bit for bit where it is read (a state: the statement rows and
 theme labels it was built on; a ``ThemeTop2``: the themes' labels and sums), so one that is stale (a
-write this engine did not see) or dropped costs speed, never a different memory. A growth's entries
-wait (``put``) until its write is stored (``publish``): a write that fails leaves none of what it
-would have written."""
+write this engine did not see) or dropped costs speed, never a different memory (but for a delete's
+recorded f(P): the held state's where there is one, within a relative 1e-12 of a fresh score). A
+growth's entries wait (``put``) until its write is stored (``publish``): a write that fails leaves
+none of what it would have written."""
 
 from __future__ import annotations
 
