@@ -244,6 +244,18 @@ def test_longmemeval_converts_each_instance_to_a_chat(tmp_path: Path) -> None:
     )
 
 
+def test_a_knowledge_update_asking_for_the_earlier_value_takes_the_earlier_session(tmp_path: Path) -> None:
+    item = dict(LME[0], question_id="ku3", question="Where did I work before Acme?", answer="Initech")
+    f = tmp_path / "lme.json"
+    f.write_text(json.dumps([item]))
+    q = load_longmemeval(f)[0].questions[0]
+    assert (q.evidence, q.current, q.stale) == ([0], [0], [4])
+    # no word of the answer in either session: the latest, as before
+    f.write_text(json.dumps([dict(item, answer="somewhere else")]))
+    q = load_longmemeval(f)[0].questions[0]
+    assert (q.evidence, q.current, q.stale) == ([4], [4], [0])
+
+
 def test_longmemeval_folder_and_stratified_limit(tmp_path: Path) -> None:
     for i, x in enumerate(LME):
         (tmp_path / f"{i}_{x['question_id']}.json").write_text(json.dumps(x))

@@ -9,9 +9,11 @@ or a folder of JSON files holding one instance each (taken in name order).
 
 Mapping: a question id ending in ``_abs`` -> ``unanswerable`` (abstention: never said), any other
 -> ``first``; turns marked ``has_answer`` -> ``evidence``; for ``knowledge-update``, marked turns of
-the latest answer session are ``evidence`` and ``current``, those of earlier sessions ``stale``;
-``answer`` -> ``answer`` (questions without a marked turn are scored by evidence-word recall). ``--limit`` subsets are
-taken round-robin over question types (``stratified``), so a small one still has never-said questions.
+the answer session asked for are ``evidence`` and ``current``, those of the others ``stale`` (the
+session asked for: the latest, or an earlier one whose marked turns hold more of the answer's words:
+``asked_session``); ``answer`` -> ``answer`` (questions without a marked turn are scored by
+evidence-word recall). ``--limit`` subsets are taken round-robin over question types
+(``stratified``), so a small one still has never-said questions.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from ..text import content_words
 from .beam import PublicChat, PublicQuestion
 from .locomo import DatasetError
 
@@ -36,6 +39,16 @@ def _stamp(text: object, where: str) -> str | None:
         raise DatasetError(f"{where}: expected a date like 2023/05/20 (Sat) 00:31, got {text!r:.40}")
     y, mo, d, h, mi = (int(x) for x in m.groups())
     return datetime(y, mo, d, h, mi).strftime("%Y-%m-%dT%H:%M:00Z")
+
+
+def asked_session(order: list[int], marked: dict[int, list[int]], turns: list[tuple], answer: str) -> int:
+    """The answer session (``order``: oldest first) whose value a knowledge-update question asks for:
+    the one whose marked turns hold the most of the reference answer's content words, the latest on
+    a tie. Most ask for the latest value; some ask for an earlier one ("Where do I initially keep ...",
+    "What was my previous personal best ...?"), whose answer is the earlier session's."""
+    want = set(content_words(answer))
+    held = [len(want & {w for n in marked[s] for w in content_words(turns[n][1])}) for s in order]
+    return order[max(range(len(order)), key=lambda i: (held[i], i))]
 
 
 def convert(item: object, where: str) -> PublicChat:
@@ -77,8 +90,9 @@ def convert(item: object, where: str) -> PublicChat:
         answer_sessions = set(item.get("answer_session_ids") or [sids[s] for s in marked])
         order = sorted((s for s in marked if sids[s] in answer_sessions), key=lambda s: (str(dates[s]), s))
         if len(order) > 1:
-            current = marked[order[-1]]
-            stale = [n for s in order[:-1] for n in marked[s]]
+            asked = asked_session(order, marked, turns, str(item.get("answer", "")))
+            current = marked[asked]
+            stale = [n for s in order if s != asked for n in marked[s]]
             evidence = current
     unanswerable = qid.endswith("_abs")
     q = PublicQuestion(
