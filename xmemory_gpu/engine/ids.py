@@ -16,7 +16,6 @@ counters start after its largest id.
 from __future__ import annotations
 
 import re
-from collections import defaultdict, deque
 
 import numpy as np
 
@@ -75,6 +74,40 @@ def _in_id_order(epis: np.ndarray, epi_id: np.ndarray) -> np.ndarray:
     return out
 
 
+def ids_by_text(old_texts: list[str], old_ids: np.ndarray, new_texts: list[str]) -> np.ndarray:
+    """int64 [len(new_texts)]: for each new statement, in order, the id of the first stored statement
+    with its text (``statement_hash``) that no earlier new statement took, in the stored order; -1
+    where none is left. The j-th new statement of a text takes the j-th stored one's id."""
+    codes: dict[str, int] = {}
+    old_c = np.fromiter(
+        (codes.setdefault(statement_hash(t), len(codes)) for t in old_texts), np.int64, len(old_texts)
+    )
+    n_old_codes = len(codes)
+    new_c = np.fromiter(
+        (codes.setdefault(statement_hash(t), len(codes)) for t in new_texts), np.int64, len(new_texts)
+    )
+    out = np.full(len(new_texts), -1, np.int64)
+    known = np.flatnonzero(new_c < n_old_codes)  # a text no stored statement has takes no id
+    if not len(known) or not len(old_texts):
+        return out
+
+    def ranks(c: np.ndarray) -> np.ndarray:  # each entry's occurrence number among the entries of its code
+        order = np.argsort(c, kind="stable")
+        starts = np.searchsorted(c[order], c[order], side="left")
+        r = np.empty(len(c), np.int64)
+        r[order] = np.arange(len(c)) - starts
+        return r
+
+    width = max(len(old_texts), len(new_texts)) + 1
+    old_key = old_c * width + ranks(old_c)
+    new_key = new_c[known] * width + ranks(new_c[known])
+    order = np.argsort(old_key)
+    at = np.minimum(np.searchsorted(old_key[order], new_key), len(order) - 1)
+    hit = old_key[order][at] == new_key
+    out[known[hit]] = np.asarray(old_ids, np.int64)[order[at[hit]]]
+    return out
+
+
 def assign(old: MemorySlice | Memory, new: MemorySlice, dropped: set[str]) -> None:
     """Give ``new`` (``old`` grown, or without the ``dropped`` messages) stable ids, in place: its
     ``id`` columns, its statements' episode rows in the order of their ids, and its counters.
@@ -112,15 +145,11 @@ def assign(old: MemorySlice | Memory, new: MemorySlice, dropped: set[str]) -> No
         sem["id"][n_old:] = np.arange(nxt["semantic"], nxt["semantic"] + n_new)
         nxt["semantic"] += n_new
     else:
-        by_text: dict[str, deque[int]] = defaultdict(deque)
-        for text, sid in zip(old_text.tolist(), old.cols["sem"]["id"].tolist()):
-            by_text[statement_hash(text)].append(sid)
-        for r, text in enumerate(new_text.tolist()):
-            q = by_text.get(statement_hash(text))
-            if q:
-                sem["id"][r] = q.popleft()
-            else:
-                sem["id"][r], nxt["semantic"] = nxt["semantic"], nxt["semantic"] + 1
+        got = ids_by_text(old_text.tolist(), np.asarray(old.cols["sem"]["id"], np.int64), new_text.tolist())
+        fresh = np.flatnonzero(got < 0)
+        got[fresh] = np.arange(nxt["semantic"], nxt["semantic"] + len(fresh))
+        nxt["semantic"] += len(fresh)
+        sem["id"][:] = got
     sem["epis"] = _in_id_order(sem["epis"], epi["id"])  # each statement's episodes by their ids
     new.stats["ids"] = {"episode": nxt["episode"], "semantic": nxt["semantic"]}
     if new.engine is None:  # a memory the engine grows for the first time
