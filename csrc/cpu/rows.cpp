@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "xmemory/cpu_microkernel.h"
 #include "xmemory/gil.h"
 
 namespace py = pybind11;
@@ -85,8 +86,12 @@ void top2_row(double* v, int64_t k, int64_t* ti, double* tv) {
   }
 }
 
-// One block's top-2 (k themes from row t0 of u [., d]): every pair once, dot4(lower row, higher row).
-void top2_block(const double* u, int64_t d, int64_t t0, int64_t k, int64_t* ti, double* tv, std::vector<double>& cos) {
+#define XMEM_PER_ISA_BODY "top2_pairs.inc"
+#include "per_isa.inc"
+
+// One block's top-2 (k themes from row t0 of u [., d]): every pair once, dot4(lower row, higher row),
+// tiled for the best ISA this CPU runs (top2_pairs.inc; the same bits in every copy).
+void top2_block(const double* u, int64_t d, int64_t t0, int64_t k, int64_t* ti, double* tv) {
   constexpr double kNone = -std::numeric_limits<double>::infinity();
   if (k < 2) {
     for (int64_t i = 0; i < k; ++i) {
@@ -95,11 +100,27 @@ void top2_block(const double* u, int64_t d, int64_t t0, int64_t k, int64_t* ti, 
     }
     return;
   }
-  cos.assign(static_cast<size_t>(k * k), kNone);
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = i + 1; j < k; ++j)
-      cos[static_cast<size_t>(i * k + j)] = cos[static_cast<size_t>(j * k + i)] = dot4(u + (t0 + i) * d, u + (t0 + j) * d, d);
-  for (int64_t i = 0; i < k; ++i) top2_row(cos.data() + i * k, k, ti + 2 * (t0 + i), tv + 2 * (t0 + i));
+#ifdef XMEM_X86
+  switch (xmem::cpu_isa()) {
+    case xmem::Isa::Avx512: return isa_avx512::top2_block_tiled(u, d, t0, k, ti, tv);
+    case xmem::Isa::Avx2: return isa_avx2::top2_block_tiled(u, d, t0, k, ti, tv);
+    default: break;
+  }
+#endif
+  isa_base::top2_block_tiled(u, d, t0, k, ti, tv);
+}
+
+// po = dot4 of every row of pa [n, d] with every row of pb [m, d], [n, m]: dot4_gram_tiled for the
+// best ISA this CPU runs.
+void gram_rows(const double* pa, const double* pb, int64_t n, int64_t m, int64_t d, double* po) {
+#ifdef XMEM_X86
+  switch (xmem::cpu_isa()) {
+    case xmem::Isa::Avx512: return isa_avx512::dot4_gram_tiled(pa, pb, n, m, d, po);
+    case xmem::Isa::Avx2: return isa_avx2::dot4_gram_tiled(pa, pb, n, m, d, po);
+    default: break;
+  }
+#endif
+  isa_base::dot4_gram_tiled(pa, pb, n, m, d, po);
 }
 
 void check_top2_off(const char* op, int64_t t_all, const int64_t* off, int64_t nb) {
@@ -125,8 +146,7 @@ py::tuple top2_blocks(const py::array_t<double, py::array::c_style>& unit, const
   double* tv = val.mutable_data();
   {
     xmem::GilRelease release;
-    std::vector<double> cos;  // one block's cosines [k, k], each pair computed once (dot4 is symmetric)
-    for (int64_t b = 0; b < nb; ++b) top2_block(u, d, off[b], off[b + 1] - off[b], ti, tv, cos);
+    for (int64_t b = 0; b < nb; ++b) top2_block(u, d, off[b], off[b + 1] - off[b], ti, tv);
   }
   return py::make_tuple(idx, val);
 }
@@ -167,7 +187,7 @@ py::tuple top2_update(const py::array_t<double, py::array::c_style>& unit, const
   constexpr double kNone = -std::numeric_limits<double>::infinity();
   {
     xmem::GilRelease release;
-    std::vector<double> cos, cf, row;
+    std::vector<double> cf, row, fr_rows;
     std::vector<int64_t> rows, slot;
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t t0 = off[b], k = off[b + 1] - off[b];
@@ -176,26 +196,19 @@ py::tuple top2_update(const py::array_t<double, py::array::c_style>& unit, const
         if (fr[t0 + i]) rows.push_back(i);
       const int64_t nf = static_cast<int64_t>(rows.size());
       if (k < 3 || 2 * nf >= k) {
-        top2_block(u, d, t0, k, ti, tv, cos);
+        top2_block(u, d, t0, k, ti, tv);
         continue;
       }
       // the fresh rows' cosines [nf, k] (their own -inf), and each row's slot among them (-1 kept)
       slot.assign(static_cast<size_t>(k), -1);
       cf.assign(static_cast<size_t>(nf * k), kNone);
       for (int64_t f = 0; f < nf; ++f) slot[static_cast<size_t>(rows[f])] = f;
-      for (int64_t f = 0; f < nf; ++f) {
-        const int64_t i = rows[f];
-        for (int64_t j = 0; j < k; ++j) {
-          if (j == i) continue;
-          const int64_t g = slot[static_cast<size_t>(j)];
-          if (g >= 0 && g < f) {
-            cf[static_cast<size_t>(f * k + j)] = cf[static_cast<size_t>(g * k + i)];
-          } else {
-            const int64_t lo = std::min(i, j), hi = std::max(i, j);
-            cf[static_cast<size_t>(f * k + j)] = dot4(u + (t0 + lo) * d, u + (t0 + hi) * d, d);
-          }
-        }
-      }
+      // dot4(fresh row, row j): its products are dot4(lower, higher)'s (a product does not depend on
+      // its operands' order), so each pair has the bits top2_blocks gives it
+      fr_rows.resize(static_cast<size_t>(nf * d));
+      for (int64_t f = 0; f < nf; ++f) std::copy(u + (t0 + rows[f]) * d, u + (t0 + rows[f] + 1) * d, fr_rows.begin() + f * d);
+      gram_rows(fr_rows.data(), u + t0 * d, nf, k, d, cf.data());
+      for (int64_t f = 0; f < nf; ++f) cf[static_cast<size_t>(f * k + rows[f])] = kNone;
       row.resize(static_cast<size_t>(k));
       for (int64_t f = 0; f < nf; ++f) {
         std::copy(cf.begin() + f * k, cf.begin() + (f + 1) * k, row.begin());
@@ -254,8 +267,7 @@ py::array_t<double> dot4_gram(const py::array_t<double, py::array::c_style>& a, 
   double* po = out.mutable_data();
   {
     xmem::GilRelease release;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) po[i * m + j] = dot4(pa + i * d, pb + j * d, d);
+    gram_rows(pa, pb, n, m, d, po);
   }
   return out;
 }

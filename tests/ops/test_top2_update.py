@@ -10,7 +10,7 @@ import pytest
 from xmemory_gpu.ops import available_backends
 from xmemory_gpu.ops.objective import PartitionState
 from xmemory_gpu.ops.objective.state import top2_blocks, top2_update
-from xmemory_gpu.ops.rows import unit_rows
+from xmemory_gpu.ops.rows import dot4_gram, unit_rows
 
 BACKENDS = ["reference"] + (["cpu"] if available_backends()["cpu"].available else [])
 
@@ -168,3 +168,34 @@ def test_shallow_copies_extend_apart():
         assert s.x.tobytes() == ref.x.tobytes()
         _same((s.top_idx, s.top_cos), (ref.top_idx, ref.top_cos))
         assert s.theme_sum.tobytes() == ref.theme_sum.tobytes()
+
+
+@pytest.mark.parametrize("d", [3, 32, 37, 384])
+def test_top2_blocks_tiled_equals_the_reference_on_every_isa(monkeypatch, d):
+    """The C++ top-2 (pairs in tiles of rows, each row's two best kept as the pairs come) and
+    ``dot4_gram`` (tiles of rows) against the reference's argmax per row and its products, bit for
+    bit, on every ISA this CPU runs: blocks past a tile's and a run's rows, tied and zero centroids,
+    a NaN and an infinite entry."""
+    if "cpu" not in BACKENDS:
+        pytest.skip("the C++ module is not built")
+    from xmemory_gpu import _C
+
+    rng = np.random.default_rng(d)
+    sizes = [0, 1, 2, 3, 5, 97, 190, 7]
+    off = np.cumsum([0] + sizes).astype(np.int64)
+    unit = unit_rows(_tied_rows(rng, int(off[-1]), d))
+    unit[off[6] + 4, 0] = np.nan  # one row's cosines NaN
+    unit[off[6] + 9, : min(d, 2)] = [np.inf, -np.inf][: min(d, 2)]
+    want = top2_blocks(unit, off, backend="reference")
+    seen = 0
+    for isa in ("scalar", "avx2", "avx512"):
+        monkeypatch.setenv("XMEM_CPU_ISA", isa)
+        if _C.cpu_isa() != isa:
+            continue
+        seen += 1
+        _same(top2_blocks(unit, off, backend="cpu"), want)
+        a, b = unit[off[5] : off[5] + 40], unit[off[6] :]
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        ref = dot4_gram(a, b, backend="reference")
+        assert dot4_gram(a, b, backend="cpu").tobytes() == ref.tobytes()
+    assert seen >= 1

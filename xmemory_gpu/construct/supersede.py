@@ -525,7 +525,10 @@ def supersessions(
             fx = unit_rows(np.asarray(encode(list(heads.values()))), dtype=np.asarray(x).dtype)
             rows_c = list(heads)
             sims[rows_c] = np.maximum(sims[rows_c], dot4_gram(fx, x))
-    close = np.flatnonzero((sims >= threshold).any(axis=0))  # only these rows are read
+    # only these rows are read: close enough to a change statement of their own speaker (no other
+    # row can be superseded); a cold process reads each one's patterns once
+    own = spk[np.asarray(changes_at)][:, None] == spk[None, :]
+    close = np.flatnonzero(((sims >= threshold) & own).any(axis=0))
     masks = np.zeros(n, np.int64)
     subj: dict[int, bytes | None] = {}
     for i in close.tolist():
