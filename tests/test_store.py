@@ -491,7 +491,8 @@ except StoreError as exc:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ as on Linux")
 @pytest.mark.parametrize("path", ["native", "python"])
-@pytest.mark.parametrize("n", [3, 17])  # an fsync each; one sync of the file system for all
+# one memory: streamed from its columns (write_hashed); 3: an fsync each; 17: one sync of the file system
+@pytest.mark.parametrize("n", [1, 3, 17])
 def test_a_failed_write_names_its_memory_and_leaves_nothing(tmp_path, path, n):
     """A write that fails part-way (the file size limit: EFBIG, as a full disk's ENOSPC) names the
     memory whose file failed; the store keeps no file of the commit."""
@@ -502,3 +503,29 @@ def test_a_failed_write_names_its_memory_and_leaves_nothing(tmp_path, path, n):
         timeout=120,
     )
     assert out.stdout.strip() == "failed True [] []", out.stdout + out.stderr
+
+
+def test_a_streamed_base_file_holds_the_packed_bytes(tmp_path):
+    """A commit of one memory streams its base file from the slice's columns (``write_hashed``, the
+    hash on the writer's thread): the file is the packed container byte for byte, named and
+    catalogued by its sha256, and reads back as the slice; a commit of several packs them."""
+    import hashlib
+
+    from xmemory_gpu.memory.codec import slice_to_bytes
+
+    data = write_json(generate_conversations(2, seed=9), tmp_path / "s.json")
+    slices = [
+        slice_from_memory(m) for m in build_memories(load_locomo(data), HashingEmbedder(32), XMemoryConfig())
+    ]
+    st = Store.create(tmp_path / "store", dim=32, embedder="hashing-32", config={})
+    st.commit([slices[0]])
+    st.commit([slices[1]])
+    for sl in slices:
+        want = slice_to_bytes(sl)
+        digest = hashlib.sha256(want).hexdigest()
+        (path,) = (tmp_path / "store" / "arrays").glob(f"*-{digest[:12]}.slice")
+        assert path.read_bytes() == want
+        assert st.check(sl.memory_id) is None
+        assert slice_to_bytes(st.get_slice(sl.memory_id)) == want
+    assert not list((tmp_path / "store" / "arrays").glob(".*"))  # no temporary file left
+    st.close()

@@ -77,6 +77,8 @@ def test_containers_equal_the_reference(seed):
     names, arrays = _arrays(rng)
     data = columns.pack_arrays(names, arrays, backend="cpu")
     assert data == columns.pack_arrays(names, arrays, backend="reference")
+    pieces, size = columns.container_pieces(names, arrays)  # what a streamed file write takes
+    assert b"".join(pieces) == data and size == len(data)
     assert len(data) % 64 == 0 and data[:8] == columns.MAGIC
     got = _views(data, "cpu")
     assert _same(got, _views(data, "reference"))

@@ -113,8 +113,8 @@ def unpack_arrays(data: bytes | bytearray, where: str = "container") -> dict[str
         raise SliceFormatError(f"{where}: {exc}") from None
 
 
-def slice_to_bytes(sl: MemorySlice) -> bytes:
-    """Memory ``sl``'s columns as one container (see the module docstring)."""
+def slice_arrays(sl: MemorySlice) -> dict[str, np.ndarray]:
+    """Memory ``sl``'s stored columns as the container's named arrays (text as UTF-8 bytes and offsets)."""
     arrays: dict[str, np.ndarray] = {}
     for lv in LEVELS:
         for name, a in sl.cols[lv].items():
@@ -124,18 +124,39 @@ def slice_to_bytes(sl: MemorySlice) -> bytes:
                 arrays[f"{lv}.{name}.utf8"], arrays[f"{lv}.{name}.off"] = columns.join_utf8(a.tolist())
             else:
                 arrays[f"{lv}.{name}"] = a
-    return pack_arrays(arrays)
+    return arrays
+
+
+def slice_to_bytes(sl: MemorySlice) -> bytes:
+    """Memory ``sl``'s columns as one container (see the module docstring)."""
+    return pack_arrays(slice_arrays(sl))
+
+
+def slice_pieces(sl: MemorySlice, dim: int, *, checked: bool = False) -> tuple[list[memoryview], int]:
+    """:func:`slice_to_bytes`'s bytes in consecutive pieces over the slice's own buffers, and their
+    length (``columns.container_pieces``: a writer streams them to the file, hashing them on the way,
+    with no copy of the memory), after the checks of :func:`encode_checked`."""
+    _check_for(sl, dim, checked)
+    arrays = slice_arrays(sl)
+    try:
+        return columns.container_pieces(list(arrays), list(arrays.values()))
+    except columns.ColumnsError as exc:
+        raise SliceFormatError(str(exc)) from None
+
+
+def _check_for(sl: MemorySlice, dim: int, checked: bool) -> None:
+    d = sl.cols["msg"]["x"].shape[-1]
+    if d != dim:
+        raise SliceFormatError(f"memory {sl.memory_id}: dim {d} != store dim {dim}")
+    if not checked:
+        check_slice(sl, dim)
 
 
 def encode_checked(sl: MemorySlice, dim: int, *, checked: bool = False) -> tuple[bytes, str]:
     """What a backend writes for a memory: its bytes (:func:`slice_to_bytes`) and their sha256,
     after :func:`check_slice` (``SliceFormatError`` for a slice of another dimension or broken;
     ``checked``: the caller ran it on this slice already)."""
-    d = sl.cols["msg"]["x"].shape[-1]
-    if d != dim:
-        raise SliceFormatError(f"memory {sl.memory_id}: dim {d} != store dim {dim}")
-    if not checked:
-        check_slice(sl, dim)
+    _check_for(sl, dim, checked)
     data = slice_to_bytes(sl)
     return data, hashlib.sha256(data).hexdigest()
 

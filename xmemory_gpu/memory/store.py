@@ -50,6 +50,7 @@ embeds those itself) until the engine's writable open embeds their passages
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -83,6 +84,7 @@ from .codec import (
     encode_slice,
     slice_from_arrays,
     slice_from_bytes,
+    slice_pieces,
     stored_columns,
     unpack_arrays,
 )
@@ -96,7 +98,7 @@ from .deltas import (
     diff,
     encode_delta,
 )
-from .durable import write_durable
+from .durable import write_durable, write_hashed
 from .engine_state import without_state
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
@@ -184,6 +186,7 @@ class _Plan:
     cache: bool = False  # a base: remember its version for the next commit's delta
     shapes: tuple[int, ...] | None = None  # the version's ragged and kNN widths (``_widths_of``)
     against_copy: bool = False  # ``change`` is from the caller's copy (``commit(previous=)``)
+    pieces: list[memoryview] | None = None  # a base streamed to its file (``_write_streamed``), not packed
 
 
 # the stored ragged and kNN columns: their widths vary by version (a bank pads them wider)
@@ -605,6 +608,32 @@ class Store:
         """``data`` in the new file ``name`` (temp, fsync, rename)."""
         self._write([(memory_id, name, data)])
 
+    def _write_streamed(self, pl: _Plan, live: set[str]) -> None:
+        """``pl``'s base file streamed from its pieces (``write_hashed``: written while the store's
+        writer thread hashes them), then renamed to its content's name; ``pl`` then holds the name
+        and sha256 (``_finish`` fsyncs the folder). ``StoreError`` naming the memory on failure,
+        nothing of the commit left behind."""
+        arrays, mid = self.path / "arrays", pl.memory_id
+        tmp = arrays / f".{_key(mid)}.{os.getpid()}.{threading.get_ident()}.stream.tmp"
+        name = None
+        try:
+            digest = write_hashed(tmp, pl.pieces, self._writer())
+            name = f"{_key(mid)}-{digest[:12]}.slice"
+            os.replace(tmp, arrays / name)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StoreError(
+                f"{self.path}: cannot write memory {mid!r}: {exc.strerror or exc} "
+                "(nothing of this commit was stored)"
+            ) from None
+        except BaseException:  # an interrupt: the file may exist under either name, nothing names it
+            tmp.unlink(missing_ok=True)
+            if name is not None:
+                self._remove_new([name], live)
+            raise
+        pl.name, pl.sha256, pl.pieces = name, digest, None
+        pl.unit = dataclasses.replace(pl.unit, sha256=digest)
+
     def _writer(self) -> ThreadPoolExecutor:
         """The store's background writer (one thread, started once per process), which runs a
         commit's ``_write`` while the caller goes on. A Store must not be used across ``fork``
@@ -723,13 +752,17 @@ class Store:
                 bool(redact.get(sl.memory_id)),
                 held.get(sl.memory_id),
                 keep_copy=previous is None,
+                stream=len(slices) == 1,
             )
             for sl in slices
         ]
         files = [(pl.memory_id, pl.name, pl.data) for pl in plans if pl.name is not None]
         live = {f for old in olds.values() if old is not None for f in old.files()}
         done: Future = Future()
-        if not files:
+        if plans and plans[0].pieces is not None:  # one base file (an engine's delete): streamed here
+            self._write_streamed(plans[0], live)
+            done.set_result(None)
+        elif not files:
             done.set_result(None)
         elif len(files) > 1:
             done = self._writer().submit(self._write, files)
@@ -768,11 +801,13 @@ class Store:
         prev: tuple[str, MemorySlice] | None = None,
         *,
         keep_copy: bool = True,
+        stream: bool = False,
     ) -> _Plan:
         """What to write for ``unit``: a delta when ``_delta_plan`` gives one (against ``prev``, the
         caller's copy of the stored version, when it names the catalogue's last file; else against
         ``committed``), else a base file (kept in ``committed`` for the next commit when it replaces
-        a memory and ``keep_copy``: the caller keeps no copies)."""
+        a memory and ``keep_copy``: the caller keeps no copies). ``stream``: the commit's one memory,
+        whose base file (one this store does not keep) is left to ``_write_streamed``."""
         mid, checked = unit.memory_id, False
         if (
             isinstance(unit, MemorySlice)
@@ -791,6 +826,22 @@ class Store:
                 if plan is not None:
                     plan.shapes, plan.against_copy = _widths_of(unit), cols is not None
                     return plan
+        cache = replace and isinstance(unit, MemorySlice) and keep_copy
+        if stream and isinstance(unit, MemorySlice) and not cache:
+            try:
+                pieces, _ = slice_pieces(unit, self.dim, checked=checked)
+            except SliceFormatError as exc:
+                raise StoreError(f"{self.path}: {exc}") from None
+            enc = EncodedSlice(
+                mid,
+                b"",
+                "",
+                self.dim,
+                catalogue_stats(unit),
+                {lv: unit.n(lv) for lv in LEVELS},
+                [str(i) for i in unit.cols["msg"]["id"].tolist()],
+            )
+            return _Plan(mid, "base", old, unit=enc, pieces=pieces, shapes=_widths_of(unit))
         name, enc = self._encode(unit, checked=checked)
         return _Plan(
             mid,
@@ -800,7 +851,7 @@ class Store:
             unit=enc,
             data=enc.data,
             sha256=enc.sha256,
-            cache=replace and isinstance(unit, MemorySlice) and keep_copy,
+            cache=cache,
             shapes=_widths_of(unit) if isinstance(unit, MemorySlice) else None,
         )
 

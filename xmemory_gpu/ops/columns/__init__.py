@@ -13,7 +13,7 @@ import numpy as np
 
 from ..backends import host_backend, implementation, register, resolve_backend
 from .contract import ACCEPTS
-from .reference import ALIGN, DTYPES, MAGIC, ColumnsError, aligned
+from .reference import ALIGN, DTYPES, MAGIC, ColumnsError, aligned, container_pieces
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
 for _op in ("pack_arrays", "join_utf8", "split_utf8", "container_views", "values_ok"):
@@ -99,6 +99,7 @@ __all__ = [
     "MAGIC",
     "ColumnsError",
     "aligned",
+    "container_pieces",
     "container_views",
     "join_utf8",
     "pack_arrays",

@@ -23,8 +23,10 @@ def aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def pack_arrays(names: list[str], arrays: list[np.ndarray]) -> bytes:
-    """Named numeric arrays as one container; each array's bytes copied once, into the container."""
+def container_pieces(names: list[str], arrays: list[np.ndarray]) -> tuple[list[memoryview], int]:
+    """Named numeric arrays as the container's bytes in consecutive pieces (the header, then each
+    array's own buffer, without a copy, with the zero padding between) and their total length: what
+    ``pack_arrays`` joins, for a writer that streams them to a file."""
     entries, parts, offset = [], [], 0
     for name, a in zip(names, arrays):
         a = np.ascontiguousarray(a)  # as the format has always done: a 0-d array is stored as shape [1]
@@ -34,17 +36,26 @@ def pack_arrays(names: list[str], arrays: list[np.ndarray]) -> bytes:
                 f"array {name}: dtype {a.dtype} cannot be stored (expected one of {sorted(DTYPES)})"
             )
         entries.append({"name": name, "dtype": dt.str, "shape": list(a.shape), "offset": offset})
-        parts.append((offset, a, dt))
+        parts.append((offset, a if a.dtype == dt else a.astype(dt)))
         offset += aligned(a.size * dt.itemsize)
     header = json.dumps({"arrays": entries}, separators=(",", ":")).encode()
     head = MAGIC + struct.pack("<Q", len(header)) + header
     base = aligned(len(head))
-    out = bytearray(base + offset)  # zeros: the padding
-    out[: len(head)] = head
-    for off, a, dt in parts:
-        if a.size:
-            np.frombuffer(out, dt, a.size, base + off).reshape(a.shape)[...] = a
-    return bytes(out)
+    zeros = memoryview(bytes(ALIGN))
+    pieces, at = [memoryview(head), zeros[: base - len(head)]], 0
+    for off, a in parts:
+        if off > at:
+            pieces.append(zeros[: off - at])
+        pieces.append(memoryview(a.reshape(-1).view(np.uint8)))
+        at = off + a.nbytes
+    if offset > at:
+        pieces.append(zeros[: offset - at])
+    return [p for p in pieces if p.nbytes], base + offset
+
+
+def pack_arrays(names: list[str], arrays: list[np.ndarray]) -> bytes:
+    """Named numeric arrays as one container; each array's bytes copied once, into the container."""
+    return b"".join(container_pieces(names, arrays)[0])
 
 
 def join_utf8(texts: list) -> tuple[np.ndarray, np.ndarray]:
