@@ -144,3 +144,47 @@ def test_a_folder_that_cannot_be_synced_raises_after_the_files_land(tmp_path, ba
         write_durable(files, backend=backend)
     assert info.value.errno == errno.EACCES and info.value.filename == str(tmp_path)
     assert all(dst.read_bytes() == data for _, dst, data in files)
+
+
+def test_write_hashed_streams_every_piece_and_hashes_them(tmp_path, monkeypatch):
+    """``write_hashed``: the pieces' bytes in order (short writes continued, more pieces than one
+    writev takes, and without ``os.writev``), their sha256, the file synced; a failed write leaves no
+    file."""
+    import hashlib
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from xmemory_gpu.memory import durable
+
+    rng = np.random.default_rng(0)
+    pieces = [memoryview(rng.integers(0, 256, int(n), dtype=np.uint8)) for n in rng.integers(0, 5000, 1300)]
+    want = b"".join(pieces)
+    real = os.writev
+
+    def short(fd, bufs):  # at most 777 bytes a call
+        return real(fd, [bytes(b"".join(bufs)[:777])])
+
+    with ThreadPoolExecutor(1) as pool:
+        for name, patch in (("whole", None), ("short", short), ("none", False)):
+            if patch is False:
+                monkeypatch.delattr(os, "writev")
+            elif patch is not None:
+                monkeypatch.setattr(os, "writev", patch)
+            path = tmp_path / name
+            assert durable.write_hashed(path, pieces, pool) == hashlib.sha256(want).hexdigest()
+            assert path.read_bytes() == want
+            monkeypatch.undo()
+
+        def fails(fd, bufs):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(os, "writev", fails)
+        try:
+            durable.write_hashed(tmp_path / "full", pieces, pool)
+        except OSError as exc:
+            assert exc.errno == 28
+        else:
+            raise AssertionError("the write did not fail")
+        assert not (tmp_path / "full").exists()

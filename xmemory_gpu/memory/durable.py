@@ -27,9 +27,10 @@ def _writev_all(fd: int, pieces: Sequence[memoryview]) -> None:
     """Every byte of ``pieces``, in order, to ``fd`` (``os.writev`` writes from the buffers themselves;
     a short write goes on from where it stopped)."""
     todo = [p.cast("B") if p.format != "B" or p.ndim != 1 else p for p in pieces]
+    writev = getattr(os, "writev", None) or (lambda f, bufs: os.write(f, bufs[0]))  # no writev: one by one
     i = 0
     while i < len(todo):
-        n = os.writev(fd, todo[i : i + _IOV])
+        n = writev(fd, todo[i : i + _IOV])
         while n and i < len(todo):
             if n >= todo[i].nbytes:
                 n -= todo[i].nbytes
