@@ -90,7 +90,7 @@ void top2_row(double* v, int64_t k, int64_t* ti, double* tv) {
 #include "per_isa.inc"
 
 // One block's top-2 (k themes from row t0 of u [., d]): every pair once, dot4(lower row, higher row),
-// tiled for the best ISA this CPU runs (top2_pairs.inc; the same bits in every copy).
+// tiled for the best ISA this CPU runs (top2_pairs.inc; the same numbers in every copy).
 void top2_block(const double* u, int64_t d, int64_t t0, int64_t k, int64_t* ti, double* tv) {
   constexpr double kNone = -std::numeric_limits<double>::infinity();
   if (k < 2) {
@@ -204,7 +204,7 @@ py::tuple top2_update(const py::array_t<double, py::array::c_style>& unit, const
       cf.assign(static_cast<size_t>(nf * k), kNone);
       for (int64_t f = 0; f < nf; ++f) slot[static_cast<size_t>(rows[f])] = f;
       // dot4(fresh row, row j): its products are dot4(lower, higher)'s (a product does not depend on
-      // its operands' order), so each pair has the bits top2_blocks gives it
+      // its operands' order), so each pair has the value top2_blocks gives it (a NaN's sign aside)
       fr_rows.resize(static_cast<size_t>(nf * d));
       for (int64_t f = 0; f < nf; ++f) std::copy(u + (t0 + rows[f]) * d, u + (t0 + rows[f] + 1) * d, fr_rows.begin() + f * d);
       gram_rows(fr_rows.data(), u + t0 * d, nf, k, d, cf.data());
