@@ -95,8 +95,11 @@ def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
         raise SliceFormatError(str(exc)) from None
 
 
-def unpack_arrays(data: bytes | bytearray, where: str = "container") -> dict[str, np.ndarray]:
-    """The arrays of a container, as writable arrays over one copy of ``data``; a container that is
+def unpack_arrays(
+    data: bytes | bytearray, where: str = "container", *, own: bool = False
+) -> dict[str, np.ndarray]:
+    """The arrays of a container, as writable arrays over one copy of ``data`` (over ``data`` itself
+    when ``own`` and it is a ``bytearray`` the caller gives up: a file just read); a container that is
     cut, malformed or names another dtype raises ``SliceFormatError``."""
     if len(data) < 16 or bytes(data[:8]) != MAGIC:
         raise SliceFormatError(f"{where}: not a memory's columns (no {MAGIC.decode()} header)")
@@ -108,7 +111,8 @@ def unpack_arrays(data: bytes | bytearray, where: str = "container") -> dict[str
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise SliceFormatError(f"{where}: the header is not valid ({type(exc).__name__})") from None
     try:
-        return columns.container_views(entries, bytearray(data), aligned(16 + n))
+        buf = data if own and isinstance(data, bytearray) else bytearray(data)
+        return columns.container_views(entries, buf, aligned(16 + n))
     except columns.ColumnsError as exc:
         raise SliceFormatError(f"{where}: {exc}") from None
 
@@ -215,10 +219,13 @@ def catalogue_stats(sl: MemorySlice) -> dict[str, Any]:
     return dict(sl.stats) if sl.engine is None else {**sl.stats, ENGINE_KEY: sl.engine.as_dict()}
 
 
-def slice_from_bytes(memory_id: str, data: bytes, stats: dict[str, Any], fmt: int = FORMAT) -> MemorySlice:
+def slice_from_bytes(
+    memory_id: str, data: bytes | bytearray, stats: dict[str, Any], fmt: int = FORMAT, *, own: bool = False
+) -> MemorySlice:
     """The inverse of :func:`slice_to_bytes`; every column of the bank's layout for file format
-    ``fmt`` must be present with its dtype (``SliceFormatError`` names the first that is not)."""
-    return slice_from_arrays(memory_id, unpack_arrays(data, f"memory {memory_id}"), stats, fmt)
+    ``fmt`` must be present with its dtype (``SliceFormatError`` names the first that is not).
+    ``own``: as :func:`unpack_arrays`'."""
+    return slice_from_arrays(memory_id, unpack_arrays(data, f"memory {memory_id}", own=own), stats, fmt)
 
 
 def stored_columns() -> list[tuple[str, str, bool]]:

@@ -253,8 +253,25 @@ class _Damaged(Exception):
         self.memory_id, self.reason = memory_id, reason
 
 
-def _sha256(data: bytes) -> str:
+def _sha256(data: bytes | bytearray) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _read_into(path: Path) -> bytearray:
+    """A file's bytes in one buffer of their size (no second copy, as ``bytes`` then ``bytearray``
+    would make); a file that changes size while it is read is read to its end."""
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(os.fstat(f.fileno()).st_size)
+        view, got = memoryview(buf), 0
+        while got < len(buf):
+            n = f.readinto(view[got:])
+            if not n:
+                del view
+                return buf[:got]
+            got += n
+        del view
+        rest = f.read()
+    return buf + rest if rest else buf
 
 
 def _reason(exc: BaseException) -> str:
@@ -1410,9 +1427,10 @@ class Store:
         )
         return self._arrays_path(fname, where), digest, stats, where, fmt, counts, chain
 
-    def _read_verified(self, path: Path, digest: str, where: str) -> bytes:
+    def _read_verified(self, path: Path, digest: str, where: str) -> bytearray:
+        """The file's bytes, read into a fresh buffer the caller owns, and checked against ``digest``."""
         try:
-            data = path.read_bytes()
+            data = _read_into(path)
         except FileNotFoundError:
             raise StoreError(f"{where}: file {path} is missing") from None
         except OSError as exc:
@@ -1443,12 +1461,15 @@ class Store:
                     raise SliceFormatError(f"memory {memory_id}: deltas on a file of format {fmt}")
                 w = f"memory {memory_id}"
                 arrays = apply_chain(
-                    unpack_arrays(data, w), [(unpack_arrays(d, w), sha) for d, sha in deltas], digest, w
+                    unpack_arrays(data, w, own=True),
+                    [(unpack_arrays(d, w, own=True), sha) for d, sha in deltas],
+                    digest,
+                    w,
                 )
                 sl = slice_from_arrays(memory_id, arrays, stats, fmt)
                 check_slice(sl, self.dim, counts)
             else:
-                sl = slice_from_bytes(memory_id, data, stats, fmt)
+                sl = slice_from_bytes(memory_id, data, stats, fmt, own=True)
                 check_slice(sl, self.dim, counts)
         except legacy.LegacyError as exc:
             raise StoreError(str(exc)) from None
