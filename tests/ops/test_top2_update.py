@@ -185,14 +185,15 @@ def _one_nan(x):
 def test_top2_blocks_tiled_equals_the_reference_on_every_isa(monkeypatch, d):
     """The C++ top-2 (pairs in tiles of rows, each row's two best kept as the pairs come) and
     ``dot4_gram`` (tiles of rows) against the reference's argmax per row and its products, bit for
-    bit (a NaN's sign aside), on every ISA this CPU runs: blocks past a tile's and a run's rows, tied
-    and zero centroids, a NaN and an infinite entry."""
+    bit (a NaN's sign aside), on every ISA this CPU runs: blocks past a tile's and a run's rows, one
+    large enough to share its runs between threads, tied and zero centroids, a NaN and an infinite
+    entry."""
     if "cpu" not in BACKENDS:
         pytest.skip("the C++ module is not built")
     from xmemory_gpu import _C
 
     rng = np.random.default_rng(d)
-    sizes = [0, 1, 2, 3, 5, 97, 190, 7]
+    sizes = [0, 1, 2, 3, 5, 97, 190, 7] + ([450] if d == 384 else [])  # 450 x 450 / 2 x 384: threads
     off = np.cumsum([0] + sizes).astype(np.int64)
     unit = unit_rows(_tied_rows(rng, int(off[-1]), d))
     unit[off[6] + 4, 0] = np.nan  # one row's cosines NaN
