@@ -26,11 +26,10 @@ def _sha256(pieces: Sequence[memoryview]) -> str:
 def _writev_all(fd: int, pieces: Sequence[memoryview]) -> None:
     """Every byte of ``pieces``, in order, to ``fd`` (``os.writev`` writes from the buffers themselves;
     a short write goes on from where it stopped)."""
-    todo = [p.cast("B") if p.format != "B" or p.ndim != 1 else p for p in pieces]
-    writev = getattr(os, "writev", None) or (lambda f, bufs: os.write(f, bufs[0]))  # no writev: one by one
+    todo = [p.cast("B") if p.format != "B" or p.ndim != 1 else p for p in pieces if p.nbytes]
     i = 0
     while i < len(todo):
-        n = writev(fd, todo[i : i + _IOV])
+        n = os.writev(fd, todo[i : i + _IOV])
         while n and i < len(todo):
             if n >= todo[i].nbytes:
                 n -= todo[i].nbytes
@@ -43,9 +42,14 @@ def write_hashed(path: Path, pieces: Sequence[memoryview], hasher: Executor) -> 
     """The bytes of ``pieces`` (in order) in the new file ``path`` (created or truncated, mode 0666
     less the umask, as ``write_durable``'s files), on disk (fsync) when this returns, and their sha256
     (hex), computed on ``hasher``'s thread while the file is written: the hash costs the write's time,
-    not its own, and no piece is copied into one buffer first. The caller renames the file and
-    fsyncs its folder; on any failure the file is removed and the error raised."""
-    hashed = hasher.submit(_sha256, pieces)
+    not its own, and no piece is copied into one buffer first (an executor that no longer takes work,
+    as at the interpreter's exit: hashed here after the write). The caller renames the file and
+    fsyncs its folder; on any failure the file is removed and the error raised. POSIX (``os.writev``),
+    as the store is."""
+    try:
+        hashed = hasher.submit(_sha256, pieces)
+    except RuntimeError:  # shut down
+        hashed = None
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
         try:
@@ -53,9 +57,10 @@ def write_hashed(path: Path, pieces: Sequence[memoryview], hasher: Executor) -> 
             os.fsync(fd)
         finally:
             os.close(fd)
-        return hashed.result()
+        return hashed.result() if hashed is not None else _sha256(pieces)
     except BaseException:
-        wait([hashed])  # the thread reads the caller's buffers: done before they are given back
+        if hashed is not None:
+            wait([hashed])  # the thread reads the caller's buffers: done before they are given back
         try:
             path.unlink(missing_ok=True)
         except OSError:

@@ -320,7 +320,7 @@ class Store:
         self.path = path
         self._conn = conn
         self._pool: ThreadPoolExecutor | None = (
-            None  # the background writer, started by the first commit of several
+            None  # the background writer (and a streamed file's hasher), started when first needed
         )
         self._pool_pid = 0  # the process that started it
         self._pending: PendingCommit | None = None  # a commit started and not yet finished or abandoned
@@ -637,6 +637,8 @@ class Store:
             digest = write_hashed(tmp, pl.pieces, self._writer())
             name = f"{_key(mid)}-{digest[:12]}.slice"
             os.replace(tmp, arrays / name)
+            pl.unit = dataclasses.replace(pl.unit, sha256=digest)
+            pl.name, pl.sha256, pl.pieces = name, digest, None
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise StoreError(
@@ -648,12 +650,10 @@ class Store:
             if name is not None:
                 self._remove_new([name], live)
             raise
-        pl.name, pl.sha256, pl.pieces = name, digest, None
-        pl.unit = dataclasses.replace(pl.unit, sha256=digest)
 
     def _writer(self) -> ThreadPoolExecutor:
         """The store's background writer (one thread, started once per process), which runs a
-        commit's ``_write`` while the caller goes on. A Store must not be used across ``fork``
+        commit's ``_write`` while the caller goes on, or hashes a streamed file while it is written. A Store must not be used across ``fork``
         (SQLite's rule: a child opens its own); should a child still commit, it starts its own
         writer rather than wait on an inherited one, which has no thread there."""
         if self._pool is None or self._pool_pid != os.getpid():
@@ -730,7 +730,8 @@ class Store:
         before any file is written), their files then written by the store's background writer
         while the caller goes on (a bulk build builds its next shard meanwhile). A memory whose
         last version this store wrote or read is written as a delta when the commit only appends
-        to its messages and removes no row (``_delta_plan``), as a base file otherwise. The returned
+        to its messages and removes no row (``_delta_plan``), as a base file otherwise; a commit of
+        one memory writes its base file here, streamed from its columns (``_write_streamed``). The returned
         :class:`PendingCommit`'s ``finish`` waits for the files and commits the catalogue;
         ``abandon`` removes them. One pending commit at a time."""
         if self._pending is not None:
@@ -776,9 +777,13 @@ class Store:
         files = [(pl.memory_id, pl.name, pl.data) for pl in plans if pl.name is not None]
         live = {f for old in olds.values() if old is not None for f in old.files()}
         done: Future = Future()
-        if plans and plans[0].pieces is not None:  # one base file (an engine's delete): streamed here
-            self._write_streamed(plans[0], live)
-            done.set_result(None)
+        if plans and plans[0].pieces is not None:  # a commit of one memory's base file: streamed here
+            self._write_streamed(plans[0], live)  # (its failure raises here, not at ``finish``)
+            try:
+                done.set_result(None)
+            except BaseException:  # an interrupt: the file exists, nothing names it
+                self._remove_new([plans[0].name], live)
+                raise
         elif not files:
             done.set_result(None)
         elif len(files) > 1:

@@ -12,8 +12,9 @@ import os
 import numpy as np
 
 from ..backends import host_backend, implementation, register, resolve_backend
+from . import reference as _reference
 from .contract import ACCEPTS
-from .reference import ALIGN, DTYPES, MAGIC, ColumnsError, aligned, container_pieces
+from .reference import ALIGN, DTYPES, MAGIC, ColumnsError, aligned
 
 _ALL = {"reference": "reference", "cpu": "cpu"}
 for _op in ("pack_arrays", "join_utf8", "split_utf8", "container_views", "values_ok"):
@@ -45,6 +46,15 @@ def pack_arrays(names: list[str], arrays: list[np.ndarray], *, backend: str = "a
     names, arrays = list(names), list(arrays)
     refuse(ACCEPTS["pack_arrays"](names, arrays))
     return _impl("pack_arrays", backend)(names, arrays)
+
+
+def container_pieces(names: list[str], arrays: list[np.ndarray]) -> tuple[list[memoryview], int]:
+    """``pack_arrays``' container as consecutive pieces (the header, each array's bytes: a contiguous
+    little-endian array's own buffer, another a converted copy; the zero padding) and its length, for
+    a writer that streams them (checked as ``pack_arrays`` checks its input)."""
+    names, arrays = list(names), list(arrays)
+    refuse(ACCEPTS["pack_arrays"](names, arrays))
+    return _reference.container_pieces(names, arrays)
 
 
 def join_utf8(texts: list, *, backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:

@@ -25,8 +25,9 @@ def aligned(n: int) -> int:
 
 def container_pieces(names: list[str], arrays: list[np.ndarray]) -> tuple[list[memoryview], int]:
     """Named numeric arrays as the container's bytes in consecutive pieces (the header, then each
-    array's own buffer, without a copy, with the zero padding between) and their total length: what
-    ``pack_arrays`` joins, for a writer that streams them to a file."""
+    array's bytes: a contiguous little-endian array's own buffer, without a copy, another a converted
+    copy; the zero padding between) and their total length: what ``pack_arrays`` joins, for a writer
+    that streams them to a file."""
     entries, parts, offset = [], [], 0
     for name, a in zip(names, arrays):
         a = np.ascontiguousarray(a)  # as the format has always done: a 0-d array is stored as shape [1]
