@@ -192,3 +192,26 @@ def test_write_hashed_streams_every_piece_and_hashes_them(tmp_path, monkeypatch)
         else:
             raise AssertionError("the write did not fail")
         assert not (tmp_path / "full").exists()
+
+
+def test_read_hashed_reads_every_byte_and_hashes_them(tmp_path, monkeypatch):
+    """``read_hashed``: a file's bytes in one buffer and their sha256, chunk by chunk on the thread
+    (chunks smaller than the file, the last one short), on a shut-down executor (hashed here), and
+    an empty file."""
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    from xmemory_gpu.memory import durable
+
+    monkeypatch.setattr(durable, "_READ_CHUNK", 1000)
+    data = bytes(range(256)) * 40 + b"tail"
+    (tmp_path / "f").write_bytes(data)
+    (tmp_path / "empty").write_bytes(b"")
+    shut = ThreadPoolExecutor(1)
+    shut.shutdown()
+    with ThreadPoolExecutor(1) as pool:
+        for hasher in (pool, shut):
+            buf, digest = durable.read_hashed(tmp_path / "f", hasher)
+            assert isinstance(buf, bytearray) and bytes(buf) == data
+            assert digest == hashlib.sha256(data).hexdigest()
+        assert durable.read_hashed(tmp_path / "empty", pool) == (bytearray(), hashlib.sha256(b"").hexdigest())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from concurrent.futures import Executor, wait
+from concurrent.futures import Executor, Future, wait
 from pathlib import Path
 
 from ..ops.files import write_durable
@@ -68,4 +68,51 @@ def write_hashed(path: Path, pieces: Sequence[memoryview], hasher: Executor) -> 
         raise
 
 
-__all__ = ["write_durable", "write_hashed"]
+_READ_CHUNK = 8 << 20  # bytes read before their hash is handed to the thread
+
+
+def read_hashed(path: Path, hasher: Executor) -> tuple[bytearray, str]:
+    """A file's bytes, read into one buffer of their size (``readinto``: no second copy), and their
+    sha256 (hex), each chunk hashed on ``hasher``'s thread (one worker: in order) while the next is
+    read, so the check costs about the read's time, not its own (an executor that no longer takes
+    work: hashed here). A file that changes size while it is read is read to its end."""
+    h = hashlib.sha256()
+    pending: list[Future] = []
+    pool: Executor | None = hasher
+
+    def hash_chunk(chunk: memoryview) -> None:
+        nonlocal pool
+        if pool is not None:
+            try:
+                pending.append(pool.submit(h.update, chunk))
+                return
+            except RuntimeError:  # shut down (the interpreter's exit): the rest here, in order
+                pool = None
+        wait(pending)
+        h.update(chunk)
+
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(os.fstat(f.fileno()).st_size)
+        view, got = memoryview(buf), 0
+        try:
+            while got < len(buf):
+                n = f.readinto(view[got : got + _READ_CHUNK])
+                if not n:
+                    break
+                hash_chunk(view[got : got + n])
+                got += n
+        finally:
+            wait(pending)  # the thread reads the buffer: done before it is given back
+        for fut in pending:
+            fut.result()
+        del view
+        rest = f.read() if got == len(buf) else b""
+    if got < len(buf):
+        buf = buf[:got]
+    if rest:
+        h.update(rest)
+        buf += rest
+    return buf, h.hexdigest()
+
+
+__all__ = ["read_hashed", "write_durable", "write_hashed"]

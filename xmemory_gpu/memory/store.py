@@ -98,7 +98,7 @@ from .deltas import (
     diff,
     encode_delta,
 )
-from .durable import write_durable, write_hashed
+from .durable import read_hashed, write_durable, write_hashed
 from .engine_state import without_state
 from .hierarchy import Memory, memory_from_slice, slice_from_memory
 
@@ -255,23 +255,6 @@ class _Damaged(Exception):
 
 def _sha256(data: bytes | bytearray) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _read_into(path: Path) -> bytearray:
-    """A file's bytes in one buffer of their size (no second copy, as ``bytes`` then ``bytearray``
-    would make); a file that changes size while it is read is read to its end."""
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(os.fstat(f.fileno()).st_size)
-        view, got = memoryview(buf), 0
-        while got < len(buf):
-            n = f.readinto(view[got:])
-            if not n:
-                del view
-                return buf[:got]
-            got += n
-        del view
-        rest = f.read()
-    return buf + rest if rest else buf
 
 
 def _reason(exc: BaseException) -> str:
@@ -1433,14 +1416,15 @@ class Store:
         return self._arrays_path(fname, where), digest, stats, where, fmt, counts, chain
 
     def _read_verified(self, path: Path, digest: str, where: str) -> bytearray:
-        """The file's bytes, read into a fresh buffer the caller owns, and checked against ``digest``."""
+        """The file's bytes, read into a fresh buffer the caller owns, checked against ``digest``
+        (hashed on the store's thread while the file is read: ``read_hashed``)."""
         try:
-            data = _read_into(path)
+            data, got = read_hashed(path, self._writer())
         except FileNotFoundError:
             raise StoreError(f"{where}: file {path} is missing") from None
         except OSError as exc:
             raise StoreError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
-        if _sha256(data) != digest:
+        if got != digest:
             raise StoreError(f"{where}: file {path} does not match its checksum (damaged)")
         return data
 
