@@ -192,7 +192,12 @@ class EncodedSlice:
 
 def encode_slice(sl: MemorySlice, dim: int, *, checked: bool = False) -> EncodedSlice:
     """Memory ``sl`` checked and encoded (:func:`encode_checked`) with what its catalogue rows hold."""
-    data, digest = encode_checked(sl, dim, checked=checked)
+    return encoded_as(sl, dim, *encode_checked(sl, dim, checked=checked))
+
+
+def encoded_as(sl: MemorySlice, dim: int, data: bytes, digest: str) -> EncodedSlice:
+    """Memory ``sl`` as an ``EncodedSlice`` of ``data`` and ``digest`` with what its catalogue rows
+    hold (a streamed file: no bytes here, its digest known once written)."""
     return EncodedSlice(
         sl.memory_id,
         data,

@@ -82,6 +82,7 @@ from .codec import (
     check_shapes,
     check_slice,
     encode_slice,
+    encoded_as,
     slice_from_arrays,
     slice_from_bytes,
     slice_pieces,
@@ -636,9 +637,10 @@ class Store:
 
     def _writer(self) -> ThreadPoolExecutor:
         """The store's background writer (one thread, started once per process), which runs a
-        commit's ``_write`` while the caller goes on, or hashes a streamed file while it is written. A Store must not be used across ``fork``
-        (SQLite's rule: a child opens its own); should a child still commit, it starts its own
-        writer rather than wait on an inherited one, which has no thread there."""
+        commit's ``_write`` while the caller goes on, or hashes a file while it is streamed or read. A
+        Store must not be used across ``fork`` (SQLite's rule: a child opens its own); should a child
+        still commit, it starts its own writer rather than wait on an inherited one, which has no
+        thread there."""
         if self._pool is None or self._pool_pid != os.getpid():
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xmemory-store-write")
             self._pool_pid = os.getpid()
@@ -714,8 +716,8 @@ class Store:
         while the caller goes on (a bulk build builds its next shard meanwhile). A memory whose
         last version this store wrote or read is written as a delta when the commit only appends
         to its messages and removes no row (``_delta_plan``), as a base file otherwise; a commit of
-        one memory writes its base file here, streamed from its columns (``_write_streamed``). The returned
-        :class:`PendingCommit`'s ``finish`` waits for the files and commits the catalogue;
+        one memory writes its base file here, streamed from its columns (``_write_streamed``). The
+        returned :class:`PendingCommit`'s ``finish`` waits for the files and commits the catalogue;
         ``abandon`` removes them. One pending commit at a time."""
         if self._pending is not None:
             raise StoreError(f"{self.path}: a commit is pending (finish or abandon it first)")
@@ -837,15 +839,7 @@ class Store:
                 pieces, _ = slice_pieces(unit, self.dim, checked=checked)
             except SliceFormatError as exc:
                 raise StoreError(f"{self.path}: {exc}") from None
-            enc = EncodedSlice(
-                mid,
-                b"",
-                "",
-                self.dim,
-                catalogue_stats(unit),
-                {lv: unit.n(lv) for lv in LEVELS},
-                [str(i) for i in unit.cols["msg"]["id"].tolist()],
-            )
+            enc = encoded_as(unit, self.dim, b"", "")  # its digest once written
             return _Plan(mid, "base", old, unit=enc, pieces=pieces, shapes=_widths_of(unit))
         name, enc = self._encode(unit, checked=checked)
         return _Plan(
