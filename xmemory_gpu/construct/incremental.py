@@ -139,6 +139,28 @@ def speaker_pair(messages: list[Message]) -> tuple[str, str]:
     return _pair(_speakers((), messages))
 
 
+def stored_themes(
+    sl: MemorySlice, cfg: XMemoryConfig, x: np.ndarray | None = None, next_id: int | None = None
+) -> ThemeState:
+    """The themes stored with memory ``sl`` as a ``ThemeState`` (``ThemeState.restore``), its graph
+    kept: what a growth attaches its new statements to. ``x`` [n, d]: the statement rows, the
+    stored ones first (default: the stored ones); ``next_id``: the next theme id (default: the
+    engine state's)."""
+    sc, tc = sl.cols["sem"], sl.cols["theme"]
+    ids = tc["id"].tolist()
+    return ThemeState.restore(
+        sc["x"] if x is None else x,
+        sl.n("sem"),
+        ids,
+        sc["theme"],
+        {t: [v for v in row if v >= 0] for t, row in zip(ids, np.asarray(tc["parents"]).tolist())},
+        engine_state(sl).next_theme_id if next_id is None else next_id,
+        cfg.knn.k_themes,
+        cfg.knn.drop_nonpositive,
+        graph=(tc["knn_idx"], tc["knn_sim"]),
+    )
+
+
 def grow(
     memories: Sequence[MemorySlice | Memory],
     new_messages: list[list[Message]],
@@ -186,20 +208,7 @@ def grow(
         sc, tc = sl.cols["sem"], sl.cols["theme"]
         n_old = sl.n("sem")
         _dedup_columns(g, sc, rx, cfg.semantic.dedup_threshold)
-        ts = ThemeState.restore(
-            g["sem_x"],
-            n_old,
-            tc["id"].tolist(),
-            sc["theme"],
-            {
-                t: [v for v in row if v >= 0]
-                for t, row in zip(tc["id"].tolist(), np.asarray(tc["parents"]).tolist())
-            },
-            g["state"].next_theme_id,
-            cfg.knn.k_themes,
-            cfg.knn.drop_nonpositive,
-            graph=(tc["knn_idx"], tc["knn_sim"]),
-        )
+        ts = stored_themes(sl, cfg, g["sem_x"], g["state"].next_theme_id)
         of = np.asarray(sc["theme"], np.int64)
         g["previous"] = PreviousThemes(
             np.where(of >= 0, np.asarray(tc["id"], np.int64)[np.maximum(of, 0)], -1) if len(tc["id"]) else of,

@@ -79,6 +79,22 @@ def grow_themes(
     return np.array(part.f, np.float64)
 
 
+def held_themes(state: ThemeState, cfg: ThemeConfig, hint: Held | None = None) -> HeldThemes | None:
+    """One memory's f(P) state as its next growth builds it first (``_synced``: from its attached
+    rows and labels, with ``hint``'s top-2 where it still holds), ready for a ``ThemeMemo``: the
+    growth then starts from a copy of it. ``hint`` itself when it is already that state; None when
+    the stage keeps no state (neither split nor merge) or no row is attached. Costs what building
+    the state costs a growth (at nine public 1M-token conversations, most of a first write's theme
+    stage)."""
+    if not (cfg.split or cfg.merge) or state.n_attached == 0:
+        return None
+    if isinstance(hint, HeldThemes) and _held([state], [hint]) is not None:
+        return hint
+    with _one_blas_thread():
+        part = _synced(None, [state], [hint])
+    return HeldThemes(part.detached(), state.x[: state.n_attached])
+
+
 def session_steps(sessions: np.ndarray, first_row: int = 0) -> list[np.ndarray]:
     """``grow_themes``' steps for nodes ``first_row, first_row + 1, ...`` of sessions [n]: one step per
     run of consecutive nodes of one session, in row order (a chat's sessions, one after another). Rows

@@ -51,6 +51,7 @@ AWAITED = (
     "refresh",
     "flush",
     "reset",
+    "warm",
 )
 
 
@@ -58,7 +59,7 @@ class AsyncMemoryEngine:
     """An open ``MemoryEngine`` whose calls are awaited: ``add``, ``add_batch``, ``search``,
     ``search_batch``, ``hits``, ``get``, ``get_all``, ``update``, ``batch_update``, ``delete``,
     ``batch_delete``, ``delete_all``, ``history``, ``scopes``, ``stats``, ``refresh``, ``flush``,
-    ``reset`` (each documented on ``MemoryEngine``), ``close`` / ``aclose``. ``engine``: the engine
+    ``reset``, ``warm`` (each documented on ``MemoryEngine``), ``close`` / ``aclose``. ``engine``: the engine
     (it belongs to this object from now on: ``aclose`` closes it); ``max_workers``: engine calls
     running at once (default: the CPUs, at most 8)."""
 

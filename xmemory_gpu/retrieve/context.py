@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -314,11 +316,15 @@ def _whole_units(units: list) -> list[RetrievedUnit]:
 
 
 COUNTS_MAX = 1 << 16  # texts whose token counts a TokenBudget keeps (then it starts again: bounded memory)
+# words whose token counts it keeps (a word is short: about 30 MB when full): one user's long chat
+# holds a few hundred thousand distinct words (nine public 1M-token conversations: 234,000)
+WORDS_MAX = 1 << 18
+PRIMED_MAX = WORDS_MAX - WORDS_MAX // 8  # words ``prime`` counts ahead at most (the rest: room for searches)
 
 
 class TokenBudget:
     """Token counts in one tokenizer (cached: memories' texts recur across queries; at most
-    ``COUNTS_MAX`` texts and as many words, so a long-running engine's cache does not grow with
+    ``COUNTS_MAX`` texts and ``WORDS_MAX`` words, so a long-running engine's cache does not grow with
     every memory it ever searched) and the fitting of units into a budget."""
 
     def __init__(self, tokens: TokenCounter) -> None:
@@ -358,11 +364,39 @@ class TokenBudget:
         words = self._words
         todo = list({w: None for ws in split for w in ws if w not in words})
         if todo:
-            if len(words) + len(todo) > COUNTS_MAX:
+            if len(words) + len(todo) > WORDS_MAX:
                 words.clear()
                 todo = list({w: None for ws in split for w in ws})
             words.update(zip(todo, self.tokens.count(todo)))
         return [sum(map(words.__getitem__, ws)) for ws in split]
+
+    def prime(self, texts: Iterable[str]) -> int:
+        """Count ahead the words of ``texts`` (a memory's, before its first search) not counted yet,
+        while the word cache holds fewer than ``PRIMED_MAX`` (the most frequent first when they do not
+        all fit; the rest is left to searches, since a full cache starts again), so a search
+        tokenizes fewer words new to it. Returns the words counted (none with a counter that is not
+        additive, whose cache holds whole texts)."""
+        if not self.tokens.additive:
+            return 0
+        words, texts = self._words, list(texts)
+        seen: set[str] = set()
+        for t in texts:
+            seen.update(t.split(" "))
+        todo = [w for w in seen if w not in words]
+        room = PRIMED_MAX - len(words)
+        if len(todo) > room:  # the most frequent of them
+            freq: Counter[str] = Counter()
+            for t in texts:
+                freq.update(t.split(" "))
+            todo = sorted(todo, key=lambda w: (-freq[w], w))[: max(room, 0)]
+        if not todo:
+            return 0
+        counts = self.tokens.count(todo)  # outside the lock: searches go on meanwhile
+        with self._lock:
+            room = PRIMED_MAX - len(words)  # a search may have counted words since
+            take = list(zip(todo, counts))[: max(room, 0)]
+            words.update(take)
+        return len(take)
 
     def fit(self, units: list[RetrievedUnit], budget: int | None) -> list[RetrievedUnit]:
         """Take units in order (themes are free: they are not part of the answer context).

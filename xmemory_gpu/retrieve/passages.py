@@ -123,6 +123,17 @@ class Parts:
         )
         self._q64: dict[int, np.ndarray] = {}  # query index -> its embedding in float64
 
+    def prime(self, msg_rows: np.ndarray, epi_rows: np.ndarray) -> None:
+        """Compute ahead what searches compute on first use of these message and episode rows (global):
+        each message's passages and word floors, whether its passages are stored, each episode's
+        message rows and floors. Kept by the bank (``rows_cache``) until it rewrites the rows."""
+        for r in np.asarray(msg_rows, np.int64).tolist():
+            self._shape[r]
+            self._has_stored[r]
+        for r in np.asarray(epi_rows, np.int64).tolist():
+            self._episodes[r]
+            self._episode_floors[r]
+
     def _time(self, row: int) -> float | None:
         return time_or_none(self.bank.msg["time"][row])
 

@@ -29,6 +29,7 @@ from .chunk_rag import PassageCache
 from .context import TokenBudget
 from .gc_pause import MIN_QUERIES as GC_PAUSE_MIN_QUERIES
 from .gc_pause import gc_paused
+from .passages import Parts
 from .result import RetrievalResult
 from .strategies import get_strategy, strategy_names
 
@@ -64,6 +65,10 @@ class PerBank(Generic[T]):
         value = self._build(bank)
         self._entry = (weakref.ref(bank), version, value)
         return value
+
+
+# the text columns a search counts the tokens of (``Retriever.prime`` counts their words ahead)
+PRIMED_TEXTS = (("sem", "text"), ("theme", "summary"), ("epi", "text"), ("msg", "text"))
 
 
 class Retriever:
@@ -114,6 +119,24 @@ class Retriever:
             if texts
             else np.zeros((0, self.bank.dim), np.float32)
         )
+
+    def prime(self, memory_id: str) -> int:
+        """Fill ahead the caches a search of memory ``memory_id`` fills on first use, so its first
+        searches cost what the later ones do: its rows' norms, its messages' passages and word floors
+        and its episodes' parts (``Parts.prime``), kept by the bank until it rewrites those rows; and
+        the token counts of its texts' words (``TokenBudget.prime``). Returns the words counted. The
+        caller keeps the bank from changing meanwhile (the engine: its read lock)."""
+        bank = self.bank
+        b = bank.index.get(memory_id)
+        if b is None:
+            return 0
+        rows = {name: level.seg.rows(b) for name, level in bank.levels.items()}
+        for name in ("sem", "epi", "msg", "psg"):
+            if name in bank.levels and bank.levels[name]["x"].dtype == np.float32:
+                bank.levels[name].row_norms("x", rows[name])
+        Parts(bank, self.embedder, self.config.semantic.passage_words).prime(rows["msg"], rows["epi"])
+        texts = (str(t) for lv, col in PRIMED_TEXTS for t in bank.levels[lv][col][rows[lv]].tolist())
+        return self.budget.prime(texts)
 
     def chunks(self) -> Chunks:
         """Naive-RAG's chunks of the bank as it is now (built on first use, rebuilt when it changes)."""
