@@ -9,11 +9,15 @@ turns between added in larger batches, untimed); at each of those points ``--sea
 themes, its size on disk and the process's resident memory (RSS; also after the first adds, so
 what the memory adds to it shows apart from the encoder's share). p50 and p99 per phase (p99 of a
 few samples is near their maximum); ``add / empty`` compares an add with the same add to an empty
-memory: a write that costs what is new keeps it near 1. At the end the stored memory is opened in a
+memory: a write that costs what is new keeps it near 1. Every search asks a question not asked
+before in the run (``QUERIES``): a search keeps what it counted for the units it met, so a question
+asked again would cost less than a user's next one. At the end the stored memory is opened in a
 fresh process that adds two turns, searches three times and returns the C heap's free pages
 (``malloc_trim``), and an empty memory the same way: the difference of their RSS is what holding the
 memory costs a process at rest (``reopened``), without the streaming process's history of freed
-temporaries and encoder batches.
+temporaries and encoder batches; the first add and searches of that process are timed, and again in
+a second fresh process that calls ``MemoryEngine.warm`` first (``reopened_warm``: the warm-up's
+seconds, and what the first requests cost after it).
 
     python benchmarks/bench_long_memory.py [--target-tokens 1000000] [--embedder hashing:384] [--json OUT]
         [--backend cuda]   # the kernels and the encoder on the GPU
@@ -22,8 +26,8 @@ temporaries and encoder batches.
 With ``--beam`` the chat is not the synthetic one but a public split's conversations (``datasets.beam``)
 streamed one after another into the one memory, their session numbers kept increasing: text nobody here
 wrote, with its own repetition (the synthetic chat repeats a handful of sentences hundreds of times, which
-makes one statement's row of sources hundreds wide). The searches ask the same three general questions
-either way (``QUERIES``): what a search costs, not what it finds.
+makes one statement's row of sources hundreds wide). The searches ask the same general questions either
+way: what a search costs, not what it finds.
 
 As a pytest-benchmark suite (``scripts/bench.sh``) it streams ``1,000,000 x XMEM_BENCH_SCALE``
 tokens with the ``hashing:384`` encoder and puts the figures in the table's ``extra_info``.
@@ -120,21 +124,34 @@ def _embedder(spec: str, backend: str):
     return load_embedder(spec, device=encoder_device(backend))
 
 
-def probe(store: str, embedder: str, backend: str = "auto") -> dict:
-    """In this (fresh) process: open ``store``, add two turns, search three times, trim the heap;
-    its RSS in MB."""
+def probe(store: str, embedder: str, backend: str = "auto", warm: bool = False) -> dict:
+    """In this (fresh) process: open ``store`` (``warm``: and warm its memory up), add two turns,
+    search three times, trim the heap; its RSS in MB, and the seconds of each step (the add and the
+    searches in ms)."""
+    t0 = time.perf_counter()
     with MemoryEngine.open(store, embedder=_embedder(embedder, backend), backend=backend) as eng:
+        out: dict = {"open_s": round(time.perf_counter() - t0, 3)}
+        if warm:
+            t = time.perf_counter()
+            eng.warm(user_id="u")
+            out["warm_s"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
         eng.add(list(PROBE_TURNS), user_id="u")
-        for q in QUERIES:
+        out["first_add_ms"] = round(1000 * (time.perf_counter() - t), 1)
+        out["first_searches_ms"] = []
+        for q in PROBE_QUERIES:
+            t = time.perf_counter()
             eng.search(q, user_id="u", budget_tokens=600)
+            out["first_searches_ms"].append(round(1000 * (time.perf_counter() - t), 1))
         release_now()
-        return {"rss_mb": _rss_mb()}
+        out["rss_mb"] = _rss_mb()
+        return out
 
 
 PROBE_TIMEOUT_S = 1800  # a fresh process opening a 10 M-token memory takes seconds, not minutes
 
 
-def _probe_rss(store: Path | None, embedder: str, backend: str = "auto") -> float:
+def _probe(store: Path | None, embedder: str, backend: str = "auto", warm: bool = False) -> dict:
     """``probe`` in a fresh interpreter on a copy of ``store`` (the original is left as it was), or
     on a new empty store where ``store`` is None."""
     import shutil
@@ -144,15 +161,48 @@ def _probe_rss(store: Path | None, embedder: str, backend: str = "auto") -> floa
         if store is not None:
             shutil.copytree(store, copy)
         cmd = [sys.executable, __file__, "--probe", str(copy), "--embedder", embedder, "--backend", backend]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        done = subprocess.run(
+            cmd + ["--warm"] * warm, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
+        )
         if done.returncode:
             raise RuntimeError(
                 f"the RSS probe failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
             )
-        return json.loads(done.stdout.strip().splitlines()[-1])["rss_mb"]
+        return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-QUERIES = ("What did we discuss about the budget?", "Which trip am I planning?", "What is my job?")
+# general questions, each asked once in a run (a point takes the next ``searches`` of them, round the
+# list when a run asks more)
+QUERIES = (
+    "What did we discuss about the budget?",
+    "Which trip am I planning?",
+    "What is my job?",
+    "What did I say about my family?",
+    "Which tools did you recommend?",
+    "When is my next deadline?",
+    "What problem was I trying to solve last time?",
+    "Which books or courses did I mention?",
+    "What are my goals for this year?",
+    "What did we decide about the schedule?",
+    "Which errors did I run into?",
+    "What do I do on weekends?",
+    "How did the meeting with my manager go?",
+    "What did I ask about testing?",
+    "Which city do I live in?",
+    "What changed since we last talked?",
+    "What was the plan for the database?",
+    "Which options did we compare?",
+    "What did I say about my health?",
+    "What did you suggest for the performance issue?",
+    "Who did I mention from work?",
+    "What is the status of my project?",
+    "Which dates did I give you?",
+    "What did I want to learn next?",
+    "How much did I say it would cost?",
+    "What did we say about security?",
+    "Which version did I upgrade to?",
+)
+PROBE_QUERIES = ("What did I tell you about my plans?", "Which step comes next?", "What did we agree on?")
 POINTS = (0.1, 0.5, 1.0)  # shares of the chat at which adds, searches and deletes are timed
 
 
@@ -200,7 +250,7 @@ def run(
         empty = timed_adds(0)
         out["add_empty"] = _p(empty)
         out["rss_empty_mb"] = _rss_mb()  # the process with its encoder and an almost empty memory
-        done = min(2 * adds, n)
+        done, asked = min(2 * adds, n), 0
         for share in POINTS:
             start = max(done, int(share * n) - 2 * adds)
             for i in range(done, start, 50):
@@ -209,13 +259,14 @@ def run(
             held_mb = round(eng._theme_memo.nbytes / 2**20, 1)  # what the engine keeps of the themes
             done = min(start + 2 * adds, n)
             search, encode = [], []
-            for q in (QUERIES * searches)[:searches]:
+            for q in [QUERIES[(asked + j) % len(QUERIES)] for j in range(searches)]:
                 t = time.perf_counter()
                 encode_queries(emb, [q])
                 encode.append(time.perf_counter() - t)
                 t = time.perf_counter()
                 eng.search(q, user_id="u", budget_tokens=600)
                 search.append(time.perf_counter() - t)
+            asked += searches
             ids = [u["id"] for u in eng.get_all(user_id="u") if u["type"] == "message"]
             gone = []
             for mid in ids[:: max(1, len(ids) // deletes)][:deletes]:
@@ -242,15 +293,16 @@ def run(
         release_now()
         out["at_100pct"]["rss_trimmed_mb"] = _rss_mb()
         eng.close()
-        full = _probe_rss(Path(tmp) / "s", embedder, backend)
-        empty_rss = _probe_rss(None, embedder, backend)
-        share = full - empty_rss
+        full = _probe(Path(tmp) / "s", embedder, backend)
+        empty_rss = _probe(None, embedder, backend)["rss_mb"]
+        share = full["rss_mb"] - empty_rss
         out["reopened"] = {
-            "rss_mb": full,
+            **full,
             "rss_empty_mb": empty_rss,
             "memory_mb": round(share, 1),
             "memory_over_disk": round(share / out["at_100pct"]["disk_mb"], 2),
         }
+        out["reopened_warm"] = _probe(Path(tmp) / "s", embedder, backend, warm=True)
     return out
 
 
@@ -281,10 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="with --beam: its first N conversations")
     ap.add_argument("--json", default=None)
     ap.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # the fresh process of ``reopened``
+    ap.add_argument("--warm", action="store_true", help=argparse.SUPPRESS)  # ... of ``reopened_warm``
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.probe:
-        print(json.dumps(probe(args.probe, args.embedder, args.backend)))
+        print(json.dumps(probe(args.probe, args.embedder, args.backend, warm=args.warm)))
         return 0
     turns, chat = None, "synthetic"
     if args.limit is not None and not args.beam:

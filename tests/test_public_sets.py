@@ -535,5 +535,7 @@ def test_long_memory_streams_public_conversations_one_after_another(tmp_path: Pa
     res = json.loads(out.read_text())
     assert res["chat"] == "beam-1m-1 beam-1m-2" and res["turns"] == 16 and res["target_tokens"] is None
     assert res["at_100pct"]["delete"]["n"] == 1 and res["reopened"]["memory_mb"] is not None
+    assert len(res["reopened"]["first_searches_ms"]) == 3 and "warm_s" not in res["reopened"]
+    assert res["reopened_warm"]["warm_s"] >= 0 and res["reopened_warm"]["first_add_ms"] > 0
     assert bench_long_memory.main(["--beam", str(tmp_path / "b" / "chats" / "100K")]) == 2
     assert bench_long_memory.main(["--limit", "2"]) == 2  # a limit of what: --beam's conversations

@@ -218,7 +218,8 @@ def test_token_counts_are_kept_for_a_bounded_number_of_texts(monkeypatch):
     from xmemory_gpu.tokens import WhitespaceCounter
 
     monkeypatch.setattr(context, "COUNTS_MAX", 5)
+    monkeypatch.setattr(context, "WORDS_MAX", 5)
     tb = context.TokenBudget(WhitespaceCounter())
     assert tb.count(["a b", "c", "d e f"]) == [2, 1, 3]
     assert tb.count(["x", "y", "a b", "z z"]) == [1, 1, 2, 2]  # the cache started again, counts stay right
-    assert len(tb._cache) <= 5
+    assert len(tb._cache) <= 5 and len(tb._words) <= 5

@@ -127,3 +127,37 @@ def test_prime_counts_as_the_tokenizer_and_stops_at_its_share(monkeypatch):
         additive = False
 
     assert TokenBudget(Whole()).prime(texts) == 0
+
+
+def test_a_write_fills_the_search_caches_of_the_rows_it_added(stored, tmp_path, monkeypatch):
+    root, more = stored
+    shutil.copytree(root, tmp_path / "a")
+    shutil.copytree(root, tmp_path / "b")
+    with (
+        MemoryEngine.open(tmp_path / "a", embedder=EMB, stamp_arrival=False) as primed,
+        MemoryEngine.open(tmp_path / "b", embedder=EMB, stamp_arrival=False) as plain,
+    ):
+        calls = []
+        real = type(primed.retriever).prime
+
+        def prime(self, mid, since=None):
+            if self is not primed.retriever:
+                return 0  # the plain engine fills nothing ahead
+            calls.append(since)
+            return real(self, mid, since)
+
+        monkeypatch.setattr(type(primed.retriever), "prime", prime)
+        primed.add(more[:2], user_id="u")
+        plain.add(more[:2], user_id="u")
+        (since,) = calls
+        (key,) = primed.bank.index
+        n_msg = int(primed.bank.msg.seg.lengths[primed.bank.index[key]])
+        assert since["msg"] == n_msg - 2 and set(since) == {"msg", "epi", "sem", "psg"}
+        new_words = {w for t in (m["content"] for m in more[:2]) for w in t.split(" ")}
+        assert new_words <= set(primed.retriever.budget._words)
+        assert _found(primed) == _found(plain)
+        ids = [u["id"] for u in primed.get_all(user_id="u") if u["type"] == "message"]
+        primed.delete(ids[3], user_id="u")  # rows renumbered: the added ones filled, the rest carried
+        ids = [u["id"] for u in plain.get_all(user_id="u") if u["type"] == "message"]
+        plain.delete(ids[3], user_id="u")
+        assert _found(primed) == _found(plain)

@@ -44,6 +44,8 @@ from .keys import (
 )
 from .reads import named, shown_name
 
+# per level, a column whose kept rows (``KeptRows``) mark where a growth's new rows start
+_FIRST_NEW = (("msg", "text"), ("epi", "text"), ("sem", "text"), ("psg", "x"))
 MAX_BATCH_UNITS = 1000  # items of one batch_update or batch_delete (mem0's limit)
 BATCH_FIELDS = frozenset({"memory_id", "user_id", "agent_id", "run_id"})  # a batch item's, and "text"
 
@@ -381,8 +383,21 @@ class Writes:
                 self._loaded.pop(m, None)
             self._loaded.update(files)
             self._maybe_compact()
+        self._prime_written(slices)
         # a write to a large memory frees temporaries of its size: their pages back to the system
         release_after_write(sum(a.nbytes for sl in slices for c in sl.cols.values() for a in c.values()))
+
+    def _prime_written(self, slices: Sequence[MemorySlice]) -> None:
+        """The rows each grown memory added (``KeptRows``: the rows past those it kept), their search
+        caches filled now (``Retriever.prime``): the searches after a write then pay for their query,
+        not for the rows just written. Rows a write renumbered (a delete) keep the values that depend
+        on their text alone; the others are left to the searches."""
+        for sl in slices:
+            kept = sl.kept.columns if sl.kept is not None else {}
+            since = {lv: kept[f"{lv}.{col}"][0] for lv, col in _FIRST_NEW if f"{lv}.{col}" in kept}
+            if len(since) == len(_FIRST_NEW) and sl.memory_id in self.bank.index:
+                with self._rw.read():  # as a search fills them
+                    self.retriever.prime(sl.memory_id, since)
 
     def delete(
         self,

@@ -120,19 +120,24 @@ class Retriever:
             else np.zeros((0, self.bank.dim), np.float32)
         )
 
-    def prime(self, memory_id: str) -> int:
+    def prime(self, memory_id: str, since: dict[str, int] | None = None) -> int:
         """Fill ahead the caches a search of memory ``memory_id`` fills on first use, so its first
         searches cost what the later ones do: its rows' norms, its messages' passages and word floors
         and its episodes' parts (``Parts.prime``), kept by the bank until it rewrites those rows; and
-        the token counts of its texts' words (``TokenBudget.prime``). Returns the words counted. The
-        caller keeps the bank from changing meanwhile (the engine: its read lock)."""
+        the token counts of its texts' words (``TokenBudget.prime``). ``since``: level -> its first
+        local row to fill (the rows a write added; a level left out: none); default: every row.
+        Returns the words counted. The caller keeps the bank from changing meanwhile (the engine:
+        its read lock)."""
         bank = self.bank
         b = bank.index.get(memory_id)
         if b is None:
             return 0
-        rows = {name: level.seg.rows(b) for name, level in bank.levels.items()}
+        rows = {}
+        for name, level in bank.levels.items():
+            r = level.seg.rows(b)
+            rows[name] = r if since is None else r[since[name] :] if name in since else r[:0]
         for name in ("sem", "epi", "msg", "psg"):
-            if name in bank.levels and bank.levels[name]["x"].dtype == np.float32:
+            if len(rows.get(name, ())) and bank.levels[name]["x"].dtype == np.float32:
                 bank.levels[name].row_norms("x", rows[name])
         Parts(bank, self.embedder, self.config.semantic.passage_words).prime(rows["msg"], rows["epi"])
         texts = (str(t) for lv, col in PRIMED_TEXTS for t in bank.levels[lv][col][rows[lv]].tolist())
