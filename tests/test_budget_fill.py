@@ -313,6 +313,7 @@ def test_token_counts_under_concurrent_searches(monkeypatch):
             return super().count(texts)
 
     monkeypatch.setattr(context, "COUNTS_MAX", 8)
+    monkeypatch.setattr(context, "WORDS_MAX", 8)
     tb = context.TokenBudget(HandsOver())
     errors: list[str] = []
 

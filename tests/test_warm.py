@@ -161,3 +161,19 @@ def test_a_write_fills_the_search_caches_of_the_rows_it_added(stored, tmp_path, 
         ids = [u["id"] for u in plain.get_all(user_id="u") if u["type"] == "message"]
         plain.delete(ids[3], user_id="u")
         assert _found(primed) == _found(plain)
+
+
+def test_the_async_engine_warms_as_the_engine_does(stored, tmp_path):
+    import asyncio
+
+    from xmemory_gpu import AsyncMemoryEngine
+
+    root, _ = stored
+    shutil.copytree(root, tmp_path / "s")
+
+    async def main() -> dict:
+        async with AsyncMemoryEngine.open(tmp_path / "s", embedder=EMB, max_workers=2) as mem:
+            return await mem.warm(user_id="u")
+
+    got = asyncio.run(main())
+    assert got["memory"] and got["loaded"] and got["words_counted"] > 0

@@ -82,10 +82,10 @@ def grow_themes(
 def held_themes(state: ThemeState, cfg: ThemeConfig, hint: Held | None = None) -> HeldThemes | None:
     """One memory's f(P) state as its next growth builds it first (``_synced``: from its attached
     rows and labels, with ``hint``'s top-2 where it still holds), ready for a ``ThemeMemo``: the
-    growth then starts from a copy of it. ``hint`` itself when it is already that state; None when
-    the stage keeps no state (neither split nor merge) or no row is attached. Costs what building
-    the state costs a growth (at nine public 1M-token conversations, most of a first write's theme
-    stage)."""
+    growth then starts from a copy of it. ``hint`` itself where a growth would take it (``_held``:
+    its rows and labels are the first of the memory's, bit for bit); None when the stage keeps no
+    state (neither split nor merge) or no row is attached. Costs what building the state costs a
+    growth (at nine public 1M-token conversations, most of a first write's theme stage)."""
     if not (cfg.split or cfg.merge) or state.n_attached == 0:
         return None
     if isinstance(hint, HeldThemes) and _held([state], [hint]) is not None:

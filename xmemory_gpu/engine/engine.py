@@ -120,6 +120,9 @@ class MemoryEngine(Paging, Writes, Reads, Scopes):
         self._rw = ReadWriteLock()  # readers vs the (short) in-memory apply of a committed batch
         self._writer = threading.RLock()  # one write at a time; its heavy work runs outside the rw lock
         self._theme_memo = ThemeMemo()  # each large memory's themes as its last write left them
+        self._warmed: dict[
+            str, tuple[int, int]
+        ] = {}  # memory -> (its bank, the bank's version) at its warm-up
         budget = resolve_budget(max_resident_bytes)
         self._residency = None if budget is None else Residency(budget)
         self._res_lock = threading.RLock()  # loads, pins and evictions (taken after _writer, before _rw)

@@ -35,6 +35,8 @@ class Paging:
         """Take ``keys`` out of the bank (caller holds the rw write lock)."""
         gone = keys & set(self.bank.index)
         self._theme_memo.drop(keys)  # a memory out of the bank keeps nothing beside it
+        for k in keys:
+            self._warmed.pop(k, None)
         if gone:
             old, self.bank = self.bank, self.bank.without(gone)
             old.release()  # its columns go now, not at the next full garbage collection
@@ -157,39 +159,44 @@ class Paging:
                 self._evict()
 
     def warm(self, *, user_id: Any = None, agent_id: Any = None, run_id: Any = None) -> dict:
-        """Make the memory of this scope ready for its next requests, so that the first write after
-        the engine opens costs what the writes after it cost: the memory read into RAM where it is
-        not resident (``max_resident_bytes``) and its themes' f(P) state built and held (the state a
-        write to a large memory otherwise builds first: at nine public 1M-token conversations,
-        seconds); and the caches its searches fill on first use filled (``Retriever.prime``: its
-        messages' passages, its rows' norms, its words' token counts; at one public 1M-token
-        conversation the first searches after opening took 120-530 ms, the later ones 5-20). For an app that knows a user is about to
-        talk (a chat session opens): call it then, on any thread; a write waits for it, as for
-        another write. Returns ``{"memory": a memory is stored for this scope, "loaded": this call
-        read it from the store, "themes_held": its f(P) state is held, "words_counted": words
-        counted ahead}``; a read-only engine loads and counts only."""
+        """Make the memory of exactly this scope ready for its next requests, so that its first write
+        and searches after the engine opens cost what the later ones cost: the memory read into RAM
+        where it is not resident (``max_resident_bytes``); the caches its searches fill on first use
+        filled, as a search fills them (``Retriever.prime``: its messages' passages, its rows' norms,
+        its words' token counts; they last until the bank replaces them, as on an eviction); then,
+        under the writer lock (a write waits for it, as for another write), its themes' f(P) state
+        built and held, the state a write to a large memory otherwise builds first. For an app that
+        knows a user is about to talk (a chat session opens): call it then, on any thread. Returns
+        ``{"memory": a memory is stored for this scope, "loaded": this call read it from the store,
+        "themes_held": its f(P) state is held when the call returns, "words_counted": words counted
+        ahead}``; a call repeated with no write between does nothing; a read-only engine fills the
+        search caches only. A quarantined memory raises ``QuarantinedError``, as a search does."""
         self._check_open()
         key = self._usable(self._exact(user_id, agent_id, run_id))
         out = {"memory": key in self._loaded, "loaded": False, "themes_held": False, "words_counted": 0}
         if not out["memory"]:
             return out
-        with self._writer, self._write_section():
-            out["loaded"] = key not in self.bank.index
-            with self._using([key]):
-                self._usable(key)  # it failed to load just now
-                if key not in self.bank.index:
-                    return out
-                with self._rw.read():  # as a search fills them
-                    out["words_counted"] = self.retriever.prime(key)
-                if self.read_only:
-                    return out
-                mem = self._current(key)
-                state = stored_themes(mem, self.config)
-                state.x = state.x.copy()  # held beyond the bank's next write, which may reuse its rows
-                held = held_themes(state, self.config.theme, self._theme_memo.get(key))
-                self._theme_memo.put(key, held)
-                self._theme_memo.publish([key])
-                out["themes_held"] = isinstance(self._theme_memo.get(key), HeldThemes)
+        out["loaded"] = key not in self.bank.index
+        with self._using([key]), self._rw.read():  # as a search: writes and other searches go on
+            self._usable(key)  # it failed to load just now
+            if key not in self.bank.index:
+                return out
+            done = self._warmed.get(key) == (id(self.bank), self.bank.version)
+            if not done:
+                out["words_counted"] = self.retriever.prime(key)
+        if not self.read_only and not done:
+            with self._writer, self._write_section(), self._using([key]):
+                if key in self.bank.index:
+                    state = stored_themes(self._current(key), self.config)
+                    state.x = state.x.copy()  # held past the bank's next write, which may reuse its rows
+                    self._theme_memo.put(
+                        key, held_themes(state, self.config.theme, self._theme_memo.get(key))
+                    )
+                    self._theme_memo.publish([key])
+                    self._warmed[key] = (id(self.bank), self.bank.version)
+        elif self.read_only:
+            self._warmed[key] = (id(self.bank), self.bank.version)
+        out["themes_held"] = isinstance(self._theme_memo.get(key), HeldThemes)
         return out
 
     def _usable(self, key: str) -> str:

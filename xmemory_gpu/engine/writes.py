@@ -7,6 +7,7 @@ atomic store commit, then the bank under the write lock."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ from .keys import (
 )
 from .reads import named, shown_name
 
+log = logging.getLogger(__name__)
 # per level, a column whose kept rows (``KeptRows``) mark where a growth's new rows start
 _FIRST_NEW = (("msg", "text"), ("epi", "text"), ("sem", "text"), ("psg", "x"))
 MAX_BATCH_UNITS = 1000  # items of one batch_update or batch_delete (mem0's limit)
@@ -391,13 +393,17 @@ class Writes:
         """The rows each grown memory added (``KeptRows``: the rows past those it kept), their search
         caches filled now (``Retriever.prime``): the searches after a write then pay for their query,
         not for the rows just written. Rows a write renumbered (a delete) keep the values that depend
-        on their text alone; the others are left to the searches."""
+        on their text alone; the others are left to the searches. The write is stored already: a
+        fill that fails is logged, not raised."""
         for sl in slices:
             kept = sl.kept.columns if sl.kept is not None else {}
             since = {lv: kept[f"{lv}.{col}"][0] for lv, col in _FIRST_NEW if f"{lv}.{col}" in kept}
             if len(since) == len(_FIRST_NEW) and sl.memory_id in self.bank.index:
-                with self._rw.read():  # as a search fills them
-                    self.retriever.prime(sl.memory_id, since)
+                try:
+                    with self._rw.read():  # as a search fills them
+                        self.retriever.prime(sl.memory_id, since)
+                except Exception:  # noqa: BLE001 - the write is stored: a cache left unfilled costs a search time
+                    log.warning("filling the search caches of memory %s failed", sl.memory_id, exc_info=True)
 
     def delete(
         self,

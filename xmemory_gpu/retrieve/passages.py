@@ -126,7 +126,8 @@ class Parts:
     def prime(self, msg_rows: np.ndarray, epi_rows: np.ndarray) -> None:
         """Compute ahead what searches compute on first use of these message and episode rows (global):
         each message's passages and word floors, whether its passages are stored, each episode's
-        message rows and floors. Kept by the bank (``rows_cache``) until it rewrites the rows."""
+        message rows and floors. Kept by the bank (``rows_cache``) until it rewrites the rows (or the
+        bank is replaced)."""
         for r in np.asarray(msg_rows, np.int64).tolist():
             self._shape[r]
             self._has_stored[r]

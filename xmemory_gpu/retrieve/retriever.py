@@ -22,6 +22,7 @@ from ..embed import Embedder, embedder_for_store, encode_queries
 from ..memory.backend import MemoryBackend
 from ..memory.bank import Bank
 from ..memory.store import Store
+from ..ops.backends import requested_backend
 from ..ops.devices import encoder_device
 from ..tokens import TokenCounter, default_counter
 from .baselines import Chunks
@@ -122,12 +123,12 @@ class Retriever:
 
     def prime(self, memory_id: str, since: dict[str, int] | None = None) -> int:
         """Fill ahead the caches a search of memory ``memory_id`` fills on first use, so its first
-        searches cost what the later ones do: its rows' norms, its messages' passages and word floors
-        and its episodes' parts (``Parts.prime``), kept by the bank until it rewrites those rows; and
-        the token counts of its texts' words (``TokenBudget.prime``). ``since``: level -> its first
-        local row to fill (the rows a write added; a level left out: none); default: every row.
-        Returns the words counted. The caller keeps the bank from changing meanwhile (the engine:
-        its read lock)."""
+        searches cost what the later ones do: its rows' norms (host searches only), its messages'
+        passages and word floors and its episodes' parts (``Parts.prime``), which the bank keeps
+        until it rewrites those rows or is replaced (an eviction, a compaction); and the token counts
+        of its texts' words (``TokenBudget.prime``). ``since``: level -> its first local row to fill
+        (the rows a write added; a level left out: none); default: every row. Returns the words
+        counted. The caller keeps the bank from changing meanwhile (the engine: its read lock)."""
         bank = self.bank
         b = bank.index.get(memory_id)
         if b is None:
@@ -136,9 +137,10 @@ class Retriever:
         for name, level in bank.levels.items():
             r = level.seg.rows(b)
             rows[name] = r if since is None else r[since[name] :] if name in since else r[:0]
-        for name in ("sem", "epi", "msg", "psg"):
-            if len(rows.get(name, ())) and bank.levels[name]["x"].dtype == np.float32:
-                bank.levels[name].row_norms("x", rows[name])
+        if requested_backend(self.backend) in ("auto", "cpu"):  # what a host search reads
+            for name in ("sem", "epi", "msg", "psg"):
+                if len(rows.get(name, ())) and bank.levels[name]["x"].dtype == np.float32:
+                    bank.levels[name].row_norms("x", rows[name])
         Parts(bank, self.embedder, self.config.semantic.passage_words).prime(rows["msg"], rows["epi"])
         texts = (str(t) for lv, col in PRIMED_TEXTS for t in bank.levels[lv][col][rows[lv]].tolist())
         return self.budget.prime(texts)
