@@ -63,7 +63,7 @@ def test_a_warmed_memory_writes_and_searches_as_a_cold_one(stored, tmp_path, mon
         MemoryEngine.open(tmp_path / "cold", embedder=EMB, stamp_arrival=False) as cold,
     ):
         warm._theme_memo = ThemeMemo(min_themes=1, min_state_rows=1)
-        cold._theme_memo = ThemeMemo(min_themes=10**9)  # never holds one
+        cold._theme_memo = ThemeMemo(min_themes=1, min_state_rows=1)  # holds one from its first write on
         got = warm.warm(user_id="u")
         assert got["memory"] and got["loaded"] and got["themes_held"] and got["words_counted"] > 0
         key = next(iter(warm.bank.index))
@@ -84,15 +84,24 @@ def test_a_warmed_memory_writes_and_searches_as_a_cold_one(stored, tmp_path, mon
             cold.add(more[i : i + 2], user_id="u")
             if i == 0:
                 assert built  # ... where the cold engine's built one
-        a, b = _columns(warm), _columns(cold)
-        assert a.keys() == b.keys()
-        for k in a:
-            if k.endswith(".id"):  # drawn by each engine
-                continue
-            u, v = np.asarray(a[k]), np.asarray(b[k])
-            same = u.tolist() == v.tolist() if u.dtype == object else u.tobytes() == v.tobytes()
-            assert u.shape == v.shape and u.dtype == v.dtype and same, k
+        _same_memory(warm, cold)
         assert _found(warm) == _found(cold)
+        for eng in (warm, cold):  # a delete after them: the same memory again
+            ids = [u["id"] for u in eng.get_all(user_id="u") if u["type"] == "message"]
+            eng.delete(ids[5], user_id="u")
+        _same_memory(warm, cold)
+        assert _found(warm) == _found(cold)
+
+
+def _same_memory(one: MemoryEngine, other: MemoryEngine) -> None:
+    a, b = _columns(one), _columns(other)
+    assert a.keys() == b.keys()
+    for k in a:
+        if k.endswith(".id"):  # drawn by each engine
+            continue
+        u, v = np.asarray(a[k]), np.asarray(b[k])
+        same = u.tolist() == v.tolist() if u.dtype == object else u.tobytes() == v.tobytes()
+        assert u.shape == v.shape and u.dtype == v.dtype and same, k
 
 
 def test_warm_of_no_memory_and_of_a_read_only_engine(stored):

@@ -186,8 +186,9 @@ class Paging:
                 out["words_counted"] = self.retriever.prime(key)
         if not self.read_only and not done:
             with self._writer, self._write_section(), self._using([key]):
-                if key in self.bank.index:
-                    state = stored_themes(self._current(key), self.config)
+                mem = self._current(key) if key in self.bank.index else None
+                if mem is not None and mem.n("theme") >= self._theme_memo.min_themes:  # else not kept
+                    state = stored_themes(mem, self.config)
                     state.x = state.x.copy()  # held past the bank's next write, which may reuse its rows
                     self._theme_memo.put(
                         key, held_themes(state, self.config.theme, self._theme_memo.get(key))
